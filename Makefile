@@ -1,0 +1,26 @@
+# Two entry points for a fresh clone: `make demo` (the main job) and `make test` (the suite).
+# Both create .venv, install the CPU build of torch first (a bare `torch` requirement would pull a
+# multi-GB CUDA build), then this project, then run.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/induction-probes baselines markov --k 3 --seq-len 100 --n-seqs 20000
+	$(BIN)/induction-probes baselines markov --k 2 --seq-len 100 --n-seqs 20000
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_markov.py
+	$(BIN)/python bench/bench_model.py

@@ -1,0 +1,368 @@
+"""The one model class: a small TransformerLens-style HookedTransformer, on TransformerLens 4's hooks.
+
+TransformerLens 4 dropped its HookedTransformer, and its replacement cannot express learned relative
+positions, so this file rebuilds the part we need on the infrastructure TL 4 keeps (HookedRootModule,
+HookPoint, ActivationCache, FactoredMatrix), with TL 3's parameter names, shapes and hook names:
+``cache["pattern", 0]``, ``model.W_Q[layer, head]`` and ``model.OV`` work as researchers expect.
+
+Attention of layer l, head h, query i, key j (x_i is the residual stream entering the layer):
+
+    q_i = x_i W_Q + b_Q,  k_j = x_j W_K + b_K,  v_j = x_j W_V + b_V
+    A_ij = q_i·k_j / sqrt(d_head) + pos_ij          (hook_attn_scores: after the mask, before softmax)
+    pos_ij = q_i·r_{i−j} / sqrt(d_head)             positional="relative" (Edelman: r added to the keys)
+           = −β_h (i − j − 1)                       positional="alibi" (Wang: a learned slope per head)
+    mask: j ≤ i ("causal") or j < i ("strict"); a strict query with no key (i = 0) attends nowhere
+    z_i = Σ_j softmax_j(A_ij) v_j;  out_i = Σ_h z_i W_O + b_O
+
+Rows are positions and weights multiply from the right (x @ W), as in TransformerLens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+from transformer_lens import ActivationCache, FactoredMatrix, HookedRootModule
+from transformer_lens.hook_points import HookPoint
+
+from circuits.validation import require_int
+
+ATTENTION_POSITIONALS = ("relative", "alibi", "none")
+POSITIONALS = ATTENTION_POSITIONALS + ("standard",)
+MASKS = ("causal", "strict")
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+@dataclass(frozen=True)
+class HookedTransformerConfig:
+    """Everything that fixes the model's shapes and maths; saved as JSON next to every checkpoint.
+
+    ``positional`` and ``mask`` take one value for all layers or a tuple with one per layer;
+    ``layer_heads`` overrides ``n_heads`` per layer (n − 1 first-layer heads for n-gram chains).
+    With ``input_type="vectors"`` the input is ``[batch, pos, d_vocab]`` and the embedding is linear.
+    """
+
+    n_layers: int
+    d_model: int
+    n_ctx: int
+    d_vocab: int
+    n_heads: int = 1
+    d_head: int | None = None  # default d_model // n_heads
+    d_vocab_out: int | None = None  # default d_vocab
+    layer_heads: tuple[int, ...] | None = None
+    positional: str | tuple[str, ...] = "relative"
+    mask: str | tuple[str, ...] = "causal"
+    normalization: str | None = None  # None or "LN" (pre-LN in each block and before the unembed)
+    dropout: float = 0.0
+    d_mlp: int | None = None  # None: attention-only
+    input_type: str = "tokens"
+    use_attn_result: bool = False
+    use_bias: bool = False
+    dtype: str = "float32"
+    init_range: float = 0.02
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("n_layers", "d_model", "n_ctx", "d_vocab", "n_heads"):
+            require_int(name, getattr(self, name), 1)
+        for name in ("layer_heads", "positional", "mask"):  # JSON gives lists; keep the config hashable
+            if isinstance(getattr(self, name), list):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.d_head is None:
+            if self.d_model % self.n_heads:
+                raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
+            object.__setattr__(self, "d_head", self.d_model // self.n_heads)
+        if self.d_vocab_out is None:
+            object.__setattr__(self, "d_vocab_out", self.d_vocab)
+        require_int("d_head", self.d_head, 1)
+        require_int("d_vocab_out", self.d_vocab_out, 1)
+        if self.layer_heads is not None:
+            self._check_per_layer("layer_heads", self.layer_heads)
+            for heads in self.layer_heads:
+                require_int("heads per layer", heads, 1)
+        if self.positional == "standard":
+            pass
+        elif isinstance(self.positional, tuple) and "standard" in self.positional:
+            raise ValueError("standard positions are absolute: give positional='standard' for the whole model")
+        else:
+            self._check_choices("positional", self.positional, ATTENTION_POSITIONALS)
+        self._check_choices("mask", self.mask, MASKS)
+        self._check_choices("normalization", self.normalization, (None, "LN"))
+        self._check_choices("input_type", self.input_type, ("tokens", "vectors"))
+        self._check_choices("dtype", self.dtype, tuple(DTYPES))
+        if self.d_mlp is not None:
+            require_int("d_mlp", self.d_mlp, 1)
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    def _check_per_layer(self, name: str, values: tuple) -> None:
+        if len(values) != self.n_layers:
+            raise ValueError(f"{name} has {len(values)} entries for {self.n_layers} layers")
+
+    def _check_choices(self, name: str, value: object, choices: tuple) -> None:
+        if isinstance(value, tuple):
+            self._check_per_layer(name, value)
+        for item in value if isinstance(value, tuple) else (value,):
+            if item not in choices:
+                raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got {item!r}")
+
+    def heads(self, layer: int) -> int:
+        return self.layer_heads[layer] if self.layer_heads is not None else self.n_heads
+
+    def layer_positional(self, layer: int) -> str:
+        """The positional term inside layer ``layer``'s attention: relative, alibi or none."""
+        if self.positional == "standard":
+            return "none"
+        return self.positional[layer] if isinstance(self.positional, tuple) else self.positional
+
+    def layer_mask(self, layer: int) -> str:
+        return self.mask[layer] if isinstance(self.mask, tuple) else self.mask
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> HookedTransformerConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = set(values) - known
+        if unknown:
+            raise ValueError(f"unknown model config keys: {', '.join(sorted(unknown))}")
+        return cls(**values)
+
+
+class LayerNorm(nn.Module):
+    def __init__(self, cfg: HookedTransformerConfig):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(cfg.d_model))
+        self.b = nn.Parameter(torch.zeros(cfg.d_model))
+        self.hook_normalized = HookPoint()  # [batch, pos, d_model]
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.hook_normalized(F.layer_norm(x, x.shape[-1:], self.w, self.b, eps=1e-5))
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: HookedTransformerConfig, layer: int):
+        super().__init__()
+        n_heads, d_model, d_head = cfg.heads(layer), cfg.d_model, cfg.d_head
+        self.cfg, self.scale = cfg, 1.0 / math.sqrt(d_head)
+        self.W_Q = nn.Parameter(torch.empty(n_heads, d_model, d_head))
+        self.W_K = nn.Parameter(torch.empty(n_heads, d_model, d_head))
+        self.W_V = nn.Parameter(torch.empty(n_heads, d_model, d_head))
+        self.W_O = nn.Parameter(torch.empty(n_heads, d_head, d_model))
+        if cfg.use_bias:
+            self.b_Q, self.b_K, self.b_V = (nn.Parameter(torch.zeros(n_heads, d_head)) for _ in range(3))
+            self.b_O = nn.Parameter(torch.zeros(d_model))
+        self.positional = cfg.layer_positional(layer)
+        if self.positional == "relative":
+            self.W_rel = nn.Parameter(torch.empty(n_heads, cfg.n_ctx, d_head))  # r_d, d = i − j
+        elif self.positional == "alibi":
+            self.alibi_slope = nn.Parameter(torch.zeros(n_heads))  # β_h
+        self.strict = cfg.layer_mask(layer) == "strict"
+        position = torch.arange(cfg.n_ctx)
+        distance = position[:, None] - position[None, :]
+        self.register_buffer("distance", distance.clamp_min(0), persistent=False)
+        self.register_buffer("allowed", distance > 0 if self.strict else distance >= 0, persistent=False)
+
+        self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()  # [batch, pos, head, d_head]
+        self.hook_pos_scores = HookPoint()  # [batch, head, q_pos, k_pos], the positional term of the scores
+        self.hook_attn_scores = HookPoint()  # [batch, head, q_pos, k_pos]
+        self.hook_pattern = HookPoint()  # [batch, head, q_pos, k_pos]
+        self.hook_z = HookPoint()  # [batch, pos, head, d_head]
+        self.hook_result = HookPoint()  # [batch, pos, head, d_model], only with use_attn_result
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def _project(self, x: Tensor, weight: Tensor, bias_name: str) -> Tensor:
+        out = torch.einsum("bpd,hde->bphe", x, weight)
+        return out + getattr(self, bias_name) if self.cfg.use_bias else out
+
+    def positional_scores(self, q: Float[Tensor, "batch pos head d_head"]) -> Float[Tensor, "batch head q k"]:
+        """pos_ij: q_i·r_{i−j}/sqrt(d_head) (relative) or −β_h (i − j − 1) (alibi)."""
+        n_pos = q.shape[1]
+        distance = self.distance[:n_pos, :n_pos]
+        if self.positional == "relative":
+            by_distance = torch.einsum("bqhe,hde->bhqd", q, self.W_rel[:, :n_pos]) * self.scale
+            return by_distance.gather(-1, distance.expand(*by_distance.shape[:2], -1, -1))
+        offset = (distance - 1).to(q.dtype)
+        return (-self.alibi_slope[:, None, None] * offset).expand(q.shape[0], -1, -1, -1)
+
+    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        n_pos = x.shape[1]
+        q = self.hook_q(self._project(x, self.W_Q, "b_Q"))
+        k = self.hook_k(self._project(x, self.W_K, "b_K"))
+        v = self.hook_v(self._project(x, self.W_V, "b_V"))
+        scores = torch.einsum("bqhe,bkhe->bhqk", q, k) * self.scale
+        if self.positional != "none":
+            scores = scores + self.hook_pos_scores(self.positional_scores(q))
+        allowed = self.allowed[:n_pos, :n_pos]
+        scores = self.hook_attn_scores(scores.masked_fill(~allowed, -torch.inf))
+        if self.strict:  # query 0 has no key: give its row finite scores, then zero it
+            has_key = allowed.any(-1, keepdim=True)
+            pattern = torch.softmax(scores.masked_fill(~has_key, 0.0), dim=-1) * has_key
+        else:
+            pattern = torch.softmax(scores, dim=-1)
+        pattern = self.dropout(self.hook_pattern(pattern))
+        z = self.hook_z(torch.einsum("bhqk,bkhe->bqhe", pattern, v))
+        if self.cfg.use_attn_result:
+            out = self.hook_result(torch.einsum("bqhe,hed->bqhd", z, self.W_O)).sum(2)
+        else:
+            out = torch.einsum("bqhe,hed->bqd", z, self.W_O)
+        return out + self.b_O if self.cfg.use_bias else out
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: HookedTransformerConfig):
+        super().__init__()
+        self.W_in = nn.Parameter(torch.empty(cfg.d_model, cfg.d_mlp))
+        self.b_in = nn.Parameter(torch.zeros(cfg.d_mlp))
+        self.W_out = nn.Parameter(torch.empty(cfg.d_mlp, cfg.d_model))
+        self.b_out = nn.Parameter(torch.zeros(cfg.d_model))
+        self.hook_pre, self.hook_post = HookPoint(), HookPoint()  # [batch, pos, d_mlp]
+
+    def forward(self, x: Tensor) -> Tensor:
+        pre = self.hook_pre(x @ self.W_in + self.b_in)
+        return self.hook_post(F.relu(pre)) @ self.W_out + self.b_out
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, cfg: HookedTransformerConfig, layer: int):
+        super().__init__()
+        norm = (lambda: LayerNorm(cfg)) if cfg.normalization == "LN" else nn.Identity
+        self.ln1, self.attn = norm(), Attention(cfg, layer)
+        if cfg.d_mlp is not None:
+            self.ln2, self.mlp = norm(), MLP(cfg)
+            self.hook_mlp_out = HookPoint()
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.hook_resid_pre, self.hook_attn_out = HookPoint(), HookPoint()  # [batch, pos, d_model]
+        self.hook_resid_mid, self.hook_resid_post = HookPoint(), HookPoint()
+
+    def forward(self, resid: Tensor) -> Tensor:
+        resid = self.hook_resid_pre(resid)
+        resid = self.hook_resid_mid(resid + self.hook_attn_out(self.dropout(self.attn(self.ln1(resid)))))
+        if hasattr(self, "mlp"):
+            resid = resid + self.hook_mlp_out(self.dropout(self.mlp(self.ln2(resid))))
+        return self.hook_resid_post(resid)
+
+
+class HookedTransformer(HookedRootModule):
+    """Attention-first transformer with TransformerLens names; see the module docstring for the maths."""
+
+    def __init__(self, cfg: HookedTransformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Module()
+        self.embed.W_E = nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model))
+        self.hook_embed = HookPoint()  # [batch, pos, d_model]
+        if cfg.positional == "standard":
+            self.pos_embed = nn.Module()
+            self.pos_embed.W_pos = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model))
+            self.hook_pos_embed = HookPoint()  # [batch, pos, d_model]
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(TransformerBlock(cfg, layer) for layer in range(cfg.n_layers))
+        self.ln_final = LayerNorm(cfg) if cfg.normalization == "LN" else nn.Identity()
+        self.unembed = nn.Module()
+        self.unembed.W_U = nn.Parameter(torch.empty(cfg.d_model, cfg.d_vocab_out))
+        if cfg.use_bias:
+            self.unembed.b_U = nn.Parameter(torch.zeros(cfg.d_vocab_out))
+        self.init_weights()
+        self.to(cfg.torch_dtype)
+        self.setup()
+
+    def init_weights(self) -> None:
+        """N(0, init_range) for every matrix, init_range/sqrt(2 n_layers) for those writing into the
+        residual stream (GPT-2's scaling, Edelman's 0.01 at two layers); zero biases and slopes, unit
+        LayerNorm gains. Drawn from ``cfg.seed`` alone, so the same config gives the same weights."""
+        generator = torch.Generator().manual_seed(self.cfg.seed)
+        out_std = self.cfg.init_range / math.sqrt(2 * self.cfg.n_layers)
+        with torch.no_grad():
+            for name, param in self.named_parameters():
+                leaf = name.rsplit(".", 1)[-1]
+                if leaf in ("W_O", "W_out"):
+                    param.normal_(0.0, out_std, generator=generator)
+                elif leaf.startswith("W_"):
+                    param.normal_(0.0, self.cfg.init_range, generator=generator)
+
+    def check_input(self, input: Tensor) -> None:
+        """Raise ValueError for inputs the model would silently misread."""
+        cfg = self.cfg
+        expected_dims = 2 if cfg.input_type == "tokens" else 3
+        if input.dim() != expected_dims:
+            raise ValueError(f"{cfg.input_type} input must have {expected_dims} dims, got shape {tuple(input.shape)}")
+        if not 1 <= input.shape[1] <= cfg.n_ctx:
+            raise ValueError(f"sequence length must be in 1..{cfg.n_ctx}, got {input.shape[1]}")
+        if cfg.input_type == "tokens":
+            if input.dtype != torch.long or input.numel() and (input.min() < 0 or input.max() >= cfg.d_vocab):
+                raise ValueError(f"tokens must be integers in 0..{cfg.d_vocab - 1}")
+        elif input.shape[-1] != cfg.d_vocab or not torch.isfinite(input).all():
+            raise ValueError(f"vector input must be finite with last dimension {cfg.d_vocab}")
+
+    def forward(
+        self, input: Int[Tensor, "batch pos"] | Float[Tensor, "batch pos d_in"]
+    ) -> Float[Tensor, "batch pos d_vocab_out"]:
+        """Logits (token models) or output vectors (vector models) at every position."""
+        self.check_input(input)
+        if self.cfg.input_type == "tokens":
+            resid = self.hook_embed(self.embed.W_E[input])
+        else:
+            resid = self.hook_embed(input.to(self.embed.W_E.dtype) @ self.embed.W_E)
+        if self.cfg.positional == "standard":
+            resid = resid + self.hook_pos_embed(self.pos_embed.W_pos[: input.shape[1]].expand_as(resid))
+        resid = self.dropout(resid)
+        for block in self.blocks:
+            resid = block(resid)
+        out = self.ln_final(resid) @ self.unembed.W_U
+        return out + self.unembed.b_U if self.cfg.use_bias else out
+
+    def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
+        """Like TransformerLens: the output and an ActivationCache (``cache["pattern", 0]``)."""
+        out, cache_dict = super().run_with_cache(*args, **kwargs)
+        return out, ActivationCache(cache_dict, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
+
+    # --- stacked weights, as in TransformerLens: [n_layers, n_heads, ...] -------------------------
+
+    def _stack(self, name: str) -> Tensor:
+        if len({self.cfg.heads(layer) for layer in range(self.cfg.n_layers)}) > 1:
+            raise ValueError(f"layers have different head counts; use model.blocks[l].attn.{name}")
+        return torch.stack([getattr(block.attn, name) for block in self.blocks])
+
+    @property
+    def W_E(self) -> Tensor:
+        return self.embed.W_E
+
+    @property
+    def W_U(self) -> Tensor:
+        return self.unembed.W_U
+
+    @property
+    def W_Q(self) -> Tensor:
+        return self._stack("W_Q")
+
+    @property
+    def W_K(self) -> Tensor:
+        return self._stack("W_K")
+
+    @property
+    def W_V(self) -> Tensor:
+        return self._stack("W_V")
+
+    @property
+    def W_O(self) -> Tensor:
+        return self._stack("W_O")
+
+    @property
+    def QK(self) -> FactoredMatrix:
+        """W_Q W_Kᵀ per layer and head, [n_layers, n_heads, d_model, d_model], factored."""
+        return FactoredMatrix(self.W_Q, self.W_K.transpose(-2, -1))
+
+    @property
+    def OV(self) -> FactoredMatrix:
+        """W_V W_O per layer and head, [n_layers, n_heads, d_model, d_model], factored."""
+        return FactoredMatrix(self.W_V, self.W_O)

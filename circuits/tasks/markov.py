@@ -1,0 +1,344 @@
+"""ICL-MC (Edelman et al. 2024): every sequence comes from its own random Markov chain.
+
+A chain of order m = n − 1 over k symbols has a transition table of k^m rows (one per context of the
+last m tokens), each row drawn from Dirichlet(α, …, α). The first m tokens come from the stationary
+distribution of the lifted chain on m-tuples, solved exactly (the authors' current code draws the first
+state uniformly by mistake, see reference/papers.md A1.1). n = 2 is the paper's main task; n = 1 gives
+i.i.d. tokens from one random distribution (the "unigram" prior of A1.4).
+
+In-context strategies predict x_{t+1} from x_1..x_t with Dirichlet(α) pseudo-counts:
+q_t(b) = (c(context → b) + α) / (c(context → ·) + kα). With α = 1 and n = 2 this is the Bayes posterior
+predictive of the Dir(1) row of the current token (up to the information in the first state).
+
+Shapes: tokens are ``[batch, pos]`` with position 0 the first token; ``predictions[:, t]`` is the
+distribution of the token at t + 1 given tokens 0..t.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from circuits.metrics import kl_divergence, token_cross_entropy
+from circuits.validation import require_int, require_positive
+
+STRATEGY_ORDERS = {"unigram": 1, "bigram": 2, "trigram": 3}
+
+
+def strategy_name(n: int) -> str:
+    """'unigram', 'bigram', 'trigram', then '4-gram', '5-gram', …"""
+    names = {order: name for name, order in STRATEGY_ORDERS.items()}
+    return names.get(n, f"{n}-gram")
+
+
+def strategy_order(name: str) -> int:
+    """The n of an n-gram strategy name; the inverse of :func:`strategy_name`."""
+    if name in STRATEGY_ORDERS:
+        return STRATEGY_ORDERS[name]
+    if name.endswith("-gram") and name[: -len("-gram")].isdigit():
+        return int(name[: -len("-gram")])
+    raise ValueError(f"unknown strategy {name!r}: use uniform, unigram, bigram, trigram or N-gram")
+
+
+# --- random draws -------------------------------------------------------------------------------
+
+
+def sample_log_gamma(
+    shape: tuple[int, ...], alpha: float, generator: torch.Generator
+) -> Float[Tensor, "..."]:
+    """log of Gamma(alpha, 1) draws, by Marsaglia and Tsang's squeeze method.
+
+    Written here because torch's Gamma and Dirichlet samplers take no ``torch.Generator``. For alpha < 1
+    it uses Gamma(α) = Gamma(α + 1) · U^{1/α}, kept in log space so that tiny α cannot underflow.
+    """
+    boosted = alpha + 1.0 if alpha < 1.0 else alpha
+    d = boosted - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * d)
+    out = torch.empty(math.prod(shape), dtype=torch.float64)
+    todo = torch.arange(out.numel())
+    while todo.numel() > 0:  # each round accepts > 95% of what is left
+        x = torch.randn(todo.numel(), generator=generator, dtype=torch.float64)
+        u = torch.rand(todo.numel(), generator=generator, dtype=torch.float64)
+        v = (1.0 + c * x) ** 3
+        log_v = torch.log(v.clamp_min(1e-300))
+        accept = (v > 0) & (torch.log(u) < 0.5 * x**2 + d - d * v + d * log_v)
+        out[todo[accept]] = math.log(d) + log_v[accept]
+        todo = todo[~accept]
+    if alpha < 1.0:
+        u = torch.rand(out.numel(), generator=generator, dtype=torch.float64)
+        out = out + torch.log(u) / alpha
+    return out.reshape(shape)
+
+
+def sample_dirichlet(
+    shape: tuple[int, ...], k: int, alpha: float, generator: torch.Generator
+) -> Float[Tensor, "... k"]:
+    """Independent Dirichlet(alpha · 1_k) vectors, as normalised Gamma draws."""
+    return torch.softmax(sample_log_gamma((*shape, k), alpha, generator), dim=-1)
+
+
+def sample_categorical(
+    probs: Float[Tensor, "batch k"], uniforms: Float[Tensor, " batch"]
+) -> Int[Tensor, " batch"]:
+    """Inverse-CDF draw: the first b with cumsum(probs)[b] > u (clamped against rounding at 1)."""
+    below = probs.cumsum(-1) <= uniforms.unsqueeze(-1)
+    return below.sum(-1).clamp_max(probs.shape[-1] - 1)
+
+
+# --- chains ---------------------------------------------------------------------------------------
+
+
+def lift_transitions(table: Float[Tensor, "batch contexts k"], k: int) -> Float[Tensor, "batch s s"]:
+    """The order-1 chain on m-tuples: context (a_1..a_m) moves to (a_2..a_m, b) with table[(a_1..a_m), b].
+
+    Contexts are numbered with the oldest token as the most significant base-k digit.
+    """
+    batch, n_contexts, _ = table.shape
+    if n_contexts == 1:  # order 0: the empty context always follows itself
+        return table.new_ones(batch, 1, 1)
+    lifted = table.new_zeros(batch, n_contexts, n_contexts)
+    context = torch.arange(n_contexts)
+    successors = (context % (n_contexts // k)).unsqueeze(-1) * k + torch.arange(k)  # [contexts, k]
+    lifted.scatter_(-1, successors.expand(batch, -1, -1), table)
+    return lifted
+
+
+def stationary_distribution(transitions: Float[Tensor, "batch s s"]) -> Float[Tensor, "batch s"]:
+    """π with π P = π and Σ π = 1, by a linear solve (exact for an irreducible chain).
+
+    Solves (Pᵀ − I) π = 0 with the last equation replaced by Σ π = 1.
+    """
+    batch, n_states, _ = transitions.shape
+    system = transitions.double().transpose(-1, -2) - torch.eye(n_states, dtype=torch.float64)
+    system[:, -1, :] = 1.0
+    rhs = torch.zeros(batch, n_states, 1, dtype=torch.float64)
+    rhs[:, -1] = 1.0
+    pi = torch.linalg.solve(system, rhs).squeeze(-1).clamp_min(0.0)
+    return pi / pi.sum(-1, keepdim=True)
+
+
+@dataclass(frozen=True)
+class MarkovSample:
+    """A batch of ICL-MC sequences with the chains that produced them.
+
+    ``states`` holds seq_len + 1 tokens per sequence: the model reads ``inputs`` (the first seq_len)
+    and predicts ``targets`` (the last seq_len).
+    """
+
+    states: Int[Tensor, "batch seq_plus_one"]
+    transitions: Float[Tensor, "batch contexts k"]  # row = context of the last n − 1 tokens
+    stationary: Float[Tensor, "batch contexts"]  # π of the lifted chain, for the first n − 1 tokens
+    k: int
+    n: int
+
+    @property
+    def inputs(self) -> Int[Tensor, "batch seq"]:
+        return self.states[:, :-1]
+
+    @property
+    def targets(self) -> Int[Tensor, "batch seq"]:
+        return self.states[:, 1:]
+
+
+def validate_task(k: object, seq_len: object, n: object = 2, alpha: object = 1.0) -> None:
+    """Raise ValueError for k < 2, seq_len < 2, n < 1, alpha ≤ 0 or non-integers."""
+    require_int("k", k, 2)
+    require_int("seq_len", seq_len, 2)
+    require_int("n", n, 1)
+    require_positive("alpha", alpha)
+
+
+def check_transitions(table: Tensor, n_seqs: int, k: int, order: int) -> Float[Tensor, "batch contexts k"]:
+    """Raise ValueError unless ``table`` is [n_seqs, k^order, k] with rows that are distributions."""
+    expected = (n_seqs, k**order, k)
+    if tuple(table.shape) != expected:
+        raise ValueError(f"transitions must have shape {expected}, got {tuple(table.shape)}")
+    table = table.double()
+    if not torch.isfinite(table).all() or (table < 0).any() or not torch.allclose(table.sum(-1), torch.ones((), dtype=torch.float64)):
+        raise ValueError("every row of transitions must be a probability distribution")
+    return table
+
+
+def sample_markov(
+    n_seqs: int,
+    k: int,
+    seq_len: int,
+    *,
+    n: int = 2,
+    alpha: float = 1.0,
+    generator: torch.Generator,
+    transitions: Float[Tensor, "batch contexts k"] | None = None,
+) -> MarkovSample:
+    """Draw ``n_seqs`` sequences of ``seq_len`` input tokens (seq_len + 1 states), each from a fresh chain.
+
+    The chains' tables are drawn from Dirichlet(alpha) rows unless ``transitions`` gives them (one
+    table of k^(n−1) rows per sequence, e.g. to evaluate on chosen chains). Vectorised over the
+    batch; the only loop is over positions, which the recurrence needs.
+    """
+    require_int("n_seqs", n_seqs, 1)
+    validate_task(k, seq_len, n, alpha)
+    order = n - 1
+    if transitions is None:
+        table = sample_dirichlet((n_seqs, k**order), k, alpha, generator)
+    else:
+        table = check_transitions(transitions, n_seqs, k, order)
+    pi = stationary_distribution(lift_transitions(table, k))
+    uniforms = torch.rand(n_seqs, seq_len + 1, generator=generator, dtype=torch.float64)
+
+    states = torch.empty(n_seqs, seq_len + 1, dtype=torch.long)
+    first_context = sample_categorical(pi, uniforms[:, 0])
+    for i in range(order):  # decode the first m tokens, oldest digit first
+        states[:, i] = first_context // k ** (order - 1 - i) % k
+    context = first_context
+    rows = torch.arange(n_seqs)
+    for t in range(order, seq_len + 1):
+        states[:, t] = sample_categorical(table[rows, context], uniforms[:, t])
+        context = (context * k + states[:, t]) % k**order if order else context
+    return MarkovSample(states=states, transitions=table, stationary=pi, k=k, n=n)
+
+
+def window_codes(tokens: Int[Tensor, "batch pos"], width: int, k: int) -> Int[Tensor, "batch windows"]:
+    """Base-k code of every window of ``width`` consecutive tokens; entry i is the window starting at i."""
+    n_windows = tokens.shape[1] - width + 1
+    codes = torch.zeros(tokens.shape[0], n_windows, dtype=torch.long)
+    for i in range(width):
+        codes = codes * k + tokens[:, i : i + n_windows]
+    return codes
+
+
+def true_next_token_probs(sample: MarkovSample) -> Float[Tensor, "batch seq k"]:
+    """P(x_{t+1} | x_0..x_t) under the sequence's own chain, at every input position t.
+
+    Once t ≥ n − 2 this is the table row of the last n − 1 tokens; before that (only for n ≥ 3) it is
+    the conditional of the stationary start distribution.
+    """
+    k, order, tokens = sample.k, sample.n - 1, sample.inputs
+    batch, seq_len = tokens.shape
+    if order == 0:
+        return sample.transitions[:, 0:1].expand(batch, seq_len, k)
+    start = order - 1  # first position with a full context
+    context = window_codes(tokens, order, k)
+    probs = torch.empty(batch, seq_len, k, dtype=sample.transitions.dtype)
+    probs[:, start:] = sample.transitions.gather(1, context.unsqueeze(-1).expand(-1, -1, k))
+    for t in range(min(start, seq_len)):  # marginal of the first t + 2 tokens, conditioned on t + 1
+        prefix = sample.stationary.reshape(batch, k ** (t + 2), -1).sum(-1).reshape(batch, -1, k)
+        row = prefix[torch.arange(batch), window_codes(tokens[:, : t + 1], t + 1, k)[:, 0]]
+        probs[:, t] = row / row.sum(-1, keepdim=True)
+    return probs
+
+
+# --- in-context strategies ---------------------------------------------------------------------
+
+
+def uniform_predictions(tokens: Int[Tensor, "batch seq"], k: int) -> Float[Tensor, "batch seq k"]:
+    """q(b) = 1/k everywhere."""
+    return torch.full((*tokens.shape, k), 1.0 / k, dtype=torch.float64)
+
+
+def ngram_predictions(
+    tokens: Int[Tensor, "batch seq"], k: int, n: int, alpha: float = 1.0
+) -> Float[Tensor, "batch seq k"]:
+    """In-context n-gram predictor with Dirichlet(alpha) pseudo-counts, at every position at once.
+
+    At position t (0-indexed), with context c = the last n − 1 tokens x_{t−n+2..t}:
+    q_t(b) = (#{j ≤ t : x_{j−n+1..j−1} = c, x_j = b} + α) / (#{j ≤ t : x_{j−n+1..j−1} = c} + kα).
+    n = 1 is the unigram predictor (counts of every token so far, x_t included), n = 2 the bigram
+    (statistical induction) predictor. Positions whose context is not complete yet (t < n − 2) have no
+    counts and predict uniformly. Computed with one cumulative sum over one-hot (context, token) codes.
+    """
+    batch, seq_len = tokens.shape
+    order = n - 1
+    counts = torch.zeros(batch, seq_len, k**n, dtype=torch.int32)
+    if seq_len > order:
+        pairs = window_codes(tokens, n, k)  # pairs[:, i] = (context, token) ending at position i + order
+        counts[:, order:].scatter_(-1, pairs.unsqueeze(-1), 1)
+    counts = counts.cumsum(1, dtype=torch.int32)
+
+    query = torch.zeros(batch, seq_len, dtype=torch.long)
+    start = max(order - 1, 0)
+    if order and seq_len > start:
+        query[:, start:] = window_codes(tokens, order, k)
+    matched = counts.gather(-1, query.unsqueeze(-1) * k + torch.arange(k)).double()
+    matched[:, :start] = 0.0
+    return (matched + alpha) / (matched.sum(-1, keepdim=True) + k * alpha)
+
+
+def strategy_predictions(
+    name: str, tokens: Int[Tensor, "batch seq"], k: int, alpha: float = 1.0
+) -> Float[Tensor, "batch seq k"]:
+    """The predictions of a named strategy: 'uniform', 'unigram', 'bigram', 'trigram' or 'N-gram'."""
+    if name == "uniform":
+        return uniform_predictions(tokens, k)
+    return ngram_predictions(tokens, k, strategy_order(name), alpha)
+
+
+def strategy_names(n: int) -> list[str]:
+    """The strategies to compare on an n-gram task: uniform and every order up to n."""
+    return ["uniform"] + [strategy_name(order) for order in range(1, n + 1)]
+
+
+# --- baselines ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Baselines:
+    """How well each strategy does on fresh sequences (reference/papers.md A4.3).
+
+    ``last_token_kl[s]`` is KL(true next-token distribution ‖ s) at the last input token, averaged over
+    sequences (the paper's "test loss"). ``mean_ce[s]`` is the cross-entropy of the sampled next token
+    averaged over all positions and sequences: the training loss a predictor using s would reach.
+    """
+
+    k: int
+    seq_len: int
+    n: int
+    alpha: float
+    n_seqs: int
+    seed: int
+    last_token_kl: dict[str, float]
+    mean_ce: dict[str, float]
+
+
+def strategy_baselines(
+    k: int,
+    seq_len: int,
+    *,
+    n: int = 2,
+    alpha: float = 1.0,
+    n_seqs: int = 20_000,
+    seed: int = 0,
+    chunk: int = 2_000,
+) -> Baselines:
+    """Last-token KL and mean cross-entropy of every strategy on ``n_seqs`` fresh sequences.
+
+    Works in chunks of ``chunk`` sequences so memory stays flat; the same seed gives the same numbers.
+    """
+    require_int("n_seqs", n_seqs, 1)
+    require_int("seed", seed, 0)
+    validate_task(k, seq_len, n, alpha)
+    generator = torch.Generator().manual_seed(seed)
+    names = strategy_names(n)
+    kl_sums = dict.fromkeys(names, 0.0)
+    ce_sums = dict.fromkeys(["true", *names], 0.0)
+    for start in range(0, n_seqs, chunk):
+        sample = sample_markov(min(chunk, n_seqs - start), k, seq_len, n=n, alpha=alpha, generator=generator)
+        truth = true_next_token_probs(sample)
+        ce_sums["true"] += token_cross_entropy(truth.log(), sample.targets).mean(-1).sum().item()
+        for name in names:
+            log_q = strategy_predictions(name, sample.inputs, k, alpha).log()
+            kl_sums[name] += kl_divergence(truth[:, -1], log_q[:, -1]).sum().item()
+            ce_sums[name] += token_cross_entropy(log_q, sample.targets).mean(-1).sum().item()
+    return Baselines(
+        k=k,
+        seq_len=seq_len,
+        n=n,
+        alpha=float(alpha),
+        n_seqs=n_seqs,
+        seed=seed,
+        last_token_kl={name: total / n_seqs for name, total in kl_sums.items()},
+        mean_ce={name: total / n_seqs for name, total in ce_sums.items()},
+    )
