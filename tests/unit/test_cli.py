@@ -1,0 +1,64 @@
+"""The ``induction-probes`` command: the installed entry point as a user runs it (no standard input),
+and the many bad-input cases in-process through ``main``, which is what the entry point calls."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from probes.cli import main
+
+COMMAND = Path(sys.executable).with_name("induction-probes")
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(COMMAND), *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+
+
+def test_baselines_json_has_the_documented_keys_and_values():
+    result = run("baselines", "markov", "--k", "3", "--seq-len", "100", "--n-seqs", "20000", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert {"k", "seq_len", "alpha", "n_seqs", "last_token_kl", "mean_ce"} <= data.keys()
+    assert set(data["last_token_kl"]) == {"uniform", "unigram", "bigram"}
+    assert set(data["mean_ce"]) == {"true", "uniform", "unigram", "bigram"}
+    assert abs(data["last_token_kl"]["bigram"] - 0.0265) < 0.003
+    assert abs(data["mean_ce"]["true"] - 0.821) < 0.01
+
+
+def test_baselines_table_is_readable():
+    result = run("baselines", "markov", "--k", "2", "--n-seqs", "500")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("ICL-MC strategy baselines: k=2")
+    assert [line.split()[0] for line in lines[3:]] == ["true", "uniform", "unigram", "bigram"]
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--k", "1"], "k must be an integer >= 2"),
+        (["--k", "3", "--seq-len", "1"], "seq_len must be an integer >= 2"),
+        (["--k", "3", "--alpha", "0"], "alpha must be a finite number > 0"),
+        (["--k", "3", "--alpha", "nan"], "alpha must be a finite number > 0"),
+        (["--k", "3", "--n", "0"], "n must be an integer >= 1"),
+        (["--k", "3", "--n-seqs", "-5"], "n_seqs must be an integer >= 1"),
+        (["--k", "2.5"], "invalid int value: '2.5'"),
+        (["--k", "three"], "invalid int value: 'three'"),
+        ([], "the following arguments are required: --k"),
+    ],
+)
+def test_bad_input_gives_one_line_and_status_2(args, message, capsys):
+    assert main(["baselines", "markov", *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("induction-probes: error: ") and message in err
+
+
+def test_installed_command_reports_bad_input_in_one_line():
+    for args in (["baselines", "markov", "--k", "1"], ["frobnicate"]):
+        result = run(*args)
+        assert result.returncode == 2 and result.stdout == ""
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
