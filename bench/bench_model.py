@@ -19,6 +19,7 @@ Run from the repository root: ``.venv/bin/python bench/bench_model.py``.
 from __future__ import annotations
 
 import copy
+import os
 import signal
 import statistics
 import sys
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 
 import torch
+import torch._inductor.config
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -89,7 +91,15 @@ def make_models():
     return ours, plain_twin(ours)
 
 
+def report_load(when: str) -> None:
+    """Other processes on this small machine wreck multi-thread timings: say how busy it was."""
+    load, cores = os.getloadavg()[0], os.cpu_count()
+    warning = "  WARNING: machine busy, timings unreliable" if load > 0.5 * cores else ""
+    print(f"[{when}] 1-min load average {load:.2f} on {cores} cores{warning}")
+
+
 def main() -> None:
+    report_load("start")
     sample = sample_markov(BATCH, K, T, generator=torch.Generator().manual_seed(0))
     inputs, targets = sample.inputs, sample.targets
 
@@ -123,6 +133,7 @@ def main() -> None:
           f"({train_rate[best] / train_rate[3 - best]:.2f}x the other)")
 
     bench_compile(best, inputs, targets)
+    report_load("end")
 
 
 class CompileTimeout(Exception):
@@ -134,6 +145,7 @@ def bench_compile(threads: int, inputs, targets) -> None:
     torch.set_num_threads(threads)
     print(f"\ntorch.compile(ours), training step, {threads} thread(s)")
     ours, plain = make_models()
+    torch._inductor.config.force_disable_caches = True  # time a cold compile, not a cache hit
     compiled = torch.compile(copy.deepcopy(ours))
     step = trainer(compiled, inputs, targets)
 

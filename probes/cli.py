@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 PROG = "induction-probes"
 
@@ -54,6 +55,117 @@ def run_baselines(args: argparse.Namespace) -> str:
     return f"{title}\n{table}"
 
 
+def run_train(args: argparse.Namespace) -> str:
+    from circuits.train import MarkovTrainConfig, saved_train_config, train_markov
+
+    options = {name: getattr(args, name) for name in TRAIN_OPTIONS if getattr(args, name) is not None}
+    if args.seed is not None:
+        options = {"model_seed": args.seed, "data_seed": args.seed + 1, "eval_seed": args.seed + 2} | options
+    if args.resume:
+        saved = vars(saved_train_config(args.out))
+        clashes = [f"--{name.replace('_', '-')}" for name, value in options.items() if saved[name] != value]
+        if clashes:
+            raise ValueError(f"--resume continues the saved config; these options differ from it: {', '.join(clashes)}")
+        cfg = None
+    else:
+        if args.k is None:
+            raise ValueError("--k is required to start a run")
+        cfg = MarkovTrainConfig(**options)
+    run = train_markov(cfg, args.out, resume=args.resume, stop_after=args.stop_after)
+    return info_text(run)
+
+
+def info_text(run, step: int | None = None) -> str:
+    """Config, checkpoint steps and final metrics of a run; loads the checkpoint at ``step`` (default
+    the last), which verifies its sha256 and its shapes against the config."""
+    model = run.load(step=step)
+    n_params = sum(p.numel() for p in model.parameters())
+    train_cfg = run.config.get("train", {})
+    lines = [f"run {run.path}", "config: " + ", ".join(f"{k}={v}" for k, v in train_cfg.items())]
+    steps = run.steps
+    lines.append(f"checkpoints: {len(steps)} steps from {steps[0]} to {steps[-1]}" if steps else "checkpoints: none")
+    metrics = run.metrics()
+    lines.append(f"loaded step {run.entry(step)['step']}: {n_params} parameters, sha256 verified")
+    if metrics:
+        last = metrics[-1]
+        rows = [[name, value] for name, value in last["last_token_kl"].items()]
+        lines.append(f"final step {last['step']} ({last['sequences_seen']} sequences), train loss {last['train_loss']:.4f}")
+        lines.append(format_table(["last-token KL(x||model)", "value"], rows))
+    return "\n".join(lines)
+
+
+def run_info(args: argparse.Namespace) -> str:
+    from circuits.checkpoint import Run
+
+    run = Run.open(args.run)
+    text = info_text(run, args.step)
+    if args.json:
+        final = (run.metrics() or [None])[-1]
+        return json.dumps({"path": str(run.path), "config": run.config, "steps": run.steps, "final": final}, indent=2)
+    return text
+
+
+def report_rows(metrics: list[dict], phase_starts: set[int], n_rows: int = 12) -> list[dict]:
+    """About ``n_rows`` checkpoints evenly spread in step, plus the first checkpoint of every phase."""
+    last = metrics[-1]["step"]
+    wanted = {min(metrics, key=lambda m: abs(m["step"] - last * i / (n_rows - 1)))["step"] for i in range(n_rows)}
+    return [m for m in metrics if m["step"] in wanted | phase_starts]
+
+
+def run_report(args: argparse.Namespace) -> str:
+    """The main job: a run's loss against the strategies over training, its phases and figures."""
+    from circuits.checkpoint import Run
+    from circuits.tasks.markov import closest_strategy
+    from circuits.train import saved_train_config
+    from probes.behaviour import strategy_phases
+
+    run = Run.open(args.run)
+    cfg, metrics = saved_train_config(run.path), run.metrics()
+    if not metrics:
+        raise ValueError(f"run {run.path} has no metrics yet")
+    baselines = {name: kl.mean().item() for name, kl in cfg.eval_set().strategy_kl().items()}
+    phases = strategy_phases(metrics)
+    figures = plot_report(run.path.name, metrics, baselines, args.plot) if args.plot else []
+    if args.json:
+        result = {"run": str(run.path), "baselines": baselines, "phases": [vars(p) for p in phases]}
+        return json.dumps(result | {"metrics": metrics, "figures": [str(f) for f in figures]}, indent=2)
+    strategies = list(baselines)
+    rows = [
+        [m["step"], f"{m['sequences_seen'] / 1000:.1f}", m["train_loss"], m["last_token_kl"]["true"],
+         *(m["last_token_kl"][s] for s in strategies), closest_strategy(m["last_token_kl"])]
+        for m in report_rows(metrics, {p.first_step for p in phases})
+    ]
+    headers = ["step", "seqs (k)", "train loss", "KL(true||model)", *(f"KL({s}||model)" for s in strategies), "closest"]
+    phase_text = " -> ".join(
+        f"{p.strategy} (steps {p.first_step}-{p.last_step}, {p.first_sequences / 1000:.1f}k-{p.last_sequences / 1000:.1f}k seqs)"
+        for p in phases
+    )
+    lines = [
+        f"run {run.path.name}: ICL-MC k={cfg.k}, T={cfg.seq_len}, {cfg.steps} steps of {cfg.batch_size} sequences",
+        f"strategy baselines on its {cfg.eval_seqs} evaluation sequences, last-token KL(true||s): "
+        + ", ".join(f"{name} {value:.4f}" for name, value in baselines.items()),
+        "",
+        format_table(headers, rows),
+        "",
+        f"phases (closest strategy): {phase_text}",
+    ]
+    lines += [f"figure: {path}" for path in figures]
+    return "\n".join(lines)
+
+
+def plot_report(name: str, metrics: list[dict], baselines: dict[str, float], directory: Path) -> list[Path]:
+    from probes.plots import plot_distance_to_strategies, plot_loss_against_baselines
+
+    return [
+        plot_distance_to_strategies(metrics, list(baselines), name, directory / f"{name}_strategies.png"),
+        plot_loss_against_baselines(metrics, baselines, name, directory / f"{name}_loss.png"),
+    ]
+
+
+TRAIN_OPTIONS = ("k", "seq_len", "n", "alpha", "steps", "batch_size", "lr", "d_model", "dropout", "layer_norm",
+                 "model_seed", "data_seed", "eval_seed", "eval_seqs", "n_checkpoints")
+
+
 def build_parser() -> Parser:
     parser = Parser(prog=PROG, description="Probe induction heads in small attention-only transformers.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -68,17 +180,60 @@ def build_parser() -> Parser:
     markov.add_argument("--n-seqs", type=int, default=20_000, help="sequences to average over")
     markov.add_argument("--seed", type=int, default=0, help="seed of the sampled chains")
     markov.add_argument("--json", action="store_true", help="machine-readable output")
-    markov.set_defaults(run=run_baselines)
+    markov.set_defaults(handler=run_baselines)
+
+    train = commands.add_parser("train", help="train a model and write a run directory")
+    train_tasks = train.add_subparsers(dest="task", required=True, parser_class=Parser)
+    markov_train = train_tasks.add_parser("markov", help="ICL-MC: the 2-layer relative-position model")
+    markov_train.add_argument("--out", type=Path, required=True, help="run directory to create (or continue)")
+    markov_train.add_argument("--k", type=int, help="number of states (>= 2)")
+    markov_train.add_argument("--seq-len", type=int, help="input tokens per sequence (default 100)")
+    markov_train.add_argument("--n", type=int, help="chain of order n-1 (default 2, the bigram task)")
+    markov_train.add_argument("--alpha", type=float, help="Dirichlet parameter of each row (default 1)")
+    markov_train.add_argument("--steps", type=int, help="optimiser steps (default 4000)")
+    markov_train.add_argument("--batch-size", type=int, help="sequences per step (default 64)")
+    markov_train.add_argument("--lr", type=float, help="AdamW learning rate (default 1e-3)")
+    markov_train.add_argument("--d-model", type=int, help="width per first-layer head (default 16)")
+    markov_train.add_argument("--dropout", type=float, help="dropout probability (default 0)")
+    markov_train.add_argument("--layer-norm", action=argparse.BooleanOptionalAction, default=None, help="pre-LN (default on)")
+    markov_train.add_argument("--seed", type=int, help="sets model, data and eval seeds to S, S+1, S+2")
+    markov_train.add_argument("--model-seed", type=int, help="initial weights and dropout (default 0)")
+    markov_train.add_argument("--data-seed", type=int, help="training sequences (default 1)")
+    markov_train.add_argument("--eval-seed", type=int, help="fixed evaluation set (default 2)")
+    markov_train.add_argument("--eval-seqs", type=int, help="evaluation sequences (default 2000)")
+    markov_train.add_argument("--n-checkpoints", type=int, help="checkpoints on the schedule (default 150)")
+    markov_train.add_argument("--resume", action="store_true", help="continue the run in --out")
+    markov_train.add_argument("--stop-after", type=int, help="stop at this step; continue later with --resume")
+    markov_train.set_defaults(handler=run_train)
+
+    info = commands.add_parser("info", help="config, checkpoint steps and final metrics of a run")
+    info.add_argument("run", help="run directory or shipped run name (e.g. markov-k3)")
+    info.add_argument("--step", type=int, help="checkpoint to load and verify (default: the last)")
+    info.add_argument("--json", action="store_true", help="machine-readable output")
+    info.set_defaults(handler=run_info)
+
+    report = commands.add_parser("report", help="loss against the strategies over a run, phases, figures")
+    report.add_argument("run", help="run directory or shipped run name (e.g. markov-k3)")
+    report.add_argument("--plot", type=Path, metavar="DIR", help="write the figures (PNG) into DIR")
+    report.add_argument("--json", action="store_true", help="machine-readable output")
+    report.set_defaults(handler=run_report)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import torch
+
+    # These models are tiny: on the 2-core machine one thread beat two (bench/bench_model.py).
+    torch.set_num_threads(1)
     try:
         args = build_parser().parse_args(argv)
-        print(args.run(args))
+        print(args.handler(args))
     except (UsageError, ValueError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
+    except FloatingPointError as error:  # a diverged training run: not bad input, still one line
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -276,9 +276,62 @@ def strategy_predictions(
     return ngram_predictions(tokens, k, strategy_order(name), alpha)
 
 
+def closest_strategy(kl_to_model: dict[str, float]) -> str:
+    """The strategy with the smallest KL(strategy ‖ model); the entry "true" is not a strategy."""
+    return min((value, name) for name, value in kl_to_model.items() if name != "true")[1]
+
+
 def strategy_names(n: int) -> list[str]:
     """The strategies to compare on an n-gram task: uniform and every order up to n."""
     return ["uniform"] + [strategy_name(order) for order in range(1, n + 1)]
+
+
+# --- evaluating a model --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MarkovEvalSet:
+    """A fixed evaluation set with everything a model is compared against, computed once.
+
+    Use :meth:`draw` with an evaluation seed kept apart from the training data's seed.
+    """
+
+    sample: MarkovSample
+    alpha: float
+    truth: Float[Tensor, "batch seq k"]
+    strategies: dict[str, Float[Tensor, "batch seq k"]]
+
+    @classmethod
+    def from_sample(cls, sample: MarkovSample, alpha: float) -> MarkovEvalSet:
+        inputs, k = sample.inputs, sample.k
+        strategies = {name: strategy_predictions(name, inputs, k, alpha) for name in strategy_names(sample.n)}
+        return cls(sample=sample, alpha=alpha, truth=true_next_token_probs(sample), strategies=strategies)
+
+    @classmethod
+    def draw(cls, k: int, seq_len: int, *, n: int = 2, alpha: float = 1.0, n_seqs: int, seed: int) -> MarkovEvalSet:
+        generator = torch.Generator().manual_seed(seed)
+        return cls.from_sample(sample_markov(n_seqs, k, seq_len, n=n, alpha=alpha, generator=generator), alpha)
+
+    def strategy_kl(self) -> dict[str, Float[Tensor, " batch"]]:
+        """Last-token KL(true ‖ strategy) per sequence: how far each strategy is from the truth."""
+        last = self.truth[:, -1]
+        return {name: kl_divergence(last, q[:, -1].log()) for name, q in self.strategies.items()}
+
+    def strategy_ce(self) -> dict[str, Float[Tensor, " batch"]]:
+        """Cross-entropy of the sampled next tokens per sequence, averaged over positions."""
+        targets = self.sample.targets
+        predictors = {"true": self.truth} | self.strategies
+        return {name: token_cross_entropy(q.log(), targets).mean(-1) for name, q in predictors.items()}
+
+    def metrics(self, logits: Float[Tensor, "batch seq k"]) -> dict:
+        """Mean next-token loss over all positions, and the last-token KL(true ‖ model) and
+        KL(strategy ‖ model) (the paper's distance to each strategy), averaged over sequences."""
+        log_q = torch.log_softmax(logits.double(), dim=-1)
+        kl = {"true": kl_divergence(self.truth[:, -1], log_q[:, -1]).mean().item()}
+        for name, predictions in self.strategies.items():
+            kl[name] = kl_divergence(predictions[:, -1], log_q[:, -1]).mean().item()
+        eval_loss = token_cross_entropy(log_q, self.sample.targets).mean().item()
+        return {"eval_loss": eval_loss, "last_token_kl": kl}
 
 
 # --- baselines ---------------------------------------------------------------------------------
@@ -321,17 +374,14 @@ def strategy_baselines(
     require_int("seed", seed, 0)
     validate_task(k, seq_len, n, alpha)
     generator = torch.Generator().manual_seed(seed)
-    names = strategy_names(n)
-    kl_sums = dict.fromkeys(names, 0.0)
-    ce_sums = dict.fromkeys(["true", *names], 0.0)
+    kl_sums: dict[str, float] = {}
+    ce_sums: dict[str, float] = {}
     for start in range(0, n_seqs, chunk):
         sample = sample_markov(min(chunk, n_seqs - start), k, seq_len, n=n, alpha=alpha, generator=generator)
-        truth = true_next_token_probs(sample)
-        ce_sums["true"] += token_cross_entropy(truth.log(), sample.targets).mean(-1).sum().item()
-        for name in names:
-            log_q = strategy_predictions(name, sample.inputs, k, alpha).log()
-            kl_sums[name] += kl_divergence(truth[:, -1], log_q[:, -1]).sum().item()
-            ce_sums[name] += token_cross_entropy(log_q, sample.targets).mean(-1).sum().item()
+        chunk_set = MarkovEvalSet.from_sample(sample, alpha)
+        for sums, values in ((kl_sums, chunk_set.strategy_kl()), (ce_sums, chunk_set.strategy_ce())):
+            for name, per_seq in values.items():
+                sums[name] = sums.get(name, 0.0) + per_seq.sum().item()
     return Baselines(
         k=k,
         seq_len=seq_len,

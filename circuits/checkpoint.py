@@ -1,0 +1,179 @@
+"""Run directories: save and load checkpoints without pickle.
+
+    <run>/config.json       resolved model + task + training config, package version, seeds
+    <run>/manifest.json     [{step, sequences_seen, file, sha256}], ordered by step
+    <run>/metrics.jsonl     one JSON object per evaluation
+    <run>/checkpoints/step_00001234.safetensors   model weights only
+    <run>/resume/           latest optimiser + RNG state (safetensors + JSON), for exact resume
+
+Weights are safetensors and everything else is JSON, so opening a run never executes code from it.
+Every file is written to a temporary name and renamed into place: a crash leaves either the old file
+or the new one, and the manifest only ever lists checkpoints that were completely written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from circuits.model import HookedTransformer, HookedTransformerConfig
+
+
+class CheckpointError(ValueError):
+    """A run or checkpoint that cannot be opened: missing, corrupt, or inconsistent with its config."""
+
+
+# --- writing --------------------------------------------------------------------------------------
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename, so readers never see half."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, value: object) -> None:
+    write_atomic(path, (json.dumps(value, indent=2) + "\n").encode())
+
+
+def save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> str:
+    """Save tensors as safetensors atomically; returns the file's sha256."""
+    tmp = path.with_name(path.name + ".tmp")
+    save_file({name: t.detach().contiguous() for name, t in tensors.items()}, tmp, metadata=metadata)
+    os.replace(tmp, path)
+    return sha256_of(path)
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def checkpoint_file(step: int) -> str:
+    return f"checkpoints/step_{step:08d}.safetensors"
+
+
+# --- reading --------------------------------------------------------------------------------------
+
+
+def shipped_runs_dir() -> Path:
+    """Where the shipped runs are installed (the ``checkpoints`` package)."""
+    return Path(str(resources.files("checkpoints")))
+
+
+def shipped_run_names() -> list[str]:
+    return sorted(p.name for p in shipped_runs_dir().iterdir() if (p / "manifest.json").is_file())
+
+
+def resolve_run(run: str | os.PathLike) -> Path:
+    """A run directory from a path, or from the name of a shipped run such as ``markov-k3``."""
+    path = Path(run)
+    if path.is_dir():
+        return path
+    if os.sep not in str(run) and str(run) in shipped_run_names():
+        return shipped_runs_dir() / str(run)
+    shipped = ", ".join(shipped_run_names()) or "none"
+    raise CheckpointError(f"no run directory or shipped run named {str(run)!r} (shipped runs: {shipped})")
+
+
+def read_json(path: Path) -> object:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"missing {path.name} in run {path.parent}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"{path} is not valid JSON: {error}") from None
+
+
+def load_tensors(path: Path, sha256: str | None = None) -> dict[str, torch.Tensor]:
+    """Tensors of a safetensors file, after checking its sha256; never unpickles."""
+    if not path.is_file():
+        raise CheckpointError(f"missing checkpoint file {path}")
+    if sha256 is not None and sha256_of(path) != sha256:
+        raise CheckpointError(f"sha256 mismatch for {path}: the file changed since it was written")
+    try:
+        return load_file(path)
+    except (SafetensorError, OSError, ValueError) as error:
+        raise CheckpointError(f"{path} is not a readable safetensors file ({error})") from None
+
+
+@dataclass(frozen=True)
+class Run:
+    """An opened run directory: its config, checkpoint manifest and metrics."""
+
+    path: Path
+    config: dict
+    manifest: list[dict]
+
+    @classmethod
+    def open(cls, run: str | os.PathLike) -> Run:
+        path = resolve_run(run)
+        config, manifest = read_json(path / "config.json"), read_json(path / "manifest.json")
+        if not isinstance(config, dict) or "model" not in config:
+            raise CheckpointError(f"{path / 'config.json'} has no model config")
+        if not isinstance(manifest, list) or not all(isinstance(e, dict) and "step" in e for e in manifest):
+            raise CheckpointError(f"{path / 'manifest.json'} is not a list of checkpoints")
+        return cls(path=path, config=config, manifest=manifest)
+
+    @property
+    def steps(self) -> list[int]:
+        return [entry["step"] for entry in self.manifest]
+
+    @property
+    def model_config(self) -> HookedTransformerConfig:
+        try:
+            return HookedTransformerConfig.from_dict(self.config["model"])
+        except (TypeError, ValueError) as error:
+            raise CheckpointError(f"invalid model config in {self.path}: {error}") from None
+
+    def entry(self, step: int | None = None, index: int | None = None) -> dict:
+        """The manifest entry at a step value or at an index into the schedule (TL's
+        ``checkpoint_value`` / ``checkpoint_index``); the last checkpoint when neither is given."""
+        if step is not None and index is not None:
+            raise CheckpointError("give a step or an index, not both")
+        if not self.manifest:
+            raise CheckpointError(f"run {self.path} has no checkpoints")
+        if step is not None:
+            for entry in self.manifest:
+                if entry["step"] == step:
+                    return entry
+            raise CheckpointError(f"step {step} is not in run {self.path.name} (steps {self.steps[0]}..{self.steps[-1]})")
+        if index is not None:
+            if not -len(self.manifest) <= index < len(self.manifest):
+                raise CheckpointError(f"index {index} is out of range for {len(self.manifest)} checkpoints")
+            return self.manifest[index]
+        return self.manifest[-1]
+
+    def load(self, step: int | None = None, index: int | None = None) -> HookedTransformer:
+        """The model at a checkpoint, with its sha256 verified and its shapes checked against the config."""
+        entry = self.entry(step, index)
+        weights = load_tensors(self.path / entry["file"], entry.get("sha256"))
+        model = HookedTransformer(self.model_config)
+        try:
+            model.load_state_dict(weights)
+        except RuntimeError as error:
+            first = str(error).strip().splitlines()
+            detail = next((line.strip() for line in first[1:] if line.strip()), first[0] if first else "")
+            raise CheckpointError(f"weights of step {entry['step']} do not match the config: {detail}") from None
+        return model.eval()
+
+    def metrics(self) -> list[dict]:
+        """Every evaluation written so far, one dict per checkpoint, ordered by step."""
+        path = self.path / "metrics.jsonl"
+        if not path.is_file():
+            raise CheckpointError(f"missing metrics.jsonl in run {self.path}")
+        try:
+            return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        except json.JSONDecodeError as error:
+            raise CheckpointError(f"{path} has a line that is not JSON: {error}") from None

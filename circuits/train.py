@@ -1,0 +1,303 @@
+"""Training on ICL-MC: fresh sequences every batch, a checkpoint schedule, exact resume.
+
+Three seeds are kept apart: ``model_seed`` (initial weights and dropout), ``data_seed`` (training
+sequences) and ``eval_seed`` (the fixed evaluation set). Same config ⇒ byte-identical run files, and a
+run stopped early and continued with ``resume=True`` writes the same files as one that never stopped:
+the optimiser state, both random generators and the running loss are saved in ``resume/`` at every
+checkpoint and at the stop.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, fields
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+from tqdm.auto import tqdm
+
+from circuits.checkpoint import (
+    CheckpointError,
+    Run,
+    checkpoint_file,
+    read_json,
+    save_tensors,
+    write_atomic,
+    write_json,
+)
+from circuits.model import HookedTransformer, HookedTransformerConfig
+from circuits.tasks.markov import MarkovEvalSet, sample_markov, validate_task
+from circuits.validation import require_int, require_positive
+
+RESUME_FILE = "resume/state.safetensors"
+
+
+@dataclass(frozen=True)
+class MarkovTrainConfig:
+    """The ICL-MC recipe. Defaults: the paper's model (2 layers, 1 head each, relative positions,
+    width 16, AdamW β = (0.9, 0.95), weight decay 0.1 on matrices, batch 64, T = 100); the rest is
+    the recipe measured to show the phases best on a 2-core CPU (README, "Training")."""
+
+    k: int
+    seq_len: int = 100
+    n: int = 2
+    alpha: float = 1.0
+    steps: int = 4000
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 0.1
+    d_model: int = 16
+    layer_norm: bool = True
+    dropout: float = 0.0
+    model_seed: int = 0
+    data_seed: int = 1
+    eval_seed: int = 2
+    eval_seqs: int = 2000
+    n_checkpoints: int = 150
+
+    def __post_init__(self) -> None:
+        validate_task(self.k, self.seq_len, self.n, self.alpha)
+        for name in ("steps", "batch_size", "d_model", "eval_seqs", "n_checkpoints"):
+            require_int(name, getattr(self, name), 1)
+        for name in ("model_seed", "data_seed", "eval_seed"):
+            require_int(name, getattr(self, name), 0)
+        require_positive("lr", self.lr)
+        if self.weight_decay < 0 or not 0 <= self.dropout < 1:
+            raise ValueError("weight_decay must be >= 0 and dropout in [0, 1)")
+
+    def model_config(self) -> HookedTransformerConfig:
+        """n − 1 first-layer heads for an n-gram task (one per look-back distance), 1 head after."""
+        first_layer_heads = max(self.n - 1, 1)
+        return HookedTransformerConfig(
+            n_layers=2,
+            d_model=self.d_model * first_layer_heads,
+            d_head=self.d_model,
+            n_ctx=self.seq_len,
+            d_vocab=self.k,
+            layer_heads=(first_layer_heads, 1),
+            positional="relative",
+            normalization="LN" if self.layer_norm else None,
+            dropout=self.dropout,
+            seed=self.model_seed,
+        )
+
+    def eval_set(self) -> MarkovEvalSet:
+        """The run's fixed evaluation set, redrawn from ``eval_seed``."""
+        return MarkovEvalSet.draw(
+            self.k, self.seq_len, n=self.n, alpha=self.alpha, n_seqs=self.eval_seqs, seed=self.eval_seed
+        )
+
+    @classmethod
+    def from_dict(cls, values: dict) -> MarkovTrainConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in values.items() if key in known})
+
+
+def checkpoint_schedule(steps: int, n_checkpoints: int) -> list[int]:
+    """About ``n_checkpoints`` steps from 0 to ``steps``: a third log-spaced over the first 5% of
+    training (where the loss first moves fast), the rest evenly spaced; always 0 and ``steps``."""
+    n_log = n_checkpoints // 3
+    early = np.geomspace(1, max(steps / 20, 1), n_log).round() if n_log else []
+    even = np.linspace(0, steps, n_checkpoints - n_log).round()
+    return sorted({0, steps, *map(int, early), *map(int, even)})
+
+
+def make_optimizer(model: HookedTransformer, cfg: MarkovTrainConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on the linear maps only, as the authors' minGPT trainer does:
+    not on embeddings, relative positions, LayerNorm gains or biases."""
+    decayed = ("W_Q", "W_K", "W_V", "W_O", "W_U", "W_in", "W_out")
+    groups: dict[bool, list] = {True: [], False: []}
+    for name, param in model.named_parameters():
+        groups[name.rsplit(".", 1)[-1] in decayed].append(param)
+    return torch.optim.AdamW(
+        [{"params": groups[True], "weight_decay": cfg.weight_decay}, {"params": groups[False], "weight_decay": 0.0}],
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+    )
+
+
+def package_version() -> str:
+    try:
+        return version("induction-probes")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@dataclass
+class Trainer:
+    """One run: the model, optimiser, data generator and the run directory they are saved in."""
+
+    cfg: MarkovTrainConfig
+    out: Path
+    model: HookedTransformer
+    optimizer: torch.optim.AdamW
+    data: torch.Generator
+    eval_set: MarkovEvalSet
+    manifest: list[dict]
+    step: int = 0
+    loss_sum: float = 0.0
+    loss_count: int = 0
+    elapsed: float = 0.0
+
+    @classmethod
+    def create(cls, cfg: MarkovTrainConfig, out: Path) -> Trainer:
+        torch.manual_seed(cfg.model_seed)  # dropout draws from the global generator
+        model = HookedTransformer(cfg.model_config())
+        data = torch.Generator().manual_seed(cfg.data_seed)
+        return cls(cfg, out, model, make_optimizer(model, cfg), data, cfg.eval_set(), manifest=[])
+
+    # --- one step and one checkpoint --------------------------------------------------------------
+
+    def train_step(self) -> None:
+        cfg = self.cfg
+        batch = sample_markov(cfg.batch_size, cfg.k, cfg.seq_len, n=cfg.n, alpha=cfg.alpha, generator=self.data)
+        logits = self.model(batch.inputs)
+        loss = F.cross_entropy(logits.flatten(0, 1), batch.targets.flatten())
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"training loss became {loss.item()} at step {self.step + 1}; lower --lr")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self.step += 1
+        self.loss_sum += loss.item()
+        self.loss_count += 1
+
+    def evaluate(self) -> dict:
+        self.model.eval()
+        with torch.no_grad():
+            metrics = self.eval_set.metrics(self.model(self.eval_set.sample.inputs))
+        self.model.train()
+        train_loss = self.loss_sum / self.loss_count if self.loss_count else metrics["eval_loss"]
+        self.loss_sum, self.loss_count = 0.0, 0
+        return {"step": self.step, "sequences_seen": self.step * self.cfg.batch_size, "train_loss": train_loss} | metrics
+
+    def save_checkpoint(self) -> dict:
+        """Weights, then the metrics line, then the manifest: each written whole before the next."""
+        metrics = self.evaluate()
+        file = checkpoint_file(self.step)
+        sha = save_tensors(self.out / file, self.model.state_dict())
+        with open(self.out / "metrics.jsonl", "a") as handle:
+            handle.write(json.dumps(metrics) + "\n")
+        self.manifest.append(
+            {"step": self.step, "sequences_seen": self.step * self.cfg.batch_size, "file": file, "sha256": sha}
+        )
+        write_json(self.out / "manifest.json", self.manifest)
+        self.save_resume_state()
+        return metrics
+
+    # --- resume ------------------------------------------------------------------------------------
+
+    def save_resume_state(self) -> None:
+        tensors = {f"model.{name}": t for name, t in self.model.state_dict().items()}
+        optim = self.optimizer.state_dict()
+        for index, state in optim["state"].items():
+            tensors |= {f"optim.{index}.{key}": value for key, value in state.items()}
+        tensors["rng.data"] = self.data.get_state()
+        tensors["rng.torch"] = torch.get_rng_state()
+        info = {
+            "step": self.step,
+            "loss_sum": self.loss_sum,
+            "loss_count": self.loss_count,
+            "elapsed_seconds": self.elapsed,
+            "param_groups": optim["param_groups"],
+        }
+        save_tensors(self.out / RESUME_FILE, tensors, metadata={"state": json.dumps(info)})
+
+    def load_resume_state(self) -> None:
+        path = self.out / RESUME_FILE
+        if not path.is_file():
+            raise CheckpointError(f"run {self.out} has no resume state to continue from")
+        from safetensors import safe_open
+
+        with safe_open(path, "pt") as handle:
+            info = json.loads(handle.metadata()["state"])
+        tensors = load_file(path)
+        self.model.load_state_dict({k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")})
+        state: dict[int, dict] = {}
+        for key, value in tensors.items():
+            if key.startswith("optim."):
+                _, index, name = key.split(".", 2)
+                state.setdefault(int(index), {})[name] = value
+        self.optimizer.load_state_dict({"state": state, "param_groups": info["param_groups"]})
+        self.data.set_state(tensors["rng.data"])
+        torch.set_rng_state(tensors["rng.torch"])
+        self.step, self.loss_sum, self.loss_count = info["step"], info["loss_sum"], info["loss_count"]
+        self.elapsed = info["elapsed_seconds"]
+        # Drop anything written after the saved state (a crash between files); it is redone identically.
+        self.manifest = [e for e in read_json(self.out / "manifest.json") if e["step"] <= self.step]
+        write_json(self.out / "manifest.json", self.manifest)
+        lines = (self.out / "metrics.jsonl").read_text().splitlines()
+        kept = [line for line in lines if line.strip() and json.loads(line)["step"] <= self.step]
+        write_atomic(self.out / "metrics.jsonl", "".join(line + "\n" for line in kept).encode())
+
+
+def start_run(cfg: MarkovTrainConfig, out: Path) -> Trainer:
+    if (out / "manifest.json").exists():
+        raise CheckpointError(f"{out} already holds a run: continue it with --resume or choose another --out")
+    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (out / "resume").mkdir(exist_ok=True)
+    config = {
+        "task": "markov",
+        "package_version": package_version(),
+        "seeds": {"model": cfg.model_seed, "data": cfg.data_seed, "eval": cfg.eval_seed},
+        "train": asdict(cfg),
+        "model": cfg.model_config().to_dict(),
+    }
+    write_json(out / "config.json", config)
+    write_atomic(out / "metrics.jsonl", b"")
+    trainer = Trainer.create(cfg, out)
+    trainer.save_checkpoint()
+    return trainer
+
+
+def saved_train_config(out: Path) -> MarkovTrainConfig:
+    config = read_json(out / "config.json")
+    if not isinstance(config, dict) or config.get("task") != "markov" or "train" not in config:
+        raise CheckpointError(f"{out} is not an ICL-MC training run")
+    return MarkovTrainConfig.from_dict(config["train"])
+
+
+def train_markov(
+    cfg: MarkovTrainConfig | None,
+    out: str | Path,
+    *,
+    resume: bool = False,
+    stop_after: int | None = None,
+    progress: bool = True,
+) -> Run:
+    """Train (or, with ``resume``, continue) a run in ``out`` and return it opened.
+
+    ``stop_after`` ends training early at that step, as an interruption would, leaving a resumable run.
+    With ``resume`` the config is the one saved in the run; ``cfg`` may be None.
+    """
+    out = Path(out)
+    if resume:
+        cfg = saved_train_config(out)
+        trainer = Trainer.create(cfg, out)
+        trainer.load_resume_state()
+    else:
+        trainer = start_run(cfg, out)
+    last = cfg.steps if stop_after is None else min(require_int("stop_after", stop_after, 0), cfg.steps)
+    schedule = set(checkpoint_schedule(cfg.steps, cfg.n_checkpoints))
+    trainer.model.train()
+    bar = tqdm(total=last, initial=trainer.step, desc=f"train {out.name}", disable=not progress, unit="step")
+    started = time.perf_counter()
+    try:
+        while trainer.step < last:
+            trainer.train_step()
+            bar.update(1)
+            if trainer.step in schedule:
+                trainer.elapsed += time.perf_counter() - started
+                started = time.perf_counter()
+                metrics = trainer.save_checkpoint()
+                bar.set_postfix(kl=f"{metrics['last_token_kl']['true']:.4f}")
+    finally:
+        bar.close()
+    trainer.elapsed += time.perf_counter() - started
+    trainer.save_resume_state()
+    return Run.open(out)

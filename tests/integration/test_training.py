@@ -1,0 +1,109 @@
+"""Short training runs: determinism, exact resume, crash safety, and what a run directory holds."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import circuits.train as train_module
+from circuits.checkpoint import Run, sha256_of
+from circuits.train import MarkovTrainConfig, checkpoint_schedule, train_markov
+
+TINY = MarkovTrainConfig(k=3, seq_len=20, steps=40, batch_size=16, eval_seqs=100, n_checkpoints=9, dropout=0.1)
+
+
+def run_files(path: Path) -> dict[str, bytes]:
+    """Everything a run promises to reproduce: config, manifest, metrics and weights (not resume/)."""
+    files = [path / "config.json", path / "manifest.json", path / "metrics.jsonl", *sorted((path / "checkpoints").iterdir())]
+    return {str(f.relative_to(path)): f.read_bytes() for f in files}
+
+
+def test_schedule_is_log_spaced_early_and_linear_later():
+    steps = checkpoint_schedule(4000, 150)
+    assert steps[0] == 0 and steps[-1] == 4000 and 120 <= len(steps) <= 150
+    assert steps == sorted(set(steps))
+    early = [s for s in steps if s <= 200]
+    assert len(early) > 40  # dense where the loss moves first
+    late_gaps = {b - a for a, b in zip(steps, steps[1:]) if a > 400}
+    assert max(late_gaps) - min(late_gaps) <= 1  # evenly spaced afterwards
+
+
+def test_run_directory_layout_and_metrics(tmp_path):
+    run = train_markov(TINY, tmp_path / "run", progress=False)
+    assert run.steps == checkpoint_schedule(TINY.steps, TINY.n_checkpoints)
+    for entry in run.manifest:
+        assert entry["sequences_seen"] == entry["step"] * TINY.batch_size
+        assert sha256_of(run.path / entry["file"]) == entry["sha256"]
+    metrics = run.metrics()
+    assert [m["step"] for m in metrics] == run.steps
+    for m in metrics:
+        assert {"step", "sequences_seen", "train_loss", "eval_loss", "last_token_kl"} <= m.keys()
+        assert set(m["last_token_kl"]) == {"true", "uniform", "unigram", "bigram"}
+        assert all(v >= 0 for v in m["last_token_kl"].values())
+    config = json.loads((run.path / "config.json").read_text())
+    assert config["seeds"] == {"model": 0, "data": 1, "eval": 2} and config["train"]["k"] == 3
+    # At initialisation the model is nearly uniform: KL(uniform ‖ model) is tiny.
+    assert metrics[0]["last_token_kl"]["uniform"] < 0.01
+    assert not list(run.path.rglob("*.tmp"))
+
+
+def test_same_seeds_give_byte_identical_files(tmp_path):
+    a = train_markov(TINY, tmp_path / "a", progress=False)
+    b = train_markov(TINY, tmp_path / "b", progress=False)
+    assert run_files(a.path) == run_files(b.path)
+    c = train_markov(MarkovTrainConfig(**{**vars(TINY), "data_seed": 7}), tmp_path / "c", progress=False)
+    assert run_files(c.path)["metrics.jsonl"] != run_files(a.path)["metrics.jsonl"]
+
+
+@pytest.mark.parametrize("stop", [13, 20])  # between checkpoints, and on one
+def test_resume_reproduces_an_uninterrupted_run(tmp_path, stop):
+    whole = train_markov(TINY, tmp_path / "whole", progress=False)
+    train_markov(TINY, tmp_path / "split", stop_after=stop, progress=False)
+    assert Run.open(tmp_path / "split").steps[-1] <= stop
+    resumed = train_markov(None, tmp_path / "split", resume=True, progress=False)
+    assert run_files(resumed.path) == run_files(whole.path)
+
+
+def test_a_crash_while_saving_leaves_only_complete_checkpoints(tmp_path, monkeypatch):
+    whole = train_markov(TINY, tmp_path / "whole", progress=False)
+    real_save = train_module.save_tensors
+    calls = {"n": 0}
+
+    def crash_on_the_fifth_weights_file(path, tensors, metadata=None):
+        if "checkpoints" in str(path):
+            calls["n"] += 1
+            if calls["n"] == 5:
+                path.with_name(path.name + ".tmp").write_bytes(b"half a file")
+                raise KeyboardInterrupt  # the process dies mid-write
+        return real_save(path, tensors, metadata)
+
+    monkeypatch.setattr(train_module, "save_tensors", crash_on_the_fifth_weights_file)
+    with pytest.raises(KeyboardInterrupt):
+        train_markov(TINY, tmp_path / "crashed", progress=False)
+    monkeypatch.setattr(train_module, "save_tensors", real_save)
+
+    crashed = Run.open(tmp_path / "crashed")
+    assert len(crashed.manifest) == 4
+    for entry in crashed.manifest:  # every listed checkpoint is whole and loads
+        assert sha256_of(crashed.path / entry["file"]) == entry["sha256"]
+        crashed.load(step=entry["step"])
+    resumed = train_markov(None, tmp_path / "crashed", resume=True, progress=False)
+    assert run_files(resumed.path) == run_files(whole.path)
+
+
+def test_starting_over_an_existing_run_is_refused(tmp_path):
+    train_markov(TINY, tmp_path / "run", stop_after=3, progress=False)
+    with pytest.raises(ValueError, match="already holds a run"):
+        train_markov(TINY, tmp_path / "run", progress=False)
+
+
+def test_loaded_checkpoint_reproduces_the_logged_metrics(tmp_path):
+    run = train_markov(TINY, tmp_path / "run", progress=False)
+    eval_set = TINY.eval_set()
+    for index in (0, 4, -1):
+        model = run.load(index=index)
+        with torch.no_grad():
+            metrics = eval_set.metrics(model(eval_set.sample.inputs))
+        assert metrics["last_token_kl"] == run.metrics()[index]["last_token_kl"]
+    assert torch.equal(run.load(step=run.steps[4]).W_Q, run.load(index=4).W_Q)

@@ -1,0 +1,140 @@
+"""Opening runs and checkpoints: what is refused, with one line and status 2 from the CLI."""
+
+import json
+import pickle
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from circuits.checkpoint import CheckpointError, Run
+from circuits.train import MarkovTrainConfig, train_markov
+from probes.cli import main
+
+TINY = MarkovTrainConfig(k=2, seq_len=8, steps=6, batch_size=4, eval_seqs=20, n_checkpoints=4)
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    return train_markov(TINY, tmp_path_factory.mktemp("runs") / "tiny", progress=False).path
+
+
+@pytest.fixture
+def run_dir(pristine, tmp_path):
+    copy = tmp_path / "tiny"
+    shutil.copytree(pristine, copy)
+    return copy
+
+
+def last_file(run_dir):
+    return run_dir / json.loads((run_dir / "manifest.json").read_text())[-1]["file"]
+
+
+def test_loads_by_step_and_by_index(run_dir):
+    run = Run.open(run_dir)
+    assert run.steps == [0, 1, 3, 6]
+    assert torch.equal(run.load(step=3).W_E, run.load(index=2).W_E)
+    assert not torch.equal(run.load(step=3).W_E, run.load(step=1).W_E)
+    assert torch.equal(run.load().W_E, run.load(index=-1).W_E)
+    with pytest.raises(CheckpointError, match="step 5 is not in run"):
+        run.load(step=5)
+    with pytest.raises(CheckpointError, match="index 4 is out of range"):
+        run.load(index=4)
+
+
+def test_missing_run_and_unknown_shipped_name(tmp_path):
+    with pytest.raises(CheckpointError, match="no run directory or shipped run named 'markov-k99'"):
+        Run.open("markov-k99")
+    with pytest.raises(CheckpointError, match="no run directory"):
+        Run.open(tmp_path / "nowhere")
+
+
+def test_sha256_mismatch_is_refused(run_dir):
+    weights = load_file(last_file(run_dir))
+    weights["embed.W_E"] = weights["embed.W_E"] + 1.0
+    save_file(weights, last_file(run_dir))  # a valid file, but not the one that was trained
+    with pytest.raises(CheckpointError, match="sha256 mismatch"):
+        Run.open(run_dir).load()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "not_safetensors"])
+def test_corrupt_files_are_refused(run_dir, damage):
+    path = last_file(run_dir)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"hello, I am not a tensor file")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest[-1].pop("sha256")  # so that the parser, not the checksum, has to catch it
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError, match="not a readable safetensors file"):
+        Run.open(run_dir).load()
+
+
+class Payload:
+    """Unpickling this would create a file: proof that code ran."""
+
+    marker = None
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def test_a_pickle_payload_is_refused_without_running(run_dir, tmp_path):
+    Payload.marker = tmp_path / "pwned"
+    path = last_file(run_dir)
+    path.write_bytes(pickle.dumps({"embed.W_E": Payload()}))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest[-1].pop("sha256")
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError, match="not a readable safetensors file"):
+        Run.open(run_dir).load()
+    assert not Payload.marker.exists()
+    pickle.loads(path.read_bytes())  # the payload is live: unpickling it does run code
+    assert Payload.marker.exists()
+
+
+def test_config_that_does_not_match_the_weights_is_refused(run_dir):
+    config = json.loads((run_dir / "config.json").read_text())
+    config["model"]["d_model"] = 8
+    (run_dir / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="do not match the config"):
+        Run.open(run_dir).load()
+
+
+def test_missing_files_are_refused(run_dir):
+    last_file(run_dir).unlink()
+    with pytest.raises(CheckpointError, match="missing checkpoint file"):
+        Run.open(run_dir).load()
+    (run_dir / "manifest.json").unlink()
+    with pytest.raises(CheckpointError, match="missing manifest.json"):
+        Run.open(run_dir)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["info", "markov-k99"], "no run directory or shipped run named 'markov-k99'"),
+        (["report", "/no/such/run"], "no run directory"),
+    ],
+)
+def test_cli_refuses_in_one_line(args, message, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+@pytest.mark.parametrize("step", [None, 3])
+def test_info_loads_the_checkpoint_and_refuses_damage_in_one_line(run_dir, capsys, step):
+    args = [] if step is None else ["--step", str(step)]
+    assert main(["info", str(run_dir), *args]) == 0
+    assert "parameters, sha256 verified" in capsys.readouterr().out
+    target = Run.open(run_dir).entry(step)["file"]
+    shutil.copy(run_dir / "checkpoints" / "step_00000000.safetensors", run_dir / target)  # valid, but not its own
+    assert main(["info", str(run_dir), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("induction-probes: error: ") and "sha256 mismatch" in err
+
+
+def test_info_refuses_a_step_that_is_not_in_the_run(run_dir, capsys):
+    assert main(["info", str(run_dir), "--step", "5"]) == 2
+    assert "step 5 is not in run" in capsys.readouterr().err
