@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench
+.PHONY: demo test bench shipped
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,13 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/induction-probes baselines markov --k 3 --seq-len 100 --n-seqs 20000
-	$(BIN)/induction-probes baselines markov --k 2 --seq-len 100 --n-seqs 20000
+	$(BIN)/induction-probes report markov-k3 --plot out
+
+# Re-create the shipped runs with the default recipe (see README, "Training"); a few minutes each.
+shipped: $(STAMP)
+	rm -rf checkpoints/markov-k3 checkpoints/markov-k2
+	$(BIN)/induction-probes train markov --k 3 --out checkpoints/markov-k3
+	$(BIN)/induction-probes train markov --k 2 --out checkpoints/markov-k2 --no-layer-norm --weight-decay 0 --lr 3e-3
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests

@@ -9,9 +9,10 @@ noise hits both alike, as the median of several repeats of STEPS steps after war
   (iii) plain no-grad forward
   (iv)  our no-grad ``run_with_cache``
 
-Targets: (ii)/(i) >= 0.95 and (iv)/(iii) >= 0.7, at 1 and at 2 threads. Then a fast path:
+Targets: (ii)/(i) >= 0.95 and (iv)/(iii) >= 0.7, at 1 and at 2 threads. Then a candidate fast path:
 ``torch.compile`` of our model for the training step (hooks idle), its compile time (limit 60 s), its
-agreement with the eager logits (1e-5) and its throughput against the plain eager step.
+agreement with the eager logits (1e-5) and its throughput against the plain eager step; the package
+would keep it only at >= 1.2x.
 
 Run from the repository root: ``.venv/bin/python bench/bench_model.py``.
 """
@@ -24,6 +25,7 @@ import signal
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -146,6 +148,7 @@ def bench_compile(threads: int, inputs, targets) -> None:
     print(f"\ntorch.compile(ours), training step, {threads} thread(s)")
     ours, plain = make_models()
     torch._inductor.config.force_disable_caches = True  # time a cold compile, not a cache hit
+    warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
     compiled = torch.compile(copy.deepcopy(ours))
     step = trainer(compiled, inputs, targets)
 
@@ -177,7 +180,7 @@ def bench_compile(threads: int, inputs, targets) -> None:
     rates = interleaved({"train plain": trainer(plain, inputs, targets), "train compiled": step})
     ratio = rates["train compiled"] / rates["train plain"]
     print(f"train plain eager {rates['train plain']:.1f} steps/s, compiled ours {rates['train compiled']:.1f} "
-          f"steps/s, ratio {ratio:.3f}  (target >= 0.95) {verdict(ratio, 0.95)}")
+          f"steps/s, ratio {ratio:.3f}  (kept as a fast path only if >= 1.2) {verdict(ratio, 1.2)}")
 
 
 if __name__ == "__main__":

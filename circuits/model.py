@@ -184,24 +184,25 @@ class Attention(nn.Module):
         out = torch.einsum("bpd,hde->bphe", x, weight)
         return out + getattr(self, bias_name) if self.cfg.use_bias else out
 
-    def positional_scores(self, q: Float[Tensor, "batch pos head d_head"]) -> Float[Tensor, "batch head q k"]:
-        """pos_ij: q_i·r_{i−j}/sqrt(d_head) (relative) or −β_h (i − j − 1) (alibi)."""
-        n_pos = q.shape[1]
+    def positional_scores(self, q_scaled: Float[Tensor, "batch pos head d_head"]) -> Float[Tensor, "batch head q k"]:
+        """pos_ij: q_i·r_{i−j}/sqrt(d_head) (relative) or −β_h (i − j − 1) (alibi); takes q/sqrt(d_head)."""
+        n_pos = q_scaled.shape[1]
         distance = self.distance[:n_pos, :n_pos]
         if self.positional == "relative":
-            by_distance = torch.einsum("bqhe,hde->bhqd", q, self.W_rel[:, :n_pos]) * self.scale
+            by_distance = torch.einsum("bqhe,hde->bhqd", q_scaled, self.W_rel[:, :n_pos])
             return by_distance.gather(-1, distance.expand(*by_distance.shape[:2], -1, -1))
-        offset = (distance - 1).to(q.dtype)
-        return (-self.alibi_slope[:, None, None] * offset).expand(q.shape[0], -1, -1, -1)
+        offset = (distance - 1).to(q_scaled.dtype)
+        return (-self.alibi_slope[:, None, None] * offset).expand(q_scaled.shape[0], -1, -1, -1)
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         n_pos = x.shape[1]
         q = self.hook_q(self._project(x, self.W_Q, "b_Q"))
         k = self.hook_k(self._project(x, self.W_K, "b_K"))
         v = self.hook_v(self._project(x, self.W_V, "b_V"))
-        scores = torch.einsum("bqhe,bkhe->bhqk", q, k) * self.scale
+        q_scaled = q * self.scale  # scale the [pos, d_head] query once, not two [q, k] score matrices
+        scores = torch.einsum("bqhe,bkhe->bhqk", q_scaled, k)
         if self.positional != "none":
-            scores = scores + self.hook_pos_scores(self.positional_scores(q))
+            scores = scores + self.hook_pos_scores(self.positional_scores(q_scaled))
         allowed = self.allowed[:n_pos, :n_pos]
         scores = self.hook_attn_scores(scores.masked_fill(~allowed, -torch.inf))
         if self.strict:  # query 0 has no key: give its row finite scores, then zero it

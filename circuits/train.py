@@ -10,6 +10,7 @@ checkpoint and at the stop.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, fields
 from importlib.metadata import PackageNotFoundError, version
@@ -50,6 +51,7 @@ class MarkovTrainConfig:
     steps: int = 4000
     batch_size: int = 64
     lr: float = 1e-3
+    lr_schedule: str = "cosine"  # or "constant"
     weight_decay: float = 0.1
     d_model: int = 16
     layer_norm: bool = True
@@ -67,6 +69,8 @@ class MarkovTrainConfig:
         for name in ("model_seed", "data_seed", "eval_seed"):
             require_int(name, getattr(self, name), 0)
         require_positive("lr", self.lr)
+        if self.lr_schedule not in ("cosine", "constant"):
+            raise ValueError(f"lr_schedule must be cosine or constant, got {self.lr_schedule!r}")
         if self.weight_decay < 0 or not 0 <= self.dropout < 1:
             raise ValueError("weight_decay must be >= 0 and dropout in [0, 1)")
 
@@ -105,6 +109,14 @@ def checkpoint_schedule(steps: int, n_checkpoints: int) -> list[int]:
     early = np.geomspace(1, max(steps / 20, 1), n_log).round() if n_log else []
     even = np.linspace(0, steps, n_checkpoints - n_log).round()
     return sorted({0, steps, *map(int, early), *map(int, even)})
+
+
+def learning_rate(cfg: MarkovTrainConfig, step: int) -> float:
+    """The rate for the update after ``step`` steps: constant, or a cosine from lr down to 0, which
+    lets the loss settle at the end instead of hovering at the noise level of a constant rate."""
+    if cfg.lr_schedule == "constant":
+        return cfg.lr
+    return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * step / cfg.steps))
 
 
 def make_optimizer(model: HookedTransformer, cfg: MarkovTrainConfig) -> torch.optim.AdamW:
@@ -158,6 +170,8 @@ class Trainer:
         batch = sample_markov(cfg.batch_size, cfg.k, cfg.seq_len, n=cfg.n, alpha=cfg.alpha, generator=self.data)
         logits = self.model(batch.inputs)
         loss = F.cross_entropy(logits.flatten(0, 1), batch.targets.flatten())
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate(cfg, self.step)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"training loss became {loss.item()} at step {self.step + 1}; lower --lr")
         self.optimizer.zero_grad(set_to_none=True)

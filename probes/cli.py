@@ -115,7 +115,6 @@ def report_rows(metrics: list[dict], phase_starts: set[int], n_rows: int = 12) -
 def run_report(args: argparse.Namespace) -> str:
     """The main job: a run's loss against the strategies over training, its phases and figures."""
     from circuits.checkpoint import Run
-    from circuits.tasks.markov import closest_strategy
     from circuits.train import saved_train_config
     from probes.behaviour import strategy_phases
 
@@ -129,28 +128,34 @@ def run_report(args: argparse.Namespace) -> str:
     if args.json:
         result = {"run": str(run.path), "baselines": baselines, "phases": [vars(p) for p in phases]}
         return json.dumps(result | {"metrics": metrics, "figures": [str(f) for f in figures]}, indent=2)
-    strategies = list(baselines)
+    title = f"run {run.path.name}: ICL-MC k={cfg.k}, T={cfg.seq_len}, {cfg.steps} steps of {cfg.batch_size} sequences"
+    baseline_text = ", ".join(f"{name} {value:.4f}" for name, value in baselines.items())
+    lines = [
+        title,
+        f"strategy baselines on its {cfg.eval_seqs} evaluation sequences, last-token KL(true||s): {baseline_text}",
+        "",
+        metrics_table(metrics, list(baselines), phases),
+        "",
+        "phases (closest strategy): " + " -> ".join(map(phase_text, phases)),
+    ]
+    return "\n".join(lines + [f"figure: {path}" for path in figures])
+
+
+def metrics_table(metrics: list[dict], strategies: list[str], phases: list) -> str:
+    from circuits.tasks.markov import closest_strategy
+
+    headers = ["step", "seqs (k)", "train loss", "KL(true||model)", *(f"KL({s}||model)" for s in strategies), "closest"]
     rows = [
         [m["step"], f"{m['sequences_seen'] / 1000:.1f}", m["train_loss"], m["last_token_kl"]["true"],
          *(m["last_token_kl"][s] for s in strategies), closest_strategy(m["last_token_kl"])]
         for m in report_rows(metrics, {p.first_step for p in phases})
     ]
-    headers = ["step", "seqs (k)", "train loss", "KL(true||model)", *(f"KL({s}||model)" for s in strategies), "closest"]
-    phase_text = " -> ".join(
-        f"{p.strategy} (steps {p.first_step}-{p.last_step}, {p.first_sequences / 1000:.1f}k-{p.last_sequences / 1000:.1f}k seqs)"
-        for p in phases
-    )
-    lines = [
-        f"run {run.path.name}: ICL-MC k={cfg.k}, T={cfg.seq_len}, {cfg.steps} steps of {cfg.batch_size} sequences",
-        f"strategy baselines on its {cfg.eval_seqs} evaluation sequences, last-token KL(true||s): "
-        + ", ".join(f"{name} {value:.4f}" for name, value in baselines.items()),
-        "",
-        format_table(headers, rows),
-        "",
-        f"phases (closest strategy): {phase_text}",
-    ]
-    lines += [f"figure: {path}" for path in figures]
-    return "\n".join(lines)
+    return format_table(headers, rows)
+
+
+def phase_text(phase) -> str:
+    seen = f"{phase.first_sequences / 1000:.1f}k-{phase.last_sequences / 1000:.1f}k seqs"
+    return f"{phase.strategy} (steps {phase.first_step}-{phase.last_step}, {seen})"
 
 
 def plot_report(name: str, metrics: list[dict], baselines: dict[str, float], directory: Path) -> list[Path]:
@@ -162,8 +167,10 @@ def plot_report(name: str, metrics: list[dict], baselines: dict[str, float], dir
     ]
 
 
-TRAIN_OPTIONS = ("k", "seq_len", "n", "alpha", "steps", "batch_size", "lr", "d_model", "dropout", "layer_norm",
-                 "model_seed", "data_seed", "eval_seed", "eval_seqs", "n_checkpoints")
+TRAIN_OPTIONS = (
+    "k", "seq_len", "n", "alpha", "steps", "batch_size", "lr", "lr_schedule", "weight_decay", "d_model",
+    "dropout", "layer_norm", "model_seed", "data_seed", "eval_seed", "eval_seqs", "n_checkpoints",
+)
 
 
 def build_parser() -> Parser:
@@ -193,6 +200,8 @@ def build_parser() -> Parser:
     markov_train.add_argument("--steps", type=int, help="optimiser steps (default 4000)")
     markov_train.add_argument("--batch-size", type=int, help="sequences per step (default 64)")
     markov_train.add_argument("--lr", type=float, help="AdamW learning rate (default 1e-3)")
+    markov_train.add_argument("--weight-decay", type=float, help="AdamW weight decay on the linear maps (default 0.1)")
+    markov_train.add_argument("--lr-schedule", choices=["cosine", "constant"], help="default cosine decay to 0")
     markov_train.add_argument("--d-model", type=int, help="width per first-layer head (default 16)")
     markov_train.add_argument("--dropout", type=float, help="dropout probability (default 0)")
     markov_train.add_argument("--layer-norm", action=argparse.BooleanOptionalAction, default=None, help="pre-LN (default on)")

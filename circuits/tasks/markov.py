@@ -145,11 +145,13 @@ class MarkovSample:
 
 
 def validate_task(k: object, seq_len: object, n: object = 2, alpha: object = 1.0) -> None:
-    """Raise ValueError for k < 2, seq_len < 2, n < 1, alpha ≤ 0 or non-integers."""
+    """Raise ValueError for k < 2, seq_len < 2, n < 1, n > seq_len, alpha ≤ 0 or non-integers."""
     require_int("k", k, 2)
     require_int("seq_len", seq_len, 2)
     require_int("n", n, 1)
     require_positive("alpha", alpha)
+    if n > seq_len:
+        raise ValueError(f"n must be <= seq_len: an n-gram needs n tokens, got n={n}, seq_len={seq_len}")
 
 
 def check_transitions(table: Tensor, n_seqs: int, k: int, order: int) -> Float[Tensor, "batch contexts k"]:
@@ -158,7 +160,8 @@ def check_transitions(table: Tensor, n_seqs: int, k: int, order: int) -> Float[T
     if tuple(table.shape) != expected:
         raise ValueError(f"transitions must have shape {expected}, got {tuple(table.shape)}")
     table = table.double()
-    if not torch.isfinite(table).all() or (table < 0).any() or not torch.allclose(table.sum(-1), torch.ones((), dtype=torch.float64)):
+    rows_sum_to_one = torch.allclose(table.sum(-1), torch.ones((), dtype=torch.float64))
+    if not torch.isfinite(table).all() or (table < 0).any() or not rows_sum_to_one:
         raise ValueError("every row of transitions must be a probability distribution")
     return table
 

@@ -185,6 +185,7 @@ def test_baselines_match_the_reference_figures(k, uniform, unigram, bigram, ce):
         ({"n_seqs": -3}, "n_seqs must be an integer >= 1"),
         ({"k": 2.5}, "k must be an integer"),
         ({"seq_len": True}, "seq_len must be an integer"),
+        ({"n": 11}, "n must be <= seq_len"),
     ],
 )
 def test_bad_arguments_raise_value_error(kwargs, message):

@@ -1,0 +1,64 @@
+"""The shipped runs: they load by name after a non-editable install, and show what they promise."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from circuits.checkpoint import Run, shipped_run_names
+from circuits.tasks.markov import MarkovEvalSet
+from circuits.train import saved_train_config
+from probes.behaviour import strategy_phases
+
+FRESH_SEED = 20_261_130  # not the runs' evaluation seed: fresh sequences
+
+
+def fresh_final_kl(name: str, n_seqs: int = 5000) -> tuple[float, dict[str, float]]:
+    run = Run.open(name)
+    cfg = saved_train_config(run.path)
+    eval_set = MarkovEvalSet.draw(cfg.k, cfg.seq_len, n=cfg.n, alpha=cfg.alpha, n_seqs=n_seqs, seed=FRESH_SEED)
+    with torch.no_grad():
+        metrics = eval_set.metrics(run.load()(eval_set.sample.inputs))
+    baselines = {name: kl.mean().item() for name, kl in eval_set.strategy_kl().items()}
+    return metrics["last_token_kl"]["true"], baselines
+
+
+def test_shipped_runs_are_listed():
+    assert {"markov-k2", "markov-k3"} <= set(shipped_run_names())
+
+
+@pytest.mark.parametrize("name,limit", [("markov-k3", 0.045), ("markov-k2", 0.02)])
+def test_final_model_is_close_to_the_bigram_baseline_on_fresh_sequences(name, limit):
+    kl, baselines = fresh_final_kl(name)
+    assert kl <= limit, f"{name}: last-token KL {kl:.4f} > {limit} (bigram baseline {baselines['bigram']:.4f})"
+    assert kl < baselines["unigram"] / 2
+
+
+@pytest.mark.parametrize("name", ["markov-k3", "markov-k2"])
+def test_phases_go_uniform_then_unigram_then_bigram(name):
+    run = Run.open(name)
+    metrics = run.metrics()
+    phases = strategy_phases(metrics)
+    assert phases[0].strategy == "uniform" and phases[-1].strategy == "bigram"
+    first_bigram = next(i for i, p in enumerate(phases) if p.strategy == "bigram")
+    plateau = phases[first_bigram - 1]
+    assert plateau.strategy == "unigram" and all(p.strategy != "bigram" for p in phases[:first_bigram])
+    # A plateau: unigram stays closest over many checkpoints before the drop to the bigram strategy.
+    on_plateau = [m for m in metrics if plateau.first_step <= m["step"] <= plateau.last_step]
+    assert len(on_plateau) >= 10
+    assert phases[-1].last_step == run.steps[-1]
+
+
+def test_shipped_runs_load_after_a_non_editable_install(tmp_path):
+    """Install the project as a wheel would (no source tree on the path) and load from elsewhere."""
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(target), "."],
+        check=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))), capture_output=True,
+    )
+    code = "from circuits.checkpoint import Run; r = Run.open('markov-k3'); r.load(); print(r.path)"
+    env = os.environ | {"PYTHONPATH": str(target)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip().startswith(str(target))
