@@ -22,7 +22,7 @@ demo: $(STAMP)
 shipped: $(STAMP)
 	rm -rf checkpoints/markov-k3 checkpoints/markov-k2
 	$(BIN)/induction-probes train markov --k 3 --out checkpoints/markov-k3
-	$(BIN)/induction-probes train markov --k 2 --out checkpoints/markov-k2 --no-layer-norm --weight-decay 0 --lr 3e-3
+	$(BIN)/induction-probes train markov --k 2 --out checkpoints/markov-k2 --steps 8000 --no-layer-norm --weight-decay 0 --lr 3e-3
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests

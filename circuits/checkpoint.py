@@ -73,7 +73,11 @@ def shipped_runs_dir() -> Path:
 
 
 def shipped_run_names() -> list[str]:
-    return sorted(p.name for p in shipped_runs_dir().iterdir() if (p / "manifest.json").is_file())
+    try:
+        directory = shipped_runs_dir()
+    except ModuleNotFoundError:  # an install without the checkpoints package ships no runs
+        return []
+    return sorted(p.name for p in directory.iterdir() if (p / "manifest.json").is_file())
 
 
 def resolve_run(run: str | os.PathLike) -> Path:

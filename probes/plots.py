@@ -43,6 +43,8 @@ def plot_distance_to_strategies(metrics: list[dict], strategies: list[str], titl
     for name in strategies:
         ax.plot(x, [m["last_token_kl"][name] for m in metrics], color=strategy_colour(name), label=name, lw=2)
     ax.set_yscale("log")
+    lowest = min(m["last_token_kl"][name] for m in metrics for name in strategies)
+    ax.set_ylim(bottom=max(lowest, 1e-3))  # an untrained model is uniform to ~1e-6: keep the phases readable
     ax.set_xlabel("training sequences seen (thousands)")
     ax.set_ylabel("KL(strategy ‖ model), last token")
     ax.set_title(f"{title}: distance to each strategy (shading: closest)")
