@@ -1,14 +1,13 @@
-"""Behaviour over training: which in-context strategy a model is closest to, and when that changes.
-
-Read from a run's ``metrics.jsonl`` (KL(strategy ‖ model) at the last token, one entry per checkpoint),
-so it costs nothing to run across a whole training run.
-"""
+"""Behaviour probes: per-position loss and KL to the truth and to each strategy, the ICL score, the
+closest strategy, and the phases of a run (read from its ``metrics.jsonl`` at no cost)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from circuits.tasks.markov import closest_strategy
+from torch import Tensor
+
+from circuits.tasks.markov import MarkovEvalSet, closest_strategy
 
 
 @dataclass(frozen=True)
@@ -38,3 +37,50 @@ def strategy_phases(metrics: list[dict]) -> list[Phase]:
         else:
             phases.append(Phase(strategy, step, step, seen, seen))
     return phases
+
+
+# --- behaviour of one model on an evaluation set -------------------------------------------------
+
+ICL_EARLY, ICL_LATE = 10, -1  # input positions (0-indexed) compared by the ICL score
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """How a model predicts on an ICL-MC evaluation set, position by position.
+
+    ``per_position_kl[s][t]`` is KL(s ‖ model) at input position t, averaged over sequences, for s =
+    "true" (the sequence's own chain) and each strategy. ``icl_score`` is the loss at position
+    ``late`` minus the loss at ``early`` (Olsson et al.'s in-context learning score; negative when the
+    model uses its context). Use ``last_token_kl["true"]`` to compare with the paper's test loss and
+    ``closest_strategy`` to place a model in a phase.
+    """
+
+    loss: float
+    per_position_loss: Tensor
+    per_position_kl: dict[str, Tensor]
+    last_token_kl: dict[str, float]
+    icl_score: float
+    closest_strategy: str
+
+
+def icl_score(per_position_loss: Tensor, early: int = ICL_EARLY, late: int = ICL_LATE) -> float:
+    """Loss at position ``late`` minus loss at position ``early`` (0-indexed input positions)."""
+    n_pos = per_position_loss.shape[0]
+    for name, position in (("early", early), ("late", late)):
+        if not -n_pos <= position < n_pos:
+            raise ValueError(f"ICL {name} position {position} is outside 0..{n_pos - 1}")
+    return (per_position_loss[late] - per_position_loss[early]).item()
+
+
+def behaviour(logits: Tensor, eval_set: MarkovEvalSet, early: int = ICL_EARLY, late: int = ICL_LATE) -> Behaviour:
+    """Every behaviour probe from one forward pass's logits on ``eval_set.sample.inputs``."""
+    per_position_loss, per_position_kl = eval_set.per_position(logits)
+    last = {name: kl[-1].item() for name, kl in per_position_kl.items()}
+    return Behaviour(
+        loss=per_position_loss.mean().item(),
+        per_position_loss=per_position_loss,
+        per_position_kl=per_position_kl,
+        last_token_kl=last,
+        icl_score=icl_score(per_position_loss, early, late),
+        closest_strategy=closest_strategy(last),
+    )

@@ -167,6 +167,118 @@ def plot_report(name: str, metrics: list[dict], baselines: dict[str, float], dir
     ]
 
 
+def probe_set_for(args: argparse.Namespace, run):
+    from probes.summary import probe_eval_set
+
+    return probe_eval_set(run, args.n_seqs, args.seed)
+
+
+def probe_set_for_run(run):
+    """One example sequence for attention heatmaps, the same for every step."""
+    from probes.summary import probe_eval_set
+
+    return probe_eval_set(run, 1, 0)
+
+
+def run_probe(args: argparse.Namespace) -> str:
+    """Attention and behaviour probes of one checkpoint (default the last) or of every checkpoint."""
+    from circuits.checkpoint import Run
+    from probes.summary import probe_run
+
+    run = Run.open(args.run)
+    if args.all_steps and args.step is not None:
+        raise ValueError("give --step or --all-steps, not both")
+    steps = run.steps if args.all_steps else [run.entry(args.step)["step"]]
+    results = list(probe_run(run, probe_set_for(args, run), steps))
+    figures = plot_probes(run, results, args.plot) if args.plot else []
+    if args.json:
+        payload = [r.to_json() for r in results]
+        return json.dumps(payload if args.all_steps else payload[0], indent=2)
+    sections = [probe_text(run, results[-1])] + ([probe_trajectory(results)] if args.all_steps else [])
+    return "\n\n".join(sections) + "".join(f"\nfigure: {path}" for path in figures)
+
+
+def probe_text(run, result) -> str:
+    n_layers, n_heads = result.previous_token.shape
+    rows = [
+        [f"{layer}.{head}", result.previous_token[layer, head].item(), result.bigram_matching[layer, head].item(),
+         result.bigram_matching_ideal[layer, head].item()]
+        for layer in range(n_layers) for head in range(n_heads)
+    ]
+    b = result.behaviour
+    lines = [
+        f"run {run.path.name}, step {result.step}: {b.closest_strategy} is the closest strategy",
+        format_table(["head", "previous-token", "bigram-matching", "bigram ideal (1-TV)"], rows),
+        f"({100 * result.fraction_with_match:.1f}% of queries have a matching key)",
+        format_table(["last-token KL(x||model)", "value"], [[k, v] for k, v in b.last_token_kl.items()]),
+        f"loss {b.loss:.4f}, ICL score {b.icl_score:+.4f} (loss at position 99 minus position 10)",
+    ]
+    if result.positional_profile is not None:
+        profile = result.positional_profile[0]
+        peak = int(profile.argmax())
+        lines.append(f"layer 0 positional profile peaks at distance {peak} ({profile[peak]:.3f})")
+    return "\n".join(lines)
+
+
+def probe_trajectory(results) -> str:
+    rows = [
+        [r.step, r.previous_token[0].max().item(), r.bigram_matching[-1].max().item(), r.behaviour.last_token_kl["true"],
+         r.behaviour.closest_strategy]
+        for r in results
+    ]
+    return format_table(["step", "layer 0 prev-token", "last layer bigram-matching", "KL(true||model)", "closest"], rows)
+
+
+def run_ablate(args: argparse.Namespace) -> str:
+    from circuits.checkpoint import Run
+    from probes.ablation import heads_in_layer, parse_heads
+    from probes.summary import ablation_study, probe_eval_set, single_heads
+
+    run = Run.open(args.run)
+    model = run.load(step=args.step)
+    cfg = model.cfg
+    head_sets = [parse_heads(args.heads, cfg.n_layers, lambda layer: heads_in_layer(cfg, layer))] if args.heads else single_heads(model)
+    eval_set = probe_set_for(args, run)
+    reference = probe_eval_set(run, args.n_seqs, args.seed + 1).sample.inputs  # other sequences
+    baseline, results = ablation_study(model, eval_set, head_sets, args.mode, reference, args.seed)
+    figures = plot_ablations(run, baseline, results, args.plot) if args.plot else []
+    if args.json:
+        base = {"last_token_kl": baseline.last_token_kl, "loss": baseline.loss, "icl_score": baseline.icl_score,
+                "closest_strategy": baseline.closest_strategy}
+        return json.dumps({"baseline": base, "ablations": [r.to_json() for r in results]}, indent=2)
+    rows = [["none", baseline.last_token_kl["true"], baseline.loss, baseline.icl_score, baseline.closest_strategy]]
+    rows += [
+        [",".join(f"{l}.{h}" for l, h in r.heads), r.behaviour.last_token_kl["true"], r.behaviour.loss,
+         r.behaviour.icl_score, r.behaviour.closest_strategy]
+        for r in results
+    ]
+    title = f"run {run.path.name}, step {run.entry(args.step)['step']}: {args.mode} ablation on {args.n_seqs} sequences"
+    table = format_table(["ablated heads", "KL(true||model)", "loss", "ICL score", "closest"], rows)
+    return "\n".join([title, table] + [f"figure: {path}" for path in figures])
+
+
+def plot_probes(run, results, directory: Path) -> list[Path]:
+    from probes.attention import run_with_patterns
+    from probes.plots import plot_attention_heatmaps, plot_positional_profiles, plot_scores_over_training, three_steps
+
+    name = run.path.name
+    tokens = probe_set_for_run(run).sample.inputs[:1]
+    patterns = {r.step: run_with_patterns(run.load(step=r.step), tokens)[1] for r in three_steps(results)}
+    figures = [
+        plot_attention_heatmaps(patterns, name, directory / f"{name}_attention.png"),
+        plot_positional_profiles(results, name, directory / f"{name}_positional.png"),
+    ]
+    if len(results) > 1:
+        figures.append(plot_scores_over_training(results, name, directory / f"{name}_scores.png"))
+    return figures
+
+
+def plot_ablations(run, baseline, results, directory: Path) -> list[Path]:
+    from probes.plots import plot_ablation_bars
+
+    return [plot_ablation_bars(baseline, results, run.path.name, directory / f"{run.path.name}_ablation.png")]
+
+
 TRAIN_OPTIONS = (
     "k", "seq_len", "n", "alpha", "steps", "batch_size", "lr", "lr_schedule", "weight_decay", "d_model",
     "dropout", "layer_norm", "model_seed", "data_seed", "eval_seed", "eval_seqs", "n_checkpoints",
@@ -226,7 +338,29 @@ def build_parser() -> Parser:
     report.add_argument("--plot", type=Path, metavar="DIR", help="write the figures (PNG) into DIR")
     report.add_argument("--json", action="store_true", help="machine-readable output")
     report.set_defaults(handler=run_report)
+
+    probe = commands.add_parser("probe", help="attention and behaviour probes of a checkpoint or a whole run")
+    probe.add_argument("run", help="run directory or shipped run name")
+    probe.add_argument("--step", type=int, help="checkpoint step (default: the last)")
+    probe.add_argument("--all-steps", action="store_true", help="probe every checkpoint of the run")
+    add_probe_set_options(probe)
+    probe.set_defaults(handler=run_probe)
+
+    ablate = commands.add_parser("ablate", help="ablate heads and measure what in-context learning loses")
+    ablate.add_argument("run", help="run directory or shipped run name")
+    ablate.add_argument("--step", type=int, help="checkpoint step (default: the last)")
+    ablate.add_argument("--mode", choices=["zero", "mean", "resample"], default="zero", help="default zero")
+    ablate.add_argument("--heads", help="heads ablated together, as L.H,L.H (default: each head alone)")
+    add_probe_set_options(ablate)
+    ablate.set_defaults(handler=run_ablate)
     return parser
+
+
+def add_probe_set_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--n-seqs", type=int, default=1000, help="fresh sequences to probe on (default 1000)")
+    parser.add_argument("--seed", type=int, default=12345, help="seed of those sequences (default 12345)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--plot", type=Path, metavar="DIR", help="write figures (PNG) into DIR")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

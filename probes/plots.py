@@ -13,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from circuits.tasks.markov import closest_strategy  # noqa: E402
@@ -76,3 +77,73 @@ def save(fig: plt.Figure, path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def three_steps(results: list) -> list:
+    """First, middle and last of a run's probe results (all of them when there are fewer)."""
+    picks = sorted({0, len(results) // 2, len(results) - 1})
+    return [results[i] for i in picks]
+
+
+def plot_positional_profiles(results: list, title: str, path: Path) -> Path:
+    """Layer 0's effective positional encoding (softmax over distance) at up to three steps."""
+    sns.set_theme(style="ticks")
+    shown = [r for r in three_steps(results) if r.positional_profile is not None]
+    fig, axes = plt.subplots(1, len(shown), figsize=(4 * len(shown), 3.2), sharey=True, squeeze=False)
+    for ax, result in zip(axes[0], shown):
+        profile = result.positional_profile[0, :20].numpy()
+        ax.bar(range(len(profile)), profile, color="tab:purple")
+        ax.set_title(f"step {result.step}")
+        ax.set_xlabel("distance i − j")
+    axes[0][0].set_ylabel("softmax_d(q·r_d), layer 0")
+    fig.suptitle(f"{title}: layer 0 positional profile")
+    return save(fig, path)
+
+
+def plot_scores_over_training(results: list, title: str, path: Path) -> Path:
+    """Layer 0 previous-token and last-layer bigram-matching scores against step, shaded by phase."""
+    sns.set_theme(style="ticks")
+    steps = [r.step for r in results]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    shade_closest_strategy(ax, steps, [{"last_token_kl": r.behaviour.last_token_kl} for r in results])
+    ax.plot(steps, [r.previous_token[0].max().item() for r in results], lw=2, label="layer 0 previous-token")
+    ax.plot(steps, [r.bigram_matching[-1].max().item() for r in results], lw=2, label="layer 1 bigram-matching")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("score (best head)")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"{title}: circuit scores (shading: closest strategy)")
+    ax.legend(loc="center right")
+    return save(fig, path)
+
+
+def plot_ablation_bars(baseline, results: list, title: str, path: Path) -> Path:
+    """Last-token KL(true ‖ model) with each head set ablated, against the clean model."""
+    sns.set_theme(style="ticks")
+    labels = ["none"] + [",".join(f"{l}.{h}" for l, h in r.heads) for r in results]
+    values = [baseline.last_token_kl["true"]] + [r.behaviour.last_token_kl["true"] for r in results]
+    colours = [strategy_colour(baseline.closest_strategy)] + [strategy_colour(r.behaviour.closest_strategy) for r in results]
+    fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(labels)), 3.6))
+    ax.bar(labels, values, color=colours)
+    ax.set_xlabel("ablated heads (colour: closest strategy)")
+    ax.set_ylabel("KL(true ‖ model), last token")
+    ax.set_title(f"{title}: {results[0].mode} ablation" if results else title)
+    return save(fig, path)
+
+
+def plot_attention_heatmaps(patterns_by_step: dict[int, list], title: str, path: Path, n_pos: int = 30) -> Path:
+    """Attention of sequence 0, every layer (rows) at each step (columns), upper triangle masked."""
+    sns.set_theme(style="white")
+    steps = list(patterns_by_step)
+    n_layers = len(patterns_by_step[steps[0]])
+    fig, axes = plt.subplots(n_layers, len(steps), figsize=(max(3.6 * len(steps), 7), 3.2 * n_layers), squeeze=False)
+    mask = np.triu(np.ones((n_pos, n_pos), dtype=bool), k=1)
+    for col, step in enumerate(steps):
+        for layer, pattern in enumerate(patterns_by_step[step]):
+            ax = axes[layer][col]
+            sns.heatmap(pattern[0, 0, :n_pos, :n_pos].numpy(), mask=mask, cmap="viridis", vmin=0, vmax=1,
+                        square=True, cbar=col == len(steps) - 1, xticklabels=False, yticklabels=False, ax=ax)
+            ax.set_title(f"layer {layer}, step {step}")
+            ax.set_xlabel("key")
+            ax.set_ylabel("query")
+    fig.suptitle(f"{title}: attention on one sequence (first {n_pos} positions)")
+    return save(fig, path)

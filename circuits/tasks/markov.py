@@ -326,15 +326,19 @@ class MarkovEvalSet:
         predictors = {"true": self.truth} | self.strategies
         return {name: token_cross_entropy(q.log(), targets).mean(-1) for name, q in predictors.items()}
 
+    def per_position(self, logits: Float[Tensor, "batch seq k"]) -> tuple[Tensor, dict[str, Tensor]]:
+        """The model's loss at each input position, and KL(x ‖ model) at each position for x = "true"
+        and every strategy, all averaged over sequences."""
+        log_q = torch.log_softmax(logits.double(), dim=-1)
+        loss = token_cross_entropy(log_q, self.sample.targets).mean(0)
+        predictors = {"true": self.truth} | self.strategies
+        return loss, {name: kl_divergence(p, log_q).mean(0) for name, p in predictors.items()}
+
     def metrics(self, logits: Float[Tensor, "batch seq k"]) -> dict:
         """Mean next-token loss over all positions, and the last-token KL(true ‖ model) and
         KL(strategy ‖ model) (the paper's distance to each strategy), averaged over sequences."""
-        log_q = torch.log_softmax(logits.double(), dim=-1)
-        kl = {"true": kl_divergence(self.truth[:, -1], log_q[:, -1]).mean().item()}
-        for name, predictions in self.strategies.items():
-            kl[name] = kl_divergence(predictions[:, -1], log_q[:, -1]).mean().item()
-        eval_loss = token_cross_entropy(log_q, self.sample.targets).mean().item()
-        return {"eval_loss": eval_loss, "last_token_kl": kl}
+        loss, kl = self.per_position(logits)
+        return {"eval_loss": loss.mean().item(), "last_token_kl": {name: v[-1].item() for name, v in kl.items()}}
 
 
 # --- baselines ---------------------------------------------------------------------------------

@@ -1,0 +1,114 @@
+"""Head ablations through ``blocks.{l}.attn.hook_z``: does in-context learning depend on a head?
+
+Three ways to remove a head's output z (``[batch, pos, head, d_head]``), from crudest to gentlest:
+
+- ``zero``: z = 0. Simple, but pushes the residual stream somewhere it never is in training.
+- ``mean``: z = its mean over the sequences and positions of a reference set. Keeps the average
+  contribution, removes the information.
+- ``resample``: z = the head's output on another sequence of the reference set, at the same position.
+  Keeps the distribution of z, breaks its link to this sequence; usually the most faithful.
+
+Hooks are attached only inside a context manager, so nothing stays attached after an exception.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+MODES = ("zero", "mean", "resample")
+
+
+def parse_heads(text: str, n_layers: int, heads_per_layer) -> list[tuple[int, int]]:
+    """'0.0,1.0' → [(0, 0), (1, 0)], checked against the model's shape."""
+    heads = []
+    for item in text.split(","):
+        layer, _, head = item.strip().partition(".")
+        if not (layer.isdigit() and head.isdigit()):
+            raise ValueError(f"heads must look like L.H,L.H (e.g. 0.0,1.0), got {text!r}")
+        heads.append((int(layer), int(head)))
+    check_heads(heads, n_layers, heads_per_layer)
+    return heads
+
+
+def heads_in_layer(cfg, layer: int) -> int:
+    """Heads of a layer: our config knows per-layer counts, a TransformerLens config has n_heads."""
+    return cfg.heads(layer) if hasattr(cfg, "heads") else cfg.n_heads
+
+
+def check_heads(heads: list[tuple[int, int]], n_layers: int, heads_per_layer) -> None:
+    if not heads:
+        raise ValueError("no heads to ablate")
+    for layer, head in heads:
+        if not 0 <= layer < n_layers or not 0 <= head < heads_per_layer(layer):
+            raise ValueError(f"head {layer}.{head} is out of range for a model with {n_layers} layers")
+
+
+def z_hook(layer: int) -> str:
+    return f"blocks.{layer}.attn.hook_z"
+
+
+def reference_z(model, reference_inputs: Tensor, layers: set[int]) -> dict[int, Tensor]:
+    """hook_z of the clean model on the reference set, for the given layers."""
+    captured: dict[int, Tensor] = {}
+
+    def keep(layer: int):
+        def hook(z: Tensor, hook) -> None:
+            captured[layer] = z.detach()
+
+        return hook
+
+    with torch.no_grad():
+        model.run_with_hooks(reference_inputs, fwd_hooks=[(z_hook(l), keep(l)) for l in sorted(layers)])
+    return captured
+
+
+def replacement(mode: str, z: Tensor, reference: Tensor | None, heads: list[int], generator: torch.Generator) -> Tensor:
+    """What the ablated heads' z becomes, [batch, pos, len(heads), d_head]."""
+    if mode == "zero":
+        return torch.zeros_like(z[:, :, heads])
+    if mode == "mean":
+        return reference[:, :, heads].mean(dim=(0, 1)).expand_as(z[:, :, heads])
+    n_ref = reference.shape[0]
+    if z.shape[1] > reference.shape[1]:
+        raise ValueError("resample ablation needs reference sequences at least as long as the inputs")
+    picks = torch.randint(0, n_ref, (z.shape[0],), generator=generator)
+    return reference[picks][:, : z.shape[1], heads]
+
+
+def run_ablated(
+    model,
+    inputs: Tensor,
+    heads: list[tuple[int, int]],
+    mode: str = "zero",
+    reference_inputs: Tensor | None = None,
+    seed: int = 0,
+) -> Float[Tensor, "batch pos d_out"]:
+    """The model's output on ``inputs`` with ``heads`` ablated together.
+
+    ``reference_inputs`` (needed for mean and resample) should be other sequences from the same task.
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown ablation mode {mode!r}: use zero, mean or resample")
+    check_heads(heads, model.cfg.n_layers, lambda layer: heads_in_layer(model.cfg, layer))
+    by_layer: dict[int, list[int]] = defaultdict(list)
+    for layer, head in heads:
+        by_layer[layer].append(head)
+    if mode != "zero" and reference_inputs is None:
+        raise ValueError(f"{mode} ablation needs reference inputs")
+    references = reference_z(model, reference_inputs, set(by_layer)) if mode != "zero" else {}
+    generator = torch.Generator().manual_seed(seed)
+
+    def ablate(layer: int):
+        def hook(z: Tensor, hook) -> Tensor:
+            z = z.clone()  # never write into a tensor that a cache or caller may hold
+            z[:, :, by_layer[layer]] = replacement(mode, z, references.get(layer), by_layer[layer], generator)
+            return z
+
+        return hook
+
+    with torch.no_grad():
+        return model.run_with_hooks(inputs, fwd_hooks=[(z_hook(l), ablate(l)) for l in sorted(by_layer)])

@@ -1,0 +1,144 @@
+"""Attention probes per layer and head, read from ``blocks.{l}.attn.hook_pattern``.
+
+They take the attention patterns (``[batch, head, query, key]``) as plain tensors, so they run on any
+TransformerLens-style hooked model: :func:`run_with_patterns` captures them with ``run_with_hooks`` and
+the hook names alone, never our model class. Nothing is written into the patterns.
+
+Which score to use when:
+
+- :func:`previous_token_scores` — is a head a previous-token head (layer 0 of an induction circuit)?
+  The mean attention from query t to key t − 1 over the queries that have one (t ≥ 1).
+- :func:`bigram_matching_scores` — is a head a statistical induction head (ICL-MC, layer 1)? For query
+  i, the keys j ≤ i whose *previous* token equals the current token, x_{j−1} = x_i, are the ones whose
+  token is a sample of "what follows x_i". ``mass`` is the attention on them (the TransformerLens
+  ``"mul"`` idea, restricted to queries that have such a key); ``ideal`` is 1 − total variation to the
+  uniform distribution over them, which is what the bigram statistic needs: it punishes a head that
+  piles onto one matching key as much as one that looks elsewhere.
+- :func:`positional_profiles` — where a relative-position head looks, independent of content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+
+def pattern_hook(layer: int) -> str:
+    return f"blocks.{layer}.attn.hook_pattern"
+
+
+def run_with_captures(model, inputs: Tensor, names: list[str]) -> tuple[Tensor, dict[str, Tensor]]:
+    """The output on ``inputs`` and the activations at hook points ``names``, captured by temporary
+    hooks that are removed even if the forward pass raises. Needs only ``run_with_hooks``."""
+    captured: dict[str, Tensor] = {}
+
+    def keep(activation: Tensor, hook) -> None:
+        captured[hook.name] = activation.detach()
+
+    with torch.no_grad():
+        output = model.run_with_hooks(inputs, fwd_hooks=[(name, keep) for name in names])
+    return output, captured
+
+
+def run_with_patterns(model, inputs: Tensor) -> tuple[Tensor, list[Float[Tensor, "batch head q k"]]]:
+    """The output on ``inputs`` and every layer's attention pattern."""
+    names = [pattern_hook(layer) for layer in range(model.cfg.n_layers)]
+    output, captured = run_with_captures(model, inputs, names)
+    return output, [captured[name] for name in names]
+
+
+def previous_token_score(pattern: Float[Tensor, "batch head q k"]) -> Float[Tensor, " head"]:
+    """Mean over sequences and queries t ≥ 1 of A[t, t − 1].
+
+    TransformerLens ``detect_head(..., "previous_token_head", error_measure="mul")`` divides the same
+    sum by all T queries, query 0 included although it has no previous token, so on a causal pattern
+    it is this score times (T − 1)/T; the two agree where query 0 attends nowhere (strict mask).
+    """
+    if pattern.shape[-1] < 2:
+        raise ValueError("a previous-token score needs at least 2 positions")
+    return torch.diagonal(pattern, offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1))
+
+
+def previous_token_scores(patterns: list[Tensor]) -> Float[Tensor, "layer head"]:
+    """[n_layers, n_heads] previous-token scores (layers must have equal head counts)."""
+    return torch.stack([previous_token_score(p) for p in patterns])
+
+
+def matching_keys(tokens: Int[Tensor, "batch pos"]) -> torch.BoolTensor:
+    """[batch, query, key]: key j ≤ i with j ≥ 1 and x_{j−1} = x_i."""
+    n_pos = tokens.shape[1]
+    previous = torch.cat([torch.full_like(tokens[:, :1], -1), tokens[:, :-1]], dim=1)  # x_{j−1}, none at 0
+    causal = torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
+    return (previous[:, None, :] == tokens[:, :, None]) & causal
+
+
+@dataclass(frozen=True)
+class BigramMatching:
+    """Bigram-matching scores of every head, [n_layers, n_heads] each."""
+
+    mass: Tensor  # attention on matching keys, mean over queries that have one
+    ideal: Tensor  # 1 − TV(attention row, uniform over matching keys), same queries
+    fraction_with_match: float  # share of (sequence, query) pairs that have a matching key
+
+
+def bigram_matching_score(
+    pattern: Float[Tensor, "batch head q k"],
+    tokens: Int[Tensor, "batch pos"],
+    skip_first_key: bool = False,
+    match: torch.BoolTensor | None = None,
+) -> tuple[Tensor, Tensor, float]:
+    """(mass [head], ideal [head], fraction of queries with a match) for one layer.
+
+    With ``skip_first_key`` every row is renormalised over keys j ≥ 1 first, which discounts attention
+    that position-0 artefacts (a self-key, a sink) draw onto key 0; key 0 can never match anyway.
+    """
+    match = matching_keys(tokens) if match is None else match  # [batch, q, k]; computed once per layer set
+    if skip_first_key:
+        rest = pattern[..., 1:]
+        pattern = torch.cat([torch.zeros_like(pattern[..., :1]), rest / rest.sum(-1, keepdim=True).clamp_min(1e-30)], -1)
+    n_match = match.sum(-1)  # [batch, q]
+    has_match = n_match > 0
+    if not has_match.any():
+        raise ValueError("no query has a matching key: sequences are too short or never repeat a token")
+    on_match = pattern * match[:, None]  # [batch, head, q, k]: attention on matching keys only
+    mass = on_match.sum(-1)
+    # Both the row and the uniform target over the n matching keys are distributions, so
+    # 1 − TV = Σ_j min(A_j, target_j) = Σ_{j matching} min(A_j, 1/n): one clamp, no second [q, k] pass.
+    ideal = torch.minimum(on_match, 1.0 / n_match.clamp_min(1)[:, None, :, None].to(pattern.dtype)).sum(-1)
+    weights = has_match[:, None].to(pattern.dtype)
+    count = weights.sum(dim=(0, 2))
+    return (mass * weights).sum(dim=(0, 2)) / count, (ideal * weights).sum(dim=(0, 2)) / count, has_match.double().mean().item()
+
+
+def bigram_matching_scores(
+    patterns: list[Tensor], tokens: Int[Tensor, "batch pos"], skip_first_key: bool = False
+) -> BigramMatching:
+    match = matching_keys(tokens)
+    scores = [bigram_matching_score(p, tokens, skip_first_key, match) for p in patterns]
+    return BigramMatching(
+        mass=torch.stack([s[0] for s in scores]),
+        ideal=torch.stack([s[1] for s in scores]),
+        fraction_with_match=scores[0][2],
+    )
+
+
+def positional_profile(q: Float[Tensor, "batch pos head d_head"], W_rel: Float[Tensor, "head distance d_head"]) -> Float[Tensor, "head distance"]:
+    """Effective positional encoding of a relative-position head: softmax over distance d of
+    q·r_d / sqrt(d_head), averaged over every query in ``q`` (Edelman et al.'s profile, but with the
+    query, as the forward pass uses it; their code dots r with the key). All n_ctx distances enter the
+    softmax, as in theirs, so the profile is a property of the weights, not of one query position."""
+    scores = torch.einsum("bqhe,hde->bqhd", q, W_rel.detach()) / W_rel.shape[-1] ** 0.5
+    return torch.softmax(scores, dim=-1).mean(dim=(0, 1))
+
+
+def positional_profiles(model, inputs: Tensor, layer: int) -> Float[Tensor, "head distance"]:
+    """:func:`positional_profile` of layer ``layer`` on the queries that ``inputs`` produce."""
+    attn = model.blocks[layer].attn
+    if not hasattr(attn, "W_rel"):
+        raise ValueError(f"layer {layer} has no relative positions: no positional profile")
+    name = f"blocks.{layer}.attn.hook_q"
+    _, captured = run_with_captures(model, inputs, [name])
+    return positional_profile(captured[name], attn.W_rel)

@@ -1,0 +1,135 @@
+"""Every probe on one ICL-MC checkpoint, across a run, and head-ablation studies.
+
+One forward pass per checkpoint gives both the attention patterns and the logits, so probing a whole
+run costs one evaluation-set forward per checkpoint, loaded lazily one at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from circuits.checkpoint import Run
+from circuits.tasks.markov import MarkovEvalSet
+from circuits.train import saved_train_config
+from probes.ablation import heads_in_layer, run_ablated
+from probes.attention import (
+    bigram_matching_scores,
+    pattern_hook,
+    positional_profile,
+    previous_token_scores,
+    run_with_captures,
+)
+from probes.behaviour import Behaviour, behaviour
+
+QUERY_0 = "blocks.0.attn.hook_q"  # one forward pass also feeds layer 0's positional profile
+
+
+@dataclass(frozen=True)
+class CheckpointProbes:
+    step: int
+    previous_token: Tensor  # [n_layers, n_heads]
+    bigram_matching: Tensor  # [n_layers, n_heads], attention mass on matching keys
+    bigram_matching_ideal: Tensor  # [n_layers, n_heads], 1 − TV to uniform over matching keys
+    fraction_with_match: float
+    positional_profile: Tensor | None  # [n_heads, distance] of layer 0, if it has relative positions
+    behaviour: Behaviour
+
+    def to_json(self) -> dict:
+        return {
+            "step": self.step,
+            "previous_token": self.previous_token.tolist(),
+            "bigram_matching": self.bigram_matching.tolist(),
+            "bigram_matching_ideal": self.bigram_matching_ideal.tolist(),
+            "fraction_with_match": self.fraction_with_match,
+            "last_token_kl": self.behaviour.last_token_kl,
+            "loss": self.behaviour.loss,
+            "icl_score": self.behaviour.icl_score,
+            "closest_strategy": self.behaviour.closest_strategy,
+        }
+
+
+def probe_model(model, eval_set: MarkovEvalSet, step: int = -1, chunk: int = 100) -> CheckpointProbes:
+    """Attention and behaviour probes of ``model`` on the evaluation set.
+
+    Runs ``chunk`` sequences at a time: [chunk, head, T, T] patterns stay small enough for the
+    allocator to reuse (1000-sequence patterns made the kernel page memory in and out, doubling the
+    time), and every score is an exact weighted mean of the chunks' scores.
+    """
+    inputs = eval_set.sample.inputs
+    pattern_names = [pattern_hook(layer) for layer in range(model.cfg.n_layers)]
+    W_rel = getattr(model.blocks[0].attn, "W_rel", None)
+    logits, parts = [], []
+    for start in range(0, inputs.shape[0], chunk):
+        tokens = inputs[start : start + chunk]
+        output, captured = run_with_captures(model, tokens, pattern_names + [QUERY_0])
+        patterns = [captured[name] for name in pattern_names]
+        matching = bigram_matching_scores(patterns, tokens)
+        profile = None if W_rel is None else positional_profile(captured[QUERY_0], W_rel)
+        logits.append(output)
+        parts.append((len(tokens), previous_token_scores(patterns), matching, profile))
+    return CheckpointProbes(
+        step=step,
+        previous_token=weighted_mean([(n, prev) for n, prev, _, _ in parts]),
+        bigram_matching=weighted_mean([(n * m.fraction_with_match, m.mass) for n, _, m, _ in parts]),
+        bigram_matching_ideal=weighted_mean([(n * m.fraction_with_match, m.ideal) for n, _, m, _ in parts]),
+        fraction_with_match=sum(n * m.fraction_with_match for n, _, m, _ in parts) / inputs.shape[0],
+        positional_profile=None if W_rel is None else weighted_mean([(n, prof) for n, _, _, prof in parts]),
+        behaviour=behaviour(torch.cat(logits), eval_set),
+    )
+
+
+def weighted_mean(parts: list[tuple[float, Tensor]]) -> Tensor:
+    total = sum(weight for weight, _ in parts)
+    return sum(weight * value for weight, value in parts) / total
+
+
+def probe_eval_set(run: Run, n_seqs: int, seed: int) -> MarkovEvalSet:
+    """Fresh probe sequences from the run's task (a seed apart from its training and evaluation)."""
+    cfg = saved_train_config(run.path)
+    return MarkovEvalSet.draw(cfg.k, cfg.seq_len, n=cfg.n, alpha=cfg.alpha, n_seqs=n_seqs, seed=seed)
+
+
+def probe_run(run: Run, eval_set: MarkovEvalSet, steps: list[int] | None = None) -> Iterator[CheckpointProbes]:
+    """Probes of every checkpoint (or of ``steps``), loading one checkpoint at a time."""
+    for step in run.steps if steps is None else steps:
+        yield probe_model(run.load(step=step), eval_set, step)
+
+
+@dataclass(frozen=True)
+class AblationResult:
+    heads: list[tuple[int, int]]
+    mode: str
+    behaviour: Behaviour
+
+    def to_json(self) -> dict:
+        b = self.behaviour
+        return {
+            "heads": [f"{layer}.{head}" for layer, head in self.heads],
+            "mode": self.mode,
+            "last_token_kl": b.last_token_kl,
+            "loss": b.loss,
+            "icl_score": b.icl_score,
+            "closest_strategy": b.closest_strategy,
+        }
+
+
+def single_heads(model) -> list[list[tuple[int, int]]]:
+    cfg = model.cfg
+    return [[(layer, head)] for layer in range(cfg.n_layers) for head in range(heads_in_layer(cfg, layer))]
+
+
+def ablation_study(
+    model, eval_set: MarkovEvalSet, head_sets: list[list[tuple[int, int]]], mode: str, reference_inputs: Tensor, seed: int = 0
+) -> tuple[Behaviour, list[AblationResult]]:
+    """The clean model's behaviour and the behaviour with each set of heads ablated."""
+    with torch.no_grad():
+        baseline = behaviour(model(eval_set.sample.inputs), eval_set)
+    results = [
+        AblationResult(heads, mode, behaviour(run_ablated(model, eval_set.sample.inputs, heads, mode, reference_inputs, seed), eval_set))
+        for heads in head_sets
+    ]
+    return baseline, results

@@ -1,0 +1,242 @@
+"""Probes on hand-made patterns and models, where the right answer is known exactly."""
+
+import itertools
+
+import pytest
+import torch
+from transformer_lens import HookedRootModule
+from transformer_lens.head_detector import (
+    compute_head_attention_similarity_score,
+    get_previous_token_head_detection_pattern,
+)
+from transformer_lens.hook_points import HookPoint
+
+from circuits.model import HookedTransformer, HookedTransformerConfig
+from circuits.tasks.markov import MarkovEvalSet
+from probes.ablation import parse_heads, run_ablated
+from probes.attention import (
+    bigram_matching_score,
+    positional_profiles,
+    previous_token_score,
+    run_with_patterns,
+)
+from probes.behaviour import behaviour, icl_score
+
+# A causal pattern over 5 positions: rows are queries, columns keys; every row sums to 1.
+PATTERN = torch.tensor(
+    [
+        [1.0, 0.0, 0.0, 0.0, 0.0],
+        [0.3, 0.7, 0.0, 0.0, 0.0],
+        [0.2, 0.5, 0.3, 0.0, 0.0],
+        [0.1, 0.2, 0.6, 0.1, 0.0],
+        [0.1, 0.3, 0.2, 0.2, 0.2],
+    ]
+)[None, None]  # [batch 1, head 1, q, k]
+TOKENS = torch.tensor([[0, 1, 0, 0, 1]])
+# Matching keys (j ≥ 1, j ≤ i, x_{j−1} = x_i): query 2 → {1}; query 3 → {1, 3}; query 4 → {2}.
+
+
+def test_previous_token_score_by_hand():
+    assert previous_token_score(PATTERN).item() == pytest.approx((0.3 + 0.5 + 0.6 + 0.2) / 4)
+
+
+def test_previous_token_score_against_transformer_lens_mul():
+    detection = get_previous_token_head_detection_pattern(TOKENS)
+    tl = compute_head_attention_similarity_score(
+        PATTERN[0, 0], detection, exclude_bos=False, exclude_current_token=False, error_measure="mul"
+    )
+    # TL divides by all 5 queries, query 0 (no previous token) included.
+    assert previous_token_score(PATTERN).item() == pytest.approx(tl * 5 / 4)
+    strict = PATTERN.clone()
+    strict[..., 0, :] = 0.0  # a strict-mask head: query 0 attends nowhere, and the two agree exactly
+    tl_strict = compute_head_attention_similarity_score(
+        strict[0, 0], detection, exclude_bos=False, exclude_current_token=False, error_measure="mul"
+    )
+    assert previous_token_score(strict).item() == pytest.approx(tl_strict)
+
+
+def test_bigram_matching_by_hand():
+    mass, ideal, fraction = bigram_matching_score(PATTERN, TOKENS)
+    assert fraction == pytest.approx(3 / 5)  # queries 0 and 1 have no matching key
+    assert mass.item() == pytest.approx((0.5 + (0.2 + 0.1) + 0.2) / 3)
+    # 1 − TV to uniform over the matching keys: Σ_j min(A_j, 1/n) over matching j.
+    assert ideal.item() == pytest.approx((0.5 + (0.2 + 0.1) + 0.2) / 3)
+    sharp = PATTERN.clone()
+    sharp[0, 0, 3] = torch.tensor([0.0, 0.5, 0.0, 0.5, 0.0])  # exactly uniform over {1, 3}
+    _, ideal_sharp, _ = bigram_matching_score(sharp, TOKENS)
+    assert ideal_sharp.item() == pytest.approx((0.5 + 1.0 + 0.2) / 3)
+
+
+def brute_force_bigram(pattern, tokens):
+    masses, ideals = [], []
+    for b, i in itertools.product(range(tokens.shape[0]), range(tokens.shape[1])):
+        keys = [j for j in range(1, i + 1) if tokens[b, j - 1] == tokens[b, i]]
+        if keys:
+            row = pattern[b, 0, i]
+            target = torch.zeros_like(row)
+            target[keys] = 1 / len(keys)
+            masses.append(row[keys].sum())
+            ideals.append(1 - 0.5 * (row - target).abs().sum())
+    return torch.stack(masses).mean(), torch.stack(ideals).mean(), len(masses) / tokens.numel()
+
+
+def test_bigram_matching_against_brute_force_on_random_patterns():
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 3, (4, 12), generator=g)
+    scores = torch.randn(4, 1, 12, 12, generator=g).masked_fill(~torch.ones(12, 12, dtype=torch.bool).tril(), -torch.inf)
+    pattern = torch.softmax(scores, -1).double()
+    mass, ideal, fraction = bigram_matching_score(pattern, tokens)
+    expected = brute_force_bigram(pattern, tokens)
+    assert mass.item() == pytest.approx(expected[0].item())
+    assert ideal.item() == pytest.approx(expected[1].item())
+    assert fraction == pytest.approx(expected[2])
+
+
+def test_skip_first_key_renormalises_rows():
+    mass, _, _ = bigram_matching_score(PATTERN, TOKENS, skip_first_key=True)
+    rows = [0.5 / 0.8, (0.2 + 0.1) / 0.9, 0.2 / 0.9]
+    assert mass.item() == pytest.approx(sum(rows) / 3)
+
+
+def test_no_matching_key_is_an_error():
+    with pytest.raises(ValueError, match="no query has a matching key"):
+        bigram_matching_score(PATTERN, torch.tensor([[0, 1, 2, 3, 4]]))
+
+
+def small_model(**overrides):
+    settings = dict(n_layers=2, d_model=8, n_ctx=20, d_vocab=3, n_heads=2, seed=3, dtype="float64")
+    return HookedTransformer(HookedTransformerConfig(**(settings | overrides)))
+
+
+def no_hooks_left(model) -> bool:
+    return not any(h.fwd_hooks or h.bwd_hooks for h in model.hook_dict.values())
+
+
+def test_probes_leave_no_hooks_even_when_the_forward_raises():
+    model = small_model()
+    run_with_patterns(model, torch.randint(0, 3, (2, 10)))
+    assert no_hooks_left(model)
+    with pytest.raises(ValueError):
+        run_with_patterns(model, torch.full((2, 10), 7))  # out-of-vocabulary tokens raise inside forward
+    assert no_hooks_left(model)
+    with pytest.raises(ValueError):
+        run_ablated(model, torch.full((2, 10), 7), [(0, 1)], "zero")
+    assert no_hooks_left(model)
+
+
+def test_probes_do_not_change_a_cache():
+    model = small_model()
+    tokens = torch.randint(0, 3, (3, 15), generator=torch.Generator().manual_seed(1))
+    _, cache = model.run_with_cache(tokens)
+    before = {name: t.clone() for name, t in cache.cache_dict.items()}
+    previous_token_score(cache["pattern", 0])
+    bigram_matching_score(cache["pattern", 1], tokens, skip_first_key=True)
+    assert all(torch.equal(before[name], cache.cache_dict[name]) for name in before)
+
+
+class TinyHooked(HookedRootModule):
+    """Not our model: a fixed previous-token layer with TransformerLens hook names, and nothing else."""
+
+    class Cfg:
+        n_layers, n_heads = 1, 1
+
+    def __init__(self):
+        super().__init__()
+        self.cfg = self.Cfg()
+        self.blocks = torch.nn.ModuleList([torch.nn.Module()])
+        self.blocks[0].attn = torch.nn.Module()
+        self.blocks[0].attn.hook_pattern = HookPoint()
+        self.blocks[0].attn.hook_z = HookPoint()
+        self.setup()
+
+    def forward(self, tokens):
+        n = tokens.shape[1]
+        pattern = torch.eye(n).roll(-1, dims=1).tril()  # query t attends to t − 1
+        pattern[0, 0] = 1.0
+        pattern = self.blocks[0].attn.hook_pattern(pattern.expand(tokens.shape[0], 1, n, n))
+        z = self.blocks[0].attn.hook_z(torch.einsum("bhqk,bk->bqh", pattern, tokens.float())[..., None])
+        return z[..., 0, :]
+
+
+def test_probes_run_on_a_hooked_model_that_is_not_ours():
+    model = TinyHooked()
+    tokens = torch.tensor([[2, 0, 1, 2, 2, 1]])
+    out, patterns = run_with_patterns(model, tokens)
+    assert previous_token_score(patterns[0]).item() == pytest.approx(1.0)
+    assert torch.equal(out[0, 1:, 0], tokens[0, :-1].float())  # it copies the previous token
+    ablated = run_ablated(model, tokens, [(0, 0)], "zero")
+    assert torch.equal(ablated, torch.zeros_like(ablated))
+
+
+def test_zero_ablation_equals_removing_the_head_from_w_o():
+    model = small_model()
+    tokens = torch.randint(0, 3, (4, 16), generator=torch.Generator().manual_seed(2))
+    ablated = run_ablated(model, tokens, [(1, 0)], "zero")
+    with torch.no_grad():
+        model.blocks[1].attn.W_O[0] = 0.0
+        assert torch.allclose(ablated, model(tokens), atol=1e-12)
+
+
+def test_mean_and_resample_ablation_write_reference_values():
+    model = small_model()
+    g = torch.Generator().manual_seed(3)
+    tokens, reference = torch.randint(0, 3, (4, 16), generator=g), torch.randint(0, 3, (6, 16), generator=g)
+    _, ref_cache = model.run_with_cache(reference)
+    ref = ref_cache["z", 0][:, :, 1]
+    picks = torch.randint(0, 6, (4,), generator=torch.Generator().manual_seed(0))  # what seed 0 draws
+    written = {"mean": ref.mean(dim=(0, 1)).expand(4, 16, -1), "resample": ref[picks]}
+    for mode, value in written.items():
+
+        def overwrite(z, hook):
+            z = z.clone()
+            z[:, :, 1] = value
+            return z
+
+        expected = model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_z", overwrite)])
+        assert torch.equal(run_ablated(model, tokens, [(0, 1)], mode, reference, seed=0), expected), mode
+    assert no_hooks_left(model)
+
+
+def test_positional_profile_peaks_where_r_points():
+    model = small_model(n_heads=1)
+    with torch.no_grad():
+        attn = model.blocks[0].attn
+        attn.W_rel.zero_()
+        attn.W_Q.zero_()
+        attn.W_Q[0, :, 0] = 1.0  # q_i = (Σ x_i) e_0 ...
+        model.embed.W_E.fill_(1.0)  # ... = d_model · e_0 for every token
+        attn.W_rel[0, 1, 0] = 4.0  # only distance 1 scores
+    profile = positional_profiles(model, torch.randint(0, 3, (2, 10)), 0)[0]
+    score = 8 * 4.0 / 8**0.5  # q·r_1 / sqrt(d_head), d_head = 8
+    expected_peak = torch.exp(torch.tensor(score, dtype=torch.float64)) / (torch.exp(torch.tensor(score, dtype=torch.float64)) + 19)
+    assert profile.argmax().item() == 1
+    assert profile[1].item() == pytest.approx(expected_peak.item())
+
+
+def test_behaviour_probes():
+    eval_set = MarkovEvalSet.draw(3, 100, n_seqs=2000, seed=4)
+    bigram_logits = eval_set.strategies["bigram"].log()
+    result = behaviour(bigram_logits, eval_set)
+    assert result.closest_strategy == "bigram"
+    assert result.last_token_kl["bigram"] == pytest.approx(0.0, abs=1e-12)
+    assert result.per_position_kl["bigram"].abs().max() < 1e-12
+    assert result.icl_score == pytest.approx((result.per_position_loss[-1] - result.per_position_loss[10]).item())
+    assert result.icl_score < 0  # the bigram strategy learns in context
+    uniform = behaviour(torch.zeros_like(bigram_logits), eval_set)
+    assert uniform.closest_strategy == "uniform" and abs(uniform.icl_score) < 0.05
+    with pytest.raises(ValueError, match="ICL early position 140"):
+        icl_score(result.per_position_loss, early=140)
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [("0.0,2.0", "head 2.0 is out of range"), ("0.5", "head 0.5 is out of range"), ("a.b", "must look like L.H")],
+)
+def test_bad_heads(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_heads(text, 2, lambda layer: 2)
+
+
+def test_unknown_mode():
+    with pytest.raises(ValueError, match="unknown ablation mode"):
+        run_ablated(small_model(), torch.zeros(1, 4, dtype=torch.long), [(0, 0)], "shuffle")
