@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/induction-probes baselines markov --k 3 --seq-len 100 --n-seqs 20000
 	$(BIN)/induction-probes report markov-k3 --plot out
+	$(BIN)/induction-probes probe markov-k3 --all-steps --plot out
+	$(BIN)/induction-probes ablate markov-k3 --plot out
 
 # Re-create the shipped runs with the default recipe (see README, "Training"); a few minutes each.
 shipped: $(STAMP)
@@ -30,3 +32,4 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_markov.py
 	$(BIN)/python bench/bench_model.py
+	$(BIN)/python bench/bench_probes.py

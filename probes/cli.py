@@ -105,11 +105,15 @@ def run_info(args: argparse.Namespace) -> str:
     return text
 
 
-def report_rows(metrics: list[dict], phase_starts: set[int], n_rows: int = 12) -> list[dict]:
-    """About ``n_rows`` checkpoints evenly spread in step, plus the first checkpoint of every phase."""
-    last = metrics[-1]["step"]
-    wanted = {min(metrics, key=lambda m: abs(m["step"] - last * i / (n_rows - 1)))["step"] for i in range(n_rows)}
-    return [m for m in metrics if m["step"] in wanted | phase_starts]
+def spread_steps(steps: list[int], n_rows: int = 12) -> set[int]:
+    """About ``n_rows`` of ``steps``, evenly spread in step value: a readable summary of a run."""
+    return {min(steps, key=lambda s: abs(s - steps[-1] * i / (n_rows - 1))) for i in range(n_rows)}
+
+
+def report_rows(metrics: list[dict], phase_starts: set[int]) -> list[dict]:
+    """Checkpoints evenly spread in step, plus the first checkpoint of every phase."""
+    wanted = spread_steps([m["step"] for m in metrics]) | phase_starts
+    return [m for m in metrics if m["step"] in wanted]
 
 
 def run_report(args: argparse.Namespace) -> str:
@@ -221,10 +225,14 @@ def probe_text(run, result) -> str:
 
 
 def probe_trajectory(results) -> str:
+    """Scores over training at spread-out steps and wherever the closest strategy changes."""
+    changes = {b.step for a, b in zip(results, results[1:]) if a.behaviour.closest_strategy != b.behaviour.closest_strategy}
+    wanted = spread_steps([r.step for r in results]) | changes
     rows = [
         [r.step, r.previous_token[0].max().item(), r.bigram_matching[-1].max().item(), r.behaviour.last_token_kl["true"],
          r.behaviour.closest_strategy]
         for r in results
+        if r.step in wanted
     ]
     return format_table(["step", "layer 0 prev-token", "last layer bigram-matching", "KL(true||model)", "closest"], rows)
 

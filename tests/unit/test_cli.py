@@ -2,12 +2,14 @@
 and the many bad-input cases in-process through ``main``, which is what the entry point calls."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from circuits.checkpoint import Run
 from probes.cli import main
 
 COMMAND = Path(sys.executable).with_name("induction-probes")
@@ -62,3 +64,47 @@ def test_installed_command_reports_bad_input_in_one_line():
         result = run(*args)
         assert result.returncode == 2 and result.stdout == ""
         assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_probe_json_has_the_documented_keys(capsys):
+    assert main(["probe", "markov-k3", "--n-seqs", "200", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"previous_token", "bigram_matching", "last_token_kl"} <= data.keys()
+    assert len(data["previous_token"]) == 2 and len(data["previous_token"][0]) == 1  # [layer][head]
+    assert set(data["last_token_kl"]) == {"true", "uniform", "unigram", "bigram"}
+
+
+def test_ablate_json_has_the_documented_keys(capsys):
+    assert main(["ablate", "markov-k3", "--n-seqs", "200", "--mode", "mean", "--heads", "0.0", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"baseline", "ablations"} <= data.keys()
+    (ablation,) = data["ablations"]
+    assert {"heads", "mode", "last_token_kl", "loss", "icl_score", "closest_strategy"} <= ablation.keys()
+    assert ablation["heads"] == ["0.0"] and ablation["mode"] == "mean"
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["probe", "markov-k3", "--step", "4001"], "step 4001 is not in run"),
+        (["probe", "markov-k3", "--step", "0", "--all-steps"], "give --step or --all-steps, not both"),
+        (["ablate", "markov-k3", "--heads", "0.3"], "head 0.3 is out of range"),
+        (["ablate", "markov-k3", "--heads", "x"], "heads must look like L.H"),
+        (["ablate", "markov-k3", "--mode", "shuffle"], "invalid choice: 'shuffle'"),
+        (["probe", "markov-k3", "--n-seqs", "0"], "n_seqs must be an integer >= 1"),
+    ],
+)
+def test_probe_and_ablate_bad_input(args, message, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_probing_a_run_of_another_task_is_refused(tmp_path, capsys):
+    run = tmp_path / "other"
+    shutil.copytree(Run.open("markov-k3").path, run)
+    config = json.loads((run / "config.json").read_text())
+    config["task"] = "gaussian"
+    (run / "config.json").write_text(json.dumps(config))
+    assert main(["probe", str(run)]) == 2
+    assert "is not an ICL-MC training run" in capsys.readouterr().err

@@ -1,0 +1,47 @@
+"""The circuit the shipped markov-k3 run forms, as the probes see it (issue acceptance figures)."""
+
+import pytest
+import torch
+
+from circuits.checkpoint import Run
+from probes.attention import bigram_matching_score, previous_token_score
+from probes.summary import ablation_study, probe_eval_set, probe_model
+
+
+@pytest.fixture(scope="module")
+def run():
+    return Run.open("markov-k3")
+
+
+@pytest.fixture(scope="module")
+def probe_set(run):
+    return probe_eval_set(run, 1000, 12345)
+
+
+def test_final_step_has_a_previous_token_head_and_a_bigram_matching_head(run, probe_set):
+    final = probe_model(run.load(), probe_set)
+    assert final.previous_token[0, 0] >= 0.6
+    assert final.bigram_matching[1, 0] >= 0.75
+    assert final.positional_profile[0].argmax().item() == 1
+
+
+def test_at_initialisation_the_scores_are_near_chance(run, probe_set):
+    start = probe_model(run.load(step=0), probe_set)
+    tokens = probe_set.sample.inputs
+    n_pos = tokens.shape[1]
+    uniform = torch.ones(n_pos, n_pos).tril()
+    uniform = (uniform / uniform.sum(-1, keepdim=True)).expand(len(tokens), 1, n_pos, n_pos)
+    chance_previous = previous_token_score(uniform).item()  # mean of 1/(t+1)
+    chance_matching = bigram_matching_score(uniform, tokens)[0].item()  # share of keys that match
+    assert abs(start.previous_token[0, 0] - chance_previous) < 0.02
+    assert abs(start.bigram_matching[1, 0] - chance_matching) < 0.02
+
+
+def test_zero_ablating_layer_0_falls_back_to_the_unigram_strategy(run, probe_set):
+    model = run.load()
+    reference = probe_eval_set(run, 1000, 12346).sample.inputs
+    baseline, (ablated,) = ablation_study(model, probe_set, [[(0, 0)]], "zero", reference)
+    kl = ablated.behaviour.last_token_kl
+    assert kl["unigram"] < kl["bigram"]
+    gap = probe_set.strategy_kl()["unigram"].mean() - probe_set.strategy_kl()["bigram"].mean()
+    assert kl["true"] - baseline.last_token_kl["true"] >= gap / 2
