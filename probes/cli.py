@@ -171,30 +171,18 @@ def plot_report(name: str, metrics: list[dict], baselines: dict[str, float], dir
     ]
 
 
-def probe_set_for(args: argparse.Namespace, run):
-    from probes.summary import probe_eval_set
-
-    return probe_eval_set(run, args.n_seqs, args.seed)
-
-
-def probe_set_for_run(run):
-    """One example sequence for attention heatmaps, the same for every step."""
-    from probes.summary import probe_eval_set
-
-    return probe_eval_set(run, 1, 0)
-
-
 def run_probe(args: argparse.Namespace) -> str:
     """Attention and behaviour probes of one checkpoint (default the last) or of every checkpoint."""
     from circuits.checkpoint import Run
-    from probes.summary import probe_run
+    from probes.summary import probe_eval_set, probe_run
 
     run = Run.open(args.run)
     if args.all_steps and args.step is not None:
         raise ValueError("give --step or --all-steps, not both")
     steps = run.steps if args.all_steps else [run.entry(args.step)["step"]]
-    results = list(probe_run(run, probe_set_for(args, run), steps))
-    figures = plot_probes(run, results, args.plot) if args.plot else []
+    probe_set = probe_eval_set(run, args.n_seqs, args.seed)
+    results = list(probe_run(run, probe_set, steps))
+    figures = plot_probes(run, results, probe_set.sample.inputs[:1], args.plot) if args.plot else []
     if args.json:
         payload = [r.to_json() for r in results]
         return json.dumps(payload if args.all_steps else payload[0], indent=2)
@@ -246,7 +234,7 @@ def run_ablate(args: argparse.Namespace) -> str:
     model = run.load(step=args.step)
     cfg = model.cfg
     head_sets = [parse_heads(args.heads, cfg.n_layers, lambda layer: heads_in_layer(cfg, layer))] if args.heads else single_heads(model)
-    eval_set = probe_set_for(args, run)
+    eval_set = probe_eval_set(run, args.n_seqs, args.seed)
     reference = probe_eval_set(run, args.n_seqs, args.seed + 1).sample.inputs  # other sequences
     baseline, results = ablation_study(model, eval_set, head_sets, args.mode, reference, args.seed)
     figures = plot_ablations(run, baseline, results, args.plot) if args.plot else []
@@ -265,13 +253,14 @@ def run_ablate(args: argparse.Namespace) -> str:
     return "\n".join([title, table] + [f"figure: {path}" for path in figures])
 
 
-def plot_probes(run, results, directory: Path) -> list[Path]:
+def plot_probes(run, results, example, directory: Path) -> list[Path]:
+    """Attention heatmaps on one ``example`` sequence at three steps, positional profiles, and the
+    scores over training when several steps were probed."""
     from probes.attention import run_with_patterns
     from probes.plots import plot_attention_heatmaps, plot_positional_profiles, plot_scores_over_training, three_steps
 
     name = run.path.name
-    tokens = probe_set_for_run(run).sample.inputs[:1]
-    patterns = {r.step: run_with_patterns(run.load(step=r.step), tokens)[1] for r in three_steps(results)}
+    patterns = {r.step: run_with_patterns(run.load(step=r.step), example)[1] for r in three_steps(results)}
     figures = [
         plot_attention_heatmaps(patterns, name, directory / f"{name}_attention.png"),
         plot_positional_profiles(results, name, directory / f"{name}_positional.png"),
@@ -300,10 +289,7 @@ def build_parser() -> Parser:
     baselines = commands.add_parser("baselines", help="in-context strategy baselines of a task")
     tasks = baselines.add_subparsers(dest="task", required=True, parser_class=Parser)
     markov = tasks.add_parser("markov", help="ICL-MC: last-token KL and mean CE of each strategy")
-    markov.add_argument("--k", type=int, required=True, help="number of states (>= 2)")
-    markov.add_argument("--seq-len", type=int, default=100, help="input tokens per sequence (>= 2)")
-    markov.add_argument("--n", type=int, default=2, help="chain of order n-1: 2 is the bigram task")
-    markov.add_argument("--alpha", type=float, default=1.0, help="Dirichlet parameter of each row")
+    add_markov_task_options(markov, with_defaults=True)
     markov.add_argument("--n-seqs", type=int, default=20_000, help="sequences to average over")
     markov.add_argument("--seed", type=int, default=0, help="seed of the sampled chains")
     markov.add_argument("--json", action="store_true", help="machine-readable output")
@@ -313,10 +299,7 @@ def build_parser() -> Parser:
     train_tasks = train.add_subparsers(dest="task", required=True, parser_class=Parser)
     markov_train = train_tasks.add_parser("markov", help="ICL-MC: the 2-layer relative-position model")
     markov_train.add_argument("--out", type=Path, required=True, help="run directory to create (or continue)")
-    markov_train.add_argument("--k", type=int, help="number of states (>= 2)")
-    markov_train.add_argument("--seq-len", type=int, help="input tokens per sequence (default 100)")
-    markov_train.add_argument("--n", type=int, help="chain of order n-1 (default 2, the bigram task)")
-    markov_train.add_argument("--alpha", type=float, help="Dirichlet parameter of each row (default 1)")
+    add_markov_task_options(markov_train, with_defaults=False)  # unset options keep a resumed run's values
     markov_train.add_argument("--steps", type=int, help="optimiser steps (default 4000)")
     markov_train.add_argument("--batch-size", type=int, help="sequences per step (default 64)")
     markov_train.add_argument("--lr", type=float, help="AdamW learning rate (default 1e-3)")
@@ -362,6 +345,17 @@ def build_parser() -> Parser:
     add_probe_set_options(ablate)
     ablate.set_defaults(handler=run_ablate)
     return parser
+
+
+def add_markov_task_options(parser: argparse.ArgumentParser, with_defaults: bool) -> None:
+    """--k, --seq-len, --n, --alpha; without defaults an option left out reads None."""
+    parser.add_argument("--k", type=int, required=with_defaults, help="number of states (>= 2)")
+    parser.add_argument("--seq-len", type=int, default=100 if with_defaults else None,
+                        help="input tokens per sequence (>= 2, default 100)")
+    parser.add_argument("--n", type=int, default=2 if with_defaults else None,
+                        help="chain of order n-1 (default 2, the bigram task)")
+    parser.add_argument("--alpha", type=float, default=1.0 if with_defaults else None,
+                        help="Dirichlet parameter of each row (default 1)")
 
 
 def add_probe_set_options(parser: argparse.ArgumentParser) -> None:
