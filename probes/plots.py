@@ -147,3 +147,19 @@ def plot_attention_heatmaps(patterns_by_step: dict[int, list], title: str, path:
             ax.set_ylabel("query")
     fig.suptitle(f"{title}: attention on one sequence (first {n_pos} positions)")
     return save(fig, path)
+
+
+def plot_prop21(result, path: Path) -> Path:
+    """Proposition 2.1: error against c, and KL from the Bayes bigram predictor by position."""
+    sns.set_theme(style="ticks")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    cs = [c for c, _, _ in result.error_by_c]
+    left.plot(cs, [max(worst, 1e-17) for _, worst, _ in result.error_by_c], "o-", label="max |error|")
+    left.plot(cs, [max(mean, 1e-17) for _, _, mean in result.error_by_c], "s-", label="mean |error|")
+    left.set(xscale="log", yscale="log", xlabel="c", ylabel="|logits − exact limit|",
+             title=f"k={result.k}: error against the c → ∞ limit")
+    left.legend()
+    right.plot(result.kl_bigram_by_position.numpy(), color="tab:green")
+    right.set(xlabel="position", ylabel="KL(Bayes bigram ‖ softmax(logits))",
+              title=f"c={result.c:g}: statistics, not calibrated logits")
+    return save(fig, path)

@@ -1,0 +1,65 @@
+"""Proposition 2.1 loaded into the model: exact at large c, probes calibrated on it."""
+
+import pytest
+import torch
+
+from circuits.constructions import empirical_bigram, prop21, prop21_limit
+from circuits.tasks.markov import sample_markov
+from probes.cli import main
+from probes.compare import check_prop21, construction_errors
+
+
+def sequences(kind: str, k: int, seq_len: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(k * 100 + seq_len)
+    if kind == "uniform":
+        return torch.randint(0, k, (40, seq_len), generator=generator)
+    return sample_markov(40, k, seq_len, generator=generator).inputs
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+@pytest.mark.parametrize("seq_len", [17, 100])
+@pytest.mark.parametrize("kind", ["uniform", "markov"])
+def test_exact_at_c_100(k, seq_len, kind):
+    tokens = sequences(kind, k, seq_len)
+    assert construction_errors(tokens, k, 100.0, "float64")[1].max() < 1e-6
+    assert construction_errors(tokens, k, 100.0, "float32")[1].max() < 1e-5
+
+
+def test_limit_is_the_bigram_statistic_except_where_position_0_keys_itself():
+    tokens = sequences("markov", 3, 60)
+    limit, pure = prop21_limit(tokens, 3), empirical_bigram(tokens, 3)
+    clean = ~pure.isnan().any(-1) & (tokens != tokens[:, :1])  # x_i has a successor and x_i ≠ x_0
+    assert clean.sum() > 1000
+    assert torch.allclose(limit[clean], pure[clean], atol=1e-12)
+    assert not torch.allclose(limit[~pure.isnan().any(-1)], pure[~pure.isnan().any(-1)])
+
+
+def test_error_against_c():
+    result = check_prop21(3, 100.0, seq_len=100, n_seqs=300)
+    worst = {c: w for c, w, _ in result.error_by_c}
+    mean = {c: m for c, _, m in result.error_by_c}
+    assert worst[10.0] > worst[30.0] > worst[100.0]
+    assert mean[10.0] > mean[3.0]  # not monotone: see probes/compare.py for why
+    assert result.max_abs_error < 1e-6
+
+
+def test_probes_are_calibrated_on_the_construction():
+    result = check_prop21(3, 100.0, seq_len=100, n_seqs=300)
+    assert result.previous_token >= 0.999
+    assert 0.95 < result.bigram_matching < 0.98  # below 1 only through the position-0 self-key
+    assert abs(result.bigram_matching - result.bigram_matching_predicted) < 1e-3
+    assert result.bigram_matching_skip_first_key >= 0.999
+
+
+def test_weights_have_the_documented_blocks():
+    cfg, weights = prop21(2, 7.0, 10)
+    assert cfg.d_model == 6 and cfg.layer_positional(1) == "none" and cfg.normalization is None
+    assert torch.equal(weights["blocks.1.attn.W_K"][0, 2:4, 0:2], 7.0 * torch.eye(2, dtype=torch.float64))
+    assert weights["blocks.0.attn.W_rel"][0].sum(-1).tolist() == [0.0, 6.0] + [0.0] * 8
+
+
+@pytest.mark.parametrize("args,message", [(["--k", "3", "--c", "0"], "c must be a finite number > 0"),
+                                          (["--k", "1"], "k must be an integer >= 2")])
+def test_bad_input(args, message, capsys):
+    assert main(["verify", "prop21", *args]) == 2
+    assert message in capsys.readouterr().err
