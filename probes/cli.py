@@ -277,8 +277,12 @@ def plot_ablations(run, baseline, results, directory: Path) -> list[Path]:
 
 
 def run_verify_prop21(args: argparse.Namespace) -> str:
-    """Proposition 2.1 against its exact limit, the error as c grows, and its probe scores."""
+    """Proposition 2.1 against its exact limit, the error as c grows, and its probe scores; with
+    --against, a trained run against the construction."""
     from probes.compare import check_prop21
+
+    if args.against is not None:
+        return run_compare_prop21(args)
 
     result = check_prop21(args.k, args.c, args.seq_len, args.n_seqs, args.seed)
     figures = []
@@ -301,6 +305,42 @@ def run_verify_prop21(args: argparse.Namespace) -> str:
         f"{result.bigram_matching:.4f} (self-key edge predicts {result.bigram_matching_predicted:.4f}; "
         f"{result.bigram_matching_skip_first_key:.4f} over keys >= 1)",
     ]
+    return "\n".join(lines + [f"figure: {path}" for path in figures])
+
+
+def run_compare_prop21(args: argparse.Namespace) -> str:
+    from circuits.checkpoint import Run
+    from circuits.train import saved_train_config
+    from probes.compare import compare_with_prop21
+    from probes.summary import probe_eval_set
+
+    run = Run.open(args.against)
+    cfg = saved_train_config(run.path)
+    if cfg.k != args.k:
+        raise ValueError(f"run {run.path.name} has k={cfg.k}, but --k is {args.k}")
+    if cfg.n != 2:
+        raise ValueError(f"Proposition 2.1 is for bigram chains; run {run.path.name} has n={cfg.n}")
+    tokens = probe_eval_set(run, args.n_seqs, args.seed).sample.inputs
+    steps = [s for s in run.steps if s in spread_steps(run.steps)] if args.all_steps else [run.entry(args.step)["step"]]
+    results = {step: compare_with_prop21(run.load(step=step), tokens, args.k, args.c) for step in steps}
+    final_step, final = steps[-1], results[steps[-1]]
+    figures = []
+    if args.plot:
+        from probes.plots import plot_prop21_comparison
+
+        figures = [plot_prop21_comparison(final, f"{run.path.name} step {final_step}", args.plot / f"prop21_vs_{run.path.name}.png")]
+    if args.json:
+        return json.dumps({str(step): r.to_json() | {"failures": r.failures()} for step, r in results.items()}, indent=2)
+    rows = [
+        [step, r.attention_tv[0], r.attention_tv[1], r.positional_profile[1].item(), int(r.positional_profile.argmax()),
+         r.diagonal_is_row_max, r.ov_top1_diagonal, "yes" if (r.ov_eigenvalues.real > 0).all() else "no"]
+        for step, r in results.items()
+    ]
+    headers = ["step", "attn TV L0", "attn TV L1", "profile@1", "peak", "diag-dominant rows", "OV top-1", "OV eig > 0"]
+    failures = final.failures()
+    verdict = "matches the construction's signatures" if not failures else "differs: " + "; ".join(failures)
+    lines = [f"{run.path.name} against Proposition 2.1 (k={args.k}, c={args.c:g}) on {args.n_seqs} sequences",
+             format_table(headers, rows), f"step {final_step}: {verdict}"]
     return "\n".join(lines + [f"figure: {path}" for path in figures])
 
 
@@ -383,6 +423,9 @@ def build_parser() -> Parser:
     prop21.add_argument("--seed", type=int, default=0, help="seed of those sequences")
     prop21.add_argument("--json", action="store_true", help="machine-readable output")
     prop21.add_argument("--plot", type=Path, metavar="DIR", help="write the figure (PNG) into DIR")
+    prop21.add_argument("--against", help="compare a trained run (directory or shipped name) with the construction")
+    prop21.add_argument("--step", type=int, help="with --against: checkpoint step (default: the last)")
+    prop21.add_argument("--all-steps", action="store_true", help="with --against: spread-out steps of the run")
     prop21.set_defaults(handler=run_verify_prop21)
     return parser
 

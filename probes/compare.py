@@ -112,3 +112,126 @@ def check_prop21(k: int, c: float = 100.0, seq_len: int = 100, n_seqs: int = 500
         bigram_matching_skip_first_key=bigram_matching_score(patterns[1], tokens, skip_first_key=True)[0].item(),
         bigram_matching_predicted=self_key_prediction(tokens),
     )
+
+
+# --- a trained model against the construction ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prop21Comparison:
+    """How close a trained ICL-MC model is to Proposition 2.1, in gauge-invariant terms."""
+
+    attention_tv: list[float]  # per layer: mean over queries of TV(trained row, construction row)
+    positional_profile: Tensor  # trained layer 0, [distance]
+    positional_profile_tv: float  # TV to the construction's (≈ one-hot at distance 1)
+    token_matching: Tensor  # [k, k]: mean layer-1 content score, query token a vs key's previous token b
+    token_matching_analytic: Tensor
+    diagonal_is_row_max: float  # share of rows a whose largest entry is (a, a)
+    ov_circuit: Tensor  # [k, k]: token a's value through layer 1's OV to the logits of b
+    ov_circuit_analytic: Tensor
+    ov_top1_diagonal: float
+    ov_eigenvalues: Tensor  # on the k − 1 directions that change a softmax (logit shifts dropped)
+
+    def to_json(self) -> dict:
+        return {
+            "attention_tv": self.attention_tv,
+            "positional_profile_peak": int(self.positional_profile.argmax()),
+            "positional_profile_at_1": self.positional_profile[1].item(),
+            "positional_profile_tv": self.positional_profile_tv,
+            "token_matching": self.token_matching.tolist(),
+            "diagonal_is_row_max": self.diagonal_is_row_max,
+            "ov_circuit": self.ov_circuit.tolist(),
+            "ov_top1_diagonal": self.ov_top1_diagonal,
+            "ov_eigenvalues_real": self.ov_eigenvalues.real.tolist(),
+            "ov_eigenvalues_positive": bool((self.ov_eigenvalues.real > 0).all()),
+        }
+
+    def failures(self) -> list[str]:
+        """Which of the construction's signatures the trained model lacks, in words."""
+        problems = []
+        if int(self.positional_profile.argmax()) != 1:
+            problems.append(f"layer 0's positional profile peaks at distance {int(self.positional_profile.argmax())}, not 1")
+        if self.diagonal_is_row_max < 1.0:
+            problems.append(f"layer 1's token matching is diagonal-dominant in only {self.diagonal_is_row_max:.0%} of rows")
+        if self.ov_top1_diagonal < 1.0:
+            problems.append(f"layer 1's OV circuit copies only {self.ov_top1_diagonal:.0%} of tokens")
+        if not (self.ov_eigenvalues.real > 0).all():
+            problems.append("layer 1's OV circuit has a non-positive eigenvalue")
+        return problems
+
+
+def token_matching_matrix(model, tokens: Tensor, k: int) -> Tensor:
+    """Mean content score q_i·k_j/√d_head of layer 1 over the pairs j ≤ i with x_i = a and x_{j−1} = b.
+
+    Measured on the model's own activations, so LayerNorm, the layer-0 output and any basis change
+    are all accounted for: the effective matrix through the layer-0 OV circuit, whatever the gauge.
+    """
+    names = ["blocks.1.attn.hook_q", "blocks.1.attn.hook_k"]
+    from probes.attention import run_with_captures
+
+    _, captured = run_with_captures(model, tokens, names)
+    q, key = captured[names[0]][:, :, 0], captured[names[1]][:, :, 0]
+    scores = torch.einsum("bqe,bke->bqk", q, key) / q.shape[-1] ** 0.5
+    n_pos = tokens.shape[1]
+    previous = torch.cat([torch.full_like(tokens[:, :1], -1), tokens[:, :-1]], dim=1)
+    causal = torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
+    matrix = torch.zeros(k, k, dtype=torch.float64)
+    for a in range(k):
+        for b in range(k):
+            pairs = (tokens[:, :, None] == a) & (previous[:, None, :] == b) & causal
+            matrix[a, b] = scores[pairs].double().mean()
+    return matrix
+
+
+def ov_circuit(model) -> Tensor:
+    """W_E (through layer 1's LayerNorm, if any) W_V W_O (through the final LayerNorm's centring and
+    gain, if any) W_U for layer 1's head: what attending to token a adds to the logit of b. The
+    LayerNorms' positive scale factors are left out; they change no sign and no argmax."""
+    embed = model.W_E.detach().double()
+    block = model.blocks[1]
+    if hasattr(block.ln1, "w"):
+        embed = torch.nn.functional.layer_norm(embed, embed.shape[-1:], block.ln1.w.double(), block.ln1.b.double())
+    out = embed @ block.attn.W_V[0].double() @ block.attn.W_O[0].double()
+    if hasattr(model.ln_final, "w"):
+        out = (out - out.mean(-1, keepdim=True)) * model.ln_final.w.double()
+    return (out @ model.W_U.double()).detach()
+
+
+def compare_with_prop21(model, tokens: Tensor, k: int, c: float = 100.0) -> Prop21Comparison:
+    """Trained ``model`` against Proposition 2.1 at scale ``c`` on the same ``tokens``."""
+    analytic = load_construction(*prop21(k, c, model.cfg.n_ctx, model.cfg.dtype))
+    _, trained_patterns = run_with_patterns(model, tokens)
+    _, analytic_patterns = run_with_patterns(analytic, tokens)
+    attention_tv = [
+        (0.5 * (t[:, 0] - a[:, 0]).abs().sum(-1)).mean().item() for t, a in zip(trained_patterns, analytic_patterns)
+    ]
+    from probes.attention import positional_profiles
+
+    profile = positional_profiles(model, tokens, 0)[0]
+    analytic_profile = positional_profiles(analytic, tokens, 0)[0]
+    matching = token_matching_matrix(model, tokens, k)
+    ov, ov_analytic = ov_circuit(model), ov_circuit(analytic)
+    return Prop21Comparison(
+        attention_tv=attention_tv,
+        positional_profile=profile,
+        positional_profile_tv=0.5 * (profile - analytic_profile).abs().sum().item(),
+        token_matching=matching,
+        token_matching_analytic=token_matching_matrix(analytic, tokens, k),
+        diagonal_is_row_max=(matching.argmax(-1) == torch.arange(k)).double().mean().item(),
+        ov_circuit=ov,
+        ov_circuit_analytic=ov_analytic,
+        ov_top1_diagonal=(ov.argmax(-1) == torch.arange(k)).double().mean().item(),
+        ov_eigenvalues=torch.linalg.eigvals(shift_free(ov)),
+    )
+
+
+def shift_free(matrix: Tensor) -> Tensor:
+    """``matrix`` on the k − 1 directions orthogonal to all-ones, in both its input and its output.
+
+    Adding a constant to every logit changes no prediction, and a final LayerNorm removes exactly that
+    direction, so eigenvalues are only meaningful on the rest: Qᵀ M Q with Q an orthonormal basis of it.
+    """
+    k = matrix.shape[0]
+    centre = torch.eye(k, dtype=matrix.dtype) - 1.0 / k
+    basis = torch.linalg.svd(centre).U[:, : k - 1]
+    return basis.T @ matrix @ basis

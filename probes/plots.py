@@ -163,3 +163,24 @@ def plot_prop21(result, path: Path) -> Path:
     right.set(xlabel="position", ylabel="KL(Bayes bigram ‖ softmax(logits))",
               title=f"c={result.c:g}: statistics, not calibrated logits")
     return save(fig, path)
+
+
+def plot_prop21_comparison(result, title: str, path: Path) -> Path:
+    """Trained against analytic, side by side: layer 1's token matching and OV circuit (k × k each)."""
+    sns.set_theme(style="white")
+    panels = [
+        (result.token_matching, "trained: token matching"),
+        (result.token_matching_analytic, "Prop. 2.1: token matching (c²/√d · I)"),
+        (result.ov_circuit, "trained: layer 1 OV circuit (a → logit b)"),
+        (result.ov_circuit_analytic, "Prop. 2.1: OV circuit (I)"),
+    ]
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
+    for ax, (matrix, label) in zip(axes, panels):
+        values = matrix.numpy()
+        limit = abs(values).max()
+        sns.heatmap(values, ax=ax, cmap="RdBu_r", vmin=-limit, vmax=limit, annot=values.shape[0] <= 5, fmt=".2g", square=True)
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("b")
+        ax.set_ylabel("a")
+    fig.suptitle(f"{title} against Proposition 2.1")
+    return save(fig, path)

@@ -45,3 +45,13 @@ def test_zero_ablating_layer_0_falls_back_to_the_unigram_strategy(run, probe_set
     assert kl["unigram"] < kl["bigram"]
     gap = probe_set.strategy_kl()["unigram"].mean() - probe_set.strategy_kl()["bigram"].mean()
     assert kl["true"] - baseline.last_token_kl["true"] >= gap / 2
+
+
+def test_markov_k3_has_the_signatures_of_proposition_2_1(run, probe_set):
+    from probes.compare import compare_with_prop21
+
+    result = compare_with_prop21(run.load(), probe_set.sample.inputs[:300], 3)
+    assert int(result.positional_profile.argmax()) == 1
+    assert result.diagonal_is_row_max == 1.0
+    assert result.ov_top1_diagonal == 1.0 and (result.ov_eigenvalues.real > 0).all()
+    assert result.failures() == []

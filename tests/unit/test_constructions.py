@@ -59,7 +59,33 @@ def test_weights_have_the_documented_blocks():
 
 
 @pytest.mark.parametrize("args,message", [(["--k", "3", "--c", "0"], "c must be a finite number > 0"),
-                                          (["--k", "1"], "k must be an integer >= 2")])
+                                          (["--k", "1"], "k must be an integer >= 2"),
+                                          (["--k", "2", "--against", "markov-k3"], "has k=3, but --k is 2")])
 def test_bad_input(args, message, capsys):
     assert main(["verify", "prop21", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_construction_compared_with_itself_is_perfect():
+    from circuits.constructions import load_construction
+    from probes.compare import compare_with_prop21
+
+    k = 3
+    model = load_construction(*prop21(k, 100.0, 40))
+    tokens = sequences("markov", k, 40)
+    result = compare_with_prop21(model, tokens, k)
+    assert max(result.attention_tv) < 1e-9 and result.positional_profile_tv < 1e-9
+    assert torch.allclose(result.token_matching, 100.0**2 / (3 * k) ** 0.5 * torch.eye(k, dtype=torch.float64), atol=1e-6)
+    assert torch.allclose(result.ov_circuit, torch.eye(k, dtype=torch.float64))
+    assert torch.allclose(result.ov_eigenvalues.real, torch.ones(k - 1, dtype=torch.float64))
+    assert result.failures() == []
+
+
+def test_an_untrained_model_lacks_the_signatures():
+    from circuits.model import HookedTransformer, HookedTransformerConfig
+    from probes.compare import compare_with_prop21
+
+    cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_ctx=40, d_vocab=3, normalization="LN", seed=5)
+    result = compare_with_prop21(HookedTransformer(cfg), sequences("markov", 3, 40), 3)
+    assert len(result.failures()) >= 2
+    assert min(result.attention_tv) > 0.3
