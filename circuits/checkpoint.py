@@ -24,7 +24,19 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from circuits.minimal import MinimalConfig, MinimalModel
 from circuits.model import HookedTransformer, HookedTransformerConfig
+
+# The model classes a run may hold, by the name written in config.json ("model_class").
+MODEL_CLASSES = {"HookedTransformer": (HookedTransformer, HookedTransformerConfig), "MinimalModel": (MinimalModel, MinimalConfig)}
+
+
+def model_class_name(config: HookedTransformerConfig | MinimalConfig) -> str:
+    return next(name for name, (_, config_class) in MODEL_CLASSES.items() if isinstance(config, config_class))
+
+
+def build_model(config: HookedTransformerConfig | MinimalConfig) -> HookedTransformer | MinimalModel:
+    return MODEL_CLASSES[model_class_name(config)][0](config)
 
 
 class CheckpointError(ValueError):
@@ -135,9 +147,12 @@ class Run:
         return [entry["step"] for entry in self.manifest]
 
     @property
-    def model_config(self) -> HookedTransformerConfig:
+    def model_config(self) -> HookedTransformerConfig | MinimalConfig:
+        name = self.config.get("model_class", "HookedTransformer")
+        if name not in MODEL_CLASSES:
+            raise CheckpointError(f"unknown model class {name!r} in {self.path / 'config.json'}")
         try:
-            return HookedTransformerConfig.from_dict(self.config["model"])
+            return MODEL_CLASSES[name][1].from_dict(self.config["model"])
         except (TypeError, ValueError) as error:
             raise CheckpointError(f"invalid model config in {self.path}: {error}") from None
 
@@ -163,7 +178,7 @@ class Run:
         """The model at a checkpoint, with its sha256 verified and its shapes checked against the config."""
         entry = self.entry(step, index)
         weights = load_tensors(self.path / entry["file"], entry.get("sha256"))
-        model = HookedTransformer(self.model_config)
+        model = build_model(self.model_config)
         try:
             model.load_state_dict(weights)
         except RuntimeError as error:

@@ -31,7 +31,9 @@ from circuits.checkpoint import (
     write_atomic,
     write_json,
 )
-from circuits.model import HookedTransformer, HookedTransformerConfig
+from circuits.checkpoint import build_model, model_class_name
+from circuits.minimal import MinimalConfig
+from circuits.model import HookedTransformerConfig
 from circuits.tasks.markov import MarkovEvalSet, sample_markov, validate_task
 from circuits.validation import require_int, require_positive
 
@@ -45,6 +47,9 @@ class MarkovTrainConfig:
     the recipe measured to show the phases best on a 2-core CPU (README, "Training")."""
 
     k: int
+    architecture: str = "transformer"  # or "minimal": Edelman's eq. 6 model (circuits/minimal.py)
+    first_layer: str = "softmax"  # minimal model only: "softmax" or "linear" (eq. 6 as written)
+    lr_v: float = 1.0  # minimal model only: SGD rate of the positional vector v (W uses lr)
     seq_len: int = 100
     n: int = 2
     alpha: float = 1.0
@@ -69,13 +74,20 @@ class MarkovTrainConfig:
         for name in ("model_seed", "data_seed", "eval_seed"):
             require_int(name, getattr(self, name), 0)
         require_positive("lr", self.lr)
+        require_positive("lr_v", self.lr_v)
+        if self.architecture not in ("transformer", "minimal"):
+            raise ValueError(f"architecture must be transformer or minimal, got {self.architecture!r}")
+        if self.architecture == "minimal" and self.n != 2:
+            raise ValueError("the minimal model is for bigram chains: n must be 2")
         if self.lr_schedule not in ("cosine", "constant"):
             raise ValueError(f"lr_schedule must be cosine or constant, got {self.lr_schedule!r}")
         if self.weight_decay < 0 or not 0 <= self.dropout < 1:
             raise ValueError("weight_decay must be >= 0 and dropout in [0, 1)")
 
-    def model_config(self) -> HookedTransformerConfig:
+    def model_config(self) -> HookedTransformerConfig | MinimalConfig:
         """n − 1 first-layer heads for an n-gram task (one per look-back distance), 1 head after."""
+        if self.architecture == "minimal":
+            return MinimalConfig(d_vocab=self.k, n_ctx=self.seq_len, first_layer=self.first_layer)
         first_layer_heads = max(self.n - 1, 1)
         return HookedTransformerConfig(
             n_layers=2,
@@ -111,17 +123,30 @@ def checkpoint_schedule(steps: int, n_checkpoints: int) -> list[int]:
     return sorted({0, steps, *map(int, early), *map(int, even)})
 
 
-def learning_rate(cfg: MarkovTrainConfig, step: int) -> float:
-    """The rate for the update after ``step`` steps: constant, or a cosine from lr down to 0, which
-    lets the loss settle at the end instead of hovering at the noise level of a constant rate."""
+def lr_factor(cfg: MarkovTrainConfig, step: int) -> float:
+    """Each group's rate for the update after ``step`` steps, as a fraction of its initial rate:
+    constant, or a cosine down to 0, which lets the loss settle at the end instead of hovering at
+    the noise level of a constant rate."""
     if cfg.lr_schedule == "constant":
-        return cfg.lr
-    return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * step / cfg.steps))
+        return 1.0
+    return 0.5 * (1.0 + math.cos(math.pi * step / cfg.steps))
 
 
-def make_optimizer(model: HookedTransformer, cfg: MarkovTrainConfig) -> torch.optim.AdamW:
-    """AdamW with weight decay on the linear maps only, as the authors' minGPT trainer does:
-    not on embeddings, relative positions, LayerNorm gains or biases."""
+def make_optimizer(model, cfg: MarkovTrainConfig) -> torch.optim.Optimizer:
+    """The transformer: AdamW with weight decay on the linear maps only, as the authors' minGPT
+    trainer does (not on embeddings, relative positions, LayerNorm gains or biases). The minimal
+    model: plain SGD with its own rate for v, as in the authors' code (W 1e-2, v 1.0)."""
+    if cfg.architecture == "minimal":
+        return torch.optim.SGD([{"params": [model.W], "lr": cfg.lr}, {"params": [model.v], "lr": cfg.lr_v}])
+    return adamw_on_linear_maps(model, cfg)
+
+
+def base_rates(cfg: MarkovTrainConfig) -> list[float]:
+    """The initial rate of each of :func:`make_optimizer`'s parameter groups, in order."""
+    return [cfg.lr, cfg.lr_v] if cfg.architecture == "minimal" else [cfg.lr, cfg.lr]
+
+
+def adamw_on_linear_maps(model, cfg: MarkovTrainConfig) -> torch.optim.AdamW:
     decayed = ("W_Q", "W_K", "W_V", "W_O", "W_U", "W_in", "W_out")
     groups: dict[bool, list] = {True: [], False: []}
     for name, param in model.named_parameters():
@@ -159,7 +184,7 @@ class Trainer:
     @classmethod
     def create(cls, cfg: MarkovTrainConfig, out: Path) -> Trainer:
         torch.manual_seed(cfg.model_seed)  # dropout draws from the global generator
-        model = HookedTransformer(cfg.model_config())
+        model = build_model(cfg.model_config())
         data = torch.Generator().manual_seed(cfg.data_seed)
         return cls(cfg, out, model, make_optimizer(model, cfg), data, cfg.eval_set(), manifest=[])
 
@@ -170,8 +195,8 @@ class Trainer:
         batch = sample_markov(cfg.batch_size, cfg.k, cfg.seq_len, n=cfg.n, alpha=cfg.alpha, generator=self.data)
         logits = self.model(batch.inputs)
         loss = F.cross_entropy(logits.flatten(0, 1), batch.targets.flatten())
-        for group in self.optimizer.param_groups:
-            group["lr"] = learning_rate(cfg, self.step)
+        for group, rate in zip(self.optimizer.param_groups, base_rates(cfg)):
+            group["lr"] = rate * lr_factor(cfg, self.step)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"training loss became {loss.item()} at step {self.step + 1}; lower --lr")
         self.optimizer.zero_grad(set_to_none=True)
@@ -260,6 +285,7 @@ def start_run(cfg: MarkovTrainConfig, out: Path) -> Trainer:
         "package_version": package_version(),
         "seeds": {"model": cfg.model_seed, "data": cfg.data_seed, "eval": cfg.eval_seed},
         "train": asdict(cfg),
+        "model_class": model_class_name(cfg.model_config()),
         "model": cfg.model_config().to_dict(),
     }
     write_json(out / "config.json", config)

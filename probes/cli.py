@@ -58,7 +58,7 @@ def run_baselines(args: argparse.Namespace) -> str:
 def run_train(args: argparse.Namespace) -> str:
     from circuits.train import MarkovTrainConfig, saved_train_config, train_markov
 
-    options = {name: getattr(args, name) for name in TRAIN_OPTIONS if getattr(args, name) is not None}
+    options = {name: getattr(args, name) for name in TRAIN_OPTIONS if getattr(args, name, None) is not None}
     if args.seed is not None:
         options = {"model_seed": args.seed, "data_seed": args.seed + 1, "eval_seed": args.seed + 2} | options
     if args.resume:
@@ -128,7 +128,7 @@ def run_report(args: argparse.Namespace) -> str:
         raise ValueError(f"run {run.path} has no metrics yet")
     baselines = {name: kl.mean().item() for name, kl in cfg.eval_set().strategy_kl().items()}
     phases = strategy_phases(metrics)
-    figures = plot_report(run.path.name, metrics, baselines, args.plot) if args.plot else []
+    figures = plot_report(run, metrics, baselines, phases, args.plot) if args.plot else []
     if args.json:
         result = {"run": str(run.path), "baselines": baselines, "phases": [vars(p) for p in phases]}
         return json.dumps(result | {"metrics": metrics, "figures": [str(f) for f in figures]}, indent=2)
@@ -162,13 +162,20 @@ def phase_text(phase) -> str:
     return f"{phase.strategy} (steps {phase.first_step}-{phase.last_step}, {seen})"
 
 
-def plot_report(name: str, metrics: list[dict], baselines: dict[str, float], directory: Path) -> list[Path]:
-    from probes.plots import plot_distance_to_strategies, plot_loss_against_baselines
+def plot_report(run, metrics: list[dict], baselines: dict[str, float], phases: list, directory: Path) -> list[Path]:
+    from probes.plots import plot_distance_to_strategies, plot_loss_against_baselines, plot_minimal_parameters
 
-    return [
+    name = run.path.name
+    figures = [
         plot_distance_to_strategies(metrics, list(baselines), name, directory / f"{name}_strategies.png"),
         plot_loss_against_baselines(metrics, baselines, name, directory / f"{name}_loss.png"),
     ]
+    if run.config.get("model_class") == "MinimalModel":  # v and W on the plateau, at the drop, at the end
+        plateau, drop = phases[-2] if len(phases) > 1 else phases[0], phases[-1]
+        steps = sorted({(plateau.first_step + plateau.last_step) // 2, drop.first_step, run.steps[-1]})
+        steps = [min(run.steps, key=lambda s: abs(s - wanted)) for wanted in steps]
+        figures += plot_minimal_parameters({s: run.load(step=s) for s in steps}, name, directory, name)
+    return figures
 
 
 def run_probe(args: argparse.Namespace) -> str:
@@ -345,7 +352,7 @@ def run_compare_prop21(args: argparse.Namespace) -> str:
 
 
 TRAIN_OPTIONS = (
-    "k", "seq_len", "n", "alpha", "steps", "batch_size", "lr", "lr_schedule", "weight_decay", "d_model",
+    "architecture", "first_layer", "lr_v", "k", "seq_len", "n", "alpha", "steps", "batch_size", "lr", "lr_schedule", "weight_decay", "d_model",
     "dropout", "layer_norm", "model_seed", "data_seed", "eval_seed", "eval_seqs", "n_checkpoints",
 )
 
@@ -385,6 +392,21 @@ def build_parser() -> Parser:
     markov_train.add_argument("--resume", action="store_true", help="continue the run in --out")
     markov_train.add_argument("--stop-after", type=int, help="stop at this step; continue later with --resume")
     markov_train.set_defaults(handler=run_train)
+
+    minimal_train = train_tasks.add_parser("minimal", help="ICL-MC: Edelman et al.'s minimal model (eq. 6), SGD")
+    minimal_train.add_argument("--out", type=Path, required=True, help="run directory to create (or continue)")
+    add_markov_task_options(minimal_train, with_defaults=False)
+    minimal_train.add_argument("--first-layer", choices=["softmax", "linear"], help="default softmax")
+    minimal_train.add_argument("--steps", type=int, help="SGD steps (default 1000)")
+    minimal_train.add_argument("--batch-size", type=int, help="sequences per step (default 128)")
+    minimal_train.add_argument("--lr", type=float, help="SGD rate of W (default 0.01)")
+    minimal_train.add_argument("--lr-v", type=float, help="SGD rate of v (default 1.0)")
+    minimal_train.add_argument("--lr-schedule", choices=["cosine", "constant"], help="default constant")
+    for name in ("seed", "model-seed", "data-seed", "eval-seed", "eval-seqs", "n-checkpoints", "stop-after"):
+        minimal_train.add_argument(f"--{name}", type=int, help="as for train markov")
+    minimal_train.add_argument("--resume", action="store_true", help="continue the run in --out")
+    minimal_train.set_defaults(handler=run_train, architecture="minimal", first_layer="softmax", steps=1000,
+                               batch_size=128, lr=0.01, lr_v=1.0, lr_schedule="constant")
 
     info = commands.add_parser("info", help="config, checkpoint steps and final metrics of a run")
     info.add_argument("run", help="run directory or shipped run name (e.g. markov-k3)")

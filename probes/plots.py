@@ -67,7 +67,7 @@ def plot_loss_against_baselines(
     ax.set_ylabel("KL(true ‖ model), last token")
     ax.set_ylim(0, None)
     ax.set_title(f"{title}: test loss against the strategy baselines")
-    ax.legend(loc="center right")
+    ax.legend(loc="best")
     return save(fig, path)
 
 
@@ -184,3 +184,31 @@ def plot_prop21_comparison(result, title: str, path: Path) -> Path:
         ax.set_ylabel("a")
     fig.suptitle(f"{title} against Proposition 2.1")
     return save(fig, path)
+
+
+def plot_minimal_parameters(models_by_step: dict, title: str, directory: Path, name: str) -> list[Path]:
+    """The minimal model's v (bars over distance, odd distances darker) and W (heatmaps), each at
+    the given steps: the odd/even asymmetry of v and W turning diagonal."""
+    sns.set_theme(style="ticks")
+    steps = list(models_by_step)
+    fig, axes = plt.subplots(1, len(steps), figsize=(4 * len(steps), 3.2), sharey=True, squeeze=False)
+    for ax, step in zip(axes[0], steps):
+        v = models_by_step[step].v.detach()[:12].numpy()
+        colours = ["tab:red" if d % 2 else "tab:blue" for d in range(len(v))]
+        ax.bar(range(len(v)), v, color=colours)
+        ax.axhline(0, color="black", lw=0.8)
+        ax.set_title(f"step {step}")
+        ax.set_xlabel("distance d (red: odd)")
+    axes[0][0].set_ylabel("v_d")
+    fig.suptitle(f"{title}: first-layer positional weights v")
+    paths = [save(fig, directory / f"{name}_v.png")]
+
+    sns.set_theme(style="white")
+    fig, axes = plt.subplots(1, len(steps), figsize=(3.6 * len(steps), 3.2), squeeze=False)
+    for ax, step in zip(axes[0], steps):
+        W = models_by_step[step].W.detach().numpy()
+        sns.heatmap(W, ax=ax, cmap="RdBu_r", center=0, annot=True, fmt=".2f", square=True, cbar=False)
+        ax.set_title(f"W at step {step}")
+    fig.suptitle(f"{title}: second-layer matrix W")
+    paths.append(save(fig, directory / f"{name}_W.png"))
+    return paths

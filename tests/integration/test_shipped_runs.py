@@ -26,7 +26,7 @@ def fresh_final_kl(name: str, n_seqs: int = 5000) -> tuple[float, dict[str, floa
 
 
 def test_shipped_runs_are_listed():
-    assert {"markov-k2", "markov-k3"} <= set(shipped_run_names())
+    assert {"markov-k2", "markov-k3", "minimal-k3"} <= set(shipped_run_names())
 
 
 @pytest.mark.parametrize("name,limit", [("markov-k3", 0.045), ("markov-k2", 0.02)])
@@ -62,3 +62,19 @@ def test_shipped_runs_load_after_a_non_editable_install(tmp_path):
     env = os.environ | {"PYTHONPATH": str(target)}
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip().startswith(str(target))
+
+
+def test_minimal_model_plateaus_transitions_and_shows_the_odd_even_asymmetry():
+    from circuits.minimal import odd_even_gap
+
+    run = Run.open("minimal-k3")
+    metrics = run.metrics()
+    phases = strategy_phases(metrics)
+    assert [p.strategy for p in phases][-2:] == ["unigram", "bigram"]
+    plateau, drop = phases[-2], phases[-1]
+    assert sum(plateau.first_step <= m["step"] <= plateau.last_step for m in metrics) >= 10
+    final = metrics[-1]["last_token_kl"]
+    assert final["bigram"] < final["unigram"]
+    transition = [s for s in run.steps if (plateau.first_step + plateau.last_step) // 2 <= s <= drop.first_step + 50]
+    gaps = [odd_even_gap(run.load(step=s).v.detach()) for s in transition]
+    assert max(gaps) > 0.05  # odd distances 3, 5, 7 above even 2, 4, 6 while the model switches

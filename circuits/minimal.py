@@ -1,0 +1,113 @@
+"""Edelman et al.'s minimal model of a statistical induction head (their eq. 6), with hook points.
+
+    f(E) = mask(E W (A E)ᵀ) E,     E ∈ {0,1}^{T×k} the one-hot tokens, W ∈ R^{k×k}
+
+where A is the first layer's attention, a function of relative position only, from a learned v:
+
+- ``first_layer="linear"`` (eq. 6): A = M, the lower-triangular Toeplitz matrix M_ij = v_{i−j}, j ≤ i.
+- ``first_layer="softmax"``: A_ij = softmax over j ≤ i of v_{i−j}, a causally masked attention row.
+
+Row i of A E is what layer 1 wrote at position i (A_{i,i−1} = 1 makes it e_{x_{i−1}}); layer 2 scores
+key j ≤ i by e_{x_i}ᵀ W (A E)_j, without a softmax, and sums e_{x_j} with those weights: with A the
+previous-token shift and W = I the output is the vector of bigram counts c(x_i → ·). Both layers mask
+the future (the authors' released code leaks it into layer 1: its masked_fill is not in place).
+
+Hook names follow TransformerLens, so the probes that read patterns run on it: the first layer's A is
+``blocks.0.attn.hook_pattern`` and the second layer's (unnormalised) scores ``blocks.1.attn.hook_pattern``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+from transformer_lens import ActivationCache, HookedRootModule
+from transformer_lens.hook_points import HookPoint
+
+from circuits.validation import require_int
+
+FIRST_LAYERS = ("linear", "softmax")
+
+
+@dataclass(frozen=True)
+class MinimalConfig:
+    d_vocab: int  # k
+    n_ctx: int
+    first_layer: str = "softmax"
+    v_init: float = 0.0
+    w_init: float = 0.01  # every entry of W, as in the authors' code
+    dtype: str = "float32"
+
+    n_layers = 2  # for probes that read cfg.n_layers / cfg.n_heads, as on a TransformerLens model
+    n_heads = 1
+
+    def __post_init__(self) -> None:
+        require_int("d_vocab", self.d_vocab, 2)
+        require_int("n_ctx", self.n_ctx, 2)
+        if self.first_layer not in FIRST_LAYERS:
+            raise ValueError(f"first_layer must be linear or softmax, got {self.first_layer!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> MinimalConfig:
+        return cls(**values)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return {"float32": torch.float32, "float64": torch.float64}[self.dtype]
+
+    def heads(self, layer: int) -> int:
+        return 1
+
+
+class MinimalModel(HookedRootModule):
+    """The minimal model; parameters ``v`` ([n_ctx], v_d for distance d) and ``W`` ([k, k])."""
+
+    def __init__(self, cfg: MinimalConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.v = nn.Parameter(torch.full((cfg.n_ctx,), cfg.v_init, dtype=cfg.torch_dtype))
+        self.W = nn.Parameter(torch.full((cfg.d_vocab, cfg.d_vocab), cfg.w_init, dtype=cfg.torch_dtype))
+        self.blocks = nn.ModuleList([nn.Module(), nn.Module()])
+        for block in self.blocks:
+            block.attn = nn.Module()
+            block.attn.hook_pattern = HookPoint()  # [batch, 1, q_pos, k_pos]
+        position = torch.arange(cfg.n_ctx)
+        self.register_buffer("distance", (position[:, None] - position[None, :]).clamp_min(0), persistent=False)
+        self.register_buffer("causal", position[:, None] >= position[None, :], persistent=False)
+        self.setup()
+
+    def first_layer(self, n_pos: int) -> Float[Tensor, "q k"]:
+        logits = self.v[self.distance[:n_pos, :n_pos]]
+        causal = self.causal[:n_pos, :n_pos]
+        if self.cfg.first_layer == "linear":
+            return logits * causal
+        return torch.softmax(logits.masked_fill(~causal, -torch.inf), dim=-1)
+
+    def forward(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos k"]:
+        if tokens.dim() != 2 or not 1 <= tokens.shape[1] <= self.cfg.n_ctx:
+            raise ValueError(f"tokens must be [batch, pos] with pos in 1..{self.cfg.n_ctx}")
+        if tokens.min() < 0 or tokens.max() >= self.cfg.d_vocab:
+            raise ValueError(f"tokens must be integers in 0..{self.cfg.d_vocab - 1}")
+        batch, n_pos = tokens.shape
+        E = nn.functional.one_hot(tokens, self.cfg.d_vocab).to(self.W.dtype)
+        A = self.blocks[0].attn.hook_pattern(self.first_layer(n_pos).expand(batch, 1, n_pos, n_pos))
+        written = A[:, 0] @ E  # (A E)_j
+        scores = (E @ self.W @ written.transpose(1, 2)) * self.causal[:n_pos, :n_pos]
+        scores = self.blocks[1].attn.hook_pattern(scores[:, None])
+        return scores[:, 0] @ E
+
+    def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
+        out, cache_dict = super().run_with_cache(*args, **kwargs)
+        return out, ActivationCache(cache_dict, self)
+
+
+def odd_even_gap(v: Tensor) -> float:
+    """Mean of v at odd distances 3, 5, 7 minus the mean at even distances 2, 4, 6: positive during
+    the transition, as Edelman et al. predict (distance 1, the previous token, is left out: it wins
+    anyway)."""
+    return (v[[3, 5, 7]].mean() - v[[2, 4, 6]].mean()).item()
