@@ -12,6 +12,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from circuits.model import HookedTransformer, HookedTransformerConfig
+from circuits.tasks.markov import matching_keys
 from circuits.validation import require_int, require_positive
 
 
@@ -85,8 +86,5 @@ def prop21_limit(tokens: Int[Tensor, "batch pos"], k: int) -> Float[Tensor, "bat
 def empirical_bigram(tokens: Int[Tensor, "batch pos"], k: int) -> Float[Tensor, "batch pos k"]:
     """Pure in-context bigram frequencies c(x_i → b) / c(x_i → ·) over pairs inside x_0..x_i, without
     pseudo-counts; NaN where x_i has not been followed by anything yet."""
-    previous = torch.cat([torch.full_like(tokens[:, :1], -1), tokens[:, :-1]], dim=1)
-    n_pos = tokens.shape[1]
-    match = ((previous[:, None, :] == tokens[:, :, None]) & torch.ones(n_pos, n_pos, dtype=torch.bool).tril()).double()
-    counts = match @ torch.nn.functional.one_hot(tokens, k).double()
+    counts = matching_keys(tokens).double() @ torch.nn.functional.one_hot(tokens, k).double()
     return counts / counts.sum(-1, keepdim=True)

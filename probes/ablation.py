@@ -19,6 +19,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from probes.attention import run_with_captures
+
 MODES = ("zero", "mean", "resample")
 
 
@@ -53,17 +55,8 @@ def z_hook(layer: int) -> str:
 
 def reference_z(model, reference_inputs: Tensor, layers: set[int]) -> dict[int, Tensor]:
     """hook_z of the clean model on the reference set, for the given layers."""
-    captured: dict[int, Tensor] = {}
-
-    def keep(layer: int):
-        def hook(z: Tensor, hook) -> None:
-            captured[layer] = z.detach()
-
-        return hook
-
-    with torch.no_grad():
-        model.run_with_hooks(reference_inputs, fwd_hooks=[(z_hook(l), keep(l)) for l in sorted(layers)])
-    return captured
+    _, captured = run_with_captures(model, reference_inputs, [z_hook(layer) for layer in sorted(layers)])
+    return {layer: captured[z_hook(layer)] for layer in layers}
 
 
 def replacement(mode: str, z: Tensor, reference: Tensor | None, heads: list[int], generator: torch.Generator) -> Tensor:

@@ -25,6 +25,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from circuits.tasks.markov import matching_keys
+
 
 def pattern_hook(layer: int) -> str:
     return f"blocks.{layer}.attn.hook_pattern"
@@ -65,14 +67,6 @@ def previous_token_score(pattern: Float[Tensor, "batch head q k"]) -> Float[Tens
 def previous_token_scores(patterns: list[Tensor]) -> Float[Tensor, "layer head"]:
     """[n_layers, n_heads] previous-token scores (layers must have equal head counts)."""
     return torch.stack([previous_token_score(p) for p in patterns])
-
-
-def matching_keys(tokens: Int[Tensor, "batch pos"]) -> torch.BoolTensor:
-    """[batch, query, key]: key j ≤ i with j ≥ 1 and x_{j−1} = x_i."""
-    n_pos = tokens.shape[1]
-    previous = torch.cat([torch.full_like(tokens[:, :1], -1), tokens[:, :-1]], dim=1)  # x_{j−1}, none at 0
-    causal = torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
-    return (previous[:, None, :] == tokens[:, :, None]) & causal
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,15 @@ from torch import Tensor
 
 from circuits.constructions import empirical_bigram, load_construction, prop21, prop21_limit
 from circuits.metrics import kl_divergence
-from circuits.tasks.markov import sample_markov, strategy_predictions
+from circuits.tasks.markov import matching_keys, sample_markov, strategy_predictions
 from circuits.validation import require_int, require_positive
-from probes.attention import bigram_matching_score, previous_token_score, run_with_patterns
+from probes.attention import (
+    bigram_matching_score,
+    positional_profiles,
+    previous_token_score,
+    run_with_captures,
+    run_with_patterns,
+)
 
 DEFAULT_CS = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
 
@@ -73,9 +79,7 @@ def construction_errors(tokens: Tensor, k: int, c: float, dtype: str = "float64"
 def self_key_prediction(tokens: Tensor) -> float:
     """Layer 1's bigram-matching score if it attends exactly uniformly over its keys: for a query with
     n ≥ 1 matching keys, n / (n + [x_0 = x_i]), since position 0 (key of itself) joins them when x_0 = x_i."""
-    previous = torch.cat([torch.full_like(tokens[:, :1], -1), tokens[:, :-1]], dim=1)
-    n_pos = tokens.shape[1]
-    n_match = ((previous[:, None, :] == tokens[:, :, None]) & torch.ones(n_pos, n_pos, dtype=torch.bool).tril()).sum(-1)
+    n_match = matching_keys(tokens).sum(-1)
     self_key = (tokens == tokens[:, :1]).long()
     has = n_match > 0
     return (n_match[has] / (n_match[has] + self_key[has])).double().mean().item()
@@ -167,8 +171,6 @@ def token_matching_matrix(model, tokens: Tensor, k: int) -> Tensor:
     are all accounted for: the effective matrix through the layer-0 OV circuit, whatever the gauge.
     """
     names = ["blocks.1.attn.hook_q", "blocks.1.attn.hook_k"]
-    from probes.attention import run_with_captures
-
     _, captured = run_with_captures(model, tokens, names)
     q, key = captured[names[0]][:, :, 0], captured[names[1]][:, :, 0]
     scores = torch.einsum("bqe,bke->bqk", q, key) / q.shape[-1] ** 0.5
@@ -205,8 +207,6 @@ def compare_with_prop21(model, tokens: Tensor, k: int, c: float = 100.0) -> Prop
     attention_tv = [
         (0.5 * (t[:, 0] - a[:, 0]).abs().sum(-1)).mean().item() for t, a in zip(trained_patterns, analytic_patterns)
     ]
-    from probes.attention import positional_profiles
-
     profile = positional_profiles(model, tokens, 0)[0]
     analytic_profile = positional_profiles(analytic, tokens, 0)[0]
     matching = token_matching_matrix(model, tokens, k)

@@ -237,6 +237,15 @@ def true_next_token_probs(sample: MarkovSample) -> Float[Tensor, "batch seq k"]:
 # --- in-context strategies ---------------------------------------------------------------------
 
 
+def matching_keys(tokens: Int[Tensor, "batch pos"]) -> torch.BoolTensor:
+    """[batch, query, key]: the keys j ≤ i with j ≥ 1 and x_{j−1} = x_i, whose tokens x_j are the
+    samples of "what follows x_i" that a statistical induction head averages."""
+    n_pos = tokens.shape[1]
+    previous = torch.cat([torch.full_like(tokens[:, :1], -1), tokens[:, :-1]], dim=1)  # x_{j−1}, none at 0
+    causal = torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
+    return (previous[:, None, :] == tokens[:, :, None]) & causal
+
+
 def uniform_predictions(tokens: Int[Tensor, "batch seq"], k: int) -> Float[Tensor, "batch seq k"]:
     """q(b) = 1/k everywhere."""
     return torch.full((*tokens.shape, k), 1.0 / k, dtype=torch.float64)
