@@ -19,6 +19,7 @@ demo: $(STAMP)
 	$(BIN)/induction-probes report markov-k3 --plot out
 	$(BIN)/induction-probes probe markov-k3 --all-steps --plot out
 	$(BIN)/induction-probes ablate markov-k3 --plot out
+	$(BIN)/induction-probes verify prop21 --k 3 --against markov-k3 --plot out
 
 # Re-create the shipped runs with the default recipe (see README, "Training"); a few minutes each.
 shipped: $(STAMP)
