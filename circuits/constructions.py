@@ -88,3 +88,51 @@ def empirical_bigram(tokens: Int[Tensor, "batch pos"], k: int) -> Float[Tensor, 
     pseudo-counts; NaN where x_i has not been followed by anything yet."""
     counts = matching_keys(tokens).double() @ torch.nn.functional.one_hot(tokens, k).double()
     return counts / counts.sum(-1, keepdim=True)
+
+
+def wang_ih2(d: int, beta: float, W_star: Tensor, n_ctx: int, dtype: str = "float64") -> tuple[HookedTransformerConfig, dict[str, Tensor]]:
+    """Wang et al.'s Theorem 4.1: two layers, one head each, whose last-position output tends to
+    IH_2 = Σ_{s=2}^{L−1} softmax_s(x_Lᵀ W* x_{s−1}) x_s as the ALiBi slope β grows.
+
+    Residual blocks of d: [x_s | h_s | output]. Layer 0: no content scores (W_Q = W_K = 0), ALiBi
+    slope β under the strict mask, so position s averages x_{s−j} with weights ∝ e^{−β(j−1)}, j ≥ 1,
+    and writes h_s ≈ x_{s−1} into block 2. Layer 1: no positional term, keys s = 2..L−1 only (mask
+    "strict-skip-first": not key 1, whose h is empty, and not itself), score x_Lᵀ W* h_s, value x_s
+    written into block 3, which the unembedding reads. The paper uses D = 2d and reads the attention
+    output directly; our readout sees the whole residual stream, so the output gets its own block.
+    """
+    require_int("d", d, 1)
+    require_positive("beta", beta)
+    require_int("n_ctx", n_ctx, 4)
+    if tuple(W_star.shape) != (d, d):
+        raise ValueError(f"W* must be {d} x {d}, got {tuple(W_star.shape)}")
+    D = 3 * d
+    cfg = HookedTransformerConfig(
+        n_layers=2, d_model=D, d_head=D, n_heads=1, n_ctx=n_ctx, d_vocab=d, input_type="vectors",
+        positional=("alibi", "none"), mask=("strict", "strict-skip-first"), dtype=dtype,
+    )
+    blocks = [slice(0, d), slice(d, 2 * d), slice(2 * d, 3 * d)]
+    eye = torch.eye(d, dtype=torch.float64)
+
+    def matrix(*entries: tuple[int, int, Tensor]) -> Tensor:
+        """D × D with the given d × d matrices at (row block, column block)."""
+        out = torch.zeros(D, D, dtype=torch.float64)
+        for row, col, value in entries:
+            out[blocks[row], blocks[col]] = value
+        return out
+
+    sqrt_d_head = D**0.5  # the model divides q·k by sqrt(d_head); the query carries it back
+    weights = {
+        "embed.W_E": matrix((0, 0, eye))[:d],
+        "blocks.0.attn.W_Q": matrix()[None],
+        "blocks.0.attn.W_K": matrix()[None],
+        "blocks.0.attn.W_V": matrix((0, 1, eye))[None],
+        "blocks.0.attn.W_O": torch.eye(D, dtype=torch.float64)[None],
+        "blocks.0.attn.alibi_slope": torch.tensor([beta], dtype=torch.float64),
+        "blocks.1.attn.W_Q": matrix((0, 0, sqrt_d_head * eye))[None],
+        "blocks.1.attn.W_K": matrix((1, 0, W_star.double().T))[None],
+        "blocks.1.attn.W_V": matrix((0, 2, eye))[None],
+        "blocks.1.attn.W_O": torch.eye(D, dtype=torch.float64)[None],
+        "unembed.W_U": matrix((2, 2, eye))[:, blocks[2]],
+    }
+    return cfg, {name: w.to(cfg.torch_dtype) for name, w in weights.items()}

@@ -11,7 +11,8 @@ Attention of layer l, head h, query i, key j (x_i is the residual stream enterin
     A_ij = q_i·k_j / sqrt(d_head) + pos_ij          (hook_attn_scores: after the mask, before softmax)
     pos_ij = q_i·r_{i−j} / sqrt(d_head)             positional="relative" (Edelman: r added to the keys)
            = −β_h (i − j − 1)                       positional="alibi" (Wang: a learned slope per head)
-    mask: j ≤ i ("causal") or j < i ("strict"); a strict query with no key (i = 0) attends nowhere
+    mask: j ≤ i ("causal"), j < i ("strict") or 1 ≤ j < i ("strict-skip-first", the key range of Wang
+          et al.'s induction head); a query with no key attends nowhere
     z_i = Σ_j softmax_j(A_ij) v_j;  out_i = Σ_h z_i W_O + b_O
 
 Rows are positions and weights multiply from the right (x @ W), as in TransformerLens.
@@ -33,7 +34,7 @@ from circuits.validation import require_int
 
 ATTENTION_POSITIONALS = ("relative", "alibi", "none")
 POSITIONALS = ATTENTION_POSITIONALS + ("standard",)
-MASKS = ("causal", "strict")
+MASKS = ("causal", "strict", "strict-skip-first")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
@@ -166,11 +167,15 @@ class Attention(nn.Module):
             self.W_rel = nn.Parameter(torch.empty(n_heads, cfg.n_ctx, d_head))  # r_d, d = i − j
         elif self.positional == "alibi":
             self.alibi_slope = nn.Parameter(torch.zeros(n_heads))  # β_h
-        self.strict = cfg.layer_mask(layer) == "strict"
+        mask = cfg.layer_mask(layer)
+        self.strict = mask != "causal"  # some query may then have no key at all
         position = torch.arange(cfg.n_ctx)
         distance = position[:, None] - position[None, :]
+        allowed = distance > 0 if self.strict else distance >= 0
+        if mask == "strict-skip-first":
+            allowed = allowed & (position[None, :] >= 1)
         self.register_buffer("distance", distance.clamp_min(0), persistent=False)
-        self.register_buffer("allowed", distance > 0 if self.strict else distance >= 0, persistent=False)
+        self.register_buffer("allowed", allowed, persistent=False)
 
         self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()  # [batch, pos, head, d_head]
         self.hook_pos_scores = HookPoint()  # [batch, head, q_pos, k_pos], the positional term of the scores
@@ -205,7 +210,7 @@ class Attention(nn.Module):
             scores = scores + self.hook_pos_scores(self.positional_scores(q_scaled))
         allowed = self.allowed[:n_pos, :n_pos]
         scores = self.hook_attn_scores(scores.masked_fill(~allowed, -torch.inf))
-        if self.strict:  # query 0 has no key: give its row finite scores, then zero it
+        if self.strict:  # a query without keys (i = 0, or i ≤ 1): give its row finite scores, then zero it
             has_key = allowed.any(-1, keepdim=True)
             pattern = torch.softmax(scores.masked_fill(~has_key, 0.0), dim=-1) * has_key
         else:

@@ -351,6 +351,22 @@ def run_compare_prop21(args: argparse.Namespace) -> str:
     return "\n".join(lines + [f"figure: {path}" for path in figures])
 
 
+def run_verify_wang_ih2(args: argparse.Namespace) -> str:
+    """Wang et al.'s Theorem 4.1 against IH_2 on fresh Gaussian sequences, over a grid of β."""
+    from probes.compare import check_wang_ih2
+
+    result = check_wang_ih2(args.d, args.beta, args.seq_len, args.n_seqs, args.seed)
+    if args.json:
+        return json.dumps(result.to_json(), indent=2)
+    rows = [[f"{beta:g}", f"{error:.2e}"] for beta, error in result.error_by_beta]
+    return "\n".join([
+        f"Theorem 4.1 (IH_2, W* = I), d={result.d}, L={result.seq_len}, {result.n_seqs} Gaussian sequences",
+        format_table(["beta", "relative error"], rows),
+        f"at beta={result.beta:g}: relative error {result.relative_error:.2e}, "
+        f"layer 0 previous-token {result.previous_token:.4f}",
+    ])
+
+
 TRAIN_OPTIONS = (
     "architecture", "first_layer", "lr_v", "k", "seq_len", "n", "alpha", "steps", "batch_size", "lr", "lr_schedule", "weight_decay", "d_model",
     "dropout", "layer_norm", "model_seed", "data_seed", "eval_seed", "eval_seqs", "n_checkpoints",
@@ -449,6 +465,15 @@ def build_parser() -> Parser:
     prop21.add_argument("--step", type=int, help="with --against: checkpoint step (default: the last)")
     prop21.add_argument("--all-steps", action="store_true", help="with --against: spread-out steps of the run")
     prop21.set_defaults(handler=run_verify_prop21)
+
+    wang = constructions.add_parser("wang-ih2", help="Wang et al.'s Theorem 4.1 (vanilla induction head, ALiBi)")
+    wang.add_argument("--beta", type=float, default=20.0, help="ALiBi slope of layer 0 (> 0, default 20)")
+    wang.add_argument("--d", type=int, default=2, help="token dimension (default 2)")
+    wang.add_argument("--seq-len", type=int, default=20, help="L (>= 4, default 20)")
+    wang.add_argument("--n-seqs", type=int, default=1000, help="fresh sequences (default 1000)")
+    wang.add_argument("--seed", type=int, default=0, help="seed of those sequences")
+    wang.add_argument("--json", action="store_true", help="machine-readable output")
+    wang.set_defaults(handler=run_verify_wang_ih2)
     return parser
 
 

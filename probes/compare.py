@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from circuits.constructions import empirical_bigram, load_construction, prop21, prop21_limit
+from circuits.constructions import empirical_bigram, load_construction, prop21, prop21_limit, wang_ih2
+from circuits.tasks.gaussian import induction_head, sample_sequences
 from circuits.metrics import kl_divergence
 from circuits.tasks.markov import matching_keys, sample_markov, strategy_predictions
 from circuits.validation import require_int, require_positive
@@ -235,3 +236,55 @@ def shift_free(matrix: Tensor) -> Tensor:
     centre = torch.eye(k, dtype=matrix.dtype) - 1.0 / k
     basis = torch.linalg.svd(centre).U[:, : k - 1]
     return basis.T @ matrix @ basis
+
+
+# --- Wang et al.'s Theorem 4.1 -----------------------------------------------------------------------
+
+DEFAULT_BETAS = (1.0, 2.0, 5.0, 10.0, 20.0)
+
+
+@dataclass(frozen=True)
+class WangIH2Check:
+    d: int
+    beta: float
+    seq_len: int
+    n_seqs: int
+    relative_error: float  # E‖f(X) − IH_2(X)‖² / E‖IH_2(X)‖² at the last position
+    error_by_beta: list[tuple[float, float]]
+    previous_token: float  # layer 0's previous-token score at beta
+
+    def to_json(self) -> dict:
+        return {
+            "d": self.d, "beta": self.beta, "seq_len": self.seq_len, "n_seqs": self.n_seqs,
+            "relative_error": self.relative_error,
+            "error_by_beta": [list(pair) for pair in self.error_by_beta],
+            "probe_scores": {"previous_token_layer0": self.previous_token},
+        }
+
+
+def relative_error(output: Tensor, target: Tensor) -> float:
+    """Mean squared error over the target's mean square: 0 is exact, 1 is as bad as predicting 0."""
+    return (((output - target) ** 2).sum(-1).mean() / (target**2).sum(-1).mean()).item()
+
+
+def check_wang_ih2(d: int = 2, beta: float = 20.0, seq_len: int = 20, n_seqs: int = 1000, seed: int = 0,
+                   betas: tuple[float, ...] = DEFAULT_BETAS) -> WangIH2Check:
+    """Theorem 4.1's construction against IH_2 (W* = I) on fresh Gaussian sequences, over a grid of β."""
+    require_positive("beta", beta)
+    require_int("seq_len", seq_len, 4)
+    x = sample_sequences(n_seqs, seq_len, d, generator=torch.Generator().manual_seed(seed))
+    W_star = torch.eye(d, dtype=torch.float64)
+    target = induction_head(x, 2, W_star)
+
+    def last_output(value: float) -> Tensor:
+        with torch.no_grad():
+            return load_construction(*wang_ih2(d, value, W_star, seq_len))(x)[:, -1]
+
+    error_by_beta = [(value, relative_error(last_output(value), target)) for value in sorted(set(betas) | {beta})]
+    _, patterns = run_with_patterns(load_construction(*wang_ih2(d, beta, W_star, seq_len)), x)
+    return WangIH2Check(
+        d=d, beta=beta, seq_len=seq_len, n_seqs=n_seqs,
+        relative_error=dict(error_by_beta)[beta],
+        error_by_beta=error_by_beta,
+        previous_token=previous_token_score(patterns[0]).item(),
+    )

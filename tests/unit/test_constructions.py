@@ -89,3 +89,33 @@ def test_an_untrained_model_lacks_the_signatures():
     result = compare_with_prop21(HookedTransformer(cfg), sequences("markov", 3, 40), 3)
     assert len(result.failures()) >= 2
     assert min(result.attention_tv) > 0.3
+
+
+def test_wang_theorem_4_1_converges_to_ih2_as_beta_grows():
+    from probes.compare import check_wang_ih2
+
+    result = check_wang_ih2(d=2, beta=20.0, seq_len=20, n_seqs=1000)
+    errors = [error for _, error in result.error_by_beta]
+    assert all(a > b for a, b in zip(errors, errors[1:]))  # strictly decreasing over β = 1, 2, 5, 10, 20
+    assert result.relative_error <= 1e-3
+    assert result.previous_token > 0.999
+
+
+def test_wang_theorem_4_1_with_a_general_w_star():
+    from circuits.constructions import load_construction, wang_ih2
+    from circuits.tasks.gaussian import induction_head, sample_sequences
+
+    g = torch.Generator().manual_seed(7)
+    W = torch.randn(3, 3, generator=g, dtype=torch.float64)
+    x = sample_sequences(200, 12, 3, generator=g)
+    with torch.no_grad():
+        out = load_construction(*wang_ih2(3, 25.0, W, 12))(x)[:, -1]
+    assert torch.allclose(out, induction_head(x, 2, W), atol=1e-8)
+
+
+@pytest.mark.parametrize("args,message", [(["--beta", "0"], "beta must be a finite number > 0"),
+                                          (["--seq-len", "3"], "seq_len must be an integer >= 4"),
+                                          (["--d", "0"], "d must be an integer >= 1")])
+def test_wang_bad_input(args, message, capsys):
+    assert main(["verify", "wang-ih2", *args]) == 2
+    assert message in capsys.readouterr().err
