@@ -19,19 +19,21 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
 from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
 from circuits.checkpoint import (
     CheckpointError,
     Run,
+    build_model,
     checkpoint_file,
+    model_class_name,
     read_json,
     save_tensors,
     write_atomic,
     write_json,
 )
-from circuits.checkpoint import build_model, model_class_name
 from circuits.minimal import MinimalConfig
 from circuits.model import HookedTransformerConfig
 from circuits.tasks.markov import MarkovEvalSet, sample_markov, validate_task
@@ -171,7 +173,7 @@ class Trainer:
 
     cfg: MarkovTrainConfig
     out: Path
-    model: HookedTransformer
+    model: torch.nn.Module  # a HookedTransformer or a MinimalModel
     optimizer: torch.optim.AdamW
     data: torch.Generator
     eval_set: MarkovEvalSet
@@ -251,8 +253,6 @@ class Trainer:
         path = self.out / RESUME_FILE
         if not path.is_file():
             raise CheckpointError(f"run {self.out} has no resume state to continue from")
-        from safetensors import safe_open
-
         with safe_open(path, "pt") as handle:
             info = json.loads(handle.metadata()["state"])
         tensors = load_file(path)
