@@ -174,7 +174,7 @@ class Trainer:
     cfg: MarkovTrainConfig
     out: Path
     model: torch.nn.Module  # a HookedTransformer or a MinimalModel
-    optimizer: torch.optim.AdamW
+    optimizer: torch.optim.Optimizer
     data: torch.Generator
     eval_set: MarkovEvalSet
     manifest: list[dict]
