@@ -96,8 +96,8 @@ def wang_ih2(d: int, beta: float, W_star: Tensor, n_ctx: int, dtype: str = "floa
 
     Residual blocks of d: [x_s | h_s | output]. Layer 0: no content scores (W_Q = W_K = 0), ALiBi
     slope β under the strict mask, so position s averages x_{s−j} with weights ∝ e^{−β(j−1)}, j ≥ 1,
-    and writes h_s ≈ x_{s−1} into block 2. Layer 1: no positional term, keys s = 2..L−1 only (mask
-    "strict-skip-first": not key 1, whose h is empty, and not itself), score x_Lᵀ W* h_s, value x_s
+    and writes h_s ≈ x_{s−1} into block 2. Layer 1: no positional term, keys s = 2..L−1 only (strict
+    mask and skip_first_keys = 1: not key 1, whose h is empty, and not itself), score x_Lᵀ W* h_s, value x_s
     written into block 3, which the unembedding reads. The paper uses D = 2d and reads the attention
     output directly; our readout sees the whole residual stream, so the output gets its own block.
     """
@@ -109,7 +109,7 @@ def wang_ih2(d: int, beta: float, W_star: Tensor, n_ctx: int, dtype: str = "floa
     D = 3 * d
     cfg = HookedTransformerConfig(
         n_layers=2, d_model=D, d_head=D, n_heads=1, n_ctx=n_ctx, d_vocab=d, input_type="vectors",
-        positional=("alibi", "none"), mask=("strict", "strict-skip-first"), dtype=dtype,
+        positional=("alibi", "none"), mask="strict", skip_first_keys=(0, 1), dtype=dtype,
     )
     blocks = [slice(0, d), slice(d, 2 * d), slice(2 * d, 3 * d)]
     eye = torch.eye(d, dtype=torch.float64)

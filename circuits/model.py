@@ -11,8 +11,8 @@ Attention of layer l, head h, query i, key j (x_i is the residual stream enterin
     A_ij = q_i·k_j / sqrt(d_head) + pos_ij          (hook_attn_scores: after the mask, before softmax)
     pos_ij = q_i·r_{i−j} / sqrt(d_head)             positional="relative" (Edelman: r added to the keys)
            = −β_h (i − j − 1)                       positional="alibi" (Wang: a learned slope per head)
-    mask: j ≤ i ("causal"), j < i ("strict") or 1 ≤ j < i ("strict-skip-first", the key range of Wang
-          et al.'s induction head); a query with no key attends nowhere
+    mask: j ≤ i ("causal") or j < i ("strict"), and j ≥ skip_first_keys (keys whose window is not
+          complete yet, as Wang et al.'s induction heads need); a query with no key attends nowhere
     z_i = Σ_j softmax_j(A_ij) v_j;  out_i = Σ_h z_i W_O + b_O
 
 Rows are positions and weights multiply from the right (x @ W), as in TransformerLens.
@@ -34,7 +34,7 @@ from circuits.validation import require_int
 
 ATTENTION_POSITIONALS = ("relative", "alibi", "none")
 POSITIONALS = ATTENTION_POSITIONALS + ("standard",)
-MASKS = ("causal", "strict", "strict-skip-first")
+MASKS = ("causal", "strict")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
@@ -57,6 +57,7 @@ class HookedTransformerConfig:
     layer_heads: tuple[int, ...] | None = None
     positional: str | tuple[str, ...] = "relative"
     mask: str | tuple[str, ...] = "causal"
+    skip_first_keys: int | tuple[int, ...] = 0  # per layer: key positions below this are never attended
     normalization: str | None = None  # None or "LN" (pre-LN in each block and before the unembed)
     dropout: float = 0.0
     d_mlp: int | None = None  # None: attention-only
@@ -70,7 +71,7 @@ class HookedTransformerConfig:
     def __post_init__(self) -> None:
         for name in ("n_layers", "d_model", "n_ctx", "d_vocab", "n_heads"):
             require_int(name, getattr(self, name), 1)
-        for name in ("layer_heads", "positional", "mask"):  # JSON gives lists; keep the config hashable
+        for name in ("layer_heads", "positional", "mask", "skip_first_keys"):  # JSON gives lists; keep it hashable
             if isinstance(getattr(self, name), list):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.d_head is None:
@@ -92,6 +93,10 @@ class HookedTransformerConfig:
         else:
             self._check_choices("positional", self.positional, ATTENTION_POSITIONALS)
         self._check_choices("mask", self.mask, MASKS)
+        if isinstance(self.skip_first_keys, tuple):
+            self._check_per_layer("skip_first_keys", self.skip_first_keys)
+        for skip in self.skip_first_keys if isinstance(self.skip_first_keys, tuple) else (self.skip_first_keys,):
+            require_int("skip_first_keys", skip, 0)
         self._check_choices("normalization", self.normalization, (None, "LN"))
         self._check_choices("input_type", self.input_type, ("tokens", "vectors"))
         self._check_choices("dtype", self.dtype, tuple(DTYPES))
@@ -122,6 +127,10 @@ class HookedTransformerConfig:
 
     def layer_mask(self, layer: int) -> str:
         return self.mask[layer] if isinstance(self.mask, tuple) else self.mask
+
+    def layer_skip(self, layer: int) -> int:
+        skip = self.skip_first_keys
+        return skip[layer] if isinstance(skip, tuple) else skip
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -167,13 +176,11 @@ class Attention(nn.Module):
             self.W_rel = nn.Parameter(torch.empty(n_heads, cfg.n_ctx, d_head))  # r_d, d = i − j
         elif self.positional == "alibi":
             self.alibi_slope = nn.Parameter(torch.zeros(n_heads))  # β_h
-        mask = cfg.layer_mask(layer)
-        self.strict = mask != "causal"  # some query may then have no key at all
+        skip = cfg.layer_skip(layer)
+        self.strict = cfg.layer_mask(layer) == "strict" or skip > 0  # some query may have no key at all
         position = torch.arange(cfg.n_ctx)
         distance = position[:, None] - position[None, :]
-        allowed = distance > 0 if self.strict else distance >= 0
-        if mask == "strict-skip-first":
-            allowed = allowed & (position[None, :] >= 1)
+        allowed = (distance > 0 if cfg.layer_mask(layer) == "strict" else distance >= 0) & (position[None, :] >= skip)
         self.register_buffer("distance", distance.clamp_min(0), persistent=False)
         self.register_buffer("allowed", allowed, persistent=False)
 

@@ -11,10 +11,12 @@ from transformer_lens import ActivationCache
 from circuits.model import HookedTransformer, HookedTransformerConfig
 
 SCHEMES = ["relative", "alibi", "standard", "none"]
-MASKS = ["causal", "strict", "strict-skip-first"]
+MASKS = ["causal", "strict", ("strict", 2)]  # (mask, skip_first_keys)
 
 
 def make_model(**overrides) -> HookedTransformer:
+    if isinstance(overrides.get("mask"), tuple) and isinstance(overrides["mask"][1], int):
+        overrides["mask"], overrides["skip_first_keys"] = overrides["mask"]
     settings = dict(n_layers=2, d_model=8, n_ctx=12, d_vocab=3, n_heads=2, dtype="float64", seed=1)
     model = HookedTransformer(HookedTransformerConfig(**(settings | overrides)))
     with torch.no_grad():  # make slopes and weights large enough that every term matters
@@ -30,14 +32,14 @@ def tokens(batch=3, pos=12, k=3, seed=0):
     return torch.randint(0, k, (batch, pos), generator=torch.Generator().manual_seed(seed))
 
 
-def brute_force_attention(attn, x, positional, strict, skip_first=False):
+def brute_force_attention(attn, x, positional, strict, skip=0):
     """One attention layer, entry by entry, written from the formula in circuits/model.py."""
     batch, n_pos, _ = x.shape
     n_heads, _, d_head = attn.W_Q.shape
     out = torch.zeros_like(x)
     for b, h, i in itertools.product(range(batch), range(n_heads), range(n_pos)):
         q = x[b, i] @ attn.W_Q[h]
-        keys = [j for j in range(n_pos) if (j < i if strict else j <= i) and (j >= 1 or not skip_first)]
+        keys = [j for j in range(n_pos) if (j < i if strict else j <= i) and j >= skip]
         scores = []
         for j in keys:
             score = q @ (x[b, j] @ attn.W_K[h]) / math.sqrt(d_head)
@@ -60,9 +62,8 @@ def brute_force_forward(model, toks):
     if cfg.positional == "standard":
         resid = resid + model.pos_embed.W_pos[: toks.shape[1]]
     for layer, block in enumerate(model.blocks):
-        mask = cfg.layer_mask(layer)
         resid = resid + brute_force_attention(
-            block.attn, resid, cfg.layer_positional(layer), mask != "causal", mask == "strict-skip-first"
+            block.attn, resid, cfg.layer_positional(layer), cfg.layer_mask(layer) == "strict", cfg.layer_skip(layer)
         )
     return resid @ model.W_U
 
