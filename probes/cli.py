@@ -367,6 +367,22 @@ def run_verify_wang_ih2(args: argparse.Namespace) -> str:
     ])
 
 
+def run_verify_wang_ihn(args: argparse.Namespace) -> str:
+    """Wang et al.'s Theorem 4.3 against IH_n over a grid of first-layer head counts."""
+    from probes.compare import check_wang_ihn
+
+    result = check_wang_ihn(args.d, args.n, args.heads, args.seq_len, args.n_seqs, args.seed)
+    if args.json:
+        return json.dumps(result.to_json(), indent=2)
+    rows = [[heads, f"{error:.2e}"] for heads, error in result.error_by_heads]
+    return "\n".join([
+        f"Theorem 4.3 (IH_{result.n}, W* = I), d={result.d}, L={result.seq_len}, {result.n_seqs} Gaussian sequences",
+        format_table(["heads H", "relative error"], rows),
+        f"at H={result.heads}: relative error {result.relative_error:.2e}; fitted error ~ C / H^{result.fitted_q:.1f} "
+        f"(paper: C (n e^(1+0.01n) / H)^q, n e^(1+0.01n) = {result.paper_scale:.1f})",
+    ])
+
+
 TRAIN_OPTIONS = (
     "architecture", "first_layer", "lr_v", "k", "seq_len", "n", "alpha", "steps", "batch_size", "lr", "lr_schedule", "weight_decay", "d_model",
     "dropout", "layer_norm", "model_seed", "data_seed", "eval_seed", "eval_seqs", "n_checkpoints",
@@ -474,6 +490,16 @@ def build_parser() -> Parser:
     wang.add_argument("--seed", type=int, default=0, help="seed of those sequences")
     wang.add_argument("--json", action="store_true", help="machine-readable output")
     wang.set_defaults(handler=run_verify_wang_ih2)
+
+    wang_n = constructions.add_parser("wang-ihn", help="Wang et al.'s Theorem 4.3 (IH_n from H first-layer heads)")
+    wang_n.add_argument("--n", type=int, required=True, help="n-gram order (>= 2)")
+    wang_n.add_argument("--heads", type=int, help="first-layer heads H (>= n(n-1)/2; default that + 3(n-1))")
+    wang_n.add_argument("--d", type=int, default=1, help="token dimension (default 1)")
+    wang_n.add_argument("--seq-len", type=int, default=20, help="L (>= n + 2, default 20)")
+    wang_n.add_argument("--n-seqs", type=int, default=1000, help="fresh sequences (default 1000)")
+    wang_n.add_argument("--seed", type=int, default=0, help="seed of those sequences")
+    wang_n.add_argument("--json", action="store_true", help="machine-readable output")
+    wang_n.set_defaults(handler=run_verify_wang_ihn)
     return parser
 
 

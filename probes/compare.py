@@ -15,12 +15,13 @@ So the mean error is not monotone in c, while the error decreases strictly over 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from circuits.constructions import empirical_bigram, load_construction, prop21, prop21_limit, wang_ih2
+from circuits.constructions import empirical_bigram, load_construction, prop21, prop21_limit, wang_ih2, wang_ihn
 from circuits.tasks.gaussian import induction_head, sample_sequences
 from circuits.metrics import kl_divergence
 from circuits.tasks.markov import matching_keys, sample_markov, strategy_predictions
@@ -288,3 +289,54 @@ def check_wang_ih2(d: int = 2, beta: float = 20.0, seq_len: int = 20, n_seqs: in
         error_by_beta=error_by_beta,
         previous_token=previous_token_score(patterns[0]).item(),
     )
+
+
+@dataclass(frozen=True)
+class WangIHnCheck:
+    d: int
+    n: int
+    heads: int
+    seq_len: int
+    n_seqs: int
+    relative_error: float
+    error_by_heads: list[tuple[int, float]]
+    fitted_q: float  # slope of −log(error) against log(H): error ≈ C / H^q over the grid
+
+    @property
+    def paper_scale(self) -> float:
+        """n·e^{1+0.01n}: the H beyond which the paper's bound C (n e^{1+0.01n} / H)^q starts to fall."""
+        return self.n * math.exp(1 + 0.01 * self.n)
+
+    def to_json(self) -> dict:
+        return {
+            "d": self.d, "n": self.n, "heads": self.heads, "seq_len": self.seq_len, "n_seqs": self.n_seqs,
+            "relative_error": self.relative_error,
+            "error_by_heads": [list(pair) for pair in self.error_by_heads],
+            "fitted_q": self.fitted_q, "paper_scale_n_e": self.paper_scale,
+        }
+
+
+def check_wang_ihn(d: int = 1, n: int = 3, heads: int | None = None, seq_len: int = 20, n_seqs: int = 1000,
+                   seed: int = 0) -> WangIHnCheck:
+    """Theorem 4.3's construction against IH_n (W* = I) over a grid of head counts, from the minimum
+    n(n − 1)/2 upward in steps of n − 1, with a power law fitted to the error."""
+    require_int("n", n, 2)
+    require_int("seq_len", seq_len, n + 2)
+    minimum = n * (n - 1) // 2
+    heads = minimum + 3 * (n - 1) if heads is None else require_int("heads", heads, minimum)
+    x = sample_sequences(n_seqs, seq_len, d, generator=torch.Generator().manual_seed(seed))
+    W_star = torch.eye((n - 1) * d, dtype=torch.float64)
+    target = induction_head(x, n, W_star)
+
+    def error(h: int) -> float:
+        with torch.no_grad():
+            return relative_error(load_construction(*wang_ihn(d, n, h, W_star, seq_len))(x)[:, -1], target)
+
+    grid = sorted(set(range(minimum, minimum + 4 * (n - 1) + 1, n - 1)) | {heads})
+    error_by_heads = [(h, error(h)) for h in grid]
+    log_h = torch.tensor([math.log(h) for h, _ in error_by_heads], dtype=torch.float64)
+    log_e = torch.tensor([math.log(max(e, 1e-300)) for _, e in error_by_heads], dtype=torch.float64)
+    slope = ((log_h - log_h.mean()) * (log_e - log_e.mean())).sum() / ((log_h - log_h.mean()) ** 2).sum()
+    return WangIHnCheck(d=d, n=n, heads=heads, seq_len=seq_len, n_seqs=n_seqs,
+                        relative_error=dict(error_by_heads)[heads], error_by_heads=error_by_heads,
+                        fitted_q=-slope.item())

@@ -119,3 +119,36 @@ def test_wang_theorem_4_1_with_a_general_w_star():
 def test_wang_bad_input(args, message, capsys):
     assert main(["verify", "wang-ih2", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_wang_theorem_4_3_error_falls_with_heads():
+    from probes.compare import check_wang_ihn
+
+    for n in (3, 4):
+        result = check_wang_ihn(d=1, n=n, seq_len=16, n_seqs=300)
+        errors = [error for _, error in result.error_by_heads]
+        assert all(a > b for a, b in zip(errors, errors[1:])), n  # strictly decreasing in H
+        assert errors[-1] < 1e-6 and result.fitted_q > 1
+
+
+def test_distance_indicator_fit_is_exact_on_its_heads():
+    from circuits.constructions import distance_indicator_fit
+
+    alpha, z = distance_indicator_fit(2, 4)
+    values = [(alpha * z**t).sum().item() for t in range(4)]
+    assert values == pytest.approx([0.0, 1.0, 0.0, 0.0], abs=1e-10)
+    with pytest.raises(ValueError, match="at least 3 heads"):
+        distance_indicator_fit(3, 2)
+
+
+def test_wang_theorem_4_3_with_d_2_and_a_general_w_star():
+    from circuits.constructions import load_construction, wang_ihn
+    from circuits.tasks.gaussian import induction_head, sample_sequences
+
+    g = torch.Generator().manual_seed(8)
+    W = 0.5 * torch.randn(4, 4, generator=g, dtype=torch.float64)
+    x = sample_sequences(200, 14, 2, generator=g)
+    with torch.no_grad():
+        out = load_construction(*wang_ihn(2, 3, 11, W, 14))(x)[:, -1]
+    target = induction_head(x, 3, W)
+    assert ((out - target) ** 2).sum(-1).mean() / (target**2).sum(-1).mean() < 1e-6
