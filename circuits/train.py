@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 from safetensors import safe_open
 from safetensors.torch import load_file
 from tqdm.auto import tqdm
@@ -36,6 +37,7 @@ from circuits.checkpoint import (
 )
 from circuits.minimal import MinimalConfig
 from circuits.model import HookedTransformerConfig
+from circuits.tasks.gaussian import induction_head, mixed_target, sample_sequences
 from circuits.tasks.markov import MarkovEvalSet, sample_markov, validate_task
 from circuits.validation import require_int, require_positive
 
@@ -104,6 +106,20 @@ class MarkovTrainConfig:
             seed=self.model_seed,
         )
 
+    task_name = "markov"
+
+    def make_task(self) -> MarkovTask:
+        return MarkovTask(self)
+
+    def make_optimizer(self, model) -> torch.optim.Optimizer:
+        return make_optimizer(model, self)
+
+    def base_rates(self) -> list[float]:
+        return base_rates(self)
+
+    def progress(self, metrics: dict) -> str:
+        return f"{metrics['last_token_kl']['true']:.4f}"
+
     def eval_set(self) -> MarkovEvalSet:
         """The run's fixed evaluation set, redrawn from ``eval_seed``."""
         return MarkovEvalSet.draw(
@@ -114,6 +130,145 @@ class MarkovTrainConfig:
     def from_dict(cls, values: dict) -> MarkovTrainConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{key: value for key, value in values.items() if key in known})
+
+
+@dataclass
+class MarkovTask:
+    """ICL-MC for the trainer: next-token cross-entropy at every position, metrics against the strategies."""
+
+    cfg: MarkovTrainConfig
+
+    def __post_init__(self) -> None:
+        self.eval_set = self.cfg.eval_set()
+        self.eval_inputs = self.eval_set.sample.inputs
+
+    def batch(self, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        cfg = self.cfg
+        sample = sample_markov(cfg.batch_size, cfg.k, cfg.seq_len, n=cfg.n, alpha=cfg.alpha, generator=generator)
+        return sample.inputs, sample.targets
+
+    def loss(self, logits: Tensor, targets: Tensor) -> Tensor:
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+    def metrics(self, logits: Tensor) -> dict:
+        return self.eval_set.metrics(logits)
+
+
+@dataclass(frozen=True)
+class GaussianTrainConfig:
+    """Wang et al.'s Gaussian induction task: vector tokens, MSE on the last position's output.
+
+    Defaults follow a measured prototype: width 8, ALiBi in layer 0 only, strict masks, layer 1 keys
+    from s = n on (the target's support), Adam with a 10× larger rate for the ALiBi slopes, batch 512.
+    W* = w_star · I.
+    """
+
+    target: str = "ih2"  # "ih2", "ihn" or "mixed" (α*·x_{L−2} + IH_2)
+    n: int = 2  # for ihn
+    heads: int = 1  # first-layer heads
+    d: int = 2
+    d_model: int = 8
+    seq_len: int = 20
+    w_star: float = 1.0
+    alpha_star: float = 2.0  # for mixed
+    boolean: bool = False
+    optimizer: str = "adam"
+    steps: int = 600
+    batch_size: int = 512
+    lr: float = 1e-2
+    slope_lr: float = 1e-1
+    lr_schedule: str = "cosine"
+    model_seed: int = 0
+    data_seed: int = 1
+    eval_seed: int = 2
+    eval_seqs: int = 2000
+    n_checkpoints: int = 60
+
+    task_name = "gaussian"
+
+    def __post_init__(self) -> None:
+        if self.target not in ("ih2", "ihn", "mixed"):
+            raise ValueError(f"target must be ih2, ihn or mixed, got {self.target!r}")
+        if self.optimizer not in ("adam", "sgd"):
+            raise ValueError(f"optimizer must be adam or sgd, got {self.optimizer!r}")
+        for name in ("n", "heads", "d", "d_model", "seq_len", "steps", "batch_size", "eval_seqs", "n_checkpoints"):
+            require_int(name, getattr(self, name), 1)
+        if self.order > self.seq_len - 1 or self.seq_len < 4:
+            raise ValueError(f"need 4 <= L and n <= L - 1, got L={self.seq_len}, n={self.order}")
+        for name in ("w_star", "alpha_star", "lr", "slope_lr"):
+            require_positive(name, getattr(self, name))
+
+    @property
+    def order(self) -> int:
+        return self.n if self.target == "ihn" else 2
+
+    def model_config(self) -> HookedTransformerConfig:
+        return HookedTransformerConfig(
+            n_layers=2, d_model=self.d_model, d_head=self.d_model, layer_heads=(self.heads, 1), n_ctx=self.seq_len,
+            d_vocab=self.d, input_type="vectors", positional=("alibi", "none"), mask="strict",
+            skip_first_keys=(0, self.order - 1), seed=self.model_seed,
+        )
+
+    def W_star(self) -> Tensor:
+        width = (self.order - 1) * self.d
+        return self.w_star * torch.eye(width, dtype=torch.float64)
+
+    def target_of(self, x: Tensor) -> Tensor:
+        if self.target == "mixed":
+            return mixed_target(x, self.alpha_star, self.W_star())
+        return induction_head(x, self.order, self.W_star())
+
+    def make_task(self) -> GaussianTask:
+        return GaussianTask(self)
+
+    def make_optimizer(self, model) -> torch.optim.Optimizer:
+        slopes = [p for name, p in model.named_parameters() if name.endswith("alibi_slope")]
+        rest = [p for name, p in model.named_parameters() if not name.endswith("alibi_slope")]
+        groups = [{"params": rest, "lr": self.lr}, {"params": slopes, "lr": self.slope_lr}]
+        return torch.optim.Adam(groups) if self.optimizer == "adam" else torch.optim.SGD(groups)
+
+    def base_rates(self) -> list[float]:
+        return [self.lr, self.slope_lr]
+
+    def progress(self, metrics: dict) -> str:
+        return f"{metrics['relative_mse']:.2e}"
+
+    @classmethod
+    def from_dict(cls, values: dict) -> GaussianTrainConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in values.items() if key in known})
+
+
+@dataclass
+class GaussianTask:
+    """The Gaussian task for the trainer: MSE between the last position's output and the target."""
+
+    cfg: GaussianTrainConfig
+
+    def __post_init__(self) -> None:
+        generator = torch.Generator().manual_seed(self.cfg.eval_seed)
+        self.eval_inputs = self.sample(self.cfg.eval_seqs, generator)
+        self.eval_targets = self.cfg.target_of(self.eval_inputs).float()
+        self.eval_inputs = self.eval_inputs.float()
+
+    def sample(self, n_seqs: int, generator: torch.Generator) -> Tensor:
+        cfg = self.cfg
+        return sample_sequences(n_seqs, cfg.seq_len, cfg.d, generator=generator, boolean=cfg.boolean)
+
+    def batch(self, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        x = self.sample(self.cfg.batch_size, generator)
+        return x.float(), self.cfg.target_of(x).float()
+
+    def loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        return F.mse_loss(outputs[:, -1], targets)
+
+    def metrics(self, outputs: Tensor) -> dict:
+        """MSE at the last position, and the same over the target's variance (1 = predicting the mean)."""
+        mse = F.mse_loss(outputs[:, -1].double(), self.eval_targets.double()).item()
+        return {"eval_loss": mse, "relative_mse": mse / self.eval_targets.double().var().item()}
+
+
+TrainConfig = MarkovTrainConfig | GaussianTrainConfig
 
 
 def checkpoint_schedule(steps: int, n_checkpoints: int) -> list[int]:
@@ -176,7 +331,7 @@ class Trainer:
     model: torch.nn.Module  # a HookedTransformer or a MinimalModel
     optimizer: torch.optim.Optimizer
     data: torch.Generator
-    eval_set: MarkovEvalSet
+    task: object  # MarkovTask or GaussianTask: batch(), loss(), metrics(), eval_inputs
     manifest: list[dict]
     step: int = 0
     loss_sum: float = 0.0
@@ -184,20 +339,19 @@ class Trainer:
     elapsed: float = 0.0
 
     @classmethod
-    def create(cls, cfg: MarkovTrainConfig, out: Path) -> Trainer:
+    def create(cls, cfg: TrainConfig, out: Path) -> Trainer:
         torch.manual_seed(cfg.model_seed)  # dropout draws from the global generator
         model = build_model(cfg.model_config())
         data = torch.Generator().manual_seed(cfg.data_seed)
-        return cls(cfg, out, model, make_optimizer(model, cfg), data, cfg.eval_set(), manifest=[])
+        return cls(cfg, out, model, cfg.make_optimizer(model), data, cfg.make_task(), manifest=[])
 
     # --- one step and one checkpoint --------------------------------------------------------------
 
     def train_step(self) -> None:
         cfg = self.cfg
-        batch = sample_markov(cfg.batch_size, cfg.k, cfg.seq_len, n=cfg.n, alpha=cfg.alpha, generator=self.data)
-        logits = self.model(batch.inputs)
-        loss = F.cross_entropy(logits.flatten(0, 1), batch.targets.flatten())
-        for group, rate in zip(self.optimizer.param_groups, base_rates(cfg)):
+        inputs, targets = self.task.batch(self.data)
+        loss = self.task.loss(self.model(inputs), targets)
+        for group, rate in zip(self.optimizer.param_groups, cfg.base_rates()):
             group["lr"] = rate * lr_factor(cfg, self.step)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"training loss became {loss.item()} at step {self.step + 1}; lower --lr")
@@ -211,7 +365,7 @@ class Trainer:
     def evaluate(self) -> dict:
         self.model.eval()
         with torch.no_grad():
-            metrics = self.eval_set.metrics(self.model(self.eval_set.sample.inputs))
+            metrics = self.task.metrics(self.model(self.task.eval_inputs))
         self.model.train()
         train_loss = self.loss_sum / self.loss_count if self.loss_count else metrics["eval_loss"]
         self.loss_sum, self.loss_count = 0.0, 0
@@ -275,13 +429,13 @@ class Trainer:
         write_atomic(self.out / "metrics.jsonl", "".join(line + "\n" for line in kept).encode())
 
 
-def start_run(cfg: MarkovTrainConfig, out: Path) -> Trainer:
+def start_run(cfg: TrainConfig, out: Path) -> Trainer:
     if (out / "manifest.json").exists():
         raise CheckpointError(f"{out} already holds a run: continue it with --resume or choose another --out")
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
     (out / "resume").mkdir(exist_ok=True)
     config = {
-        "task": "markov",
+        "task": cfg.task_name,
         "package_version": package_version(),
         "seeds": {"model": cfg.model_seed, "data": cfg.data_seed, "eval": cfg.eval_seed},
         "train": asdict(cfg),
@@ -295,15 +449,25 @@ def start_run(cfg: MarkovTrainConfig, out: Path) -> Trainer:
     return trainer
 
 
+def saved_config(out: Path) -> TrainConfig:
+    """The training config of any run, by the task its config.json names."""
+    config = read_json(out / "config.json")
+    classes = {cls.task_name: cls for cls in (MarkovTrainConfig, GaussianTrainConfig)}
+    if not isinstance(config, dict) or config.get("task") not in classes or "train" not in config:
+        raise CheckpointError(f"{out} is not a training run of a known task")
+    return classes[config["task"]].from_dict(config["train"])
+
+
 def saved_train_config(out: Path) -> MarkovTrainConfig:
+    """The config of an ICL-MC run; refuses runs of other tasks."""
     config = read_json(out / "config.json")
     if not isinstance(config, dict) or config.get("task") != "markov" or "train" not in config:
         raise CheckpointError(f"{out} is not an ICL-MC training run")
     return MarkovTrainConfig.from_dict(config["train"])
 
 
-def train_markov(
-    cfg: MarkovTrainConfig | None,
+def train_run(
+    cfg: TrainConfig | None,
     out: str | Path,
     *,
     resume: bool = False,
@@ -317,7 +481,7 @@ def train_markov(
     """
     out = Path(out)
     if resume:
-        cfg = saved_train_config(out)
+        cfg = saved_config(out)
         trainer = Trainer.create(cfg, out)
         trainer.load_resume_state()
     else:
@@ -335,7 +499,7 @@ def train_markov(
                 trainer.elapsed += time.perf_counter() - started
                 started = time.perf_counter()
                 metrics = trainer.save_checkpoint()
-                bar.set_postfix(kl=f"{metrics['last_token_kl']['true']:.4f}")
+                bar.set_postfix(eval=cfg.progress(metrics))
     finally:
         bar.close()
     trainer.elapsed += time.perf_counter() - started

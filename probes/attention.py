@@ -25,6 +25,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from circuits.tasks.gaussian import windows
 from circuits.tasks.markov import matching_keys
 
 
@@ -136,3 +137,16 @@ def positional_profiles(model, inputs: Tensor, layer: int) -> Float[Tensor, "hea
     name = f"blocks.{layer}.attn.hook_q"
     _, captured = run_with_captures(model, inputs, [name])
     return positional_profile(captured[name], attn.W_rel)
+
+
+def induction_score(
+    pattern: Float[Tensor, "batch head q k"], x: Float[Tensor, "batch pos d"], W_star: Tensor, n: int = 2
+) -> Float[Tensor, " head"]:
+    """For continuous inputs (Wang et al.): 1 − TV between the last query's attention and the target's
+    own attention softmax_s(X_{L−n+2:L}ᵀ W* X_{s−n+1:s−1}) over keys s = n..L−1, averaged over sequences.
+    1 means the head weighs the keys exactly as IH_n does."""
+    query, keys, _ = windows(x.double(), n)
+    target = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float64)
+    target[:, n - 1 : x.shape[1] - 1] = torch.softmax(torch.einsum("bu,uv,bsv->bs", query, W_star.double(), keys), -1)
+    row = pattern[:, :, -1].double()  # [batch, head, key]
+    return (1.0 - 0.5 * (row - target[:, None]).abs().sum(-1)).mean(0)

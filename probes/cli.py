@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import fields
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,22 +57,24 @@ def run_baselines(args: argparse.Namespace) -> str:
 
 
 def run_train(args: argparse.Namespace) -> str:
-    from circuits.train import MarkovTrainConfig, saved_train_config, train_markov
+    from circuits.train import GaussianTrainConfig, MarkovTrainConfig, saved_config, train_run
 
-    options = {name: getattr(args, name) for name in TRAIN_OPTIONS if getattr(args, name, None) is not None}
+    config_class = GaussianTrainConfig if getattr(args, "task_config", None) == "gaussian" else MarkovTrainConfig
+    known = {f.name for f in fields(config_class)}
+    options = {name: getattr(args, name) for name in known if getattr(args, name, None) is not None}
     if args.seed is not None:
         options = {"model_seed": args.seed, "data_seed": args.seed + 1, "eval_seed": args.seed + 2} | options
     if args.resume:
-        saved = vars(saved_train_config(args.out))
+        saved = vars(saved_config(args.out))
         clashes = [f"--{name.replace('_', '-')}" for name, value in options.items() if saved[name] != value]
         if clashes:
             raise ValueError(f"--resume continues the saved config; these options differ from it: {', '.join(clashes)}")
         cfg = None
     else:
-        if args.k is None:
+        if config_class is MarkovTrainConfig and args.k is None:
             raise ValueError("--k is required to start a run")
-        cfg = MarkovTrainConfig(**options)
-    run = train_markov(cfg, args.out, resume=args.resume, stop_after=args.stop_after)
+        cfg = config_class(**options)
+    run = train_run(cfg, args.out, resume=args.resume, stop_after=args.stop_after)
     return info_text(run)
 
 
@@ -88,9 +91,12 @@ def info_text(run, step: int | None = None) -> str:
     lines.append(f"loaded step {run.entry(step)['step']}: {n_params} parameters, sha256 verified")
     if metrics:
         last = metrics[-1]
-        rows = [[name, value] for name, value in last["last_token_kl"].items()]
-        lines.append(f"final step {last['step']} ({last['sequences_seen']} sequences), train loss {last['train_loss']:.4f}")
-        lines.append(format_table(["last-token KL(x||model)", "value"], rows))
+        lines.append(f"final step {last['step']} ({last['sequences_seen']} sequences), train loss {last['train_loss']:.4g}")
+        if "last_token_kl" in last:
+            rows = [[name, value] for name, value in last["last_token_kl"].items()]
+            lines.append(format_table(["last-token KL(x||model)", "value"], rows))
+        else:
+            lines.append(f"eval MSE {last['eval_loss']:.4g}, MSE / target variance {last['relative_mse']:.4g}")
     return "\n".join(lines)
 
 
@@ -186,6 +192,8 @@ def run_probe(args: argparse.Namespace) -> str:
     run = Run.open(args.run)
     if args.all_steps and args.step is not None:
         raise ValueError("give --step or --all-steps, not both")
+    if run.config.get("task") == "gaussian":
+        return probe_gaussian_text(run, args)
     steps = run.steps if args.all_steps else [run.entry(args.step)["step"]]
     probe_set = probe_eval_set(run, args.n_seqs, args.seed)
     results = list(probe_run(run, probe_set, steps))
@@ -195,6 +203,20 @@ def run_probe(args: argparse.Namespace) -> str:
         return json.dumps(payload if args.all_steps else payload[0], indent=2)
     sections = [probe_text(run, results[-1])] + ([probe_trajectory(results)] if args.all_steps else [])
     return "\n\n".join(sections) + "".join(f"\nfigure: {path}" for path in figures)
+
+
+def probe_gaussian_text(run, args: argparse.Namespace) -> str:
+    from probes.summary import probe_gaussian
+
+    steps = run.steps if args.all_steps else [args.step]
+    results = [probe_gaussian(run, step, args.n_seqs, args.seed) for step in steps]
+    if args.json:
+        payload = [r.to_json() for r in results]
+        return json.dumps(payload if args.all_steps else payload[0], indent=2)
+    rows = [[r.step, r.relative_mse, max(r.previous_token[0]), max(r.induction)] for r in results
+            if r.step in spread_steps([x.step for x in results])]
+    headers = ["step", "MSE / target variance", "layer 0 previous-token", "layer 1 induction (1-TV)"]
+    return f"run {run.path.name}: Gaussian induction task, {args.n_seqs} fresh sequences\n" + format_table(headers, rows)
 
 
 def probe_text(run, result) -> str:
@@ -383,12 +405,6 @@ def run_verify_wang_ihn(args: argparse.Namespace) -> str:
     ])
 
 
-TRAIN_OPTIONS = (
-    "architecture", "first_layer", "lr_v", "k", "seq_len", "n", "alpha", "steps", "batch_size", "lr", "lr_schedule", "weight_decay", "d_model",
-    "dropout", "layer_norm", "model_seed", "data_seed", "eval_seed", "eval_seqs", "n_checkpoints",
-)
-
-
 def build_parser() -> Parser:
     parser = Parser(prog=PROG, description="Probe induction heads in small attention-only transformers.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -439,6 +455,28 @@ def build_parser() -> Parser:
     minimal_train.add_argument("--resume", action="store_true", help="continue the run in --out")
     minimal_train.set_defaults(handler=run_train, architecture="minimal", first_layer="softmax", steps=1000,
                                batch_size=128, lr=0.01, lr_v=1.0, lr_schedule="constant")
+
+    gaussian_train = train_tasks.add_parser("gaussian", help="Wang et al.'s Gaussian induction task, MSE")
+    gaussian_train.add_argument("--out", type=Path, required=True, help="run directory to create (or continue)")
+    gaussian_train.add_argument("--target", choices=["ih2", "ihn", "mixed"], help="default ih2")
+    gaussian_train.add_argument("--n", type=int, help="n of IH_n (with --target ihn)")
+    gaussian_train.add_argument("--heads", type=int, help="first-layer heads (default 1)")
+    gaussian_train.add_argument("--d", type=int, help="token dimension (default 2)")
+    gaussian_train.add_argument("--d-model", type=int, help="residual width (default 8)")
+    gaussian_train.add_argument("--seq-len", type=int, help="L (default 20)")
+    gaussian_train.add_argument("--w-star", type=float, help="W* = w_star * I (default 1)")
+    gaussian_train.add_argument("--alpha-star", type=float, help="weight of the 4-gram term (mixed, default 2)")
+    gaussian_train.add_argument("--boolean", action="store_true", default=None, help="±1 tokens instead of Gaussian")
+    gaussian_train.add_argument("--optimizer", choices=["adam", "sgd"], help="default adam")
+    gaussian_train.add_argument("--steps", type=int, help="default 600")
+    gaussian_train.add_argument("--batch-size", type=int, help="default 512")
+    gaussian_train.add_argument("--lr", type=float, help="default 1e-2")
+    gaussian_train.add_argument("--slope-lr", type=float, help="rate of the ALiBi slopes (default 1e-1)")
+    gaussian_train.add_argument("--lr-schedule", choices=["cosine", "constant"], help="default cosine")
+    for name in ("seed", "model-seed", "data-seed", "eval-seed", "eval-seqs", "n-checkpoints", "stop-after"):
+        gaussian_train.add_argument(f"--{name}", type=int, help="as for train markov")
+    gaussian_train.add_argument("--resume", action="store_true", help="continue the run in --out")
+    gaussian_train.set_defaults(handler=run_train, task_config="gaussian")
 
     info = commands.add_parser("info", help="config, checkpoint steps and final metrics of a run")
     info.add_argument("run", help="run directory or shipped run name (e.g. markov-k3)")

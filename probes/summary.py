@@ -14,14 +14,18 @@ from torch import Tensor
 
 from circuits.checkpoint import Run
 from circuits.tasks.markov import MarkovEvalSet
-from circuits.train import saved_train_config
+from circuits.tasks.gaussian import sample_sequences
+from circuits.train import saved_config, saved_train_config
 from probes.ablation import heads_in_layer, run_ablated
 from probes.attention import (
     bigram_matching_scores,
+    induction_score,
     pattern_hook,
     positional_profile,
+    previous_token_score,
     previous_token_scores,
     run_with_captures,
+    run_with_patterns,
 )
 from probes.behaviour import Behaviour, behaviour
 
@@ -133,3 +137,31 @@ def ablation_study(
         for heads in head_sets
     ]
     return baseline, results
+
+
+@dataclass(frozen=True)
+class GaussianProbes:
+    """A Gaussian-task checkpoint on fresh sequences: error and the two heads of the circuit."""
+
+    step: int
+    relative_mse: float  # last-position MSE over the target's variance
+    previous_token: list[list[float]]  # [layer][head]
+    induction: list[float]  # layer 1's heads: 1 − TV to the target's attention
+
+    def to_json(self) -> dict:
+        return vars(self)
+
+
+def probe_gaussian(run: Run, step: int | None = None, n_seqs: int = 1000, seed: int = 12345) -> GaussianProbes:
+    cfg = saved_config(run.path)
+    model = run.load(step=step)
+    x = sample_sequences(n_seqs, cfg.seq_len, cfg.d, generator=torch.Generator().manual_seed(seed), boolean=cfg.boolean)
+    output, patterns = run_with_patterns(model, x.float())
+    target = cfg.target_of(x)
+    mse = ((output[:, -1].double() - target) ** 2).mean().item()
+    return GaussianProbes(
+        step=run.entry(step)["step"],
+        relative_mse=mse / target.var().item(),
+        previous_token=[previous_token_score(p).tolist() for p in patterns],
+        induction=induction_score(patterns[1], x, cfg.W_star(), cfg.order).tolist(),
+    )

@@ -26,7 +26,7 @@ def fresh_final_kl(name: str, n_seqs: int = 5000) -> tuple[float, dict[str, floa
 
 
 def test_shipped_runs_are_listed():
-    assert {"markov-k2", "markov-k3", "minimal-k3"} <= set(shipped_run_names())
+    assert {"markov-k2", "markov-k3", "minimal-k3", "gaussian-ih2"} <= set(shipped_run_names())
 
 
 @pytest.mark.parametrize("name,limit", [("markov-k3", 0.045), ("markov-k2", 0.02)])
@@ -78,3 +78,12 @@ def test_minimal_model_plateaus_transitions_and_shows_the_odd_even_asymmetry():
     transition = [s for s in run.steps if (plateau.first_step + plateau.last_step) // 2 <= s <= drop.first_step + 50]
     gaps = [odd_even_gap(run.load(step=s).v.detach()) for s in transition]
     assert max(gaps) > 0.05  # odd distances 3, 5, 7 above even 2, 4, 6 while the model switches
+
+
+def test_gaussian_ih2_learned_the_induction_circuit():
+    from probes.summary import probe_gaussian
+
+    result = probe_gaussian(Run.open("gaussian-ih2"), n_seqs=1000, seed=FRESH_SEED)
+    assert result.relative_mse <= 0.05
+    assert result.previous_token[0][0] >= 0.9
+    assert result.induction[0] >= 0.9

@@ -8,7 +8,7 @@ import torch
 
 import circuits.train as train_module
 from circuits.checkpoint import Run, sha256_of
-from circuits.train import MarkovTrainConfig, checkpoint_schedule, train_markov
+from circuits.train import MarkovTrainConfig, checkpoint_schedule, train_run
 
 TINY = MarkovTrainConfig(k=3, seq_len=20, steps=40, batch_size=16, eval_seqs=100, n_checkpoints=9, dropout=0.1)
 
@@ -30,7 +30,7 @@ def test_schedule_is_log_spaced_early_and_linear_later():
 
 
 def test_run_directory_layout_and_metrics(tmp_path):
-    run = train_markov(TINY, tmp_path / "run", progress=False)
+    run = train_run(TINY, tmp_path / "run", progress=False)
     assert run.steps == checkpoint_schedule(TINY.steps, TINY.n_checkpoints)
     for entry in run.manifest:
         assert entry["sequences_seen"] == entry["step"] * TINY.batch_size
@@ -49,24 +49,24 @@ def test_run_directory_layout_and_metrics(tmp_path):
 
 
 def test_same_seeds_give_byte_identical_files(tmp_path):
-    a = train_markov(TINY, tmp_path / "a", progress=False)
-    b = train_markov(TINY, tmp_path / "b", progress=False)
+    a = train_run(TINY, tmp_path / "a", progress=False)
+    b = train_run(TINY, tmp_path / "b", progress=False)
     assert run_files(a.path) == run_files(b.path)
-    c = train_markov(MarkovTrainConfig(**{**vars(TINY), "data_seed": 7}), tmp_path / "c", progress=False)
+    c = train_run(MarkovTrainConfig(**{**vars(TINY), "data_seed": 7}), tmp_path / "c", progress=False)
     assert run_files(c.path)["metrics.jsonl"] != run_files(a.path)["metrics.jsonl"]
 
 
 @pytest.mark.parametrize("stop", [13, 20])  # between checkpoints, and on one
 def test_resume_reproduces_an_uninterrupted_run(tmp_path, stop):
-    whole = train_markov(TINY, tmp_path / "whole", progress=False)
-    train_markov(TINY, tmp_path / "split", stop_after=stop, progress=False)
+    whole = train_run(TINY, tmp_path / "whole", progress=False)
+    train_run(TINY, tmp_path / "split", stop_after=stop, progress=False)
     assert Run.open(tmp_path / "split").steps[-1] <= stop
-    resumed = train_markov(None, tmp_path / "split", resume=True, progress=False)
+    resumed = train_run(None, tmp_path / "split", resume=True, progress=False)
     assert run_files(resumed.path) == run_files(whole.path)
 
 
 def test_a_crash_while_saving_leaves_only_complete_checkpoints(tmp_path, monkeypatch):
-    whole = train_markov(TINY, tmp_path / "whole", progress=False)
+    whole = train_run(TINY, tmp_path / "whole", progress=False)
     real_save = train_module.save_tensors
     calls = {"n": 0}
 
@@ -80,7 +80,7 @@ def test_a_crash_while_saving_leaves_only_complete_checkpoints(tmp_path, monkeyp
 
     monkeypatch.setattr(train_module, "save_tensors", crash_on_the_fifth_weights_file)
     with pytest.raises(KeyboardInterrupt):
-        train_markov(TINY, tmp_path / "crashed", progress=False)
+        train_run(TINY, tmp_path / "crashed", progress=False)
     monkeypatch.setattr(train_module, "save_tensors", real_save)
 
     crashed = Run.open(tmp_path / "crashed")
@@ -88,18 +88,18 @@ def test_a_crash_while_saving_leaves_only_complete_checkpoints(tmp_path, monkeyp
     for entry in crashed.manifest:  # every listed checkpoint is whole and loads
         assert sha256_of(crashed.path / entry["file"]) == entry["sha256"]
         crashed.load(step=entry["step"])
-    resumed = train_markov(None, tmp_path / "crashed", resume=True, progress=False)
+    resumed = train_run(None, tmp_path / "crashed", resume=True, progress=False)
     assert run_files(resumed.path) == run_files(whole.path)
 
 
 def test_starting_over_an_existing_run_is_refused(tmp_path):
-    train_markov(TINY, tmp_path / "run", stop_after=3, progress=False)
+    train_run(TINY, tmp_path / "run", stop_after=3, progress=False)
     with pytest.raises(ValueError, match="already holds a run"):
-        train_markov(TINY, tmp_path / "run", progress=False)
+        train_run(TINY, tmp_path / "run", progress=False)
 
 
 def test_loaded_checkpoint_reproduces_the_logged_metrics(tmp_path):
-    run = train_markov(TINY, tmp_path / "run", progress=False)
+    run = train_run(TINY, tmp_path / "run", progress=False)
     eval_set = TINY.eval_set()
     for index in (0, 4, -1):
         model = run.load(index=index)
@@ -107,3 +107,14 @@ def test_loaded_checkpoint_reproduces_the_logged_metrics(tmp_path):
             metrics = eval_set.metrics(model(eval_set.sample.inputs))
         assert metrics["last_token_kl"] == run.metrics()[index]["last_token_kl"]
     assert torch.equal(run.load(step=run.steps[4]).W_Q, run.load(index=4).W_Q)
+
+
+def test_gaussian_runs_resume_to_the_same_bytes(tmp_path):
+    from circuits.train import GaussianTrainConfig
+
+    cfg = GaussianTrainConfig(steps=30, batch_size=32, eval_seqs=64, n_checkpoints=6, seq_len=8)
+    whole = train_run(cfg, tmp_path / "whole", progress=False)
+    train_run(cfg, tmp_path / "split", stop_after=11, progress=False)
+    resumed = train_run(None, tmp_path / "split", resume=True, progress=False)
+    assert run_files(resumed.path) == run_files(whole.path)
+    assert {"eval_loss", "relative_mse"} <= whole.metrics()[-1].keys()

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from circuits.checkpoint import CheckpointError, Run
-from circuits.train import MarkovTrainConfig, train_markov
+from circuits.train import MarkovTrainConfig, train_run
 from probes.cli import main
 
 TINY = MarkovTrainConfig(k=2, seq_len=8, steps=6, batch_size=4, eval_seqs=20, n_checkpoints=4)
@@ -17,7 +17,7 @@ TINY = MarkovTrainConfig(k=2, seq_len=8, steps=6, batch_size=4, eval_seqs=20, n_
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
-    return train_markov(TINY, tmp_path_factory.mktemp("runs") / "tiny", progress=False).path
+    return train_run(TINY, tmp_path_factory.mktemp("runs") / "tiny", progress=False).path
 
 
 @pytest.fixture

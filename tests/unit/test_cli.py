@@ -104,7 +104,28 @@ def test_probing_a_run_of_another_task_is_refused(tmp_path, capsys):
     run = tmp_path / "other"
     shutil.copytree(Run.open("markov-k3").path, run)
     config = json.loads((run / "config.json").read_text())
-    config["task"] = "gaussian"
+    config["task"] = "some-other-task"
     (run / "config.json").write_text(json.dumps(config))
     assert main(["probe", str(run)]) == 2
     assert "is not an ICL-MC training run" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--seq-len", "3"], "need 4 <= L and n <= L - 1"),
+        (["--target", "ihn", "--n", "30"], "need 4 <= L and n <= L - 1"),
+        (["--d", "0"], "d must be an integer >= 1"),
+    ],
+)
+def test_train_gaussian_bad_input(args, message, tmp_path, capsys):
+    assert main(["train", "gaussian", "--out", str(tmp_path / "run"), *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_gaussian_run_info_and_probe(capsys):
+    assert main(["info", "gaussian-ih2"]) == 0
+    assert "MSE / target variance" in capsys.readouterr().out
+    assert main(["probe", "gaussian-ih2", "--n-seqs", "200", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["induction"][0] > 0.9 and data["previous_token"][0][0] > 0.9

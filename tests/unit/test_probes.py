@@ -240,3 +240,20 @@ def test_bad_heads(text, message):
 def test_unknown_mode():
     with pytest.raises(ValueError, match="unknown ablation mode"):
         run_ablated(small_model(), torch.zeros(1, 4, dtype=torch.long), [(0, 0)], "shuffle")
+
+
+def test_induction_score_is_1_on_theorem_4_1_and_lower_on_uniform_attention():
+    from circuits.constructions import load_construction, wang_ih2
+    from circuits.tasks.gaussian import sample_sequences
+    from probes.attention import induction_score
+
+    x = sample_sequences(100, 12, 2, generator=torch.Generator().manual_seed(5))
+    W = torch.eye(2, dtype=torch.float64)
+    _, patterns = run_with_patterns(load_construction(*wang_ih2(2, 30.0, W, 12)), x)
+    assert induction_score(patterns[1], x, W).item() == pytest.approx(1.0, abs=1e-9)
+    uniform = torch.zeros(100, 1, 12, 12, dtype=torch.float64)
+    uniform[:, :, -1, 1:11] = 0.1  # uniform over the right keys s = 2..L−1
+    score = induction_score(uniform, x, W).item()
+    target = torch.softmax(torch.einsum("bd,bsd->bs", x[:, -1], x[:, 0:10]), -1)
+    assert score == pytest.approx((1 - 0.5 * (target - 0.1).abs().sum(-1)).mean().item())
+    assert score < 0.9
