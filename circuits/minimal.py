@@ -111,3 +111,104 @@ def odd_even_gap(v: Tensor) -> float:
     the transition, as Edelman et al. predict (distance 1, the previous token, is left out: it wins
     anyway)."""
     return (v[[3, 5, 7]].mean() - v[[2, 4, 6]].mean()).item()
+
+
+# --- Wang et al.'s toy model of the lazy → rich transition -------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToyConfig:
+    """The toy model's task and training (reference/papers.md B3; several choices are reconstructions).
+
+    Scalar tokens x_1..x_L (standard Gaussian, or ±1), target α*·x_{L−2} + IH_2 with w* = 1. The four
+    weights start at σ, the two slopes at ``slope_init``. Full-batch gradient descent on a fixed
+    set of ``n_seqs`` sequences approximates gradient flow on the population loss ½E[(f − y)²].
+    """
+
+    seq_len: int = 20
+    sigma: float = 1e-2
+    slope_init: float = 1.0  # ALiBi slopes start local: from 0 the 4-gram signal fades as 1/L (see README)
+    alpha_star: float = 2.0
+    w_star: float = 1.0
+    boolean: bool = False
+    lr: float = 0.1
+    steps: int = 5000
+    n_seqs: int = 8192
+    seed: int = 0
+    log_every: int = 20
+
+    def __post_init__(self) -> None:
+        require_int("seq_len", self.seq_len, 4)
+        for name in ("sigma", "alpha_star", "w_star", "lr"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+        for name in ("steps", "n_seqs", "log_every"):
+            require_int(name, getattr(self, name), 1)
+
+
+TOY_PARAMETERS = ("p1", "p2", "w_V1", "w_K", "w_Q", "w_V2")
+
+
+def past_weights(slope: Tensor, n_pos: int) -> Tensor:
+    """[query s, key t]: softmax over t < s of −slope·(s − t − 1), an ALiBi head under the strict mask;
+    row 0 has no key and is all zeros."""
+    position = torch.arange(n_pos)
+    distance = (position[:, None] - position[None, :]).to(slope.dtype)
+    allowed = distance >= 1
+    logits = (-slope * (distance - 1)).masked_fill(~allowed, -torch.inf)
+    has_key = allowed.any(-1, keepdim=True)
+    return torch.softmax(logits.masked_fill(~has_key, 0.0), -1) * has_key
+
+
+def toy_forward(params: Tensor, x: Float[Tensor, "batch seq"]) -> tuple[Tensor, Tensor]:
+    """The two parts of the toy model's output at the last position: the 4-gram path g and the
+    induction path i (f = g + i).
+
+    h_s = Σ_j softmax_j(−p1 (j − 1)) x_{s−j}                       layer 1, → x_{s−1} as p1 grows
+    g   = w_V1 Σ_j softmax_j(−p2 (j − 1)) h_{L−j}                   → w_V1 x_{L−2}: the lazy 4-gram path
+    i   = w_V2 Σ_{s=2}^{L−1} softmax_s(w_K w_Q x_L h_s) x_s          → IH_2 with w* = w_K w_Q: the rich path
+    The dot-product parameter is the product w_K w_Q, so its growth from σ is quadratic, as in the paper.
+    """
+    p1, p2, w_V1, w_K, w_Q, w_V2 = params
+    n_pos = x.shape[1]
+    h = x @ past_weights(p1, n_pos).T
+    g = w_V1 * (h * past_weights(p2, n_pos)[-1]).sum(-1)
+    scores = w_K * w_Q * x[:, -1:] * h[:, 1 : n_pos - 1]
+    i = w_V2 * (torch.softmax(scores, -1) * x[:, 1 : n_pos - 1]).sum(-1)
+    return g, i
+
+
+def train_toy(cfg: ToyConfig) -> list[dict]:
+    """Gradient descent on the toy model; every ``log_every`` steps the total loss, the 4-gram part
+    ½E[(g − α* x_{L−2})²], the induction part ½E[(i − IH_2)²] and every parameter."""
+    from circuits.tasks.gaussian import induction_head, sample_sequences
+
+    generator = torch.Generator().manual_seed(cfg.seed)
+    x = sample_sequences(cfg.n_seqs, cfg.seq_len, 1, generator=generator, boolean=cfg.boolean)
+    target_g4 = cfg.alpha_star * x[:, -3, 0]
+    target_ih = induction_head(x, 2, torch.full((1, 1), cfg.w_star, dtype=torch.float64))[:, 0]
+    x = x[..., 0]
+    s = cfg.sigma
+    p0 = cfg.slope_init
+    params = torch.tensor([p0, p0, s, s, s, s], dtype=torch.float64, requires_grad=True)
+    history = []
+    for step in range(cfg.steps + 1):
+        g, i = toy_forward(params, x)
+        loss = 0.5 * ((g + i - target_g4 - target_ih) ** 2).mean()
+        if step % cfg.log_every == 0:
+            history.append({
+                "step": step,
+                "loss": loss.item(),
+                "loss_4gram": 0.5 * ((g - target_g4) ** 2).mean().item(),
+                "loss_induction": 0.5 * ((i - target_ih) ** 2).mean().item(),
+            } | dict(zip(TOY_PARAMETERS, params.tolist())))
+        if step == cfg.steps:
+            break
+        params.grad = None
+        loss.backward()
+        with torch.no_grad():
+            params -= cfg.lr * params.grad
+        if not torch.isfinite(params).all():
+            raise FloatingPointError(f"toy training diverged at step {step}; lower --lr")
+    return history

@@ -478,6 +478,20 @@ def build_parser() -> Parser:
     gaussian_train.add_argument("--resume", action="store_true", help="continue the run in --out")
     gaussian_train.set_defaults(handler=run_train, task_config="gaussian")
 
+    toy = commands.add_parser("toy", help="Wang et al.'s toy model: four phases, and the plateau sweep")
+    toy.add_argument("--seq-len", type=int, default=20, help="L (>= 4, default 20)")
+    toy.add_argument("--sigma", type=float, default=1e-2, help="initial scale of the weights (> 0, default 0.01)")
+    toy.add_argument("--alpha", type=float, default=2.0, help="α*, the 4-gram weight in the target (default 2)")
+    toy.add_argument("--boolean", action="store_true", help="±1 tokens instead of Gaussian")
+    toy.add_argument("--steps", type=int, default=5000, help="gradient steps (default 5000)")
+    toy.add_argument("--lr", type=float, default=0.1, help="step size (default 0.1)")
+    toy.add_argument("--n-seqs", type=int, default=8192, help="sequences in the full batch (default 8192)")
+    toy.add_argument("--sweep", action="store_true", help="plateau length over L in {10,20,40}, σ in {1e-2,1e-3,1e-4}")
+    toy.add_argument("--out", type=Path, help="write config.json and metrics.jsonl here")
+    toy.add_argument("--plot", type=Path, metavar="DIR", help="write figures (PNG) into DIR")
+    toy.add_argument("--json", action="store_true", help="machine-readable output")
+    toy.set_defaults(handler=run_toy)
+
     info = commands.add_parser("info", help="config, checkpoint steps and final metrics of a run")
     info.add_argument("run", help="run directory or shipped run name (e.g. markov-k3)")
     info.add_argument("--step", type=int, help="checkpoint to load and verify (default: the last)")
@@ -539,6 +553,70 @@ def build_parser() -> Parser:
     wang_n.add_argument("--json", action="store_true", help="machine-readable output")
     wang_n.set_defaults(handler=run_verify_wang_ihn)
     return parser
+
+
+SWEEP_LENGTHS, SWEEP_SIGMAS = (10, 20, 40), (1e-2, 1e-3, 1e-4)
+
+
+def run_toy(args: argparse.Namespace) -> str:
+    """Wang et al.'s toy model: one run with its phases marked, or the plateau sweep over L and σ."""
+    if args.sweep:
+        return run_toy_sweep(args)
+    from circuits.checkpoint import write_atomic, write_json
+    from circuits.minimal import ToyConfig, train_toy
+    from probes.behaviour import toy_phases
+
+    cfg = ToyConfig(seq_len=args.seq_len, sigma=args.sigma, alpha_star=args.alpha, boolean=args.boolean,
+                    steps=args.steps, lr=args.lr, n_seqs=args.n_seqs)
+    history = train_toy(cfg)
+    phases = toy_phases(history)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_json(args.out / "config.json", {"task": "toy", "toy": vars(cfg)})
+        write_atomic(args.out / "metrics.jsonl", "".join(json.dumps(h) + "\n" for h in history).encode())
+    figures = []
+    if args.plot:
+        from probes.plots import plot_toy
+
+        title = f"toy model: L={cfg.seq_len}, σ={cfg.sigma:g}, α*={cfg.alpha_star:g}" + (", ±1 tokens" if cfg.boolean else "")
+        figures = [plot_toy(history, phases, title, args.plot / f"toy_L{cfg.seq_len}_sigma{cfg.sigma:g}.png")]
+    if args.json:
+        return json.dumps({"config": vars(cfg), "phases": vars(phases) | {"plateau": phases.plateau},
+                           "final": history[-1]}, indent=2)
+    last = history[-1]
+    lines = [
+        f"toy model, L={cfg.seq_len}, sigma={cfg.sigma:g}, alpha*={cfg.alpha_star:g}: {cfg.steps} GD steps, lr {cfg.lr:g}",
+        f"phase I ends at step {phases.end_of_I}, the plateau (II) at {phases.end_of_II} "
+        f"(length {phases.plateau}), the emergence (III) at {phases.end_of_III}; IV after",
+        f"final loss {last['loss']:.2e} (4-gram part {last['loss_4gram']:.2e}, induction part {last['loss_induction']:.2e})",
+        "final parameters: " + ", ".join(f"{name} {last[name]:.3f}" for name in ("p1", "p2", "w_V1", "w_K", "w_Q", "w_V2")),
+    ]
+    return "\n".join(lines + [f"figure: {path}" for path in figures])
+
+
+def run_toy_sweep(args: argparse.Namespace) -> str:
+    import itertools
+
+    from circuits.minimal import ToyConfig, train_toy
+    from probes.behaviour import fit_plateau, toy_phases
+
+    rows = []
+    for length, sigma in itertools.product(SWEEP_LENGTHS, SWEEP_SIGMAS):
+        cfg = ToyConfig(seq_len=length, sigma=sigma, alpha_star=args.alpha, boolean=args.boolean, lr=args.lr,
+                        steps=6000, n_seqs=2048)
+        rows.append((length, sigma, toy_phases(train_toy(cfg)).plateau))
+    fit = fit_plateau(rows)
+    figures = []
+    if args.plot:
+        from probes.plots import plot_plateau_sweep
+
+        figures = [plot_plateau_sweep(rows, fit, args.plot / "toy_plateau_sweep.png")]
+    if args.json:
+        return json.dumps({"rows": [{"seq_len": L, "sigma": s, "plateau": p} for L, s, p in rows],
+                           "fit": {"slope": fit[0], "intercept": fit[1], "r2": fit[2]}}, indent=2)
+    table = format_table(["L", "sigma", "plateau (steps)"], [[L, f"{s:g}", p] for L, s, p in rows])
+    summary = f"plateau ≈ {fit[0]:.2f}·L·log(1/σ) {fit[1]:+.0f} steps, R² = {fit[2]:.3f}"
+    return "\n".join([table, summary] + [f"figure: {path}" for path in figures])
 
 
 def add_markov_task_options(parser: argparse.ArgumentParser, with_defaults: bool) -> None:

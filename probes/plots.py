@@ -212,3 +212,46 @@ def plot_minimal_parameters(models_by_step: dict, title: str, directory: Path, n
     fig.suptitle(f"{title}: second-layer matrix W")
     paths.append(save(fig, directory / f"{name}_W.png"))
     return paths
+
+
+def plot_toy(history: list[dict], phases, title: str, path: Path) -> Path:
+    """The toy run's loss parts (log scale) with phases I–IV shaded, and its six parameters."""
+    from circuits.minimal import TOY_PARAMETERS
+
+    sns.set_theme(style="ticks")
+    steps = [h["step"] for h in history]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+    bounds = [0, phases.end_of_I, phases.end_of_II, phases.end_of_III, steps[-1]]
+    for ax in (top, bottom):
+        for index, (start, end) in enumerate(zip(bounds, bounds[1:])):
+            ax.axvspan(start, end, color=["tab:blue", "tab:orange", "tab:red", "tab:green"][index], alpha=0.08, lw=0)
+    for (start, end), label in zip(zip(bounds, bounds[1:]), ["I", "II", "III", "IV"]):
+        top.text((start + end) / 2, 1.02, label, transform=top.get_xaxis_transform(), ha="center", fontsize=11)
+    for key, label in (("loss", "total"), ("loss_4gram", "4-gram part"), ("loss_induction", "induction part")):
+        top.plot(steps, [max(h[key], 1e-12) for h in history], lw=2, label=label)
+    top.set(yscale="log", ylabel="loss (½ MSE)")
+    top.legend(loc="upper right")
+    for name in TOY_PARAMETERS:
+        bottom.plot(steps, [h[name] for h in history], lw=1.8, label=name)
+    bottom.set(xlabel="gradient step", ylabel="parameter")
+    bottom.legend(ncol=3, fontsize=8)
+    fig.suptitle(title)
+    return save(fig, path)
+
+
+def plot_plateau_sweep(rows: list[tuple[int, float, int]], fit: tuple[float, float, float], path: Path) -> Path:
+    """Plateau length against L·log(1/σ), one colour per L, with the fitted line."""
+    import math
+
+    sns.set_theme(style="ticks")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for length in sorted({r[0] for r in rows}):
+        points = [(length * math.log(1 / s), p) for L_, s, p in rows if L_ == length]
+        ax.plot(*zip(*points), "o", ms=7, label=f"L = {length}")
+    x = [r[0] * math.log(1 / r[1]) for r in rows]
+    slope, intercept, r2 = fit
+    ax.plot([min(x), max(x)], [slope * min(x) + intercept, slope * max(x) + intercept], "k--",
+            label=f"{slope:.1f}·L·log(1/σ) {intercept:+.0f}, R² = {r2:.3f}")
+    ax.set(xlabel="L · log(1/σ)", ylabel="plateau length (steps)", title="toy model: plateau (phase II) length")
+    ax.legend()
+    return save(fig, path)
