@@ -263,6 +263,8 @@ def run_ablate(args: argparse.Namespace) -> str:
     model = run.load(step=args.step)
     cfg = model.cfg
     head_sets = [parse_heads(args.heads, cfg.n_layers, lambda layer: heads_in_layer(cfg, layer))] if args.heads else single_heads(model)
+    if run.config.get("task") == "gaussian":
+        return gaussian_ablation_text(run, head_sets, args)
     eval_set = probe_eval_set(run, args.n_seqs, args.seed)
     reference = probe_eval_set(run, args.n_seqs, args.seed + 1).sample.inputs  # other sequences
     baseline, results = ablation_study(model, eval_set, head_sets, args.mode, reference, args.seed)
@@ -280,6 +282,20 @@ def run_ablate(args: argparse.Namespace) -> str:
     title = f"run {run.path.name}, step {run.entry(args.step)['step']}: {args.mode} ablation on {args.n_seqs} sequences"
     table = format_table(["ablated heads", "KL(true||model)", "loss", "ICL score", "closest"], rows)
     return "\n".join([title, table] + [f"figure: {path}" for path in figures])
+
+
+def gaussian_ablation_text(run, head_sets, args: argparse.Namespace) -> str:
+    from probes.summary import gaussian_ablation_study
+
+    baseline, ablated = gaussian_ablation_study(run, head_sets, args.mode, args.step, args.n_seqs, args.seed)
+    names = [",".join(f"{l}.{h}" for l, h in heads) for heads, _ in ablated]
+    if args.json:
+        return json.dumps({"baseline": {"relative_mse": baseline},
+                           "ablations": [{"heads": name.split(","), "mode": args.mode, "relative_mse": value}
+                                         for name, (_, value) in zip(names, ablated)]}, indent=2)
+    rows = [["none", baseline]] + [[name, value] for name, (_, value) in zip(names, ablated)]
+    title = f"run {run.path.name}: {args.mode} ablation on {args.n_seqs} Gaussian sequences"
+    return "\n".join([title, format_table(["ablated heads", "MSE / target variance"], rows)])
 
 
 def plot_probes(run, results, example, directory: Path) -> list[Path]:

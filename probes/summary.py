@@ -165,3 +165,27 @@ def probe_gaussian(run: Run, step: int | None = None, n_seqs: int = 1000, seed: 
         previous_token=[previous_token_score(p).tolist() for p in patterns],
         induction=induction_score(patterns[1], x, cfg.W_star(), cfg.order).tolist(),
     )
+
+
+def gaussian_ablation_study(
+    run: Run, head_sets: list[list[tuple[int, int]]], mode: str, step: int | None = None, n_seqs: int = 1000, seed: int = 12345
+) -> tuple[float, list[tuple[list[tuple[int, int]], float]]]:
+    """Relative MSE of a Gaussian-task model at the last position, clean and with each head set ablated
+    (the Gaussian counterpart of :func:`ablation_study`, MSE in place of KL)."""
+    cfg = saved_config(run.path)
+    model = run.load(step=step)
+
+    def draw(offset: int) -> Tensor:
+        generator = torch.Generator().manual_seed(seed + offset)
+        return sample_sequences(n_seqs, cfg.seq_len, cfg.d, generator=generator, boolean=cfg.boolean)
+
+    x, reference = draw(0), draw(1).float()
+    target = cfg.target_of(x)
+
+    def relative_mse(output: Tensor) -> float:
+        return ((output[:, -1].double() - target) ** 2).mean().item() / target.var().item()
+
+    with torch.no_grad():
+        baseline = relative_mse(model(x.float()))
+    ablated = [(heads, relative_mse(run_ablated(model, x.float(), heads, mode, reference, seed))) for heads in head_sets]
+    return baseline, ablated

@@ -129,3 +129,11 @@ def test_gaussian_run_info_and_probe(capsys):
     assert main(["probe", "gaussian-ih2", "--n-seqs", "200", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["induction"][0] > 0.9 and data["previous_token"][0][0] > 0.9
+
+
+def test_ablating_either_head_of_gaussian_ih2_destroys_it(capsys):
+    assert main(["ablate", "gaussian-ih2", "--n-seqs", "300", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["baseline"]["relative_mse"] < 0.05
+    assert all(a["relative_mse"] > 0.5 for a in data["ablations"])
+    assert [a["heads"] for a in data["ablations"]] == [["0.0"], ["1.0"]]
