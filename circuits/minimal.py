@@ -131,6 +131,7 @@ class ToyConfig:
     alpha_star: float = 2.0
     w_star: float = 1.0
     boolean: bool = False
+    optimizer: str = "gd"  # or "adam" (the rebuttal's comparison)
     lr: float = 0.1
     steps: int = 5000
     n_seqs: int = 8192
@@ -145,6 +146,8 @@ class ToyConfig:
                 raise ValueError(f"{name} must be > 0, got {value}")
         for name in ("steps", "n_seqs", "log_every"):
             require_int(name, getattr(self, name), 1)
+        if self.optimizer not in ("gd", "adam"):
+            raise ValueError(f"optimizer must be gd or adam, got {self.optimizer!r}")
 
 
 TOY_PARAMETERS = ("p1", "p2", "w_V1", "w_K", "w_Q", "w_V2")
@@ -180,7 +183,7 @@ def toy_forward(params: Tensor, x: Float[Tensor, "batch seq"]) -> tuple[Tensor, 
 
 
 def train_toy(cfg: ToyConfig) -> list[dict]:
-    """Gradient descent on the toy model; every ``log_every`` steps the total loss, the 4-gram part
+    """Gradient descent (or Adam) on the toy model; every ``log_every`` steps the total loss, the 4-gram part
     ½E[(g − α* x_{L−2})²], the induction part ½E[(i − IH_2)²] and every parameter."""
     from circuits.tasks.gaussian import induction_head, sample_sequences
 
@@ -192,6 +195,7 @@ def train_toy(cfg: ToyConfig) -> list[dict]:
     s = cfg.sigma
     p0 = cfg.slope_init
     params = torch.tensor([p0, p0, s, s, s, s], dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.Adam([params], lr=cfg.lr) if cfg.optimizer == "adam" else torch.optim.SGD([params], lr=cfg.lr)
     history = []
     for step in range(cfg.steps + 1):
         g, i = toy_forward(params, x)
@@ -205,10 +209,9 @@ def train_toy(cfg: ToyConfig) -> list[dict]:
             } | dict(zip(TOY_PARAMETERS, params.tolist())))
         if step == cfg.steps:
             break
-        params.grad = None
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        with torch.no_grad():
-            params -= cfg.lr * params.grad
+        optimizer.step()
         if not torch.isfinite(params).all():
             raise FloatingPointError(f"toy training diverged at step {step}; lower --lr")
     return history

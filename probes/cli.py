@@ -499,6 +499,7 @@ def build_parser() -> Parser:
     toy.add_argument("--sigma", type=float, default=1e-2, help="initial scale of the weights (> 0, default 0.01)")
     toy.add_argument("--alpha", type=float, default=2.0, help="α*, the 4-gram weight in the target (default 2)")
     toy.add_argument("--boolean", action="store_true", help="±1 tokens instead of Gaussian")
+    toy.add_argument("--optimizer", choices=["gd", "adam"], default="gd", help="default gd (gradient descent)")
     toy.add_argument("--steps", type=int, default=5000, help="gradient steps (default 5000)")
     toy.add_argument("--lr", type=float, default=0.1, help="step size (default 0.1)")
     toy.add_argument("--n-seqs", type=int, default=8192, help="sequences in the full batch (default 8192)")
@@ -583,7 +584,7 @@ def run_toy(args: argparse.Namespace) -> str:
     from probes.behaviour import toy_phases
 
     cfg = ToyConfig(seq_len=args.seq_len, sigma=args.sigma, alpha_star=args.alpha, boolean=args.boolean,
-                    steps=args.steps, lr=args.lr, n_seqs=args.n_seqs)
+                    optimizer=args.optimizer, steps=args.steps, lr=args.lr, n_seqs=args.n_seqs)
     history = train_toy(cfg)
     phases = toy_phases(history)
     if args.out:
@@ -594,14 +595,16 @@ def run_toy(args: argparse.Namespace) -> str:
     if args.plot:
         from probes.plots import plot_toy
 
-        title = f"toy model: L={cfg.seq_len}, σ={cfg.sigma:g}, α*={cfg.alpha_star:g}" + (", ±1 tokens" if cfg.boolean else "")
-        figures = [plot_toy(history, phases, title, args.plot / f"toy_L{cfg.seq_len}_sigma{cfg.sigma:g}.png")]
+        kind = ("_boolean" if cfg.boolean else "") + ("_adam" if cfg.optimizer == "adam" else "")
+        title = f"toy model: L={cfg.seq_len}, σ={cfg.sigma:g}, α*={cfg.alpha_star:g}, {cfg.optimizer}" + (", ±1 tokens" if cfg.boolean else "")
+        figures = [plot_toy(history, phases, title, args.plot / f"toy_L{cfg.seq_len}_sigma{cfg.sigma:g}{kind}.png")]
     if args.json:
         return json.dumps({"config": vars(cfg), "phases": vars(phases) | {"plateau": phases.plateau},
                            "final": history[-1]}, indent=2)
     last = history[-1]
     lines = [
-        f"toy model, L={cfg.seq_len}, sigma={cfg.sigma:g}, alpha*={cfg.alpha_star:g}: {cfg.steps} GD steps, lr {cfg.lr:g}",
+        f"toy model, L={cfg.seq_len}, sigma={cfg.sigma:g}, alpha*={cfg.alpha_star:g}: {cfg.steps} {cfg.optimizer} steps, lr {cfg.lr:g}"
+        + (", ±1 tokens" if cfg.boolean else ""),
         f"phase I ends at step {phases.end_of_I}, the plateau (II) at {phases.end_of_II} "
         f"(length {phases.plateau}), the emergence (III) at {phases.end_of_III}; IV after",
         f"final loss {last['loss']:.2e} (4-gram part {last['loss_4gram']:.2e}, induction part {last['loss_induction']:.2e})",
