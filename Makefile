@@ -23,10 +23,11 @@ demo: $(STAMP)
 
 # Re-create the shipped runs with the default recipe (see README, "Training"); a few minutes each.
 shipped: $(STAMP)
-	rm -rf checkpoints/markov-k3 checkpoints/markov-k2 checkpoints/minimal-k3
+	rm -rf checkpoints/markov-k3 checkpoints/markov-k2 checkpoints/minimal-k3 checkpoints/gaussian-ih2
 	$(BIN)/induction-probes train markov --k 3 --out checkpoints/markov-k3
 	$(BIN)/induction-probes train markov --k 2 --out checkpoints/markov-k2 --steps 8000 --no-layer-norm --weight-decay 0 --lr 3e-3
 	$(BIN)/induction-probes train minimal --k 3 --out checkpoints/minimal-k3
+	$(BIN)/induction-probes train gaussian --out checkpoints/gaussian-ih2
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
