@@ -509,6 +509,14 @@ def build_parser() -> Parser:
     toy.add_argument("--json", action="store_true", help="machine-readable output")
     toy.set_defaults(handler=run_toy)
 
+    experiment = commands.add_parser("experiment", help="the rebuttal experiments that need several runs")
+    experiments = experiment.add_subparsers(dest="experiment", required=True, parser_class=Parser)
+    ih4 = experiments.add_parser("ih4", help="IH_4: one head or D = 2d fails, enough heads and D = n·d succeed")
+    ih4.add_argument("--steps", type=int, default=10_000, help="Adam steps per model (default 10000, ~8 min in all)")
+    ih4.add_argument("--plot", type=Path, metavar="DIR", help="write the figure (PNG) into DIR")
+    ih4.add_argument("--json", action="store_true", help="machine-readable output")
+    ih4.set_defaults(handler=run_experiment_ih4)
+
     info = commands.add_parser("info", help="config, checkpoint steps and final metrics of a run")
     info.add_argument("run", help="run directory or shipped run name (e.g. markov-k3)")
     info.add_argument("--step", type=int, help="checkpoint to load and verify (default: the last)")
@@ -636,6 +644,32 @@ def run_toy_sweep(args: argparse.Namespace) -> str:
     table = format_table(["L", "sigma", "plateau (steps)"], [[L, f"{s:g}", p] for L, s, p in rows])
     summary = f"plateau ≈ {fit[0]:.2f}·L·log(1/σ) {fit[1]:+.0f} steps, R² = {fit[2]:.3f}"
     return "\n".join([table, summary] + [f"figure: {path}" for path in figures])
+
+
+IH4_MODELS = (("1 head, D = n·d", 1, 8), ("6 heads, D = 2d", 6, 4), ("6 heads, D = n·d", 6, 8))
+
+
+def run_experiment_ih4(args: argparse.Namespace) -> str:
+    """The rebuttal's capacity experiment: IH_4 (d = 2) needs several first-layer heads and D ≥ n·d."""
+    import tempfile
+
+    from circuits.train import GaussianTrainConfig, train_run
+
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for label, heads, width in IH4_MODELS:
+            cfg = GaussianTrainConfig(target="ihn", n=4, d=2, heads=heads, d_model=width, steps=args.steps, n_checkpoints=20)
+            run = train_run(cfg, Path(scratch) / f"h{heads}_D{width}", progress=False)
+            rows.append((label, heads, width, run.metrics()[-1]["relative_mse"]))
+    figures = []
+    if args.plot:
+        from probes.plots import plot_capacity_table
+
+        figures = [plot_capacity_table(rows, args.plot / "ih4_capacity.png")]
+    if args.json:
+        return json.dumps([{"model": label, "heads": h, "d_model": w, "relative_mse": e} for label, h, w, e in rows], indent=2)
+    table = format_table(["model", "heads", "D", "MSE / target variance"], [list(row) for row in rows])
+    return "\n".join([f"IH_4, d = 2, L = 20, {args.steps} Adam steps each", table] + [f"figure: {p}" for p in figures])
 
 
 def add_markov_task_options(parser: argparse.ArgumentParser, with_defaults: bool) -> None:

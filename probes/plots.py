@@ -255,3 +255,15 @@ def plot_plateau_sweep(rows: list[tuple[int, float, int]], fit: tuple[float, flo
     ax.set(xlabel="L · log(1/σ)", ylabel="plateau length (steps)", title="toy model: plateau (phase II) length")
     ax.legend()
     return save(fig, path)
+
+
+def plot_capacity_table(rows: list[tuple[str, int, int, float]], path: Path) -> Path:
+    """Final MSE / target variance of each IH_4 model, as bars (lower is better)."""
+    sns.set_theme(style="ticks")
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    labels = [label for label, *_ in rows]
+    values = [error for *_, error in rows]
+    ax.bar(labels, values, color=["tab:red" if v > 0.3 else "tab:green" for v in values])
+    ax.axhline(1.0, color="black", lw=0.8, ls="--")
+    ax.set(ylabel="MSE / target variance", title="IH_4 (d = 2): who can represent it", ylim=(0, 1.1))
+    return save(fig, path)

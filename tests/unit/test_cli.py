@@ -137,3 +137,10 @@ def test_ablating_either_head_of_gaussian_ih2_destroys_it(capsys):
     assert data["baseline"]["relative_mse"] < 0.05
     assert all(a["relative_mse"] > 0.5 for a in data["ablations"])
     assert [a["heads"] for a in data["ablations"]] == [["0.0"], ["1.0"]]
+
+
+def test_experiment_ih4_reports_the_three_models(capsys):
+    assert main(["experiment", "ih4", "--steps", "10", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["heads"], r["d_model"]) for r in rows] == [(1, 8), (6, 4), (6, 8)]
+    assert all(0 < r["relative_mse"] < 1.5 for r in rows)
