@@ -132,6 +132,7 @@ class ToyConfig:
     w_star: float = 1.0
     boolean: bool = False
     optimizer: str = "gd"  # or "adam" (the rebuttal's comparison)
+    layerwise_steps: int = 0  # if > 0: train only layer 1 (p1) for this many steps, then freeze it
     lr: float = 0.1
     steps: int = 5000
     n_seqs: int = 8192
@@ -146,11 +147,13 @@ class ToyConfig:
                 raise ValueError(f"{name} must be > 0, got {value}")
         for name in ("steps", "n_seqs", "log_every"):
             require_int(name, getattr(self, name), 1)
+        require_int("layerwise_steps", self.layerwise_steps, 0)
         if self.optimizer not in ("gd", "adam"):
             raise ValueError(f"optimizer must be gd or adam, got {self.optimizer!r}")
 
 
 TOY_PARAMETERS = ("p1", "p2", "w_V1", "w_K", "w_Q", "w_V2")
+LAYER_1 = torch.tensor([1.0, 0, 0, 0, 0, 0], dtype=torch.float64)  # p1 is layer 1's only parameter
 
 
 def past_weights(slope: Tensor, n_pos: int) -> Tensor:
@@ -211,6 +214,8 @@ def train_toy(cfg: ToyConfig) -> list[dict]:
             break
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if cfg.layerwise_steps:  # Wang et al.'s protocol: layer 1 first, then layer 2 with layer 1 frozen
+            params.grad *= LAYER_1 if step < cfg.layerwise_steps else 1 - LAYER_1
         optimizer.step()
         if not torch.isfinite(params).all():
             raise FloatingPointError(f"toy training diverged at step {step}; lower --lr")

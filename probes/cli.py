@@ -501,6 +501,8 @@ def build_parser() -> Parser:
     toy.add_argument("--boolean", action="store_true", help="±1 tokens instead of Gaussian")
     toy.add_argument("--optimizer", choices=["gd", "adam"], default="gd", help="default gd (gradient descent)")
     toy.add_argument("--steps", type=int, default=5000, help="gradient steps (default 5000)")
+    toy.add_argument("--layerwise-steps", type=int, default=0,
+                     help="train layer 1 alone for this many steps, then freeze it (default 0: joint training)")
     toy.add_argument("--lr", type=float, default=0.1, help="step size (default 0.1)")
     toy.add_argument("--n-seqs", type=int, default=8192, help="sequences in the full batch (default 8192)")
     toy.add_argument("--sweep", action="store_true", help="plateau length over L in {10,20,40}, σ in {1e-2,1e-3,1e-4}")
@@ -592,7 +594,8 @@ def run_toy(args: argparse.Namespace) -> str:
     from probes.behaviour import toy_phases
 
     cfg = ToyConfig(seq_len=args.seq_len, sigma=args.sigma, alpha_star=args.alpha, boolean=args.boolean,
-                    optimizer=args.optimizer, steps=args.steps, lr=args.lr, n_seqs=args.n_seqs)
+                    optimizer=args.optimizer, steps=args.steps, lr=args.lr, n_seqs=args.n_seqs,
+                    layerwise_steps=args.layerwise_steps)
     history = train_toy(cfg)
     phases = toy_phases(history)
     if args.out:

@@ -43,3 +43,11 @@ def test_fit_plateau_recovers_an_exact_line():
 def test_toy_bad_input(args, message, capsys):
     assert main(["toy", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_layerwise_training_moves_layer_1_first_then_freezes_it():
+    history = train_toy(ToyConfig(seq_len=10, sigma=1e-2, n_seqs=256, steps=200, layerwise_steps=100, log_every=10))
+    first, switch, last = history[0], history[10], history[-1]
+    assert switch["p1"] != first["p1"]
+    assert all(switch[name] == first[name] for name in ("p2", "w_V1", "w_K", "w_Q", "w_V2"))
+    assert last["p1"] == switch["p1"] and last["w_V1"] != switch["w_V1"]
