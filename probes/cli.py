@@ -437,7 +437,6 @@ def build_parser() -> Parser:
     train = commands.add_parser("train", help="train a model and write a run directory")
     train_tasks = train.add_subparsers(dest="task", required=True, parser_class=Parser)
     markov_train = train_tasks.add_parser("markov", help="ICL-MC: the 2-layer relative-position model")
-    markov_train.add_argument("--out", type=Path, required=True, help="run directory to create (or continue)")
     add_markov_task_options(markov_train, with_defaults=False)  # unset options keep a resumed run's values
     markov_train.add_argument("--steps", type=int, help="optimiser steps (default 4000)")
     markov_train.add_argument("--batch-size", type=int, help="sequences per step (default 64)")
@@ -447,18 +446,10 @@ def build_parser() -> Parser:
     markov_train.add_argument("--d-model", type=int, help="width per first-layer head (default 16)")
     markov_train.add_argument("--dropout", type=float, help="dropout probability (default 0)")
     markov_train.add_argument("--layer-norm", action=argparse.BooleanOptionalAction, default=None, help="pre-LN (default on)")
-    markov_train.add_argument("--seed", type=int, help="sets model, data and eval seeds to S, S+1, S+2")
-    markov_train.add_argument("--model-seed", type=int, help="initial weights and dropout (default 0)")
-    markov_train.add_argument("--data-seed", type=int, help="training sequences (default 1)")
-    markov_train.add_argument("--eval-seed", type=int, help="fixed evaluation set (default 2)")
-    markov_train.add_argument("--eval-seqs", type=int, help="evaluation sequences (default 2000)")
-    markov_train.add_argument("--n-checkpoints", type=int, help="checkpoints on the schedule (default 150)")
-    markov_train.add_argument("--resume", action="store_true", help="continue the run in --out")
-    markov_train.add_argument("--stop-after", type=int, help="stop at this step; continue later with --resume")
+    add_run_options(markov_train)
     markov_train.set_defaults(handler=run_train)
 
     minimal_train = train_tasks.add_parser("minimal", help="ICL-MC: Edelman et al.'s minimal model (eq. 6), SGD")
-    minimal_train.add_argument("--out", type=Path, required=True, help="run directory to create (or continue)")
     add_markov_task_options(minimal_train, with_defaults=False)
     minimal_train.add_argument("--first-layer", choices=["softmax", "linear"], help="default softmax")
     minimal_train.add_argument("--steps", type=int, help="SGD steps (default 1000)")
@@ -466,14 +457,11 @@ def build_parser() -> Parser:
     minimal_train.add_argument("--lr", type=float, help="SGD rate of W (default 0.01)")
     minimal_train.add_argument("--lr-v", type=float, help="SGD rate of v (default 1.0)")
     minimal_train.add_argument("--lr-schedule", choices=["cosine", "constant"], help="default constant")
-    for name in ("seed", "model-seed", "data-seed", "eval-seed", "eval-seqs", "n-checkpoints", "stop-after"):
-        minimal_train.add_argument(f"--{name}", type=int, help="as for train markov")
-    minimal_train.add_argument("--resume", action="store_true", help="continue the run in --out")
+    add_run_options(minimal_train)
     minimal_train.set_defaults(handler=run_train, architecture="minimal", first_layer="softmax", steps=1000,
                                batch_size=128, lr=0.01, lr_v=1.0, lr_schedule="constant")
 
     gaussian_train = train_tasks.add_parser("gaussian", help="Wang et al.'s Gaussian induction task, MSE")
-    gaussian_train.add_argument("--out", type=Path, required=True, help="run directory to create (or continue)")
     gaussian_train.add_argument("--target", choices=["ih2", "ihn", "mixed"], help="default ih2")
     gaussian_train.add_argument("--n", type=int, help="n of IH_n (with --target ihn)")
     gaussian_train.add_argument("--heads", type=int, help="first-layer heads (default 1)")
@@ -489,9 +477,7 @@ def build_parser() -> Parser:
     gaussian_train.add_argument("--lr", type=float, help="default 1e-2")
     gaussian_train.add_argument("--slope-lr", type=float, help="rate of the ALiBi slopes (default 1e-1)")
     gaussian_train.add_argument("--lr-schedule", choices=["cosine", "constant"], help="default cosine")
-    for name in ("seed", "model-seed", "data-seed", "eval-seed", "eval-seqs", "n-checkpoints", "stop-after"):
-        gaussian_train.add_argument(f"--{name}", type=int, help="as for train markov")
-    gaussian_train.add_argument("--resume", action="store_true", help="continue the run in --out")
+    add_run_options(gaussian_train)
     gaussian_train.set_defaults(handler=run_train, task_config="gaussian")
 
     toy = commands.add_parser("toy", help="Wang et al.'s toy model: four phases, and the plateau sweep")
@@ -673,6 +659,19 @@ def run_experiment_ih4(args: argparse.Namespace) -> str:
         return json.dumps([{"model": label, "heads": h, "d_model": w, "relative_mse": e} for label, h, w, e in rows], indent=2)
     table = format_table(["model", "heads", "D", "MSE / target variance"], [list(row) for row in rows])
     return "\n".join([f"IH_4, d = 2, L = 20, {args.steps} Adam steps each", table] + [f"figure: {p}" for p in figures])
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """Where a training run goes, its seeds, evaluation and schedule, and stopping and resuming."""
+    parser.add_argument("--out", type=Path, required=True, help="run directory to create (or continue)")
+    parser.add_argument("--seed", type=int, help="sets model, data and eval seeds to S, S+1, S+2")
+    parser.add_argument("--model-seed", type=int, help="initial weights and dropout (default 0)")
+    parser.add_argument("--data-seed", type=int, help="training sequences (default 1)")
+    parser.add_argument("--eval-seed", type=int, help="fixed evaluation set (default 2)")
+    parser.add_argument("--eval-seqs", type=int, help="evaluation sequences (default 2000)")
+    parser.add_argument("--n-checkpoints", type=int, help="checkpoints on the schedule")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out")
+    parser.add_argument("--stop-after", type=int, help="stop at this step; continue later with --resume")
 
 
 def add_markov_task_options(parser: argparse.ArgumentParser, with_defaults: bool) -> None:
