@@ -1,6 +1,7 @@
 """The shipped runs: they load by name after a non-editable install, and show what they promise."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -53,10 +54,13 @@ def test_phases_go_uniform_then_unigram_then_bigram(name):
 
 def test_shipped_runs_load_after_a_non_editable_install(tmp_path):
     """Install the project as a wheel would (no source tree on the path) and load from elsewhere."""
-    target = tmp_path / "site"
+    target, source = tmp_path / "site", tmp_path / "source"
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    # Build from a copy, so that setuptools' build/ directory never lands in (or is reused from) the clone.
+    shutil.copytree(repo, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "out", "*.egg-info"))
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(target), "."],
-        check=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))), capture_output=True,
+        check=True, cwd=source, capture_output=True,
     )
     code = "from circuits.checkpoint import Run; r = Run.open('markov-k3'); r.load(); print(r.path)"
     env = os.environ | {"PYTHONPATH": str(target)}
