@@ -112,10 +112,16 @@ class MarkovTrainConfig:
         return MarkovTask(self)
 
     def make_optimizer(self, model) -> torch.optim.Optimizer:
-        return make_optimizer(model, self)
+        """The transformer: AdamW with weight decay on the linear maps only, as the authors' minGPT
+        trainer does (not on embeddings, relative positions, LayerNorm gains or biases). The minimal
+        model: plain SGD with its own rate for v, as in the authors' code (W 1e-2, v 1.0)."""
+        if self.architecture == "minimal":
+            return torch.optim.SGD([{"params": [model.W], "lr": self.lr}, {"params": [model.v], "lr": self.lr_v}])
+        return adamw_on_linear_maps(model, self)
 
     def base_rates(self) -> list[float]:
-        return base_rates(self)
+        """The initial rate of each of :meth:`make_optimizer`'s parameter groups, in order."""
+        return [self.lr, self.lr_v] if self.architecture == "minimal" else [self.lr, self.lr]
 
     def progress(self, metrics: dict) -> str:
         return f"{metrics['last_token_kl']['true']:.4f}"
@@ -287,20 +293,6 @@ def lr_factor(cfg: MarkovTrainConfig, step: int) -> float:
     if cfg.lr_schedule == "constant":
         return 1.0
     return 0.5 * (1.0 + math.cos(math.pi * step / cfg.steps))
-
-
-def make_optimizer(model, cfg: MarkovTrainConfig) -> torch.optim.Optimizer:
-    """The transformer: AdamW with weight decay on the linear maps only, as the authors' minGPT
-    trainer does (not on embeddings, relative positions, LayerNorm gains or biases). The minimal
-    model: plain SGD with its own rate for v, as in the authors' code (W 1e-2, v 1.0)."""
-    if cfg.architecture == "minimal":
-        return torch.optim.SGD([{"params": [model.W], "lr": cfg.lr}, {"params": [model.v], "lr": cfg.lr_v}])
-    return adamw_on_linear_maps(model, cfg)
-
-
-def base_rates(cfg: MarkovTrainConfig) -> list[float]:
-    """The initial rate of each of :func:`make_optimizer`'s parameter groups, in order."""
-    return [cfg.lr, cfg.lr_v] if cfg.architecture == "minimal" else [cfg.lr, cfg.lr]
 
 
 def adamw_on_linear_maps(model, cfg: MarkovTrainConfig) -> torch.optim.AdamW:
