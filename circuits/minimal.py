@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from transformer_lens import ActivationCache, HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from circuits.validation import require_int
+from circuits.validation import require_int, require_positive
 
 FIRST_LAYERS = ("linear", "softmax")
 
@@ -142,9 +142,7 @@ class ToyConfig:
     def __post_init__(self) -> None:
         require_int("seq_len", self.seq_len, 4)
         for name in ("sigma", "alpha_star", "w_star", "lr"):
-            value = getattr(self, name)
-            if not value > 0:
-                raise ValueError(f"{name} must be > 0, got {value}")
+            require_positive(name, getattr(self, name))
         for name in ("steps", "n_seqs", "log_every"):
             require_int(name, getattr(self, name), 1)
         require_int("layerwise_steps", self.layerwise_steps, 0)

@@ -37,15 +37,25 @@ from circuits.checkpoint import (
 )
 from circuits.minimal import MinimalConfig
 from circuits.model import HookedTransformerConfig
-from circuits.tasks.gaussian import induction_head, mixed_target, sample_sequences
+from circuits.tasks.gaussian import induction_head, mixed_target, relative_mse, sample_sequences
 from circuits.tasks.markov import MarkovEvalSet, sample_markov, validate_task
 from circuits.validation import require_int, require_positive
 
 RESUME_FILE = "resume/state.safetensors"
 
 
+class FromDict:
+    """``from_dict`` for the training configs: keys of a saved config.json that the class no longer
+    has are dropped, so older runs still open."""
+
+    @classmethod
+    def from_dict(cls, values: dict):
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in values.items() if key in known})
+
+
 @dataclass(frozen=True)
-class MarkovTrainConfig:
+class MarkovTrainConfig(FromDict):
     """The ICL-MC recipe. Defaults: the paper's model (2 layers, 1 head each, relative positions,
     width 16, AdamW β = (0.9, 0.95), weight decay 0.1 on matrices, batch 64, T = 100); the rest is
     the recipe measured to show the phases best on a 2-core CPU (README, "Training")."""
@@ -132,11 +142,6 @@ class MarkovTrainConfig:
             self.k, self.seq_len, n=self.n, alpha=self.alpha, n_seqs=self.eval_seqs, seed=self.eval_seed
         )
 
-    @classmethod
-    def from_dict(cls, values: dict) -> MarkovTrainConfig:
-        known = {f.name for f in fields(cls)}
-        return cls(**{key: value for key, value in values.items() if key in known})
-
 
 @dataclass
 class MarkovTask:
@@ -161,7 +166,7 @@ class MarkovTask:
 
 
 @dataclass(frozen=True)
-class GaussianTrainConfig:
+class GaussianTrainConfig(FromDict):
     """Wang et al.'s Gaussian induction task: vector tokens, MSE on the last position's output.
 
     Defaults follow a measured prototype: width 8, ALiBi in layer 0 only, strict masks, layer 1 keys
@@ -224,6 +229,10 @@ class GaussianTrainConfig:
             return mixed_target(x, self.alpha_star, self.W_star())
         return induction_head(x, self.order, self.W_star())
 
+    def sample(self, n_seqs: int, generator: torch.Generator) -> Tensor:
+        """Sequences of this task (float64), e.g. fresh ones for probes."""
+        return sample_sequences(n_seqs, self.seq_len, self.d, generator=generator, boolean=self.boolean)
+
     def make_task(self) -> GaussianTask:
         return GaussianTask(self)
 
@@ -239,11 +248,6 @@ class GaussianTrainConfig:
     def progress(self, metrics: dict) -> str:
         return f"{metrics['relative_mse']:.2e}"
 
-    @classmethod
-    def from_dict(cls, values: dict) -> GaussianTrainConfig:
-        known = {f.name for f in fields(cls)}
-        return cls(**{key: value for key, value in values.items() if key in known})
-
 
 @dataclass
 class GaussianTask:
@@ -253,16 +257,12 @@ class GaussianTask:
 
     def __post_init__(self) -> None:
         generator = torch.Generator().manual_seed(self.cfg.eval_seed)
-        self.eval_inputs = self.sample(self.cfg.eval_seqs, generator)
+        self.eval_inputs = self.cfg.sample(self.cfg.eval_seqs, generator)
         self.eval_targets = self.cfg.target_of(self.eval_inputs).float()
         self.eval_inputs = self.eval_inputs.float()
 
-    def sample(self, n_seqs: int, generator: torch.Generator) -> Tensor:
-        cfg = self.cfg
-        return sample_sequences(n_seqs, cfg.seq_len, cfg.d, generator=generator, boolean=cfg.boolean)
-
     def batch(self, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        x = self.sample(self.cfg.batch_size, generator)
+        x = self.cfg.sample(self.cfg.batch_size, generator)
         return x.float(), self.cfg.target_of(x).float()
 
     def loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
@@ -271,7 +271,7 @@ class GaussianTask:
     def metrics(self, outputs: Tensor) -> dict:
         """MSE at the last position, and the same over the target's variance (1 = predicting the mean)."""
         mse = F.mse_loss(outputs[:, -1].double(), self.eval_targets.double()).item()
-        return {"eval_loss": mse, "relative_mse": mse / self.eval_targets.double().var().item()}
+        return {"eval_loss": mse, "relative_mse": relative_mse(outputs[:, -1], self.eval_targets)}
 
 
 TrainConfig = MarkovTrainConfig | GaussianTrainConfig

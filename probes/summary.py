@@ -14,7 +14,7 @@ from torch import Tensor
 
 from circuits.checkpoint import Run
 from circuits.tasks.markov import MarkovEvalSet
-from circuits.tasks.gaussian import sample_sequences
+from circuits.tasks.gaussian import relative_mse
 from circuits.train import saved_config, saved_train_config
 from probes.ablation import heads_in_layer, run_ablated
 from probes.attention import (
@@ -155,13 +155,11 @@ class GaussianProbes:
 def probe_gaussian(run: Run, step: int | None = None, n_seqs: int = 1000, seed: int = 12345) -> GaussianProbes:
     cfg = saved_config(run.path)
     model = run.load(step=step)
-    x = sample_sequences(n_seqs, cfg.seq_len, cfg.d, generator=torch.Generator().manual_seed(seed), boolean=cfg.boolean)
+    x = cfg.sample(n_seqs, torch.Generator().manual_seed(seed))
     output, patterns = run_with_patterns(model, x.float())
-    target = cfg.target_of(x)
-    mse = ((output[:, -1].double() - target) ** 2).mean().item()
     return GaussianProbes(
         step=run.entry(step)["step"],
-        relative_mse=mse / target.var().item(),
+        relative_mse=relative_mse(output[:, -1], cfg.target_of(x)),
         previous_token=[previous_token_score(p).tolist() for p in patterns],
         induction=induction_score(patterns[1], x, cfg.W_star(), cfg.order).tolist(),
     )
@@ -175,17 +173,13 @@ def gaussian_ablation_study(
     cfg = saved_config(run.path)
     model = run.load(step=step)
 
-    def draw(offset: int) -> Tensor:
-        generator = torch.Generator().manual_seed(seed + offset)
-        return sample_sequences(n_seqs, cfg.seq_len, cfg.d, generator=generator, boolean=cfg.boolean)
-
-    x, reference = draw(0), draw(1).float()
+    x = cfg.sample(n_seqs, torch.Generator().manual_seed(seed))
+    reference = cfg.sample(n_seqs, torch.Generator().manual_seed(seed + 1)).float()  # other sequences
     target = cfg.target_of(x)
-
-    def relative_mse(output: Tensor) -> float:
-        return ((output[:, -1].double() - target) ** 2).mean().item() / target.var().item()
-
     with torch.no_grad():
-        baseline = relative_mse(model(x.float()))
-    ablated = [(heads, relative_mse(run_ablated(model, x.float(), heads, mode, reference, seed))) for heads in head_sets]
+        baseline = relative_mse(model(x.float())[:, -1], target)
+    ablated = [
+        (heads, relative_mse(run_ablated(model, x.float(), heads, mode, reference, seed)[:, -1], target))
+        for heads in head_sets
+    ]
     return baseline, ablated

@@ -89,3 +89,9 @@ def mixed_target(x: Float[Tensor, "batch seq d"], alpha_star: float, W_star: Ten
     """α*·x_{L−2} + IH_2: the target of the toy model's four-phase dynamics."""
     require_positive("alpha_star", alpha_star)
     return alpha_star * four_gram(x) + induction_head(x, 2, W_star)
+
+
+def relative_mse(prediction: Float[Tensor, "batch d"], target: Float[Tensor, "batch d"]) -> float:
+    """Mean squared error over the target's variance: 0 is exact, 1 is as good as predicting its mean."""
+    target = target.double()
+    return ((prediction.double() - target) ** 2).mean().item() / target.var().item()

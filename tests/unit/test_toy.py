@@ -39,7 +39,7 @@ def test_fit_plateau_recovers_an_exact_line():
     assert slope == pytest.approx(3.0) and intercept == pytest.approx(50.0) and r2 == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("args,message", [(["--sigma", "0"], "sigma must be > 0"), (["--seq-len", "3"], "seq_len must be an integer >= 4")])
+@pytest.mark.parametrize("args,message", [(["--sigma", "0"], "sigma must be a finite number > 0"), (["--seq-len", "3"], "seq_len must be an integer >= 4")])
 def test_toy_bad_input(args, message, capsys):
     assert main(["toy", *args]) == 2
     assert message in capsys.readouterr().err
