@@ -1,6 +1,6 @@
 """Run directories: save and load checkpoints without pickle.
 
-    <run>/config.json       resolved model + task + training config, package version, seeds
+    <run>/config.json       the task, the recipe (its seeds included), the resolved model config, package version
     <run>/manifest.json     [{step, sequences_seen, file, sha256}], ordered by step
     <run>/metrics.jsonl     one JSON object per evaluation
     <run>/checkpoints/step_00001234.safetensors   model weights only
@@ -18,6 +18,7 @@ import json
 import os
 from dataclasses import dataclass
 from importlib import resources
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import torch
@@ -26,9 +27,16 @@ from safetensors.torch import load_file, save_file
 
 from circuits.minimal import MinimalConfig, MinimalModel
 from circuits.model import HookedTransformer, HookedTransformerConfig
+from circuits.recipes import recipe_from_json
+from circuits.tasks import task_from_json
+from circuits.toy import ToyConfig, ToyModel
 
 # The model classes a run may hold, by the name written in config.json ("model_class").
-MODEL_CLASSES = {"HookedTransformer": (HookedTransformer, HookedTransformerConfig), "MinimalModel": (MinimalModel, MinimalConfig)}
+MODEL_CLASSES = {
+    "HookedTransformer": (HookedTransformer, HookedTransformerConfig),
+    "MinimalModel": (MinimalModel, MinimalConfig),
+    "ToyModel": (ToyModel, ToyConfig),
+}
 
 
 def model_class_name(config: HookedTransformerConfig | MinimalConfig) -> str:
@@ -74,6 +82,54 @@ def sha256_of(path: Path) -> str:
 
 def checkpoint_file(step: int) -> str:
     return f"checkpoints/step_{step:08d}.safetensors"
+
+
+def package_version() -> str:
+    try:
+        return version("induction-probes")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class RunWriter:
+    """Adds to a run directory in the one order that keeps it consistent through a crash: a checkpoint's
+    weights, then its metrics line, then the manifest that lists it, each written whole before the next."""
+
+    def __init__(self, path: Path, manifest: list[dict]):
+        self.path, self.manifest = path, manifest
+
+    @classmethod
+    def create(cls, path: Path, config: dict) -> RunWriter:
+        """A new run in ``path``, with its ``config.json`` and no checkpoint yet."""
+        if (path / "manifest.json").exists():
+            raise CheckpointError(f"{path} already holds a run: continue it with --resume or choose another --out")
+        (path / "checkpoints").mkdir(parents=True, exist_ok=True)
+        (path / "resume").mkdir(exist_ok=True)
+        write_json(path / "config.json", config)
+        write_atomic(path / "metrics.jsonl", b"")
+        return cls(path, manifest=[])
+
+    @classmethod
+    def reopen(cls, path: Path, step: int) -> RunWriter:
+        """The run in ``path`` as it was at ``step``: anything written after it (a crash between files)
+        is dropped from the manifest and the metrics, to be redone identically."""
+        manifest = [entry for entry in read_json(path / "manifest.json") if entry["step"] <= step]
+        write_json(path / "manifest.json", manifest)
+        lines = (path / "metrics.jsonl").read_text().splitlines()
+        kept = [line for line in lines if line.strip() and json.loads(line)["step"] <= step]
+        write_atomic(path / "metrics.jsonl", "".join(line + "\n" for line in kept).encode())
+        return cls(path, manifest)
+
+    def add_metrics(self, metrics: dict) -> None:
+        with open(self.path / "metrics.jsonl", "a") as handle:
+            handle.write(json.dumps(metrics) + "\n")
+
+    def add_checkpoint(self, step: int, sequences_seen: int, weights: dict[str, torch.Tensor], metrics: dict) -> None:
+        file = checkpoint_file(step)
+        sha = save_tensors(self.path / file, weights)
+        self.add_metrics(metrics)
+        self.manifest.append({"step": step, "sequences_seen": sequences_seen, "file": file, "sha256": sha})
+        write_json(self.path / "manifest.json", self.manifest)
 
 
 # --- reading --------------------------------------------------------------------------------------
@@ -136,11 +192,32 @@ class Run:
     def open(cls, run: str | os.PathLike) -> Run:
         path = resolve_run(run)
         config, manifest = read_json(path / "config.json"), read_json(path / "manifest.json")
-        if not isinstance(config, dict) or "model" not in config:
-            raise CheckpointError(f"{path / 'config.json'} has no model config")
+        if not isinstance(config, dict) or not {"task", "recipe", "model"} <= config.keys():
+            raise CheckpointError(f"{path / 'config.json'} is not a run config: it needs a task, a recipe and a model")
         if not isinstance(manifest, list) or not all(isinstance(e, dict) and "step" in e for e in manifest):
             raise CheckpointError(f"{path / 'manifest.json'} is not a list of checkpoints")
         return cls(path=path, config=config, manifest=manifest)
+
+    @property
+    def task(self):
+        """The task the run was trained on (:mod:`circuits.tasks`)."""
+        try:
+            return task_from_json(self.config["task"])
+        except ValueError as error:
+            raise CheckpointError(f"invalid task in {self.path / 'config.json'}: {error}") from None
+
+    @property
+    def recipe(self):
+        """The recipe that trained the run (:mod:`circuits.recipes`), its task included."""
+        try:
+            return recipe_from_json(self.config["recipe"], self.config["task"])
+        except ValueError as error:
+            raise CheckpointError(f"invalid recipe in {self.path / 'config.json'}: {error}") from None
+
+    @property
+    def kind(self) -> str:
+        """The recipe's name: markov, minimal, gaussian or toy."""
+        return self.config["recipe"].get("name", "") if isinstance(self.config["recipe"], dict) else ""
 
     @property
     def steps(self) -> list[int]:
@@ -148,7 +225,7 @@ class Run:
 
     @property
     def model_config(self) -> HookedTransformerConfig | MinimalConfig:
-        name = self.config.get("model_class", "HookedTransformer")
+        name = self.config.get("model_class")
         if name not in MODEL_CLASSES:
             raise CheckpointError(f"unknown model class {name!r} in {self.path / 'config.json'}")
         try:

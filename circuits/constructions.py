@@ -12,7 +12,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from circuits.model import HookedTransformer, HookedTransformerConfig
-from circuits.tasks.markov import matching_keys
+from circuits.tasks.markov import causal_mask, matching_keys, previous_tokens
 from circuits.validation import require_int, require_positive
 
 
@@ -74,11 +74,8 @@ def prop21_limit(tokens: Int[Tensor, "batch pos"], k: int) -> Float[Tensor, "bat
     """The c → ∞ output of :func:`prop21`: at position i, the mean of e_{x_j} over keys j ≤ i whose
     layer-0 "previous token" equals x_i, where position 0's previous token is x_0 itself; when no key
     matches, layer 1's scores are all equal and the output is the mean over all j ≤ i."""
-    previous = torch.cat([tokens[:, :1], tokens[:, :-1]], dim=1)
-    n_pos = tokens.shape[1]
-    causal = torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
-    match = (previous[:, None, :] == tokens[:, :, None]) & causal
-    keys = torch.where(match.any(-1, keepdim=True), match, causal).double()
+    match = matching_keys(tokens, previous_tokens(tokens, first_is_self=True))
+    keys = torch.where(match.any(-1, keepdim=True), match, causal_mask(tokens.shape[1])).double()
     weights = keys / keys.sum(-1, keepdim=True)
     return weights @ torch.nn.functional.one_hot(tokens, k).double()
 

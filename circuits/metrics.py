@@ -1,4 +1,7 @@
-"""Divergences between next-token distributions, written once for tasks, training and probes."""
+"""Divergences, errors and fits, written once for tasks, training, constructions and probes.
+
+The two relative errors are named by their denominator: :func:`mse_over_variance` (1 = as good as
+predicting the target's mean) and :func:`mse_over_mean_square` (1 = as bad as predicting 0)."""
 
 from __future__ import annotations
 
@@ -24,3 +27,25 @@ def token_cross_entropy(
 ) -> Float[Tensor, "..."]:
     """−log q(target) at every position: the per-token loss of a predictor on sampled tokens."""
     return -log_q.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def mse_over_variance(prediction: Float[Tensor, "batch d"], target: Float[Tensor, "batch d"]) -> float:
+    """Mean squared error over the target's variance: 0 is exact, 1 is as good as predicting its mean.
+    Use it for trained models, whose bias can learn the mean."""
+    target = target.double()
+    return ((prediction.double() - target) ** 2).mean().item() / target.var().item()
+
+
+def mse_over_mean_square(prediction: Float[Tensor, "batch d"], target: Float[Tensor, "batch d"]) -> float:
+    """E‖prediction − target‖² / E‖target‖²: 0 is exact, 1 is as bad as predicting 0. Use it for
+    constructions, whose error the papers bound relative to the target itself."""
+    return (((prediction - target) ** 2).sum(-1).mean() / (target**2).sum(-1).mean()).item()
+
+
+def linear_fit(x: Float[Tensor, " n"], y: Float[Tensor, " n"]) -> tuple[float, float, float]:
+    """Least-squares line y ≈ slope·x + intercept: (slope, intercept, R²)."""
+    x, y = x.double(), y.double()
+    slope = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
+    intercept = y.mean() - slope * x.mean()
+    r2 = 1 - ((y - slope * x - intercept) ** 2).sum() / ((y - y.mean()) ** 2).sum()
+    return slope.item(), intercept.item(), r2.item()

@@ -12,13 +12,16 @@ key j ≤ i by e_{x_i}ᵀ W (A E)_j, without a softmax, and sums e_{x_j} with th
 previous-token shift and W = I the output is the vector of bigram counts c(x_i → ·). Both layers mask
 the future (the authors' released code leaks it into layer 1: its masked_fill is not in place).
 
-Hook names follow TransformerLens, so the probes that read patterns run on it: the first layer's A is
-``blocks.0.attn.hook_pattern`` and the second layer's (unnormalised) scores ``blocks.1.attn.hook_pattern``.
+Hook names follow TransformerLens, with their meaning: ``hook_pattern`` only where the weights are a
+distribution over keys (the softmax first layer's A); the linear first layer's A and the second layer's
+unnormalised scores are ``hook_attn_scores``, so a probe that needs a pattern refuses instead of reading
+something that is not one. ``hook_z`` is what each layer writes (A E, then the output), [batch, pos, 1, k],
+so head ablations run on it as on the transformer.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float, Int
@@ -26,13 +29,15 @@ from torch import Tensor, nn
 from transformer_lens import ActivationCache, HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from circuits.validation import require_int, require_positive
+from circuits.config import Config
+from circuits.model import DTYPES
+from circuits.validation import require_int
 
 FIRST_LAYERS = ("linear", "softmax")
 
 
 @dataclass(frozen=True)
-class MinimalConfig:
+class MinimalConfig(Config):
     d_vocab: int  # k
     n_ctx: int
     first_layer: str = "softmax"
@@ -49,16 +54,9 @@ class MinimalConfig:
         if self.first_layer not in FIRST_LAYERS:
             raise ValueError(f"first_layer must be linear or softmax, got {self.first_layer!r}")
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict) -> MinimalConfig:
-        return cls(**values)
-
     @property
     def torch_dtype(self) -> torch.dtype:
-        return {"float32": torch.float32, "float64": torch.float64}[self.dtype]
+        return DTYPES[self.dtype]
 
     def heads(self, layer: int) -> int:
         return 1
@@ -73,9 +71,11 @@ class MinimalModel(HookedRootModule):
         self.v = nn.Parameter(torch.full((cfg.n_ctx,), cfg.v_init, dtype=cfg.torch_dtype))
         self.W = nn.Parameter(torch.full((cfg.d_vocab, cfg.d_vocab), cfg.w_init, dtype=cfg.torch_dtype))
         self.blocks = nn.ModuleList([nn.Module(), nn.Module()])
-        for block in self.blocks:
+        for layer, block in enumerate(self.blocks):
             block.attn = nn.Module()
-            block.attn.hook_pattern = HookPoint()  # [batch, 1, q_pos, k_pos]
+            is_distribution = layer == 0 and cfg.first_layer == "softmax"
+            setattr(block.attn, "hook_pattern" if is_distribution else "hook_attn_scores", HookPoint())  # [batch, 1, q, k]
+            block.attn.hook_z = HookPoint()  # [batch, pos, 1, k]
         position = torch.arange(cfg.n_ctx)
         self.register_buffer("distance", (position[:, None] - position[None, :]).clamp_min(0), persistent=False)
         self.register_buffer("causal", position[:, None] >= position[None, :], persistent=False)
@@ -95,11 +95,13 @@ class MinimalModel(HookedRootModule):
             raise ValueError(f"tokens must be integers in 0..{self.cfg.d_vocab - 1}")
         batch, n_pos = tokens.shape
         E = nn.functional.one_hot(tokens, self.cfg.d_vocab).to(self.W.dtype)
-        A = self.blocks[0].attn.hook_pattern(self.first_layer(n_pos).expand(batch, 1, n_pos, n_pos))
-        written = A[:, 0] @ E  # (A E)_j
+        first, second = self.blocks[0].attn, self.blocks[1].attn
+        weights_hook = first.hook_pattern if self.cfg.first_layer == "softmax" else first.hook_attn_scores
+        A = weights_hook(self.first_layer(n_pos).expand(batch, 1, n_pos, n_pos))
+        written = first.hook_z((A[:, 0] @ E)[:, :, None])[:, :, 0]  # (A E)_j
         scores = (E @ self.W @ written.transpose(1, 2)) * self.causal[:n_pos, :n_pos]
-        scores = self.blocks[1].attn.hook_pattern(scores[:, None])
-        return scores[:, 0] @ E
+        scores = second.hook_attn_scores(scores[:, None])
+        return second.hook_z((scores[:, 0] @ E)[:, :, None])[:, :, 0]
 
     def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
         out, cache_dict = super().run_with_cache(*args, **kwargs)
@@ -111,110 +113,3 @@ def odd_even_gap(v: Tensor) -> float:
     the transition, as Edelman et al. predict (distance 1, the previous token, is left out: it wins
     anyway)."""
     return (v[[3, 5, 7]].mean() - v[[2, 4, 6]].mean()).item()
-
-
-# --- Wang et al.'s toy model of the lazy → rich transition -------------------------------------------
-
-
-@dataclass(frozen=True)
-class ToyConfig:
-    """The toy model's task and training (reference/papers.md B3; several choices are reconstructions).
-
-    Scalar tokens x_1..x_L (standard Gaussian, or ±1), target α*·x_{L−2} + IH_2 with w* = 1. The four
-    weights start at σ, the two slopes at ``slope_init``. Full-batch gradient descent on a fixed
-    set of ``n_seqs`` sequences approximates gradient flow on the population loss ½E[(f − y)²].
-    """
-
-    seq_len: int = 20
-    sigma: float = 1e-2
-    slope_init: float = 1.0  # ALiBi slopes start local: from 0 the 4-gram signal fades as 1/L (see README)
-    alpha_star: float = 2.0
-    w_star: float = 1.0
-    boolean: bool = False
-    optimizer: str = "gd"  # or "adam" (the rebuttal's comparison)
-    layerwise_steps: int = 0  # if > 0: train only layer 1 (p1) for this many steps, then freeze it
-    lr: float = 0.1
-    steps: int = 5000
-    n_seqs: int = 8192
-    seed: int = 0
-    log_every: int = 20
-
-    def __post_init__(self) -> None:
-        require_int("seq_len", self.seq_len, 4)
-        for name in ("sigma", "alpha_star", "w_star", "lr"):
-            require_positive(name, getattr(self, name))
-        for name in ("steps", "n_seqs", "log_every"):
-            require_int(name, getattr(self, name), 1)
-        require_int("layerwise_steps", self.layerwise_steps, 0)
-        if self.optimizer not in ("gd", "adam"):
-            raise ValueError(f"optimizer must be gd or adam, got {self.optimizer!r}")
-
-
-TOY_PARAMETERS = ("p1", "p2", "w_V1", "w_K", "w_Q", "w_V2")
-LAYER_1 = torch.tensor([1.0, 0, 0, 0, 0, 0], dtype=torch.float64)  # p1 is layer 1's only parameter
-
-
-def past_weights(slope: Tensor, n_pos: int) -> Tensor:
-    """[query s, key t]: softmax over t < s of −slope·(s − t − 1), an ALiBi head under the strict mask;
-    row 0 has no key and is all zeros."""
-    position = torch.arange(n_pos)
-    distance = (position[:, None] - position[None, :]).to(slope.dtype)
-    allowed = distance >= 1
-    logits = (-slope * (distance - 1)).masked_fill(~allowed, -torch.inf)
-    has_key = allowed.any(-1, keepdim=True)
-    return torch.softmax(logits.masked_fill(~has_key, 0.0), -1) * has_key
-
-
-def toy_forward(params: Tensor, x: Float[Tensor, "batch seq"]) -> tuple[Tensor, Tensor]:
-    """The two parts of the toy model's output at the last position: the 4-gram path g and the
-    induction path i (f = g + i).
-
-    h_s = Σ_j softmax_j(−p1 (j − 1)) x_{s−j}                       layer 1, → x_{s−1} as p1 grows
-    g   = w_V1 Σ_j softmax_j(−p2 (j − 1)) h_{L−j}                   → w_V1 x_{L−2}: the lazy 4-gram path
-    i   = w_V2 Σ_{s=2}^{L−1} softmax_s(w_K w_Q x_L h_s) x_s          → IH_2 with w* = w_K w_Q: the rich path
-    The dot-product parameter is the product w_K w_Q, so its growth from σ is quadratic, as in the paper.
-    """
-    p1, p2, w_V1, w_K, w_Q, w_V2 = params
-    n_pos = x.shape[1]
-    h = x @ past_weights(p1, n_pos).T
-    g = w_V1 * (h * past_weights(p2, n_pos)[-1]).sum(-1)
-    scores = w_K * w_Q * x[:, -1:] * h[:, 1 : n_pos - 1]
-    i = w_V2 * (torch.softmax(scores, -1) * x[:, 1 : n_pos - 1]).sum(-1)
-    return g, i
-
-
-def train_toy(cfg: ToyConfig) -> list[dict]:
-    """Gradient descent (or Adam) on the toy model; every ``log_every`` steps the total loss, the 4-gram part
-    ½E[(g − α* x_{L−2})²], the induction part ½E[(i − IH_2)²] and every parameter."""
-    from circuits.tasks.gaussian import induction_head, sample_sequences
-
-    generator = torch.Generator().manual_seed(cfg.seed)
-    x = sample_sequences(cfg.n_seqs, cfg.seq_len, 1, generator=generator, boolean=cfg.boolean)
-    target_g4 = cfg.alpha_star * x[:, -3, 0]
-    target_ih = induction_head(x, 2, torch.full((1, 1), cfg.w_star, dtype=torch.float64))[:, 0]
-    x = x[..., 0]
-    s = cfg.sigma
-    p0 = cfg.slope_init
-    params = torch.tensor([p0, p0, s, s, s, s], dtype=torch.float64, requires_grad=True)
-    optimizer = torch.optim.Adam([params], lr=cfg.lr) if cfg.optimizer == "adam" else torch.optim.SGD([params], lr=cfg.lr)
-    history = []
-    for step in range(cfg.steps + 1):
-        g, i = toy_forward(params, x)
-        loss = 0.5 * ((g + i - target_g4 - target_ih) ** 2).mean()
-        if step % cfg.log_every == 0:
-            history.append({
-                "step": step,
-                "loss": loss.item(),
-                "loss_4gram": 0.5 * ((g - target_g4) ** 2).mean().item(),
-                "loss_induction": 0.5 * ((i - target_ih) ** 2).mean().item(),
-            } | dict(zip(TOY_PARAMETERS, params.tolist())))
-        if step == cfg.steps:
-            break
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.layerwise_steps:  # Wang et al.'s protocol: layer 1 first, then layer 2 with layer 1 frozen
-            params.grad *= LAYER_1 if step < cfg.layerwise_steps else 1 - LAYER_1
-        optimizer.step()
-        if not torch.isfinite(params).all():
-            raise FloatingPointError(f"toy training diverged at step {step}; lower --lr")
-    return history

@@ -21,7 +21,7 @@ Rows are positions and weights multiply from the right (x @ W), as in Transforme
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from transformer_lens import ActivationCache, FactoredMatrix, HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from circuits.config import Config
 from circuits.validation import require_int
 
 ATTENTION_POSITIONALS = ("relative", "alibi", "none")
@@ -39,7 +40,7 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 @dataclass(frozen=True)
-class HookedTransformerConfig:
+class HookedTransformerConfig(Config):
     """Everything that fixes the model's shapes and maths; saved as JSON next to every checkpoint.
 
     ``positional`` and ``mask`` take one value for all layers or a tuple with one per layer;
@@ -136,16 +137,13 @@ class HookedTransformerConfig:
     def torch_dtype(self) -> torch.dtype:
         return DTYPES[self.dtype]
 
-    def to_dict(self) -> dict:
-        return asdict(self)
 
-    @classmethod
-    def from_dict(cls, values: dict) -> HookedTransformerConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = set(values) - known
-        if unknown:
-            raise ValueError(f"unknown model config keys: {', '.join(sorted(unknown))}")
-        return cls(**values)
+
+def softmax_over_allowed(scores: Tensor, allowed: torch.BoolTensor) -> Tensor:
+    """Softmax over the last dimension of ``scores`` that are −inf where not ``allowed``; a query with no
+    allowed key at all (the first under a strict mask) gets a row of zeros instead of NaN."""
+    has_key = allowed.any(-1, keepdim=True)
+    return torch.softmax(scores.masked_fill(~has_key, 0.0), dim=-1) * has_key
 
 
 class LayerNorm(nn.Module):
@@ -217,11 +215,7 @@ class Attention(nn.Module):
             scores = scores + self.hook_pos_scores(self.positional_scores(q_scaled))
         allowed = self.allowed[:n_pos, :n_pos]
         scores = self.hook_attn_scores(scores.masked_fill(~allowed, -torch.inf))
-        if self.strict:  # a query without keys (i = 0, or i ≤ 1): give its row finite scores, then zero it
-            has_key = allowed.any(-1, keepdim=True)
-            pattern = torch.softmax(scores.masked_fill(~has_key, 0.0), dim=-1) * has_key
-        else:
-            pattern = torch.softmax(scores, dim=-1)
+        pattern = softmax_over_allowed(scores, allowed) if self.strict else torch.softmax(scores, dim=-1)
         pattern = self.dropout(self.hook_pattern(pattern))
         z = self.hook_z(torch.einsum("bhqk,bkhe->bqhe", pattern, v))
         if self.cfg.use_attn_result:

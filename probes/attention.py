@@ -25,7 +25,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from circuits.tasks.gaussian import windows
+from circuits.tasks.gaussian import bilinear, windows
 from circuits.tasks.markov import matching_keys
 
 
@@ -36,6 +36,10 @@ def pattern_hook(layer: int) -> str:
 def run_with_captures(model, inputs: Tensor, names: list[str]) -> tuple[Tensor, dict[str, Tensor]]:
     """The output on ``inputs`` and the activations at hook points ``names``, captured by temporary
     hooks that are removed even if the forward pass raises. Needs only ``run_with_hooks``."""
+    hook_points = getattr(model, "hook_dict", None)
+    missing = [name for name in names if hook_points is not None and name not in hook_points]
+    if missing:
+        raise ValueError(f"{type(model).__name__} has no hook point {missing[0]}: this probe cannot run on it")
     captured: dict[str, Tensor] = {}
 
     def keep(activation: Tensor, hook) -> None:
@@ -147,6 +151,6 @@ def induction_score(
     1 means the head weighs the keys exactly as IH_n does."""
     query, keys, _ = windows(x.double(), n)
     target = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float64)
-    target[:, n - 1 : x.shape[1] - 1] = torch.softmax(torch.einsum("bu,uv,bsv->bs", query, W_star.double(), keys), -1)
+    target[:, n - 1 : x.shape[1] - 1] = torch.softmax(bilinear(W_star.double())(query, keys), -1)
     row = pattern[:, :, -1].double()  # [batch, head, key]
     return (1.0 - 0.5 * (row - target[:, None]).abs().sum(-1)).mean(0)

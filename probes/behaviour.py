@@ -3,7 +3,6 @@ closest strategy, and the phases of a run (read from its ``metrics.jsonl`` at no
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -86,49 +85,3 @@ def behaviour(logits: Tensor, eval_set: MarkovEvalSet, early: int = ICL_EARLY, l
         icl_score=icl_score(per_position_loss, early, late),
         closest_strategy=closest_strategy(last),
     )
-
-
-# --- the toy model's four phases -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ToyPhases:
-    """Phase boundaries (steps) read from the loss parts of a toy run.
-
-    I ends when the 4-gram loss has lost 95% of its initial value; the plateau (II) lasts until the
-    induction loss falls below half its level at that moment (the middle of the abrupt drop); III (the
-    emergence of the induction head) ends when it is below 5% of that level; IV is the rest.
-    """
-
-    end_of_I: int
-    end_of_II: int
-    end_of_III: int
-
-    @property
-    def plateau(self) -> int:
-        return self.end_of_II - self.end_of_I
-
-
-def toy_phases(history: list[dict]) -> ToyPhases:
-    first = history[0]["loss_4gram"]
-    end_i = next((h for h in history if h["loss_4gram"] <= 0.05 * first), None)
-    if end_i is None:
-        raise ValueError("the 4-gram loss never fell by 95%: train longer (phase I did not end)")
-    level = end_i["loss_induction"]
-    later = [h for h in history if h["step"] >= end_i["step"]]
-    end_ii = next((h for h in later if h["loss_induction"] < 0.5 * level), None)
-    end_iii = next((h for h in later if h["loss_induction"] < 0.05 * level), None)
-    if end_ii is None or end_iii is None:
-        raise ValueError("the induction loss never dropped: train longer (the plateau did not end)")
-    return ToyPhases(end_i["step"], end_ii["step"], end_iii["step"])
-
-
-def fit_plateau(rows: list[tuple[int, float, int]]) -> tuple[float, float, float]:
-    """Least-squares fit of plateau length ≈ a·L·log(1/σ) + b over (L, σ, plateau) rows: (a, b, R²)."""
-    x = torch.tensor([length * math.log(1 / sigma) for length, sigma, _ in rows], dtype=torch.float64)
-    y = torch.tensor([plateau for _, _, plateau in rows], dtype=torch.float64)
-    slope = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
-    intercept = y.mean() - slope * x.mean()
-    residual = ((y - slope * x - intercept) ** 2).sum()
-    r2 = 1 - residual / ((y - y.mean()) ** 2).sum()
-    return slope.item(), intercept.item(), r2.item()

@@ -13,9 +13,9 @@ import torch
 from torch import Tensor
 
 from circuits.checkpoint import Run
+from circuits.metrics import mse_over_variance
+from circuits.tasks import GaussianTask, MarkovTask
 from circuits.tasks.markov import MarkovEvalSet
-from circuits.tasks.gaussian import relative_mse
-from circuits.train import saved_config, saved_train_config
 from probes.ablation import heads_in_layer, run_ablated
 from probes.attention import (
     bigram_matching_scores,
@@ -91,10 +91,17 @@ def weighted_mean(parts: list[tuple[float, Tensor]]) -> Tensor:
     return sum(weight * value for weight, value in parts) / total
 
 
+def run_task(run: Run, task_class: type):
+    """The run's task, if it is a ``task_class`` task; otherwise one clear refusal."""
+    task = run.task
+    if not isinstance(task, task_class):
+        raise ValueError(f"run {run.path.name} is a {task.name} run, not a {task_class.name} run: {task.describe()}")
+    return task
+
+
 def probe_eval_set(run: Run, n_seqs: int, seed: int) -> MarkovEvalSet:
-    """Fresh probe sequences from the run's task (a seed apart from its training and evaluation)."""
-    cfg = saved_train_config(run.path)
-    return MarkovEvalSet.draw(cfg.k, cfg.seq_len, n=cfg.n, alpha=cfg.alpha, n_seqs=n_seqs, seed=seed)
+    """Fresh probe sequences from the run's ICL-MC task (a seed apart from its training and evaluation)."""
+    return run_task(run, MarkovTask).eval_set(n_seqs, seed)
 
 
 def probe_run(run: Run, eval_set: MarkovEvalSet, steps: list[int] | None = None) -> Iterator[CheckpointProbes]:
@@ -153,15 +160,15 @@ class GaussianProbes:
 
 
 def probe_gaussian(run: Run, step: int | None = None, n_seqs: int = 1000, seed: int = 12345) -> GaussianProbes:
-    cfg = saved_config(run.path)
+    task = run_task(run, GaussianTask)
     model = run.load(step=step)
-    x = cfg.sample(n_seqs, torch.Generator().manual_seed(seed))
-    output, patterns = run_with_patterns(model, x.float())
+    probe_set = task.eval_set(n_seqs, seed)
+    output, patterns = run_with_patterns(model, probe_set.inputs)
     return GaussianProbes(
         step=run.entry(step)["step"],
-        relative_mse=relative_mse(output[:, -1], cfg.target_of(x)),
+        relative_mse=mse_over_variance(output[:, -1], probe_set.targets),
         previous_token=[previous_token_score(p).tolist() for p in patterns],
-        induction=induction_score(patterns[1], x, cfg.W_star(), cfg.order).tolist(),
+        induction=induction_score(patterns[1], probe_set.x, task.W_star(), task.order).tolist(),
     )
 
 
@@ -170,16 +177,14 @@ def gaussian_ablation_study(
 ) -> tuple[float, list[tuple[list[tuple[int, int]], float]]]:
     """Relative MSE of a Gaussian-task model at the last position, clean and with each head set ablated
     (the Gaussian counterpart of :func:`ablation_study`, MSE in place of KL)."""
-    cfg = saved_config(run.path)
+    task = run_task(run, GaussianTask)
     model = run.load(step=step)
-
-    x = cfg.sample(n_seqs, torch.Generator().manual_seed(seed))
-    reference = cfg.sample(n_seqs, torch.Generator().manual_seed(seed + 1)).float()  # other sequences
-    target = cfg.target_of(x)
+    probe_set = task.eval_set(n_seqs, seed)
+    reference = task.eval_set(n_seqs, seed + 1).inputs  # other sequences
     with torch.no_grad():
-        baseline = relative_mse(model(x.float())[:, -1], target)
+        baseline = mse_over_variance(model(probe_set.inputs)[:, -1], probe_set.targets)
     ablated = [
-        (heads, relative_mse(run_ablated(model, x.float(), heads, mode, reference, seed)[:, -1], target))
+        (heads, mse_over_variance(run_ablated(model, probe_set.inputs, heads, mode, reference, seed)[:, -1], probe_set.targets))
         for heads in head_sets
     ]
     return baseline, ablated

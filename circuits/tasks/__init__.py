@@ -1,1 +1,181 @@
-"""In-context learning tasks: samplers and the exact strategies to compare models against."""
+"""The tasks as objects: what a model is trained and probed on, built from task parameters alone.
+
+A task draws training batches from a ``torch.Generator``, computes the training loss, and draws a
+fixed evaluation set (with a seed of its own) that scores a model's outputs; probes draw their inputs
+the same way, with another seed. ``to_json`` describes the task in a run's ``config.json``, and
+:func:`task_from_json` reads it back. The maths lives beside them, in ``markov.py`` and ``gaussian.py``.
+
+The task classes import torch only inside their methods, so that the command line, which builds its
+options from their fields, parses without loading torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from circuits.config import Config, option
+from circuits.validation import require_int, require_positive
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+
+
+class EvalSet(Protocol):
+    """A fixed set of sequences with what a model's outputs on them are compared against."""
+
+    inputs: Tensor
+
+    def metrics(self, outputs: Tensor) -> dict: ...
+
+
+class Task(Protocol):
+    name: ClassVar[str]
+
+    def batch(self, n_seqs: int, generator: torch.Generator) -> tuple[Tensor, Tensor]: ...
+
+    def loss(self, outputs: Tensor, targets: Tensor) -> Tensor: ...
+
+    def eval_set(self, n_seqs: int, seed: int) -> EvalSet: ...
+
+    def to_json(self) -> dict: ...
+
+
+class TaskConfig(Config):
+    name: ClassVar[str]
+
+
+@dataclass(frozen=True)
+class MarkovTask(TaskConfig):
+    """ICL-MC (Edelman et al. 2024, §2): each sequence from a fresh Markov chain over k states whose
+    transition rows are Dirichlet(α) draws; next-token cross-entropy at every position."""
+
+    k: int = option(help="number of states (>= 2)")
+    seq_len: int = option(100, "input tokens per sequence (>= 2)")
+    n: int = option(2, "chains of order n-1 (2: the bigram task)")
+    alpha: float = option(1.0, "Dirichlet parameter of each transition row (> 0)")
+
+    name: ClassVar[str] = "markov"
+
+    def __post_init__(self) -> None:
+        require_int("k", self.k, 2)
+        require_int("seq_len", self.seq_len, 2)
+        require_int("n", self.n, 1)
+        require_positive("alpha", self.alpha)
+        if self.n > self.seq_len:
+            raise ValueError(f"n must be <= seq_len: an n-gram needs n tokens, got n={self.n}, seq_len={self.seq_len}")
+
+    def describe(self) -> str:
+        return f"ICL-MC k={self.k}, n={self.n}, T={self.seq_len}, alpha={self.alpha:g}"
+
+    def sample(self, n_seqs: int, generator: torch.Generator):
+        """A :class:`~circuits.tasks.markov.MarkovSample` of ``n_seqs`` fresh chains and sequences."""
+        from circuits.tasks.markov import sample_markov
+
+        return sample_markov(n_seqs, self.k, self.seq_len, n=self.n, alpha=self.alpha, generator=generator)
+
+    def batch(self, n_seqs: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        sample = self.sample(n_seqs, generator)
+        return sample.inputs, sample.targets
+
+    def loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        from torch.nn.functional import cross_entropy
+
+        return cross_entropy(outputs.flatten(0, 1), targets.flatten())
+
+    def eval_set(self, n_seqs: int, seed: int):
+        """A :class:`~circuits.tasks.markov.MarkovEvalSet`: the truth and every strategy, computed once."""
+        import torch
+
+        from circuits.tasks.markov import MarkovEvalSet
+
+        require_int("n_seqs", n_seqs, 1)
+        require_int("seed", seed, 0)
+        return MarkovEvalSet.from_sample(self.sample(n_seqs, torch.Generator().manual_seed(seed)), self.alpha)
+
+
+GAUSSIAN_TARGETS = ("ih2", "ihn", "mixed")
+
+
+@dataclass(frozen=True)
+class GaussianTask(TaskConfig):
+    """Wang et al.'s Gaussian induction task (§3): vector tokens x_1..x_L in R^d, a target for the last
+    position (IH_2, IH_n or α*·x_{L−2} + IH_2) with W* = w_star·I; MSE at the last position."""
+
+    target: str = option("ih2", "ih2, ihn (with --n) or mixed (alpha_star * x_{L-2} + IH_2)", choices=GAUSSIAN_TARGETS)
+    n: int = option(2, "n of IH_n (with --target ihn)")
+    d: int = option(2, "token dimension")
+    seq_len: int = option(20, "L, tokens per sequence")
+    w_star: float = option(1.0, "W* = w_star * I")
+    alpha_star: float = option(2.0, "weight of the 4-gram term (with --target mixed)")
+    boolean: bool = option(False, "uniform ±1 tokens instead of Gaussian ones")
+
+    name: ClassVar[str] = "gaussian"
+
+    def __post_init__(self) -> None:
+        if self.target not in GAUSSIAN_TARGETS:
+            raise ValueError(f"target must be ih2, ihn or mixed, got {self.target!r}")
+        for name in ("n", "d", "seq_len"):
+            require_int(name, getattr(self, name), 1)
+        if self.order > self.seq_len - 1 or self.seq_len < 4:
+            raise ValueError(f"need 4 <= L and n <= L - 1, got L={self.seq_len}, n={self.order}")
+        for name in ("w_star", "alpha_star"):
+            require_positive(name, getattr(self, name))
+
+    @property
+    def order(self) -> int:
+        """The n of the induction head in the target (2 unless ``target="ihn"``)."""
+        return self.n if self.target == "ihn" else 2
+
+    def describe(self) -> str:
+        return f"Gaussian induction task {self.target} (n={self.order}), d={self.d}, L={self.seq_len}"
+
+    def W_star(self) -> Tensor:
+        import torch
+
+        return self.w_star * torch.eye((self.order - 1) * self.d, dtype=torch.float64)
+
+    def target_of(self, x: Tensor) -> Tensor:
+        from circuits.tasks.gaussian import induction_head, mixed_target
+
+        if self.target == "mixed":
+            return mixed_target(x, self.alpha_star, self.W_star())
+        return induction_head(x, self.order, self.W_star())
+
+    def sample(self, n_seqs: int, generator: torch.Generator) -> Tensor:
+        """Sequences of this task, float64."""
+        from circuits.tasks.gaussian import sample_sequences
+
+        return sample_sequences(n_seqs, self.seq_len, self.d, generator=generator, boolean=self.boolean)
+
+    def batch(self, n_seqs: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        x = self.sample(n_seqs, generator)
+        return x.float(), self.target_of(x).float()
+
+    def loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        from torch.nn.functional import mse_loss
+
+        return mse_loss(outputs[:, -1], targets)
+
+    def eval_set(self, n_seqs: int, seed: int):
+        """A :class:`~circuits.tasks.gaussian.GaussianEvalSet` of ``n_seqs`` sequences and their targets."""
+        import torch
+
+        from circuits.tasks.gaussian import GaussianEvalSet
+
+        require_int("n_seqs", n_seqs, 1)
+        require_int("seed", seed, 0)
+        x = self.sample(n_seqs, torch.Generator().manual_seed(seed))
+        return GaussianEvalSet(x=x, targets=self.target_of(x))
+
+
+TASKS: dict[str, type[TaskConfig]] = {task.name: task for task in (MarkovTask, GaussianTask)}
+
+
+def task_from_json(values: Any) -> TaskConfig:
+    """The task a run's ``config.json`` describes (``{"name": ..., parameters}``)."""
+    if not isinstance(values, dict) or values.get("name") not in TASKS:
+        raise ValueError(f"not a known task description (tasks: {', '.join(TASKS)}): {values!r}")
+    parameters = {key: value for key, value in values.items() if key != "name"}
+    return TASKS[values["name"]].from_dict(parameters)

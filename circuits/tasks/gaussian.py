@@ -10,17 +10,20 @@ computed exactly and vectorised (1-indexed in the formulas, as in the paper; 0-i
     mixed  = α*·x_{L−2} + IH_2                                                      (the toy model's target)
 
 IH_2 is IH_n at n = 2. A key window X_{s−n+1:s−1} is the n − 1 tokens before x_s; the query window is
-the last n − 1 tokens. Summation limits for IH_n follow eq. 4 by analogy (reference/papers.md B2).
+the last n − 1 tokens. The paper states the summation limits for n = 2 only; IH_n takes eq. 4's by analogy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
+from circuits.metrics import mse_over_variance
 from circuits.validation import require_int, require_positive
 
 Similarity = Callable[[Tensor, Tensor], Tensor]  # (query [batch, w], keys [batch, n_keys, w]) -> [batch, n_keys]
@@ -91,7 +94,20 @@ def mixed_target(x: Float[Tensor, "batch seq d"], alpha_star: float, W_star: Ten
     return alpha_star * four_gram(x) + induction_head(x, 2, W_star)
 
 
-def relative_mse(prediction: Float[Tensor, "batch d"], target: Float[Tensor, "batch d"]) -> float:
-    """Mean squared error over the target's variance: 0 is exact, 1 is as good as predicting its mean."""
-    target = target.double()
-    return ((prediction.double() - target) ** 2).mean().item() / target.var().item()
+@dataclass(frozen=True)
+class GaussianEvalSet:
+    """Fixed sequences (float64) and their targets at the last position."""
+
+    x: Float[Tensor, "batch seq d"]
+    targets: Float[Tensor, "batch d"]
+
+    @property
+    def inputs(self) -> Float[Tensor, "batch seq d"]:
+        return self.x.float()
+
+    def metrics(self, outputs: Float[Tensor, "batch seq d"]) -> dict:
+        """MSE at the last position against the float32 targets the model trains on, and the same over
+        the target's variance (1 = predicting the mean)."""
+        targets = self.targets.float()
+        mse = F.mse_loss(outputs[:, -1].double(), targets.double()).item()
+        return {"eval_loss": mse, "relative_mse": mse_over_variance(outputs[:, -1], targets)}

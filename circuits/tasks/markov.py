@@ -2,9 +2,9 @@
 
 A chain of order m = n − 1 over k symbols has a transition table of k^m rows (one per context of the
 last m tokens), each row drawn from Dirichlet(α, …, α). The first m tokens come from the stationary
-distribution of the lifted chain on m-tuples, solved exactly (the authors' current code draws the first
-state uniformly by mistake, see reference/papers.md A1.1). n = 2 is the paper's main task; n = 1 gives
-i.i.d. tokens from one random distribution (the "unigram" prior of A1.4).
+distribution of the lifted chain on m-tuples, solved exactly (as the authors state they sample it; their current
+code draws the first state uniformly by mistake). n = 2 is the paper's main task; n = 1 gives i.i.d.
+tokens from one random distribution (the paper's "unigram" prior, Appendix A).
 
 In-context strategies predict x_{t+1} from x_1..x_t with Dirichlet(α) pseudo-counts:
 q_t(b) = (c(context → b) + α) / (c(context → ·) + kα). With α = 1 and n = 2 this is the Bayes posterior
@@ -24,6 +24,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from circuits.metrics import kl_divergence, token_cross_entropy
+from circuits.tasks import MarkovTask
 from circuits.validation import require_int, require_positive
 
 STRATEGY_ORDERS = {"unigram": 1, "bigram": 2, "trigram": 3}
@@ -144,16 +145,6 @@ class MarkovSample:
         return self.states[:, 1:]
 
 
-def validate_task(k: object, seq_len: object, n: object = 2, alpha: object = 1.0) -> None:
-    """Raise ValueError for k < 2, seq_len < 2, n < 1, n > seq_len, alpha ≤ 0 or non-integers."""
-    require_int("k", k, 2)
-    require_int("seq_len", seq_len, 2)
-    require_int("n", n, 1)
-    require_positive("alpha", alpha)
-    if n > seq_len:
-        raise ValueError(f"n must be <= seq_len: an n-gram needs n tokens, got n={n}, seq_len={seq_len}")
-
-
 def check_transitions(table: Tensor, n_seqs: int, k: int, order: int) -> Float[Tensor, "batch contexts k"]:
     """Raise ValueError unless ``table`` is [n_seqs, k^order, k] with rows that are distributions."""
     expected = (n_seqs, k**order, k)
@@ -183,7 +174,7 @@ def sample_markov(
     batch; the only loop is over positions, which the recurrence needs.
     """
     require_int("n_seqs", n_seqs, 1)
-    validate_task(k, seq_len, n, alpha)
+    MarkovTask(k, seq_len, n, alpha)  # checks every parameter
     order = n - 1
     if transitions is None:
         table = sample_dirichlet((n_seqs, k**order), k, alpha, generator)
@@ -237,13 +228,24 @@ def true_next_token_probs(sample: MarkovSample) -> Float[Tensor, "batch seq k"]:
 # --- in-context strategies ---------------------------------------------------------------------
 
 
-def matching_keys(tokens: Int[Tensor, "batch pos"]) -> torch.BoolTensor:
-    """[batch, query, key]: the keys j ≤ i with j ≥ 1 and x_{j−1} = x_i, whose tokens x_j are the
-    samples of "what follows x_i" that a statistical induction head averages."""
-    n_pos = tokens.shape[1]
-    previous = torch.cat([torch.full_like(tokens[:, :1], -1), tokens[:, :-1]], dim=1)  # x_{j−1}, none at 0
-    causal = torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
-    return (previous[:, None, :] == tokens[:, :, None]) & causal
+def previous_tokens(tokens: Int[Tensor, "batch pos"], first_is_self: bool = False) -> Int[Tensor, "batch pos"]:
+    """x_{j−1} at every position j. Position 0 has no previous token: −1 (matches nothing), or x_0
+    itself with ``first_is_self`` (what a causal previous-token head that must attend somewhere reads there)."""
+    first = tokens[:, :1] if first_is_self else torch.full_like(tokens[:, :1], -1)
+    return torch.cat([first, tokens[:, :-1]], dim=1)
+
+
+def causal_mask(n_pos: int) -> torch.BoolTensor:
+    """[query, key]: j ≤ i."""
+    return torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
+
+
+def matching_keys(tokens: Int[Tensor, "batch pos"], previous: Int[Tensor, "batch pos"] | None = None) -> torch.BoolTensor:
+    """[batch, query, key]: the keys j ≤ i whose previous token equals the query's, x_{j−1} = x_i; their
+    tokens x_j are the samples of "what follows x_i" that a statistical induction head averages.
+    ``previous`` defaults to :func:`previous_tokens` (key 0 never matches)."""
+    previous = previous_tokens(tokens) if previous is None else previous
+    return (previous[:, None, :] == tokens[:, :, None]) & causal_mask(tokens.shape[1])
 
 
 def uniform_predictions(tokens: Int[Tensor, "batch seq"], k: int) -> Float[Tensor, "batch seq k"]:
@@ -305,7 +307,7 @@ def strategy_names(n: int) -> list[str]:
 class MarkovEvalSet:
     """A fixed evaluation set with everything a model is compared against, computed once.
 
-    Use :meth:`draw` with an evaluation seed kept apart from the training data's seed.
+    Draw one with :meth:`circuits.tasks.MarkovTask.eval_set`, with a seed kept apart from the training data's.
     """
 
     sample: MarkovSample
@@ -319,10 +321,9 @@ class MarkovEvalSet:
         strategies = {name: strategy_predictions(name, inputs, k, alpha) for name in strategy_names(sample.n)}
         return cls(sample=sample, alpha=alpha, truth=true_next_token_probs(sample), strategies=strategies)
 
-    @classmethod
-    def draw(cls, k: int, seq_len: int, *, n: int = 2, alpha: float = 1.0, n_seqs: int, seed: int) -> MarkovEvalSet:
-        generator = torch.Generator().manual_seed(seed)
-        return cls.from_sample(sample_markov(n_seqs, k, seq_len, n=n, alpha=alpha, generator=generator), alpha)
+    @property
+    def inputs(self) -> Int[Tensor, "batch seq"]:
+        return self.sample.inputs
 
     def strategy_kl(self) -> dict[str, Float[Tensor, " batch"]]:
         """Last-token KL(true ‖ strategy) per sequence: how far each strategy is from the truth."""
@@ -355,7 +356,7 @@ class MarkovEvalSet:
 
 @dataclass(frozen=True)
 class Baselines:
-    """How well each strategy does on fresh sequences (reference/papers.md A4.3).
+    """How well each strategy does on fresh sequences.
 
     ``last_token_kl[s]`` is KL(true next-token distribution ‖ s) at the last input token, averaged over
     sequences (the paper's "test loss"). ``mean_ce[s]`` is the cross-entropy of the sampled next token
@@ -388,7 +389,7 @@ def strategy_baselines(
     """
     require_int("n_seqs", n_seqs, 1)
     require_int("seed", seed, 0)
-    validate_task(k, seq_len, n, alpha)
+    MarkovTask(k, seq_len, n, alpha)  # checks every parameter
     generator = torch.Generator().manual_seed(seed)
     kl_sums: dict[str, float] = {}
     ce_sums: dict[str, float] = {}

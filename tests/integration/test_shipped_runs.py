@@ -10,7 +10,6 @@ import torch
 
 from circuits.checkpoint import Run, shipped_run_names
 from circuits.tasks.markov import MarkovEvalSet
-from circuits.train import saved_train_config
 from probes.behaviour import strategy_phases
 
 FRESH_SEED = 20_261_130  # not the runs' evaluation seed: fresh sequences
@@ -18,8 +17,7 @@ FRESH_SEED = 20_261_130  # not the runs' evaluation seed: fresh sequences
 
 def fresh_final_kl(name: str, n_seqs: int = 5000) -> tuple[float, dict[str, float]]:
     run = Run.open(name)
-    cfg = saved_train_config(run.path)
-    eval_set = MarkovEvalSet.draw(cfg.k, cfg.seq_len, n=cfg.n, alpha=cfg.alpha, n_seqs=n_seqs, seed=FRESH_SEED)
+    eval_set = run.task.eval_set(n_seqs, FRESH_SEED)
     with torch.no_grad():
         metrics = eval_set.metrics(run.load()(eval_set.sample.inputs))
     baselines = {name: kl.mean().item() for name, kl in eval_set.strategy_kl().items()}

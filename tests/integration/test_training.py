@@ -6,11 +6,15 @@ from pathlib import Path
 import pytest
 import torch
 
-import circuits.train as train_module
+import circuits.checkpoint as checkpoint_module
 from circuits.checkpoint import Run, sha256_of
-from circuits.train import MarkovTrainConfig, checkpoint_schedule, train_run
+from dataclasses import replace
 
-TINY = MarkovTrainConfig(k=3, seq_len=20, steps=40, batch_size=16, eval_seqs=100, n_checkpoints=9, dropout=0.1)
+from circuits.recipes import GaussianRecipe, MarkovRecipe
+from circuits.tasks import GaussianTask, MarkovTask
+from circuits.train import checkpoint_schedule, train_run
+
+TINY = MarkovRecipe(task=MarkovTask(k=3, seq_len=20), steps=40, batch_size=16, eval_seqs=100, n_checkpoints=9, dropout=0.1)
 
 
 def run_files(path: Path) -> dict[str, bytes]:
@@ -42,7 +46,9 @@ def test_run_directory_layout_and_metrics(tmp_path):
         assert set(m["last_token_kl"]) == {"true", "uniform", "unigram", "bigram"}
         assert all(v >= 0 for v in m["last_token_kl"].values())
     config = json.loads((run.path / "config.json").read_text())
-    assert config["seeds"] == {"model": 0, "data": 1, "eval": 2} and config["train"]["k"] == 3
+    assert config["task"] == {"name": "markov", "k": 3, "seq_len": 20, "n": 2, "alpha": 1.0}
+    assert config["recipe"]["name"] == "markov" and config["recipe"]["model_seed"] == 0 and config["recipe"]["data_seed"] == 1
+    assert run.recipe == TINY and run.task == TINY.task
     # At initialisation the model is nearly uniform: KL(uniform ‖ model) is tiny.
     assert metrics[0]["last_token_kl"]["uniform"] < 0.01
     assert not list(run.path.rglob("*.tmp"))
@@ -52,7 +58,7 @@ def test_same_seeds_give_byte_identical_files(tmp_path):
     a = train_run(TINY, tmp_path / "a", progress=False)
     b = train_run(TINY, tmp_path / "b", progress=False)
     assert run_files(a.path) == run_files(b.path)
-    c = train_run(MarkovTrainConfig(**{**vars(TINY), "data_seed": 7}), tmp_path / "c", progress=False)
+    c = train_run(replace(TINY, data_seed=7), tmp_path / "c", progress=False)
     assert run_files(c.path)["metrics.jsonl"] != run_files(a.path)["metrics.jsonl"]
 
 
@@ -67,7 +73,7 @@ def test_resume_reproduces_an_uninterrupted_run(tmp_path, stop):
 
 def test_a_crash_while_saving_leaves_only_complete_checkpoints(tmp_path, monkeypatch):
     whole = train_run(TINY, tmp_path / "whole", progress=False)
-    real_save = train_module.save_tensors
+    real_save = checkpoint_module.save_tensors
     calls = {"n": 0}
 
     def crash_on_the_fifth_weights_file(path, tensors, metadata=None):
@@ -78,10 +84,10 @@ def test_a_crash_while_saving_leaves_only_complete_checkpoints(tmp_path, monkeyp
                 raise KeyboardInterrupt  # the process dies mid-write
         return real_save(path, tensors, metadata)
 
-    monkeypatch.setattr(train_module, "save_tensors", crash_on_the_fifth_weights_file)
+    monkeypatch.setattr(checkpoint_module, "save_tensors", crash_on_the_fifth_weights_file)
     with pytest.raises(KeyboardInterrupt):
         train_run(TINY, tmp_path / "crashed", progress=False)
-    monkeypatch.setattr(train_module, "save_tensors", real_save)
+    monkeypatch.setattr(checkpoint_module, "save_tensors", real_save)
 
     crashed = Run.open(tmp_path / "crashed")
     assert len(crashed.manifest) == 4
@@ -100,7 +106,7 @@ def test_starting_over_an_existing_run_is_refused(tmp_path):
 
 def test_loaded_checkpoint_reproduces_the_logged_metrics(tmp_path):
     run = train_run(TINY, tmp_path / "run", progress=False)
-    eval_set = TINY.eval_set()
+    eval_set = TINY.task.eval_set(TINY.eval_seqs, TINY.eval_seed)
     for index in (0, 4, -1):
         model = run.load(index=index)
         with torch.no_grad():
@@ -110,9 +116,7 @@ def test_loaded_checkpoint_reproduces_the_logged_metrics(tmp_path):
 
 
 def test_gaussian_runs_resume_to_the_same_bytes(tmp_path):
-    from circuits.train import GaussianTrainConfig
-
-    cfg = GaussianTrainConfig(steps=30, batch_size=32, eval_seqs=64, n_checkpoints=6, seq_len=8)
+    cfg = GaussianRecipe(task=GaussianTask(seq_len=8), steps=30, batch_size=32, eval_seqs=64, n_checkpoints=6)
     whole = train_run(cfg, tmp_path / "whole", progress=False)
     train_run(cfg, tmp_path / "split", stop_after=11, progress=False)
     resumed = train_run(None, tmp_path / "split", resume=True, progress=False)

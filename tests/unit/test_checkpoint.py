@@ -9,10 +9,12 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from circuits.checkpoint import CheckpointError, Run
-from circuits.train import MarkovTrainConfig, train_run
-from probes.cli import main
+from circuits.recipes import MarkovRecipe
+from circuits.tasks import MarkovTask
+from circuits.train import train_run
+from induction_probes.cli import main
 
-TINY = MarkovTrainConfig(k=2, seq_len=8, steps=6, batch_size=4, eval_seqs=20, n_checkpoints=4)
+TINY = MarkovRecipe(task=MarkovTask(k=2, seq_len=8), steps=6, batch_size=4, eval_seqs=20, n_checkpoints=4)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from circuits.checkpoint import Run
-from probes.cli import main
+from induction_probes.cli import main
 
 COMMAND = Path(sys.executable).with_name("induction-probes")
 
@@ -49,7 +49,7 @@ def test_baselines_table_is_readable():
         (["--k", "3", "--n-seqs", "-5"], "n_seqs must be an integer >= 1"),
         (["--k", "2.5"], "invalid int value: '2.5'"),
         (["--k", "three"], "invalid int value: 'three'"),
-        ([], "the following arguments are required: --k"),
+        ([], "--k is required"),
     ],
 )
 def test_bad_input_gives_one_line_and_status_2(args, message, capsys):
@@ -104,10 +104,12 @@ def test_probing_a_run_of_another_task_is_refused(tmp_path, capsys):
     run = tmp_path / "other"
     shutil.copytree(Run.open("markov-k3").path, run)
     config = json.loads((run / "config.json").read_text())
-    config["task"] = "some-other-task"
+    config["task"] = {"name": "some-other-task"}
     (run / "config.json").write_text(json.dumps(config))
     assert main(["probe", str(run)]) == 2
-    assert "is not an ICL-MC training run" in capsys.readouterr().err
+    assert "not a known task description" in capsys.readouterr().err
+    assert main(["report", "gaussian-ih2"]) == 2
+    assert "is a gaussian run, not a markov run" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ import torch
 
 from circuits.constructions import empirical_bigram, prop21, prop21_limit
 from circuits.tasks.markov import sample_markov
-from probes.cli import main
-from probes.compare import check_prop21, construction_errors
+from induction_probes.cli import main
+from probes.verify import check_prop21, construction_errors
 
 
 def sequences(kind: str, k: int, seq_len: int) -> torch.Tensor:
@@ -39,7 +39,7 @@ def test_error_against_c():
     worst = {c: w for c, w, _ in result.error_by_c}
     mean = {c: m for c, _, m in result.error_by_c}
     assert worst[10.0] > worst[30.0] > worst[100.0]
-    assert mean[10.0] > mean[3.0]  # not monotone: see probes/compare.py for why
+    assert mean[10.0] > mean[3.0]  # not monotone: see probes/verify.py for why
     assert result.max_abs_error < 1e-6
 
 
@@ -92,7 +92,7 @@ def test_an_untrained_model_lacks_the_signatures():
 
 
 def test_wang_theorem_4_1_converges_to_ih2_as_beta_grows():
-    from probes.compare import check_wang_ih2
+    from probes.verify import check_wang_ih2
 
     result = check_wang_ih2(d=2, beta=20.0, seq_len=20, n_seqs=1000)
     errors = [error for _, error in result.error_by_beta]
@@ -122,7 +122,7 @@ def test_wang_bad_input(args, message, capsys):
 
 
 def test_wang_theorem_4_3_error_falls_with_heads():
-    from probes.compare import check_wang_ihn
+    from probes.verify import check_wang_ihn
 
     for n in (3, 4):
         result = check_wang_ihn(d=1, n=n, seq_len=16, n_seqs=300)

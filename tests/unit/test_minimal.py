@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from circuits.minimal import MinimalConfig, MinimalModel, odd_even_gap
-from probes.attention import previous_token_score, run_with_patterns
+from probes.attention import previous_token_score, run_with_captures
 
 
 def model(first_layer: str) -> MinimalModel:
@@ -55,8 +55,8 @@ def test_probes_read_its_first_layer():
     m = MinimalModel(MinimalConfig(d_vocab=3, n_ctx=10))
     with torch.no_grad():
         m.v[1] = 20.0  # softmax over distance: all mass on the previous token
-    _, patterns = run_with_patterns(m, torch.randint(0, 3, (2, 10)))
-    assert previous_token_score(patterns[0]).item() == pytest.approx(1.0, abs=1e-6)
+    _, captured = run_with_captures(m, torch.randint(0, 3, (2, 10)), ["blocks.0.attn.hook_pattern"])
+    assert previous_token_score(captured["blocks.0.attn.hook_pattern"]).item() == pytest.approx(1.0, abs=1e-6)
 
 
 def test_odd_even_gap():

@@ -227,7 +227,7 @@ def test_bad_configs_raise(overrides, message):
 
 
 def test_unknown_config_keys_are_refused():
-    with pytest.raises(ValueError, match="unknown model config keys: d_banana"):
+    with pytest.raises(ValueError, match="unknown HookedTransformerConfig keys: d_banana"):
         HookedTransformerConfig.from_dict({"n_layers": 1, "d_model": 4, "n_ctx": 4, "d_vocab": 2, "d_banana": 1})
 
 

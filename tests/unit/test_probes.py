@@ -12,7 +12,7 @@ from transformer_lens.head_detector import (
 from transformer_lens.hook_points import HookPoint
 
 from circuits.model import HookedTransformer, HookedTransformerConfig
-from circuits.tasks.markov import MarkovEvalSet
+from circuits.tasks import MarkovTask
 from probes.ablation import parse_heads, run_ablated
 from probes.attention import (
     bigram_matching_score,
@@ -214,7 +214,7 @@ def test_positional_profile_peaks_where_r_points():
 
 
 def test_behaviour_probes():
-    eval_set = MarkovEvalSet.draw(3, 100, n_seqs=2000, seed=4)
+    eval_set = MarkovTask(k=3).eval_set(2000, seed=4)
     bigram_logits = eval_set.strategies["bigram"].log()
     result = behaviour(bigram_logits, eval_set)
     assert result.closest_strategy == "bigram"

@@ -5,22 +5,24 @@ import math
 import pytest
 import torch
 
-from circuits.minimal import ToyConfig, toy_forward, train_toy
+from circuits.recipes import ToyRecipe
 from circuits.tasks.gaussian import induction_head, sample_sequences
-from probes.behaviour import fit_plateau, toy_phases
-from probes.cli import main
+from circuits.toy import ToyConfig, ToyModel, fit_plateau, toy_phases, train_toy
+from induction_probes.cli import main
 
 
 def test_the_toy_model_reaches_the_mixed_target_in_its_limit():
     x = sample_sequences(500, 12, 1, generator=torch.Generator().manual_seed(0))
-    params = torch.tensor([40.0, 40.0, 2.0, 1.0, 1.5, 1.0], dtype=torch.float64)  # w_K·w_Q = w* = 1.5
-    g, i = toy_forward(params, x[..., 0])
+    model = ToyModel(ToyConfig())
+    with torch.no_grad():
+        model.params.copy_(torch.tensor([40.0, 40.0, 2.0, 1.0, 1.5, 1.0], dtype=torch.float64))  # w_K·w_Q = w* = 1.5
+    g, i = model.parts(x[..., 0])
     assert torch.allclose(g, 2.0 * x[:, -3, 0], atol=1e-12)
     assert torch.allclose(i, induction_head(x, 2, torch.tensor([[1.5]], dtype=torch.float64))[:, 0], atol=1e-12)
 
 
 def plateau(length: int, sigma: float) -> int:
-    history = train_toy(ToyConfig(seq_len=length, sigma=sigma, n_seqs=512, steps=3500, log_every=20))
+    history = train_toy(ToyRecipe(seq_len=length, sigma=sigma, n_seqs=512, steps=3500, log_every=20))
     phases = toy_phases(history)
     assert 0 < phases.end_of_I < phases.end_of_II < phases.end_of_III
     assert history[-1]["loss_induction"] < 0.05 * history[0]["loss_induction"]
@@ -46,7 +48,7 @@ def test_toy_bad_input(args, message, capsys):
 
 
 def test_layerwise_training_moves_layer_1_first_then_freezes_it():
-    history = train_toy(ToyConfig(seq_len=10, sigma=1e-2, n_seqs=256, steps=200, layerwise_steps=100, log_every=10))
+    history = train_toy(ToyRecipe(seq_len=10, sigma=1e-2, n_seqs=256, steps=200, layerwise_steps=100, log_every=10))
     first, switch, last = history[0], history[10], history[-1]
     assert switch["p1"] != first["p1"]
     assert all(switch[name] == first[name] for name in ("p2", "w_V1", "w_K", "w_Q", "w_V2"))

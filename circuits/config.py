@@ -1,0 +1,61 @@
+"""Frozen configs that own their defaults, checks and help text, and read back from JSON strictly.
+
+Every task, recipe and model config is a frozen dataclass with :class:`Config` mixed in. A field made
+with :func:`option` carries its command-line help, so the ``induction-probes`` options are generated
+from the fields and the API and the command line make the same run from the same arguments.
+
+This module and the config classes built on it import no torch: the command line parses (and answers
+``--help``) before torch is loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, asdict, field, fields
+from typing import Any
+
+
+def option(default: Any = MISSING, help: str = "", **argparse: Any) -> Any:
+    """A config field with its command-line help and any argparse extras (``type``, ``choices``, ``metavar``).
+    A field without ``help`` is not offered on the command line."""
+    return field(default=default, metadata={"help": help, "argparse": argparse})
+
+
+def nested(config_class: type, has_default: bool = False) -> Any:
+    """A field that holds another config (a recipe's task): its fields become options of their own.
+    With ``has_default`` the default is that config with all its own defaults."""
+    if has_default:
+        return field(default_factory=config_class, metadata={"config": config_class})
+    return field(metadata={"config": config_class})
+
+
+class Config:
+    """``to_dict`` / ``from_dict`` for a frozen dataclass, with one policy: unknown keys are refused."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> dict:
+        """``{"name": ..., field: value, ...}`` for a run's config.json. Nested configs are left out:
+        each is written beside its holder (a run's task beside its recipe)."""
+        own = {f.name: getattr(self, f.name) for f in fields(self) if "config" not in f.metadata}
+        return {"name": self.name} | own
+
+    @classmethod
+    def from_dict(cls, values: object):
+        """The config from a JSON object; JSON lists become tuples, nested configs are read the same way."""
+        if not isinstance(values, dict):
+            raise ValueError(f"a {cls.__name__} must be a JSON object, got {type(values).__name__}")
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ValueError(f"unknown {cls.__name__} keys: {', '.join(map(str, unknown))}")
+        converted = {}
+        for name, value in values.items():
+            inner = known[name].metadata.get("config")
+            if inner is not None and isinstance(value, dict):
+                value = inner.from_dict(value)
+            converted[name] = tuple(value) if isinstance(value, list) else value
+        try:
+            return cls(**converted)
+        except TypeError as error:  # a required key is missing
+            raise ValueError(f"{cls.__name__}: {error}") from None

@@ -1,0 +1,51 @@
+"""The ``induction-probes`` command: one module per command group, each a thin layer that parses, calls
+one library function and formats.
+
+Every sub-command prints a readable table, or JSON with ``--json``. Bad input of any kind ends with one
+line on stderr and exit status 2, never a traceback: argparse errors and the ``ValueError``s that the
+API raises for invalid arguments are both reported that way. Parsing imports no torch, so ``--help``
+and usage errors answer at once; torch is loaded only to run a command.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from induction_probes.cli import baselines, experiments, probe, runs, train, verify
+from induction_probes.cli.common import PROG, Parser, UsageError
+
+COMMAND_GROUPS = (baselines, train, runs, probe, verify, experiments)
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog=PROG, description="Probe induction heads in small attention-only transformers.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for group in COMMAND_GROUPS:
+        group.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    import torch
+
+    # These models are tiny: on the 2-core machine one thread beat two (bench/bench_model.py).
+    torch.set_num_threads(1)
+    try:
+        print(args.handler(args))
+    except ValueError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    except FloatingPointError as error:  # a diverged training run: not bad input, still one line
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

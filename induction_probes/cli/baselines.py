@@ -1,0 +1,37 @@
+"""``induction-probes baselines``: how well each in-context strategy does on a task."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from circuits.tasks import MarkovTask
+from induction_probes.cli.common import add_config_options, add_output_options, config_from_options, format_table, typed_options
+
+
+def register(commands) -> None:
+    baselines = commands.add_parser("baselines", help="in-context strategy baselines of a task")
+    tasks = baselines.add_subparsers(dest="task", required=True, parser_class=type(baselines))
+    markov = tasks.add_parser("markov", help="ICL-MC: last-token KL and mean CE of each strategy")
+    add_config_options(markov, MarkovTask)
+    markov.add_argument("--n-seqs", type=int, default=20_000, help="sequences to average over (default 20000)")
+    markov.add_argument("--seed", type=int, default=0, help="seed of the sampled chains (default 0)")
+    add_output_options(markov, plot=False)
+    markov.set_defaults(handler=run_baselines)
+
+
+def run_baselines(args: argparse.Namespace) -> str:
+    from circuits.tasks.markov import strategy_baselines
+
+    task = config_from_options(MarkovTask, typed_options(args, MarkovTask))
+    result = strategy_baselines(task.k, task.seq_len, n=task.n, alpha=task.alpha, n_seqs=args.n_seqs, seed=args.seed)
+    if args.json:
+        return json.dumps(vars(result) | {"task": "markov"}, indent=2)
+    rows = [["true", "-", result.mean_ce["true"]]]
+    rows += [[name, kl, result.mean_ce[name]] for name, kl in result.last_token_kl.items()]
+    title = (
+        f"ICL-MC strategy baselines: k={result.k}, n={result.n}, T={result.seq_len}, "
+        f"alpha={result.alpha:g}, {result.n_seqs} sequences, seed {result.seed}"
+    )
+    table = format_table(["strategy", "last-token KL(true||s)", "mean CE over positions"], rows)
+    return f"{title}\n{table}"

@@ -1,0 +1,119 @@
+"""What every command module shares: the one-line-error parser, options generated from config classes,
+tables, and the options of commands that read a run. Torch-free, so parsing never waits for torch."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import MISSING, fields
+from pathlib import Path
+
+PROG = "induction-probes"
+FIELD_TYPES = {"int": int, "float": float, "str": str}
+
+
+class UsageError(Exception):
+    """Raised instead of argparse's usage dump, so that every error is one line."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse would print the usage too
+        raise UsageError(message)
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_config_options(parser: argparse.ArgumentParser, config_class: type) -> None:
+    """One option per documented field of ``config_class`` and of the configs it holds (a recipe's task),
+    with the field's help and default. Options left out stay out of the namespace (``SUPPRESS``), so
+    only what was typed is passed on, and the config class fills in its own defaults."""
+    for field in fields(config_class):
+        if "config" in field.metadata:
+            add_config_options(parser, field.metadata["config"])
+            continue
+        if not field.metadata.get("help"):
+            continue
+        default = "" if field.default is MISSING or field.default is None else f" (default {field.default})"
+        text = field.metadata["help"].replace("%", "%%") + default
+        if field.type == "bool":
+            action = argparse.BooleanOptionalAction
+            parser.add_argument(flag(field.name), dest=field.name, action=action, default=argparse.SUPPRESS, help=text)
+            continue
+        extras = dict(field.metadata["argparse"])
+        if "type" not in extras:  # per-layer fields name their own parser
+            extras["type"] = FIELD_TYPES[field.type.split(" | ")[0]]
+        parser.add_argument(flag(field.name), dest=field.name, default=argparse.SUPPRESS, help=text, **extras)
+
+
+def option_names(config_class: type) -> list[str]:
+    """The namespace names :func:`add_config_options` can set for ``config_class``."""
+    names = []
+    for field in fields(config_class):
+        names += option_names(field.metadata["config"]) if "config" in field.metadata else [field.name]
+    return names
+
+
+def typed_options(args: argparse.Namespace, config_class: type) -> dict:
+    """The options of ``config_class`` that were given on the command line."""
+    given = vars(args)
+    return {name: given[name] for name in option_names(config_class) if name in given}
+
+
+def config_from_options(config_class: type, options: dict):
+    """``config_class`` built from flat option values, the configs it holds from theirs: the same object
+    that ``config_class(task=TaskClass(...), ...)`` makes from the same arguments in Python."""
+    values = {}
+    for field in fields(config_class):
+        inner = field.metadata.get("config")
+        if inner is None:
+            if field.name in options:
+                values[field.name] = options[field.name]
+            continue
+        inner_options = {name: options[name] for name in option_names(inner) if name in options}
+        if inner_options or field.default_factory is MISSING:
+            values[field.name] = config_from_options(inner, inner_options)
+    required = [f.name for f in fields(config_class) if f.default is MISSING and f.default_factory is MISSING]
+    missing = [name for name in required if name not in values]
+    if missing:
+        raise ValueError(f"{flag(missing[0])} is required")
+    return config_class(**values)
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Left-aligned first column, right-aligned numbers, 4 decimals."""
+    cells = [[f"{c:.4f}" if isinstance(c, float) else str(c) for c in row] for row in rows]
+    widths = [max(len(str(h)), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+
+    def line(values: Sequence[str]) -> str:
+        first = values[0].ljust(widths[0])
+        return "  ".join([first, *(v.rjust(w) for v, w in zip(values[1:], widths[1:]))])
+
+    return "\n".join([line(list(headers)), line(["-" * w for w in widths]), *map(line, cells)])
+
+
+def spread_steps(steps: list[int], n_rows: int = 12) -> set[int]:
+    """About ``n_rows`` of ``steps``, evenly spread in step value: a readable summary of a run."""
+    return {min(steps, key=lambda s: abs(s - steps[-1] * i / (n_rows - 1))) for i in range(n_rows)}
+
+
+def add_run_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", help="run directory or shipped run name (e.g. markov-k3)")
+
+
+def add_output_options(parser: argparse.ArgumentParser, plot: bool = True) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    if plot:
+        parser.add_argument("--plot", type=Path, metavar="DIR", help="write figures (PNG) into DIR")
+
+
+def add_probe_set_options(parser: argparse.ArgumentParser) -> None:
+    """Fresh sequences of the run's task, a seed apart from its training and evaluation."""
+    parser.add_argument("--n-seqs", type=int, default=1000, help="fresh sequences to probe on (default 1000)")
+    parser.add_argument("--seed", type=int, default=12345, help="seed of those sequences (default 12345)")
+    add_output_options(parser)
+
+
+def figure_lines(figures: list[Path]) -> list[str]:
+    return [f"figure: {path}" for path in figures]

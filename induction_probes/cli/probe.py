@@ -1,0 +1,172 @@
+"""``induction-probes probe`` and ``ablate``: attention and behaviour of a checkpoint or a whole run, and
+what in-context learning loses when heads are ablated."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from induction_probes.cli.common import add_probe_set_options, add_run_argument, figure_lines, format_table, spread_steps
+
+
+def register(commands) -> None:
+    probe = commands.add_parser("probe", help="attention and behaviour probes of a checkpoint or a whole run")
+    add_run_argument(probe)
+    probe.add_argument("--step", type=int, help="checkpoint step (default: the last)")
+    probe.add_argument("--all-steps", action="store_true", help="probe every checkpoint of the run")
+    add_probe_set_options(probe)
+    probe.set_defaults(handler=run_probe)
+
+    ablate = commands.add_parser("ablate", help="ablate heads and measure what in-context learning loses")
+    add_run_argument(ablate)
+    ablate.add_argument("--step", type=int, help="checkpoint step (default: the last)")
+    ablate.add_argument("--mode", choices=["zero", "mean", "resample"], default="zero", help="default zero")
+    ablate.add_argument("--heads", help="heads ablated together, as L.H,L.H (default: each head alone)")
+    add_probe_set_options(ablate)
+    ablate.set_defaults(handler=run_ablate)
+
+
+def open_hooked_run(name: str):
+    """The run, unless it holds no attention heads to probe (the toy model's six parameters)."""
+    from circuits.checkpoint import Run
+
+    run = Run.open(name)
+    if run.kind == "toy":
+        raise ValueError(f"run {run.path.name} is a toy-model run: six parameters, no attention heads to probe")
+    return run
+
+
+def run_probe(args: argparse.Namespace) -> str:
+    """Attention and behaviour probes of one checkpoint (default the last) or of every checkpoint."""
+    from probes.summary import probe_eval_set, probe_run
+
+    run = open_hooked_run(args.run)
+    if args.all_steps and args.step is not None:
+        raise ValueError("give --step or --all-steps, not both")
+    if run.task.name == "gaussian":
+        return probe_gaussian_text(run, args)
+    steps = run.steps if args.all_steps else [run.entry(args.step)["step"]]
+    probe_set = probe_eval_set(run, args.n_seqs, args.seed)
+    results = list(probe_run(run, probe_set, steps))
+    figures = plot_probes(run, results, probe_set.inputs[:1], args.plot) if args.plot else []
+    if args.json:
+        payload = [r.to_json() for r in results]
+        return json.dumps(payload if args.all_steps else payload[0], indent=2)
+    sections = [probe_text(run, results[-1])] + ([probe_trajectory(results)] if args.all_steps else [])
+    return "\n\n".join(sections) + "".join("\n" + line for line in figure_lines(figures))
+
+
+def probe_gaussian_text(run, args: argparse.Namespace) -> str:
+    from probes.summary import probe_gaussian
+
+    steps = run.steps if args.all_steps else [args.step]
+    results = [probe_gaussian(run, step, args.n_seqs, args.seed) for step in steps]
+    if args.json:
+        payload = [r.to_json() for r in results]
+        return json.dumps(payload if args.all_steps else payload[0], indent=2)
+    rows = [[r.step, r.relative_mse, max(r.previous_token[0]), max(r.induction)] for r in results
+            if r.step in spread_steps([x.step for x in results])]
+    headers = ["step", "MSE / target variance", "layer 0 previous-token", "layer 1 induction (1-TV)"]
+    return f"run {run.path.name}: Gaussian induction task, {args.n_seqs} fresh sequences\n" + format_table(headers, rows)
+
+
+def probe_text(run, result) -> str:
+    n_layers, n_heads = result.previous_token.shape
+    rows = [
+        [f"{layer}.{head}", result.previous_token[layer, head].item(), result.bigram_matching[layer, head].item(),
+         result.bigram_matching_ideal[layer, head].item()]
+        for layer in range(n_layers) for head in range(n_heads)
+    ]
+    b = result.behaviour
+    lines = [
+        f"run {run.path.name}, step {result.step}: {b.closest_strategy} is the closest strategy",
+        format_table(["head", "previous-token", "bigram-matching", "bigram ideal (1-TV)"], rows),
+        f"({100 * result.fraction_with_match:.1f}% of queries have a matching key)",
+        format_table(["last-token KL(x||model)", "value"], [[k, v] for k, v in b.last_token_kl.items()]),
+        f"loss {b.loss:.4f}, ICL score {b.icl_score:+.4f} (loss at position 99 minus position 10)",
+    ]
+    if result.positional_profile is not None:
+        profile = result.positional_profile[0]
+        peak = int(profile.argmax())
+        lines.append(f"layer 0 positional profile peaks at distance {peak} ({profile[peak]:.3f})")
+    return "\n".join(lines)
+
+
+def probe_trajectory(results) -> str:
+    """Scores over training at spread-out steps and wherever the closest strategy changes."""
+    changes = {b.step for a, b in zip(results, results[1:]) if a.behaviour.closest_strategy != b.behaviour.closest_strategy}
+    wanted = spread_steps([r.step for r in results]) | changes
+    rows = [
+        [r.step, r.previous_token[0].max().item(), r.bigram_matching[-1].max().item(), r.behaviour.last_token_kl["true"],
+         r.behaviour.closest_strategy]
+        for r in results
+        if r.step in wanted
+    ]
+    return format_table(["step", "layer 0 prev-token", "last layer bigram-matching", "KL(true||model)", "closest"], rows)
+
+
+def plot_probes(run, results, example, directory: Path) -> list[Path]:
+    """Attention heatmaps on one ``example`` sequence at three steps, positional profiles, and the
+    scores over training when several steps were probed."""
+    from probes.attention import run_with_patterns
+    from probes.plots import plot_attention_heatmaps, plot_positional_profiles, plot_scores_over_training, three_steps
+
+    name = run.path.name
+    patterns = {r.step: run_with_patterns(run.load(step=r.step), example)[1] for r in three_steps(results)}
+    figures = [
+        plot_attention_heatmaps(patterns, name, directory / f"{name}_attention.png"),
+        plot_positional_profiles(results, name, directory / f"{name}_positional.png"),
+    ]
+    if len(results) > 1:
+        figures.append(plot_scores_over_training(results, name, directory / f"{name}_scores.png"))
+    return figures
+
+
+def run_ablate(args: argparse.Namespace) -> str:
+    from probes.ablation import heads_in_layer, parse_heads
+    from probes.summary import ablation_study, probe_eval_set, single_heads
+
+    run = open_hooked_run(args.run)
+    model = run.load(step=args.step)
+    cfg = model.cfg
+    head_sets = [parse_heads(args.heads, cfg.n_layers, lambda layer: heads_in_layer(cfg, layer))] if args.heads else single_heads(model)
+    if run.task.name == "gaussian":
+        return gaussian_ablation_text(run, head_sets, args)
+    eval_set = probe_eval_set(run, args.n_seqs, args.seed)
+    reference = probe_eval_set(run, args.n_seqs, args.seed + 1).inputs  # other sequences
+    baseline, results = ablation_study(model, eval_set, head_sets, args.mode, reference, args.seed)
+    figures = plot_ablations(run, baseline, results, args.plot) if args.plot else []
+    if args.json:
+        base = {"last_token_kl": baseline.last_token_kl, "loss": baseline.loss, "icl_score": baseline.icl_score,
+                "closest_strategy": baseline.closest_strategy}
+        return json.dumps({"baseline": base, "ablations": [r.to_json() for r in results]}, indent=2)
+    rows = [["none", baseline.last_token_kl["true"], baseline.loss, baseline.icl_score, baseline.closest_strategy]]
+    rows += [
+        [",".join(f"{l}.{h}" for l, h in r.heads), r.behaviour.last_token_kl["true"], r.behaviour.loss,
+         r.behaviour.icl_score, r.behaviour.closest_strategy]
+        for r in results
+    ]
+    title = f"run {run.path.name}, step {run.entry(args.step)['step']}: {args.mode} ablation on {args.n_seqs} sequences"
+    table = format_table(["ablated heads", "KL(true||model)", "loss", "ICL score", "closest"], rows)
+    return "\n".join([title, table] + figure_lines(figures))
+
+
+def gaussian_ablation_text(run, head_sets, args: argparse.Namespace) -> str:
+    from probes.summary import gaussian_ablation_study
+
+    baseline, ablated = gaussian_ablation_study(run, head_sets, args.mode, args.step, args.n_seqs, args.seed)
+    names = [",".join(f"{l}.{h}" for l, h in heads) for heads, _ in ablated]
+    if args.json:
+        return json.dumps({"baseline": {"relative_mse": baseline},
+                           "ablations": [{"heads": name.split(","), "mode": args.mode, "relative_mse": value}
+                                         for name, (_, value) in zip(names, ablated)]}, indent=2)
+    rows = [["none", baseline]] + [[name, value] for name, (_, value) in zip(names, ablated)]
+    title = f"run {run.path.name}: {args.mode} ablation on {args.n_seqs} Gaussian sequences"
+    return "\n".join([title, format_table(["ablated heads", "MSE / target variance"], rows)])
+
+
+def plot_ablations(run, baseline, results, directory: Path) -> list[Path]:
+    from probes.plots import plot_ablation_bars
+
+    return [plot_ablation_bars(baseline, results, run.path.name, directory / f"{run.path.name}_ablation.png")]

@@ -1,0 +1,49 @@
+"""``induction-probes train``: one sub-command per recipe, its options generated from the recipe class."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe
+from induction_probes.cli.common import add_config_options, config_from_options, flag, typed_options
+
+TRAINED = {
+    "markov": (MarkovRecipe, "ICL-MC: the attention-only transformer (architecture options below)"),
+    "minimal": (MinimalRecipe, "ICL-MC: Edelman et al.'s minimal model (eq. 6), SGD"),
+    "gaussian": (GaussianRecipe, "Wang et al.'s Gaussian induction task, MSE"),
+}
+SEED_FIELDS = ("model_seed", "data_seed", "eval_seed")
+
+
+def register(commands) -> None:
+    train = commands.add_parser("train", help="train a model and write a run directory")
+    recipes = train.add_subparsers(dest="recipe", required=True, parser_class=type(train))
+    for name, (recipe_class, help_text) in TRAINED.items():
+        parser = recipes.add_parser(name, help=help_text, description=(recipe_class.__doc__ or "").split("\n\n")[0])
+        add_config_options(parser, recipe_class)
+        parser.add_argument("--out", type=Path, required=True, help="run directory to create (or continue)")
+        parser.add_argument("--seed", type=int, help="sets the model, data and eval seeds to S, S+1, S+2")
+        parser.add_argument("--resume", action="store_true", help="continue the run in --out (no other option needed)")
+        parser.add_argument("--stop-after", type=int, help="stop at this step; continue later with --resume")
+        parser.set_defaults(handler=run_train)
+
+
+def run_train(args: argparse.Namespace) -> str:
+    from circuits.train import saved_recipe, train_run
+    from induction_probes.cli.runs import info_text
+
+    recipe_class = TRAINED[args.recipe][0]
+    typed = typed_options(args, recipe_class)
+    recipe = None
+    if args.resume:
+        ignored = [flag(name) for name in typed] + (["--seed"] if args.seed is not None else [])
+        if ignored:
+            raise ValueError(f"--resume continues the recipe saved in the run; drop {', '.join(ignored)}")
+        saved = saved_recipe(args.out)
+        if saved.name != recipe_class.name:
+            raise ValueError(f"{args.out} is a {saved.name} run: continue it with 'train {saved.name} --resume'")
+    else:
+        seeds = dict(zip(SEED_FIELDS, (args.seed, args.seed + 1, args.seed + 2))) if args.seed is not None else {}
+        recipe = config_from_options(recipe_class, seeds | typed)
+    return info_text(train_run(recipe, args.out, resume=args.resume, stop_after=args.stop_after))
