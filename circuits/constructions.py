@@ -152,6 +152,25 @@ def distance_indicator_fit(distance: int, n_heads: int) -> tuple[Tensor, Tensor]
     return torch.linalg.solve(vandermonde, target), z
 
 
+def previous_token_groups(d: int, n: int, n_heads: int, D: int, width: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Theorem 4.3's first layer: W_V, W_O and ALiBi slopes of ``n_heads`` heads in n − 1 groups, group i
+    writing ≈ x_{s−i} into residual block i (see :func:`wang_ihn`)."""
+    eye = torch.eye(d, dtype=torch.float64)
+    extra = n_heads - n * (n - 1) // 2  # beyond each group's minimum, dealt out evenly
+    groups = [distance + extra // (n - 1) + (distance - 1 < extra % (n - 1)) for distance in range(1, n)]
+    W_V, W_O = torch.zeros(n_heads, D, width, dtype=torch.float64), torch.zeros(n_heads, width, D, dtype=torch.float64)
+    slopes = torch.zeros(n_heads, dtype=torch.float64)
+    head = 0
+    for distance, size in enumerate(groups, start=1):
+        alpha, z = distance_indicator_fit(distance, size)
+        for a, decay in zip(alpha, z):
+            W_V[head, :d, :d] = eye
+            W_O[head, :d, distance * d : (distance + 1) * d] = a / (1 - decay) * eye
+            slopes[head] = -torch.log(decay)
+            head += 1
+    return W_V, W_O, slopes
+
+
 def wang_ihn(d: int, n: int, n_heads: int, W_star: Tensor, n_ctx: int, dtype: str = "float64") -> tuple[HookedTransformerConfig, dict[str, Tensor]]:
     """Wang et al.'s Theorem 4.3: IH_n from a first layer of ``n_heads`` ALiBi heads in n − 1 groups.
 
@@ -180,18 +199,7 @@ def wang_ihn(d: int, n: int, n_heads: int, W_star: Tensor, n_ctx: int, dtype: st
     def block(index: int) -> slice:
         return slice(index * d, (index + 1) * d)
 
-    extra = n_heads - n * (n - 1) // 2  # beyond each group's minimum, dealt out evenly
-    groups = [distance + extra // (n - 1) + (distance - 1 < extra % (n - 1)) for distance in range(1, n)]
-    W_V0, W_O0 = torch.zeros(n_heads, D, width, dtype=torch.float64), torch.zeros(n_heads, width, D, dtype=torch.float64)
-    slopes = torch.zeros(n_heads, dtype=torch.float64)
-    head = 0
-    for distance, size in enumerate(groups, start=1):
-        alpha, z = distance_indicator_fit(distance, size)
-        for a, decay in zip(alpha, z):
-            W_V0[head, block(0), :d] = eye
-            W_O0[head, :d, block(distance)] = a / (1 - decay) * eye
-            slopes[head] = -torch.log(decay)
-            head += 1
+    W_V0, W_O0, slopes = previous_token_groups(d, n, n_heads, D, width)
 
     select_query = torch.zeros(D, width, dtype=torch.float64)  # residual → (x_{L−n+2}, …, x_L)
     select_key = torch.zeros(D, width, dtype=torch.float64)  # residual → (x_{s−n+1}, …, x_{s−1})

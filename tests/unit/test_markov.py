@@ -1,4 +1,4 @@
-"""ICL-MC sampler, exact strategies and the reference baselines of reference/papers.md A4.3."""
+"""ICL-MC sampler, exact strategies and the reference baselines of Edelman et al.'s setting."""
 
 import itertools
 import math

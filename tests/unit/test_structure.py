@@ -1,0 +1,68 @@
+"""The layout's promises: imports go one way, files and functions stay small, the command line parses
+without torch, and the repository stands on its own."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = sorted(p for package in ("circuits", "probes", "induction_probes") for p in (ROOT / package).rglob("*.py"))
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_circuits_never_imports_probes_or_the_command_line():
+    for path in (ROOT / "circuits").rglob("*.py"):
+        bad = {m for m in imported_modules(path) if m.split(".")[0] in ("probes", "induction_probes")}
+        assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+def test_probes_never_import_the_trainer_or_the_command_line():
+    for path in (ROOT / "probes").rglob("*.py"):
+        bad = {m for m in imported_modules(path) if m == "circuits.train" or m.startswith("induction_probes")}
+        assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+def test_no_source_file_over_400_lines_and_no_function_over_60():
+    assert len(SOURCES) > 20
+    for path in SOURCES:
+        text = path.read_text()
+        assert text.count("\n") <= 400, f"{path.relative_to(ROOT)} has {text.count(chr(10))} lines"
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                assert length <= 60, f"{path.relative_to(ROOT)}:{node.lineno} {node.name} has {length} lines"
+
+
+def test_nothing_in_the_repository_points_outside_it():
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    outside = ("DESIGN" + ".md", "reference" + "/")  # split so that this file does not name them itself
+    for name in tracked:
+        path = ROOT / name
+        if path.suffix in (".py", ".md", ".toml", ".txt", "") and path.is_file():
+            text = path.read_text(errors="replace")
+            assert not any(word in text for word in outside), f"{name} names a file outside the repository"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["train", "markov", "--help"], ["baselines", "markov", "--k", "x"], ["frobnicate"]])
+def test_parsing_imports_no_torch(argv):
+    code = (
+        "import sys\nfrom induction_probes.cli import main\n"
+        "try:\n    code = main(sys.argv[1:])\nexcept SystemExit as stop:\n    code = stop.code\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\nprint('exit', code)"
+    )
+    result = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("exit 0" if "--help" in argv else "exit 2")
