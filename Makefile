@@ -36,3 +36,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_markov.py
 	$(BIN)/python bench/bench_model.py
 	$(BIN)/python bench/bench_probes.py
+	$(BIN)/python bench/bench_cli.py

@@ -1,0 +1,130 @@
+"""Every recipe through the API and the command line: the same arguments make the same run, --resume
+needs nothing but --out, the architecture options build what they say, and the shipped runs' recipes
+still train the shipped weights."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from circuits.checkpoint import Run
+from circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe, ToyRecipe
+from circuits.tasks import GaussianTask, MarkovTask
+from circuits.toy import train_toy
+from circuits.train import train_run
+from induction_probes.cli import main
+
+# The same run given as Python arguments and as command-line arguments, with non-default options.
+SAME_RUNS = {
+    "markov": (
+        MarkovRecipe(task=MarkovTask(k=3, n=3, seq_len=16), heads=(2, 1), steps=12, batch_size=8, lr=2e-3,
+                     layer_norm=False, eval_seqs=30, n_checkpoints=5, data_seed=5),
+        ["--k", "3", "--n", "3", "--seq-len", "16", "--heads", "2,1", "--steps", "12", "--batch-size", "8",
+         "--lr", "2e-3", "--no-layer-norm", "--eval-seqs", "30", "--n-checkpoints", "5", "--data-seed", "5"],
+    ),
+    "minimal": (
+        MinimalRecipe(task=MarkovTask(k=3, seq_len=16), first_layer="linear", steps=12, batch_size=8, lr_v=0.5,
+                      eval_seqs=30, n_checkpoints=5),
+        ["--k", "3", "--seq-len", "16", "--first-layer", "linear", "--steps", "12", "--batch-size", "8",
+         "--lr-v", "0.5", "--eval-seqs", "30", "--n-checkpoints", "5"],
+    ),
+    "gaussian": (
+        GaussianRecipe(task=GaussianTask(target="ihn", n=3, d=1, seq_len=10, boolean=True), heads=3, steps=12,
+                       batch_size=16, eval_seqs=30, n_checkpoints=5),
+        ["--target", "ihn", "--n", "3", "--d", "1", "--seq-len", "10", "--boolean", "--heads", "3", "--steps", "12",
+         "--batch-size", "16", "--eval-seqs", "30", "--n-checkpoints", "5"],
+    ),
+}
+
+
+def run_files(path: Path) -> dict[str, bytes]:
+    files = [path / "config.json", path / "manifest.json", path / "metrics.jsonl", *sorted((path / "checkpoints").iterdir())]
+    return {str(f.relative_to(path)): f.read_bytes() for f in files}
+
+
+@pytest.mark.parametrize("name", SAME_RUNS)
+def test_api_and_command_line_make_the_same_run(name, tmp_path):
+    recipe, argv = SAME_RUNS[name]
+    api = train_run(recipe, tmp_path / "api", progress=False)
+    assert main(["train", name, *argv, "--out", str(tmp_path / "cli")]) == 0
+    cli = Run.open(tmp_path / "cli")
+    assert (api.path / "config.json").read_bytes() == (cli.path / "config.json").read_bytes()
+    assert run_files(api.path) == run_files(cli.path)
+    assert cli.recipe == recipe and cli.task == recipe.task
+
+
+@pytest.mark.parametrize("name", SAME_RUNS)
+def test_resume_with_only_out_finishes_the_run(name, tmp_path, capsys):
+    recipe, argv = SAME_RUNS[name]
+    whole = train_run(recipe, tmp_path / "whole", progress=False)
+    assert main(["train", name, *argv, "--out", str(tmp_path / "split"), "--stop-after", "5"]) == 0
+    assert Run.open(tmp_path / "split").steps[-1] <= 5
+    assert main(["train", name, "--out", str(tmp_path / "split"), "--resume"]) == 0
+    assert run_files(tmp_path / "split") == run_files(whole.path)
+    capsys.readouterr()
+    assert main(["train", name, "--out", str(tmp_path / "split"), "--resume", "--steps", "99"]) == 2
+    assert "drop --steps" in capsys.readouterr().err
+
+
+def test_resume_under_another_recipe_is_refused(tmp_path, capsys):
+    recipe, argv = SAME_RUNS["minimal"]
+    train_run(recipe, tmp_path / "run", stop_after=3, progress=False)
+    assert main(["train", "gaussian", "--out", str(tmp_path / "run"), "--resume"]) == 2
+    assert "is a minimal run: continue it with 'train minimal --resume'" in capsys.readouterr().err
+
+
+def test_two_first_layer_heads_and_a_single_layer(tmp_path, capsys):
+    base = ["train", "markov", "--k", "3", "--seq-len", "20", "--eval-seqs", "30", "--steps", "20"]
+    assert main([*base, "--n", "3", "--heads", "2,1", "--out", str(tmp_path / "trigram")]) == 0
+    assert "heads 2,1, d_model 32, d_head 16" in capsys.readouterr().out
+    model = Run.open(tmp_path / "trigram").load()
+    assert [block.attn.W_Q.shape[0] for block in model.blocks] == [2, 1]
+    assert main([*base, "--n-layers", "1", "--out", str(tmp_path / "one")]) == 0
+    assert main(["info", str(tmp_path / "one")]) == 0
+    assert "model: HookedTransformer: 1 layers, heads 1," in capsys.readouterr().out
+    assert Run.open(tmp_path / "one").load().cfg.n_layers == 1
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--k", "3", "--heads", "2,1,1"], "layer_heads has 3 entries for 2 layers"),
+    (["--k", "3", "--positional", "relative,sideways"], "positional must be one of"),
+    (["--k", "3", "--heads", "two"], "invalid int_tuple value"),
+    (["--n", "3"], "--k is required"),
+])
+def test_bad_architecture_is_one_line_before_anything_is_written(argv, message, tmp_path, capsys):
+    assert main(["train", "markov", *argv, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name,steps", [("markov-k3", 30), ("minimal-k3", 30), ("gaussian-ih2", 20)])
+def test_the_shipped_recipes_still_train_the_shipped_weights(name, steps, tmp_path):
+    shipped = Run.open(name)
+    again = train_run(shipped.recipe, tmp_path / name, stop_after=steps, progress=False)
+    assert len(again.manifest) > 10
+    expected = {entry["step"]: entry["sha256"] for entry in shipped.manifest}
+    assert all(entry["sha256"] == expected[entry["step"]] for entry in again.manifest)
+
+
+def test_a_toy_run_is_a_standard_run_directory(tmp_path):
+    recipe = ToyRecipe(seq_len=10, n_seqs=256, steps=200, log_every=10)
+    history = train_toy(recipe, tmp_path / "toy")
+    run = Run.open(tmp_path / "toy")
+    assert run.recipe == recipe and run.task == recipe.task
+    assert run.metrics() == history and len(history) == 21
+    assert run.steps == [0, 100, 200]
+    assert run.load().params.tolist() == [history[-1][p] for p in ("p1", "p2", "w_V1", "w_K", "w_Q", "w_V2")]
+    config = json.loads((run.path / "config.json").read_text())
+    assert config["model_class"] == "ToyModel" and config["recipe"]["name"] == "toy"
+
+
+def test_probing_the_minimal_model_is_one_line_and_ablating_it_works(capsys):
+    assert main(["probe", "minimal-k3", "--n-seqs", "50"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "MinimalModel has no hook point blocks.1.attn.hook_pattern" in err
+    assert main(["ablate", "minimal-k3", "--n-seqs", "200", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["baseline"]["closest_strategy"] == "bigram"
+    # Either layer zeroed leaves the output at 0: uniform predictions, loss log 3.
+    assert all(a["loss"] == pytest.approx(1.0986, abs=1e-3) for a in data["ablations"])
