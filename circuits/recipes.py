@@ -1,7 +1,7 @@
 """Training recipes: one config class per kind of run, each holding its task and owning its defaults,
 checks, help text, model and optimiser.
 
-- :class:`MarkovRecipe` — the attention-only transformer on ICL-MC (Edelman et al. 2024, §2), with its
+- :class:`MarkovRecipe` — the attention-only transformer on ICL-MC (Edelman et al. 2024), with its
   architecture (layers, heads per layer, positions, masks, MLP, LayerNorm) open to change.
 - :class:`MinimalRecipe` — Edelman et al.'s minimal model (eq. 6) on ICL-MC, trained by SGD.
 - :class:`GaussianRecipe` — the two-layer model on Wang et al.'s Gaussian induction task.

@@ -48,7 +48,7 @@ class TaskConfig(Config):
 
 @dataclass(frozen=True)
 class MarkovTask(TaskConfig):
-    """ICL-MC (Edelman et al. 2024, §2): each sequence from a fresh Markov chain over k states whose
+    """ICL-MC (Edelman et al. 2024): each sequence from a fresh Markov chain over k states whose
     transition rows are Dirichlet(α) draws; next-token cross-entropy at every position."""
 
     k: int = option(help="number of states (>= 2)")
@@ -100,7 +100,7 @@ GAUSSIAN_TARGETS = ("ih2", "ihn", "mixed")
 
 @dataclass(frozen=True)
 class GaussianTask(TaskConfig):
-    """Wang et al.'s Gaussian induction task (§3): vector tokens x_1..x_L in R^d, a target for the last
+    """Wang et al.'s Gaussian induction task (targets of §4): vector tokens x_1..x_L in R^d, a target for the last
     position (IH_2, IH_n or α*·x_{L−2} + IH_2) with W* = w_star·I; MSE at the last position."""
 
     target: str = option("ih2", "ih2, ihn (with --n) or mixed (alpha_star * x_{L-2} + IH_2)", choices=GAUSSIAN_TARGETS)
