@@ -91,6 +91,18 @@ def package_version() -> str:
         return "unknown"
 
 
+def run_config(recipe) -> dict:
+    """What a run's ``config.json`` holds: the task, the recipe and the resolved model config."""
+    model_config = recipe.model_config()
+    return {
+        "package_version": package_version(),
+        "task": recipe.task.to_json(),
+        "recipe": recipe.to_json(),
+        "model_class": model_class_name(model_config),
+        "model": model_config.to_dict(),
+    }
+
+
 class RunWriter:
     """Adds to a run directory in the one order that keeps it consistent through a crash: a checkpoint's
     weights, then its metrics line, then the manifest that lists it, each written whole before the next."""

@@ -85,10 +85,6 @@ class Recipe(Config):
         """The optimiser and the base rate of each of its parameter groups, in order."""
         raise NotImplementedError
 
-    def progress(self, metrics: dict) -> str:
-        """The evaluation figure the progress bar shows."""
-        raise NotImplementedError
-
 
 @dataclass(frozen=True, kw_only=True)
 class MarkovRecipe(Recipe):
@@ -161,9 +157,6 @@ class MarkovRecipe(Recipe):
         ]
         return torch.optim.AdamW(parameter_groups, lr=self.lr, betas=(0.9, 0.95)), [self.lr, self.lr]
 
-    def progress(self, metrics: dict) -> str:
-        return f"KL(true||model) {metrics['last_token_kl']['true']:.4f}"
-
 
 @dataclass(frozen=True, kw_only=True)
 class MinimalRecipe(Recipe):
@@ -196,9 +189,6 @@ class MinimalRecipe(Recipe):
 
         groups = [{"params": [model.W], "lr": self.lr}, {"params": [model.v], "lr": self.lr_v}]
         return torch.optim.SGD(groups), [self.lr, self.lr_v]
-
-    def progress(self, metrics: dict) -> str:
-        return f"KL(true||model) {metrics['last_token_kl']['true']:.4f}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,9 +235,6 @@ class GaussianRecipe(Recipe):
         optimizer = torch.optim.Adam(groups) if self.optimizer == "adam" else torch.optim.SGD(groups)
         return optimizer, [self.lr, self.slope_lr]
 
-    def progress(self, metrics: dict) -> str:
-        return f"MSE/var {metrics['relative_mse']:.2e}"
-
 
 @dataclass(frozen=True, kw_only=True)
 class ToyRecipe(Config):
@@ -285,6 +272,11 @@ class ToyRecipe(Config):
         if self.optimizer not in ("gd", "adam"):
             raise ValueError(f"optimizer must be gd or adam, got {self.optimizer!r}")
         self.task  # L >= 4 and the target's own checks
+
+    def model_config(self):
+        from circuits.toy import ToyConfig
+
+        return ToyConfig(self.sigma, self.slope_init)
 
     @property
     def task(self) -> GaussianTask:

@@ -77,7 +77,7 @@ def train_toy(recipe: ToyRecipe, out: str | Path | None = None) -> list[dict]:
     the 4-gram part ½E[(g − α* x_{L−2})²], the induction part ½E[(i − IH_2)²] and every parameter; with
     ``out`` these become the metrics of a run directory, with the parameters checkpointed every tenth
     record and at the end."""
-    from circuits.checkpoint import RunWriter
+    from circuits.checkpoint import RunWriter, run_config
 
     from circuits.tasks.gaussian import four_gram, induction_head
 
@@ -86,10 +86,10 @@ def train_toy(recipe: ToyRecipe, out: str | Path | None = None) -> list[dict]:
     target_g4 = recipe.alpha_star * four_gram(x)[:, 0]
     target_ih = induction_head(x, 2, task.W_star())[:, 0]
     x = x[..., 0]
-    model = ToyModel(ToyConfig(recipe.sigma, recipe.slope_init))
+    model = ToyModel(recipe.model_config())
     params = model.params
     optimizer = torch.optim.Adam([params], lr=recipe.lr) if recipe.optimizer == "adam" else torch.optim.SGD([params], lr=recipe.lr)
-    writer = RunWriter.create(Path(out), run_config(recipe, model)) if out is not None else None
+    writer = RunWriter.create(Path(out), run_config(recipe)) if out is not None else None
     history = []
     for step in range(recipe.steps + 1):
         g, i = model.parts(x)
@@ -117,13 +117,6 @@ def record(step: int, loss: Tensor, error_g4: Tensor, error_ih: Tensor, params: 
         "loss_4gram": 0.5 * (error_g4**2).mean().item(),
         "loss_induction": 0.5 * (error_ih**2).mean().item(),
     } | dict(zip(PARAMETERS, params.tolist()))
-
-
-def run_config(recipe: ToyRecipe, model: ToyModel) -> dict:
-    from circuits.checkpoint import package_version
-
-    return {"package_version": package_version(), "task": recipe.task.to_json(), "recipe": recipe.to_json(),
-            "model_class": "ToyModel", "model": model.cfg.to_dict()}
 
 
 def save_record(writer, history: list[dict], model: ToyModel, recipe: ToyRecipe) -> None:

@@ -24,9 +24,8 @@ from circuits.checkpoint import (
     Run,
     RunWriter,
     build_model,
-    model_class_name,
-    package_version,
     read_json,
+    run_config,
     save_tensors,
 )
 from circuits.recipes import Recipe, recipe_from_json
@@ -43,18 +42,6 @@ def checkpoint_schedule(steps: int, n_checkpoints: int) -> list[int]:
     early = np.geomspace(1, max(steps / 20, 1), n_log).round() if n_log else []
     even = np.linspace(0, steps, n_checkpoints - n_log).round()
     return sorted({0, steps, *map(int, early), *map(int, even)})
-
-
-def run_config(recipe: Recipe) -> dict:
-    """What ``config.json`` holds: the task, the recipe and the resolved model config."""
-    model_config = recipe.model_config()
-    return {
-        "package_version": package_version(),
-        "task": recipe.task.to_json(),
-        "recipe": recipe.to_json(),
-        "model_class": model_class_name(model_config),
-        "model": model_config.to_dict(),
-    }
 
 
 @dataclass
@@ -199,7 +186,7 @@ def train_run(
             if trainer.step in schedule:
                 trainer.elapsed += time.perf_counter() - started
                 started = time.perf_counter()
-                bar.set_postfix_str(recipe.progress(trainer.save_checkpoint()))
+                bar.set_postfix_str(recipe.task.progress(trainer.save_checkpoint()))
     finally:
         bar.close()
     trainer.elapsed += time.perf_counter() - started

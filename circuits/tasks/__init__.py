@@ -39,6 +39,8 @@ class Task(Protocol):
 
     def eval_set(self, n_seqs: int, seed: int) -> EvalSet: ...
 
+    def progress(self, metrics: dict) -> str: ...
+
     def to_json(self) -> dict: ...
 
 
@@ -65,6 +67,10 @@ class MarkovTask(TaskConfig):
         require_positive("alpha", self.alpha)
         if self.n > self.seq_len:
             raise ValueError(f"n must be <= seq_len: an n-gram needs n tokens, got n={self.n}, seq_len={self.seq_len}")
+
+    def progress(self, metrics: dict) -> str:
+        """The evaluation figure a training progress bar shows."""
+        return f"KL(true||model) {metrics['last_token_kl']['true']:.4f}"
 
     def describe(self) -> str:
         return f"ICL-MC k={self.k}, n={self.n}, T={self.seq_len}, alpha={self.alpha:g}"
@@ -127,6 +133,9 @@ class GaussianTask(TaskConfig):
     def order(self) -> int:
         """The n of the induction head in the target (2 unless ``target="ihn"``)."""
         return self.n if self.target == "ihn" else 2
+
+    def progress(self, metrics: dict) -> str:
+        return f"MSE/var {metrics['relative_mse']:.2e}"
 
     def describe(self) -> str:
         return f"Gaussian induction task {self.target} (n={self.order}), d={self.d}, L={self.seq_len}"
