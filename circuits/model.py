@@ -181,6 +181,8 @@ class Attention(nn.Module):
         allowed = (distance > 0 if cfg.layer_mask(layer) == "strict" else distance >= 0) & (position[None, :] >= skip)
         self.register_buffer("distance", distance.clamp_min(0), persistent=False)
         self.register_buffer("allowed", allowed, persistent=False)
+        mask_bias = torch.zeros(cfg.n_ctx, cfg.n_ctx).masked_fill(~allowed, -torch.inf)
+        self.register_buffer("mask_bias", mask_bias, persistent=False)
 
         self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()  # [batch, pos, head, d_head]
         self.hook_pos_scores = HookPoint()  # [batch, head, q_pos, k_pos], the positional term of the scores
@@ -190,38 +192,50 @@ class Attention(nn.Module):
         self.hook_result = HookPoint()  # [batch, pos, head, d_model], only with use_attn_result
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def _project(self, x: Tensor, weight: Tensor, bias_name: str) -> Tensor:
-        out = torch.einsum("bpd,hde->bphe", x, weight)
+    def _project(self, x: Tensor, weight: Tensor, bias_name: str) -> Float[Tensor, "batch pos head d_head"]:
+        """x W for every head at once, as one [batch·pos, d_model] × [d_model, heads·d_head] product."""
+        n_heads, d_model, d_head = weight.shape
+        out = (x @ weight.transpose(0, 1).reshape(d_model, n_heads * d_head)).unflatten(-1, (n_heads, d_head))
         return out + getattr(self, bias_name) if self.cfg.use_bias else out
 
-    def positional_scores(self, q_scaled: Float[Tensor, "batch pos head d_head"]) -> Float[Tensor, "batch head q k"]:
-        """pos_ij: q_i·r_{i−j}/sqrt(d_head) (relative) or −β_h (i − j − 1) (alibi); takes q/sqrt(d_head)."""
-        n_pos = q_scaled.shape[1]
-        distance = self.distance[:n_pos, :n_pos]
+    def positional_scores(self, q_heads: Float[Tensor, "batch head pos d_head"]) -> Float[Tensor, "batch head q k"]:
+        """pos_ij: q_i·r_{i−j}/sqrt(d_head) (relative) or −β_h (i − j − 1) (alibi); takes q/sqrt(d_head).
+
+        The relative term is one product q Rᵀ over distances, then "skewed" into [query, key] by padding
+        and reshaping (Huang et al.'s Music Transformer): no gather, and a backward pass of plain copies.
+        Entries where the mask forbids the key (j > i) hold meaningless values.
+        """
+        n_pos = q_heads.shape[2]
         if self.positional == "relative":
-            by_distance = torch.einsum("bqhe,hde->bhqd", q_scaled, self.W_rel[:, :n_pos])
-            return by_distance.gather(-1, distance.expand(*by_distance.shape[:2], -1, -1))
-        offset = (distance - 1).to(q_scaled.dtype)
-        return (-self.alibi_slope[:, None, None] * offset).expand(q_scaled.shape[0], -1, -1, -1)
+            by_distance = q_heads @ self.W_rel[:, :n_pos].flip(1).transpose(-1, -2)  # column m: distance n−1−m
+            padded = F.pad(by_distance, (1, 0))  # [..., n, n + 1]: row i shifts left by one more than row i − 1
+            return padded.reshape(*padded.shape[:-2], n_pos + 1, n_pos)[..., 1:, :]
+        offset = (self.distance[:n_pos, :n_pos] - 1).to(q_heads.dtype)
+        return (-self.alibi_slope[:, None, None] * offset).expand(q_heads.shape[0], -1, -1, -1)
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         n_pos = x.shape[1]
         q = self.hook_q(self._project(x, self.W_Q, "b_Q"))
         k = self.hook_k(self._project(x, self.W_K, "b_K"))
         v = self.hook_v(self._project(x, self.W_V, "b_V"))
-        q_scaled = q * self.scale  # scale the [pos, d_head] query once, not two [q, k] score matrices
-        scores = torch.einsum("bqhe,bkhe->bhqk", q_scaled, k)
-        if self.positional != "none":
-            scores = scores + self.hook_pos_scores(self.positional_scores(q_scaled))
+        q_heads = (q * self.scale).transpose(1, 2)  # scale the [pos, d_head] query once, not [q, k] scores
+        keys = k.permute(0, 2, 3, 1)  # [batch, head, d_head, pos]
+        mask = self.mask_bias[:n_pos, :n_pos]  # 0 where allowed, −inf elsewhere: adding it masks
+        if self.positional == "none":
+            scores = q_heads @ keys + mask
+        else:  # fold the positional term and the mask into one batched multiply-add
+            offsets = self.hook_pos_scores(self.positional_scores(q_heads)) + mask
+            scores = torch.baddbmm(offsets.flatten(0, 1), q_heads.flatten(0, 1), keys.flatten(0, 1)).view_as(offsets)
+        scores = self.hook_attn_scores(scores)
         allowed = self.allowed[:n_pos, :n_pos]
-        scores = self.hook_attn_scores(scores.masked_fill(~allowed, -torch.inf))
         pattern = softmax_over_allowed(scores, allowed) if self.strict else torch.softmax(scores, dim=-1)
         pattern = self.dropout(self.hook_pattern(pattern))
-        z = self.hook_z(torch.einsum("bhqk,bkhe->bqhe", pattern, v))
+        z = self.hook_z((pattern @ v.transpose(1, 2)).transpose(1, 2))
         if self.cfg.use_attn_result:
             out = self.hook_result(torch.einsum("bqhe,hed->bqhd", z, self.W_O)).sum(2)
         else:
-            out = torch.einsum("bqhe,hed->bqd", z, self.W_O)
+            n_heads, d_head, d_model = self.W_O.shape
+            out = z.flatten(2) @ self.W_O.reshape(n_heads * d_head, d_model)
         return out + self.b_O if self.cfg.use_bias else out
 
 

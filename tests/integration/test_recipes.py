@@ -98,13 +98,17 @@ def test_bad_architecture_is_one_line_before_anything_is_written(argv, message, 
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("name,steps", [("markov-k3", 30), ("minimal-k3", 30), ("gaussian-ih2", 20)])
-def test_the_shipped_recipes_still_train_the_shipped_weights(name, steps, tmp_path):
+@pytest.mark.parametrize("name,steps,tolerance", [("markov-k3", 30, 1e-6), ("minimal-k3", 30, 0.0), ("gaussian-ih2", 20, 0.0)])
+def test_the_shipped_recipes_still_train_the_shipped_weights(name, steps, tolerance, tmp_path):
+    """Retrained from its recipe, every checkpoint matches the shipped one: bit for bit where the maths
+    runs as it did then; within float32 rounding for markov-k3, whose relative-position term is now
+    computed by the skew form (same values, gradients summed in another order: 1.2e-7 after 30 steps)."""
     shipped = Run.open(name)
     again = train_run(shipped.recipe, tmp_path / name, stop_after=steps, progress=False)
     assert len(again.manifest) > 10
-    expected = {entry["step"]: entry["sha256"] for entry in shipped.manifest}
-    assert all(entry["sha256"] == expected[entry["step"]] for entry in again.manifest)
+    for entry in again.manifest:
+        old, new = shipped.load(step=entry["step"]).state_dict(), again.load(step=entry["step"]).state_dict()
+        assert max((old[key] - new[key]).abs().max().item() for key in old) <= tolerance, entry["step"]
 
 
 def test_a_toy_run_is_a_standard_run_directory(tmp_path):
