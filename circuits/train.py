@@ -2,14 +2,14 @@
 schedule, exact resume.
 
 Same recipe ⇒ byte-identical run files, and a run stopped early and continued with ``resume=True``
-writes the same files as one that never stopped: the optimiser state, both random generators and the
-running loss are saved in ``resume/`` at every checkpoint and at the stop.
+writes the same files as one that never stopped: the optimiser state, the data stream's state, the
+global random generator (dropout) and the running loss are saved in ``resume/`` at every checkpoint and
+at the stop. Nothing about the machine or the clock is saved, so equal recipes give equal bytes anywhere.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +29,7 @@ from circuits.checkpoint import (
     save_tensors,
 )
 from circuits.recipes import Recipe, recipe_from_json
-from circuits.tasks import EvalSet
+from circuits.tasks import EvalSet, Stream
 from circuits.validation import require_int
 
 RESUME_FILE = "resume/state.safetensors"
@@ -46,26 +46,25 @@ def checkpoint_schedule(steps: int, n_checkpoints: int) -> list[int]:
 
 @dataclass
 class Trainer:
-    """One run: the model, optimiser, data generator and the run directory they are saved in."""
+    """One run: the model, optimiser, data stream and the run directory they are saved in."""
 
     recipe: Recipe
     writer: RunWriter
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     base_rates: list[float]
-    data: torch.Generator
+    data: Stream
     eval_set: EvalSet
     step: int = 0
     loss_sum: float = 0.0
     loss_count: int = 0
-    elapsed: float = 0.0
 
     @classmethod
     def create(cls, recipe: Recipe, writer: RunWriter) -> Trainer:
         torch.manual_seed(recipe.model_seed)  # dropout draws from the global generator
         model = build_model(recipe.model_config())
         optimizer, base_rates = recipe.make_optimizer(model)
-        data = torch.Generator().manual_seed(recipe.data_seed)
+        data = recipe.task.stream(recipe.data_seed)
         eval_set = recipe.task.eval_set(recipe.eval_seqs, recipe.eval_seed)
         return cls(recipe, writer, model, optimizer, base_rates, data, eval_set)
 
@@ -75,7 +74,7 @@ class Trainer:
 
     def train_step(self) -> None:
         recipe = self.recipe
-        inputs, targets = recipe.task.batch(recipe.batch_size, self.data)
+        inputs, targets = recipe.task.inputs_and_targets(self.data.take(recipe.batch_size))
         loss = recipe.task.loss(self.model(inputs), targets)
         for group, rate in zip(self.optimizer.param_groups, self.base_rates):
             group["lr"] = rate * recipe.lr_factor(self.step)
@@ -116,7 +115,6 @@ class Trainer:
             "step": self.step,
             "loss_sum": self.loss_sum,
             "loss_count": self.loss_count,
-            "elapsed_seconds": self.elapsed,
             "param_groups": optim["param_groups"],
         }
         save_tensors(self.out / RESUME_FILE, tensors, metadata={"state": json.dumps(info)})
@@ -138,7 +136,6 @@ class Trainer:
         self.data.set_state(tensors["rng.data"])
         torch.set_rng_state(tensors["rng.torch"])
         self.step, self.loss_sum, self.loss_count = info["step"], info["loss_sum"], info["loss_count"]
-        self.elapsed = info["elapsed_seconds"]
         self.writer = RunWriter.reopen(self.out, self.step)
 
 
@@ -178,17 +175,13 @@ def train_run(
     schedule = set(checkpoint_schedule(recipe.steps, recipe.n_checkpoints))
     trainer.model.train()
     bar = tqdm(total=last, initial=trainer.step, desc=f"train {out.name}", disable=not progress, unit="step")
-    started = time.perf_counter()
     try:
         while trainer.step < last:
             trainer.train_step()
             bar.update(1)
             if trainer.step in schedule:
-                trainer.elapsed += time.perf_counter() - started
-                started = time.perf_counter()
                 bar.set_postfix_str(recipe.task.progress(trainer.save_checkpoint()))
     finally:
         bar.close()
-    trainer.elapsed += time.perf_counter() - started
     trainer.save_resume_state()
     return Run.open(out)

@@ -1,7 +1,8 @@
 """ICL-MC (Edelman et al. 2024): every sequence comes from its own random Markov chain.
 
 A chain of order m = n − 1 over k symbols has a transition table of k^m rows (one per context of the
-last m tokens), each row drawn from Dirichlet(α, …, α). The first m tokens come from the stationary
+last m tokens), by default each row drawn from Dirichlet(α, …, α) (other priors: ``priors.py``). The
+first m tokens come from the stationary
 distribution of the lifted chain on m-tuples, solved exactly (as the authors state they sample it; their current
 code draws the first state uniformly by mistake). n = 2 is the paper's main task; n = 1 gives i.i.d.
 tokens from one random distribution (the paper's "unigram" prior, Appendix A).
@@ -19,13 +20,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
 from circuits.metrics import kl_divergence, token_cross_entropy
 from circuits.tasks import MarkovTask
-from circuits.tasks.draws import sample_categorical, sample_dirichlet
+from circuits.tasks.draws import sample_categorical
+from circuits.tasks.priors import draw_table
 from circuits.validation import require_int, require_positive
 
 STRATEGY_ORDERS = {"unigram": 1, "bigram": 2, "trigram": 3}
@@ -100,6 +103,20 @@ class MarkovSample:
     def targets(self) -> Int[Tensor, "batch seq"]:
         return self.states[:, 1:]
 
+    @classmethod
+    def concat(cls, samples: list[MarkovSample]) -> MarkovSample:
+        """One sample of the sequences of several, in order."""
+        return cls(
+            states=torch.cat([s.states for s in samples]),
+            transitions=torch.cat([s.transitions for s in samples]),
+            stationary=torch.cat([s.stationary for s in samples]),
+            k=samples[0].k,
+            n=samples[0].n,
+        )
+
+    def __getitem__(self, rows: slice) -> MarkovSample:
+        return MarkovSample(self.states[rows], self.transitions[rows], self.stationary[rows], self.k, self.n)
+
 
 def check_transitions(table: Tensor, n_seqs: int, k: int, order: int) -> Float[Tensor, "batch contexts k"]:
     """Raise ValueError unless ``table`` is [n_seqs, k^order, k] with rows that are distributions."""
@@ -113,6 +130,30 @@ def check_transitions(table: Tensor, n_seqs: int, k: int, order: int) -> Float[T
     return table
 
 
+def walk(table: Float[Tensor, "batch contexts k"], uniforms: Float[Tensor, "batch length"], n: int) -> MarkovSample:
+    """Run each chain for ``length`` states, by inverse-CDF draws from ``uniforms`` (one per state).
+
+    The first n − 1 states come from the lifted chain's stationary distribution. Every later state is
+    the first b with cumsum(row)[b] > u: computed for every context at once, so that the loop over
+    positions (which the recurrence needs) only looks up the next state.
+    """
+    n_seqs, length = uniforms.shape
+    k, order, n_contexts = table.shape[-1], n - 1, table.shape[1]
+    pi = stationary_distribution(lift_transitions(table, k))
+    first_context = sample_categorical(pi, uniforms[:, 0]).numpy()
+    later = uniforms[:, None, order:].expand(-1, n_contexts, -1).contiguous()
+    successor = torch.searchsorted(table.cumsum(-1), later, right=True).clamp_max_(k - 1)
+    successor = successor.transpose(1, 2).numpy()  # [batch, position − order, context]
+    states = np.empty((n_seqs, length), dtype=np.int64)
+    for i in range(order):  # decode the first m tokens, oldest digit first
+        states[:, i] = first_context // k ** (order - 1 - i) % k
+    context, rows = first_context, np.arange(n_seqs)
+    for t in range(order, length):  # numpy: a small lookup costs a microsecond here, ten in torch
+        states[:, t] = successor[rows, t - order, context]
+        context = (context * k + states[:, t]) % k**order if order else context
+    return MarkovSample(states=torch.from_numpy(states), transitions=table, stationary=pi, k=k, n=n)
+
+
 def sample_markov(
     n_seqs: int,
     k: int,
@@ -122,33 +163,23 @@ def sample_markov(
     alpha: float = 1.0,
     generator: torch.Generator,
     transitions: Float[Tensor, "batch contexts k"] | None = None,
+    prior: str = "dirichlet",
+    p: float | None = None,
 ) -> MarkovSample:
     """Draw ``n_seqs`` sequences of ``seq_len`` input tokens (seq_len + 1 states), each from a fresh chain.
 
-    The chains' tables are drawn from Dirichlet(alpha) rows unless ``transitions`` gives them (one
-    table of k^(n−1) rows per sequence, e.g. to evaluate on chosen chains). Vectorised over the
-    batch; the only loop is over positions, which the recurrence needs.
+    The chains' tables are drawn from ``prior`` (Dirichlet(alpha) rows by default) unless
+    ``transitions`` gives them (one table of k^(n−1) rows per sequence, e.g. to evaluate on chosen
+    chains); then come seq_len + 1 uniforms per sequence for the walk. Vectorised over the batch.
     """
     require_int("n_seqs", n_seqs, 1)
-    MarkovTask(k, seq_len, n, alpha)  # checks every parameter
-    order = n - 1
+    MarkovTask(k, seq_len, n, alpha, prior=prior, p=p)  # checks every parameter
     if transitions is None:
-        table = sample_dirichlet((n_seqs, k**order), k, alpha, generator)
+        table = draw_table(prior, n_seqs, k, n - 1, alpha, p, generator)
     else:
-        table = check_transitions(transitions, n_seqs, k, order)
-    pi = stationary_distribution(lift_transitions(table, k))
+        table = check_transitions(transitions, n_seqs, k, n - 1)
     uniforms = torch.rand(n_seqs, seq_len + 1, generator=generator, dtype=torch.float64)
-
-    states = torch.empty(n_seqs, seq_len + 1, dtype=torch.long)
-    first_context = sample_categorical(pi, uniforms[:, 0])
-    for i in range(order):  # decode the first m tokens, oldest digit first
-        states[:, i] = first_context // k ** (order - 1 - i) % k
-    context = first_context
-    rows = torch.arange(n_seqs)
-    for t in range(order, seq_len + 1):
-        states[:, t] = sample_categorical(table[rows, context], uniforms[:, t])
-        context = (context * k + states[:, t]) % k**order if order else context
-    return MarkovSample(states=states, transitions=table, stationary=pi, k=k, n=n)
+    return walk(table, uniforms, n)
 
 
 def window_codes(tokens: Int[Tensor, "batch pos"], width: int, k: int) -> Int[Tensor, "batch windows"]:
@@ -312,54 +343,38 @@ class MarkovEvalSet:
 
 @dataclass(frozen=True)
 class Baselines:
-    """How well each strategy does on fresh sequences.
+    """How well each strategy does on fresh sequences of a task's evaluation chains.
 
     ``last_token_kl[s]`` is KL(true next-token distribution ‖ s) at the last input token, averaged over
     sequences (the paper's "test loss"). ``mean_ce[s]`` is the cross-entropy of the sampled next token
     averaged over all positions and sequences: the training loss a predictor using s would reach.
     """
 
-    k: int
-    seq_len: int
-    n: int
-    alpha: float
+    task: MarkovTask
     n_seqs: int
     seed: int
     last_token_kl: dict[str, float]
     mean_ce: dict[str, float]
 
 
-def strategy_baselines(
-    k: int,
-    seq_len: int,
-    *,
-    n: int = 2,
-    alpha: float = 1.0,
-    n_seqs: int = 20_000,
-    seed: int = 0,
-    chunk: int = 2_000,
-) -> Baselines:
-    """Last-token KL and mean cross-entropy of every strategy on ``n_seqs`` fresh sequences.
+def strategy_baselines(task: MarkovTask, *, n_seqs: int = 20_000, seed: int = 0, chunk: int = 2_000) -> Baselines:
+    """Last-token KL and mean cross-entropy of every strategy on ``n_seqs`` fresh sequences of the
+    task's evaluation prior (its training prior unless ``eval_prior`` says otherwise).
 
     Works in chunks of ``chunk`` sequences so memory stays flat; the same seed gives the same numbers.
     """
     require_int("n_seqs", n_seqs, 1)
     require_int("seed", seed, 0)
-    MarkovTask(k, seq_len, n, alpha)  # checks every parameter
-    generator = torch.Generator().manual_seed(seed)
+    stream = task.eval_task().stream(seed)
     kl_sums: dict[str, float] = {}
     ce_sums: dict[str, float] = {}
     for start in range(0, n_seqs, chunk):
-        sample = sample_markov(min(chunk, n_seqs - start), k, seq_len, n=n, alpha=alpha, generator=generator)
-        chunk_set = MarkovEvalSet.from_sample(sample, alpha)
+        chunk_set = MarkovEvalSet.from_sample(stream.take(min(chunk, n_seqs - start)), task.alpha)
         for sums, values in ((kl_sums, chunk_set.strategy_kl()), (ce_sums, chunk_set.strategy_ce())):
             for name, per_seq in values.items():
                 sums[name] = sums.get(name, 0.0) + per_seq.sum().item()
     return Baselines(
-        k=k,
-        seq_len=seq_len,
-        n=n,
-        alpha=float(alpha),
+        task=task,
         n_seqs=n_seqs,
         seed=seed,
         last_token_kl={name: total / n_seqs for name, total in kl_sums.items()},

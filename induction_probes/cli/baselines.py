@@ -24,14 +24,13 @@ def run_baselines(args: argparse.Namespace) -> str:
     from circuits.tasks.markov import strategy_baselines
 
     task = config_from_options(MarkovTask, typed_options(args, MarkovTask))
-    result = strategy_baselines(task.k, task.seq_len, n=task.n, alpha=task.alpha, n_seqs=args.n_seqs, seed=args.seed)
+    result = strategy_baselines(task, n_seqs=args.n_seqs, seed=args.seed)
     if args.json:
-        return json.dumps(vars(result) | {"task": "markov"}, indent=2)
+        described = {"task": task.name} | {key: value for key, value in task.to_json().items() if key != "name"}
+        return json.dumps(described | {key: value for key, value in vars(result).items() if key != "task"}, indent=2)
     rows = [["true", "-", result.mean_ce["true"]]]
     rows += [[name, kl, result.mean_ce[name]] for name, kl in result.last_token_kl.items()]
-    title = (
-        f"ICL-MC strategy baselines: k={result.k}, n={result.n}, T={result.seq_len}, "
-        f"alpha={result.alpha:g}, {result.n_seqs} sequences, seed {result.seed}"
-    )
+    chains = task.eval_task().describe().removeprefix("ICL-MC ")
+    title = f"ICL-MC strategy baselines: {chains}, {result.n_seqs} sequences, seed {result.seed}"
     table = format_table(["strategy", "last-token KL(true||s)", "mean CE over positions"], rows)
     return f"{title}\n{table}"

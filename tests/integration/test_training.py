@@ -46,7 +46,8 @@ def test_run_directory_layout_and_metrics(tmp_path):
         assert set(m["last_token_kl"]) == {"true", "uniform", "unigram", "bigram"}
         assert all(v >= 0 for v in m["last_token_kl"].values())
     config = json.loads((run.path / "config.json").read_text())
-    assert config["task"] == {"name": "markov", "k": 3, "seq_len": 20, "n": 2, "alpha": 1.0}
+    assert config["task"] == {"name": "markov", "k": 3, "seq_len": 20, "n": 2, "alpha": 1.0, "prior": "dirichlet",
+                              "p": None, "mixture": None, "eval_prior": None}
     assert config["recipe"]["name"] == "markov" and config["recipe"]["model_seed"] == 0 and config["recipe"]["data_seed"] == 1
     assert run.recipe == TINY and run.task == TINY.task
     # At initialisation the model is nearly uniform: KL(uniform ‖ model) is tiny.

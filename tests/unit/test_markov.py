@@ -6,10 +6,11 @@ import math
 import pytest
 import torch
 
+from circuits.tasks import MarkovTask
+from circuits.tasks.draws import sample_dirichlet
 from circuits.tasks.markov import (
     lift_transitions,
     ngram_predictions,
-    sample_dirichlet,
     sample_markov,
     stationary_distribution,
     strategy_baselines,
@@ -164,7 +165,7 @@ def test_true_probabilities_for_a_second_order_chain_match_enumeration():
     ],
 )
 def test_baselines_match_the_reference_figures(k, uniform, unigram, bigram, ce):
-    result = strategy_baselines(k, 100, n_seqs=20_000, seed=0)
+    result = strategy_baselines(MarkovTask(k), n_seqs=20_000, seed=0)
     kl = result.last_token_kl
     assert abs(kl["uniform"] - uniform) < 0.01
     assert abs(kl["unigram"] - unigram) < 0.01
