@@ -201,15 +201,16 @@ class Attention(nn.Module):
     def positional_scores(self, q_heads: Float[Tensor, "batch head pos d_head"]) -> Float[Tensor, "batch head q k"]:
         """pos_ij: q_i·r_{i−j}/sqrt(d_head) (relative) or −β_h (i − j − 1) (alibi); takes q/sqrt(d_head).
 
-        The relative term is one product q Rᵀ over distances, then "skewed" into [query, key] by padding
-        and reshaping (Huang et al.'s Music Transformer): no gather, and a backward pass of plain copies.
-        Entries where the mask forbids the key (j > i) hold meaningless values.
+        The relative term is one product q Rᵀ over distances, then "skewed" into [query, key] by reshaping
+        (Huang et al.'s Music Transformer): no gather, and a backward pass without scatters. R holds a zero
+        row and then r_{n−1}, …, r_0, so column m + 1 of q Rᵀ is distance n − 1 − m; read as n + 1 rows of n,
+        row i + 1 then starts at distance i. Entries where the mask forbids the key (j > i) are meaningless.
         """
         n_pos = q_heads.shape[2]
         if self.positional == "relative":
-            by_distance = q_heads @ self.W_rel[:, :n_pos].flip(1).transpose(-1, -2)  # column m: distance n−1−m
-            padded = F.pad(by_distance, (1, 0))  # [..., n, n + 1]: row i shifts left by one more than row i − 1
-            return padded.reshape(*padded.shape[:-2], n_pos + 1, n_pos)[..., 1:, :]
+            distances = F.pad(self.W_rel[:, :n_pos].flip(1), (0, 0, 1, 0))  # [head, n + 1, d_head]
+            by_distance = q_heads @ distances.transpose(-1, -2)  # [batch, head, n, n + 1]
+            return by_distance.reshape(*by_distance.shape[:-2], n_pos + 1, n_pos)[..., 1:, :]
         offset = (self.distance[:n_pos, :n_pos] - 1).to(q_heads.dtype)
         return (-self.alibi_slope[:, None, None] * offset).expand(q_heads.shape[0], -1, -1, -1)
 
