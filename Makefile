@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,ray]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -37,3 +37,5 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_model.py
 	$(BIN)/python bench/bench_probes.py
 	$(BIN)/python bench/bench_cli.py
+	$(BIN)/python bench/bench_train_step.py
+	$(BIN)/python bench/bench_sweep.py

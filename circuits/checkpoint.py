@@ -111,8 +111,11 @@ class RunWriter:
         self.path, self.manifest = path, manifest
 
     @classmethod
-    def create(cls, path: Path, config: dict) -> RunWriter:
-        """A new run in ``path``, with its ``config.json`` and no checkpoint yet."""
+    def create(cls, path: Path, config: dict, restart: bool = False) -> RunWriter:
+        """A new run in ``path``, with its ``config.json`` and no checkpoint yet; ``restart`` starts the
+        run in ``path`` over (for a run that crashed before its first resume state)."""
+        if restart:
+            (path / "manifest.json").unlink(missing_ok=True)
         if (path / "manifest.json").exists():
             raise CheckpointError(f"{path} already holds a run: continue it with --resume or choose another --out")
         (path / "checkpoints").mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,9 @@ at the stop. Nothing about the machine or the clock is saved, so equal recipes g
 
 from __future__ import annotations
 
+import fcntl
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +35,7 @@ from circuits.tasks import EvalSet, Stream
 from circuits.validation import require_int
 
 RESUME_FILE = "resume/state.safetensors"
+LOCK_FILE = "lock"
 
 
 def checkpoint_schedule(steps: int, n_checkpoints: int) -> list[int]:
@@ -150,6 +153,37 @@ def saved_recipe(out: Path) -> Recipe:
         raise CheckpointError(f"invalid recipe in {out / 'config.json'}: {error}") from None
 
 
+@contextmanager
+def only_writer(out: Path):
+    """Hold ``out/lock`` while training, so that a second trainer on the same directory stops at once
+    instead of interleaving its files with ours. The lock dies with the process: a crash leaves none."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / LOCK_FILE, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CheckpointError(f"another trainer is writing {out}; wait for it to finish or choose another --out") from None
+        yield
+
+
+def start_or_continue(recipe: Recipe | None, out: Path, resume: bool) -> Trainer:
+    """The trainer of a new run, or of the saved one with ``resume``. A run that crashed before its first
+    resume state was written holds at most its step-0 checkpoint: it starts over, losing nothing."""
+    if not resume:
+        trainer = Trainer.create(recipe, RunWriter.create(out, run_config(recipe)))
+        trainer.save_checkpoint()
+        return trainer
+    recipe = saved_recipe(out)
+    manifest = read_json(out / "manifest.json") if (out / "manifest.json").is_file() else []
+    if not (out / RESUME_FILE).is_file() and all(entry.get("step") == 0 for entry in manifest):
+        trainer = Trainer.create(recipe, RunWriter.create(out, run_config(recipe), restart=True))
+        trainer.save_checkpoint()
+        return trainer
+    trainer = Trainer.create(recipe, RunWriter(out, manifest=[]))
+    trainer.load_resume_state()
+    return trainer
+
+
 def train_run(
     recipe: Recipe | None,
     out: str | Path,
@@ -164,24 +198,22 @@ def train_run(
     With ``resume`` the recipe is the one saved in the run; ``recipe`` may be None.
     """
     out = Path(out)
-    if resume:
-        recipe = saved_recipe(out)
-        trainer = Trainer.create(recipe, RunWriter(out, manifest=[]))
-        trainer.load_resume_state()
-    else:
-        trainer = Trainer.create(recipe, RunWriter.create(out, run_config(recipe)))
-        trainer.save_checkpoint()
-    last = recipe.steps if stop_after is None else min(require_int("stop_after", stop_after, 0), recipe.steps)
-    schedule = set(checkpoint_schedule(recipe.steps, recipe.n_checkpoints))
-    trainer.model.train()
-    bar = tqdm(total=last, initial=trainer.step, desc=f"train {out.name}", disable=not progress, unit="step")
-    try:
-        while trainer.step < last:
-            trainer.train_step()
-            bar.update(1)
-            if trainer.step in schedule:
-                bar.set_postfix_str(recipe.task.progress(trainer.save_checkpoint()))
-    finally:
-        bar.close()
-    trainer.save_resume_state()
+    if stop_after is not None:
+        require_int("stop_after", stop_after, 0)  # before anything is written
+    with only_writer(out):
+        trainer = start_or_continue(recipe, out, resume)
+        recipe = trainer.recipe
+        last = recipe.steps if stop_after is None else min(stop_after, recipe.steps)
+        schedule = set(checkpoint_schedule(recipe.steps, recipe.n_checkpoints))
+        trainer.model.train()
+        bar = tqdm(total=last, initial=trainer.step, desc=f"train {out.name}", disable=not progress, unit="step")
+        try:
+            while trainer.step < last:
+                trainer.train_step()
+                bar.update(1)
+                if trainer.step in schedule:
+                    bar.set_postfix_str(recipe.task.progress(trainer.save_checkpoint()))
+        finally:
+            bar.close()
+        trainer.save_resume_state()
     return Run.open(out)

@@ -267,3 +267,52 @@ def plot_capacity_table(rows: list[tuple[str, int, int, float]], path: Path) -> 
     ax.axhline(1.0, color="black", lw=0.8, ls="--")
     ax.set(ylabel="MSE / target variance", title="IH_4 (d = 2): who can represent it", ylim=(0, 1.1))
     return save(fig, path)
+
+
+# --- sweeps: means over seeds with 95 % interval bands ---------------------------------------------
+
+
+def band(ax: plt.Axes, x: list[float], curve: dict, colour: str, label: str) -> None:
+    """A mean curve and its 95 % band (no band where the interval is undefined, e.g. one seed)."""
+    ax.plot(x, curve["mean"], color=colour, lw=2, label=label)
+    if all(value is not None for value in curve["low"]):
+        ax.fill_between(x, curve["low"], curve["high"], color=colour, alpha=0.2, lw=0)
+
+
+def plot_sweep_summary(summary: dict, directory: Path) -> list[Path]:
+    """Two figures: KL(true ‖ model) of every condition, with its transition interval marked, and one
+    panel per condition of the distance to each strategy, all against the same log-scaled x-axis."""
+    sns.set_theme(style="ticks")
+    conditions = summary["conditions"]
+    name = Path(summary["sweep"]).name
+    colours = dict(zip(conditions, sns.color_palette("colorblind", len(conditions))))
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for condition, values in conditions.items():
+        curves = values["curves"]
+        x, kl = curves["x"][1:], {key: series[1:] for key, series in curves["kl"]["true"].items()}  # log x: no 0
+        band(ax, x, kl, colours[condition], f"{condition} ({values['n_seeds']} seeds)")
+        transition = values["transition"]
+        if transition["low"] is not None:
+            ax.axvspan(transition["low"], transition["high"], color=colours[condition], alpha=0.12, lw=0)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(summary["x_axis"])
+    ax.set_ylabel("KL(true ‖ model), last token")
+    ax.set_title(f"{name}: test loss, mean and 95% band over seeds\n(vertical bands: 95% interval of the transition)")
+    ax.legend(fontsize=8)
+    paths = [save(fig, directory / f"{name}-kl.png")]
+    fig, axes = plt.subplots(1, len(conditions), figsize=(4.2 * len(conditions), 3.8), squeeze=False, sharey=True)
+    for ax, (condition, values) in zip(axes[0], conditions.items()):
+        curves = values["curves"]
+        for strategy, curve in curves["kl"].items():
+            if strategy != "true":
+                band(ax, curves["x"][1:], {k: v[1:] for k, v in curve.items()}, strategy_colour(strategy), strategy)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(summary["x_axis"])
+        ax.set_title(f"{condition} ({values['n_seeds']} seeds)", fontsize=10)
+    axes[0][0].set_ylabel("KL(strategy ‖ model), last token")
+    axes[0][0].legend(title="strategy", fontsize=8)
+    fig.suptitle(f"{name}: distance to each strategy, mean and 95% band over seeds")
+    paths.append(save(fig, directory / f"{name}-strategies.png"))
+    return paths

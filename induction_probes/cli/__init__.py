@@ -12,10 +12,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from induction_probes.cli import baselines, experiments, probe, runs, train, verify
-from induction_probes.cli.common import PROG, Parser, UsageError
+from induction_probes.cli import baselines, experiments, probe, runs, sweep, train, verify
+from induction_probes.cli.common import PROG, CommandFailed, Parser, UsageError
 
-COMMAND_GROUPS = (baselines, train, runs, probe, verify, experiments)
+COMMAND_GROUPS = (baselines, train, sweep, runs, probe, verify, experiments)
 
 
 def build_parser() -> Parser:
@@ -41,9 +41,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
-    except FloatingPointError as error:  # a diverged training run: not bad input, still one line
+    except (FloatingPointError, CommandFailed) as error:  # a diverged run, failed sweep cells: not bad input
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as interrupt:
+        print(f"{PROG}: {interrupt.args[0] if interrupt.args else 'interrupted'}", file=sys.stderr)
+        return 130
     return 0
 
 

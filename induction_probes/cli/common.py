@@ -8,12 +8,18 @@ from collections.abc import Sequence
 from dataclasses import MISSING, fields
 from pathlib import Path
 
+from circuits.config import config_from_options, option_names  # noqa: F401 (the command modules import them from here)
+
 PROG = "induction-probes"
 FIELD_TYPES = {"int": int, "float": float, "str": str}
 
 
 class UsageError(Exception):
     """Raised instead of argparse's usage dump, so that every error is one line."""
+
+
+class CommandFailed(RuntimeError):
+    """A command that ran but could not do all it was asked (not bad input): one line, status 1."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -47,38 +53,10 @@ def add_config_options(parser: argparse.ArgumentParser, config_class: type) -> N
         parser.add_argument(flag(field.name), dest=field.name, default=argparse.SUPPRESS, help=text, **extras)
 
 
-def option_names(config_class: type) -> list[str]:
-    """The namespace names :func:`add_config_options` can set for ``config_class``."""
-    names = []
-    for field in fields(config_class):
-        names += option_names(field.metadata["config"]) if "config" in field.metadata else [field.name]
-    return names
-
-
 def typed_options(args: argparse.Namespace, config_class: type) -> dict:
     """The options of ``config_class`` that were given on the command line."""
     given = vars(args)
     return {name: given[name] for name in option_names(config_class) if name in given}
-
-
-def config_from_options(config_class: type, options: dict):
-    """``config_class`` built from flat option values, the configs it holds from theirs: the same object
-    that ``config_class(task=TaskClass(...), ...)`` makes from the same arguments in Python."""
-    values = {}
-    for field in fields(config_class):
-        inner = field.metadata.get("config")
-        if inner is None:
-            if field.name in options:
-                values[field.name] = options[field.name]
-            continue
-        inner_options = {name: options[name] for name in option_names(inner) if name in options}
-        if inner_options or field.default_factory is MISSING:
-            values[field.name] = config_from_options(inner, inner_options)
-    required = [f.name for f in fields(config_class) if f.default is MISSING and f.default_factory is MISSING]
-    missing = [name for name in required if name not in values]
-    if missing:
-        raise ValueError(f"{flag(missing[0])} is required")
-    return config_class(**values)
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

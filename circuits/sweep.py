@@ -1,0 +1,298 @@
+"""Many runs from one experiment spec: conditions × grid × seeds, each a standard run directory, on a
+local process pool or a Ray cluster, resumable cell by cell.
+
+A spec is a TOML file::
+
+    recipe = "markov"                  # markov, minimal or gaussian (the `train` sub-commands)
+    seeds = [0, 1, 2]                  # seed S sets the model, data and eval seeds to S, S+1, S+2
+    description = "free text"          # optional
+
+    [base]                             # recipe and task fields (names as in config.json), for every cell
+    k = 4
+    steps = 2000
+
+    [conditions.doubly-stochastic]     # optional named sets of overrides; none means one condition "base"
+    prior = "doubly-stochastic"
+    [conditions.mixture]
+    prior = "mixture"
+    p = 0.75
+
+    [grid]                             # optional: every combination of these values, in every condition
+    lr = [1e-3, 3e-3]
+
+A cell's directory is ``DIR/<condition>[/<key>=<value>...]/seed-<S>``. A sweep writes its spec into
+``DIR/spec.toml`` (refusing a directory that holds another spec) and a line per finished cell, with its
+wall time, into ``DIR/sweep.jsonl``; the run directories themselves hold nothing that depends on the
+machine or the clock, so every backend writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from circuits.config import config_from_options, option_names
+from circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe, recipe_from_json
+
+SWEEP_RECIPES = {recipe.name: recipe for recipe in (MarkovRecipe, MinimalRecipe, GaussianRecipe)}
+SPEC_KEYS = {"recipe", "seeds", "description", "base", "conditions", "grid"}
+SEED_KEYS = ("model_seed", "data_seed", "eval_seed")
+SPEC_FILE, LOG_FILE = "spec.toml", "sweep.jsonl"
+
+
+class SpecError(ValueError):
+    """An experiment spec that cannot be run as written."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a sweep: its condition (with grid values), seed and recipe."""
+
+    condition: str
+    seed: int
+    recipe: Any
+
+    @property
+    def relative_path(self) -> str:
+        return f"{self.condition}/seed-{self.seed}"
+
+    def describe(self) -> str:
+        return f"{self.condition} seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class Spec:
+    recipe: str
+    seeds: tuple[int, ...]
+    base: dict
+    conditions: dict[str, dict]
+    grid: dict[str, list]
+    text: str
+    description: str = ""
+
+    def condition_names(self) -> list[str]:
+        grid_points = [dict(zip(self.grid, values)) for values in itertools.product(*self.grid.values())]
+        return [condition_label(name, point) for name in self.conditions for point in grid_points]
+
+    def cells(self) -> list[Cell]:
+        """Every cell in a fixed order: condition, then grid point, then seed."""
+        recipe_class = SWEEP_RECIPES[self.recipe]
+        grid_points = [dict(zip(self.grid, values)) for values in itertools.product(*self.grid.values())]
+        cells = []
+        for name, overrides in self.conditions.items():
+            for point in grid_points:
+                for seed in self.seeds:
+                    options = dict(zip(SEED_KEYS, (seed, seed + 1, seed + 2))) | self.base | overrides | point
+                    label = condition_label(name, point)
+                    try:
+                        recipe = config_from_options(recipe_class, options)
+                    except ValueError as error:
+                        raise SpecError(f"condition {label}: {error}") from None
+                    cells.append(Cell(label, seed, recipe))
+        return cells
+
+
+def condition_label(name: str, grid_point: dict) -> str:
+    return "/".join([name, *(f"{key}={value}" for key, value in grid_point.items())])
+
+
+def tomlish(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def parse_spec(text: str, source: str = "spec") -> Spec:
+    """The spec in ``text``; every mistake is a :class:`SpecError` naming it."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SpecError(f"{source} is not valid TOML: {error}") from None
+    unknown = sorted(set(raw) - SPEC_KEYS)
+    if unknown:
+        raise SpecError(f"{source}: unknown keys {', '.join(unknown)} (a spec has {', '.join(sorted(SPEC_KEYS))})")
+    if raw.get("recipe") not in SWEEP_RECIPES:
+        raise SpecError(f"{source}: recipe must be one of {', '.join(SWEEP_RECIPES)}, got {raw.get('recipe')!r}")
+    seeds = raw.get("seeds")
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise SpecError(f"{source}: seeds must be a non-empty list of integers >= 0")
+    if len(set(seeds)) != len(seeds):
+        raise SpecError(f"{source}: seeds repeat")
+    tables = {key: raw.get(key, {}) for key in ("base", "conditions", "grid")}
+    for key, table in tables.items():
+        if not isinstance(table, dict):
+            raise SpecError(f"{source}: [{key}] must be a table")
+    conditions = tables["conditions"] or {"base": {}}
+    if not all(isinstance(overrides, dict) for overrides in conditions.values()):
+        raise SpecError(f"{source}: each [conditions.NAME] must be a table of overrides")
+    if not all(isinstance(values, list) and values for values in tables["grid"].values()):
+        raise SpecError(f"{source}: each [grid] entry must be a non-empty list of values")
+    known = set(option_names(SWEEP_RECIPES[raw["recipe"]])) - set(SEED_KEYS)
+    for where, names in [("base", tables["base"]), ("grid", tables["grid"])] + [
+        (f"conditions.{name}", overrides) for name, overrides in conditions.items()
+    ]:
+        wrong = sorted(set(names) - known)
+        if wrong:
+            hint = " (seeds come from `seeds`)" if set(wrong) & set(SEED_KEYS) else ""
+            raise SpecError(f"{source}: [{where}] has keys the {raw['recipe']} recipe does not know: {', '.join(wrong)}{hint}")
+    spec = Spec(
+        recipe=raw["recipe"],
+        seeds=tuple(seeds),
+        base={key: tomlish(value) for key, value in tables["base"].items()},
+        conditions={name: {key: tomlish(v) for key, v in overrides.items()} for name, overrides in conditions.items()},
+        grid={key: [tomlish(v) for v in values] for key, values in tables["grid"].items()},
+        text=text,
+        description=str(raw.get("description", "")),
+    )
+    spec.cells()  # every cell's recipe is checked before anything runs
+    return spec
+
+
+def read_spec(path: str | Path) -> Spec:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise SpecError(f"cannot read spec {path}: {error}") from None
+    return parse_spec(text, str(path))
+
+
+# --- running cells ------------------------------------------------------------------------------------
+
+
+def cell_status(path: Path, recipe) -> str:
+    """"new", "done" or "partial" for a cell directory; raises SpecError if it holds another recipe."""
+    config_path = path / "config.json"
+    if not config_path.is_file():
+        return "new"
+    from circuits.train import saved_recipe
+
+    if saved_recipe(path) != recipe:
+        raise SpecError(f"{path} holds a run of another recipe than this spec's")
+    manifest_path = path / "manifest.json"
+    if manifest_path.is_file():
+        steps = [entry["step"] for entry in json.loads(manifest_path.read_text())]
+        if steps and steps[-1] == recipe.steps and (path / "resume" / "state.safetensors").is_file():
+            return "done"
+    return "partial"
+
+
+def run_cell(root: str, cell_json: dict) -> dict:
+    """Train one unfinished cell (fresh, or continued where it stopped) in its own process; never raises:
+    a failure is reported in the result so that it never takes the other cells down."""
+    import torch
+
+    from circuits.train import train_run
+
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    recipe = recipe_from_json(cell_json["recipe"], cell_json["task"])
+    path = Path(root) / cell_json["path"]
+    result = {"cell": cell_json["path"], "status": "", "seconds": 0.0, "error": None}
+    try:
+        status = cell_status(path, recipe)
+        run = train_run(recipe if status == "new" else None, path, resume=status == "partial", progress=False)
+        final_kl = run.metrics()[-1].get("last_token_kl", {}).get("true")
+        result |= {"status": "trained" if status == "new" else "resumed", "final_kl": final_kl}
+    except Exception as error:  # noqa: BLE001 -- reported per cell, the sweep goes on
+        result |= {"status": "failed", "error": f"{type(error).__name__}: {error}".splitlines()[0]}
+    return result | {"seconds": round(time.perf_counter() - started, 2)}
+
+
+def cell_json(cell: Cell) -> dict:
+    return {"path": cell.relative_path, "recipe": cell.recipe.to_json(), "task": cell.recipe.task.to_json()}
+
+
+def prepare(spec: Spec, out: Path) -> None:
+    """Claim ``out`` for this spec: a new or empty directory, or one holding the same spec."""
+    saved = out / SPEC_FILE
+    if saved.is_file():
+        if parse_spec(saved.read_text(), str(saved)).cells() != spec.cells():
+            raise SpecError(f"{out} holds another sweep (its {SPEC_FILE} differs); choose another --out")
+        return
+    if out.exists() and any(out.iterdir()):
+        raise SpecError(f"{out} is not empty and holds no sweep; choose a new or empty --out")
+    out.mkdir(parents=True, exist_ok=True)
+    saved.write_text(spec.text)
+
+
+def local_results(root: Path, cells: list[dict], workers: int):
+    """Run cells on a pool of ``workers`` processes (spawned: a clean torch in each), yielding results
+    as they finish."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(run_cell, str(root), cell) for cell in cells]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def ray_results(root: Path, cells: list[dict], workers: int, address: str | None):
+    """Run cells as Ray tasks of one CPU each: on the cluster at ``address``, or on a local Ray instance
+    of ``workers`` CPUs. Every node must see ``root`` at the same path (a shared filesystem)."""
+    try:
+        import ray
+    except ImportError:
+        raise SpecError("the ray backend needs Ray: pip install 'induction-probes[ray]'") from None
+    if address is None:
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+    else:
+        ray.init(address=address, log_to_driver=False)
+    try:
+        remote = ray.remote(num_cpus=1)(run_cell)
+        pending = [remote.remote(str(root), cell) for cell in cells]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            yield ray.get(done[0])
+    finally:
+        ray.shutdown()
+
+
+def run_sweep(spec: Spec, out: str | Path, *, workers: int = 1, backend: str = "local", address: str | None = None,
+              report=print) -> list[dict]:
+    """Train every cell of ``spec`` under ``out``; finished cells are skipped, interrupted ones resumed.
+    ``report`` gets one line per finished cell. Returns the cells' results in spec order."""
+    if backend not in ("local", "ray"):
+        raise SpecError(f"backend must be local or ray, got {backend!r}")
+    if not isinstance(workers, int) or workers < 1:
+        raise SpecError(f"workers must be an integer >= 1, got {workers!r}")
+    if address is not None and backend != "ray":
+        raise SpecError("--address is for the ray backend")
+    out = Path(out)
+    prepare(spec, out)
+    cells = [cell_json(cell) for cell in spec.cells()]
+    recipes = {cell.relative_path: cell.recipe for cell in spec.cells()}
+    done = [cell for cell in cells if cell_status(out / cell["path"], recipes[cell["path"]]) == "done"]
+    todo = [cell for cell in cells if cell not in done]
+    skipped = ({"cell": cell["path"], "status": "skipped", "seconds": 0.0, "error": None} for cell in done)
+    if not todo:
+        trained = iter(())
+    elif backend == "local":
+        trained = local_results(out, todo, min(workers, len(todo)))
+    else:
+        trained = ray_results(out, todo, workers, address)
+    finished: dict[str, dict] = {}
+    started = time.perf_counter()
+    with open(out / LOG_FILE, "a") as log:
+        for result in itertools.chain(skipped, trained):
+            finished[result["cell"]] = result
+            log.write(json.dumps(result) + "\n")
+            log.flush()
+            report(progress_line(result, len(finished), len(cells), time.perf_counter() - started))
+    return [finished[cell["path"]] for cell in cells]
+
+
+def progress_line(result: dict, n_done: int, n_cells: int, elapsed: float) -> str:
+    line = f"[{n_done}/{n_cells}] {result['cell']}: {result['status']}"
+    if result["status"] == "failed":
+        return f"{line}: {result['error']}"
+    if result["status"] != "skipped":
+        kl = result.get("final_kl")
+        line += f" in {result['seconds']:.0f} s" + (f", final KL(true||model) {kl:.4f}" if kl is not None else "")
+    if n_done < n_cells:
+        line += f"; {elapsed:.0f} s so far, about {elapsed / n_done * (n_cells - n_done):.0f} s to go"
+    return line

@@ -1,0 +1,95 @@
+"""``induction-probes sweep`` (many runs from an experiment spec) and ``summarize`` (their aggregate)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from induction_probes.cli.common import CommandFailed, add_output_options, format_table
+
+
+class SomeCellsFailed(CommandFailed):
+    """The sweep finished, but some cells did not: status 1, after every other cell ran."""
+
+
+def register(commands) -> None:
+    sweep = commands.add_parser(
+        "sweep", help="train every cell of an experiment spec (TOML): conditions x grid x seeds",
+        description="Train every cell of a spec into DIR/<condition>/seed-<S>; rerun the same command to "
+        "continue an interrupted sweep (finished cells are skipped, interrupted ones resumed).",
+    )
+    sweep.add_argument("spec", type=Path, help="experiment spec (TOML; see the README)")
+    sweep.add_argument("--out", type=Path, required=True, help="sweep directory (new, empty, or this spec's)")
+    sweep.add_argument("--workers", type=int, default=1, help="cells trained at once (default 1)")
+    sweep.add_argument("--backend", choices=("local", "ray"), default="local",
+                       help="local process pool (default) or Ray")
+    sweep.add_argument("--address", help="with --backend ray: the address of a running Ray cluster "
+                       "(default: start a local Ray instance)")
+    sweep.set_defaults(handler=run_sweep_command)
+
+    summarize = commands.add_parser("summarize", help="mean and 95%% intervals over seeds of a sweep's runs")
+    summarize.add_argument("sweep_dir", type=Path, metavar="DIR", help="a sweep directory")
+    summarize.add_argument("--count", metavar="PRIOR", help="x-axis: training sequences of this prior only "
+                           "(e.g. doubly-stochastic, as Edelman et al.'s mixture figure counts them)")
+    summarize.add_argument("--probe-seqs", type=int, default=500,
+                           help="fresh sequences for the final checkpoints' probe scores (default 500)")
+    add_output_options(summarize)
+    summarize.set_defaults(handler=run_summarize)
+
+
+def run_sweep_command(args: argparse.Namespace) -> str:
+    from circuits.sweep import read_spec, run_sweep
+
+    spec = read_spec(args.spec)
+    try:
+        results = run_sweep(spec, args.out, workers=args.workers, backend=args.backend, address=args.address,
+                            report=lambda line: print(line, file=sys.stderr, flush=True))
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"interrupted: run the same command again to continue the sweep in {args.out}") from None
+    counts = {status: sum(r["status"] == status for r in results) for status in ("trained", "resumed", "skipped", "failed")}
+    line = f"sweep {args.out}: {len(results)} cells, " + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+    if counts["failed"]:
+        failed = ", ".join(r["cell"] for r in results if r["status"] == "failed")
+        raise SomeCellsFailed(f"{line}; failed: {failed} (their errors are above and in {args.out / 'sweep.jsonl'})")
+    return line + f"\nsummarize it with: induction-probes summarize {args.out}"
+
+
+def run_summarize(args: argparse.Namespace) -> str:
+    import json
+
+    from probes.sweeps import summarize_sweep
+    from probes.plots import plot_sweep_summary
+
+    summary = summarize_sweep(args.sweep_dir, count=args.count, probe_seqs=args.probe_seqs)
+    figures = plot_sweep_summary(summary, args.plot) if args.plot else []
+    if args.json:
+        return json.dumps(summary, indent=2, allow_nan=False)
+    return "\n".join([summary_table(summary), *(f"figure: {path}" for path in figures)])
+
+
+def format_interval(value: dict, scale: float = 1.0, digits: int = 4) -> str:
+    if value["mean"] is None:
+        return "-"
+    if value["low"] is None:
+        return f"{value['mean'] / scale:.{digits}g}"
+    return f"{value['mean'] / scale:.{digits}g} [{value['low'] / scale:.{digits}g}, {value['high'] / scale:.{digits}g}]"
+
+
+def summary_table(summary: dict) -> str:
+    rows = []
+    for name, condition in summary["conditions"].items():
+        transition = condition["transition"]
+        rows.append([
+            name,
+            condition["n_seeds"],
+            f"{format_interval(transition, 1e3, 3)} ({transition['n_reached']}/{condition['n_seeds']})",
+            format_interval(condition["plateau"], 1e3, 3),
+            format_interval(condition["final_kl"], 1.0, 3),
+        ])
+    headers = ["condition", "seeds", "transition (k seq.) [95% CI] (reached)", "plateau (k seq.)", "final KL(true||model)"]
+    lines = [f"sweep {summary['sweep']}: mean [95% interval] over seeds; x-axis: {summary['x_axis']}",
+             format_table(headers, rows)]
+    if summary["unfinished"]:
+        lines.append(f"not finished (left out): {', '.join(summary['unfinished'])}")
+    return "\n".join(lines)

@@ -1,0 +1,173 @@
+"""Sweeps: specs refused in one line, cells that survive a kill and a failure, the same bytes through
+the local pool and Ray, and summaries whose intervals match a hand computation."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from circuits.sweep import SpecError, parse_spec, run_sweep
+from induction_probes.cli import main
+from probes.sweeps import interval, is_finished, plateau_length, transition_index
+
+COMMAND = Path(sys.executable).with_name("induction-probes")
+SPEC = """
+recipe = "markov"
+seeds = [0, 1]
+description = "two priors, two seeds"
+[base]
+k = 3
+seq_len = 12
+steps = {steps}
+batch_size = 8
+eval_seqs = 30
+n_checkpoints = {checkpoints}
+eval_prior = "dirichlet"
+[conditions.doubly-stochastic]
+prior = "doubly-stochastic"
+[conditions.mixture]
+prior = "mixture"
+p = 0.75
+"""
+
+
+def write_spec(tmp_path: Path, steps: int = 12, checkpoints: int = 4, extra: str = "") -> Path:
+    path = tmp_path / "spec.toml"
+    path.write_text(SPEC.format(steps=steps, checkpoints=checkpoints) + extra)
+    return path
+
+
+def run_files(root: Path) -> dict[str, bytes]:
+    """Every file of every run directory under ``root`` (not the sweep's own log, which holds wall times)."""
+    return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file() and f.name != "sweep.jsonl"}
+
+
+@pytest.mark.parametrize("text,message", [
+    ('recipe = "markov"\nseeds = [0]\nbase = 3', "[base] must be a table"),
+    ('recipe = "toy"\nseeds = [0]', "recipe must be one of markov, minimal, gaussian"),
+    ('recipe = "markov"\nseeds = []', "seeds must be a non-empty list"),
+    ('recipe = "markov"\nseeds = [0, 0]\n[base]\nk = 3', "seeds repeat"),
+    ('recipe = "markov"\nseeds = [0]\nsteps = 3', "unknown keys steps"),
+    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\nwidth = 9', "[base] has keys the markov recipe does not know: width"),
+    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\ndata_seed = 4', "(seeds come from `seeds`)"),
+    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[grid]\nlr = 0.1', "each [grid] entry must be a non-empty list"),
+    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions.a]\nprior = "spectrum"', "condition a: p is for"),
+    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions.a', "is not valid TOML"),
+])
+def test_a_bad_spec_is_refused_by_name_before_anything_runs(text, message, tmp_path, capsys):
+    with pytest.raises(SpecError) as error:
+        parse_spec(text, "spec.toml")
+    assert message in str(error.value)
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_cells_are_conditions_times_grid_times_seeds_with_the_seed_convention_of_train():
+    spec = parse_spec(SPEC.format(steps=5, checkpoints=2) + "[grid]\nlr = [0.001, 0.003]\n")
+    cells = spec.cells()
+    assert [cell.relative_path for cell in cells[:4]] == [
+        "doubly-stochastic/lr=0.001/seed-0", "doubly-stochastic/lr=0.001/seed-1",
+        "doubly-stochastic/lr=0.003/seed-0", "doubly-stochastic/lr=0.003/seed-1",
+    ]
+    assert len(cells) == 8
+    recipe = cells[3].recipe
+    assert (recipe.model_seed, recipe.data_seed, recipe.eval_seed) == (1, 2, 3) and recipe.lr == 0.003
+    assert recipe.task.prior == "doubly-stochastic" and recipe.task.eval_prior == "dirichlet"
+
+
+def test_a_sweep_killed_mid_way_finishes_with_the_files_of_an_uninterrupted_one(tmp_path):
+    spec = write_spec(tmp_path, steps=300, checkpoints=30)
+    whole = tmp_path / "whole"
+    assert subprocess.run([COMMAND, "sweep", spec, "--out", whole, "--workers", "2"], capture_output=True).returncode == 0
+    split = tmp_path / "split"
+    process = subprocess.Popen([COMMAND, "sweep", spec, "--out", split, "--workers", "2"], start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # kill once some cell has written a few checkpoints
+        manifests = list(split.glob("*/seed-*/manifest.json"))
+        if any(len(json.loads(m.read_text() or "[]")) >= 3 for m in manifests if m.stat().st_size):
+            break
+        time.sleep(0.02)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert run_files(split) != run_files(whole)  # it really was cut short
+    again = subprocess.run([COMMAND, "sweep", spec, "--out", split, "--workers", "2"], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert run_files(split) == run_files(whole)
+
+
+def test_a_failing_cell_is_reported_and_the_others_finish(tmp_path, capsys):
+    spec = write_spec(tmp_path, extra='[conditions.diverges]\nlr = 1e30\n')
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--workers", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "diverges/seed-0: failed: FloatingPointError" in err
+    assert "failed: diverges/seed-0, diverges/seed-1" in err.splitlines()[-1]
+    finished = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").glob("*/seed-*") if is_finished(p))
+    assert finished == [f"{name}/seed-{seed}" for name in ("doubly-stochastic", "mixture") for seed in (0, 1)]
+
+
+def test_the_ray_backend_writes_the_same_run_directories_as_the_local_pool(tmp_path):
+    pytest.importorskip("ray", reason="the ray extra is not installed")  # make test installs it
+    spec = parse_spec(write_spec(tmp_path).read_text())
+    run_sweep(spec, tmp_path / "local", workers=2, report=lambda line: None)
+    results = run_sweep(spec, tmp_path / "ray", workers=2, backend="ray", report=lambda line: None)
+    assert {r["status"] for r in results} == {"trained"}
+    assert run_files(tmp_path / "ray") == run_files(tmp_path / "local")
+
+
+def test_a_sweep_directory_holds_one_spec(tmp_path, capsys):
+    spec = write_spec(tmp_path)
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "out")]) == 0
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "out")]) == 0  # the same spec: every cell skipped
+    assert "4 cells, 4 skipped" in capsys.readouterr().out
+    (tmp_path / "other").mkdir()
+    other = write_spec(tmp_path / "other", steps=13)
+    assert main(["sweep", str(other), "--out", str(tmp_path / "out")]) == 2
+    assert "holds another sweep" in capsys.readouterr().err
+
+
+def test_the_interval_is_the_student_t_interval_of_the_mean():
+    # by hand: mean 2.5, s = sqrt(5/3) = 1.2910, t(0.975, 3) = 3.1824, half-width 3.1824 * 1.2910 / 2 = 2.0542
+    result = interval([1.0, 2.0, 3.0, 4.0])
+    assert result["mean"] == 2.5 and result["n"] == 4
+    assert result["low"] == pytest.approx(0.4458, abs=1e-4) and result["high"] == pytest.approx(4.5542, abs=1e-4)
+    assert interval([7.0]) == {"mean": 7.0, "low": None, "high": None, "n": 1}
+
+
+def test_transition_and_plateau_follow_their_definitions():
+    closest = ["uniform", "unigram", "unigram", "bigram", "unigram", "bigram", "bigram"]
+    x = [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+    assert transition_index(closest, "bigram") == 5  # the last switch, not the first visit
+    assert plateau_length(closest, x, 5) == 40.0  # from the first unigram checkpoint (10) to 50
+    assert transition_index(["uniform", "bigram", "uniform"], "bigram") is None
+    assert plateau_length(["uniform", "bigram"], [0.0, 5.0], 1) == 0.0
+
+
+def test_summarize_gives_every_condition_its_intervals_and_curves(tmp_path, capsys):
+    spec = write_spec(tmp_path)
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--workers", "2"]) == 0
+    capsys.readouterr()
+    assert main(["summarize", str(tmp_path / "out"), "--json", "--count", "doubly-stochastic"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert set(summary["conditions"]) == {"doubly-stochastic", "mixture"}
+    for name, condition in summary["conditions"].items():
+        assert condition["n_seeds"] == 2 and condition["seeds"] == [0, 1]
+        assert {"mean", "low", "high"} <= condition["transition"].keys() and {"mean", "low", "high"} <= condition["final_kl"].keys()
+        finals = [json.loads((tmp_path / "out" / name / f"seed-{s}" / "metrics.jsonl").read_text().splitlines()[-1])
+                  for s in (0, 1)]
+        assert condition["final_kl"] == interval([f["last_token_kl"]["true"] for f in finals])
+        per_batch = 8 if name == "doubly-stochastic" else 6  # round(0.75 * 8) doubly stochastic sequences a step
+        assert condition["curves"]["x"] == [f * per_batch for f in condition["curves"]["steps"]]
+        assert len(condition["curves"]["kl"]["bigram"]["mean"]) == len(condition["curves"]["steps"])
+        assert all(math.isfinite(v) for v in condition["probes"]["previous_token_layer0"].values() if v is not None)
+    assert main(["summarize", str(tmp_path / "out"), "--count", "unigram"]) == 2
+    assert "trains on no unigram sequences" in capsys.readouterr().err
