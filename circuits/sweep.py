@@ -75,17 +75,18 @@ class Spec:
     text: str
     description: str = ""
 
+    def grid_points(self) -> list[dict]:
+        return [dict(zip(self.grid, values)) for values in itertools.product(*self.grid.values())]
+
     def condition_names(self) -> list[str]:
-        grid_points = [dict(zip(self.grid, values)) for values in itertools.product(*self.grid.values())]
-        return [condition_label(name, point) for name in self.conditions for point in grid_points]
+        return [condition_label(name, point) for name in self.conditions for point in self.grid_points()]
 
     def cells(self) -> list[Cell]:
         """Every cell in a fixed order: condition, then grid point, then seed."""
         recipe_class = SWEEP_RECIPES[self.recipe]
-        grid_points = [dict(zip(self.grid, values)) for values in itertools.product(*self.grid.values())]
         cells = []
         for name, overrides in self.conditions.items():
-            for point in grid_points:
+            for point in self.grid_points():
                 for seed in self.seeds:
                     options = dict(zip(SEED_KEYS, (seed, seed + 1, seed + 2))) | self.base | overrides | point
                     label = condition_label(name, point)
@@ -164,7 +165,7 @@ def read_spec(path: str | Path) -> Spec:
 
 
 def cell_status(path: Path, recipe) -> str:
-    """"new", "done" or "partial" for a cell directory; raises SpecError if it holds another recipe."""
+    """Whether a cell directory is new, done or partial; a SpecError if it holds another recipe."""
     config_path = path / "config.json"
     if not config_path.is_file():
         return "new"
@@ -282,17 +283,18 @@ def run_sweep(spec: Spec, out: str | Path, *, workers: int = 1, backend: str = "
             finished[result["cell"]] = result
             log.write(json.dumps(result) + "\n")
             log.flush()
-            report(progress_line(result, len(finished), len(cells), time.perf_counter() - started))
+            report(progress_line(result, len(finished), len(cells), len(done), time.perf_counter() - started))
     return [finished[cell["path"]] for cell in cells]
 
 
-def progress_line(result: dict, n_done: int, n_cells: int, elapsed: float) -> str:
+def progress_line(result: dict, n_done: int, n_cells: int, n_skipped: int, elapsed: float) -> str:
+    """One line per finished cell; the time left is extrapolated from the cells trained so far."""
     line = f"[{n_done}/{n_cells}] {result['cell']}: {result['status']}"
     if result["status"] == "failed":
         return f"{line}: {result['error']}"
     if result["status"] != "skipped":
         kl = result.get("final_kl")
         line += f" in {result['seconds']:.0f} s" + (f", final KL(true||model) {kl:.4f}" if kl is not None else "")
-    if n_done < n_cells:
-        line += f"; {elapsed:.0f} s so far, about {elapsed / n_done * (n_cells - n_done):.0f} s to go"
+    if n_done > n_skipped and n_done < n_cells:
+        line += f"; {elapsed:.0f} s so far, about {elapsed / (n_done - n_skipped) * (n_cells - n_done):.0f} s to go"
     return line
