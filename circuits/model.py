@@ -27,116 +27,12 @@ import torch
 import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
-from transformer_lens import ActivationCache, FactoredMatrix, HookedRootModule
+from transformer_lens import ActivationCache, HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from circuits.config import Config
-from circuits.validation import require_int
+from circuits.tl_interface import TransformerLensInterface
 
-ATTENTION_POSITIONALS = ("relative", "alibi", "none")
-POSITIONALS = ATTENTION_POSITIONALS + ("standard",)
-MASKS = ("causal", "strict")
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-
-@dataclass(frozen=True)
-class HookedTransformerConfig(Config):
-    """Everything that fixes the model's shapes and maths; saved as JSON next to every checkpoint.
-
-    ``positional`` and ``mask`` take one value for all layers or a tuple with one per layer;
-    ``layer_heads`` overrides ``n_heads`` per layer (n − 1 first-layer heads for n-gram chains).
-    With ``input_type="vectors"`` the input is ``[batch, pos, d_vocab]`` and the embedding is linear.
-    """
-
-    n_layers: int
-    d_model: int
-    n_ctx: int
-    d_vocab: int
-    n_heads: int = 1
-    d_head: int | None = None  # default d_model // n_heads
-    d_vocab_out: int | None = None  # default d_vocab
-    layer_heads: tuple[int, ...] | None = None
-    positional: str | tuple[str, ...] = "relative"
-    mask: str | tuple[str, ...] = "causal"
-    skip_first_keys: int | tuple[int, ...] = 0  # per layer: key positions below this are never attended
-    normalization: str | None = None  # None or "LN" (pre-LN in each block and before the unembed)
-    dropout: float = 0.0
-    d_mlp: int | None = None  # None: attention-only
-    input_type: str = "tokens"
-    use_attn_result: bool = False
-    use_bias: bool = False
-    dtype: str = "float32"
-    init_range: float = 0.02
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("n_layers", "d_model", "n_ctx", "d_vocab", "n_heads"):
-            require_int(name, getattr(self, name), 1)
-        for name in ("layer_heads", "positional", "mask", "skip_first_keys"):  # JSON gives lists; keep it hashable
-            if isinstance(getattr(self, name), list):
-                object.__setattr__(self, name, tuple(getattr(self, name)))
-        if self.d_head is None:
-            if self.d_model % self.n_heads:
-                raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
-            object.__setattr__(self, "d_head", self.d_model // self.n_heads)
-        if self.d_vocab_out is None:
-            object.__setattr__(self, "d_vocab_out", self.d_vocab)
-        require_int("d_head", self.d_head, 1)
-        require_int("d_vocab_out", self.d_vocab_out, 1)
-        if self.layer_heads is not None:
-            self._check_per_layer("layer_heads", self.layer_heads)
-            for heads in self.layer_heads:
-                require_int("heads per layer", heads, 1)
-        if self.positional == "standard":
-            pass
-        elif isinstance(self.positional, tuple) and "standard" in self.positional:
-            raise ValueError("standard positions are absolute: give positional='standard' for the whole model")
-        else:
-            self._check_choices("positional", self.positional, ATTENTION_POSITIONALS)
-        self._check_choices("mask", self.mask, MASKS)
-        if isinstance(self.skip_first_keys, tuple):
-            self._check_per_layer("skip_first_keys", self.skip_first_keys)
-        for skip in self.skip_first_keys if isinstance(self.skip_first_keys, tuple) else (self.skip_first_keys,):
-            require_int("skip_first_keys", skip, 0)
-        self._check_choices("normalization", self.normalization, (None, "LN"))
-        self._check_choices("input_type", self.input_type, ("tokens", "vectors"))
-        self._check_choices("dtype", self.dtype, tuple(DTYPES))
-        if self.d_mlp is not None:
-            require_int("d_mlp", self.d_mlp, 1)
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-
-    def _check_per_layer(self, name: str, values: tuple) -> None:
-        if len(values) != self.n_layers:
-            raise ValueError(f"{name} has {len(values)} entries for {self.n_layers} layers")
-
-    def _check_choices(self, name: str, value: object, choices: tuple) -> None:
-        if isinstance(value, tuple):
-            self._check_per_layer(name, value)
-        for item in value if isinstance(value, tuple) else (value,):
-            if item not in choices:
-                raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got {item!r}")
-
-    def heads(self, layer: int) -> int:
-        return self.layer_heads[layer] if self.layer_heads is not None else self.n_heads
-
-    def layer_positional(self, layer: int) -> str:
-        """The positional term inside layer ``layer``'s attention: relative, alibi or none."""
-        if self.positional == "standard":
-            return "none"
-        return self.positional[layer] if isinstance(self.positional, tuple) else self.positional
-
-    def layer_mask(self, layer: int) -> str:
-        return self.mask[layer] if isinstance(self.mask, tuple) else self.mask
-
-    def layer_skip(self, layer: int) -> int:
-        skip = self.skip_first_keys
-        return skip[layer] if isinstance(skip, tuple) else skip
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return DTYPES[self.dtype]
-
+from circuits.model_config import DTYPES, HookedTransformerConfig, dtype_name  # noqa: F401 (the model's config lives beside it)
 
 
 def softmax_over_allowed(scores: Tensor, allowed: torch.BoolTensor) -> Tensor:
@@ -147,14 +43,21 @@ def softmax_over_allowed(scores: Tensor, allowed: torch.BoolTensor) -> Tensor:
 
 
 class LayerNorm(nn.Module):
+    """LayerNorm with TransformerLens's hooks: ``hook_scale`` is the root mean square of the centred input
+    (with eps) and ``hook_normalized`` the centred input divided by it, before the gain and bias."""
+
     def __init__(self, cfg: HookedTransformerConfig):
         super().__init__()
+        self.eps = 1e-5
         self.w = nn.Parameter(torch.ones(cfg.d_model))
         self.b = nn.Parameter(torch.zeros(cfg.d_model))
+        self.hook_scale = HookPoint()  # [batch, pos, 1]
         self.hook_normalized = HookPoint()  # [batch, pos, d_model]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.hook_normalized(F.layer_norm(x, x.shape[-1:], self.w, self.b, eps=1e-5))
+        centred = x - x.mean(-1, keepdim=True)
+        scale = self.hook_scale((centred.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
+        return self.hook_normalized(centred / scale) * self.w + self.b
 
 
 class Attention(nn.Module):
@@ -274,7 +177,7 @@ class TransformerBlock(nn.Module):
         return self.hook_resid_post(resid)
 
 
-class HookedTransformer(HookedRootModule):
+class HookedTransformer(TransformerLensInterface, HookedRootModule):
     """Attention-first transformer with TransformerLens names; see the module docstring for the maths."""
 
     def __init__(self, cfg: HookedTransformerConfig):
@@ -326,10 +229,8 @@ class HookedTransformer(HookedRootModule):
         elif input.shape[-1] != cfg.d_vocab or not torch.isfinite(input).all():
             raise ValueError(f"vector input must be finite with last dimension {cfg.d_vocab}")
 
-    def forward(
-        self, input: Int[Tensor, "batch pos"] | Float[Tensor, "batch pos d_in"]
-    ) -> Float[Tensor, "batch pos d_vocab_out"]:
-        """Logits (token models) or output vectors (vector models) at every position."""
+    def embed_input(self, input: Tensor) -> Float[Tensor, "batch pos d_model"]:
+        """The residual stream entering block 0: token (or linear vector) embedding, plus absolute positions."""
         self.check_input(input)
         if self.cfg.input_type == "tokens":
             resid = self.hook_embed(self.embed.W_E[input])
@@ -337,54 +238,48 @@ class HookedTransformer(HookedRootModule):
             resid = self.hook_embed(input.to(self.embed.W_E.dtype) @ self.embed.W_E)
         if self.cfg.positional == "standard":
             resid = resid + self.hook_pos_embed(self.pos_embed.W_pos[: input.shape[1]].expand_as(resid))
-        resid = self.dropout(resid)
-        for block in self.blocks:
+        return self.dropout(resid)
+
+    def forward(
+        self,
+        input: Int[Tensor, "batch pos"] | Float[Tensor, "batch pos d_in"],
+        return_type: str | None = "logits",
+        loss_per_token: bool = False,
+        start_at_layer: int | None = None,
+        stop_at_layer: int | None = None,
+        tokens: Int[Tensor, "batch pos"] | None = None,
+    ) -> Tensor | tuple[Tensor, Tensor] | None:
+        """Logits (token models) or output vectors (vector models) at every position, with
+        TransformerLens's options: ``return_type`` "logits", "loss" (next-token cross-entropy, mean or
+        ``loss_per_token`` [batch, pos − 1]), "both" or None; ``stop_at_layer`` L returns the residual
+        stream entering block L; with ``start_at_layer`` L, ``input`` is that residual stream (and
+        ``tokens`` gives the targets of a loss)."""
+        if return_type not in ("logits", "loss", "both", None):
+            raise ValueError(f"return_type must be logits, loss, both or None; got {return_type!r}")
+        if start_at_layer is None:
+            resid, tokens = self.embed_input(input), input
+        else:
+            resid = input
+        for block in self.blocks[start_at_layer:stop_at_layer]:
             resid = block(resid)
+        if stop_at_layer is not None:
+            return resid
         out = self.ln_final(resid) @ self.unembed.W_U
-        return out + self.unembed.b_U if self.cfg.use_bias else out
+        out = out + self.unembed.b_U if self.cfg.use_bias else out
+        if return_type in ("logits", None):
+            return out if return_type else None
+        loss = self.next_token_loss(out, tokens, loss_per_token)
+        return loss if return_type == "loss" else (out, loss)
+
+    def next_token_loss(self, logits: Tensor, tokens: Tensor | None, per_token: bool) -> Tensor:
+        """Cross-entropy of token t + 1 given the logits at t, as TransformerLens's loss."""
+        if self.cfg.input_type != "tokens" or tokens is None:
+            raise ValueError("a loss needs token inputs (with start_at_layer, pass tokens=...)")
+        log_probs = torch.log_softmax(logits[:, :-1], dim=-1)
+        per_position = -log_probs.gather(-1, tokens[:, 1:, None]).squeeze(-1)
+        return per_position if per_token else per_position.mean()
 
     def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
         """Like TransformerLens: the output and an ActivationCache (``cache["pattern", 0]``)."""
         out, cache_dict = super().run_with_cache(*args, **kwargs)
         return out, ActivationCache(cache_dict, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
-
-    # --- stacked weights, as in TransformerLens: [n_layers, n_heads, ...] -------------------------
-
-    def _stack(self, name: str) -> Tensor:
-        if len({self.cfg.heads(layer) for layer in range(self.cfg.n_layers)}) > 1:
-            raise ValueError(f"layers have different head counts; use model.blocks[l].attn.{name}")
-        return torch.stack([getattr(block.attn, name) for block in self.blocks])
-
-    @property
-    def W_E(self) -> Tensor:
-        return self.embed.W_E
-
-    @property
-    def W_U(self) -> Tensor:
-        return self.unembed.W_U
-
-    @property
-    def W_Q(self) -> Tensor:
-        return self._stack("W_Q")
-
-    @property
-    def W_K(self) -> Tensor:
-        return self._stack("W_K")
-
-    @property
-    def W_V(self) -> Tensor:
-        return self._stack("W_V")
-
-    @property
-    def W_O(self) -> Tensor:
-        return self._stack("W_O")
-
-    @property
-    def QK(self) -> FactoredMatrix:
-        """W_Q W_Kᵀ per layer and head, [n_layers, n_heads, d_model, d_model], factored."""
-        return FactoredMatrix(self.W_Q, self.W_K.transpose(-2, -1))
-
-    @property
-    def OV(self) -> FactoredMatrix:
-        """W_V W_O per layer and head, [n_layers, n_heads, d_model, d_model], factored."""
-        return FactoredMatrix(self.W_V, self.W_O)

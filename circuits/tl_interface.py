@@ -1,0 +1,120 @@
+"""What TransformerLens's analysis tools read from a model, under their names: stacked weights and biases,
+factored circuits, token helpers, accumulated biases, head labels and composition scores.
+
+A mixin of :class:`circuits.model.HookedTransformer`, kept apart from the model's maths. TransformerLens 4
+checks no types at run time; its patching, head detection, residual decompositions and logit attribution
+read exactly these attributes (README, "TransformerLens's tools on our models").
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from transformer_lens import FactoredMatrix
+from transformer_lens.utilities import composition_scores
+
+
+class TransformerLensInterface:
+    """Mixed into HookedTransformer: needs ``cfg``, ``blocks``, ``embed``, ``unembed`` and (standard
+    positions) ``pos_embed``."""
+
+    def _stack(self, name: str) -> Tensor:
+        if len({self.cfg.heads(layer) for layer in range(self.cfg.n_layers)}) > 1:
+            raise ValueError(f"layers have different head counts; use model.blocks[l].attn.{name}")
+        return torch.stack([self._attn_tensor(block.attn, name) for block in self.blocks])
+
+    def _attn_tensor(self, attn, name: str) -> Tensor:
+        """A weight or bias of one attention layer; a bias the model does not have is zero."""
+        if hasattr(attn, name):
+            return getattr(attn, name)
+        shape = (self.cfg.d_model,) if name == "b_O" else (attn.W_Q.shape[0], self.cfg.d_head)
+        return attn.W_Q.new_zeros(shape)
+
+    # --- weights [n_layers, n_heads, ...] and biases, as in TransformerLens ---------------------------
+
+    @property
+    def W_E(self) -> Tensor:
+        return self.embed.W_E
+
+    @property
+    def W_pos(self) -> Tensor:
+        if not hasattr(self, "pos_embed"):
+            raise AttributeError(f"a model with {self.cfg.positional} positions has no W_pos (only 'standard' has)")
+        return self.pos_embed.W_pos
+
+    @property
+    def W_U(self) -> Tensor:
+        return self.unembed.W_U
+
+    @property
+    def b_U(self) -> Tensor:
+        return getattr(self.unembed, "b_U", self.W_U.new_zeros(self.cfg.d_vocab_out))
+
+    W_Q = property(lambda self: self._stack("W_Q"))
+    W_K = property(lambda self: self._stack("W_K"))
+    W_V = property(lambda self: self._stack("W_V"))
+    W_O = property(lambda self: self._stack("W_O"))
+    b_Q = property(lambda self: self._stack("b_Q"))
+    b_K = property(lambda self: self._stack("b_K"))
+    b_V = property(lambda self: self._stack("b_V"))
+    b_O = property(lambda self: self._stack("b_O"))
+
+    @property
+    def QK(self) -> FactoredMatrix:
+        """W_Q W_Kᵀ per layer and head, [n_layers, n_heads, d_model, d_model], factored."""
+        return FactoredMatrix(self.W_Q, self.W_K.transpose(-2, -1))
+
+    @property
+    def OV(self) -> FactoredMatrix:
+        """W_V W_O per layer and head, [n_layers, n_heads, d_model, d_model], factored."""
+        return FactoredMatrix(self.W_V, self.W_O)
+
+    # --- heads -----------------------------------------------------------------------------------------
+
+    @property
+    def all_head_labels(self) -> list[str]:
+        """The label L{layer}H{head} of every head, layer by layer (per-layer head counts included)."""
+        return [f"L{layer}H{head}" for layer in range(self.cfg.n_layers) for head in range(self.cfg.heads(layer))]
+
+    def all_composition_scores(self, mode: str) -> Tensor:
+        """[n_layers, n_heads, n_layers, n_heads]: ‖M_right M_left‖_F / (‖M_left‖_F ‖M_right‖_F) of every
+        earlier head's OV (left) against every later head's QK (mode "Q" or "K") or OV ("V"); zero where
+        the left head is not in an earlier layer. Computed by TransformerLens's ``composition_scores``."""
+        if mode not in ("Q", "K", "V"):
+            raise ValueError(f"mode must be Q, K or V, got {mode!r}")
+        left, queries = self.OV, self.QK  # [L, H, d, d] each; composition_scores pairs every left with every right
+        right = {"Q": queries, "K": queries.T, "V": self.OV}[mode]
+        scores = composition_scores(left, right, broadcast_dims=True)  # [L, H, L, H]
+        n_layers = self.cfg.n_layers
+        earlier = torch.arange(n_layers)[:, None] < torch.arange(n_layers)[None, :]
+        return scores * earlier[:, None, :, None]
+
+    # --- tokens and the residual stream ----------------------------------------------------------------
+
+    def to_tokens(self, tokens, **_: object) -> Tensor:
+        """Token tensors pass through (a 1-D one gains a batch dimension): these models have no tokenizer."""
+        if not isinstance(tokens, Tensor):
+            raise ValueError("this model has no tokenizer: pass token ids as a tensor")
+        return tokens[None] if tokens.dim() == 1 else tokens
+
+    def to_single_token(self, token) -> int:
+        if isinstance(token, str):
+            raise ValueError(f"this model has no tokenizer: give token {token!r} as an integer id")
+        return int(token)
+
+    def tokens_to_residual_directions(self, tokens) -> Tensor:
+        """The unembedding direction of each token, [..., d_model] (one token: [d_model])."""
+        tokens = torch.as_tensor(tokens)
+        if tokens.numel() == 1:
+            return self.W_U[:, tokens.item()]
+        return self.W_U[:, tokens].movedim(0, -1)
+
+    def accumulated_bias(self, layer: int, mlp_input: bool = False, include_mlp_biases: bool = True) -> Tensor:
+        """[d_model]: the sum of the biases written into the residual stream before ``layer`` (before its
+        MLP with ``mlp_input``): attention b_O and MLP b_out."""
+        total = self.W_E.new_zeros(self.cfg.d_model)
+        for index, block in enumerate(self.blocks[: layer + (1 if mlp_input else 0)]):
+            total = total + self._attn_tensor(block.attn, "b_O")
+            if include_mlp_biases and hasattr(block, "mlp") and index < layer:
+                total = total + block.mlp.b_out
+        return total
