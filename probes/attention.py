@@ -42,11 +42,14 @@ def run_with_captures(model, inputs: Tensor, names: list[str]) -> tuple[Tensor, 
         raise ValueError(f"{type(model).__name__} has no hook point {missing[0]}: this probe cannot run on it")
     captured: dict[str, Tensor] = {}
 
-    def keep(activation: Tensor, hook) -> None:
-        captured[hook.name] = activation.detach()
+    def keep(name: str):
+        def hook(activation: Tensor, hook) -> None:  # stored under the name asked for: a TransformerBridge
+            captured[name] = activation.detach()  # reports its own internal name in hook.name
+
+        return hook
 
     with torch.no_grad():
-        output = model.run_with_hooks(inputs, fwd_hooks=[(name, keep) for name in names])
+        output = model.run_with_hooks(inputs, fwd_hooks=[(name, keep(name)) for name in names])
     return output, captured
 
 
