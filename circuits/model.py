@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
-from transformer_lens import ActivationCache, HookedRootModule
+from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 from circuits.tl_interface import TransformerLensInterface
@@ -40,6 +40,23 @@ def softmax_over_allowed(scores: Tensor, allowed: torch.BoolTensor) -> Tensor:
     allowed key at all (the first under a strict mask) gets a row of zeros instead of NaN."""
     has_key = allowed.any(-1, keepdim=True)
     return torch.softmax(scores.masked_fill(~has_key, 0.0), dim=-1) * has_key
+
+
+class SwitchedHookPoint(HookPoint):
+    """A hook point that fires only while a config switch is on (``use_attn_result``,
+    ``use_split_qkv_input``, ``use_attn_in``): adding a hook while it is off is an error, not silence."""
+
+    def __init__(self, cfg: HookedTransformerConfig, switch: str):
+        super().__init__()
+        self.cfg, self.switch = cfg, switch
+
+    def is_on(self) -> bool:
+        return bool(getattr(self.cfg, self.switch))
+
+    def add_hook(self, hook, dir="fwd", *args, **kwargs) -> None:
+        if not self.is_on():
+            raise ValueError(f"{self.name} fires only with {self.switch}: call model.set_{self.switch}(True) first")
+        super().add_hook(hook, dir, *args, **kwargs)
 
 
 class LayerNorm(nn.Module):
@@ -92,13 +109,22 @@ class Attention(nn.Module):
         self.hook_attn_scores = HookPoint()  # [batch, head, q_pos, k_pos]
         self.hook_pattern = HookPoint()  # [batch, head, q_pos, k_pos]
         self.hook_z = HookPoint()  # [batch, pos, head, d_head]
-        self.hook_result = HookPoint()  # [batch, pos, head, d_model], only with use_attn_result
+        self.hook_result = SwitchedHookPoint(cfg, "use_attn_result")  # [batch, pos, head, d_model]
+        # [batch, pos, head, d_model], per-head copies of the residual stream entering the layer (before ln1),
+        # as TransformerLens 4's direct-path patching hooks them; fired by the block
+        self.hook_attn_in = SwitchedHookPoint(cfg, "use_attn_in")
+        self.hook_q_input, self.hook_k_input, self.hook_v_input = (
+            SwitchedHookPoint(cfg, "use_split_qkv_input") for _ in range(3))
         self.dropout = nn.Dropout(cfg.dropout)
 
     def _project(self, x: Tensor, weight: Tensor, bias_name: str) -> Float[Tensor, "batch pos head d_head"]:
-        """x W for every head at once, as one [batch·pos, d_model] × [d_model, heads·d_head] product."""
+        """x W for every head at once, as one [batch·pos, d_model] × [d_model, heads·d_head] product; or,
+        for per-head inputs [batch, pos, head, d_model] (split inputs), each head's own."""
         n_heads, d_model, d_head = weight.shape
-        out = (x @ weight.transpose(0, 1).reshape(d_model, n_heads * d_head)).unflatten(-1, (n_heads, d_head))
+        if x.dim() == 4:
+            out = torch.einsum("bphd,hde->bphe", x, weight)
+        else:
+            out = (x @ weight.transpose(0, 1).reshape(d_model, n_heads * d_head)).unflatten(-1, (n_heads, d_head))
         return out + getattr(self, bias_name) if self.cfg.use_bias else out
 
     def positional_scores(self, q_heads: Float[Tensor, "batch head pos d_head"]) -> Float[Tensor, "batch head q k"]:
@@ -117,11 +143,13 @@ class Attention(nn.Module):
         offset = (self.distance[:n_pos, :n_pos] - 1).to(q_heads.dtype)
         return (-self.alibi_slope[:, None, None] * offset).expand(q_heads.shape[0], -1, -1, -1)
 
-    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+    def forward(self, x: Tensor, key_input: Tensor | None = None, value_input: Tensor | None = None) -> Tensor:
+        """[batch, pos, d_model] out from one input, or from separate query, key and value inputs (each
+        [batch, pos, d_model] or per head [batch, pos, head, d_model], as split inputs give them)."""
         n_pos = x.shape[1]
         q = self.hook_q(self._project(x, self.W_Q, "b_Q"))
-        k = self.hook_k(self._project(x, self.W_K, "b_K"))
-        v = self.hook_v(self._project(x, self.W_V, "b_V"))
+        k = self.hook_k(self._project(x if key_input is None else key_input, self.W_K, "b_K"))
+        v = self.hook_v(self._project(x if value_input is None else value_input, self.W_V, "b_V"))
         q_heads = (q * self.scale).transpose(1, 2)  # scale the [pos, d_head] query once, not [q, k] scores
         keys = k.permute(0, 2, 3, 1)  # [batch, head, d_head, pos]
         mask = self.mask_bias[:n_pos, :n_pos]  # 0 where allowed, −inf elsewhere: adding it masks
@@ -168,10 +196,26 @@ class TransformerBlock(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
         self.hook_resid_pre, self.hook_attn_out = HookPoint(), HookPoint()  # [batch, pos, d_model]
         self.hook_resid_mid, self.hook_resid_post = HookPoint(), HookPoint()
+        self.cfg = cfg
+
+    def attention_inputs(self, resid: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The query, key and value inputs, after ln1: the residual stream, or per-head copies of it
+        that hooks can change head by head."""
+        if not (self.cfg.use_split_qkv_input or self.cfg.use_attn_in):
+            normed = self.ln1(resid)
+            return normed, normed, normed
+        attn = self.attn
+        per_head = resid[:, :, None, :].repeat(1, 1, attn.W_Q.shape[0], 1)
+        if self.cfg.use_split_qkv_input:
+            hooks = (attn.hook_q_input, attn.hook_k_input, attn.hook_v_input)
+            return tuple(self.ln1(hook(per_head.clone())) for hook in hooks)
+        normed = self.ln1(attn.hook_attn_in(per_head))
+        return normed, normed, normed
 
     def forward(self, resid: Tensor) -> Tensor:
         resid = self.hook_resid_pre(resid)
-        resid = self.hook_resid_mid(resid + self.hook_attn_out(self.dropout(self.attn(self.ln1(resid)))))
+        attn_out = self.attn(*self.attention_inputs(resid))
+        resid = self.hook_resid_mid(resid + self.hook_attn_out(self.dropout(attn_out)))
         if hasattr(self, "mlp"):
             resid = resid + self.hook_mlp_out(self.dropout(self.mlp(self.ln2(resid))))
         return self.hook_resid_post(resid)
@@ -278,8 +322,3 @@ class HookedTransformer(TransformerLensInterface, HookedRootModule):
         log_probs = torch.log_softmax(logits[:, :-1], dim=-1)
         per_position = -log_probs.gather(-1, tokens[:, 1:, None]).squeeze(-1)
         return per_position if per_token else per_position.mean()
-
-    def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
-        """Like TransformerLens: the output and an ActivationCache (``cache["pattern", 0]``)."""
-        out, cache_dict = super().run_with_cache(*args, **kwargs)
-        return out, ActivationCache(cache_dict, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))

@@ -89,6 +89,30 @@ class TransformerLensInterface:
         earlier = torch.arange(n_layers)[:, None] < torch.arange(n_layers)[None, :]
         return scores * earlier[:, None, :, None]
 
+    # --- switches for hooks that fire only on request, and the check that a hook can fire -------------
+
+    def set_use_attn_result(self, use: bool) -> None:
+        """Compute each head's output [batch, pos, head, d_model] under ``hook_result`` (costs memory)."""
+        object.__setattr__(self.cfg, "use_attn_result", bool(use))
+
+    def set_use_split_qkv_input(self, use: bool) -> None:
+        """Give queries, keys and values per-head copies of the residual stream (``hook_q_input`` ...)."""
+        object.__setattr__(self.cfg, "use_split_qkv_input", bool(use))
+
+    def set_use_attn_in(self, use: bool) -> None:
+        """One per-head copy of the residual stream for the attention input (``hook_attn_in``)."""
+        object.__setattr__(self.cfg, "use_attn_in", bool(use))
+
+    def run_with_cache(self, *args, **kwargs):
+        """Like TransformerLens: the output and an ActivationCache. Hooks that are switched off (see the
+        setters above) are left out unless asked for by name, which is then an error."""
+        from transformer_lens import ActivationCache
+
+        if kwargs.get("names_filter") is None:
+            kwargs["names_filter"] = lambda name: getattr(self.hook_dict[name], "is_on", lambda: True)()
+        out, cache_dict = super().run_with_cache(*args, **kwargs)
+        return out, ActivationCache(cache_dict, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
+
     # --- tokens and the residual stream ----------------------------------------------------------------
 
     def to_tokens(self, tokens, **_: object) -> Tensor:

@@ -157,3 +157,36 @@ def test_the_config_answers_what_transformer_lens_reads_and_saves_plain_json():
     assert cfg.dtype is torch.float32 and cfg.positional_embedding_type == "standard"
     assert cfg.to_dict()["dtype"] == "float32"
     assert HookedTransformerConfig.from_dict(cfg.to_dict()) == cfg
+
+
+@pytest.mark.parametrize("component", ["q", "k", "v"])
+def test_direct_path_patching_of_a_run_onto_itself_gives_the_clean_metric(model, component):
+    tokens = tokens_for(model)
+    logits, cache = model.run_with_cache(tokens)
+
+    def metric(out):
+        return out[:, -1].log_softmax(-1)[:, 0].mean()
+
+    result = patching.get_act_patch_direct_path(model, tokens, cache, cache, metric, src_layer=0, src_head=0,
+                                                component=component, verbose=False)
+    assert torch.allclose(result[1:], metric(logits).expand_as(result[1:]), atol=1e-5)
+    assert not model.cfg.use_split_qkv_input  # the tool switched the split inputs back off
+
+
+def test_switched_hooks_fire_only_when_on_and_change_nothing_else(model):
+    tokens = tokens_for(model)
+    logits = model(tokens)
+    with pytest.raises(ValueError, match="blocks.1.attn.hook_result fires only with use_attn_result"):
+        model.run_with_hooks(tokens, fwd_hooks=[("blocks.1.attn.hook_result", lambda act, hook: None)])
+    with pytest.raises(ValueError, match="call model.set_use_split_qkv_input\\(True\\) first"):
+        model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_q_input", lambda act, hook: None)])
+    for setter, name in [("set_use_split_qkv_input", "blocks.1.attn.hook_v_input"), ("set_use_attn_in", "blocks.0.attn.hook_attn_in"),
+                         ("set_use_attn_result", "blocks.1.attn.hook_result")]:
+        getattr(model, setter)(True)
+        try:
+            switched, cache = model.run_with_cache(tokens)
+            assert torch.allclose(switched, logits, atol=1e-6) and name in cache.keys()
+        finally:
+            getattr(model, setter)(False)
+    _, cache = model.run_with_cache(tokens)
+    assert not any(key.endswith(("_input", "hook_attn_in", "hook_result")) for key in cache.keys())
