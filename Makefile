@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench shipped
+.PHONY: demo test bench shipped experiments
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,16 @@ shipped: $(STAMP)
 	$(BIN)/induction-probes train markov --k 2 --out checkpoints/markov-k2 --steps 8000 --no-layer-norm --weight-decay 0 --lr 3e-3
 	$(BIN)/induction-probes train minimal --k 3 --out checkpoints/minimal-k3
 	$(BIN)/induction-probes train gaussian --out checkpoints/gaussian-ih2
+
+# The multi-run results of the README (hours): every spec in experiments/, two workers, then summaries.
+EXPERIMENTS := $(basename $(notdir $(wildcard experiments/*.toml)))
+experiments: $(STAMP)
+	for name in $(EXPERIMENTS); do \
+	  $(BIN)/induction-probes sweep experiments/$$name.toml --out experiments/runs/$$name --workers 2 && \
+	  mkdir -p experiments/results/$$name && \
+	  $(BIN)/induction-probes summarize experiments/runs/$$name --plot experiments/results/$$name && \
+	  $(BIN)/induction-probes summarize experiments/runs/$$name --json > experiments/results/$$name/summary.json || exit 1; \
+	done
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests

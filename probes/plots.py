@@ -301,7 +301,7 @@ def plot_sweep_summary(summary: dict, directory: Path) -> list[Path]:
     ax.set_title(f"{name}: test loss, mean and 95% band over seeds\n(vertical bands: 95% interval of the transition)")
     ax.legend(fontsize=8)
     paths = [save(fig, directory / f"{name}-kl.png")]
-    fig, axes = plt.subplots(1, len(conditions), figsize=(4.2 * len(conditions), 3.8), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(conditions), figsize=(max(6.5, 4.2 * len(conditions)), 4.2), squeeze=False, sharey=True)
     for ax, (condition, values) in zip(axes[0], conditions.items()):
         curves = values["curves"]
         for strategy, curve in curves["kl"].items():
@@ -313,6 +313,6 @@ def plot_sweep_summary(summary: dict, directory: Path) -> list[Path]:
         ax.set_title(f"{condition} ({values['n_seeds']} seeds)", fontsize=10)
     axes[0][0].set_ylabel("KL(strategy ‖ model), last token")
     axes[0][0].legend(title="strategy", fontsize=8)
-    fig.suptitle(f"{name}: distance to each strategy, mean and 95% band over seeds")
+    fig.suptitle(f"{name}: distance to each strategy,\nmean and 95% band over seeds", fontsize=11)
     paths.append(save(fig, directory / f"{name}-strategies.png"))
     return paths

@@ -1,0 +1,35 @@
+"""The shipped multi-run results (experiments/results/): each summary comes from a spec in experiments/,
+with the keys the README reads and exactly the seeds and conditions its spec names."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from circuits.sweep import read_spec
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+SUMMARIES = sorted((EXPERIMENTS / "results").glob("*/summary.json"))
+
+
+def test_summaries_are_shipped():
+    assert len(SUMMARIES) >= 1
+
+
+@pytest.mark.parametrize("summary_path", SUMMARIES, ids=lambda p: p.parent.name)
+def test_each_summary_holds_its_specs_seeds_and_conditions(summary_path):
+    spec = read_spec(EXPERIMENTS / f"{summary_path.parent.name}.toml")
+    summary = json.loads(summary_path.read_text())
+    assert summary["unfinished"] == []
+    assert list(summary["conditions"]) == spec.condition_names()
+    for condition in summary["conditions"].values():
+        assert condition["seeds"] == list(spec.seeds) and condition["n_seeds"] == len(spec.seeds)
+        for key in ("transition", "plateau", "final_kl"):
+            assert {"mean", "low", "high", "n"} <= condition[key].keys()
+        assert condition["final_kl"]["low"] <= condition["final_kl"]["mean"] <= condition["final_kl"]["high"]
+        assert [run["seed"] for run in condition["runs"]] == list(spec.seeds)
+        kl = condition["curves"]["kl"]
+        assert all(run["phases"] and set(run["phases"]) <= set(kl) - {"true"} for run in condition["runs"])
+        assert len(kl["true"]["mean"]) == len(condition["curves"]["x"]) == len(condition["curves"]["steps"])
+    figures = list(summary_path.parent.glob("*.png"))
+    assert len(figures) == 2 and all(figure.stat().st_size > 10_000 for figure in figures)
