@@ -6,6 +6,7 @@ A spec is a TOML file::
     recipe = "markov"                  # markov, minimal or gaussian (the `train` sub-commands)
     seeds = [0, 1, 2]                  # seed S sets the model, data and eval seeds to S, S+1, S+2
     description = "free text"          # optional
+    count = "doubly-stochastic"        # optional: summaries count training sequences of this prior only
 
     [base]                             # recipe and task fields (names as in config.json), for every cell
     k = 4
@@ -40,7 +41,7 @@ from circuits.config import config_from_options, option_names
 from circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe, recipe_from_json
 
 SWEEP_RECIPES = {recipe.name: recipe for recipe in (MarkovRecipe, MinimalRecipe, GaussianRecipe)}
-SPEC_KEYS = {"recipe", "seeds", "description", "base", "conditions", "grid"}
+SPEC_KEYS = {"recipe", "seeds", "description", "count", "base", "conditions", "grid"}
 SEED_KEYS = ("model_seed", "data_seed", "eval_seed")
 SPEC_FILE, LOG_FILE = "spec.toml", "sweep.jsonl"
 
@@ -74,6 +75,7 @@ class Spec:
     grid: dict[str, list]
     text: str
     description: str = ""
+    count: str | None = None
 
     def grid_points(self) -> list[dict]:
         return [dict(zip(self.grid, values)) for values in itertools.product(*self.grid.values())]
@@ -122,6 +124,8 @@ def parse_spec(text: str, source: str = "spec") -> Spec:
         raise SpecError(f"{source}: seeds must be a non-empty list of integers >= 0")
     if len(set(seeds)) != len(seeds):
         raise SpecError(f"{source}: seeds repeat")
+    if raw.get("count") is not None and not isinstance(raw["count"], str):
+        raise SpecError(f"{source}: count must name a prior, e.g. \"doubly-stochastic\"")
     tables = {key: raw.get(key, {}) for key in ("base", "conditions", "grid")}
     for key, table in tables.items():
         if not isinstance(table, dict):
@@ -147,6 +151,7 @@ def parse_spec(text: str, source: str = "spec") -> Spec:
         grid={key: [tomlish(v) for v in values] for key, values in tables["grid"].items()},
         text=text,
         description=str(raw.get("description", "")),
+        count=raw.get("count"),
     )
     spec.cells()  # every cell's recipe is checked before anything runs
     return spec
@@ -213,6 +218,7 @@ def prepare(spec: Spec, out: Path) -> None:
     if saved.is_file():
         if parse_spec(saved.read_text(), str(saved)).cells() != spec.cells():
             raise SpecError(f"{out} holds another sweep (its {SPEC_FILE} differs); choose another --out")
+        saved.write_text(spec.text)  # the same cells: a new description or count is taken up
         return
     if out.exists() and any(out.iterdir()):
         raise SpecError(f"{out} is not empty and holds no sweep; choose a new or empty --out")

@@ -142,11 +142,13 @@ def summarize_condition(runs: list[Run], count: str | None, probe_seqs: int) -> 
 
 
 def summarize_sweep(root: str | Path, *, count: str | None = None, probe_seqs: int = 500) -> dict:
-    """The summary of the finished cells of the sweep in ``root`` (JSON-ready: no NaN, no tensors)."""
+    """The summary of the finished cells of the sweep in ``root`` (JSON-ready: no NaN, no tensors);
+    ``count`` defaults to the spec's own."""
     root = Path(root)
     if not (root / SPEC_FILE).is_file():
         raise SpecError(f"{root} is not a sweep directory (it has no {SPEC_FILE})")
     spec = read_spec(root / SPEC_FILE)
+    count = count if count is not None else spec.count
     conditions, missing = {}, []
     for name in spec.condition_names():
         paths = [root / name / f"seed-{seed}" for seed in spec.seeds]

@@ -31,7 +31,7 @@ def register(commands) -> None:
     summarize = commands.add_parser("summarize", help="mean and 95%% intervals over seeds of a sweep's runs")
     summarize.add_argument("sweep_dir", type=Path, metavar="DIR", help="a sweep directory")
     summarize.add_argument("--count", metavar="PRIOR", help="x-axis: training sequences of this prior only "
-                           "(e.g. doubly-stochastic, as Edelman et al.'s mixture figure counts them)")
+                           "(e.g. doubly-stochastic, as Edelman et al.'s mixture figure counts them; default: the spec's count)")
     summarize.add_argument("--probe-seqs", type=int, default=500,
                            help="fresh sequences for the final checkpoints' probe scores (default 500)")
     add_output_options(summarize)
