@@ -72,14 +72,14 @@ def previous_token_score(pattern: Float[Tensor, "batch head q k"]) -> Float[Tens
     return torch.diagonal(pattern, offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1))
 
 
-def previous_token_scores(patterns: list[Tensor]) -> Float[Tensor, "layer head"]:
-    """[n_layers, n_heads] previous-token scores (layers must have equal head counts)."""
-    return torch.stack([previous_token_score(p) for p in patterns])
+def previous_token_scores(patterns: list[Tensor]) -> list[Float[Tensor, " head"]]:
+    """Each layer's previous-token scores, one per head (layers may have different head counts)."""
+    return [previous_token_score(p) for p in patterns]
 
 
 @dataclass(frozen=True)
 class BigramMatching:
-    """Bigram-matching scores of every head, [n_layers, n_heads] each."""
+    """Bigram-matching scores of every head: per layer, one per head."""
 
     mass: Tensor  # attention on matching keys, mean over queries that have one
     ideal: Tensor  # 1 − TV(attention row, uniform over matching keys), same queries
@@ -121,8 +121,8 @@ def bigram_matching_scores(
     match = matching_keys(tokens)
     scores = [bigram_matching_score(p, tokens, skip_first_key, match) for p in patterns]
     return BigramMatching(
-        mass=torch.stack([s[0] for s in scores]),
-        ideal=torch.stack([s[1] for s in scores]),
+        mass=[s[0] for s in scores],
+        ideal=[s[1] for s in scores],
         fraction_with_match=scores[0][2],
     )
 

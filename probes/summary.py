@@ -35,9 +35,9 @@ QUERY_0 = "blocks.0.attn.hook_q"  # one forward pass also feeds layer 0's positi
 @dataclass(frozen=True)
 class CheckpointProbes:
     step: int
-    previous_token: Tensor  # [n_layers, n_heads]
-    bigram_matching: Tensor  # [n_layers, n_heads], attention mass on matching keys
-    bigram_matching_ideal: Tensor  # [n_layers, n_heads], 1 − TV to uniform over matching keys
+    previous_token: list[Tensor]  # per layer, [heads of that layer]
+    bigram_matching: list[Tensor]  # per layer: attention mass on matching keys
+    bigram_matching_ideal: list[Tensor]  # per layer: 1 − TV to uniform over matching keys
     fraction_with_match: float
     positional_profile: Tensor | None  # [n_heads, distance] of layer 0, if it has relative positions
     behaviour: Behaviour
@@ -45,9 +45,9 @@ class CheckpointProbes:
     def to_json(self) -> dict:
         return {
             "step": self.step,
-            "previous_token": self.previous_token.tolist(),
-            "bigram_matching": self.bigram_matching.tolist(),
-            "bigram_matching_ideal": self.bigram_matching_ideal.tolist(),
+            "previous_token": [layer.tolist() for layer in self.previous_token],
+            "bigram_matching": [layer.tolist() for layer in self.bigram_matching],
+            "bigram_matching_ideal": [layer.tolist() for layer in self.bigram_matching_ideal],
             "fraction_with_match": self.fraction_with_match,
             "last_token_kl": self.behaviour.last_token_kl,
             "loss": self.behaviour.loss,
@@ -77,13 +77,19 @@ def probe_model(model, eval_set: MarkovEvalSet, step: int = -1, chunk: int = 100
         parts.append((len(tokens), previous_token_scores(patterns), matching, profile))
     return CheckpointProbes(
         step=step,
-        previous_token=weighted_mean([(n, prev) for n, prev, _, _ in parts]),
-        bigram_matching=weighted_mean([(n * m.fraction_with_match, m.mass) for n, _, m, _ in parts]),
-        bigram_matching_ideal=weighted_mean([(n * m.fraction_with_match, m.ideal) for n, _, m, _ in parts]),
+        previous_token=per_layer_mean([(n, prev) for n, prev, _, _ in parts]),
+        bigram_matching=per_layer_mean([(n * m.fraction_with_match, m.mass) for n, _, m, _ in parts]),
+        bigram_matching_ideal=per_layer_mean([(n * m.fraction_with_match, m.ideal) for n, _, m, _ in parts]),
         fraction_with_match=sum(n * m.fraction_with_match for n, _, m, _ in parts) / inputs.shape[0],
         positional_profile=None if W_rel is None else weighted_mean([(n, prof) for n, _, _, prof in parts]),
         behaviour=behaviour(torch.cat(logits), eval_set),
     )
+
+
+def per_layer_mean(parts: list[tuple[float, list[Tensor]]]) -> list[Tensor]:
+    """The weighted mean of per-layer scores, layer by layer."""
+    n_layers = len(parts[0][1])
+    return [weighted_mean([(weight, layers[layer]) for weight, layers in parts]) for layer in range(n_layers)]
 
 
 def weighted_mean(parts: list[tuple[float, Tensor]]) -> Tensor:

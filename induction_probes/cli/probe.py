@@ -72,11 +72,10 @@ def probe_gaussian_text(run, args: argparse.Namespace) -> str:
 
 
 def probe_text(run, result) -> str:
-    n_layers, n_heads = result.previous_token.shape
     rows = [
-        [f"{layer}.{head}", result.previous_token[layer, head].item(), result.bigram_matching[layer, head].item(),
-         result.bigram_matching_ideal[layer, head].item()]
-        for layer in range(n_layers) for head in range(n_heads)
+        [f"{layer}.{head}", result.previous_token[layer][head].item(), result.bigram_matching[layer][head].item(),
+         result.bigram_matching_ideal[layer][head].item()]
+        for layer in range(len(result.previous_token)) for head in range(len(result.previous_token[layer]))
     ]
     b = result.behaviour
     lines = [
@@ -87,9 +86,8 @@ def probe_text(run, result) -> str:
         f"loss {b.loss:.4f}, ICL score {b.icl_score:+.4f} (loss at position 99 minus position 10)",
     ]
     if result.positional_profile is not None:
-        profile = result.positional_profile[0]
-        peak = int(profile.argmax())
-        lines.append(f"layer 0 positional profile peaks at distance {peak} ({profile[peak]:.3f})")
+        peaks = ", ".join(f"head {h}: distance {int(p.argmax())} ({p.max():.3f})" for h, p in enumerate(result.positional_profile))
+        lines.append(f"layer 0 positional profile peaks at {peaks}")
     return "\n".join(lines)
 
 

@@ -20,8 +20,8 @@ def probe_set(run):
 
 def test_final_step_has_a_previous_token_head_and_a_bigram_matching_head(run, probe_set):
     final = probe_model(run.load(), probe_set)
-    assert final.previous_token[0, 0] >= 0.6
-    assert final.bigram_matching[1, 0] >= 0.75
+    assert final.previous_token[0][0] >= 0.6
+    assert final.bigram_matching[1][0] >= 0.75
     assert final.positional_profile[0].argmax().item() == 1
 
 
@@ -33,8 +33,8 @@ def test_at_initialisation_the_scores_are_near_chance(run, probe_set):
     uniform = (uniform / uniform.sum(-1, keepdim=True)).expand(len(tokens), 1, n_pos, n_pos)
     chance_previous = previous_token_score(uniform).item()  # mean of 1/(t+1)
     chance_matching = bigram_matching_score(uniform, tokens)[0].item()  # share of keys that match
-    assert abs(start.previous_token[0, 0] - chance_previous) < 0.02
-    assert abs(start.bigram_matching[1, 0] - chance_matching) < 0.02
+    assert abs(start.previous_token[0][0] - chance_previous) < 0.02
+    assert abs(start.bigram_matching[1][0] - chance_matching) < 0.02
 
 
 def test_zero_ablating_layer_0_falls_back_to_the_unigram_strategy(run, probe_set):

@@ -257,3 +257,24 @@ def test_induction_score_is_1_on_theorem_4_1_and_lower_on_uniform_attention():
     target = torch.softmax(torch.einsum("bd,bsd->bs", x[:, -1], x[:, 0:10]), -1)
     assert score == pytest.approx((1 - 0.5 * (target - 0.1).abs().sum(-1)).mean().item())
     assert score < 0.9
+
+
+def test_per_head_probes_report_every_head_of_layers_with_different_head_counts():
+    """A trigram model with two first-layer heads and one second-layer head: no head is dropped."""
+    from circuits.checkpoint import build_model
+    from circuits.recipes import MarkovRecipe
+    from probes.attention import run_with_patterns
+    from probes.summary import probe_model
+
+    recipe = MarkovRecipe(task=MarkovTask(k=3, n=3, seq_len=20), heads=(2, 1))
+    model = build_model(recipe.model_config()).eval()
+    eval_set = recipe.task.eval_set(60, seed=1)
+    result = probe_model(model, eval_set, chunk=25)
+    assert [len(layer) for layer in result.previous_token] == [2, 1]
+    assert [len(layer) for layer in result.bigram_matching] == [2, 1]
+    assert result.positional_profile.shape[0] == 2
+    _, patterns = run_with_patterns(model, eval_set.inputs)
+    for layer, pattern in enumerate(patterns):
+        assert torch.allclose(result.previous_token[layer], previous_token_score(pattern), atol=1e-6)
+    assert model.all_head_labels == ["L0H0", "L0H1", "L1H0"]
+    assert [len(layer) for layer in result.to_json()["previous_token"]] == [2, 1]
