@@ -3,6 +3,7 @@ to every checkpoint, and presented to TransformerLens's tools under the attribut
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -68,6 +69,8 @@ class HookedTransformerConfig(Config):
             self._check_per_layer("layer_heads", self.layer_heads)
             for heads in self.layer_heads:
                 require_int("heads per layer", heads, 1)
+            if len(set(self.layer_heads)) > 1:  # no single n_heads: see MixedHeadsConfig
+                object.__setattr__(self, "__class__", MixedHeadsConfig)
         if self.positional == "standard":
             pass
         elif isinstance(self.positional, tuple) and "standard" in self.positional:
@@ -151,3 +154,34 @@ class HookedTransformerConfig(Config):
     @property
     def act_fn(self) -> str | None:
         return None if self.d_mlp is None else "relu"
+
+
+class MixedHeadsConfig(HookedTransformerConfig):
+    """The config of a model whose layers have different head counts (``layer_heads=(2, 1)``).
+
+    It holds and saves the same fields, but ``cfg.n_heads`` is an error that says why: TransformerLens's
+    per-head tools count heads with it and would silently skip some (its patching, head detection and
+    head stacks read one ``n_heads``). Our code asks ``cfg.heads(layer)``.
+    """
+
+    @property
+    def n_heads(self) -> int:
+        counts = ", ".join(f"{heads} in layer {layer}" for layer, heads in enumerate(self.layer_heads))
+        raise ValueError(f"this model's layers have different head counts ({counts}): a tool that reads one "
+                         "cfg.n_heads would skip heads; per-layer counts are cfg.heads(layer)")
+
+    def values(self) -> tuple:
+        return tuple(self.__dict__[f.name] for f in dataclasses.fields(self))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MixedHeadsConfig) and self.values() == other.values()
+
+    def __hash__(self) -> int:
+        return hash(self.values())
+
+    def __repr__(self) -> str:
+        return f"MixedHeadsConfig({', '.join(f'{f.name}={self.__dict__[f.name]!r}' for f in dataclasses.fields(self))})"
+
+    def to_dict(self) -> dict:
+        values = {f.name: self.__dict__[f.name] for f in dataclasses.fields(self)}
+        return values | {"dtype": dtype_name(self.dtype)}

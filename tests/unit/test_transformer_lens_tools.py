@@ -190,3 +190,23 @@ def test_switched_hooks_fire_only_when_on_and_change_nothing_else(model):
             getattr(model, setter)(False)
     _, cache = model.run_with_cache(tokens)
     assert not any(key.endswith(("_input", "hook_attn_in", "hook_result")) for key in cache.keys())
+
+
+def test_a_tool_that_reads_one_head_count_stops_with_one_clear_line_on_mixed_head_counts():
+    from circuits.checkpoint import build_model
+    from circuits.recipes import MarkovRecipe
+    from circuits.tasks import MarkovTask
+
+    trigram = build_model(MarkovRecipe(task=MarkovTask(k=3, n=3, seq_len=20), heads=(2, 1)).model_config()).eval()
+    tokens = torch.randint(0, 3, (2, 12), generator=torch.Generator().manual_seed(0))
+    _, cache = trigram.run_with_cache(tokens)
+    assert trigram.all_head_labels == ["L0H0", "L0H1", "L1H0"]  # ours see every head
+    assert [trigram.cfg.heads(layer) for layer in range(2)] == [2, 1]
+    tools = [
+        lambda: detect_head(trigram, tokens[0], "previous_token_head"),
+        lambda: patching.get_act_patch_attn_head_out_all_pos(trigram, tokens, cache, lambda out: out.sum()),
+        lambda: cache.stack_head_results(),
+    ]
+    for tool in tools:
+        with pytest.raises(ValueError, match=r"different head counts \(2 in layer 0, 1 in layer 1\)"):
+            tool()
