@@ -119,6 +119,8 @@ def test_composition_scores_match_their_definition(model):
             expected = torch.linalg.norm(ov @ right) / (torch.linalg.norm(ov) * torch.linalg.norm(right))
             assert scores[l0, h0, l1, h1].item() == pytest.approx(expected.item(), rel=1e-4)
         assert (scores[1, :, 0] == 0).all() and (scores[0, :, 0] == 0).all()  # only earlier → later
+    attn = model.blocks[1].attn
+    assert torch.allclose(attn.OV.AB, attn.W_V @ attn.W_O) and torch.allclose(attn.QK.AB, attn.W_Q @ attn.W_K.transpose(-2, -1))
 
 
 def test_forward_options_of_transformer_lens(model):
