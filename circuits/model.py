@@ -27,10 +27,10 @@ import torch
 import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
-from transformer_lens import FactoredMatrix, HookedRootModule
+from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from circuits.tl_interface import TransformerLensInterface
+from circuits.tl_interface import FactoredCircuits, TransformerLensInterface
 
 from circuits.model_config import DTYPES, HookedTransformerConfig, dtype_name  # noqa: F401 (the model's config lives beside it)
 
@@ -77,7 +77,7 @@ class LayerNorm(nn.Module):
         return self.hook_normalized(centred / scale) * self.w + self.b
 
 
-class Attention(nn.Module):
+class Attention(FactoredCircuits, nn.Module):
     def __init__(self, cfg: HookedTransformerConfig, layer: int):
         super().__init__()
         n_heads, d_model, d_head = cfg.heads(layer), cfg.d_model, cfg.d_head
@@ -116,16 +116,6 @@ class Attention(nn.Module):
         self.hook_q_input, self.hook_k_input, self.hook_v_input = (
             SwitchedHookPoint(cfg, "use_split_qkv_input") for _ in range(3))
         self.dropout = nn.Dropout(cfg.dropout)
-
-    @property
-    def QK(self) -> FactoredMatrix:
-        """W_Q W_Kᵀ of each head of this layer, [heads, d_model, d_model], factored (as in TransformerLens)."""
-        return FactoredMatrix(self.W_Q, self.W_K.transpose(-2, -1))
-
-    @property
-    def OV(self) -> FactoredMatrix:
-        """W_V W_O of each head of this layer, [heads, d_model, d_model], factored."""
-        return FactoredMatrix(self.W_V, self.W_O)
 
     def _project(self, x: Tensor, weight: Tensor, bias_name: str) -> Float[Tensor, "batch pos head d_head"]:
         """x W for every head at once, as one [batch·pos, d_model] × [d_model, heads·d_head] product; or,

@@ -14,7 +14,20 @@ from transformer_lens import FactoredMatrix
 from transformer_lens.utilities import composition_scores
 
 
-class TransformerLensInterface:
+class FactoredCircuits:
+    """QK = W_Q W_Kᵀ and OV = W_V W_O of every head, factored as TransformerLens's FactoredMatrix, for the
+    W_Q, W_K, W_V, W_O of the class: one attention layer's [heads, ...] or a model's [layers, heads, ...]."""
+
+    @property
+    def QK(self) -> FactoredMatrix:
+        return FactoredMatrix(self.W_Q, self.W_K.transpose(-2, -1))
+
+    @property
+    def OV(self) -> FactoredMatrix:
+        return FactoredMatrix(self.W_V, self.W_O)
+
+
+class TransformerLensInterface(FactoredCircuits):
     """Mixed into HookedTransformer: needs ``cfg``, ``blocks``, ``embed``, ``unembed`` and (standard
     positions) ``pos_embed``."""
 
@@ -58,16 +71,6 @@ class TransformerLensInterface:
     b_K = property(lambda self: self._stack("b_K"))
     b_V = property(lambda self: self._stack("b_V"))
     b_O = property(lambda self: self._stack("b_O"))
-
-    @property
-    def QK(self) -> FactoredMatrix:
-        """W_Q W_Kᵀ per layer and head, [n_layers, n_heads, d_model, d_model], factored."""
-        return FactoredMatrix(self.W_Q, self.W_K.transpose(-2, -1))
-
-    @property
-    def OV(self) -> FactoredMatrix:
-        """W_V W_O per layer and head, [n_layers, n_heads, d_model, d_model], factored."""
-        return FactoredMatrix(self.W_V, self.W_O)
 
     # --- heads -----------------------------------------------------------------------------------------
 
