@@ -76,8 +76,13 @@ def save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[st
     return sha256_of(path)
 
 
-def sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
+    """The file's sha256, read a megabyte at a time (memory stays flat whatever the file's size)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def checkpoint_file(step: int) -> str:
@@ -266,10 +271,24 @@ class Run:
             return self.manifest[index]
         return self.manifest[-1]
 
+    def checkpoint_path(self, entry: dict) -> Path:
+        """The file of a manifest entry, which must be the run's own: ``checkpoints/step_<step>.safetensors``
+        inside the run directory, no link anywhere on the way. A stranger's manifest cannot point
+        outside the run (an absolute path, ``..``, a symlink): it is refused before anything is opened."""
+        step = entry.get("step")
+        if not isinstance(step, int) or isinstance(step, bool) or entry.get("file") != checkpoint_file(step):
+            raise CheckpointError(f"manifest entry {entry!r} of {self.path.name} does not name its own checkpoint file")
+        if not isinstance(entry.get("sha256"), str):
+            raise CheckpointError(f"manifest entry of step {step} in {self.path.name} has no sha256 to verify")
+        path = self.path / entry["file"]
+        if path.is_symlink() or (self.path / "checkpoints").is_symlink():
+            raise CheckpointError(f"{path} is a symbolic link: checkpoints are read from inside the run only")
+        return path
+
     def load(self, step: int | None = None, index: int | None = None) -> HookedTransformer:
         """The model at a checkpoint, with its sha256 verified and its shapes checked against the config."""
         entry = self.entry(step, index)
-        weights = load_tensors(self.path / entry["file"], entry.get("sha256"))
+        weights = load_tensors(self.checkpoint_path(entry), entry["sha256"])
         model = build_model(self.model_config)
         try:
             model.load_state_dict(weights)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from circuits.checkpoint import CheckpointError, Run
+from circuits.checkpoint import CheckpointError, Run, sha256_of
 from circuits.recipes import MarkovRecipe
 from circuits.tasks import MarkovTask
 from circuits.train import train_run
@@ -60,13 +60,41 @@ def test_sha256_mismatch_is_refused(run_dir):
         Run.open(run_dir).load()
 
 
+@pytest.mark.parametrize("file", ["/etc/passwd", "../../outside.safetensors", "checkpoints/../config.json",
+                                  "checkpoints/step_00000001.safetensors"])
+def test_a_manifest_cannot_point_outside_the_run_or_at_another_checkpoint(run_dir, file, tmp_path):
+    outside = tmp_path / "outside.safetensors"
+    save_file({"x": torch.zeros(1)}, outside)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest[-1]["file"] = file
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError, match="does not name its own checkpoint file"):
+        Run.open(run_dir).load()
+
+
+def test_a_symlinked_checkpoint_or_a_missing_checksum_is_refused(run_dir, tmp_path):
+    path = last_file(run_dir)
+    target = tmp_path / "elsewhere.safetensors"
+    path.rename(target)
+    path.symlink_to(target)
+    with pytest.raises(CheckpointError, match="is a symbolic link"):
+        Run.open(run_dir).load()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    for missing in (None, "pop"):
+        entry = dict(manifest[-1])
+        entry.pop("sha256") if missing == "pop" else entry.update(sha256=None)
+        (run_dir / "manifest.json").write_text(json.dumps(manifest[:-1] + [entry]))
+        with pytest.raises(CheckpointError, match="has no sha256 to verify"):
+            Run.open(run_dir).load()
+
+
 @pytest.mark.parametrize("damage", ["truncate", "not_safetensors"])
 def test_corrupt_files_are_refused(run_dir, damage):
     path = last_file(run_dir)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"hello, I am not a tensor file")
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    manifest[-1].pop("sha256")  # so that the parser, not the checksum, has to catch it
+    manifest[-1]["sha256"] = sha256_of(path)  # so that the parser, not the checksum, has to catch it
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(CheckpointError, match="not a readable safetensors file"):
         Run.open(run_dir).load()
@@ -86,7 +114,7 @@ def test_a_pickle_payload_is_refused_without_running(run_dir, tmp_path):
     path = last_file(run_dir)
     path.write_bytes(pickle.dumps({"embed.W_E": Payload()}))
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    manifest[-1].pop("sha256")
+    manifest[-1]["sha256"] = sha256_of(path)  # a stranger would give the checksum of the payload
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(CheckpointError, match="not a readable safetensors file"):
         Run.open(run_dir).load()
