@@ -123,6 +123,8 @@ class RunWriter:
             (path / "manifest.json").unlink(missing_ok=True)
         if (path / "manifest.json").exists():
             raise CheckpointError(f"{path} already holds a run: continue it with --resume or choose another --out")
+        if not restart and path.is_dir() and any(p.name != "lock" for p in path.iterdir()):
+            raise CheckpointError(f"{path} is not empty: a new run goes into a missing or empty directory")
         (path / "checkpoints").mkdir(parents=True, exist_ok=True)
         (path / "resume").mkdir(exist_ok=True)
         write_json(path / "config.json", config)

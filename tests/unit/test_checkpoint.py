@@ -168,3 +168,15 @@ def test_info_loads_the_checkpoint_and_refuses_damage_in_one_line(run_dir, capsy
 def test_info_refuses_a_step_that_is_not_in_the_run(run_dir, capsys):
     assert main(["info", str(run_dir), "--step", "5"]) == 2
     assert "step 5 is not in run" in capsys.readouterr().err
+
+
+def test_a_new_run_goes_only_into_a_missing_or_empty_directory(tmp_path, capsys):
+    precious = tmp_path / "notes"
+    precious.mkdir()
+    (precious / "config.json").write_text("my own file")
+    argv = ["train", "markov", "--k", "3", "--seq-len", "8", "--steps", "2", "--n-checkpoints", "2", "--eval-seqs", "5"]
+    assert main([*argv, "--out", str(precious)]) == 2
+    assert "is not empty: a new run goes into a missing or empty directory" in capsys.readouterr().err
+    assert (precious / "config.json").read_text() == "my own file"
+    (tmp_path / "empty").mkdir()
+    assert main([*argv, "--out", str(tmp_path / "empty")]) == 0
