@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import time
 import tomllib
 from dataclasses import dataclass
@@ -39,11 +40,13 @@ from typing import Any
 
 from circuits.config import config_from_options, option_names
 from circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe, recipe_from_json
+from circuits.tasks import PRIOR_NAMES
 
 SWEEP_RECIPES = {recipe.name: recipe for recipe in (MarkovRecipe, MinimalRecipe, GaussianRecipe)}
 SPEC_KEYS = {"recipe", "seeds", "description", "count", "base", "conditions", "grid"}
 SEED_KEYS = ("model_seed", "data_seed", "eval_seed")
 SPEC_FILE, LOG_FILE = "spec.toml", "sweep.jsonl"
+PATH_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._,=+-]*")  # a condition's directory name: never "..", "/" or empty
 
 
 class SpecError(ValueError):
@@ -97,11 +100,30 @@ class Spec:
                     except ValueError as error:
                         raise SpecError(f"condition {label}: {error}") from None
                     cells.append(Cell(label, seed, recipe))
+        check_distinct(cells)
         return cells
 
 
 def condition_label(name: str, grid_point: dict) -> str:
-    return "/".join([name, *(f"{key}={value}" for key, value in grid_point.items())])
+    """The condition's directory below the sweep: its name, then one ``key=value`` per grid entry; each
+    part a plain name (letters, digits, ``._,=+-``), so that no cell can land outside the sweep."""
+    parts = [name, *(f"{key}={value}" for key, value in grid_point.items())]
+    bad = [part for part in parts if not PATH_PART.fullmatch(part) or part in (SPEC_FILE, LOG_FILE)]
+    if bad:
+        raise SpecError(f"{bad[0]!r} cannot name a directory of the sweep: use letters, digits and ._,=+- "
+                        "(not starting with a dot or a sign)")
+    return "/".join(parts)
+
+
+def check_distinct(cells: list[Cell]) -> None:
+    """Two cells with one directory, or one recipe under two names, would train one run twice."""
+    seen: dict = {}
+    for cell in cells:
+        for key in (cell.relative_path, cell.recipe):
+            if key in seen:
+                raise SpecError(f"cells {seen[key].relative_path} and {cell.relative_path} are the same run; "
+                                "remove the repeated condition or grid value")
+            seen[key] = cell
 
 
 def tomlish(value: Any) -> Any:
@@ -124,8 +146,8 @@ def parse_spec(text: str, source: str = "spec") -> Spec:
         raise SpecError(f"{source}: seeds must be a non-empty list of integers >= 0")
     if len(set(seeds)) != len(seeds):
         raise SpecError(f"{source}: seeds repeat")
-    if raw.get("count") is not None and not isinstance(raw["count"], str):
-        raise SpecError(f"{source}: count must name a prior, e.g. \"doubly-stochastic\"")
+    if raw.get("count") is not None and raw["count"] not in PRIOR_NAMES:
+        raise SpecError(f"{source}: count must name a prior ({', '.join(PRIOR_NAMES)}), got {raw['count']!r}")
     tables = {key: raw.get(key, {}) for key in ("base", "conditions", "grid")}
     for key, table in tables.items():
         if not isinstance(table, dict):
@@ -208,6 +230,12 @@ def run_cell(root: str, cell_json: dict) -> dict:
     return result | {"seconds": round(time.perf_counter() - started, 2)}
 
 
+def died(cell: dict, error: Exception) -> dict:
+    """The result of a cell whose worker process died before it could report."""
+    message = f"{type(error).__name__}: {error}".splitlines()[0]
+    return {"cell": cell["path"], "status": "failed", "seconds": 0.0, "error": f"its worker died ({message})"}
+
+
 def cell_json(cell: Cell) -> dict:
     return {"path": cell.relative_path, "recipe": cell.recipe.to_json(), "task": cell.recipe.task.to_json()}
 
@@ -233,9 +261,12 @@ def local_results(root: Path, cells: list[dict], workers: int):
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(run_cell, str(root), cell) for cell in cells]
+        futures = {pool.submit(run_cell, str(root), cell): cell for cell in cells}
         for future in as_completed(futures):
-            yield future.result()
+            try:
+                yield future.result()
+            except Exception as error:  # noqa: BLE001 -- a worker that died (killed, out of memory)
+                yield died(futures[future], error)
 
 
 def ray_results(root: Path, cells: list[dict], workers: int, address: str | None):
@@ -251,10 +282,14 @@ def ray_results(root: Path, cells: list[dict], workers: int, address: str | None
         ray.init(address=address, log_to_driver=False)
     try:
         remote = ray.remote(num_cpus=1)(run_cell)
-        pending = [remote.remote(str(root), cell) for cell in cells]
+        pending = {remote.remote(str(root), cell): cell for cell in cells}
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            yield ray.get(done[0])
+            done, _ = ray.wait(list(pending), num_returns=1)
+            cell = pending.pop(done[0])
+            try:
+                yield ray.get(done[0])
+            except Exception as error:  # noqa: BLE001 -- a worker that died
+                yield died(cell, error)
     finally:
         ray.shutdown()
 
@@ -269,7 +304,7 @@ def run_sweep(spec: Spec, out: str | Path, *, workers: int = 1, backend: str = "
         raise SpecError(f"workers must be an integer >= 1, got {workers!r}")
     if address is not None and backend != "ray":
         raise SpecError("--address is for the ray backend")
-    out = Path(out)
+    out = Path(out).resolve()  # every worker, on every node, must find the same directory
     prepare(spec, out)
     cells = [cell_json(cell) for cell in spec.cells()]
     recipes = {cell.relative_path: cell.recipe for cell in spec.cells()}

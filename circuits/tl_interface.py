@@ -100,11 +100,19 @@ class TransformerLensInterface(FactoredCircuits):
 
     def set_use_split_qkv_input(self, use: bool) -> None:
         """Give queries, keys and values per-head copies of the residual stream (``hook_q_input`` ...)."""
-        object.__setattr__(self.cfg, "use_split_qkv_input", bool(use))
+        self._switch_inputs("use_split_qkv_input", "use_attn_in", use)
 
     def set_use_attn_in(self, use: bool) -> None:
         """One per-head copy of the residual stream for the attention input (``hook_attn_in``)."""
-        object.__setattr__(self.cfg, "use_attn_in", bool(use))
+        self._switch_inputs("use_attn_in", "use_split_qkv_input", use)
+
+    def _switch_inputs(self, switch: str, other: str, use: bool) -> None:
+        """The two ways of splitting the attention input exclude each other, as in TransformerLens: with
+        both on, one set of hooks would be accepted and never fire. The switches live on the model's
+        config, shared by everything that holds it (TransformerLens's behaviour too)."""
+        if use and getattr(self.cfg, other):
+            raise ValueError(f"{switch} and {other} exclude each other: call model.set_{other}(False) first")
+        object.__setattr__(self.cfg, switch, bool(use))
 
     def run_with_cache(self, *args, **kwargs):
         """Like TransformerLens: the output and an ActivationCache. Hooks that are switched off (see the

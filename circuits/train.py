@@ -200,6 +200,8 @@ def train_run(
     out = Path(out)
     if stop_after is not None:
         require_int("stop_after", stop_after, 0)  # before anything is written
+    if resume and not (out / "config.json").is_file():
+        raise CheckpointError(f"there is no run in {out} to continue")
     with only_writer(out):
         trainer = start_or_continue(recipe, out, resume)
         recipe = trainer.recipe

@@ -115,6 +115,8 @@ def process_weights(model: HookedTransformer, **options: bool) -> HookedTransfor
     unknown = sorted(set(options) - set(PROCESSING))
     if unknown:
         raise ValueError(f"unknown weight processing {', '.join(unknown)}; options: {', '.join(PROCESSING)}")
+    if len({model.cfg.heads(layer) for layer in range(model.cfg.n_layers)}) > 1:
+        raise ValueError("TransformerLens's weight processing reads one n_heads; this model's layers differ")
     reasons = unsound_steps(model.cfg)
     refused = [name for name, wanted in options.items() if wanted and name in reasons]
     if refused:

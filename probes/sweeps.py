@@ -148,6 +148,8 @@ def summarize_sweep(root: str | Path, *, count: str | None = None, probe_seqs: i
     if not (root / SPEC_FILE).is_file():
         raise SpecError(f"{root} is not a sweep directory (it has no {SPEC_FILE})")
     spec = read_spec(root / SPEC_FILE)
+    if spec.recipe not in ("markov", "minimal"):
+        raise SpecError(f"summaries follow the ICL-MC strategy phases; this sweep trains {spec.recipe} runs")
     count = count if count is not None else spec.count
     conditions, missing = {}, []
     for name in spec.condition_names():

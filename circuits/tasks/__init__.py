@@ -111,8 +111,8 @@ class MarkovTask(TaskConfig):
             raise ValueError(f"p must be a number in [0, 1], got {self.p!r}")
         if self.mixture is not None and self.prior != "mixture":
             raise ValueError("mixture names the components of --prior mixture only")
-        if self.prior == "mixture" and (len(self.components) != 2 or not set(self.components) <= set(SIMPLE_PRIOR_NAMES)):
-            raise ValueError(f"a mixture mixes two of {', '.join(SIMPLE_PRIOR_NAMES)}; got {self.mixture!r}")
+        if self.prior == "mixture" and (len(set(self.components)) != 2 or not set(self.components) <= set(SIMPLE_PRIOR_NAMES)):
+            raise ValueError(f"a mixture mixes two different priors of {', '.join(SIMPLE_PRIOR_NAMES)}; got {self.mixture!r}")
         orders = {prior: self.n for prior in (self.prior, *self.components)}
         if orders.get("doubly-stochastic", 2) != 2 or orders.get("spectrum", 2) != 2:
             raise ValueError(f"the {self.prior} prior is for bigram chains: n must be 2")
@@ -151,9 +151,10 @@ class MarkovTask(TaskConfig):
         text = f"ICL-MC k={self.k}, n={self.n}, T={self.seq_len}, alpha={self.alpha:g}, {self.describe_prior()} chains"
         return text if self.eval_prior is None else f"{text} (evaluated on {self.eval_prior})"
 
-    def stream(self, seed: int):
-        """The training sequences of ``seed``: a stream whose ``take(n)`` gives a :class:`MarkovSample`
-        (see ``circuits/tasks/streams.py`` for why other priors are counted, not drawn from one generator)."""
+    def stream(self, seed: int, purpose: str = "train"):
+        """The training (or, with ``purpose="eval"``, evaluation) sequences of ``seed``: a stream whose
+        ``take(n)`` gives a :class:`MarkovSample` (see ``circuits/tasks/streams.py`` for why other priors
+        are counted, not drawn from one generator)."""
         from circuits.tasks.markov import sample_markov
         from circuits.tasks.streams import CountedStream, GeneratorStream, MixtureStream
 
@@ -163,9 +164,9 @@ class MarkovTask(TaskConfig):
             )
             return GeneratorStream(draw, seed)
         if self.prior == "mixture":
-            first, second = (CountedStream(self.with_prior(prior), seed) for prior in self.components)
+            first, second = (CountedStream(self.with_prior(prior), seed, purpose) for prior in self.components)
             return MixtureStream(first, second, self.p)
-        return CountedStream(self, seed)
+        return CountedStream(self, seed, purpose)
 
     def inputs_and_targets(self, sample) -> tuple[Tensor, Tensor]:
         return sample.inputs, sample.targets
@@ -186,7 +187,7 @@ class MarkovTask(TaskConfig):
 
         require_int("n_seqs", n_seqs, 1)
         require_int("seed", seed, 0)
-        return MarkovEvalSet.from_sample(self.eval_task().stream(seed).take(n_seqs), self.alpha)
+        return MarkovEvalSet.from_sample(self.eval_task().stream(seed, purpose="eval").take(n_seqs), self.alpha)
 
 
 GAUSSIAN_TARGETS = ("ih2", "ihn", "mixed")

@@ -365,7 +365,7 @@ def strategy_baselines(task: MarkovTask, *, n_seqs: int = 20_000, seed: int = 0,
     """
     require_int("n_seqs", n_seqs, 1)
     require_int("seed", seed, 0)
-    stream = task.eval_task().stream(seed)
+    stream = task.eval_task().stream(seed, purpose="eval")
     kl_sums: dict[str, float] = {}
     ce_sums: dict[str, float] = {}
     for start in range(0, n_seqs, chunk):

@@ -94,7 +94,10 @@ def draw_table(
     raise ValueError(f"prior must be one of {', '.join(PRIORS)}; got {prior!r}")
 
 
-def block_seed(seed: int, prior: str, block: int) -> int:
-    """A 63-bit seed for block ``block`` of the ``prior`` stream of ``seed``, the same on every machine."""
-    digest = hashlib.blake2b(f"induction-probes/{seed}/{prior}/{block}".encode(), digest_size=8).digest()
+def block_seed(seed: int, prior: str, block: int, purpose: str = "train") -> int:
+    """A 63-bit seed for block ``block`` of the ``prior`` stream of ``seed``, the same on every machine.
+    Evaluation streams (``purpose="eval"``) are apart from training ones, so that the evaluation set of
+    seed S is not the training data of another run whose data seed happens to be S."""
+    tag = f"{seed}/{prior}/{block}" if purpose == "train" else f"{seed}/{prior}/{block}/{purpose}"
+    digest = hashlib.blake2b(f"induction-probes/{tag}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1

@@ -39,14 +39,14 @@ class GeneratorStream:
 class CountedStream:
     """The sequences of one prior (``task.prior``, not a mixture), numbered from 0, in seeded blocks."""
 
-    def __init__(self, task, seed: int):
-        self.task, self.seed, self.count = task, seed, 0
+    def __init__(self, task, seed: int, purpose: str = "train"):
+        self.task, self.seed, self.purpose, self.count = task, seed, purpose, 0
         self._block: tuple[int, MarkovSample] | None = None
 
     def block(self, index: int) -> MarkovSample:
         if self._block is None or self._block[0] != index:
             task = self.task
-            generator = torch.Generator().manual_seed(block_seed(self.seed, task.prior, index))
+            generator = torch.Generator().manual_seed(block_seed(self.seed, task.prior, index, self.purpose))
             table = draw_table(task.prior, BLOCK, task.k, task.n - 1, task.alpha, task.p, generator)
             uniforms = torch.rand(BLOCK, task.seq_len + 1, generator=generator, dtype=torch.float64)
             self._block = (index, walk(table, uniforms, task.n))

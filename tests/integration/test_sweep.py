@@ -59,6 +59,11 @@ def run_files(root: Path) -> dict[str, bytes]:
     ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[grid]\nlr = 0.1', "each [grid] entry must be a non-empty list"),
     ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions.a]\nprior = "spectrum"', "condition a: p is for"),
     ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions.a', "is not valid TOML"),
+    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions."../escaped"]', "cannot name a directory of the sweep"),
+    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions."/tmp/evil"]', "cannot name a directory of the sweep"),
+    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions."spec.toml"]', "cannot name a directory of the sweep"),
+    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[grid]\nlr = [1, 1.0]', "are the same run"),
+    ('recipe = "markov"\nseeds = [0]\ncount = "dirichelt"\n[base]\nk = 3', "count must name a prior"),
 ])
 def test_a_bad_spec_is_refused_by_name_before_anything_runs(text, message, tmp_path, capsys):
     with pytest.raises(SpecError) as error:

@@ -116,6 +116,14 @@ def test_under_doubly_stochastic_chains_the_unigram_strategy_is_no_better_than_u
     assert kl["bigram"] < 0.5 * kl["uniform"]
 
 
+def test_evaluation_sequences_are_never_the_training_sequences_of_the_same_seed():
+    """Seed S's evaluation set must not be the training data of a run whose data seed is S."""
+    task = MarkovTask(3, seq_len=20, prior="doubly-stochastic")
+    evaluation = task.eval_set(64, seed=7).inputs
+    assert not torch.equal(evaluation, task.stream(7).take(64).inputs)
+    assert torch.equal(evaluation, task.eval_set(64, seed=7).inputs)
+
+
 def test_evaluation_chains_can_come_from_another_prior():
     task = MarkovTask(4, seq_len=20, prior="doubly-stochastic", eval_prior="unigram")
     tables = task.eval_set(50, seed=0).sample.transitions
@@ -127,7 +135,8 @@ def test_evaluation_chains_can_come_from_another_prior():
     (dict(prior="dirichlet", p=0.5), "p is for the spectrum and mixture priors only"),
     (dict(prior="mixture", p=1.5), "p must be a number in"),
     (dict(prior="dirichlet", mixture=("unigram", "dirichlet")), "mixture names the components"),
-    (dict(prior="mixture", p=0.5, mixture=("spectrum", "unigram")), "a mixture mixes two of"),
+    (dict(prior="mixture", p=0.5, mixture=("spectrum", "unigram")), "a mixture mixes two different priors of"),
+    (dict(prior="mixture", p=0.5, mixture=("unigram", "unigram")), "a mixture mixes two different priors of"),
     (dict(prior="doubly-stochastic", n=3), "for bigram chains"),
     (dict(prior="spectrum", p=0.5), "k must be 2"),
     (dict(prior="sideways"), "prior must be one of"),

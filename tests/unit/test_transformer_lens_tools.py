@@ -192,6 +192,12 @@ def test_switched_hooks_fire_only_when_on_and_change_nothing_else(model):
             getattr(model, setter)(False)
     _, cache = model.run_with_cache(tokens)
     assert not any(key.endswith(("_input", "hook_attn_in", "hook_result")) for key in cache.keys())
+    model.set_use_attn_in(True)
+    try:
+        with pytest.raises(ValueError, match="exclude each other"):
+            model.set_use_split_qkv_input(True)
+    finally:
+        model.set_use_attn_in(False)
 
 
 def test_a_tool_that_reads_one_head_count_stops_with_one_clear_line_on_mixed_head_counts():
