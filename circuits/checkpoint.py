@@ -266,7 +266,11 @@ class Run:
             for entry in self.manifest:
                 if entry["step"] == step:
                     return entry
-            raise CheckpointError(f"step {step} is not in run {self.path.name} (steps {self.steps[0]}..{self.steps[-1]})")
+            below = [s for s in self.steps if s < step][-1:]
+            above = [s for s in self.steps if s > step][:1]
+            nearest = " and ".join(map(str, below + above))
+            are = "steps are" if len(below + above) == 2 else "step is"
+            raise CheckpointError(f"step {step} is not saved in run {self.path.name}; the nearest saved {are} {nearest}")
         if index is not None:
             if not -len(self.manifest) <= index < len(self.manifest):
                 raise CheckpointError(f"index {index} is out of range for {len(self.manifest)} checkpoints")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,6 +185,14 @@ def start_or_continue(recipe: Recipe | None, out: Path, resume: bool) -> Trainer
     return trainer
 
 
+def progress_bar(total: int, initial: int, description: str, enabled: bool):
+    """A tqdm bar; into a log (stderr not a terminal) it writes at most one line per 10 % of the work."""
+    if sys.stderr.isatty():
+        return tqdm(total=total, initial=initial, desc=description, disable=not enabled, unit="step")
+    return tqdm(total=total, initial=initial, desc=description, disable=not enabled, unit="step",
+                miniters=max(1, total // 10), mininterval=0, maxinterval=float("inf"), ascii=True)
+
+
 def train_run(
     recipe: Recipe | None,
     out: str | Path,
@@ -208,13 +217,13 @@ def train_run(
         last = recipe.steps if stop_after is None else min(stop_after, recipe.steps)
         schedule = set(checkpoint_schedule(recipe.steps, recipe.n_checkpoints))
         trainer.model.train()
-        bar = tqdm(total=last, initial=trainer.step, desc=f"train {out.name}", disable=not progress, unit="step")
+        bar = progress_bar(last, trainer.step, f"train {out.name}", enabled=progress)
         try:
             while trainer.step < last:
                 trainer.train_step()
                 bar.update(1)
                 if trainer.step in schedule:
-                    bar.set_postfix_str(recipe.task.progress(trainer.save_checkpoint()))
+                    bar.set_postfix_str(recipe.task.progress(trainer.save_checkpoint()), refresh=False)
         finally:
             bar.close()
         trainer.save_resume_state()

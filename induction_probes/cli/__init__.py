@@ -9,6 +9,7 @@ and usage errors answer at once; torch is loaded only to run a command.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -27,6 +28,10 @@ def build_parser() -> Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:  # a bare command: say what it can do
+        print(build_parser().format_help(), file=sys.stderr)
+        return 2
     try:
         args = build_parser().parse_args(argv)
     except UsageError as error:
@@ -37,7 +42,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # These models are tiny: on the 2-core machine one thread beat two (bench/bench_model.py).
     torch.set_num_threads(1)
     try:
-        print(args.handler(args))
+        print(args.handler(args), flush=True)
+    except BrokenPipeError:  # the reader went away (| head): nothing left to say, and no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except ValueError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2

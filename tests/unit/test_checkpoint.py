@@ -39,7 +39,7 @@ def test_loads_by_step_and_by_index(run_dir):
     assert torch.equal(run.load(step=3).W_E, run.load(index=2).W_E)
     assert not torch.equal(run.load(step=3).W_E, run.load(step=1).W_E)
     assert torch.equal(run.load().W_E, run.load(index=-1).W_E)
-    with pytest.raises(CheckpointError, match="step 5 is not in run"):
+    with pytest.raises(CheckpointError, match="step 5 is not saved in run"):
         run.load(step=5)
     with pytest.raises(CheckpointError, match="index 4 is out of range"):
         run.load(index=4)
@@ -167,7 +167,7 @@ def test_info_loads_the_checkpoint_and_refuses_damage_in_one_line(run_dir, capsy
 
 def test_info_refuses_a_step_that_is_not_in_the_run(run_dir, capsys):
     assert main(["info", str(run_dir), "--step", "5"]) == 2
-    assert "step 5 is not in run" in capsys.readouterr().err
+    assert "step 5 is not saved in run" in capsys.readouterr().err
 
 
 def test_a_new_run_goes_only_into_a_missing_or_empty_directory(tmp_path, capsys):

@@ -86,7 +86,7 @@ def test_ablate_json_has_the_documented_keys(capsys):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["probe", "markov-k3", "--step", "4001"], "step 4001 is not in run"),
+        (["probe", "markov-k3", "--step", "4001"], "step 4001 is not saved in run markov-k3; the nearest saved step is 4000"),
         (["probe", "markov-k3", "--step", "0", "--all-steps"], "give --step or --all-steps, not both"),
         (["ablate", "markov-k3", "--heads", "0.3"], "head 0.3 is out of range"),
         (["ablate", "markov-k3", "--heads", "x"], "heads must look like L.H"),
@@ -146,3 +146,25 @@ def test_experiment_ih4_reports_the_three_models(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert [(r["heads"], r["d_model"]) for r in rows] == [(1, 8), (6, 4), (6, 8)]
     assert all(0 < r["relative_mse"] < 1.5 for r in rows)
+
+
+def test_a_missing_step_names_the_nearest_saved_ones():
+    result = run("probe", "markov-k3", "--step", "1000", "--n-seqs", "10")
+    assert result.returncode == 2
+    assert "step 1000 is not saved in run markov-k3; the nearest saved steps are 970 and 1010" in result.stderr
+
+
+def test_a_bare_command_shows_its_usage_and_a_closed_pipe_is_no_traceback():
+    bare = run()
+    assert bare.returncode == 2 and "usage: induction-probes" in bare.stderr and "sweep" in bare.stderr
+    piped = subprocess.run(f"{COMMAND} probe markov-k3 --n-seqs 50 --json | head -1", shell=True, capture_output=True,
+                           text=True, timeout=120)
+    assert piped.stdout.strip() == "{" and "Traceback" not in piped.stderr
+
+
+def test_training_into_a_log_writes_a_progress_line_per_tenth_of_the_work(tmp_path):
+    result = run("train", "markov", "--k", "3", "--seq-len", "8", "--steps", "200", "--batch-size", "4",
+                 "--eval-seqs", "5", "--n-checkpoints", "20", "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    progress_lines = [line for line in result.stderr.replace("\r", "\n").splitlines() if line.startswith("train run")]
+    assert 2 <= len(progress_lines) <= 12
