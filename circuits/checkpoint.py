@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -207,8 +207,8 @@ class Run:
     """An opened run directory: its config, checkpoint manifest and metrics."""
 
     path: Path
-    config: dict
-    manifest: list[dict]
+    config: dict = field(repr=False)
+    manifest: list[dict] = field(repr=False)  # a run's repr is its path, not its 150 checkpoints
 
     @classmethod
     def open(cls, run: str | os.PathLike) -> Run:

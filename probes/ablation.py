@@ -45,8 +45,10 @@ def check_heads(heads: list[tuple[int, int]], n_layers: int, heads_per_layer) ->
     if not heads:
         raise ValueError("no heads to ablate")
     for layer, head in heads:
-        if not 0 <= layer < n_layers or not 0 <= head < heads_per_layer(layer):
-            raise ValueError(f"head {layer}.{head} is out of range for a model with {n_layers} layers")
+        if not 0 <= layer < n_layers:
+            raise ValueError(f"layer {layer} (in head {layer}.{head}) is out of range: the model has {n_layers} layers")
+        if not 0 <= head < heads_per_layer(layer):
+            raise ValueError(f"head {layer}.{head} is out of range: layer {layer} has {heads_per_layer(layer)} head(s)")
 
 
 def z_hook(layer: int) -> str:

@@ -134,7 +134,7 @@ def run_ablate(args: argparse.Namespace) -> str:
     eval_set = probe_eval_set(run, args.n_seqs, args.seed)
     reference = probe_eval_set(run, args.n_seqs, args.seed + 1).inputs  # other sequences
     baseline, results = ablation_study(model, eval_set, head_sets, args.mode, reference, args.seed)
-    figures = plot_ablations(run, baseline, results, args.plot) if args.plot else []
+    figures = plot_ablations(run, baseline, results, args.mode, args.plot) if args.plot else []
     if args.json:
         base = {"last_token_kl": baseline.last_token_kl, "loss": baseline.loss, "icl_score": baseline.icl_score,
                 "closest_strategy": baseline.closest_strategy}
@@ -164,7 +164,8 @@ def gaussian_ablation_text(run, head_sets, args: argparse.Namespace) -> str:
     return "\n".join([title, format_table(["ablated heads", "MSE / target variance"], rows)])
 
 
-def plot_ablations(run, baseline, results, directory: Path) -> list[Path]:
+def plot_ablations(run, baseline, results, mode: str, directory: Path) -> list[Path]:
     from probes.plots import plot_ablation_bars
 
-    return [plot_ablation_bars(baseline, results, run.path.name, directory / f"{run.path.name}_ablation.png")]
+    name = run.path.name
+    return [plot_ablation_bars(baseline, results, f"{name}, {mode} ablation", directory / f"{name}_ablation_{mode}.png")]

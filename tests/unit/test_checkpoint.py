@@ -180,3 +180,8 @@ def test_a_new_run_goes_only_into_a_missing_or_empty_directory(tmp_path, capsys)
     assert (precious / "config.json").read_text() == "my own file"
     (tmp_path / "empty").mkdir()
     assert main([*argv, "--out", str(tmp_path / "empty")]) == 0
+
+
+def test_a_run_prints_as_its_path_not_its_manifest():
+    text = repr(Run.open("markov-k3"))
+    assert "markov-k3" in text and "sha256" not in text and len(text) < 300

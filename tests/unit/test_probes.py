@@ -230,7 +230,8 @@ def test_behaviour_probes():
 
 @pytest.mark.parametrize(
     "text,message",
-    [("0.0,2.0", "head 2.0 is out of range"), ("0.5", "head 0.5 is out of range"), ("a.b", "must look like L.H")],
+    [("0.0,2.0", r"layer 2 \(in head 2.0\) is out of range: the model has 2 layers"),
+     ("0.5", "head 0.5 is out of range: layer 0 has 2 head"), ("a.b", "must look like L.H")],
 )
 def test_bad_heads(text, message):
     with pytest.raises(ValueError, match=message):
