@@ -10,6 +10,7 @@ at the stop. Nothing about the machine or the clock is saved, so equal recipes g
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import sys
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
@@ -121,15 +122,22 @@ class Trainer:
             "loss_count": self.loss_count,
             "param_groups": optim["param_groups"],
         }
-        save_tensors(self.out / RESUME_FILE, tensors, metadata={"state": json.dumps(info)})
+        state = json.dumps(info)
+        save_tensors(self.out / RESUME_FILE, tensors, metadata={"state": state, "sha256": state_digest(state, tensors)})
 
     def load_resume_state(self) -> None:
         path = self.out / RESUME_FILE
         if not path.is_file():
             raise CheckpointError(f"run {self.out} has no resume state to continue from")
-        with safe_open(path, "pt") as handle:
-            info = json.loads(handle.metadata()["state"])
-        tensors = load_file(path)
+        try:
+            with safe_open(path, "pt") as handle:
+                metadata = handle.metadata() or {}
+            tensors = load_file(path)
+            info = json.loads(metadata["state"])
+        except (OSError, ValueError, KeyError, SafetensorError) as error:
+            raise CheckpointError(f"{path} is not a readable resume state ({type(error).__name__})") from None
+        if metadata.get("sha256") != state_digest(metadata["state"], tensors):
+            raise CheckpointError(f"{path} does not match its checksum (damaged, or written before version 0.3)")
         self.model.load_state_dict({k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")})
         state: dict[int, dict] = {}
         for key, value in tensors.items():
@@ -141,6 +149,17 @@ class Trainer:
         torch.set_rng_state(tensors["rng.torch"])
         self.step, self.loss_sum, self.loss_count = info["step"], info["loss_sum"], info["loss_count"]
         self.writer = RunWriter.reopen(self.out, self.step)
+
+
+def state_digest(state: str, tensors: dict[str, torch.Tensor]) -> str:
+    """sha256 of a resume state's JSON and of every tensor's name, dtype, shape and bytes, in name order:
+    stored inside the file, so one flipped byte anywhere is caught before a run resumes from it."""
+    digest = hashlib.sha256(state.encode())
+    for name in sorted(tensors):
+        tensor = tensors[name].detach().contiguous()
+        digest.update(f"{name}/{tensor.dtype}/{tuple(tensor.shape)}".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def saved_recipe(out: Path) -> Recipe:

@@ -123,3 +123,15 @@ def test_gaussian_runs_resume_to_the_same_bytes(tmp_path):
     resumed = train_run(None, tmp_path / "split", resume=True, progress=False)
     assert run_files(resumed.path) == run_files(whole.path)
     assert {"eval_loss", "relative_mse"} <= whole.metrics()[-1].keys()
+
+
+def test_a_damaged_resume_state_is_refused_in_one_line(tmp_path, capsys):
+    from induction_probes.cli import main
+
+    train_run(TINY, tmp_path / "run", stop_after=3, progress=False)
+    path = tmp_path / "run" / "resume" / "state.safetensors"
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0x01  # one bit of the last tensor
+    path.write_bytes(bytes(data))
+    assert main(["train", "markov", "--out", str(tmp_path / "run"), "--resume"]) == 2
+    assert "does not match its checksum" in capsys.readouterr().err
