@@ -122,8 +122,9 @@ class Trainer:
             "loss_count": self.loss_count,
             "param_groups": optim["param_groups"],
         }
-        state = json.dumps(info)
-        save_tensors(self.out / RESUME_FILE, tensors, metadata={"state": state, "sha256": state_digest(state, tensors)})
+        # one metadata key: safetensors writes several in no fixed order, and equal runs must give equal bytes
+        state = json.dumps(info | {"sha256": state_digest(json.dumps(info), tensors)})
+        save_tensors(self.out / RESUME_FILE, tensors, metadata={"state": state})
 
     def load_resume_state(self) -> None:
         path = self.out / RESUME_FILE
@@ -134,9 +135,10 @@ class Trainer:
                 metadata = handle.metadata() or {}
             tensors = load_file(path)
             info = json.loads(metadata["state"])
-        except (OSError, ValueError, KeyError, SafetensorError) as error:
+            checksum = info.pop("sha256", None)
+        except (OSError, ValueError, KeyError, AttributeError, SafetensorError) as error:
             raise CheckpointError(f"{path} is not a readable resume state ({type(error).__name__})") from None
-        if metadata.get("sha256") != state_digest(metadata["state"], tensors):
+        if checksum != state_digest(json.dumps(info), tensors):
             raise CheckpointError(f"{path} does not match its checksum (damaged, or written before version 0.3)")
         self.model.load_state_dict({k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")})
         state: dict[int, dict] = {}
