@@ -178,7 +178,7 @@ def saved_recipe(out: Path) -> Recipe:
 @contextmanager
 def only_writer(out: Path):
     """Hold ``out/lock`` while training, so that a second trainer on the same directory stops at once
-    instead of interleaving its files with ours. The lock dies with the process: a crash leaves none."""
+    instead of interleaving its files with ours. The lock dies with its process: a crash leaves no stale lock."""
     out.mkdir(parents=True, exist_ok=True)
     with open(out / LOCK_FILE, "a") as handle:
         try:
