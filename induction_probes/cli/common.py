@@ -59,6 +59,11 @@ def typed_options(args: argparse.Namespace, config_class: type) -> dict:
     return {name: given[name] for name in option_names(config_class) if name in given}
 
 
+def provenance(run, steps: list[int], n_seqs: int, seed: int) -> dict:
+    """What every JSON answer about a run starts with: which run, which checkpoints, which sequences."""
+    return {"run": str(run.path), "steps": list(steps), "n_seqs": n_seqs, "seed": seed}
+
+
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Left-aligned first column, right-aligned numbers, 4 decimals."""
     cells = [[f"{c:.4f}" if isinstance(c, float) else str(c) for c in row] for row in rows]

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from induction_probes.cli.common import add_probe_set_options, add_run_argument, figure_lines, format_table, spread_steps
+from induction_probes.cli.common import add_probe_set_options, add_run_argument, figure_lines, format_table, provenance, spread_steps
 
 
 def register(commands) -> None:
@@ -51,8 +51,8 @@ def run_probe(args: argparse.Namespace) -> str:
     results = list(probe_run(run, probe_set, steps))
     figures = plot_probes(run, results, probe_set.inputs[:1], args.plot) if args.plot else []
     if args.json:
-        payload = [r.to_json() for r in results]
-        return json.dumps(payload if args.all_steps else payload[0], indent=2)
+        header = provenance(run, steps, args.n_seqs, args.seed)
+        return json.dumps(header | {"checkpoints": [r.to_json() for r in results]}, indent=2)
     sections = [probe_text(run, results[-1])] + ([probe_trajectory(results)] if args.all_steps else [])
     return "\n\n".join(sections) + "".join("\n" + line for line in figure_lines(figures))
 
@@ -60,11 +60,11 @@ def run_probe(args: argparse.Namespace) -> str:
 def probe_gaussian_text(run, args: argparse.Namespace) -> str:
     from probes.summary import probe_gaussian
 
-    steps = run.steps if args.all_steps else [args.step]
+    steps = run.steps if args.all_steps else [run.entry(args.step)["step"]]
     results = [probe_gaussian(run, step, args.n_seqs, args.seed) for step in steps]
     if args.json:
-        payload = [r.to_json() for r in results]
-        return json.dumps(payload if args.all_steps else payload[0], indent=2)
+        header = provenance(run, steps, args.n_seqs, args.seed)
+        return json.dumps(header | {"checkpoints": [r.to_json() for r in results]}, indent=2)
     rows = [[r.step, r.relative_mse, max(r.previous_token[0]), max(r.induction)] for r in results
             if r.step in spread_steps([x.step for x in results])]
     headers = ["step", "MSE / target variance", "layer 0 previous-token", "layer 1 induction (1-TV)"]
@@ -138,7 +138,8 @@ def run_ablate(args: argparse.Namespace) -> str:
     if args.json:
         base = {"last_token_kl": baseline.last_token_kl, "loss": baseline.loss, "icl_score": baseline.icl_score,
                 "closest_strategy": baseline.closest_strategy}
-        return json.dumps({"baseline": base, "ablations": [r.to_json() for r in results]}, indent=2)
+        header = provenance(run, [run.entry(args.step)["step"]], args.n_seqs, args.seed)
+        return json.dumps(header | {"mode": args.mode, "baseline": base, "ablations": [r.to_json() for r in results]}, indent=2)
     rows = [["none", baseline.last_token_kl["true"], baseline.loss, baseline.icl_score, baseline.closest_strategy]]
     rows += [
         [",".join(f"{l}.{h}" for l, h in r.heads), r.behaviour.last_token_kl["true"], r.behaviour.loss,
@@ -156,7 +157,8 @@ def gaussian_ablation_text(run, head_sets, args: argparse.Namespace) -> str:
     baseline, ablated = gaussian_ablation_study(run, head_sets, args.mode, args.step, args.n_seqs, args.seed)
     names = [",".join(f"{l}.{h}" for l, h in heads) for heads, _ in ablated]
     if args.json:
-        return json.dumps({"baseline": {"relative_mse": baseline},
+        header = provenance(run, [run.entry(args.step)["step"]], args.n_seqs, args.seed)
+        return json.dumps(header | {"mode": args.mode, "baseline": {"relative_mse": baseline},
                            "ablations": [{"heads": name.split(","), "mode": args.mode, "relative_mse": value}
                                          for name, (_, value) in zip(names, ablated)]}, indent=2)
     rows = [["none", baseline]] + [[name, value] for name, (_, value) in zip(names, ablated)]

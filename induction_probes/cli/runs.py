@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from induction_probes.cli.common import add_output_options, add_run_argument, figure_lines, format_table, spread_steps
+from induction_probes.cli.common import add_output_options, add_run_argument, figure_lines, format_table, provenance, spread_steps
 
 
 def register(commands) -> None:
@@ -95,7 +95,8 @@ def run_report(args: argparse.Namespace) -> str:
     phases = strategy_phases(metrics)
     figures = plot_report(run, metrics, baselines, phases, args.plot) if args.plot else []
     if args.json:
-        result = {"run": str(run.path), "baselines": baselines, "phases": [vars(p) for p in phases]}
+        result = provenance(run, [m["step"] for m in metrics], recipe.eval_seqs, recipe.eval_seed)
+        result |= {"baselines": baselines, "phases": [vars(p) for p in phases]}
         return json.dumps(result | {"metrics": metrics, "figures": [str(f) for f in figures]}, indent=2)
     title = f"run {run.path.name}: {task.describe()}, {recipe.steps} steps of {recipe.batch_size} sequences"
     baseline_text = ", ".join(f"{name} {value:.4f}" for name, value in baselines.items())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from induction_probes.cli.common import add_output_options, figure_lines, format_table, spread_steps
+from induction_probes.cli.common import add_output_options, figure_lines, format_table, provenance, spread_steps
 
 
 def register(commands) -> None:
@@ -102,7 +102,9 @@ def run_compare_prop21(args: argparse.Namespace) -> str:
         title = f"{run.path.name} step {final_step}"
         figures = [plot_prop21_comparison(final, title, args.plot / f"prop21_vs_{run.path.name}.png")]
     if args.json:
-        return json.dumps({str(step): r.to_json() | {"failures": r.failures()} for step, r in results.items()}, indent=2)
+        checkpoints = [{"step": step} | r.to_json() | {"failures": r.failures()} for step, r in results.items()]
+        header = provenance(run, steps, args.n_seqs, args.seed)
+        return json.dumps(header | {"c": args.c, "checkpoints": checkpoints}, indent=2)
     rows = [
         [step, r.attention_tv[0], r.attention_tv[1], r.positional_profile[1].item(), int(r.positional_profile.argmax()),
          r.diagonal_is_row_max, r.ov_top1_diagonal, "yes" if (r.ov_eigenvalues.real > 0).all() else "no"]

@@ -68,7 +68,7 @@ def test_installed_command_reports_bad_input_in_one_line():
 
 def test_probe_json_has_the_documented_keys(capsys):
     assert main(["probe", "markov-k3", "--n-seqs", "200", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = json.loads(capsys.readouterr().out)["checkpoints"][0]
     assert {"previous_token", "bigram_matching", "last_token_kl"} <= data.keys()
     assert len(data["previous_token"]) == 2 and len(data["previous_token"][0]) == 1  # [layer][head]
     assert set(data["last_token_kl"]) == {"true", "uniform", "unigram", "bigram"}
@@ -129,7 +129,7 @@ def test_gaussian_run_info_and_probe(capsys):
     assert main(["info", "gaussian-ih2"]) == 0
     assert "MSE / target variance" in capsys.readouterr().out
     assert main(["probe", "gaussian-ih2", "--n-seqs", "200", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = json.loads(capsys.readouterr().out)["checkpoints"][0]
     assert data["induction"][0] > 0.9 and data["previous_token"][0][0] > 0.9
 
 
@@ -168,3 +168,23 @@ def test_training_into_a_log_writes_a_progress_line_per_tenth_of_the_work(tmp_pa
     assert result.returncode == 0, result.stderr
     progress_lines = [line for line in result.stderr.replace("\r", "\n").splitlines() if line.startswith("train run")]
     assert 2 <= len(progress_lines) <= 12
+
+
+@pytest.mark.parametrize("argv,steps", [
+    (["probe", "markov-k3", "--n-seqs", "40", "--seed", "5"], [4000]),
+    (["ablate", "markov-k3", "--n-seqs", "40", "--seed", "5", "--step", "1010"], [1010]),
+    (["verify", "prop21", "--against", "markov-k3", "--n-seqs", "40", "--seed", "5"], [4000]),
+    (["probe", "gaussian-ih2", "--n-seqs", "40", "--seed", "5"], [600]),
+])
+def test_json_answers_say_which_run_checkpoints_and_sequences(argv, steps, capsys):
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["run"].endswith(argv[1] if argv[0] != "verify" else "markov-k3")
+    assert data["steps"] == steps and data["n_seqs"] == 40 and data["seed"] == 5
+
+
+def test_report_json_names_its_run_and_evaluation_set(capsys):
+    assert main(["report", "markov-k3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["run"].endswith("markov-k3") and data["n_seqs"] == 2000 and data["seed"] == 2
+    assert data["steps"][0] == 0 and data["steps"][-1] == 4000
