@@ -9,10 +9,13 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test bench shipped experiments
 
 $(STAMP): pyproject.toml
+	@echo "setting up $(VENV): torch 2.13.0 (CPU), then this project with its test and Ray extras (a few minutes, once)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
+	@echo "torch installed; installing induction-probes, transformer-lens, Ray and the test tools"
 	$(BIN)/pip install --quiet -e '.[test,ray]'
 	touch $(STAMP)
+	@echo "$(VENV) is ready"
 
 demo: $(STAMP)
 	$(BIN)/induction-probes baselines markov --k 3 --seq-len 100 --n-seqs 20000
