@@ -135,3 +135,27 @@ def test_a_damaged_resume_state_is_refused_in_one_line(tmp_path, capsys):
     path.write_bytes(bytes(data))
     assert main(["train", "markov", "--out", str(tmp_path / "run"), "--resume"]) == 2
     assert "does not match its checksum" in capsys.readouterr().err
+
+
+def test_a_run_that_crashed_before_its_first_resume_state_starts_over_on_resume(tmp_path):
+    whole = train_run(TINY, tmp_path / "whole", progress=False)
+    crashed = tmp_path / "crashed"
+    train_run(TINY, crashed, stop_after=0, progress=False)
+    (crashed / "resume" / "state.safetensors").unlink()  # as if killed between the step-0 files
+    train_run(None, crashed, resume=True, progress=False)
+    files = lambda root: {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()}
+    assert files(crashed) == files(whole.path)
+
+
+def test_a_second_trainer_on_the_same_directory_stops_at_once(tmp_path):
+    import fcntl
+
+    from circuits.checkpoint import CheckpointError
+
+    out = tmp_path / "run"
+    out.mkdir()
+    with open(out / "lock", "a") as held:  # the first trainer, still running
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(CheckpointError, match="another trainer is writing"):
+            train_run(TINY, out, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == ["lock"]  # nothing written by the second
