@@ -215,13 +215,14 @@ def plot_minimal_parameters(models_by_step: dict, title: str, directory: Path, n
 
 
 def plot_toy(history: list[dict], phases, title: str, path: Path) -> Path:
-    """The toy run's loss parts (log scale) with phases I–IV shaded, and its six parameters."""
-    from circuits.minimal import TOY_PARAMETERS
+    """The toy run's loss parts (log scale) with phases I–IV shaded (if they all appeared), and its six
+    parameters."""
+    from circuits.toy import PARAMETERS as TOY_PARAMETERS
 
     sns.set_theme(style="ticks")
     steps = [h["step"] for h in history]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
-    bounds = [0, phases.end_of_I, phases.end_of_II, phases.end_of_III, steps[-1]]
+    bounds = [0, phases.end_of_I, phases.end_of_II, phases.end_of_III, steps[-1]] if phases else [0]
     for ax in (top, bottom):
         for index, (start, end) in enumerate(zip(bounds, bounds[1:])):
             ax.axvspan(start, end, color=["tab:blue", "tab:orange", "tab:red", "tab:green"][index], alpha=0.08, lw=0)

@@ -52,22 +52,28 @@ def run_toy(args: argparse.Namespace) -> str:
     recipe = config_from_options(ToyRecipe, typed_options(args, ToyRecipe))
     with output_directory(args.out) as out:
         history = train_toy(recipe, out / "toy" if args.out is None else out)
-    phases = toy_phases(history)
+    try:
+        phases, missing = toy_phases(history), None
+    except ValueError as error:  # a finished run whose phases did not all appear is a result, not bad input
+        phases, missing = None, str(error)
     figures = []
     if args.plot:
         from probes.plots import plot_toy
 
         kind = ("_boolean" if recipe.boolean else "") + ("_adam" if recipe.optimizer == "adam" else "")
         title = f"toy model: L={recipe.seq_len}, σ={recipe.sigma:g}, α*={recipe.alpha_star:g}, {recipe.optimizer}" + (", ±1 tokens" if recipe.boolean else "")
+        title += "" if phases else " (the four phases did not all appear)"
         figures = [plot_toy(history, phases, title, args.plot / f"toy_L{recipe.seq_len}_sigma{recipe.sigma:g}{kind}.png")]
     if args.json:
-        return json.dumps({"config": recipe.to_dict(), "phases": phases.to_json(), "final": history[-1]}, indent=2)
+        phases_json = phases.to_json() if phases else {"missing": missing}
+        return json.dumps({"config": recipe.to_dict(), "phases": phases_json, "final": history[-1]}, indent=2)
     last = history[-1]
     lines = [
         f"toy model, L={recipe.seq_len}, sigma={recipe.sigma:g}, alpha*={recipe.alpha_star:g}: {recipe.steps} "
         f"{recipe.optimizer} steps, lr {recipe.lr:g}" + (", ±1 tokens" if recipe.boolean else ""),
         f"phase I ends at step {phases.end_of_I}, the plateau (II) at {phases.end_of_II} "
-        f"(length {phases.plateau}), the emergence (III) at {phases.end_of_III}; IV after",
+        f"(length {phases.plateau}), the emergence (III) at {phases.end_of_III}; IV after"
+        if phases else f"the four phases did not all appear in {recipe.steps} steps: {missing}",
         f"final loss {last['loss']:.2e} (4-gram part {last['loss_4gram']:.2e}, induction part {last['loss_induction']:.2e})",
         "final parameters: " + ", ".join(f"{name} {last[name]:.3f}" for name in PARAMETERS),
     ]

@@ -140,3 +140,13 @@ def test_probing_the_minimal_model_is_one_line_and_ablating_it_works(capsys):
     assert data["baseline"]["closest_strategy"] == "bigram"
     # Either layer zeroed leaves the output at 0: uniform predictions, loss log 3.
     assert all(a["loss"] == pytest.approx(1.0986, abs=1e-3) for a in data["ablations"])
+
+
+def test_a_toy_run_whose_phases_did_not_all_appear_is_a_result_with_its_figure(tmp_path, capsys):
+    assert main(["toy", "--steps", "300", "--n-seqs", "512", "--plot", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "the four phases did not all appear in 300 steps" in out
+    (figure,) = tmp_path.glob("toy_*.png")
+    assert figure.stat().st_size > 10_000
+    assert main(["toy", "--steps", "300", "--n-seqs", "512", "--json"]) == 0
+    assert "plateau did not end" in json.loads(capsys.readouterr().out)["phases"]["missing"]
