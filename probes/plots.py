@@ -130,6 +130,33 @@ def plot_ablation_bars(baseline, results: list, title: str, path: Path) -> Path:
     return save(fig, path)
 
 
+def plot_gaussian_scores(results: list, title: str, path: Path) -> Path:
+    """A Gaussian-task run's error and circuit scores at the probed checkpoints (one, or every one)."""
+    sns.set_theme(style="ticks")
+    steps = [r.step for r in results]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(steps, [max(r.previous_token[0]) for r in results], "o-", lw=2, label="layer 0 previous-token (best head)")
+    ax.plot(steps, [max(r.induction) for r in results], "o-", lw=2, label="layer 1 induction, 1 − TV (best head)")
+    ax.set(xlabel="training step", ylabel="score", ylim=(0, 1.05))
+    error = ax.twinx()
+    error.plot(steps, [r.relative_mse for r in results], "s--", color="black", label="MSE / target variance")
+    error.set(yscale="log", ylabel="MSE / target variance (log)")
+    lines = ax.get_legend_handles_labels(), error.get_legend_handles_labels()
+    ax.legend(lines[0][0] + lines[1][0], lines[0][1] + lines[1][1], loc="center right", fontsize=8)
+    ax.set_title(f"{title}: circuit scores and error on fresh sequences")
+    return save(fig, path)
+
+
+def plot_error_bars(rows: list[list], title: str, path: Path) -> Path:
+    """MSE over the target's variance with each head set ablated ("none": the clean model)."""
+    sns.set_theme(style="ticks")
+    fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(rows)), 3.6))
+    bars = ax.bar([str(label) for label, _ in rows], [value for _, value in rows], color="tab:gray")
+    ax.bar_label(bars, labels=[f"{value:.3g}" for _, value in rows], fontsize=9)
+    ax.set(xlabel="ablated heads", ylabel="MSE / target variance", title=title)
+    return save(fig, path)
+
+
 def plot_attention_heatmaps(patterns_by_step: dict[int, list], title: str, path: Path, n_pos: int = 30) -> Path:
     """Attention of sequence 0, every layer (rows) at each step (columns), upper triangle masked."""
     sns.set_theme(style="white")

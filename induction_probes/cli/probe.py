@@ -62,13 +62,19 @@ def probe_gaussian_text(run, args: argparse.Namespace) -> str:
 
     steps = run.steps if args.all_steps else [run.entry(args.step)["step"]]
     results = [probe_gaussian(run, step, args.n_seqs, args.seed) for step in steps]
+    figures = []
+    if args.plot:
+        from probes.plots import plot_gaussian_scores
+
+        figures = [plot_gaussian_scores(results, run.path.name, args.plot / f"{run.path.name}_scores_step{steps[-1]}.png")]
     if args.json:
         header = provenance(run, steps, args.n_seqs, args.seed)
         return json.dumps(header | {"checkpoints": [r.to_json() for r in results]}, indent=2)
     rows = [[r.step, r.relative_mse, max(r.previous_token[0]), max(r.induction)] for r in results
             if r.step in spread_steps([x.step for x in results])]
     headers = ["step", "MSE / target variance", "layer 0 previous-token", "layer 1 induction (1-TV)"]
-    return f"run {run.path.name}: Gaussian induction task, {args.n_seqs} fresh sequences\n" + format_table(headers, rows)
+    title = f"run {run.path.name}: Gaussian induction task, {args.n_seqs} fresh sequences"
+    return "\n".join([title, format_table(headers, rows)] + figure_lines(figures))
 
 
 def probe_text(run, result) -> str:
@@ -163,7 +169,13 @@ def gaussian_ablation_text(run, head_sets, args: argparse.Namespace) -> str:
                                          for name, (_, value) in zip(names, ablated)]}, indent=2)
     rows = [["none", baseline]] + [[name, value] for name, (_, value) in zip(names, ablated)]
     title = f"run {run.path.name}: {args.mode} ablation on {args.n_seqs} Gaussian sequences"
-    return "\n".join([title, format_table(["ablated heads", "MSE / target variance"], rows)])
+    figures = []
+    if args.plot:
+        from probes.plots import plot_error_bars
+
+        path = args.plot / f"{run.path.name}_ablation_{args.mode}.png"
+        figures = [plot_error_bars(rows, f"{run.path.name}: {args.mode} ablation", path)]
+    return "\n".join([title, format_table(["ablated heads", "MSE / target variance"], rows)] + figure_lines(figures))
 
 
 def plot_ablations(run, baseline, results, mode: str, directory: Path) -> list[Path]:

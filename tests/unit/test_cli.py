@@ -188,3 +188,12 @@ def test_report_json_names_its_run_and_evaluation_set(capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["run"].endswith("markov-k3") and data["n_seqs"] == 2000 and data["seed"] == 2
     assert data["steps"][0] == 0 and data["steps"][-1] == 4000
+
+
+def test_gaussian_probe_and_ablate_write_the_figures_they_are_asked_for(tmp_path, capsys):
+    assert main(["probe", "gaussian-ih2", "--n-seqs", "100", "--plot", str(tmp_path)]) == 0
+    assert main(["ablate", "gaussian-ih2", "--n-seqs", "100", "--mode", "mean", "--plot", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    names = sorted(path.name for path in tmp_path.glob("*.png"))
+    assert names == ["gaussian-ih2_ablation_mean.png", "gaussian-ih2_scores_step600.png"]
+    assert all(f"figure: {tmp_path / name}" in out for name in names)
