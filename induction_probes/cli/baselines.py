@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from circuits.tasks import MarkovTask
-from induction_probes.cli.common import add_config_options, add_output_options, config_from_options, format_table, typed_options
+from induction_probes.cli.common import add_config_options, add_output_options, config_from_options, format_table, json_text, typed_options
 
 
 def register(commands) -> None:
@@ -27,7 +26,7 @@ def run_baselines(args: argparse.Namespace) -> str:
     result = strategy_baselines(task, n_seqs=args.n_seqs, seed=args.seed)
     if args.json:
         described = {"task": task.name} | {key: value for key, value in task.to_json().items() if key != "name"}
-        return json.dumps(described | {key: value for key, value in vars(result).items() if key != "task"}, indent=2)
+        return json_text(described | {key: value for key, value in vars(result).items() if key != "task"})
     rows = [["true", "-", result.mean_ce["true"]]]
     rows += [[name, kl, result.mean_ce[name]] for name, kl in result.last_token_kl.items()]
     chains = task.eval_task().describe().removeprefix("ICL-MC ")

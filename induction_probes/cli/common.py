@@ -59,6 +59,17 @@ def typed_options(args: argparse.Namespace, config_class: type) -> dict:
     return {name: given[name] for name in option_names(config_class) if name in given}
 
 
+def json_text(value: object) -> str:
+    """Strict JSON (no NaN or infinity, which strict parsers reject): a number that could not be computed
+    is refused in one line, never printed."""
+    import json
+
+    try:
+        return json.dumps(value, indent=2, allow_nan=False)
+    except ValueError:
+        raise ValueError("a result is not a finite number (NaN or infinity); refusing to print it as JSON") from None
+
+
 def provenance(run, steps: list[int], n_seqs: int, seed: int) -> dict:
     """What every JSON answer about a run starts with: which run, which checkpoints, which sequences."""
     return {"run": str(run.path), "steps": list(steps), "n_seqs": n_seqs, "seed": seed}

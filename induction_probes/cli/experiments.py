@@ -5,13 +5,12 @@ temporary directory when none is given)."""
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
 from circuits.recipes import ToyRecipe
-from induction_probes.cli.common import add_config_options, add_output_options, config_from_options, figure_lines, flag, format_table, typed_options
+from induction_probes.cli.common import add_config_options, add_output_options, config_from_options, figure_lines, flag, format_table, json_text, typed_options
 
 
 def register(commands) -> None:
@@ -66,7 +65,7 @@ def run_toy(args: argparse.Namespace) -> str:
         figures = [plot_toy(history, phases, title, args.plot / f"toy_L{recipe.seq_len}_sigma{recipe.sigma:g}{kind}.png")]
     if args.json:
         phases_json = phases.to_json() if phases else {"missing": missing}
-        return json.dumps({"config": recipe.to_dict(), "phases": phases_json, "final": history[-1]}, indent=2)
+        return json_text({"config": recipe.to_dict(), "phases": phases_json, "final": history[-1]})
     last = history[-1]
     lines = [
         f"toy model, L={recipe.seq_len}, sigma={recipe.sigma:g}, alpha*={recipe.alpha_star:g}: {recipe.steps} "
@@ -98,8 +97,8 @@ def run_toy_sweep(args: argparse.Namespace) -> str:
 
         figures = [plot_plateau_sweep(rows, fit, args.plot / "toy_plateau_sweep.png")]
     if args.json:
-        return json.dumps({"rows": [{"seq_len": L, "sigma": s, "plateau": p} for L, s, p in rows],
-                           "fit": {"slope": fit[0], "intercept": fit[1], "r2": fit[2]}}, indent=2)
+        return json_text({"rows": [{"seq_len": L, "sigma": s, "plateau": p} for L, s, p in rows],
+                           "fit": {"slope": fit[0], "intercept": fit[1], "r2": fit[2]}})
     table = format_table(["L", "sigma", "plateau (steps)"], [[L, f"{s:g}", p] for L, s, p in rows])
     summary = f"plateau ≈ {fit[0]:.2f}·L·log(1/σ) {fit[1]:+.0f} steps, R² = {fit[2]:.3f}"
     return "\n".join([table, summary] + figure_lines(figures))
@@ -117,6 +116,6 @@ def run_experiment_ih4(args: argparse.Namespace) -> str:
 
         figures = [plot_capacity_table(rows, args.plot / "ih4_capacity.png")]
     if args.json:
-        return json.dumps([{"model": label, "heads": h, "d_model": w, "relative_mse": e} for label, h, w, e in rows], indent=2)
+        return json_text([{"model": label, "heads": h, "d_model": w, "relative_mse": e} for label, h, w, e in rows])
     table = format_table(["model", "heads", "D", "MSE / target variance"], [list(row) for row in rows])
     return "\n".join([f"IH_4, d = 2, L = 20, {args.steps} Adam steps each", table] + figure_lines(figures))

@@ -4,10 +4,9 @@ what in-context learning loses when heads are ablated."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from induction_probes.cli.common import add_probe_set_options, add_run_argument, figure_lines, format_table, provenance, spread_steps
+from induction_probes.cli.common import add_probe_set_options, add_run_argument, figure_lines, format_table, json_text, provenance, spread_steps
 
 
 def register(commands) -> None:
@@ -52,7 +51,7 @@ def run_probe(args: argparse.Namespace) -> str:
     figures = plot_probes(run, results, probe_set.inputs[:1], args.plot) if args.plot else []
     if args.json:
         header = provenance(run, steps, args.n_seqs, args.seed)
-        return json.dumps(header | {"checkpoints": [r.to_json() for r in results]}, indent=2)
+        return json_text(header | {"checkpoints": [r.to_json() for r in results]})
     sections = [probe_text(run, results[-1])] + ([probe_trajectory(results)] if args.all_steps else [])
     return "\n\n".join(sections) + "".join("\n" + line for line in figure_lines(figures))
 
@@ -69,7 +68,7 @@ def probe_gaussian_text(run, args: argparse.Namespace) -> str:
         figures = [plot_gaussian_scores(results, run.path.name, args.plot / f"{run.path.name}_scores_step{steps[-1]}.png")]
     if args.json:
         header = provenance(run, steps, args.n_seqs, args.seed)
-        return json.dumps(header | {"checkpoints": [r.to_json() for r in results]}, indent=2)
+        return json_text(header | {"checkpoints": [r.to_json() for r in results]})
     rows = [[r.step, r.relative_mse, max(r.previous_token[0]), max(r.induction)] for r in results
             if r.step in spread_steps([x.step for x in results])]
     headers = ["step", "MSE / target variance", "layer 0 previous-token", "layer 1 induction (1-TV)"]
@@ -145,7 +144,7 @@ def run_ablate(args: argparse.Namespace) -> str:
         base = {"last_token_kl": baseline.last_token_kl, "loss": baseline.loss, "icl_score": baseline.icl_score,
                 "closest_strategy": baseline.closest_strategy}
         header = provenance(run, [run.entry(args.step)["step"]], args.n_seqs, args.seed)
-        return json.dumps(header | {"mode": args.mode, "baseline": base, "ablations": [r.to_json() for r in results]}, indent=2)
+        return json_text(header | {"mode": args.mode, "baseline": base, "ablations": [r.to_json() for r in results]})
     rows = [["none", baseline.last_token_kl["true"], baseline.loss, baseline.icl_score, baseline.closest_strategy]]
     rows += [
         [",".join(f"{l}.{h}" for l, h in r.heads), r.behaviour.last_token_kl["true"], r.behaviour.loss,
@@ -164,9 +163,9 @@ def gaussian_ablation_text(run, head_sets, args: argparse.Namespace) -> str:
     names = [",".join(f"{l}.{h}" for l, h in heads) for heads, _ in ablated]
     if args.json:
         header = provenance(run, [run.entry(args.step)["step"]], args.n_seqs, args.seed)
-        return json.dumps(header | {"mode": args.mode, "baseline": {"relative_mse": baseline},
+        return json_text(header | {"mode": args.mode, "baseline": {"relative_mse": baseline},
                            "ablations": [{"heads": name.split(","), "mode": args.mode, "relative_mse": value}
-                                         for name, (_, value) in zip(names, ablated)]}, indent=2)
+                                         for name, (_, value) in zip(names, ablated)]})
     rows = [["none", baseline]] + [[name, value] for name, (_, value) in zip(names, ablated)]
     title = f"run {run.path.name}: {args.mode} ablation on {args.n_seqs} Gaussian sequences"
     figures = []

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from induction_probes.cli.common import add_output_options, add_run_argument, figure_lines, format_table, provenance, spread_steps
+from induction_probes.cli.common import add_output_options, add_run_argument, figure_lines, format_table, json_text, provenance, spread_steps
 
 
 def register(commands) -> None:
@@ -75,7 +74,7 @@ def run_info(args: argparse.Namespace) -> str:
     text = info_text(run, args.step)
     if args.json:
         final = (run.metrics() or [None])[-1]
-        return json.dumps({"path": str(run.path), "config": run.config, "steps": run.steps, "final": final}, indent=2)
+        return json_text({"path": str(run.path), "config": run.config, "steps": run.steps, "final": final})
     return text
 
 
@@ -97,7 +96,7 @@ def run_report(args: argparse.Namespace) -> str:
     if args.json:
         result = provenance(run, [m["step"] for m in metrics], recipe.eval_seqs, recipe.eval_seed)
         result |= {"baselines": baselines, "phases": [vars(p) for p in phases]}
-        return json.dumps(result | {"metrics": metrics, "figures": [str(f) for f in figures]}, indent=2)
+        return json_text(result | {"metrics": metrics, "figures": [str(f) for f in figures]})
     title = f"run {run.path.name}: {task.describe()}, {recipe.steps} steps of {recipe.batch_size} sequences"
     baseline_text = ", ".join(f"{name} {value:.4f}" for name, value in baselines.items())
     lines = [

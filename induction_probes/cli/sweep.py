@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from induction_probes.cli.common import CommandFailed, add_output_options, format_table
+from induction_probes.cli.common import CommandFailed, add_output_options, format_table, json_text
 
 
 class SomeCellsFailed(CommandFailed):
@@ -56,15 +56,14 @@ def run_sweep_command(args: argparse.Namespace) -> str:
 
 
 def run_summarize(args: argparse.Namespace) -> str:
-    import json
-
+    
     from probes.sweeps import summarize_sweep
     from probes.plots import plot_sweep_summary
 
     summary = summarize_sweep(args.sweep_dir, count=args.count, probe_seqs=args.probe_seqs)
     figures = plot_sweep_summary(summary, args.plot) if args.plot else []
     if args.json:
-        return json.dumps(summary, indent=2, allow_nan=False)
+        return json_text(summary)
     return "\n".join([summary_table(summary), *(f"figure: {path}" for path in figures)])
 
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 
-from induction_probes.cli.common import add_output_options, figure_lines, format_table, provenance, spread_steps
+from induction_probes.cli.common import add_output_options, figure_lines, format_table, json_text, provenance, spread_steps
 
 
 def register(commands) -> None:
@@ -61,7 +60,7 @@ def run_verify_prop21(args: argparse.Namespace) -> str:
 
         figures = [plot_prop21(result, args.plot / f"prop21_k{args.k}.png")]
     if args.json:
-        return json.dumps(result.to_json() | {"figures": [str(f) for f in figures]}, indent=2)
+        return json_text(result.to_json() | {"figures": [str(f) for f in figures]})
     rows = [[f"{c:g}", f"{worst:.2e}", f"{mean:.2e}"] for c, worst, mean in result.error_by_c]
     kl = result.kl_bigram_by_position
     lines = [
@@ -104,7 +103,7 @@ def run_compare_prop21(args: argparse.Namespace) -> str:
     if args.json:
         checkpoints = [{"step": step} | r.to_json() | {"failures": r.failures()} for step, r in results.items()]
         header = provenance(run, steps, args.n_seqs, args.seed)
-        return json.dumps(header | {"c": args.c, "checkpoints": checkpoints}, indent=2)
+        return json_text(header | {"c": args.c, "checkpoints": checkpoints})
     rows = [
         [step, r.attention_tv[0], r.attention_tv[1], r.positional_profile[1].item(), int(r.positional_profile.argmax()),
          r.diagonal_is_row_max, r.ov_top1_diagonal, "yes" if (r.ov_eigenvalues.real > 0).all() else "no"]
@@ -124,7 +123,7 @@ def run_verify_wang_ih2(args: argparse.Namespace) -> str:
 
     result = check_wang_ih2(args.d, args.beta, args.seq_len, args.n_seqs, args.seed)
     if args.json:
-        return json.dumps(result.to_json(), indent=2)
+        return json_text(result.to_json())
     rows = [[f"{beta:g}", f"{error:.2e}"] for beta, error in result.error_by_beta]
     return "\n".join([
         f"Theorem 4.1 (IH_2, W* = I), d={result.d}, L={result.seq_len}, {result.n_seqs} Gaussian sequences",
@@ -140,7 +139,7 @@ def run_verify_wang_ihn(args: argparse.Namespace) -> str:
 
     result = check_wang_ihn(args.d, args.n, args.heads, args.seq_len, args.n_seqs, args.seed)
     if args.json:
-        return json.dumps(result.to_json(), indent=2)
+        return json_text(result.to_json())
     rows = [[heads, f"{error:.2e}"] for heads, error in result.error_by_heads]
     return "\n".join([
         f"Theorem 4.3 (IH_{result.n}, W* = I), d={result.d}, L={result.seq_len}, {result.n_seqs} Gaussian sequences",

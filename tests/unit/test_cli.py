@@ -197,3 +197,9 @@ def test_gaussian_probe_and_ablate_write_the_figures_they_are_asked_for(tmp_path
     names = sorted(path.name for path in tmp_path.glob("*.png"))
     assert names == ["gaussian-ih2_ablation_mean.png", "gaussian-ih2_scores_step600.png"]
     assert all(f"figure: {tmp_path / name}" in out for name in names)
+
+
+def test_json_never_prints_a_number_that_could_not_be_computed():
+    result = run("verify", "prop21", "--k", "3", "--c", "1e155", "--n-seqs", "20", "--json")
+    assert result.returncode == 2 and result.stdout == ""
+    assert "not a finite number (NaN or infinity); refusing to print it as JSON" in result.stderr
