@@ -107,7 +107,8 @@ class Spec:
 def condition_label(name: str, grid_point: dict) -> str:
     """The condition's directory below the sweep: its name, then one ``key=value`` per grid entry; each
     part a plain name (letters, digits, ``._,=+-``), so that no cell can land outside the sweep."""
-    parts = [name, *(f"{key}={value}" for key, value in grid_point.items())]
+    as_text = lambda value: ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)  # noqa: E731
+    parts = [name, *(f"{key}={as_text(value)}" for key, value in grid_point.items())]
     bad = [part for part in parts if not PATH_PART.fullmatch(part) or part in (SPEC_FILE, LOG_FILE)]
     if bad:
         raise SpecError(f"{bad[0]!r} cannot name a directory of the sweep: use letters, digits and ._,=+- "

@@ -87,6 +87,9 @@ def test_cells_are_conditions_times_grid_times_seeds_with_the_seed_convention_of
     recipe = cells[3].recipe
     assert (recipe.model_seed, recipe.data_seed, recipe.eval_seed) == (1, 2, 3) and recipe.lr == 0.003
     assert recipe.task.prior == "doubly-stochastic" and recipe.task.eval_prior == "dirichlet"
+    per_layer = parse_spec('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\nn = 3\n[grid]\nheads = [[2, 1], [1, 1]]')
+    assert [cell.relative_path for cell in per_layer.cells()] == ["base/heads=2,1/seed-0", "base/heads=1,1/seed-0"]
+    assert per_layer.cells()[0].recipe.heads == (2, 1)
 
 
 def test_a_sweep_killed_mid_way_finishes_with_the_files_of_an_uninterrupted_one(tmp_path):
