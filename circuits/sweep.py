@@ -201,12 +201,18 @@ def cell_status(path: Path, recipe) -> str:
 
     if saved_recipe(path) != recipe:
         raise SpecError(f"{path} holds a run of another recipe than this spec's")
+    return "done" if is_finished(path) else "partial"
+
+
+def is_finished(path: Path) -> bool:
+    """Whether ``path`` holds a run that trained every step of its recipe and saved its last resume state."""
+    from circuits.train import RESUME_FILE, saved_recipe
+
     manifest_path = path / "manifest.json"
-    if manifest_path.is_file():
-        steps = [entry["step"] for entry in json.loads(manifest_path.read_text())]
-        if steps and steps[-1] == recipe.steps and (path / "resume" / "state.safetensors").is_file():
-            return "done"
-    return "partial"
+    if not (path / "config.json").is_file() or not manifest_path.is_file():
+        return False
+    steps = [entry["step"] for entry in json.loads(manifest_path.read_text())]
+    return bool(steps) and steps[-1] == saved_recipe(path).steps and (path / RESUME_FILE).is_file()
 
 
 def run_cell(root: str, cell_json: dict) -> dict:

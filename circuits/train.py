@@ -191,18 +191,15 @@ def only_writer(out: Path):
 def start_or_continue(recipe: Recipe | None, out: Path, resume: bool) -> Trainer:
     """The trainer of a new run, or of the saved one with ``resume``. A run that crashed before its first
     resume state was written holds at most its step-0 checkpoint: it starts over, losing nothing."""
-    if not resume:
-        trainer = Trainer.create(recipe, RunWriter.create(out, run_config(recipe)))
-        trainer.save_checkpoint()
-        return trainer
-    recipe = saved_recipe(out)
-    manifest = read_json(out / "manifest.json") if (out / "manifest.json").is_file() else []
-    if not (out / RESUME_FILE).is_file() and all(entry.get("step") == 0 for entry in manifest):
-        trainer = Trainer.create(recipe, RunWriter.create(out, run_config(recipe), restart=True))
-        trainer.save_checkpoint()
-        return trainer
-    trainer = Trainer.create(recipe, RunWriter(out, manifest=[]))
-    trainer.load_resume_state()
+    if resume:
+        recipe = saved_recipe(out)
+        manifest = read_json(out / "manifest.json") if (out / "manifest.json").is_file() else []
+        if (out / RESUME_FILE).is_file() or any(entry.get("step") != 0 for entry in manifest):
+            trainer = Trainer.create(recipe, RunWriter(out, manifest=[]))
+            trainer.load_resume_state()
+            return trainer
+    trainer = Trainer.create(recipe, RunWriter.create(out, run_config(recipe), restart=resume))
+    trainer.save_checkpoint()
     return trainer
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from circuits.checkpoint import Run
-from circuits.sweep import SPEC_FILE, SpecError, read_spec
+from circuits.sweep import SPEC_FILE, SpecError, is_finished, read_spec
 from circuits.tasks import MarkovTask
 from circuits.tasks.markov import closest_strategy, strategy_name
 from probes.attention import bigram_matching_score, positional_profiles, previous_token_score, run_with_patterns
@@ -167,10 +167,3 @@ def summarize_sweep(root: str | Path, *, count: str | None = None, probe_seqs: i
         "unfinished": missing,
         "conditions": conditions,
     }
-
-
-def is_finished(path: Path) -> bool:
-    if not (path / "manifest.json").is_file():
-        return False
-    run = Run.open(path)
-    return bool(run.steps) and run.steps[-1] == run.recipe.steps

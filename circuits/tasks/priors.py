@@ -30,10 +30,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from circuits.tasks import PRIOR_NAMES  # the names live with the task config, which imports no torch
 from circuits.tasks.draws import sample_dirichlet
 
-SIMPLE_PRIORS = ("dirichlet", "doubly-stochastic", "unigram")  # no parameter besides α
-PRIORS = SIMPLE_PRIORS + ("spectrum", "mixture")
 BLOCK = 64  # sequences per seeded block of a counted stream
 REJECTION_MAX_K = 4
 EXPECTED_CANDIDATES = {2: 1, 3: 8, 4: 1032}  # 1 / acceptance rate of the rejection sampler (measured)
@@ -91,7 +90,7 @@ def draw_table(
         return draw_doubly_stochastic(n_seqs, k, generator)
     if prior == "spectrum":
         return draw_spectrum(n_seqs, p, generator)
-    raise ValueError(f"prior must be one of {', '.join(PRIORS)}; got {prior!r}")
+    raise ValueError(f"prior must be one of {', '.join(PRIOR_NAMES)}; got {prior!r}")
 
 
 def block_seed(seed: int, prior: str, block: int, purpose: str = "train") -> int:
