@@ -7,8 +7,9 @@
     <run>/resume/           latest optimiser + RNG state (safetensors + JSON), for exact resume
 
 Weights are safetensors and everything else is JSON, so opening a run never executes code from it.
-Every file is written to a temporary name and renamed into place: a crash leaves either the old file
-or the new one, and the manifest only ever lists checkpoints that were completely written.
+Every file is written whole to a new temporary file with an unpredictable name, fsync'ed and renamed into
+place: a crash leaves either the old file or the new one, the manifest only ever lists checkpoints that
+were completely written, and a symbolic link planted in the run directory is never written through.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.metadata import PackageNotFoundError, version
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 
 from circuits.minimal import MinimalConfig, MinimalModel
 from circuits.model import HookedTransformer, HookedTransformerConfig
@@ -55,13 +57,32 @@ class CheckpointError(ValueError):
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename, so readers never see half."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never half, and no link
+    planted in the run is followed: a fresh temporary file beside ``path`` (created exclusively under a
+    random name, so nothing can be waiting there), fsync'ed, then renamed over ``path`` (a rename replaces
+    a link at ``path`` itself instead of writing where it points)."""
+    if path.parent.is_symlink():
+        raise CheckpointError(f"{path.parent} is a symbolic link: a run writes only inside its own directory")
+    descriptor, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            os.fchmod(handle.fileno(), FILE_MODE & ~current_umask())  # mkstemp's 0600 would differ from file to file
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+FILE_MODE = 0o666  # what open() gives a new file before the umask: every file of a run gets the same mode
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json(path: Path, value: object) -> None:
@@ -69,11 +90,10 @@ def write_json(path: Path, value: object) -> None:
 
 
 def save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> str:
-    """Save tensors as safetensors atomically; returns the file's sha256."""
-    tmp = path.with_name(path.name + ".tmp")
-    save_file({name: t.detach().contiguous() for name, t in tensors.items()}, tmp, metadata=metadata)
-    os.replace(tmp, path)
-    return sha256_of(path)
+    """Save tensors as safetensors, written like every other file of a run; returns the file's sha256."""
+    data = save({name: t.detach().contiguous() for name, t in tensors.items()}, metadata=metadata)
+    write_atomic(path, data)
+    return hashlib.sha256(data).hexdigest()
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
@@ -110,10 +130,12 @@ def run_config(recipe) -> dict:
 
 class RunWriter:
     """Adds to a run directory in the one order that keeps it consistent through a crash: a checkpoint's
-    weights, then its metrics line, then the manifest that lists it, each written whole before the next."""
+    weights, then its metrics line, then the manifest that lists it, each written whole before the next.
+    ``metrics.jsonl`` is rewritten whole each time, never appended to in place, so a crash cannot leave a
+    torn last line that would make the run unreadable."""
 
-    def __init__(self, path: Path, manifest: list[dict]):
-        self.path, self.manifest = path, manifest
+    def __init__(self, path: Path, manifest: list[dict], metrics_lines: list[str] | None = None):
+        self.path, self.manifest, self.metrics_lines = path, manifest, list(metrics_lines or [])
 
     @classmethod
     def create(cls, path: Path, config: dict, restart: bool = False) -> RunWriter:
@@ -125,26 +147,31 @@ class RunWriter:
             raise CheckpointError(f"{path} already holds a run: continue it with --resume or choose another --out")
         if not restart and path.is_dir() and any(p.name != "lock" for p in path.iterdir()):
             raise CheckpointError(f"{path} is not empty: a new run goes into a missing or empty directory")
-        (path / "checkpoints").mkdir(parents=True, exist_ok=True)
-        (path / "resume").mkdir(exist_ok=True)
+        for folder in ("checkpoints", "resume"):
+            (path / folder).mkdir(parents=True, exist_ok=True)
+        writer = cls(path, manifest=[])
         write_json(path / "config.json", config)
-        write_atomic(path / "metrics.jsonl", b"")
-        return cls(path, manifest=[])
+        writer.write_metrics()
+        return writer
 
     @classmethod
     def reopen(cls, path: Path, step: int) -> RunWriter:
         """The run in ``path`` as it was at ``step``: anything written after it (a crash between files)
         is dropped from the manifest and the metrics, to be redone identically."""
-        manifest = [entry for entry in read_json(path / "manifest.json") if entry["step"] <= step]
+        manifest = [entry for entry in read_manifest(path) if entry["step"] <= step]
+        kept = [line for line in read_metrics_lines(path / "metrics.jsonl") if json.loads(line)["step"] <= step]
+        remove_unfinished_writes(path)
+        writer = cls(path, manifest, kept)
         write_json(path / "manifest.json", manifest)
-        lines = (path / "metrics.jsonl").read_text().splitlines()
-        kept = [line for line in lines if line.strip() and json.loads(line)["step"] <= step]
-        write_atomic(path / "metrics.jsonl", "".join(line + "\n" for line in kept).encode())
-        return cls(path, manifest)
+        writer.write_metrics()
+        return writer
+
+    def write_metrics(self) -> None:
+        write_atomic(self.path / "metrics.jsonl", "".join(line + "\n" for line in self.metrics_lines).encode())
 
     def add_metrics(self, metrics: dict) -> None:
-        with open(self.path / "metrics.jsonl", "a") as handle:
-            handle.write(json.dumps(metrics) + "\n")
+        self.metrics_lines.append(json.dumps(metrics))
+        self.write_metrics()
 
     def add_checkpoint(self, step: int, sequences_seen: int, weights: dict[str, torch.Tensor], metrics: dict) -> None:
         file = checkpoint_file(step)
@@ -152,6 +179,40 @@ class RunWriter:
         self.add_metrics(metrics)
         self.manifest.append({"step": step, "sequences_seen": sequences_seen, "file": file, "sha256": sha})
         write_json(self.path / "manifest.json", self.manifest)
+
+
+def remove_unfinished_writes(path: Path) -> None:
+    """Delete the temporary files of writes that a crash interrupted (only names :func:`write_atomic`
+    makes, and only in the run's own folders; unlinking a link never touches where it points)."""
+    for folder in (path, path / "checkpoints", path / "resume"):
+        if folder.is_dir() and not folder.is_symlink():
+            for leftover in folder.glob(".*.tmp"):
+                leftover.unlink()
+
+
+def read_metrics_lines(path: Path) -> list[str]:
+    """The non-empty lines of a run's ``metrics.jsonl``, each checked to be a JSON object with a step."""
+    if not path.is_file():
+        raise CheckpointError(f"missing metrics.jsonl in run {path.parent}")
+    try:
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        if all(has_integer_step(json.loads(line)) for line in lines):
+            return lines
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        pass
+    raise CheckpointError(f"{path} has a line that is not a JSON object with an integer step")
+
+
+def has_integer_step(value: object) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("step"), int) and not isinstance(value["step"], bool)
+
+
+def read_manifest(path: Path) -> list[dict]:
+    """A run's ``manifest.json``: a list of entries, each with an integer step."""
+    manifest = read_json(path / "manifest.json")
+    if not isinstance(manifest, list) or not all(map(has_integer_step, manifest)):
+        raise CheckpointError(f"{path / 'manifest.json'} is not a list of checkpoints with integer steps")
+    return manifest
 
 
 # --- reading --------------------------------------------------------------------------------------
@@ -188,6 +249,10 @@ def read_json(path: Path) -> object:
         raise CheckpointError(f"missing {path.name} in run {path.parent}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise CheckpointError(f"{path} is not valid JSON: {error}") from None
+    except RecursionError:  # nesting deeper than the parser goes
+        raise CheckpointError(f"{path} is nested too deeply to be a run's JSON") from None
+    except IsADirectoryError:
+        raise CheckpointError(f"{path} is a directory, not a JSON file") from None
 
 
 def load_tensors(path: Path, sha256: str | None = None) -> dict[str, torch.Tensor]:
@@ -213,11 +278,9 @@ class Run:
     @classmethod
     def open(cls, run: str | os.PathLike) -> Run:
         path = resolve_run(run)
-        config, manifest = read_json(path / "config.json"), read_json(path / "manifest.json")
+        config, manifest = read_json(path / "config.json"), read_manifest(path)
         if not isinstance(config, dict) or not {"task", "recipe", "model"} <= config.keys():
             raise CheckpointError(f"{path / 'config.json'} is not a run config: it needs a task, a recipe and a model")
-        if not isinstance(manifest, list) or not all(isinstance(e, dict) and "step" in e for e in manifest):
-            raise CheckpointError(f"{path / 'manifest.json'} is not a list of checkpoints")
         return cls(path=path, config=config, manifest=manifest)
 
     @property
@@ -306,10 +369,4 @@ class Run:
 
     def metrics(self) -> list[dict]:
         """Every evaluation written so far, one dict per checkpoint, ordered by step."""
-        path = self.path / "metrics.jsonl"
-        if not path.is_file():
-            raise CheckpointError(f"missing metrics.jsonl in run {self.path}")
-        try:
-            return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        except json.JSONDecodeError as error:
-            raise CheckpointError(f"{path} has a line that is not JSON: {error}") from None
+        return [json.loads(line) for line in read_metrics_lines(self.path / "metrics.jsonl")]

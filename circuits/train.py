@@ -9,9 +9,11 @@ at the stop. Nothing about the machine or the clock is saved, so equal recipes g
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
+import os
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from circuits.checkpoint import (
     RunWriter,
     build_model,
     read_json,
+    read_manifest,
     run_config,
     save_tensors,
 )
@@ -180,7 +183,13 @@ def only_writer(out: Path):
     """Hold ``out/lock`` while training, so that a second trainer on the same directory stops at once
     instead of interleaving its files with ours. The lock dies with its process: a crash leaves no stale lock."""
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / LOCK_FILE, "a") as handle:
+    try:  # O_NOFOLLOW: a link planted at the lock's name is refused, not created or locked through
+        descriptor = os.open(out / LOCK_FILE, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise CheckpointError(f"{out / LOCK_FILE} is a symbolic link: a run writes only inside its own directory") from None
+        raise
+    with os.fdopen(descriptor, "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -193,8 +202,8 @@ def start_or_continue(recipe: Recipe | None, out: Path, resume: bool) -> Trainer
     resume state was written holds at most its step-0 checkpoint: it starts over, losing nothing."""
     if resume:
         recipe = saved_recipe(out)
-        manifest = read_json(out / "manifest.json") if (out / "manifest.json").is_file() else []
-        if (out / RESUME_FILE).is_file() or any(entry.get("step") != 0 for entry in manifest):
+        manifest = read_manifest(out) if (out / "manifest.json").is_file() else []
+        if (out / RESUME_FILE).is_file() or any(entry["step"] != 0 for entry in manifest):
             trainer = Trainer.create(recipe, RunWriter(out, manifest=[]))
             trainer.load_resume_state()
             return trainer

@@ -1,13 +1,14 @@
 """Short training runs: determinism, exact resume, crash safety, and what a run directory holds."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
 import circuits.checkpoint as checkpoint_module
-from circuits.checkpoint import Run, sha256_of
+from circuits.checkpoint import Run, checkpoint_file, sha256_of
 from dataclasses import replace
 
 from circuits.recipes import GaussianRecipe, MarkovRecipe
@@ -81,7 +82,7 @@ def test_a_crash_while_saving_leaves_only_complete_checkpoints(tmp_path, monkeyp
         if "checkpoints" in str(path):
             calls["n"] += 1
             if calls["n"] == 5:
-                path.with_name(path.name + ".tmp").write_bytes(b"half a file")
+                path.with_name(f".{path.name}.k3j5x9q2.tmp").write_bytes(b"half a file")  # as write_atomic names it
                 raise KeyboardInterrupt  # the process dies mid-write
         return real_save(path, tensors, metadata)
 
@@ -159,3 +160,80 @@ def test_a_second_trainer_on_the_same_directory_stops_at_once(tmp_path):
         with pytest.raises(CheckpointError, match="another trainer is writing"):
             train_run(TINY, out, progress=False)
     assert sorted(p.name for p in out.iterdir()) == ["lock"]  # nothing written by the second
+
+
+# Every name a writer of this or an earlier version could write through, relative to the run.
+OLD_TEMPORARY_NAMES = ["config.json.tmp", "manifest.json.tmp", "metrics.jsonl.tmp", "resume/state.safetensors.tmp", "lock.tmp"]
+
+
+def plant_links(run: Path, target: Path) -> list[Path]:
+    """Links to ``target`` at every old temporary name and at every checkpoint file still to come."""
+    names = OLD_TEMPORARY_NAMES + [f".{name}.tmp" for name in ("config.json", "manifest.json", "metrics.jsonl")]
+    for step in checkpoint_schedule(TINY.steps, TINY.n_checkpoints):
+        file = checkpoint_file(step)
+        names += [file + ".tmp"] + ([] if (run / file).exists() else [file])
+    links = [run / name for name in names]
+    for link in links:
+        link.symlink_to(target)
+    return links
+
+
+def own_files(path: Path) -> dict[str, bytes]:
+    return {name: data for name, data in run_files(path).items() if not (path / name).is_symlink()}
+
+
+def test_links_planted_in_a_run_are_never_written_through(tmp_path):
+    watched = tmp_path / "watched"
+    watched.write_bytes(b"not the run's")
+    whole = train_run(TINY, tmp_path / "whole", progress=False)
+    split = tmp_path / "split"
+    train_run(TINY, split, stop_after=13, progress=False)
+    plant_links(split, watched)
+    resumed = train_run(None, split, resume=True, progress=False)
+    assert watched.read_bytes() == b"not the run's"
+    assert own_files(resumed.path) == run_files(whole.path)  # the links at checkpoint names were replaced, not followed
+    assert (split / "resume" / "state.safetensors.tmp").is_symlink()  # someone else's link is left where it was
+
+
+@pytest.mark.parametrize("command", [["train", "markov", "--k", "3", "--steps", "2"], ["toy", "--steps", "2"]])
+def test_a_new_run_is_not_written_into_a_directory_with_planted_links(tmp_path, command, capsys):
+    from induction_probes.cli import main
+
+    watched = tmp_path / "watched"
+    watched.write_bytes(b"not the run's")
+    out = tmp_path / "run"
+    out.mkdir()
+    for name in ("config.json.tmp", "metrics.jsonl.tmp", "manifest.json.tmp"):
+        (out / name).symlink_to(watched)
+    assert main([*command, "--out", str(out)]) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert watched.read_bytes() == b"not the run's"
+    written = {p.name for p in out.iterdir()} - {"config.json.tmp", "manifest.json.tmp", "metrics.jsonl.tmp"}
+    assert written <= {"lock"}  # at most the trainer's empty lock file
+
+
+def test_a_link_at_the_lock_or_a_run_folder_is_refused_in_one_line(tmp_path, capsys):
+    from induction_probes.cli import main
+
+    watched = tmp_path / "watched"
+    watched.mkdir()
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "lock").symlink_to(watched / "lock")
+    assert main(["train", "markov", "--k", "3", "--steps", "2", "--out", str(out)]) == 2
+    assert "lock is a symbolic link" in capsys.readouterr().err
+    assert list(watched.iterdir()) == []
+    (out / "lock").unlink()
+    train_run(TINY, out, stop_after=3, progress=False)
+    shutil.rmtree(out / "checkpoints")
+    (out / "checkpoints").symlink_to(watched, target_is_directory=True)
+    assert main(["train", "markov", "--out", str(out), "--resume"]) == 2
+    assert "is a symbolic link" in capsys.readouterr().err
+    assert list(watched.iterdir()) == []
+
+
+def test_checkpoints_are_written_with_the_mode_of_the_json_files(tmp_path):
+    run = train_run(TINY, tmp_path / "run", stop_after=1, progress=False)
+    modes = {path.name: path.stat().st_mode & 0o777 for path in run.path.rglob("*") if path.is_file() and path.name != "lock"}
+    assert len(set(modes.values())) == 1, modes
+    assert modes["config.json"] & 0o044 == 0o044  # readable by others, as files open() creates under the usual umask
