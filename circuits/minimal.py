@@ -31,6 +31,7 @@ from transformer_lens.hook_points import HookPoint
 
 from circuits.config import Config
 from circuits.model import DTYPES
+from circuits.limits import require_numbers
 from circuits.validation import require_int
 
 FIRST_LAYERS = ("linear", "softmax")
@@ -53,6 +54,12 @@ class MinimalConfig(Config):
         require_int("n_ctx", self.n_ctx, 2)
         if self.first_layer not in FIRST_LAYERS:
             raise ValueError(f"first_layer must be linear or softmax, got {self.first_layer!r}")
+        require_numbers("W (d_vocab^2)", self.d_vocab**2)
+        require_numbers("one attention pattern (n_ctx^2)", self.n_ctx**2)
+
+    def numbers_per_sequence(self) -> int:
+        """About how many numbers one sequence costs in a forward pass."""
+        return self.n_ctx**2 + self.n_ctx * self.d_vocab
 
     @property
     def torch_dtype(self) -> torch.dtype:

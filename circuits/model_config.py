@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from circuits.config import Config
+from circuits.limits import MAX_HEADS, MAX_LAYERS, MAX_PARAMETERS, require_at_most, require_numbers
 from circuits.validation import require_int
 
 ATTENTION_POSITIONALS = ("relative", "alibi", "none")
@@ -96,6 +97,36 @@ class HookedTransformerConfig(Config):
             require_int("d_mlp", self.d_mlp, 1)
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        self._check_sizes()
+
+    def _check_sizes(self) -> None:
+        """The sizes this config implies, against circuits/limits.py, before any model is built."""
+        require_at_most("n_layers", self.n_layers, MAX_LAYERS)
+        require_at_most("heads in a layer", self.max_heads, MAX_HEADS)
+        require_numbers("the attention masks (n_layers x n_ctx^2)", self.n_layers * self.n_ctx**2)
+        count = self.parameter_count()
+        if count > MAX_PARAMETERS:
+            raise ValueError(f"this model would have {count:.3g} parameters, above the limit of {MAX_PARAMETERS:,} "
+                             "(circuits/limits.py)")
+
+    @property
+    def max_heads(self) -> int:
+        return max(self.layer_heads) if self.layer_heads is not None else self.n_heads
+
+    def parameter_count(self) -> int:
+        """The parameters of a model of this config (biases and LayerNorms included, a little generously)."""
+        per_layer = [
+            self.heads(layer) * self.d_head * (4 * self.d_model + self.n_ctx + 4) + 3 * self.d_model
+            + (2 * self.d_model * self.d_mlp + self.d_mlp if self.d_mlp else 0)
+            for layer in range(self.n_layers)
+        ]
+        ends = self.d_model * (self.d_vocab + self.d_vocab_out + self.n_ctx + 2) + self.d_vocab_out
+        return sum(per_layer) + ends
+
+    def numbers_per_sequence(self) -> int:
+        """About how many numbers one sequence costs in a forward pass: the widest layer's attention
+        patterns and the residual stream's widest view."""
+        return self.max_heads * self.n_ctx**2 + self.n_ctx * max(self.d_model, self.d_vocab_out, self.d_mlp or 0)
 
     def _check_per_layer(self, name: str, values: tuple) -> None:
         if len(values) != self.n_layers:

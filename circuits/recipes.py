@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from circuits.config import Config, nested, option
 from circuits.tasks import GaussianTask, MarkovTask, TaskConfig, task_from_json
+from circuits.limits import MAX_CHECKPOINTS, MAX_LAYERS, MAX_STEPS, require_at_most, require_sequences
 from circuits.validation import require_int, require_positive
 
 SCHEDULES = ("cosine", "constant")
@@ -68,7 +69,12 @@ class Recipe(Config):
         require_positive("lr", self.lr)
         if self.lr_schedule not in SCHEDULES:
             raise ValueError(f"lr_schedule must be cosine or constant, got {self.lr_schedule!r}")
-        self.model_config()  # the architecture's own checks, before anything is written
+        require_at_most("steps", self.steps, MAX_STEPS)
+        require_at_most("n_checkpoints", self.n_checkpoints, MAX_CHECKPOINTS)
+        model = self.model_config()  # the architecture's own checks and sizes, before anything is written
+        per_sequence = max(self.task.numbers_per_sequence(), model.numbers_per_sequence())
+        for name in ("batch_size", "eval_seqs"):
+            require_sequences(name, getattr(self, name), per_sequence)
 
     def lr_factor(self, step: int) -> float:
         """Each group's rate for the update after ``step`` steps, as a fraction of its base rate:
@@ -119,6 +125,7 @@ class MarkovRecipe(Recipe):
 
     def layer_heads(self) -> tuple[int, ...]:
         require_int("n_layers", self.n_layers, 1)
+        require_at_most("n_layers", self.n_layers, MAX_LAYERS)  # before a tuple of n_layers head counts is made
         if self.heads is not None:
             return self.heads
         return (max(self.task.n - 1, 1),) + (1,) * (self.n_layers - 1)  # one first-layer head per look-back
@@ -269,6 +276,9 @@ class ToyRecipe(Config):
             require_int(name, getattr(self, name), 1)
         require_int("layerwise_steps", self.layerwise_steps, 0)
         require_int("data_seed", self.data_seed, 0)
+        require_at_most("steps", self.steps, MAX_STEPS)
+        require_at_most("records (steps / log_every)", self.steps // self.log_every, MAX_STEPS // 1000)
+        require_sequences("n_seqs", self.n_seqs, self.seq_len**2)  # the sequences, and the ALiBi weights over them
         if self.optimizer not in ("gd", "adam"):
             raise ValueError(f"optimizer must be gd or adam, got {self.optimizer!r}")
         self.task  # L >= 4 and the target's own checks

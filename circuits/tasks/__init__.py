@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from circuits.config import Config, option
+from circuits.limits import require_numbers, require_power, require_sequences
 from circuits.validation import require_int, require_positive
 
 if TYPE_CHECKING:
@@ -98,6 +99,14 @@ class MarkovTask(TaskConfig):
         if self.n > self.seq_len:
             raise ValueError(f"n must be <= seq_len: an n-gram needs n tokens, got n={self.n}, seq_len={self.seq_len}")
         self.check_prior()
+        # one sequence's n-gram counts, its chain lifted to (n-1)-tuples, one attention pattern over it
+        require_power("the n-gram counts of one sequence (k^n per position)", self.k, self.n, factor=self.seq_len)
+        require_power("the lifted transition matrix of one chain (k^(2(n-1)))", self.k, 2 * (self.n - 1))
+        require_numbers("one attention pattern (seq_len^2)", self.seq_len**2)
+
+    def numbers_per_sequence(self) -> int:
+        """About how many numbers one sequence costs in sampling, evaluating and probing it."""
+        return self.seq_len * self.k**self.n + self.k ** (2 * (self.n - 1)) + self.seq_len**2
 
     def check_prior(self) -> None:
         if self.prior not in PRIOR_NAMES:
@@ -187,6 +196,7 @@ class MarkovTask(TaskConfig):
 
         require_int("n_seqs", n_seqs, 1)
         require_int("seed", seed, 0)
+        require_sequences("n_seqs", n_seqs, self.numbers_per_sequence())
         return MarkovEvalSet.from_sample(self.eval_task().stream(seed, purpose="eval").take(n_seqs), self.alpha)
 
 
@@ -217,6 +227,13 @@ class GaussianTask(TaskConfig):
             raise ValueError(f"need 4 <= L and n <= L - 1, got L={self.seq_len}, n={self.order}")
         for name in ("w_star", "alpha_star"):
             require_positive(name, getattr(self, name))
+        require_numbers("W* ((n-1)d x (n-1)d)", ((self.order - 1) * self.d) ** 2)
+        require_numbers("the windows of one sequence (L n d)", self.seq_len * self.order * self.d)
+        require_numbers("one attention pattern (L^2)", self.seq_len**2)
+
+    def numbers_per_sequence(self) -> int:
+        """About how many numbers one sequence costs in sampling, evaluating and probing it."""
+        return self.seq_len * self.order * self.d + self.seq_len**2
 
     @property
     def order(self) -> int:
@@ -269,6 +286,7 @@ class GaussianTask(TaskConfig):
 
         require_int("n_seqs", n_seqs, 1)
         require_int("seed", seed, 0)
+        require_sequences("n_seqs", n_seqs, self.numbers_per_sequence())
         x = self.sample(n_seqs, torch.Generator().manual_seed(seed))
         return GaussianEvalSet(x=x, targets=self.target_of(x))
 

@@ -24,6 +24,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from circuits.metrics import mse_over_variance
+from circuits.limits import require_sequences
 from circuits.validation import require_int, require_positive
 
 Similarity = Callable[[Tensor, Tensor], Tensor]  # (query [batch, w], keys [batch, n_keys, w]) -> [batch, n_keys]
@@ -36,6 +37,7 @@ def sample_sequences(
     require_int("n_seqs", n_seqs, 1)
     require_int("seq_len", seq_len, 2)
     require_int("d", d, 1)
+    require_sequences("n_seqs", n_seqs, seq_len * d + seq_len**2)  # the tokens, and one attention pattern each
     if boolean:
         return torch.randint(0, 2, (n_seqs, seq_len, d), generator=generator).double() * 2 - 1
     return torch.randn(n_seqs, seq_len, d, generator=generator, dtype=torch.float64)

@@ -29,6 +29,7 @@ from circuits.metrics import kl_divergence, token_cross_entropy
 from circuits.tasks import MarkovTask
 from circuits.tasks.draws import sample_categorical
 from circuits.tasks.priors import draw_table
+from circuits.limits import MAX_SEQUENCES, require_at_most, require_sequences
 from circuits.validation import require_int, require_positive
 
 STRATEGY_ORDERS = {"unigram": 1, "bigram": 2, "trigram": 3}
@@ -173,7 +174,8 @@ def sample_markov(
     chains); then come seq_len + 1 uniforms per sequence for the walk. Vectorised over the batch.
     """
     require_int("n_seqs", n_seqs, 1)
-    MarkovTask(k, seq_len, n, alpha, prior=prior, p=p)  # checks every parameter
+    task = MarkovTask(k, seq_len, n, alpha, prior=prior, p=p)  # checks every parameter
+    require_sequences("n_seqs", n_seqs, task.numbers_per_sequence())
     if transitions is None:
         table = draw_table(prior, n_seqs, k, n - 1, alpha, p, generator)
     else:
@@ -365,6 +367,7 @@ def strategy_baselines(task: MarkovTask, *, n_seqs: int = 20_000, seed: int = 0,
     """
     require_int("n_seqs", n_seqs, 1)
     require_int("seed", seed, 0)
+    require_at_most("n_seqs", n_seqs, MAX_SEQUENCES)  # drawn ``chunk`` at a time
     stream = task.eval_task().stream(seed, purpose="eval")
     kl_sums: dict[str, float] = {}
     ce_sums: dict[str, float] = {}

@@ -185,3 +185,25 @@ def test_a_new_run_goes_only_into_a_missing_or_empty_directory(tmp_path, capsys)
 def test_a_run_prints_as_its_path_not_its_manifest():
     text = repr(Run.open("markov-k3"))
     assert "markov-k3" in text and "sha256" not in text and len(text) < 300
+
+
+@pytest.mark.parametrize("section,key,value", [
+    ("model", "n_layers", 1_000_000),  # built first, this grew to gigabytes
+    ("model", "d_vocab", 10**10),
+    ("model", "d_vocab", 1e10),
+    ("model", "n_ctx", 10**9),
+    ("recipe", "eval_seqs", 10**9),
+    ("task", "seq_len", 10**8),
+])
+def test_sizes_in_a_config_are_checked_against_the_limits_before_anything_is_built(run_dir, capsys, section, key, value):
+    import resource
+
+    config = json.loads((run_dir / "config.json").read_text())
+    config[section][key] = value
+    config["model"]["layer_heads"] = None  # so that only the size is wrong
+    (run_dir / "config.json").write_text(json.dumps(config))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert main(["info", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ("limit of" in err or "must be an integer" in err)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # kB: nothing big was allocated

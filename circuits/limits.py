@@ -1,0 +1,50 @@
+"""The largest sizes a config or an argument may ask for, all in this one place.
+
+A run directory is untrusted input, and one edited number (``n_layers: 1000000`` in its config.json) or
+one typed one (``--k 100000``) must not grow to gigabytes before failing. So every config checks the
+sizes it implies against these limits when it is made, before anything is allocated or written, and
+the command line refuses more in one line with status 2. The limits are far above this project's
+models (the shipped ones have about 2,000 parameters) and its experiments.
+"""
+
+from __future__ import annotations
+
+import math
+
+MAX_NUMBERS = 1 << 28  # numbers in any one tensor a command builds (1 GiB of float32)
+MAX_PARAMETERS = 1 << 26  # parameters of a model (256 MiB of float32)
+MAX_LAYERS = 256  # every layer is a module of its own: Python objects, not only numbers
+MAX_HEADS = 4096  # heads in one layer
+MAX_SEQUENCES = 10**7  # sequences one command draws (baselines, probes, evaluation sets)
+MAX_STEPS = 10**9  # optimiser steps of a run
+MAX_CHECKPOINTS = 10_000  # checkpoints on a run's schedule (each is a file)
+
+
+def require_at_most(name: str, value: int, limit: int) -> int:
+    if value > limit:
+        raise ValueError(f"{name} = {value} is above the limit of {limit:,} (circuits/limits.py)")
+    return value
+
+
+def require_numbers(what: str, count: int) -> int:
+    """Refuse a tensor of ``count`` numbers above :data:`MAX_NUMBERS`, before it is made."""
+    if count > MAX_NUMBERS:
+        raise ValueError(f"{what} would hold {count:.3g} numbers, above the limit of {MAX_NUMBERS:,} (circuits/limits.py)")
+    return count
+
+
+def require_power(what: str, base: int, exponent: int, factor: int = 1) -> int:
+    """``factor * base ** exponent`` if at most :data:`MAX_NUMBERS`; checked by logarithms first, since
+    the power itself of a hostile base and exponent would take Python ages to compute."""
+    if exponent * math.log2(base) + math.log2(factor) > math.log2(MAX_NUMBERS) + 1:
+        size = f"{base}^{exponent}" if factor == 1 else f"{factor} x {base}^{exponent}"
+        raise ValueError(f"{what} would hold {size} numbers, above the limit of "
+                         f"{MAX_NUMBERS:,} (circuits/limits.py)")
+    return require_numbers(what, factor * base**exponent)
+
+
+def require_sequences(name: str, n_seqs: int, numbers_per_sequence: int) -> int:
+    """``n_seqs`` sequences of ``numbers_per_sequence`` numbers each: not too many, not too big together."""
+    require_at_most(name, n_seqs, MAX_SEQUENCES)
+    require_numbers(f"{n_seqs} sequences ({name})", n_seqs * numbers_per_sequence)
+    return n_seqs
