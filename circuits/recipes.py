@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+from circuits.clamps import CLAMP_LAYERS
 from circuits.config import Config, nested, option
 from circuits.tasks import GaussianTask, MarkovTask, TaskConfig, task_from_json
 from circuits.limits import MAX_CHECKPOINTS, MAX_LAYERS, MAX_STEPS, require_at_most, require_sequences
@@ -32,6 +33,11 @@ def int_tuple(text: str) -> tuple[int, ...]:
         return tuple(int(item) for item in text.split(","))
     except ValueError:
         raise ValueError(f"expected integers separated by commas, e.g. 2,1; got {text!r}") from None
+
+
+def name_tuple(text: str) -> tuple[str, ...]:
+    """'previous-token,induction' → ('previous-token', 'induction')."""
+    return tuple(item.strip() for item in text.split(","))
 
 
 def one_or_per_layer(text: str) -> str | tuple[str, ...]:
@@ -87,6 +93,10 @@ class Recipe(Config):
     def model_config(self) -> Any:
         raise NotImplementedError
 
+    def training_hooks(self, inputs, step: int) -> list:
+        """Forward hooks of every training and evaluation pass after ``step`` steps (none by default)."""
+        return []
+
     def make_optimizer(self, model) -> tuple[Any, list[float]]:
         """The optimiser and the base rate of each of its parameter groups, in order."""
         raise NotImplementedError
@@ -115,6 +125,10 @@ class MarkovRecipe(Recipe):
     layer_norm: bool = option(True, "pre-LayerNorm in every block and before the unembedding")
     dropout: float = option(0.0, "dropout probability")
     weight_decay: float = option(0.1, "AdamW weight decay on the linear maps")
+    clamp: tuple[str, ...] | None = option(
+        None, "attention fixed to the ideal circuit's while training: previous-token (layer 0), induction "
+        "(layer 1) or previous-token,induction", type=name_tuple)
+    clamp_from: int = option(0, "the step from which the clamp applies")
 
     name: ClassVar[str] = "markov"
 
@@ -122,6 +136,31 @@ class MarkovRecipe(Recipe):
         if not math.isfinite(self.weight_decay) or self.weight_decay < 0:
             raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
         super().__post_init__()
+        self.check_clamp()
+
+    def check_clamp(self) -> None:
+        require_int("clamp_from", self.clamp_from, 0)
+        if not self.clamp:
+            if self.clamp_from:
+                raise ValueError("clamp_from needs a clamp")
+            return
+        for name in self.clamp:
+            if name not in CLAMP_LAYERS:
+                raise ValueError(f"clamp must be previous-token, induction or both, got {name!r}")
+            layer = CLAMP_LAYERS[name]
+            if layer >= self.n_layers or self.model_config().layer_mask(layer) != "causal":
+                raise ValueError(f"the {name} clamp needs a layer {layer} with the causal mask")
+        if "induction" in self.clamp and self.task.n != 2:
+            raise ValueError(f"the induction clamp is the bigram circuit's: it needs n = 2, not {self.task.n}")
+        if len(set(self.clamp)) < len(self.clamp) or self.clamp_from >= self.steps:
+            raise ValueError("clamp names must not repeat, and clamp_from must be below steps")
+
+    def training_hooks(self, inputs, step: int) -> list:
+        if not self.clamp or step < self.clamp_from:
+            return []
+        from circuits.clamps import clamp_hooks
+
+        return clamp_hooks(self.clamp, inputs)
 
     def layer_heads(self) -> tuple[int, ...]:
         require_int("n_layers", self.n_layers, 1)

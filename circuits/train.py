@@ -80,10 +80,15 @@ class Trainer:
     def out(self) -> Path:
         return self.writer.path
 
+    def forward(self, inputs):
+        """The model's output, with the recipe's hooks (a clamp) in place for this step if it has any."""
+        hooks = self.recipe.training_hooks(inputs, self.step)
+        return self.model.run_with_hooks(inputs, fwd_hooks=hooks) if hooks else self.model(inputs)
+
     def train_step(self) -> None:
         recipe = self.recipe
         inputs, targets = recipe.task.inputs_and_targets(self.data.take(recipe.batch_size))
-        loss = recipe.task.loss(self.model(inputs), targets)
+        loss = recipe.task.loss(self.forward(inputs), targets)
         for group, rate in zip(self.optimizer.param_groups, self.base_rates):
             group["lr"] = rate * recipe.lr_factor(self.step)
         if not torch.isfinite(loss):
@@ -98,7 +103,7 @@ class Trainer:
     def evaluate(self) -> dict:
         self.model.eval()
         with torch.no_grad():
-            metrics = self.eval_set.metrics(self.model(self.eval_set.inputs))
+            metrics = self.eval_set.metrics(self.forward(self.eval_set.inputs))
         self.model.train()
         train_loss = self.loss_sum / self.loss_count if self.loss_count else metrics["eval_loss"]
         self.loss_sum, self.loss_count = 0.0, 0
