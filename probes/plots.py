@@ -344,3 +344,49 @@ def plot_sweep_summary(summary: dict, directory: Path) -> list[Path]:
     fig.suptitle(f"{name}: distance to each strategy,\nmean and 95% band over seeds", fontsize=11)
     paths.append(save(fig, directory / f"{name}-strategies.png"))
     return paths
+
+
+def phase_key(ax: plt.Axes, metrics: list[dict], loc: str = "lower left") -> None:
+    """A legend entry for each strategy whose shading appears, so the bands need no caption."""
+    from matplotlib.patches import Patch
+
+    shown = dict.fromkeys(closest_strategy(m["last_token_kl"]) for m in metrics)
+    handles = [Patch(color=strategy_colour(name), alpha=0.15, label=f"closest: {name}") for name in shown]
+    ax.add_artist(ax.legend(handles=handles, loc=loc, fontsize=8, title="shading", title_fontsize=8))
+
+
+def plot_progress_measures(progress: list, metrics: list[dict], thresholds: dict, title: str, path: Path) -> Path:
+    """Above: KL(strategy ‖ model) and the model's KL(true ‖ model), last token. Below: each progress measure
+    rescaled so that chance is 0 and Proposition 2.1 is 1 (its threshold is 0.5), with a mark where it first
+    reaches the threshold. Shared log x-axis of sequences seen, shaded by the closest strategy."""
+    sns.set_theme(style="ticks")
+    keep = [i for i, m in enumerate(metrics) if m["sequences_seen"] > 0]  # a log axis has no 0
+    x = [metrics[i]["sequences_seen"] for i in keep]
+    kept = [metrics[i] for i in keep]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    for ax in (top, bottom):
+        shade_closest_strategy(ax, x, kept)
+    for name in ("uniform", "unigram", "bigram"):
+        top.plot(x, [m["last_token_kl"][name] for m in kept], color=strategy_colour(name), lw=2, label=f"to {name}")
+    top.plot(x, [m["last_token_kl"]["true"] for m in kept], color="black", lw=1.5, ls="--", label="KL(true ‖ model)")
+    top.set_yscale("log")
+    top.set_ylabel("KL(· ‖ model), last token")
+    top.legend(loc="center left", fontsize=8)
+    colours = dict(zip(thresholds, sns.color_palette("dark", len(thresholds))))
+    styles = {"ov_copying_accuracy": (0, (4, 2))}  # dashed: it sits on the copying score once both reach 1
+    scaled = {name: [(progress[i].value(name) - row["chance"]) / (row["construction"] - row["chance"]) for i in keep]
+              for name, row in thresholds.items()}
+    for name, row in thresholds.items():
+        bottom.plot(x, scaled[name], color=colours[name], lw=2, ls=styles.get(name, "-"), label=name.replace("_", " "))
+        if row["first_sequences"]:
+            bottom.axvline(row["first_sequences"], color=colours[name], ls=":", lw=1.2)
+    bottom.axhline(0.5, color="grey", lw=1, ls="--", label="threshold (halfway)")
+    values = [v for curve in scaled.values() for v in curve]
+    bottom.set_ylim(min(-0.1, *values) - 0.05, max(1.0, *values) + 0.1)
+    bottom.set_ylabel("measure, rescaled\n(chance 0, construction 1)")
+    phase_key(bottom, kept, loc="lower right")
+    bottom.legend(loc="upper left", fontsize=8)
+    bottom.set_xscale("log")
+    bottom.set_xlabel("training sequences seen (log scale)")
+    top.set_title(f"{title}: the circuit's pieces from the weights, against the strategy phases")
+    return save(fig, path)

@@ -28,6 +28,7 @@ from probes.attention import (
     run_with_patterns,
 )
 from probes.behaviour import Behaviour, behaviour
+from probes.progress import ProgressMeasures, progress_measures, unmeasurable_reason
 
 QUERY_0 = "blocks.0.attn.hook_q"  # one forward pass also feeds layer 0's positional profile
 
@@ -41,6 +42,7 @@ class CheckpointProbes:
     fraction_with_match: float
     positional_profile: Tensor | None  # [n_heads, distance] of layer 0, if it has relative positions
     behaviour: Behaviour
+    progress: ProgressMeasures | None  # the circuit's pieces read from the weights, where they apply
 
     def to_json(self) -> dict:
         return {
@@ -53,6 +55,7 @@ class CheckpointProbes:
             "loss": self.behaviour.loss,
             "icl_score": self.behaviour.icl_score,
             "closest_strategy": self.behaviour.closest_strategy,
+            "progress": None if self.progress is None else self.progress.to_json(),
         }
 
 
@@ -83,6 +86,7 @@ def probe_model(model, eval_set: MarkovEvalSet, step: int = -1, chunk: int = 100
         fraction_with_match=sum(n * m.fraction_with_match for n, _, m, _ in parts) / inputs.shape[0],
         positional_profile=None if W_rel is None else weighted_mean([(n, prof) for n, _, _, prof in parts]),
         behaviour=behaviour(torch.cat(logits), eval_set),
+        progress=None if unmeasurable_reason(model) else progress_measures(model, step),
     )
 
 

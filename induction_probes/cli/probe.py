@@ -49,11 +49,47 @@ def run_probe(args: argparse.Namespace) -> str:
     probe_set = probe_eval_set(run, args.n_seqs, args.seed)
     results = list(probe_run(run, probe_set, steps))
     figures = plot_probes(run, results, probe_set.inputs[:1], args.plot) if args.plot else []
+    progress = [r.progress for r in results if r.progress is not None]
     if args.json:
         header = provenance(run, steps, args.n_seqs, args.seed)
-        return json_text(header | {"checkpoints": [r.to_json() for r in results]})
+        crossings = {"progress_thresholds": progress_thresholds(run, progress)} if progress else {}
+        return json_text(header | crossings | {"checkpoints": [r.to_json() for r in results]})
     sections = [probe_text(run, results[-1])] + ([probe_trajectory(results)] if args.all_steps else [])
+    if progress:
+        sections.append(progress_text(run, progress))
     return "\n\n".join(sections) + "".join("\n" + line for line in figure_lines(figures))
+
+
+def progress_thresholds(run, progress: list) -> dict:
+    """Per calibrated measure: chance, construction value, threshold, and the first step that reaches it."""
+    from probes.progress import first_crossing, model_calibration
+
+    rows = {}
+    for name, measure in model_calibration(run.load(step=progress[-1].step)).items():
+        step = first_crossing(progress, measure)
+        rows[name] = {"chance": measure.chance, "construction": measure.construction, "threshold": measure.threshold,
+                      "value": progress[-1].value(name), "first_step": step,
+                      "first_sequences": None if step is None else run.entry(step)["sequences_seen"]}
+    return rows
+
+
+def progress_text(run, progress: list) -> str:
+    """The circuit's pieces from the weights: each measure against its chance and construction values,
+    and (over several checkpoints) the first step at which it is halfway from one to the other."""
+    rows = progress_thresholds(run, progress)
+    several = len(progress) > 1
+    headers = ["measure (best head)", f"step {progress[-1].step}", "chance", "construction", "threshold"]
+    table = [[name, r["value"], r["chance"], r["construction"], r["threshold"]]
+             + ([f"{r['first_step']} ({r['first_sequences']} seqs)" if r["first_step"] is not None else "never"] if several else [])
+             for name, r in rows.items()]
+    composition = progress[-1].composition
+    lines = [
+        "progress measures from the weights (threshold: halfway from chance to Proposition 2.1)",
+        format_table(headers + (["first at threshold"] if several else []), table),
+        "composition scores layer-0 head -> layer-1 head: "
+        + "; ".join(f"{mode} {[[round(v, 3) for v in row] for row in composition[mode]]}" for mode in composition),
+    ]
+    return "\n".join(lines)
 
 
 def probe_gaussian_text(run, args: argparse.Namespace) -> str:
@@ -123,6 +159,14 @@ def plot_probes(run, results, example, directory: Path) -> list[Path]:
     ]
     if len(results) > 1:
         figures.append(plot_scores_over_training(results, name, directory / f"{name}_scores.png"))
+    progress = [r.progress for r in results if r.progress is not None]
+    if len(progress) > 1:
+        from probes.plots import plot_progress_measures
+
+        metrics = {m["step"]: m for m in run.metrics()}
+        thresholds = progress_thresholds(run, progress)
+        figures.append(plot_progress_measures(progress, [metrics[p.step] for p in progress], thresholds, name,
+                                              directory / f"{name}_progress.png"))
     return figures
 
 
