@@ -14,7 +14,9 @@ import fcntl
 import hashlib
 import json
 import os
+import signal
 import sys
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,6 +219,38 @@ def start_or_continue(recipe: Recipe | None, out: Path, resume: bool) -> Trainer
     return trainer
 
 
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during training, raised once the run is saved at the last finished step."""
+
+    def __init__(self, step: int, out: Path):
+        super().__init__(f"interrupted at step {step}; the run in {out} is saved up to there: continue it with --resume")
+        self.step, self.out = step, out
+
+
+@contextmanager
+def interrupts_between_steps():
+    """While training, Ctrl-C (SIGINT) only raises a flag that the loop reads after each finished step, so
+    that the run stops with its resume state saved instead of losing the work since the last checkpoint.
+    A second Ctrl-C interrupts at once (every file on disk is still whole: each is written by a rename).
+    Signals reach the main thread only: elsewhere (a sweep's worker thread) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    interrupted = []
+    previous = signal.getsignal(signal.SIGINT)
+    previous = signal.default_int_handler if previous is None else previous
+
+    def note(signum, frame) -> None:
+        interrupted.append(signum)
+        signal.signal(signal.SIGINT, previous)
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield lambda: bool(interrupted)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def progress_bar(total: int, initial: int, description: str, enabled: bool):
     """A tqdm bar; into a log (stderr not a terminal) it writes at most one line per 10 % of the work."""
     if sys.stderr.isatty():
@@ -236,7 +270,8 @@ def train_run(
     """Train (or, with ``resume``, continue) a run in ``out`` and return it opened.
 
     ``stop_after`` ends training early at that step, as an interruption would, leaving a resumable run.
-    With ``resume`` the recipe is the one saved in the run; ``recipe`` may be None.
+    With ``resume`` the recipe is the one saved in the run; ``recipe`` may be None. Ctrl-C stops after the
+    step in progress, saves the run there and raises :class:`TrainingInterrupted`.
     """
     out = Path(out)
     if stop_after is not None:
@@ -251,12 +286,15 @@ def train_run(
         trainer.model.train()
         bar = progress_bar(last, trainer.step, f"train {out.name}", enabled=progress)
         try:
-            while trainer.step < last:
-                trainer.train_step()
-                bar.update(1)
-                if trainer.step in schedule:
-                    bar.set_postfix_str(recipe.task.progress(trainer.save_checkpoint()), refresh=False)
+            with interrupts_between_steps() as interrupted:
+                while trainer.step < last and not interrupted():
+                    trainer.train_step()
+                    bar.update(1)
+                    if trainer.step in schedule:
+                        bar.set_postfix_str(recipe.task.progress(trainer.save_checkpoint()), refresh=False)
         finally:
             bar.close()
         trainer.save_resume_state()
+    if trainer.step < last:
+        raise TrainingInterrupted(trainer.step, out)
     return Run.open(out)

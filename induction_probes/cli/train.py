@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe
-from induction_probes.cli.common import add_config_options, config_from_options, flag, typed_options
+from induction_probes.cli.common import PROG, add_config_options, config_from_options, flag, typed_options
 
 TRAINED = {
     "markov": (MarkovRecipe, "ICL-MC: the attention-only transformer (architecture options below)"),
@@ -30,7 +31,7 @@ def register(commands) -> None:
 
 
 def run_train(args: argparse.Namespace) -> str:
-    from circuits.train import saved_recipe, train_run
+    from circuits.train import TrainingInterrupted, saved_recipe, train_run
     from induction_probes.cli.runs import info_text
 
     recipe_class = TRAINED[args.recipe][0]
@@ -46,4 +47,9 @@ def run_train(args: argparse.Namespace) -> str:
     else:
         seeds = dict(zip(SEED_FIELDS, (args.seed, args.seed + 1, args.seed + 2))) if args.seed is not None else {}
         recipe = config_from_options(recipe_class, seeds | typed)
-    return info_text(train_run(recipe, args.out, resume=args.resume, stop_after=args.stop_after))
+    try:
+        run = train_run(recipe, args.out, resume=args.resume, stop_after=args.stop_after)
+    except TrainingInterrupted as interrupt:  # main prints this line and exits 130
+        again = shlex.join([PROG, "train", args.recipe, "--out", str(args.out), "--resume"])
+        raise KeyboardInterrupt(f"interrupted at step {interrupt.step}, which is saved: continue with {again}") from None
+    return info_text(run)

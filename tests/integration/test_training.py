@@ -237,3 +237,34 @@ def test_checkpoints_are_written_with_the_mode_of_the_json_files(tmp_path):
     modes = {path.name: path.stat().st_mode & 0o777 for path in run.path.rglob("*") if path.is_file() and path.name != "lock"}
     assert len(set(modes.values())) == 1, modes
     assert modes["config.json"] & 0o044 == 0o044  # readable by others, as files open() creates under the usual umask
+
+
+def test_ctrl_c_saves_the_step_it_reached_and_resume_finishes_byte_for_byte(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    recipe = replace(TINY, steps=300)
+    whole = train_run(recipe, tmp_path / "whole", progress=False)
+    out = tmp_path / "interrupted"
+    options = ["--k", "3", "--seq-len", "20", "--steps", "300", "--batch-size", "16", "--eval-seqs", "100",
+               "--n-checkpoints", "9", "--dropout", "0.1", "--out", str(out)]
+    command = [str(Path(sys.executable).with_name("induction-probes")), "train", "markov", *options]
+    trainer = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    deadline = time.monotonic() + 120
+    while len(json.loads((out / "manifest.json").read_text() or "[]") if (out / "manifest.json").is_file() else []) < 2:
+        assert trainer.poll() is None and time.monotonic() < deadline, trainer.communicate()
+        time.sleep(0.005)
+    trainer.send_signal(signal.SIGINT)  # in the training loop: its step-1 checkpoint is written
+    stdout, stderr = trainer.communicate(timeout=120)
+    assert trainer.returncode == 130 and "Traceback" not in stderr, stderr
+    last_line = stderr.strip().splitlines()[-1]
+    assert last_line.startswith("induction-probes: interrupted at step ") and last_line.endswith(f"{out} --resume")
+    stopped = int(last_line.split("step ")[1].split(",")[0])
+    assert 1 <= stopped < 300
+    train_run(None, out, resume=True, progress=False)
+    files = lambda root: {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()}
+    assert files(out) == files(whole.path)  # resume/ included: the state saved at the stop was exact
