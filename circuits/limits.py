@@ -18,12 +18,20 @@ MAX_HEADS = 4096  # heads in one layer
 MAX_SEQUENCES = 10**7  # sequences one command draws (baselines, probes, evaluation sets)
 MAX_STEPS = 10**9  # optimiser steps of a run
 MAX_CHECKPOINTS = 10_000  # checkpoints on a run's schedule (each is a file)
+MAX_SEED = 2**62  # torch's generators take at most 2^64 - 1; a run's seeds are S, S + 1, S + 2
 
 
 def require_at_most(name: str, value: int, limit: int) -> int:
     if value > limit:
         raise ValueError(f"{name} = {value} is above the limit of {limit:,} (circuits/limits.py)")
     return value
+
+
+def require_seed(name: str, value: object) -> int:
+    """A seed: an integer from 0 to :data:`MAX_SEED`, the same rule for every command and config."""
+    from circuits.validation import require_int
+
+    return require_at_most(name, require_int(name, value, 0), MAX_SEED)
 
 
 def require_numbers(what: str, count: int) -> int:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from circuits.clamps import CLAMP_LAYERS
 from circuits.config import Config, nested, option
 from circuits.tasks import GaussianTask, MarkovTask, TaskConfig, task_from_json
-from circuits.limits import MAX_CHECKPOINTS, MAX_LAYERS, MAX_STEPS, require_at_most, require_sequences
+from circuits.limits import MAX_CHECKPOINTS, MAX_LAYERS, MAX_STEPS, require_at_most, require_seed, require_sequences
 from circuits.validation import require_int, require_positive
 
 SCHEDULES = ("cosine", "constant")
@@ -71,7 +71,7 @@ class Recipe(Config):
         for name in ("steps", "batch_size", "eval_seqs", "n_checkpoints"):
             require_int(name, getattr(self, name), 1)
         for name in ("model_seed", "data_seed", "eval_seed"):
-            require_int(name, getattr(self, name), 0)
+            require_seed(name, getattr(self, name))
         require_positive("lr", self.lr)
         if self.lr_schedule not in SCHEDULES:
             raise ValueError(f"lr_schedule must be cosine or constant, got {self.lr_schedule!r}")
@@ -314,7 +314,7 @@ class ToyRecipe(Config):
         for name in ("steps", "n_seqs", "log_every"):
             require_int(name, getattr(self, name), 1)
         require_int("layerwise_steps", self.layerwise_steps, 0)
-        require_int("data_seed", self.data_seed, 0)
+        require_seed("data_seed", self.data_seed)
         require_at_most("steps", self.steps, MAX_STEPS)
         require_at_most("records (steps / log_every)", self.steps // self.log_every, MAX_STEPS // 1000)
         require_sequences("n_seqs", self.n_seqs, self.seq_len**2)  # the sequences, and the ALiBi weights over them

@@ -96,6 +96,9 @@ def compare_with_prop21(model, tokens: Tensor, k: int, c: float = 100.0) -> Prop
     analytic = load_construction(*prop21(k, c, model.cfg.n_ctx, model.cfg.dtype))
     _, trained_patterns = run_with_patterns(model, tokens)
     _, analytic_patterns = run_with_patterns(analytic, tokens)
+    if not all(torch.isfinite(pattern).all() for pattern in analytic_patterns):
+        raise ValueError(f"c = {c:g} is too large to compute in {model.cfg.dtype}: the construction's attention "
+                         "scores (~c^2) overflow")
     attention_tv = [
         (0.5 * (t[:, 0] - a[:, 0]).abs().sum(-1)).mean().item() for t, a in zip(trained_patterns, analytic_patterns)
     ]

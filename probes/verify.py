@@ -70,7 +70,15 @@ def construction_errors(tokens: Tensor, k: int, c: float, dtype: str = "float64"
     model = load_construction(*prop21(k, c, tokens.shape[1], dtype))
     with torch.no_grad():
         logits = model(tokens)
+    require_computable(c, logits)
     return logits, (logits.double() - prop21_limit(tokens, k)).abs()
+
+
+def require_computable(c: float, values: Tensor) -> None:
+    """Refuse a scale whose construction overflows (its scores grow as c²): its numbers cannot be
+    computed, and printing them as NaN would look like a result."""
+    if not torch.isfinite(values).all():
+        raise ValueError(f"c = {c:g} is too large to compute: the construction's attention scores (~c^2) overflow")
 
 
 def self_key_prediction(tokens: Tensor) -> float:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from circuits.config import Config, option
-from circuits.limits import require_numbers, require_power, require_sequences
+from circuits.limits import require_numbers, require_power, require_seed, require_sequences
 from circuits.validation import require_int, require_positive
 
 if TYPE_CHECKING:
@@ -195,7 +195,7 @@ class MarkovTask(TaskConfig):
         from circuits.tasks.markov import MarkovEvalSet
 
         require_int("n_seqs", n_seqs, 1)
-        require_int("seed", seed, 0)
+        require_seed("seed", seed)
         require_sequences("n_seqs", n_seqs, self.numbers_per_sequence())
         return MarkovEvalSet.from_sample(self.eval_task().stream(seed, purpose="eval").take(n_seqs), self.alpha)
 
@@ -285,7 +285,7 @@ class GaussianTask(TaskConfig):
         from circuits.tasks.gaussian import GaussianEvalSet
 
         require_int("n_seqs", n_seqs, 1)
-        require_int("seed", seed, 0)
+        require_seed("seed", seed)
         require_sequences("n_seqs", n_seqs, self.numbers_per_sequence())
         x = self.sample(n_seqs, torch.Generator().manual_seed(seed))
         return GaussianEvalSet(x=x, targets=self.target_of(x))

@@ -29,7 +29,7 @@ from circuits.metrics import kl_divergence, token_cross_entropy
 from circuits.tasks import MarkovTask
 from circuits.tasks.draws import sample_categorical
 from circuits.tasks.priors import draw_table
-from circuits.limits import MAX_SEQUENCES, require_at_most, require_sequences
+from circuits.limits import MAX_SEQUENCES, require_at_most, require_seed, require_sequences
 from circuits.validation import require_int, require_positive
 
 STRATEGY_ORDERS = {"unigram": 1, "bigram": 2, "trigram": 3}
@@ -71,15 +71,35 @@ def lift_transitions(table: Float[Tensor, "batch contexts k"], k: int) -> Float[
 def stationary_distribution(transitions: Float[Tensor, "batch s s"]) -> Float[Tensor, "batch s"]:
     """π with π P = π and Σ π = 1, by a linear solve (exact for an irreducible chain).
 
-    Solves (Pᵀ − I) π = 0 with the last equation replaced by Σ π = 1.
+    Solves (Pᵀ − I) π = 0 with the last equation replaced by Σ π = 1. A chain with a small Dirichlet α
+    can draw rows with exact zeros and so be reducible, with no unique π: the system is then singular,
+    and such chains get the stationary distribution that a uniform start settles into
+    (:func:`stationary_from_uniform_start`).
     """
     batch, n_states, _ = transitions.shape
     system = transitions.double().transpose(-1, -2) - torch.eye(n_states, dtype=torch.float64)
     system[:, -1, :] = 1.0
     rhs = torch.zeros(batch, n_states, 1, dtype=torch.float64)
     rhs[:, -1] = 1.0
-    pi = torch.linalg.solve(system, rhs).squeeze(-1).clamp_min(0.0)
+    pi, info = torch.linalg.solve_ex(system, rhs)
+    pi = pi.squeeze(-1)
+    unsolved = (info != 0) | ~torch.isfinite(pi).all(-1)
+    if unsolved.any():
+        pi[unsolved] = stationary_from_uniform_start(transitions[unsolved].double())
+    pi = pi.clamp_min(0.0)
     return pi / pi.sum(-1, keepdim=True)
+
+
+def stationary_from_uniform_start(transitions: Float[Tensor, "batch s s"], squarings: int = 64) -> Float[Tensor, "batch s"]:
+    """The limit of a uniform start under the lazy chain (P + I) / 2, which has P's stationary
+    distributions and no period: P_lazy^(2^64) by repeated squaring, applied to the uniform vector.
+    Defined for every chain, reducible or not; for an irreducible one it is the unique π."""
+    n_states = transitions.shape[-1]
+    power = (transitions + torch.eye(n_states, dtype=transitions.dtype)) / 2
+    for _ in range(squarings):
+        power = power @ power
+        power = power / power.sum(-1, keepdim=True)  # rows stay distributions despite rounding
+    return torch.full((n_states,), 1.0 / n_states, dtype=transitions.dtype) @ power
 
 
 @dataclass(frozen=True)
@@ -366,7 +386,7 @@ def strategy_baselines(task: MarkovTask, *, n_seqs: int = 20_000, seed: int = 0,
     Works in chunks of ``chunk`` sequences so memory stays flat; the same seed gives the same numbers.
     """
     require_int("n_seqs", n_seqs, 1)
-    require_int("seed", seed, 0)
+    require_seed("seed", seed)
     require_at_most("n_seqs", n_seqs, MAX_SEQUENCES)  # drawn ``chunk`` at a time
     stream = task.eval_task().stream(seed, purpose="eval")
     kl_sums: dict[str, float] = {}

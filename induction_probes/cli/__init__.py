@@ -34,28 +34,62 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         args = build_parser().parse_args(argv)
+        refuse_undecodable(args)
     except UsageError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
-    import torch
-
-    # These models are tiny: on the 2-core machine one thread beat two (bench/bench_model.py).
-    torch.set_num_threads(1)
     try:
+        import torch
+
+        # These models are tiny: on the 2-core machine one thread beat two (bench/bench_model.py).
+        torch.set_num_threads(1)
         print(args.handler(args), flush=True)
     except BrokenPipeError:  # the reader went away (| head): nothing left to say, and no traceback
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        silence_stdout()
         return 1
     except ValueError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 2
+        return fail(error, 2)
     except (FloatingPointError, CommandFailed) as error:  # a diverged run, failed sweep cells: not bad input
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 1
+        return fail(error, 1)
+    except MemoryError:
+        return fail("not enough memory for this command (try smaller sizes)", 1)
+    except OSError as error:  # a full disk, a read-only place, a file where a directory should be
+        if error.filename is None:  # stdout on a full device: the exit must not try to flush it again
+            silence_stdout()
+        where = f": {error.filename}" if error.filename else ""
+        return fail(f"{error.strerror or error}{where}", 1)
+    except RuntimeError as error:
+        if "can't allocate memory" not in str(error):  # torch's CPU allocator says so in a RuntimeError
+            raise
+        return fail("not enough memory for this command (try smaller sizes)", 1)
     except KeyboardInterrupt as interrupt:
         print(f"{PROG}: {interrupt.args[0] if interrupt.args else 'interrupted'}", file=sys.stderr)
         return 130
     return 0
+
+
+def fail(error: object, status: int) -> int:
+    print(f"{PROG}: error: {error}", file=sys.stderr)
+    return status
+
+
+def silence_stdout() -> None:
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError:  # not a real file (inside a test): nothing will flush it at exit
+        pass
+
+
+def refuse_undecodable(args) -> None:
+    """Every text and path argument must be UTF-8: a run written under a name that is not could never be
+    named again in a config, a JSON answer or a table, so it is refused before anything is done."""
+    for name, value in vars(args).items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, (str, os.PathLike)):
+                try:
+                    os.fspath(item).encode("utf-8")
+                except UnicodeEncodeError:
+                    raise UsageError(f"argument {name}: {os.fspath(item)!r} is not UTF-8 text") from None
 
 
 if __name__ == "__main__":

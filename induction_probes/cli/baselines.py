@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from circuits.tasks import MarkovTask
-from induction_probes.cli.common import add_config_options, add_output_options, config_from_options, format_table, json_text, typed_options
+from induction_probes.cli.common import seed, add_config_options, add_output_options, config_from_options, format_table, json_text, typed_options
 
 
 def register(commands) -> None:
@@ -14,7 +14,7 @@ def register(commands) -> None:
     markov = tasks.add_parser("markov", help="ICL-MC: last-token KL and mean CE of each strategy")
     add_config_options(markov, MarkovTask)
     markov.add_argument("--n-seqs", type=int, default=20_000, help="sequences to average over (default 20000)")
-    markov.add_argument("--seed", type=int, default=0, help="seed of the sampled chains (default 0)")
+    markov.add_argument("--seed", type=seed, default=0, help="seed of the sampled chains (default 0)")
     add_output_options(markov, plot=False)
     markov.set_defaults(handler=run_baselines)
 

@@ -27,6 +27,17 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def seed(text: str) -> int:
+    """The type of every --seed: an integer from 0 to circuits/limits.py's MAX_SEED, checked while parsing."""
+    from circuits.limits import require_seed
+
+    try:
+        return require_seed("a seed", int(text))
+    except ValueError as error:
+        message = str(error) if text.strip().lstrip("+-").isdigit() else f"a seed must be an integer, got {text!r}"
+        raise argparse.ArgumentTypeError(message) from None
+
+
 def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -105,7 +116,7 @@ def add_output_options(parser: argparse.ArgumentParser, plot: bool = True) -> No
 def add_probe_set_options(parser: argparse.ArgumentParser) -> None:
     """Fresh sequences of the run's task, a seed apart from its training and evaluation."""
     parser.add_argument("--n-seqs", type=int, default=1000, help="fresh sequences to probe on (default 1000)")
-    parser.add_argument("--seed", type=int, default=12345, help="seed of those sequences (default 12345)")
+    parser.add_argument("--seed", type=seed, default=12345, help="seed of those sequences (default 12345)")
     add_output_options(parser)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.cli.common import add_output_options, figure_lines, format_table, json_text, provenance, spread_steps
+from induction_probes.cli.common import seed, add_output_options, figure_lines, format_table, json_text, provenance, spread_steps
 
 
 def register(commands) -> None:
@@ -15,7 +15,7 @@ def register(commands) -> None:
     prop21.add_argument("--c", type=float, default=100.0, help="the construction's scale (> 0, default 100)")
     prop21.add_argument("--seq-len", type=int, default=100, help="tokens per sequence (default 100)")
     prop21.add_argument("--n-seqs", type=int, default=500, help="ICL-MC sequences (default 500)")
-    prop21.add_argument("--seed", type=int, default=0, help="seed of those sequences")
+    prop21.add_argument("--seed", type=seed, default=0, help="seed of those sequences")
     prop21.add_argument("--against", help="compare a trained run (directory or shipped name) with the construction")
     prop21.add_argument("--step", type=int, help="with --against: checkpoint step (default: the last)")
     prop21.add_argument("--all-steps", action="store_true", help="with --against: spread-out steps of the run")
@@ -40,7 +40,7 @@ def register(commands) -> None:
 
 def add_fresh_sequence_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-seqs", type=int, default=1000, help="fresh sequences (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of those sequences")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of those sequences")
     add_output_options(parser, plot=False)
 
 

@@ -39,3 +39,57 @@ def test_sizes_above_the_limits_are_refused_before_anything_is_written(argv, tmp
     writes = ["--out", str(out)] if argv[0] in ("train", "toy") else []
     assert "(circuits/limits.py)" in refused([*argv, *writes], capsys)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["baselines", "markov", "--k", "3"],
+    ["train", "markov", "--k", "3", "--out", "unused"],
+    ["probe", "markov-k3"],
+    ["ablate", "markov-k3"],
+    ["verify", "prop21", "--k", "3"],
+    ["verify", "wang-ih2"],
+    ["verify", "wang-ihn", "--n", "3"],
+])
+@pytest.mark.parametrize("value", ["-1", "1e3", str(2**64)])
+def test_every_command_that_takes_a_seed_refuses_the_same_seeds(argv, value, capsys):
+    assert "argument --seed: a seed" in refused([*argv, "--seed", value], capsys)
+
+
+def test_a_path_that_is_not_utf8_is_refused_before_training(tmp_path, capsys):
+    out = tmp_path / "run\udcff"  # what Python makes of the byte 0xff in a command-line argument
+    assert "is not UTF-8 text" in refused(["train", "markov", "--k", "3", "--out", str(out)], capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [["verify", "wang-ihn", "--n", "3", "--heads", ""], [*TRAIN, "--heads", "", "--out", "x"]])
+def test_empty_heads_are_refused(argv, capsys):
+    refused(argv, capsys)
+
+
+@pytest.mark.parametrize("c", ["1e155", "inf"])
+def test_a_scale_that_cannot_be_computed_is_refused_not_printed_as_nan(c, capsys):
+    message = refused(["verify", "prop21", "--k", "3", "--c", c, "--n-seqs", "10"], capsys)
+    assert "too large to compute" in message or "finite number" in message
+    assert "too large to compute" in refused(["verify", "prop21", "--against", "markov-k3", "--c", "1e100", "--n-seqs", "10"], capsys)
+
+
+def test_a_small_alpha_computes_its_baselines(capsys):
+    assert main(["baselines", "markov", "--k", "3", "--alpha", "0.03", "--seq-len", "20", "--n-seqs", "4000"]) == 0
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()[3:]}
+    assert float(rows["bigram"][0]) < float(rows["unigram"][0]) < float(rows["uniform"][0])  # finite and ordered
+
+
+def test_an_unwritable_place_or_a_full_stdout_is_one_line_with_status_1(tmp_path, capsys):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    afile = tmp_path / "a-file"
+    afile.write_text("")
+    assert main([*TRAIN, "--steps", "2", "--out", str(afile / "run")]) == 1
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "Not a directory" in err
+    command = [str(Path(sys.executable).with_name("induction-probes")), "baselines", "markov", "--k", "2", "--n-seqs", "10"]
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert result.returncode == 1 and result.stderr == "induction-probes: error: No space left on device\n"

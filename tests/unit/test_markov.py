@@ -200,3 +200,17 @@ def test_bad_transitions_are_refused():
         sample_markov(2, 3, 5, transitions=CHAIN[None], generator=generator())
     with pytest.raises(ValueError, match="probability distribution"):
         sample_markov(1, 3, 5, transitions=2 * CHAIN[None], generator=generator())
+
+
+def test_a_reducible_chain_gets_the_stationary_distribution_a_uniform_start_settles_into():
+    from circuits.tasks.markov import stationary_distribution
+
+    chains = torch.tensor([
+        [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.0, 0.0, 1.0]],  # 0 and 2 absorb; 1 drains into 0: singular
+        [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]],  # a cycle: irreducible, periodic
+        [[0.9, 0.1, 0.0], [0.2, 0.7, 0.1], [0.3, 0.3, 0.4]],  # irreducible: the unique solution
+    ], dtype=torch.float64)
+    pi = stationary_distribution(chains)
+    assert torch.allclose(pi[0], torch.tensor([2 / 3, 0.0, 1 / 3], dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(pi[1], torch.full((3,), 1 / 3, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(pi[2] @ chains[2], pi[2], atol=1e-12) and torch.isclose(pi[2].sum(), torch.tensor(1.0, dtype=torch.float64))
