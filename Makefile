@@ -9,11 +9,11 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test bench shipped experiments
 
 $(STAMP): pyproject.toml
-	@echo "setting up $(VENV): torch 2.13.0 (CPU), then this project with its test and Ray extras (a few minutes, once)"
+	@echo "setting up $(VENV): torch 2.13.0 (CPU), then this project with its test, Ray and devinterp extras (a few minutes, once)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
-	@echo "torch installed; installing induction-probes, transformer-lens, Ray and the test tools"
-	$(BIN)/pip install --quiet -e '.[test,ray]'
+	@echo "torch installed; installing induction-probes, transformer-lens, Ray, devinterp and the test tools"
+	$(BIN)/pip install --quiet -e '.[test,ray,llc]'
 	touch $(STAMP)
 	@echo "$(VENV) is ready"
 

@@ -92,6 +92,11 @@ class TransformerLensInterface(FactoredCircuits):
         earlier = torch.arange(n_layers)[:, None] < torch.arange(n_layers)[None, :]
         return scores * earlier[:, None, :, None]
 
+    def to(self, *args, print_details: bool = True, **kwargs):
+        """``nn.Module.to``, accepting TransformerLens's ``print_details`` (tools such as devinterp pass it
+        to any model they recognise as TransformerLens's); there is nothing to print here."""
+        return super().to(*args, **kwargs)
+
     # --- switches for hooks that fire only on request, and the check that a hook can fire -------------
 
     def set_use_attn_result(self, use: bool) -> None:

@@ -390,3 +390,33 @@ def plot_progress_measures(progress: list, metrics: list[dict], thresholds: dict
     bottom.set_xlabel("training sequences seen (log scale)")
     top.set_title(f"{title}: the circuit's pieces from the weights, against the strategy phases")
     return save(fig, path)
+
+
+def plot_llc(estimates: list, metrics: list[dict], sequences: list[int], construction, title: str, path: Path) -> Path:
+    """Above: KL(strategy ‖ model) over training, shaded by the closest strategy. Below: the LLC estimate at
+    the sampled checkpoints (bars: standard deviation over chains), the construction's as a dashed line.
+    Shared log x-axis of sequences seen; step 0 (no sequences yet) is drawn at the first checkpoint's x."""
+    sns.set_theme(style="ticks")
+    kept = [m for m in metrics if m["sequences_seen"] > 0]
+    x = [m["sequences_seen"] for m in kept]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+    for ax in (top, bottom):
+        shade_closest_strategy(ax, x, kept)
+    for name in ("uniform", "unigram", "bigram"):
+        top.plot(x, [m["last_token_kl"][name] for m in kept], color=strategy_colour(name), lw=2, label=f"to {name}")
+    top.plot(x, [m["last_token_kl"]["true"] for m in kept], color="black", lw=1.5, ls="--", label="KL(true ‖ model)")
+    top.set_yscale("log")
+    top.set_ylabel("KL(· ‖ model), last token")
+    top.legend(loc="center left", fontsize=8)
+    at = [max(n, x[0]) for n in sequences]
+    bottom.errorbar(at, [e.llc for e in estimates], yerr=[e.llc_std for e in estimates], color="black", marker="o",
+                    capsize=3, lw=1.5, label="LLC (± sd over chains)")
+    bottom.axhline(construction.llc, color="tab:purple", ls="--", lw=1.5, label=f"Prop. 2.1 construction ({construction.llc:.1f})")
+    bottom.axhline(0, color="grey", lw=0.8)
+    bottom.set_ylabel("local learning coefficient")
+    bottom.set_xscale("log")
+    bottom.set_xlabel("training sequences seen (log scale; step 0 drawn at the first checkpoint)")
+    phase_key(bottom, kept, loc="lower right")
+    bottom.legend(loc="upper left", fontsize=8)
+    top.set_title(f"{title}: the learning coefficient against the strategy phases")
+    return save(fig, path)

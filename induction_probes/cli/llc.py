@@ -1,0 +1,101 @@
+"""``induction-probes llc``: the local learning coefficient of a run's checkpoints, by devinterp's SGLD
+sampler, beside the strategy phases; the model at initialisation (step 0) and, for ICL-MC runs,
+Proposition 2.1's construction are estimated with the same settings as reference points."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from induction_probes.cli.common import add_probe_set_options, add_run_argument, figure_lines, format_table, json_text, provenance
+
+
+def register(commands) -> None:
+    llc = commands.add_parser("llc", help="the local learning coefficient over training (devinterp's SGLD estimator)")
+    add_run_argument(llc)
+    llc.add_argument("--checkpoints", type=int, default=12,
+                     help="checkpoints to estimate, spread evenly in log(sequences seen), step 0 included (default 12)")
+    llc.add_argument("--lr", type=float, default=1e-4, help="SGLD step size (default 1e-4)")
+    llc.add_argument("--localization", type=float, default=100.0, help="SGLD pull towards the checkpoint, gamma (default 100)")
+    llc.add_argument("--n-beta", type=float, help="inverse temperature n*beta (default batch / ln batch)")
+    llc.add_argument("--chains", type=int, default=4, help="SGLD chains (default 4)")
+    llc.add_argument("--draws", type=int, default=200, help="draws per chain (default 200)")
+    llc.add_argument("--batch-size", type=int, default=64, help="sequences per SGLD step (default 64)")
+    add_probe_set_options(llc)
+    llc.set_defaults(handler=run_llc, n_seqs=4096)
+
+
+def log_spread(steps: list[int], sequences: list[int], count: int) -> list[int]:
+    """Step 0 and about ``count − 1`` steps evenly spread in log(sequences seen) over the rest."""
+    if count < 1:
+        raise ValueError(f"--checkpoints must be at least 1, got {count}")
+    later = [(s, math.log(n)) for s, n in zip(steps, sequences) if n > 0]
+    n = count - 1
+    if not later or n == 0:
+        return [steps[0]]
+    low, high = later[0][1], later[-1][1]
+    targets = [low + (high - low) * i / (n - 1) for i in range(n)] if n > 1 else [high]
+    return sorted({steps[0]} | {min(later, key=lambda pair: abs(pair[1] - t))[0] for t in targets})
+
+
+def run_llc(args: argparse.Namespace) -> str:
+    from circuits.checkpoint import Run
+    from probes.llc import SamplerSettings, estimate_llc
+
+    settings = SamplerSettings(lr=args.lr, localization=args.localization, n_beta=args.n_beta, chains=args.chains,
+                               draws=args.draws, batch_size=args.batch_size, seed=args.seed)
+    run = Run.open(args.run)
+    if run.task.name != "markov":
+        raise ValueError(f"run {run.path.name} is not an ICL-MC run: the llc command samples a next-token loss")
+    steps = log_spread(run.steps, [run.entry(s)["sequences_seen"] for s in run.steps], args.checkpoints)
+    tokens = run.task.eval_set(args.n_seqs, args.seed).inputs
+    estimates = [estimate_llc(run.load(step=step), tokens, settings, step) for step in steps]
+    construction = construction_estimate(run, tokens, settings)
+    figures = plot(run, estimates, construction, args.plot) if args.plot else []
+    if args.json:
+        return json_text(provenance(run, steps, args.n_seqs, args.seed) | {
+            "settings": settings.to_json(), "checkpoints": [e.to_json() for e in estimates],
+            "construction": construction.to_json()})
+    return text(run, settings, estimates, construction) + "".join("\n" + line for line in figure_lines(figures))
+
+
+def construction_estimate(run, tokens, settings):
+    """Proposition 2.1 (c = 100) on the same sequences with the same settings: a reference point."""
+    from circuits.constructions import load_construction, prop21
+    from probes.llc import estimate_llc
+
+    model = load_construction(*prop21(run.task.k, 100.0, run.task.seq_len, "float32"))
+    return estimate_llc(model, tokens, settings)
+
+
+def text(run, settings, estimates, construction) -> str:
+    metrics = {m["step"]: m for m in run.metrics()}
+    rows = [[e.step, metrics[e.step]["sequences_seen"], closest(metrics[e.step]), e.llc, e.llc_std, e.loss_rise,
+             "-" if e.drift is None else e.drift] for e in estimates]
+    rows.append(["Prop. 2.1", "-", "-", construction.llc, construction.llc_std, construction.loss_rise,
+                 "-" if construction.drift is None else construction.drift])
+    s = settings.to_json()
+    lines = [
+        f"run {run.path.name}: local learning coefficient by devinterp's SGLD (lr {s['lr']:g}, localization "
+        f"{s['localization']:g}, n*beta {s['n_beta']:.2f}, {s['chains']} chains x {s['draws']} draws, batch {s['batch_size']})",
+        format_table(["step", "sequences", "closest", "LLC", "std over chains", "loss rise", "drift / rise"], rows),
+        "loss rise: mean sampled loss minus the checkpoint's (must be > 0); drift: last quarter of draws minus the "
+        "third, as a share of the rise (near 0: the chains have settled)",
+    ]
+    return "\n".join(lines)
+
+
+def closest(metrics: dict) -> str:
+    from circuits.tasks.markov import closest_strategy
+
+    return closest_strategy(metrics["last_token_kl"])
+
+
+def plot(run, estimates, construction, directory: Path) -> list[Path]:
+    from probes.plots import plot_llc
+
+    metrics = {m["step"]: m for m in run.metrics()}
+    name = run.path.name
+    return [plot_llc(estimates, run.metrics(), [metrics[e.step]["sequences_seen"] for e in estimates], construction,
+                     name, directory / f"{name}_llc.png")]
