@@ -27,6 +27,14 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def path(text: str) -> Path:
+    """The type of every path argument: an empty one names no place (``Path("")`` would be the current
+    directory, where a run or figures would land unasked)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no place")
+    return Path(text)
+
+
 def seed(text: str) -> int:
     """The type of every --seed: an integer from 0 to circuits/limits.py's MAX_SEED, checked while parsing."""
     from circuits.limits import require_seed
@@ -110,7 +118,7 @@ def add_run_argument(parser: argparse.ArgumentParser) -> None:
 def add_output_options(parser: argparse.ArgumentParser, plot: bool = True) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     if plot:
-        parser.add_argument("--plot", type=Path, metavar="DIR", help="write figures (PNG) into DIR")
+        parser.add_argument("--plot", type=path, metavar="DIR", help="write figures (PNG) into DIR")
 
 
 def add_probe_set_options(parser: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from circuits.recipes import ToyRecipe
-from induction_probes.cli.common import add_config_options, add_output_options, config_from_options, figure_lines, flag, format_table, json_text, typed_options
+from induction_probes.cli.common import path, add_config_options, add_output_options, config_from_options, figure_lines, flag, format_table, json_text, typed_options
 
 
 def register(commands) -> None:
@@ -19,7 +19,7 @@ def register(commands) -> None:
     toy.add_argument("--sweep", action="store_true",
                      help="plateau length over L in {10,20,40} x sigma in {1e-2,1e-3,1e-4} (--seq-len and --sigma "
                           "are the grid's; the sweep's own defaults: --steps 6000, --n-seqs 2048)")
-    toy.add_argument("--out", type=Path, help="write the run directory (one per cell with --sweep) here")
+    toy.add_argument("--out", type=path, help="write the run directory (one per cell with --sweep) here")
     add_output_options(toy)
     toy.set_defaults(handler=run_toy)
 
@@ -27,7 +27,7 @@ def register(commands) -> None:
     experiments = experiment.add_subparsers(dest="experiment", required=True, parser_class=type(experiment))
     ih4 = experiments.add_parser("ih4", help="IH_4: one head or D = 2d fails, enough heads and D = n·d succeed")
     ih4.add_argument("--steps", type=int, default=10_000, help="Adam steps per model (default 10000, ~8 min in all)")
-    ih4.add_argument("--out", type=Path, help="write the three run directories here")
+    ih4.add_argument("--out", type=path, help="write the three run directories here")
     add_output_options(ih4)
     ih4.set_defaults(handler=run_experiment_ih4)
 

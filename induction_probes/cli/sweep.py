@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from induction_probes.cli.common import CommandFailed, add_output_options, format_table, json_text
+from induction_probes.cli.common import path, CommandFailed, add_output_options, format_table, json_text
 
 
 class SomeCellsFailed(CommandFailed):
@@ -19,8 +18,8 @@ def register(commands) -> None:
         description="Train every cell of a spec into DIR/<condition>/seed-<S>; rerun the same command to "
         "continue an interrupted sweep (finished cells are skipped, interrupted ones resumed).",
     )
-    sweep.add_argument("spec", type=Path, help="experiment spec (TOML; see the README)")
-    sweep.add_argument("--out", type=Path, required=True, help="sweep directory (new, empty, or this spec's)")
+    sweep.add_argument("spec", type=path, help="experiment spec (TOML; see the README)")
+    sweep.add_argument("--out", type=path, required=True, help="sweep directory (new, empty, or this spec's)")
     sweep.add_argument("--workers", type=int, default=1, help="cells trained at once (default 1)")
     sweep.add_argument("--backend", choices=("local", "ray"), default="local",
                        help="local process pool (default) or Ray")
@@ -29,7 +28,7 @@ def register(commands) -> None:
     sweep.set_defaults(handler=run_sweep_command)
 
     summarize = commands.add_parser("summarize", help="mean and 95%% intervals over seeds of a sweep's runs")
-    summarize.add_argument("sweep_dir", type=Path, metavar="DIR", help="a sweep directory")
+    summarize.add_argument("sweep_dir", type=path, metavar="DIR", help="a sweep directory")
     summarize.add_argument("--count", metavar="PRIOR", help="x-axis: training sequences of this prior only "
                            "(e.g. doubly-stochastic, as Edelman et al.'s mixture figure counts them; default: the spec's count)")
     summarize.add_argument("--probe-seqs", type=int, default=500,

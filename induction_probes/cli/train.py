@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from pathlib import Path
 
 from circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe
-from induction_probes.cli.common import seed, PROG, add_config_options, config_from_options, flag, typed_options
+from induction_probes.cli.common import path, seed, PROG, add_config_options, config_from_options, flag, typed_options
 
 TRAINED = {
     "markov": (MarkovRecipe, "ICL-MC: the attention-only transformer (architecture options below)"),
@@ -23,7 +22,7 @@ def register(commands) -> None:
     for name, (recipe_class, help_text) in TRAINED.items():
         parser = recipes.add_parser(name, help=help_text, description=(recipe_class.__doc__ or "").split("\n\n")[0])
         add_config_options(parser, recipe_class)
-        parser.add_argument("--out", type=Path, required=True, help="run directory to create (or continue)")
+        parser.add_argument("--out", type=path, required=True, help="run directory to create (or continue)")
         parser.add_argument("--seed", type=seed, help="sets the model, data and eval seeds to S, S+1, S+2")
         parser.add_argument("--resume", action="store_true", help="continue the run in --out (no other option needed)")
         parser.add_argument("--stop-after", type=int, help="stop at this step; continue later with --resume")

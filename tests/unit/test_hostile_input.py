@@ -93,3 +93,10 @@ def test_an_unwritable_place_or_a_full_stdout_is_one_line_with_status_1(tmp_path
     with open("/dev/full", "w") as full:
         result = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
     assert result.returncode == 1 and result.stderr == "induction-probes: error: No space left on device\n"
+
+
+@pytest.mark.parametrize("argv", [[*TRAIN, "--out", ""], ["report", "markov-k3", "--plot", ""], ["toy", "--out", ""]])
+def test_an_empty_path_is_refused_not_taken_for_the_current_directory(argv, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert "an empty path names no place" in refused(argv, capsys)
+    assert list(tmp_path.iterdir()) == []
