@@ -69,21 +69,16 @@ def lift_transitions(table: Float[Tensor, "batch contexts k"], k: int) -> Float[
 
 
 def stationary_distribution(transitions: Float[Tensor, "batch s s"]) -> Float[Tensor, "batch s"]:
-    """π with π P = π and Σ π = 1, by a linear solve (exact for an irreducible chain).
-
-    Solves (Pᵀ − I) π = 0 with the last equation replaced by Σ π = 1. A chain with a small Dirichlet α
-    can draw rows with exact zeros and so be reducible, with no unique π: the system is then singular,
-    and such chains get the stationary distribution that a uniform start settles into
-    (:func:`stationary_from_uniform_start`).
-    """
+    """π with π P = π and Σ π = 1: (Pᵀ − I) π = 0 with the last equation replaced by Σ π = 1, exact for an
+    irreducible chain. A small Dirichlet α draws exact zeros, so reducible chains with no unique π and a
+    singular system: those get the π a uniform start settles into (:func:`stationary_from_uniform_start`)."""
     batch, n_states, _ = transitions.shape
     system = transitions.double().transpose(-1, -2) - torch.eye(n_states, dtype=torch.float64)
     system[:, -1, :] = 1.0
-    rhs = torch.zeros(batch, n_states, 1, dtype=torch.float64)
-    rhs[:, -1] = 1.0
-    pi, info = torch.linalg.solve_ex(system, rhs)
-    pi = pi.squeeze(-1)
-    unsolved = (info != 0) | ~torch.isfinite(pi).all(-1)
+    rhs = torch.zeros(batch, n_states, 1, dtype=torch.float64).index_fill_(1, torch.tensor([n_states - 1]), 1.0)
+    solution = torch.linalg.solve_ex(system, rhs)
+    pi = solution.result.squeeze(-1)
+    unsolved = (solution.info != 0) | ~torch.isfinite(pi).all(-1)
     if unsolved.any():
         pi[unsolved] = stationary_from_uniform_start(transitions[unsolved].double())
     pi = pi.clamp_min(0.0)
