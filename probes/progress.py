@@ -64,8 +64,8 @@ def calibration(k: int, n_ctx: int, d_model: int) -> dict[str, Measure]:
     """Chance and construction values of the measures that have a threshold (Q and V composition do not:
     the construction does not use them, its value there is 0, the same as a model that ignores layer 0).
 
-    Chance: a uniform softmax over the i + 1 keys of position i, averaged over i = 1..n_ctx−1; 1/k for a match or an argmax among k tokens; 0 for
-    the copying score (eigenvalues of a random matrix are as often negative as positive); 1/√d_model for
+    Chance: a uniform softmax over the i + 1 keys of position i, averaged over i = 1..n_ctx−1; 1/k for a
+    match or an argmax among k tokens; 0 for the copying score (eigenvalues of a random matrix are as often negative as positive); 1/√d_model for
     a composition score (independent random matrices: E‖AB‖² = ‖A‖²‖B‖²/d when B is rotation-invariant).
     Construction (Proposition 2.1 at c = 100): the measure's ideal value 1, except K composition:
     layer 0's OV maps the token block onto the previous-token block, layer 1's QKᵀ maps it back, both
@@ -116,13 +116,9 @@ def unmeasurable_reason(model) -> str | None:
 def head_outputs(attn, normed: Tensor) -> Tensor:
     """[head, rows, d_model]: what each head writes when it attends wholly to positions with input ``normed``."""
     out = torch.einsum("xd,hde,hem->hxm", normed, attn.W_V, attn.W_O)
-    if model_has_bias(attn):
+    if attn.cfg.use_bias:
         out = out + torch.einsum("he,hem->hm", attn.b_V, attn.W_O)[:, None]
     return out
-
-
-def model_has_bias(attn) -> bool:
-    return attn.cfg.use_bias
 
 
 def layer1_residuals(model) -> Tensor:
@@ -131,7 +127,7 @@ def layer1_residuals(model) -> Tensor:
     W_E = model.W_E.detach()
     block0 = model.blocks[0]
     copied = head_outputs(block0.attn, block0.ln1(W_E)).sum(0)  # [y, d_model]
-    if model_has_bias(block0.attn):
+    if block0.attn.cfg.use_bias:
         copied = copied + block0.attn.b_O
     return W_E[:, None, :] + copied[None, :, :]
 
@@ -139,7 +135,7 @@ def layer1_residuals(model) -> Tensor:
 def project(block, residual: Tensor, weight: Tensor, bias: str) -> Tensor:
     """[head, ..., d_head]: ln1 (as the model applies it) then one projection of every head."""
     out = torch.einsum("...d,hde->h...e", block.ln1(residual), weight)
-    if model_has_bias(block.attn):
+    if block.attn.cfg.use_bias:
         out = out + getattr(block.attn, bias).reshape(out.shape[0], *[1] * (out.dim() - 2), -1)
     return out
 

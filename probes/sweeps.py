@@ -73,7 +73,7 @@ def run_x(run: Run, count: str | None) -> list[float]:
 
 def final_probes(run: Run, n_seqs: int) -> dict:
     """Previous-token and bigram-matching scores of every head at the final checkpoint, and the distance at
-    which layer 0's positional profile peaks (for relative positions)."""
+    which each layer-0 head's positional profile peaks and its mass there (for relative positions)."""
     model = run.load()
     tokens = run.task.eval_set(n_seqs, PROBE_SEED).inputs
     _, patterns = run_with_patterns(model, tokens)
@@ -81,8 +81,10 @@ def final_probes(run: Run, n_seqs: int) -> dict:
         "previous_token": [previous_token_score(p).tolist() for p in patterns],
         "bigram_matching": [bigram_matching_score(p, tokens)[0].tolist() for p in patterns],
     }
-    if getattr(model.blocks[0].attn, "W_rel", None) is not None:
-        probes["positional_peaks_layer0"] = positional_profiles(model, tokens, 0).argmax(-1).tolist()
+    if getattr(model.blocks[0].attn, "W_rel", None) is not None:  # with the mass there: a flat profile has a peak too
+        profiles = positional_profiles(model, tokens, 0)
+        probes["positional_peaks_layer0"] = profiles.argmax(-1).tolist()
+        probes["positional_peak_mass_layer0"] = profiles.max(-1).values.tolist()
     return probes
 
 
