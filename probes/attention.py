@@ -127,6 +127,17 @@ def bigram_matching_scores(
     )
 
 
+def chance_scores(tokens: Int[Tensor, "batch pos"]) -> dict[str, float]:
+    """The scores of attention spread evenly over the keys j ≤ i, on ``tokens``: the level a head reaches
+    without looking at content or position (what a trained head's score is measured against)."""
+    n_pos = tokens.shape[1]
+    uniform = torch.tril(torch.ones(n_pos, n_pos, dtype=torch.float64))
+    uniform = (uniform / uniform.sum(-1, keepdim=True))[None, None]  # [1, 1, q, k]
+    mass, ideal, _ = bigram_matching_score(uniform.expand(tokens.shape[0], 1, n_pos, n_pos), tokens)
+    return {"previous_token": previous_token_score(uniform).item(), "bigram_matching": mass.item(),
+            "bigram_matching_ideal": ideal.item()}
+
+
 def positional_profile(q: Float[Tensor, "batch pos head d_head"], W_rel: Float[Tensor, "head distance d_head"]) -> Float[Tensor, "head distance"]:
     """Effective positional encoding of a relative-position head: softmax over distance d of
     q·r_d / sqrt(d_head), averaged over every query in ``q`` (Edelman et al.'s profile, but with the

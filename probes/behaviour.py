@@ -3,6 +3,7 @@ closest strategy, and the phases of a run (read from its ``metrics.jsonl`` at no
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -38,6 +39,28 @@ def strategy_phases(metrics: list[dict]) -> list[Phase]:
         else:
             phases.append(Phase(strategy, step, step, seen, seen))
     return phases
+
+
+def plateau_step(phases: list[Phase], steps: list[int]) -> int:
+    """The step of ``steps`` nearest the middle of the plateau: the phase the model leaves at its last
+    transition (the only phase when there was none). There the circuit is half built, so a figure of
+    step 0, this step and the last shows it forming, where a middle index can land after the transition."""
+    plateau = phases[-2] if len(phases) > 1 else phases[0]
+    middle = (plateau.first_step + plateau.last_step) / 2
+    return min(steps, key=lambda step: abs(step - middle))
+
+
+def illustrative_steps(phases: list[Phase], steps: list[int]) -> list[int]:
+    """First, plateau and last of ``steps`` (fewer when they coincide), for figures at a few checkpoints."""
+    return sorted({steps[0], plateau_step(phases, steps), steps[-1]})
+
+
+def log_spread_steps(sequences_by_step: dict[int, int], n: int = 12) -> set[int]:
+    """About ``n`` steps evenly spread in log sequences seen (step 0 has none and is left out)."""
+    seen = {step: n_seen for step, n_seen in sequences_by_step.items() if n_seen > 0}
+    low, high = math.log(min(seen.values())), math.log(max(seen.values()))
+    grid = [low + (high - low) * i / (n - 1) for i in range(n)]
+    return {min(seen, key=lambda step: abs(math.log(seen[step]) - point)) for point in grid}
 
 
 # --- behaviour of one model on an evaluation set -------------------------------------------------

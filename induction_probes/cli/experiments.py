@@ -57,7 +57,7 @@ def run_toy(args: argparse.Namespace) -> str:
         phases, missing = None, str(error)
     figures = []
     if args.plot:
-        from probes.plots import plot_toy
+        from probes.plots_toy import plot_toy
 
         kind = ("_boolean" if recipe.boolean else "") + ("_adam" if recipe.optimizer == "adam" else "")
         title = f"toy model: L={recipe.seq_len}, σ={recipe.sigma:g}, α*={recipe.alpha_star:g}, {recipe.optimizer}" + (", ±1 tokens" if recipe.boolean else "")
@@ -93,7 +93,7 @@ def run_toy_sweep(args: argparse.Namespace) -> str:
     fit = fit_plateau(rows)
     figures = []
     if args.plot:
-        from probes.plots import plot_plateau_sweep
+        from probes.plots_toy import plot_plateau_sweep
 
         figures = [plot_plateau_sweep(rows, fit, args.plot / "toy_plateau_sweep.png")]
     if args.json:
@@ -112,7 +112,7 @@ def run_experiment_ih4(args: argparse.Namespace) -> str:
         rows = ih4_capacity(out, args.steps)
     figures = []
     if args.plot:
-        from probes.plots import plot_capacity_table
+        from probes.plots_toy import plot_capacity_table
 
         figures = [plot_capacity_table(rows, args.plot / "ih4_capacity.png")]
     if args.json:

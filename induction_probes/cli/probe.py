@@ -48,7 +48,7 @@ def run_probe(args: argparse.Namespace) -> str:
     steps = run.steps if args.all_steps else [run.entry(args.step)["step"]]
     probe_set = probe_eval_set(run, args.n_seqs, args.seed)
     results = list(probe_run(run, probe_set, steps))
-    figures = plot_probes(run, results, probe_set.inputs[:1], args.plot) if args.plot else []
+    figures = plot_probes(run, results, probe_set.inputs, args.plot) if args.plot else []
     progress = [r.progress for r in results if r.progress is not None]
     if args.json:
         header = provenance(run, steps, args.n_seqs, args.seed)
@@ -99,9 +99,11 @@ def probe_gaussian_text(run, args: argparse.Namespace) -> str:
     results = [probe_gaussian(run, step, args.n_seqs, args.seed) for step in steps]
     figures = []
     if args.plot:
-        from probes.plots import plot_gaussian_scores
+        from probes.plots import figure_name
+        from probes.plots_circuit import plot_gaussian_scores
 
-        figures = [plot_gaussian_scores(results, run.path.name, args.plot / f"{run.path.name}_scores_step{steps[-1]}.png")]
+        sequences = [run.entry(step)["sequences_seen"] for step in steps]
+        figures = [plot_gaussian_scores(results, sequences, run.path.name, args.plot / figure_name(run.path.name, "scores", steps))]
     if args.json:
         header = provenance(run, steps, args.n_seqs, args.seed)
         return json_text(header | {"checkpoints": [r.to_json() for r in results]})
@@ -145,29 +147,49 @@ def probe_trajectory(results) -> str:
     return format_table(["step", "layer 0 prev-token", "last layer bigram-matching", "KL(true||model)", "closest"], rows)
 
 
-def plot_probes(run, results, example, directory: Path) -> list[Path]:
-    """Attention heatmaps on one ``example`` sequence at three steps, positional profiles, and the
-    scores over training when several steps were probed."""
-    from probes.attention import run_with_patterns
-    from probes.plots import plot_attention_heatmaps, plot_positional_profiles, plot_scores_over_training, three_steps
+def plot_probes(run, results, tokens, directory: Path) -> list[Path]:
+    """Attention heatmaps on the first of ``tokens`` and positional profiles at the first, plateau and last
+    probed steps; the scores (with chance levels on ``tokens``) and progress measures over training when
+    several steps were probed."""
+    from probes.attention import chance_scores, run_with_patterns
+    from probes.behaviour import illustrative_steps, strategy_phases
+    from probes.plots import figure_name, plot_scores_over_training, step_caption
+    from probes.plots_circuit import plot_attention_heatmaps, plot_positional_profiles
 
     name = run.path.name
-    patterns = {r.step: run_with_patterns(run.load(step=r.step), example)[1] for r in three_steps(results)}
-    figures = [
-        plot_attention_heatmaps(patterns, name, directory / f"{name}_attention.png"),
-        plot_positional_profiles(results, name, directory / f"{name}_positional.png"),
-    ]
+    metrics = {m["step"]: m for m in run.metrics()}
+    by_step = {r.step: r for r in results}
+    shown = illustrative_steps(strategy_phases(list(metrics.values())), list(by_step))
+    captions = {step: step_caption(metrics[step]) for step in shown}
+    example = varied_sequence(tokens)
+    patterns = {step: run_with_patterns(run.load(step=step), example[None])[1] for step in shown}
+    figures = [plot_attention_heatmaps(patterns, example, captions, name, directory / figure_name(name, "attention", shown))]
+    profiles = {step: by_step[step].positional_profile[0].numpy() for step in shown if by_step[step].positional_profile is not None}
+    if profiles:
+        figures.append(plot_positional_profiles(profiles, captions, name, directory / figure_name(name, "positional", list(profiles))))
     if len(results) > 1:
-        figures.append(plot_scores_over_training(results, name, directory / f"{name}_scores.png"))
+        steps = [r.step for r in results]
+        figures.append(plot_scores_over_training(results, [metrics[s] for s in steps], chance_scores(tokens[:100]), name,
+                                                 directory / figure_name(name, "scores", steps)))
     progress = [r.progress for r in results if r.progress is not None]
     if len(progress) > 1:
         from probes.plots import plot_progress_measures
 
-        metrics = {m["step"]: m for m in run.metrics()}
         thresholds = progress_thresholds(run, progress)
         figures.append(plot_progress_measures(progress, [metrics[p.step] for p in progress], thresholds, name,
                                               directory / f"{name}_progress.png"))
     return figures
+
+
+def varied_sequence(tokens, n_pos: int = 30, candidates: int = 100):
+    """Of the first ``candidates`` sequences, the one whose first ``n_pos`` tokens have the most even
+    counts: where one token dominates, nearly every key matches and a heatmap shows no pattern."""
+    import torch
+
+    counts = torch.nn.functional.one_hot(tokens[:candidates, :n_pos]).sum(1).double()
+    share = counts / n_pos
+    entropy = -(share * share.clamp_min(1e-12).log()).sum(-1)
+    return tokens[int(entropy.argmax())]
 
 
 def run_ablate(args: argparse.Namespace) -> str:
@@ -183,21 +205,25 @@ def run_ablate(args: argparse.Namespace) -> str:
     eval_set = probe_eval_set(run, args.n_seqs, args.seed)
     reference = probe_eval_set(run, args.n_seqs, args.seed + 1).inputs  # other sequences
     baseline, results = ablation_study(model, eval_set, head_sets, args.mode, reference, args.seed)
-    figures = plot_ablations(run, baseline, results, args.mode, args.plot) if args.plot else []
+    figures = plot_ablations(run, run.entry(args.step)["step"], baseline, results, eval_set, args.mode, args.plot) if args.plot else []
     if args.json:
         base = {"last_token_kl": baseline.last_token_kl, "loss": baseline.loss, "icl_score": baseline.icl_score,
                 "closest_strategy": baseline.closest_strategy}
         header = provenance(run, [run.entry(args.step)["step"]], args.n_seqs, args.seed)
         return json_text(header | {"mode": args.mode, "baseline": base, "ablations": [r.to_json() for r in results]})
+    return "\n".join([ablation_text(run, run.entry(args.step)["step"], args.mode, args.n_seqs, baseline, results)]
+                     + figure_lines(figures))
+
+
+def ablation_text(run, step: int, mode: str, n_seqs: int, baseline, results) -> str:
     rows = [["none", baseline.last_token_kl["true"], baseline.loss, baseline.icl_score, baseline.closest_strategy]]
     rows += [
         [",".join(f"{l}.{h}" for l, h in r.heads), r.behaviour.last_token_kl["true"], r.behaviour.loss,
          r.behaviour.icl_score, r.behaviour.closest_strategy]
         for r in results
     ]
-    title = f"run {run.path.name}, step {run.entry(args.step)['step']}: {args.mode} ablation on {args.n_seqs} sequences"
-    table = format_table(["ablated heads", "KL(true||model)", "loss", "ICL score", "closest"], rows)
-    return "\n".join([title, table] + figure_lines(figures))
+    title = f"run {run.path.name}, step {step}: {mode} ablation on {n_seqs} sequences"
+    return "\n".join([title, format_table(["ablated heads", "KL(true||model)", "loss", "ICL score", "closest"], rows)])
 
 
 def gaussian_ablation_text(run, head_sets, args: argparse.Namespace) -> str:
@@ -214,15 +240,21 @@ def gaussian_ablation_text(run, head_sets, args: argparse.Namespace) -> str:
     title = f"run {run.path.name}: {args.mode} ablation on {args.n_seqs} Gaussian sequences"
     figures = []
     if args.plot:
-        from probes.plots import plot_error_bars
+        from probes.plots import figure_name, heads_label
+        from probes.plots_circuit import plot_error_bars
 
-        path = args.plot / f"{run.path.name}_ablation_{args.mode}.png"
-        figures = [plot_error_bars(rows, f"{run.path.name}: {args.mode} ablation", path)]
+        step = run.entry(args.step)["step"]
+        path = args.plot / figure_name(run.path.name, "ablation", [step], args.mode)
+        bars = [("none", baseline)] + [(heads_label(heads), value) for heads, value in ablated]
+        figures = [plot_error_bars(bars, f"{run.path.name}, step {step}: {args.mode} ablation of each head", path)]
     return "\n".join([title, format_table(["ablated heads", "MSE / target variance"], rows)] + figure_lines(figures))
 
 
-def plot_ablations(run, baseline, results, mode: str, directory: Path) -> list[Path]:
-    from probes.plots import plot_ablation_bars
+def plot_ablations(run, step: int, baseline, results, eval_set, mode: str, directory: Path) -> list[Path]:
+    from probes.plots import figure_name
+    from probes.plots_circuit import plot_ablation_bars
 
     name = run.path.name
-    return [plot_ablation_bars(baseline, results, f"{name}, {mode} ablation", directory / f"{name}_ablation_{mode}.png")]
+    strategy_kl = {strategy: kl.mean().item() for strategy, kl in eval_set.strategy_kl().items()}
+    title = f"{name}, step {step}: {mode} ablation of each head"
+    return [plot_ablation_bars(baseline, results, strategy_kl, title, directory / figure_name(name, "ablation", [step], mode))]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from induction_probes.cli.common import add_output_options, add_run_argument, figure_lines, format_table, json_text, provenance, spread_steps
+from induction_probes.cli.common import path, add_output_options, add_run_argument, figure_lines, format_table, json_text, provenance, spread_steps
 
 
 def register(commands) -> None:
@@ -18,6 +18,9 @@ def register(commands) -> None:
     report = commands.add_parser("report", help="loss against the strategies over an ICL-MC run, phases, figures")
     add_run_argument(report)
     add_output_options(report)
+    report.add_argument("--html", type=path, metavar="DIR",
+                        help="write RUN_report.html into DIR: phases, probes, ablations and the construction on one "
+                             "offline page (about half a minute)")
     report.set_defaults(handler=run_report)
 
 
@@ -79,24 +82,48 @@ def run_info(args: argparse.Namespace) -> str:
 
 
 def run_report(args: argparse.Namespace) -> str:
-    """The main job: a run's loss against the strategies over training, its phases and figures."""
+    """The main job: a run's loss against the strategies over training, its phases and figures; with
+    --html, the whole argument (phases, probes, ablations, construction) on one page."""
     from circuits.checkpoint import Run
+
+    run = Run.open(args.run)
+    if args.json:
+        return json_text(report_json(run, args.plot))
+    text, figures = report_text(run, args.plot)
+    if args.html:
+        from induction_probes.cli.report_html import write_html_report
+
+        text += f"\nreport: {write_html_report(run, args.html)}"
+    return "\n".join([text] + figure_lines(figures))
+
+
+def report_data(run):
+    """The run's task, recipe, metrics, strategy baselines (last-token KL(true || s) on its evaluation
+    set) and phases; refuses a run that is not an ICL-MC training run or has no metrics yet."""
     from circuits.tasks import MarkovTask
     from probes.behaviour import strategy_phases
     from probes.summary import run_task
 
-    run = Run.open(args.run)
     task, recipe, metrics = run_task(run, MarkovTask), run.recipe, run.metrics()
     if not metrics:
         raise ValueError(f"run {run.path} has no metrics yet")
     eval_set = task.eval_set(recipe.eval_seqs, recipe.eval_seed)
     baselines = {name: kl.mean().item() for name, kl in eval_set.strategy_kl().items()}
-    phases = strategy_phases(metrics)
-    figures = plot_report(run, metrics, baselines, phases, args.plot) if args.plot else []
-    if args.json:
-        result = provenance(run, [m["step"] for m in metrics], recipe.eval_seqs, recipe.eval_seed)
-        result |= {"baselines": baselines, "phases": [vars(p) for p in phases]}
-        return json_text(result | {"metrics": metrics, "figures": [str(f) for f in figures]})
+    return task, recipe, metrics, baselines, strategy_phases(metrics)
+
+
+def report_json(run, directory: Path | None) -> dict:
+    _, recipe, metrics, baselines, phases = report_data(run)
+    figures = plot_report(run, metrics, baselines, phases, directory) if directory else []
+    result = provenance(run, [m["step"] for m in metrics], recipe.eval_seqs, recipe.eval_seed)
+    result |= {"baselines": baselines, "phases": [vars(p) for p in phases]}
+    return result | {"metrics": metrics, "figures": [str(f) for f in figures]}
+
+
+def report_text(run, directory: Path | None) -> tuple[str, list[Path]]:
+    """The report's text, and its figures written into ``directory`` (none without one)."""
+    task, recipe, metrics, baselines, phases = report_data(run)
+    figures = plot_report(run, metrics, baselines, phases, directory) if directory else []
     title = f"run {run.path.name}: {task.describe()}, {recipe.steps} steps of {recipe.batch_size} sequences"
     baseline_text = ", ".join(f"{name} {value:.4f}" for name, value in baselines.items())
     lines = [
@@ -107,7 +134,7 @@ def run_report(args: argparse.Namespace) -> str:
         "",
         "phases (closest strategy): " + " -> ".join(map(phase_text, phases)),
     ]
-    return "\n".join(lines + figure_lines(figures))
+    return "\n".join(lines), figures
 
 
 def metrics_table(metrics: list[dict], strategies: list[str], phases: list) -> str:
@@ -130,7 +157,9 @@ def phase_text(phase) -> str:
 
 
 def plot_report(run, metrics: list[dict], baselines: dict[str, float], phases: list, directory: Path) -> list[Path]:
-    from probes.plots import plot_distance_to_strategies, plot_loss_against_baselines, plot_minimal_parameters
+    from probes.behaviour import plateau_step
+    from probes.plots import plot_distance_to_strategies, plot_loss_against_baselines, step_caption
+    from probes.plots_circuit import plot_minimal_parameters
 
     name = run.path.name
     figures = [
@@ -138,8 +167,9 @@ def plot_report(run, metrics: list[dict], baselines: dict[str, float], phases: l
         plot_loss_against_baselines(metrics, baselines, name, directory / f"{name}_loss.png"),
     ]
     if run.config.get("model_class") == "MinimalModel":  # v and W on the plateau, at the drop, at the end
-        plateau, drop = phases[-2] if len(phases) > 1 else phases[0], phases[-1]
-        steps = sorted({(plateau.first_step + plateau.last_step) // 2, drop.first_step, run.steps[-1]})
-        steps = [min(run.steps, key=lambda s: abs(s - wanted)) for wanted in steps]
-        figures += plot_minimal_parameters({s: run.load(step=s) for s in steps}, name, directory, name)
+        drop = min(run.steps, key=lambda step: abs(step - phases[-1].first_step))  # the nearest saved step
+        steps = sorted({plateau_step(phases, run.steps), drop, run.steps[-1]})
+        by_step = {m["step"]: m for m in metrics}
+        captions = {s: step_caption(by_step[s]) for s in steps}
+        figures += plot_minimal_parameters({s: run.load(step=s) for s in steps}, captions, name, directory, name)
     return figures

@@ -56,7 +56,7 @@ def run_verify_prop21(args: argparse.Namespace) -> str:
     result = check_prop21(args.k, args.c, args.seq_len, args.n_seqs, args.seed)
     figures = []
     if args.plot:
-        from probes.plots import plot_prop21
+        from probes.plots_circuit import plot_prop21
 
         figures = [plot_prop21(result, args.plot / f"prop21_k{args.k}.png")]
     if args.json:
@@ -91,30 +91,54 @@ def run_compare_prop21(args: argparse.Namespace) -> str:
         raise ValueError(f"Proposition 2.1 is for bigram chains; run {run.path.name} has n={task.n}")
     k = task.k
     tokens = probe_eval_set(run, args.n_seqs, args.seed).inputs
-    steps = [s for s in run.steps if s in spread_steps(run.steps)] if args.all_steps else [run.entry(args.step)["step"]]
+    steps = figure_steps(run) if args.all_steps else [run.entry(args.step)["step"]]
     results = {step: compare_with_prop21(run.load(step=step), tokens, k, args.c) for step in steps}
-    final_step, final = steps[-1], results[steps[-1]]
-    figures = []
-    if args.plot:
-        from probes.plots import plot_prop21_comparison
-
-        title = f"{run.path.name} step {final_step}"
-        figures = [plot_prop21_comparison(final, title, args.plot / f"prop21_vs_{run.path.name}.png")]
+    figures = plot_comparison(run, results, k, args.plot) if args.plot else []
     if args.json:
         checkpoints = [{"step": step} | r.to_json() | {"failures": r.failures()} for step, r in results.items()]
         header = provenance(run, steps, args.n_seqs, args.seed)
         return json_text(header | {"c": args.c, "checkpoints": checkpoints})
+    return "\n".join([comparison_text(run, results, k, args.c, args.n_seqs)] + figure_lines(figures))
+
+
+def comparison_text(run, results: dict, k: int, c: float, n_seqs: int) -> str:
+    """The measures at each compared step, and the last step's verdict."""
     rows = [
         [step, r.attention_tv[0], r.attention_tv[1], r.positional_profile[1].item(), int(r.positional_profile.argmax()),
          r.diagonal_is_row_max, r.ov_top1_diagonal, "yes" if (r.ov_eigenvalues.real > 0).all() else "no"]
         for step, r in results.items()
     ]
     headers = ["step", "attn TV L0", "attn TV L1", "profile@1", "peak", "diag-dominant rows", "OV top-1", "OV eig > 0"]
-    failures = final.failures()
+    final_step = list(results)[-1]
+    failures = results[final_step].failures()
     verdict = "matches the construction's signatures" if not failures else "differs: " + "; ".join(failures)
-    lines = [f"{run.path.name} against Proposition 2.1 (k={k}, c={args.c:g}) on {args.n_seqs} sequences",
-             format_table(headers, rows), f"step {final_step}: {verdict}"]
-    return "\n".join(lines + figure_lines(figures))
+    return "\n".join([f"{run.path.name} against Proposition 2.1 (k={k}, c={c:g}) on {n_seqs} sequences",
+                      format_table(headers, rows), f"step {final_step}: {verdict}"])
+
+
+def figure_steps(run) -> list[int]:
+    """Steps spread evenly in step value (a table's rows) and in log sequences seen (so that a figure's log
+    axis shows the uniform phase and the plateau as well as the end)."""
+    from probes.behaviour import log_spread_steps
+
+    seen = {entry["step"]: entry["sequences_seen"] for entry in run.manifest}
+    return sorted(spread_steps(run.steps) | log_spread_steps(seen))
+
+
+def plot_comparison(run, results: dict, k: int, directory) -> list:
+    """The final compared step's matrices against the construction's, and over training when several."""
+    from probes.plots import figure_name
+    from probes.plots_circuit import plot_prop21_comparison, plot_prop21_over_training
+
+    name, steps = run.path.name, list(results)
+    final = steps[-1]
+    figures = [plot_prop21_comparison(results[final], f"{name}, step {final}",
+                                      directory / figure_name(f"prop21_vs_{name}", "matrices", [final]))]
+    if len(steps) > 1:
+        metrics = {m["step"]: m for m in run.metrics()}
+        figures.append(plot_prop21_over_training(results, [metrics[s] for s in steps], k, name,
+                                                 directory / figure_name(f"prop21_vs_{name}", "over_training", steps)))
+    return figures
 
 
 def run_verify_wang_ih2(args: argparse.Namespace) -> str:

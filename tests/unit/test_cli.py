@@ -195,7 +195,7 @@ def test_gaussian_probe_and_ablate_write_the_figures_they_are_asked_for(tmp_path
     assert main(["ablate", "gaussian-ih2", "--n-seqs", "100", "--mode", "mean", "--plot", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     names = sorted(path.name for path in tmp_path.glob("*.png"))
-    assert names == ["gaussian-ih2_ablation_mean.png", "gaussian-ih2_scores_step600.png"]
+    assert names == ["gaussian-ih2_ablation_mean_step600.png", "gaussian-ih2_scores_step600.png"]
     assert all(f"figure: {tmp_path / name}" in out for name in names)
 
 

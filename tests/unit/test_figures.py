@@ -1,0 +1,175 @@
+"""Figures held to one standard (issue 14): titles, labelled axes, a log axis of sequences seen, a key for
+every shading and colour, chance levels, rounded annotations, names that say run, step and mode; and the
+one-page HTML report. Each figure is caught as a matplotlib object before it is written."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from types import SimpleNamespace
+
+import matplotlib.image
+import numpy as np
+import pytest
+import torch
+
+from circuits.checkpoint import Run
+from induction_probes.cli import main
+from probes import plots, plots_circuit, plots_toy
+from probes.behaviour import illustrative_steps, plateau_step, strategy_phases
+
+
+@pytest.fixture
+def caught(monkeypatch):
+    """The figures the plot functions would save, in order, instead of PNG files."""
+    figures = []
+    monkeypatch.setattr(plots, "save", lambda fig, path: figures.append(fig) or path)
+    return figures
+
+
+def legend_texts(ax) -> list[str]:
+    legends = [child for child in ax.get_children() if isinstance(child, plots.plt.matplotlib.legend.Legend)]
+    return [text.get_text() for legend in legends for text in legend.get_texts()]
+
+
+def test_the_strategies_figure_has_a_log_axis_of_sequences_a_phase_key_and_the_models_own_kl(caught):
+    metrics = Run.open("markov-k3").metrics()
+    plots.plot_distance_to_strategies(metrics, ["uniform", "unigram", "bigram"], "markov-k3", Path("unused.png"))
+    (ax,) = caught[0].axes
+    assert ax.get_xscale() == "log" and "sequences seen" in ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+    keys = legend_texts(ax)
+    assert {"closest: uniform", "closest: unigram", "closest: bigram", "KL(true ‖ model)"} <= set(keys)
+    x = [m["sequences_seen"] for m in metrics if m["sequences_seen"] > 0]
+    low, high = ax.get_xlim()
+    assert low < min(x) and high > max(x)  # no curve touches the frame
+
+
+def test_the_middle_checkpoint_of_a_figure_is_on_the_plateau_not_at_the_middle_index():
+    metrics = Run.open("markov-k3").metrics()
+    phases = strategy_phases(metrics)
+    steps = [m["step"] for m in metrics]
+    unigram = next(p for p in phases if p.strategy == "unigram")
+    assert unigram.first_step <= plateau_step(phases, steps) <= unigram.last_step
+    first, middle, last = illustrative_steps(phases, steps)
+    assert (first, last) == (0, 4000) and middle != steps[len(steps) // 2]  # the index would pick 1253
+
+
+def test_attention_heatmaps_label_positions_with_their_tokens_and_ring_the_matching_keys(caught):
+    tokens = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+    pattern = torch.full((1, 1, 8, 8), 0.125)
+    plots_circuit.plot_attention_heatmaps({0: [pattern, pattern]}, tokens, {0: "step 0"}, "run", Path("unused.png"), n_pos=8)
+    layer0, layer1 = caught[0].axes[:2]
+    assert [t.get_text() for t in layer1.get_xticklabels()] == ["0", "1", "2", "0", "1", "2", "0", "1"]
+    assert "key position" in layer1.get_xlabel() and "query position" in layer1.get_ylabel()
+    rings = layer1.collections[0].get_offsets()
+    assert len(rings) == 7 and not layer0.collections  # x_{j-1} = x_i, j <= i: queries 3, 4, 5 one each, 6 and 7 two
+    assert [1, 3] in rings.tolist() and [4, 6] in rings.tolist()  # (key, query): key 4 follows the 0 at position 3
+
+
+def test_ablation_bars_name_heads_like_transformer_lens_and_key_their_colours(caught):
+    def behaviour(kl, closest):
+        return SimpleNamespace(last_token_kl={"true": kl}, closest_strategy=closest)
+
+    results = [SimpleNamespace(heads=[(0, 0)], behaviour=behaviour(0.19, "unigram")),
+               SimpleNamespace(heads=[(1, 0)], behaviour=behaviour(0.27, "uniform"))]
+    baselines = {"uniform": 0.28, "unigram": 0.17, "bigram": 0.03}
+    plots_circuit.plot_ablation_bars(behaviour(0.04, "bigram"), results, baselines, "markov-k3", Path("unused.png"))
+    (ax,) = caught[0].axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["none", "L0H0", "L1H0"]
+    keys = legend_texts(ax)
+    assert {"closest: bigram", "closest: unigram", "closest: uniform"} <= set(keys)
+    assert any("uniform strategy" in key for key in keys)  # the baselines are drawn and named
+
+
+def test_figure_names_say_run_what_mode_and_steps():
+    assert plots.figure_name("markov-k3", "ablation", [4000], "mean") == "markov-k3_ablation_mean_step4000.png"
+    assert plots.figure_name("markov-k3", "attention", [0, 364, 4000]) == "markov-k3_attention_steps0-364-4000.png"
+    assert plots.figure_name("markov-k3", "scores", list(range(0, 4001, 10))) == "markov-k3_scores_steps0-4000.png"
+
+
+@pytest.mark.parametrize("value, scale, text", [(1.4e-10, 3333.3, "0"), (3333.3, 3333.3, "3300"),
+                                                 (-0.8123, 1.7, "-0.8"), (0.094, 0.1, "0.09"), (0.0, 0.0, "0")])
+def test_annotations_are_rounded_to_the_panels_scale(value, scale, text):
+    assert plots.meaningful(value, scale) == text
+
+
+def test_prop21_over_training_draws_every_compared_step_against_sequences(caught):
+    def comparison(x):
+        return SimpleNamespace(attention_tv=[1 - x, 1 - x], positional_profile=torch.tensor([0.0, x]),
+                               diagonal_is_row_max=x, ov_top1_diagonal=x)
+
+    results = {0: comparison(0.0), 10: comparison(0.3), 100: comparison(0.9)}
+    metrics = [{"step": s, "sequences_seen": 64 * s, "last_token_kl": {"uniform": 0.1, "unigram": 0.2, "bigram": 0.3}}
+               for s in results]
+    plots_circuit.plot_prop21_over_training(results, metrics, 3, "run", Path("unused.png"))
+    (ax,) = caught[0].axes
+    curves = [line for line in ax.get_lines() if line.get_marker() == "o"]
+    assert len(curves) == 5 and ax.get_xscale() == "log"
+    assert all(list(line.get_xdata()) == [640, 6400] for line in curves)  # step 0 has no place on a log axis
+    assert any("chance" in key for key in legend_texts(ax))
+
+
+def test_the_minimal_models_v_is_cut_above_the_other_distances_and_each_W_has_a_colour_bar(caught):
+    run = Run.open("minimal-k3")
+    models = {step: run.load(step=step) for step in (121, 1000)}
+    plots_circuit.plot_minimal_parameters(models, {121: "a", 1000: "b"}, "minimal-k3", Path("."), "minimal-k3")
+    v_figure, W_figure = caught
+    v_1 = models[1000].v[1].item()
+    assert v_figure.axes[1].get_ylim()[1] < v_1 / 5  # the odd/even pattern is not squashed by v_1
+    assert any("v₁ = 5.60" in text.get_text() for text in v_figure.axes[1].texts)
+    assert len(W_figure.axes) == 4  # two panels, each with its colour bar
+
+
+def test_toy_curves_that_coincide_are_told_apart_and_phases_have_a_key_not_colliding_labels(caught):
+    history = [{"step": s, "loss": 1 / (s + 1), "loss_4gram": 1 / (s + 1), "loss_induction": 0.01,
+                **{name: 1.0 for name in ("p1", "p2", "w_V1", "w_K", "w_Q", "w_V2")}} for s in range(0, 400, 20)]
+    phases = SimpleNamespace(end_of_I=20, end_of_II=40, end_of_III=60)
+    plots_toy.plot_toy(history, phases, "toy", Path("unused.png"))
+    top, bottom = caught[0].axes
+    styles = {line.get_label(): (line.get_linestyle(), line.get_linewidth()) for line in bottom.get_lines()}
+    assert styles["p1"] != styles["p2"] and styles["w_K"] != styles["w_Q"]
+    assert {"I: steps 0–20", "II: steps 20–40", "III: steps 40–60", "IV: steps 60–380"} <= set(legend_texts(top))
+    assert not top.texts and bottom.get_xscale() == "log"
+
+
+class Page(HTMLParser):
+    """Every attribute of every tag, and the section headings, of an HTML page."""
+
+    def __init__(self):
+        super().__init__()
+        self.attributes, self.headings, self._in_h2 = [], [], False
+
+    def handle_starttag(self, tag, attrs):
+        self.attributes += [(tag, name, value) for name, value in attrs]
+        self._in_h2 = tag == "h2"
+
+    def handle_data(self, data):
+        if self._in_h2:
+            self.headings.append(data)
+            self._in_h2 = False
+
+
+def test_the_html_report_is_one_offline_page_with_every_figure_embedded(tmp_path, capsys):
+    assert main(["report", "markov-k3", "--html", str(tmp_path)]) == 0
+    assert f"report: {tmp_path / 'markov-k3_report.html'}" in capsys.readouterr().out
+    (page_path,) = tmp_path.iterdir()
+    text = page_path.read_text(encoding="utf-8")
+    page = Page()
+    page.feed(text)
+    sources = [value for tag, name, value in page.attributes if tag == "img" and name == "src"]
+    assert len(sources) >= 9  # phases 2, probes 4, ablation 1, construction 2
+    for source in sources:
+        assert source.startswith("data:image/png;base64,")
+        png = base64.b64decode(source.split(",", 1)[1], validate=True)
+        image = matplotlib.image.imread(io.BytesIO(png), format="png")
+        assert image.shape[0] > 100 and image.shape[1] > 100 and np.ptp(image) > 0  # decodes, not blank
+    links = [value for _, name, value in page.attributes if name in ("src", "href")]
+    assert all(value.startswith("data:") for value in links)  # nothing fetched from anywhere
+    assert not re.search(r"url\(|@import|https?://", text.replace("http://www.w3.org", ""))
+    assert [h.split(":")[0] for h in page.headings] == ["1. Phases", "2. Probes", "3. Ablations", "4. Against the construction"]
+    shown = html.unescape(text)
+    assert "progress measures from the weights" in shown and "matches the construction's signatures" in shown
