@@ -21,7 +21,6 @@ Rows are positions and weights multiply from the right (x @ W), as in Transforme
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
 
 from circuits.tasks.markov import MarkovEvalSet, closest_strategy

@@ -20,11 +20,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import torch
-
 from circuits.checkpoint import Run
 from circuits.sweep import SPEC_FILE, SpecError, is_finished, read_spec
-from circuits.tasks import MarkovTask
 from circuits.tasks.markov import closest_strategy, strategy_name
 from probes.attention import bigram_matching_score, positional_profiles, previous_token_score, run_with_patterns
 

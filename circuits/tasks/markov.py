@@ -17,7 +17,6 @@ distribution of the token at t + 1 given tokens 0..t.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +29,7 @@ from circuits.tasks import MarkovTask
 from circuits.tasks.draws import sample_categorical
 from circuits.tasks.priors import draw_table
 from circuits.limits import MAX_SEQUENCES, require_at_most, require_seed, require_sequences
-from circuits.validation import require_int, require_positive
+from circuits.validation import require_int
 
 STRATEGY_ORDERS = {"unigram": 1, "bigram": 2, "trigram": 3}
 

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from circuits.checkpoint import Run, shipped_run_names
-from circuits.tasks.markov import MarkovEvalSet
 from probes.behaviour import strategy_phases
 
 FRESH_SEED = 20_261_130  # not the runs' evaluation seed: fresh sequences
