@@ -38,8 +38,9 @@ def phases_section(run, directory: Path) -> str:
 
     text, figures = report_text(run, directory)
     return section("1. Phases: what the model predicts over training",
-                   "The distance from each strategy to the model at the last token, with the strategies' own losses: "
-                   "the model passes from the uniform strategy to the unigram one (the plateau), then to the bigram one.",
+                   "The distance from each strategy to the model at the last token, with the strategies' own losses. "
+                   "Edelman et al.'s models pass from the uniform strategy to the unigram one (a plateau), then to the "
+                   "bigram one; the phases below say which this run passes and when.",
                    text, figures)
 
 
@@ -53,8 +54,9 @@ def probes_section(run, steps: list[int], probe_set, directory: Path) -> str:
                        + ([progress_text(run, progress)] if progress else []))
     return section("2. Probes: which circuit forms, and when",
                    f"Attention scores and progress measures from the weights at {len(steps)} checkpoints, on "
-                   f"{PROBE_SEQS} fresh sequences (seed {PROBE_SEED}): layer 1 starts matching tokens on the plateau, "
-                   "layer 0's previous-token head forms at the transition.",
+                   f"{PROBE_SEQS} fresh sequences (seed {PROBE_SEED}). Look for the order in which the pieces form: "
+                   "in markov-k3 layer 1 matches tokens on the plateau and layer 0's previous-token head forms only "
+                   "after the transition.",
                    text, plot_probes(run, results, probe_set.inputs, directory))
 
 
@@ -67,8 +69,8 @@ def ablation_section(run, probe_set, directory: Path) -> str:
     reference = probe_eval_set(run, PROBE_SEQS, PROBE_SEED + 1).inputs
     baseline, results = ablation_study(model, probe_set, single_heads(model), "zero", reference, PROBE_SEED)
     return section("3. Ablations: does in-context learning need these heads?",
-                   "Zero-ablating each head of the final model: the ablated model falls back to the strategy "
-                   "its colour names.",
+                   "Zero-ablating each head of the final model; each bar is coloured by the strategy the ablated "
+                   "model is then closest to.",
                    ablation_text(run, step, "zero", PROBE_SEQS, baseline, results),
                    plot_ablations(run, step, baseline, results, probe_set, "zero", directory))
 
