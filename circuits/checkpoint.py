@@ -27,6 +27,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 
+from circuits.limits import MAX_TEXT_BYTES
 from circuits.minimal import MinimalConfig, MinimalModel
 from circuits.model import HookedTransformer, HookedTransformerConfig
 from circuits.recipes import recipe_from_json
@@ -147,10 +148,11 @@ class RunWriter:
             raise CheckpointError(f"{path} already holds a run: continue it with --resume or choose another --out")
         if not restart and path.is_dir() and any(p.name != "lock" for p in path.iterdir()):
             raise CheckpointError(f"{path} is not empty: a new run goes into a missing or empty directory")
+        path.mkdir(parents=True, exist_ok=True)
+        write_json(path / "config.json", config)  # first: a writer killed before it leaves the directory empty
         for folder in ("checkpoints", "resume"):
-            (path / folder).mkdir(parents=True, exist_ok=True)
+            (path / folder).mkdir(exist_ok=True)
         writer = cls(path, manifest=[])
-        write_json(path / "config.json", config)
         writer.write_metrics()
         return writer
 
@@ -195,7 +197,7 @@ def read_metrics_lines(path: Path) -> list[str]:
     if not path.is_file():
         raise CheckpointError(f"missing metrics.jsonl in run {path.parent}")
     try:
-        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        lines = [line for line in run_text(path).splitlines() if line.strip()]
         if all(has_integer_step(json.loads(line)) for line in lines):
             return lines
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
@@ -242,9 +244,18 @@ def resolve_run(run: str | os.PathLike) -> Path:
     raise CheckpointError(f"no run directory or shipped run named {str(run)!r} (shipped runs: {shipped})")
 
 
+def run_text(path: Path) -> str:
+    """A text file of a run: its own (not a link to elsewhere) and of a size a run's file can have."""
+    if path.is_symlink():
+        raise CheckpointError(f"{path} is a symbolic link: a run's files are its own")
+    if path.is_file() and path.stat().st_size > MAX_TEXT_BYTES:
+        raise CheckpointError(f"{path} is larger than a run's file can be ({MAX_TEXT_BYTES:,} bytes)")
+    return path.read_text()
+
+
 def read_json(path: Path) -> object:
     try:
-        return json.loads(path.read_text())
+        return json.loads(run_text(path))
     except FileNotFoundError:
         raise CheckpointError(f"missing {path.name} in run {path.parent}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:

@@ -18,6 +18,7 @@ MAX_HEADS = 4096  # heads in one layer
 MAX_SEQUENCES = 10**7  # sequences one command draws (baselines, probes, evaluation sets)
 MAX_STEPS = 10**9  # optimiser steps of a run
 MAX_CHECKPOINTS = 10_000  # checkpoints on a run's schedule (each is a file)
+MAX_TEXT_BYTES = 1 << 26  # a run's JSON file (config, manifest, metrics): 64 MiB, far above 10,000 checkpoints' worth
 MAX_SEED = 2**62  # torch's generators take at most 2^64 - 1; a run's seeds are S, S + 1, S + 2
 
 

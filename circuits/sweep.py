@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import time
 import tomllib
@@ -249,16 +250,18 @@ def cell_json(cell: Cell) -> dict:
 
 def prepare(spec: Spec, out: Path) -> None:
     """Claim ``out`` for this spec: a new or empty directory, or one holding the same spec."""
+    from circuits.checkpoint import write_atomic  # torch comes with it: not needed to parse a spec
+
     saved = out / SPEC_FILE
     if saved.is_file():
         if parse_spec(saved.read_text(), str(saved)).cells() != spec.cells():
             raise SpecError(f"{out} holds another sweep (its {SPEC_FILE} differs); choose another --out")
-        saved.write_text(spec.text)  # the same cells: a new description or count is taken up
+        write_atomic(saved, spec.text.encode())  # the same cells: a new description or count is taken up
         return
     if out.exists() and any(out.iterdir()):
         raise SpecError(f"{out} is not empty and holds no sweep; choose a new or empty --out")
     out.mkdir(parents=True, exist_ok=True)
-    saved.write_text(spec.text)
+    write_atomic(saved, spec.text.encode())
 
 
 def local_results(root: Path, cells: list[dict], workers: int):
@@ -326,7 +329,9 @@ def run_sweep(spec: Spec, out: str | Path, *, workers: int = 1, backend: str = "
         trained = ray_results(out, todo, workers, address)
     finished: dict[str, dict] = {}
     started = time.perf_counter()
-    with open(out / LOG_FILE, "a") as log:
+    # a journal for people, appended to; O_NOFOLLOW: a link planted at its name is refused, not followed
+    descriptor = os.open(out / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    with os.fdopen(descriptor, "a") as log:
         for result in itertools.chain(skipped, trained):
             finished[result["cell"]] = result
             log.write(json.dumps(result) + "\n")

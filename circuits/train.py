@@ -138,6 +138,8 @@ class Trainer:
 
     def load_resume_state(self) -> None:
         path = self.out / RESUME_FILE
+        if path.is_symlink() or path.parent.is_symlink():
+            raise CheckpointError(f"{path} is a symbolic link: a run's files are its own")
         if not path.is_file():
             raise CheckpointError(f"run {self.out} has no resume state to continue from")
         try:

@@ -179,3 +179,18 @@ def test_summarize_gives_every_condition_its_intervals_and_curves(tmp_path, caps
         assert all(math.isfinite(v) for v in condition["probes"]["previous_token_layer0"].values() if v is not None)
     assert main(["summarize", str(tmp_path / "out"), "--count", "unigram"]) == 2
     assert "trains on no unigram sequences" in capsys.readouterr().err
+
+
+def test_links_planted_at_the_sweeps_own_files_are_not_followed(tmp_path):
+    spec = parse_spec(write_spec(tmp_path, steps=2, checkpoints=2).read_text())
+    out = tmp_path / "sweep"
+    run_sweep(spec, out, report=lambda line: None)
+    watched = tmp_path / "watched"
+    watched.write_text(spec.text)  # a valid spec, so the sweep goes on to write
+    for name in ("spec.toml", "sweep.jsonl"):
+        (out / name).unlink()
+        (out / name).symlink_to(watched)
+    with pytest.raises(OSError):  # the journal refuses its link: one line, status 1, on the command line
+        run_sweep(spec, out, report=lambda line: None)
+    assert watched.read_text() == spec.text
+    assert not (out / "spec.toml").is_symlink()  # the spec's link was replaced by the rename, not written through

@@ -100,6 +100,57 @@ def test_a_crash_while_saving_leaves_only_complete_checkpoints(tmp_path, monkeyp
     assert run_files(resumed.path) == run_files(whole.path)
 
 
+class Killed(BaseException):
+    """The writer dying: not an Exception, so no handler in the trainer can take it for an error."""
+
+
+def every_file(root: Path) -> dict[str, bytes]:
+    """Every file of a run, resume/ included (not the lock, which only marks who is writing)."""
+    return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file() and f.name != "lock"}
+
+
+def written_paths(tmp_path, monkeypatch) -> list[str]:
+    """The files an uninterrupted run renames into place, in order: its write points."""
+    real_replace, names = checkpoint_module.os.replace, []
+
+    def record(source, target):
+        names.append(Path(target).name)
+        real_replace(source, target)
+
+    monkeypatch.setattr(checkpoint_module.os, "replace", record)
+    train_run(TINY, tmp_path / "recorded", progress=False)
+    monkeypatch.setattr(checkpoint_module.os, "replace", real_replace)
+    return names
+
+
+def test_killed_at_any_write_point_of_the_first_or_a_later_checkpoint_resume_finishes_byte_for_byte(tmp_path, monkeypatch):
+    whole = every_file(train_run(TINY, tmp_path / "whole", progress=False).path)
+    names = written_paths(tmp_path, monkeypatch)
+    resume_writes = [i for i, name in enumerate(names) if name == "state.safetensors"]
+    first = range(0, resume_writes[0] + 1)  # config, step 0's weights, metrics, manifest, resume state
+    later = range(resume_writes[3] + 1, resume_writes[4] + 1)  # the fifth checkpoint's writes
+    real_replace = checkpoint_module.os.replace
+    for point in [*first, *later]:
+        calls = {"n": 0}
+
+        def die_at_the_write_point(source, target, point=point):
+            if calls["n"] == point:
+                raise Killed  # the temporary file is written and fsync'ed, the rename never happens
+            calls["n"] += 1
+            real_replace(source, target)
+
+        out = tmp_path / f"killed-{point}"
+        monkeypatch.setattr(checkpoint_module.os, "replace", die_at_the_write_point)
+        with pytest.raises(Killed):
+            train_run(TINY, out, progress=False)
+        monkeypatch.setattr(checkpoint_module.os, "replace", real_replace)
+        if (out / "config.json").exists():
+            train_run(None, out, resume=True, progress=False)
+        else:  # killed before the run had a config: nothing of it exists yet, so it is started again
+            train_run(TINY, out, progress=False)
+        assert every_file(out) == whole, f"killed while writing {names[point]} (write {point})"
+
+
 def test_starting_over_an_existing_run_is_refused(tmp_path):
     train_run(TINY, tmp_path / "run", stop_after=3, progress=False)
     with pytest.raises(ValueError, match="already holds a run"):

@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from circuits.checkpoint import CheckpointError, Run, sha256_of
+from circuits.checkpoint import CheckpointError, Run, resolve_run, sha256_of
 from circuits.recipes import MarkovRecipe
 from circuits.tasks import MarkovTask
 from circuits.train import train_run
@@ -207,3 +207,22 @@ def test_sizes_in_a_config_are_checked_against_the_limits_before_anything_is_bui
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and ("limit of" in err or "must be an integer" in err)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # kB: nothing big was allocated
+
+
+@pytest.mark.parametrize("name", ["config.json", "manifest.json", "metrics.jsonl"])
+def test_a_run_file_that_is_a_link_or_too_large_is_refused_before_it_is_read(tmp_path, name):
+    from circuits.limits import MAX_TEXT_BYTES
+
+    run = tmp_path / "run"
+    shutil.copytree(resolve_run("markov-k3"), run)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_bytes((run / name).read_bytes())  # the same content: only where it lives differs
+    (run / name).unlink()
+    (run / name).symlink_to(elsewhere)
+    with pytest.raises(CheckpointError, match="symbolic link"):
+        Run.open(run).metrics()
+    (run / name).unlink()
+    with open(run / name, "wb") as handle:  # sparse: no disk used, and it must not be read into memory
+        handle.truncate(MAX_TEXT_BYTES + 1)
+    with pytest.raises(CheckpointError, match="larger than"):
+        Run.open(run).metrics()
