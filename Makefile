@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/induction-probes baselines markov --k 3 --seq-len 100 --n-seqs 20000
-	$(BIN)/induction-probes report markov-k3 --plot out
+	$(BIN)/induction-probes report markov-k3 --plot out --html out
 	$(BIN)/induction-probes probe markov-k3 --all-steps --plot out
 	$(BIN)/induction-probes ablate markov-k3 --plot out
 	$(BIN)/induction-probes verify prop21 --k 3 --against markov-k3 --plot out
