@@ -228,15 +228,14 @@ def phase_key(ax: plt.Axes, metrics: list[dict], loc: str = "lower left") -> Non
     ax.add_artist(ax.legend(handles=handles, loc=loc, fontsize=8, title="shading", title_fontsize=8))
 
 
-def plot_progress_measures(progress: list, metrics: list[dict], thresholds: dict, title: str, path: Path) -> Path:
-    """Above: KL(strategy ‖ model) and the model's KL(true ‖ model), last token. Below: each progress measure
-    rescaled so that chance is 0 and Proposition 2.1 is 1 (its threshold is 0.5), with a mark where it first
-    reaches the threshold. Shared log x-axis of sequences seen, shaded by the closest strategy."""
+def strategies_above(metrics: list[dict], height: float) -> tuple:
+    """A two-panel figure on a shared log x-axis of sequences seen (step 0, at no sequences, left out), both
+    shaded by the closest strategy; the top panel holds KL(strategy ‖ model) and the model's KL(true ‖ model).
+    Returns (figure, top, bottom, x, the metrics kept)."""
     sns.set_theme(style="ticks")
-    keep = [i for i, m in enumerate(metrics) if m["sequences_seen"] > 0]  # a log axis has no 0
-    x = [metrics[i]["sequences_seen"] for i in keep]
-    kept = [metrics[i] for i in keep]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    kept = [m for m in metrics if m["sequences_seen"] > 0]
+    x = [m["sequences_seen"] for m in kept]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, height), sharex=True)
     for ax in (top, bottom):
         shade_closest_strategy(ax, x, kept)
     for name in ("uniform", "unigram", "bigram"):
@@ -245,6 +244,16 @@ def plot_progress_measures(progress: list, metrics: list[dict], thresholds: dict
     top.set_yscale("log")
     top.set_ylabel("KL(· ‖ model), last token")
     top.legend(loc="center left", fontsize=8)
+    bottom.set_xscale("log")
+    return fig, top, bottom, x, kept
+
+
+def plot_progress_measures(progress: list, metrics: list[dict], thresholds: dict, title: str, path: Path) -> Path:
+    """Above: KL(strategy ‖ model) and the model's KL(true ‖ model), last token. Below: each progress measure
+    rescaled so that chance is 0 and Proposition 2.1 is 1 (its threshold is 0.5), with a mark where it first
+    reaches the threshold. Shared log x-axis of sequences seen, shaded by the closest strategy."""
+    fig, top, bottom, x, kept = strategies_above(metrics, height=7)
+    keep = [i for i, m in enumerate(metrics) if m["sequences_seen"] > 0]  # the checkpoints the x-axis holds
     colours = dict(zip(thresholds, sns.color_palette("dark", len(thresholds))))
     styles = {"ov_copying_accuracy": (0, (4, 2))}  # dashed: it sits on the copying score once both reach 1
     scaled = {name: [(progress[i].value(name) - row["chance"]) / (row["construction"] - row["chance"]) for i in keep]
@@ -259,7 +268,6 @@ def plot_progress_measures(progress: list, metrics: list[dict], thresholds: dict
     bottom.set_ylabel("measure, rescaled\n(chance 0, construction 1)")
     phase_key(bottom, kept, loc="lower right")
     bottom.legend(loc="upper left", fontsize=8)
-    bottom.set_xscale("log")
     bottom.set_xlabel("training sequences seen (log scale)")
     top.set_title(f"{title}: the circuit's pieces from the weights, against the strategy phases")
     return save(fig, path)
@@ -269,25 +277,13 @@ def plot_llc(estimates: list, metrics: list[dict], sequences: list[int], constru
     """Above: KL(strategy ‖ model) over training, shaded by the closest strategy. Below: the LLC estimate at
     the sampled checkpoints (bars: standard deviation over chains), the construction's as a dashed line.
     Shared log x-axis of sequences seen; step 0 (no sequences yet) is drawn at the first checkpoint's x."""
-    sns.set_theme(style="ticks")
-    kept = [m for m in metrics if m["sequences_seen"] > 0]
-    x = [m["sequences_seen"] for m in kept]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
-    for ax in (top, bottom):
-        shade_closest_strategy(ax, x, kept)
-    for name in ("uniform", "unigram", "bigram"):
-        top.plot(x, [m["last_token_kl"][name] for m in kept], color=strategy_colour(name), lw=2, label=f"to {name}")
-    top.plot(x, [m["last_token_kl"]["true"] for m in kept], color="black", lw=1.5, ls="--", label="KL(true ‖ model)")
-    top.set_yscale("log")
-    top.set_ylabel("KL(· ‖ model), last token")
-    top.legend(loc="center left", fontsize=8)
+    fig, top, bottom, x, kept = strategies_above(metrics, height=6.5)
     at = [max(n, x[0]) for n in sequences]
     bottom.errorbar(at, [e.llc for e in estimates], yerr=[e.llc_std for e in estimates], color="black", marker="o",
                     capsize=3, lw=1.5, label="LLC (± sd over chains)")
     bottom.axhline(construction.llc, color="tab:purple", ls="--", lw=1.5, label=f"Prop. 2.1 construction ({construction.llc:.1f})")
     bottom.axhline(0, color="grey", lw=0.8)
     bottom.set_ylabel("local learning coefficient")
-    bottom.set_xscale("log")
     bottom.set_xlabel("training sequences seen (log scale; step 0 drawn at the first checkpoint)")
     phase_key(bottom, kept, loc="lower right")
     bottom.legend(loc="upper left", fontsize=8)
