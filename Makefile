@@ -41,6 +41,9 @@ experiments: $(STAMP)
 	  $(BIN)/induction-probes summarize experiments/runs/$$name --plot experiments/results/$$name && \
 	  $(BIN)/induction-probes summarize experiments/runs/$$name --json > experiments/results/$$name/summary.json || exit 1; \
 	done
+	mkdir -p experiments/results/markov-k3-llc
+	$(BIN)/induction-probes llc markov-k3 --checkpoints 12 --json --plot experiments/results/markov-k3-llc \
+	  > experiments/results/markov-k3-llc/llc.json
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
