@@ -29,6 +29,7 @@ class Prop21Comparison:
     ov_circuit_analytic: Tensor
     ov_top1_diagonal: float
     ov_eigenvalues: Tensor  # on the k − 1 directions that change a softmax (logit shifts dropped)
+    below_threshold: dict[str, tuple[float, float]]  # progress measures short of halfway: name → (value, threshold)
 
     def to_json(self) -> dict:
         return {
@@ -42,6 +43,7 @@ class Prop21Comparison:
             "ov_top1_diagonal": self.ov_top1_diagonal,
             "ov_eigenvalues_real": self.ov_eigenvalues.real.tolist(),
             "ov_eigenvalues_positive": bool((self.ov_eigenvalues.real > 0).all()),
+            "progress_below_threshold": {name: list(pair) for name, pair in self.below_threshold.items()},
         }
 
     def failures(self) -> list[str]:
@@ -55,6 +57,9 @@ class Prop21Comparison:
             problems.append(f"layer 1's OV circuit copies only {self.ov_top1_diagonal:.0%} of tokens")
         if not (self.ov_eigenvalues.real > 0).all():
             problems.append("layer 1's OV circuit has a non-positive eigenvalue")
+        # an argmax is passed by a nearly flat pattern too: each piece must also be halfway from chance
+        problems += [f"{name.replace('_', ' ')} is {value:.3f}, short of its threshold {threshold:.3f}"
+                     for name, (value, threshold) in self.below_threshold.items()]
         return problems
 
 
@@ -117,7 +122,20 @@ def compare_with_prop21(model, tokens: Tensor, k: int, c: float = 100.0) -> Prop
         ov_circuit_analytic=ov_analytic,
         ov_top1_diagonal=(ov.argmax(-1) == torch.arange(k)).double().mean().item(),
         ov_eigenvalues=torch.linalg.eigvals(shift_free(ov)),
+        below_threshold=progress_below_threshold(model),
     )
+
+
+def progress_below_threshold(model) -> dict[str, tuple[float, float]]:
+    """The calibrated progress measures (:mod:`probes.progress`) that ``model`` has not brought halfway
+    from chance to the construction; none where they do not apply."""
+    from probes.progress import model_calibration, progress_measures, unmeasurable_reason
+
+    if unmeasurable_reason(model):
+        return {}
+    measures = progress_measures(model)
+    values = {name: measures.value(name) for name in model_calibration(model)}
+    return {name: (values[name], m.threshold) for name, m in model_calibration(model).items() if values[name] < m.threshold}
 
 
 def shift_free(matrix: Tensor) -> Tensor:

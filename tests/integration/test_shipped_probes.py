@@ -55,3 +55,15 @@ def test_markov_k3_has_the_signatures_of_proposition_2_1(run, probe_set):
     assert result.diagonal_is_row_max == 1.0
     assert result.ov_top1_diagonal == 1.0 and (result.ov_eigenvalues.real > 0).all()
     assert result.failures() == []
+
+
+def test_on_the_plateau_the_argmax_signatures_hold_but_the_thresholds_do_not(run, probe_set):
+    """At step 364 every argmax signature already holds, layer 0's on a nearly flat profile; the progress
+    thresholds say which pieces are still short of halfway from chance to the construction."""
+    from probes.compare import compare_with_prop21
+
+    result = compare_with_prop21(run.load(step=364), probe_set.sample.inputs[:300], 3)
+    assert int(result.positional_profile.argmax()) == 1 and result.positional_profile[1] < 0.011
+    assert result.diagonal_is_row_max == 1.0 and result.ov_top1_diagonal == 1.0
+    assert set(result.below_threshold) == {"previous_token_match", "k_composition_match"}
+    assert len(result.failures()) == 2
