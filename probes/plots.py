@@ -275,16 +275,20 @@ def plot_progress_measures(progress: list, metrics: list[dict], thresholds: dict
 
 def plot_llc(estimates: list, metrics: list[dict], sequences: list[int], construction, title: str, path: Path) -> Path:
     """Above: KL(strategy ‖ model) over training, shaded by the closest strategy. Below: the LLC estimate at
-    the sampled checkpoints (bars: standard deviation over chains), the construction's as a dashed line.
-    Shared log x-axis of sequences seen; step 0 (no sequences yet) is drawn at the first checkpoint's x."""
+    the sampled checkpoints (bars: standard deviation over chains); the construction's and, where step 0 was
+    sampled, the initial model's as horizontal lines (step 0 has seen no sequences: a log axis has no place
+    for it). Shared log x-axis of sequences seen."""
     fig, top, bottom, x, kept = strategies_above(metrics, height=6.5)
-    at = [max(n, x[0]) for n in sequences]
-    bottom.errorbar(at, [e.llc for e in estimates], yerr=[e.llc_std for e in estimates], color="black", marker="o",
-                    capsize=3, lw=1.5, label="LLC (± sd over chains)")
+    trained = [(n, e) for n, e in zip(sequences, estimates) if n > 0]
+    bottom.errorbar([n for n, _ in trained], [e.llc for _, e in trained], yerr=[e.llc_std for _, e in trained],
+                    color="black", marker="o", capsize=3, lw=1.5, label="LLC (± sd over chains)")
+    for n, e in zip(sequences, estimates):
+        if n == 0:
+            bottom.axhline(e.llc, color="tab:blue", ls=":", lw=1.5, label=f"at initialisation, step 0 ({e.llc:.2f})")
     bottom.axhline(construction.llc, color="tab:purple", ls="--", lw=1.5, label=f"Prop. 2.1 construction ({construction.llc:.1f})")
     bottom.axhline(0, color="grey", lw=0.8)
     bottom.set_ylabel("local learning coefficient")
-    bottom.set_xlabel("training sequences seen (log scale; step 0 drawn at the first checkpoint)")
+    bottom.set_xlabel("training sequences seen (log scale)")
     phase_key(bottom, kept, loc="lower right")
     bottom.legend(loc="upper left", fontsize=8)
     top.set_title(f"{title}: the learning coefficient against the strategy phases")

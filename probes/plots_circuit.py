@@ -151,12 +151,14 @@ def plot_prop21(result, path: Path) -> Path:
     cs = [c for c, _, _ in result.error_by_c]
     left.plot(cs, [max(worst, 1e-17) for _, worst, _ in result.error_by_c], "o-", label="max |error|")
     left.plot(cs, [max(mean, 1e-17) for _, _, mean in result.error_by_c], "s-", label="mean |error|")
-    left.set(xscale="log", yscale="log", xlabel="c", ylabel="|logits − exact limit|",
-             title=f"k={result.k}: error against the c → ∞ limit")
+    left.set(xscale="log", yscale="log", xlabel="scale c of the construction's weights (log)",
+             ylabel="|output − its c → ∞ limit|", title=f"k={result.k}: error against the c → ∞ limit")
+    left.margins(x=0.08)
     left.legend()
     right.plot(result.kl_bigram_by_position.numpy(), color="tab:green")
-    right.set(xlabel="position", ylabel="KL(Bayes bigram ‖ softmax(logits))",
+    right.set(xlabel="position in the sequence (0-indexed)", ylabel="KL(Bayes bigram ‖ softmax), nats",
               title=f"c={result.c:g}: statistics, not calibrated logits")
+    right.margins(x=0.02)
     return plots.save(fig, path)
 
 

@@ -46,9 +46,11 @@ def test_checkpoints_are_spread_in_log_sequences_with_step_0():
         log_spread(steps, sequences, 0)
 
 
-def test_llc_command_reports_settings_diagnostics_and_references(capsys):
-    status = main(["llc", "markov-k3", "--checkpoints", "2", "--draws", "4", "--chains", "2", "--n-seqs", "128", "--json"])
+def test_llc_command_reports_settings_diagnostics_and_references(capsys, tmp_path):
+    status = main(["llc", "markov-k3", "--checkpoints", "2", "--draws", "4", "--chains", "2", "--n-seqs", "128", "--json",
+                   "--plot", str(tmp_path)])
     assert status == 0
+    assert (tmp_path / "markov-k3_llc.png").stat().st_size > 10_000
     out = json.loads(capsys.readouterr().out)
     assert out["steps"] == [0, 4000] and out["n_seqs"] == 128 and out["run"].endswith("markov-k3")
     assert out["settings"]["n_beta"] == pytest.approx(64 / torch.log(torch.tensor(64.0)).item(), rel=1e-6)
