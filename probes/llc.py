@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from circuits.limits import MAX_STEPS, require_at_most
+
 
 @dataclass(frozen=True)
 class SamplerSettings:
@@ -46,6 +48,7 @@ class SamplerSettings:
         for name in ("chains", "draws", "batch_size"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        require_at_most("chains x draws", self.chains * self.draws, MAX_STEPS)  # each draw is an SGLD step
         if self.batch_size < 2 and self.n_beta is None:
             raise ValueError("the default n_beta = batch / ln(batch) needs a batch of at least 2")
         for name, lowest in (("lr", 0.0), ("n_beta", 0.0)):

@@ -8,7 +8,9 @@ import argparse
 import math
 from pathlib import Path
 
-from induction_probes.cli.common import add_probe_set_options, add_run_argument, figure_lines, format_table, json_text, provenance
+from induction_probes.cli.common import (
+    add_output_options, add_run_argument, figure_lines, format_table, json_text, provenance, seed,
+)
 
 
 def register(commands) -> None:
@@ -22,8 +24,10 @@ def register(commands) -> None:
     llc.add_argument("--chains", type=int, default=4, help="SGLD chains (default 4)")
     llc.add_argument("--draws", type=int, default=200, help="draws per chain (default 200)")
     llc.add_argument("--batch-size", type=int, default=64, help="sequences per SGLD step (default 64)")
-    add_probe_set_options(llc)
-    llc.set_defaults(handler=run_llc, n_seqs=4096)
+    llc.add_argument("--n-seqs", type=int, default=4096, help="fresh sequences the sampler draws its batches from (default 4096)")
+    llc.add_argument("--seed", type=seed, default=12345, help="seed of those sequences and of the sampler (default 12345)")
+    add_output_options(llc)
+    llc.set_defaults(handler=run_llc)
 
 
 def log_spread(steps: list[int], sequences: list[int], count: int) -> list[int]:
@@ -45,6 +49,11 @@ def run_llc(args: argparse.Namespace) -> str:
 
     settings = SamplerSettings(lr=args.lr, localization=args.localization, n_beta=args.n_beta, chains=args.chains,
                                draws=args.draws, batch_size=args.batch_size, seed=args.seed)
+    from circuits.limits import MAX_CHECKPOINTS, require_at_most
+
+    require_at_most("--checkpoints", args.checkpoints, MAX_CHECKPOINTS)
+    if args.batch_size > args.n_seqs:
+        raise ValueError(f"--batch-size {args.batch_size} is more than the {args.n_seqs} sequences (--n-seqs) to draw from")
     run = Run.open(args.run)
     if run.task.name != "markov":
         raise ValueError(f"run {run.path.name} is not an ICL-MC run: the llc command samples a next-token loss")
