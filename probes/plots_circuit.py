@@ -250,3 +250,20 @@ def plot_minimal_parameters(models_by_step: dict, captions: dict[int, str], titl
     fig.suptitle(f"{title}: second-layer matrix W turning diagonal")
     paths.append(plots.save(fig, directory / figure_name(name, "W", steps)))
     return paths
+
+
+def plot_gaussian_training(metrics: list[dict], title: str, path: Path) -> Path:
+    """A Gaussian-task run's error on its evaluation set over training, with the error of predicting the
+    mean (1) as its baseline."""
+    theme()
+    kept = [m for m in metrics if m["sequences_seen"] > 0]
+    x = [m["sequences_seen"] for m in kept]
+    fig, ax = plt.subplots(figsize=(8, 4.6))
+    ax.plot(x, [m["relative_mse"] for m in kept], color="black", lw=2, label="MSE / target variance (evaluation set)")
+    ax.axhline(1.0, color="grey", ls=":", lw=1.2, label="predicting the mean (1)")
+    log_limits(ax, [m["relative_mse"] for m in kept] + [1.0])
+    ax.set_ylabel("MSE / target variance (log scale)")
+    sequences_axis(ax, x)
+    ax.legend(loc="lower left", fontsize=9)
+    ax.set_title(f"{title}: error over training")
+    return plots.save(fig, path)

@@ -87,6 +87,8 @@ def run_report(args: argparse.Namespace) -> str:
     from circuits.checkpoint import Run
 
     run = Run.open(args.run)
+    if run.task.name == "gaussian":
+        return gaussian_report(run, args)
     if args.json:
         return json_text(report_json(run, args.plot))
     text, figures = report_text(run, args.plot)
@@ -95,6 +97,28 @@ def run_report(args: argparse.Namespace) -> str:
 
         text += f"\nreport: {write_html_report(run, args.html)}"
     return "\n".join([text] + figure_lines(figures))
+
+
+def gaussian_report(run, args: argparse.Namespace) -> str:
+    """A Gaussian-task run over training: its error on its evaluation set (no strategy phases here; the
+    probes are ``probe RUN --all-steps``)."""
+    metrics, recipe = run.metrics(), run.recipe
+    if args.html:
+        raise ValueError(f"run {run.path.name} is a Gaussian-task run: the HTML report follows the ICL-MC argument")
+    if args.json:
+        return json_text(provenance(run, [m["step"] for m in metrics], recipe.eval_seqs, recipe.eval_seed) | {"metrics": metrics})
+    figures = []
+    if args.plot:
+        from probes.plots_circuit import plot_gaussian_training
+
+        figures = [plot_gaussian_training(metrics, run.path.name, args.plot / f"{run.path.name}_error.png")]
+    wanted = spread_steps([m["step"] for m in metrics])
+    rows = [[m["step"], f"{m['sequences_seen'] / 1000:.1f}", m["train_loss"], m["eval_loss"], m["relative_mse"]]
+            for m in metrics if m["step"] in wanted]
+    title = f"run {run.path.name}: {run.task.describe()}, {recipe.steps} steps of {recipe.batch_size} sequences"
+    table = format_table(["step", "seqs (k)", "train loss", "eval loss", "MSE / target variance"], rows)
+    hint = f"probes over training: induction-probes probe {run.path.name} --all-steps"
+    return "\n".join([title, table, hint] + figure_lines(figures))
 
 
 def report_data(run):

@@ -204,3 +204,15 @@ def test_json_never_prints_a_number_that_could_not_be_computed():
         result = run("verify", "prop21", "--k", "3", "--c", "1e155", "--n-seqs", "20", *json_option)
         assert result.returncode == 2 and result.stdout == ""
         assert "c = 1e+155 is too large to compute" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_report_of_a_gaussian_run_shows_its_error_over_training(capsys, tmp_path):
+    assert main(["report", "gaussian-ih2", "--plot", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    final = Run.open("gaussian-ih2").metrics()[-1]["relative_mse"]
+    assert "MSE / target variance" in out and f"{final:.4f}" in out
+    assert (tmp_path / "gaussian-ih2_error.png").stat().st_size > 10_000
+    assert main(["report", "gaussian-ih2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["run"].endswith("gaussian-ih2") and report["metrics"][-1]["relative_mse"] == final
+    assert main(["report", "gaussian-ih2", "--html", str(tmp_path)]) == 2  # the page follows the ICL-MC argument
