@@ -108,8 +108,8 @@ def test_probing_a_run_of_another_task_is_refused(tmp_path, capsys):
     (run / "config.json").write_text(json.dumps(config))
     assert main(["probe", str(run)]) == 2
     assert "not a known task description" in capsys.readouterr().err
-    assert main(["report", "gaussian-ih2"]) == 2
-    assert "is a gaussian run, not a markov run" in capsys.readouterr().err
+    assert main(["llc", "gaussian-ih2"]) == 2  # a next-token loss: ICL-MC runs only
+    assert "is not an ICL-MC run" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
