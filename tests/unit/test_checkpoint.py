@@ -226,3 +226,64 @@ def test_a_run_file_that_is_a_link_or_too_large_is_refused_before_it_is_read(tmp
         handle.truncate(MAX_TEXT_BYTES + 1)
     with pytest.raises(CheckpointError, match="larger than"):
         Run.open(run).metrics()
+
+
+class ReaderWatch:
+    """A named pipe outside the run that tells whether anything opened it for reading: a writer's
+    non-blocking open succeeds only while a reader holds it (and unblocks that reader, so nothing hangs)."""
+
+    def __init__(self, path):
+        import os
+        import threading
+
+        self.path, self.seen, self.stop = path, False, threading.Event()
+        os.mkfifo(path)
+        self.thread = threading.Thread(target=self.poll, daemon=True)
+
+    def poll(self) -> None:
+        import os
+
+        while not self.stop.is_set():
+            try:
+                os.close(os.open(self.path, os.O_WRONLY | os.O_NONBLOCK))
+                self.seen = True
+            except OSError:  # ENXIO: no reader
+                pass
+            self.stop.wait(0.001)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+@pytest.mark.parametrize("how", ["absolute", "relative", "symlinked file", "symlinked folder"])
+def test_a_hostile_manifest_opens_no_file_outside_the_run(run_dir, tmp_path, how):
+    watched = tmp_path / "watched"
+    with ReaderWatch(watched) as watch:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        if how in ("absolute", "relative"):
+            manifest[-1]["file"] = str(watched) if how == "absolute" else "../watched"
+            (run_dir / "manifest.json").write_text(json.dumps(manifest))
+        elif how == "symlinked file":
+            last_file(run_dir).unlink()
+            last_file(run_dir).symlink_to(watched)
+        else:
+            (tmp_path / "elsewhere").mkdir()
+            target = tmp_path / "elsewhere" / last_file(run_dir).name
+            target.symlink_to(watched)
+            shutil.rmtree(run_dir / "checkpoints")
+            (run_dir / "checkpoints").symlink_to(tmp_path / "elsewhere")
+        with pytest.raises(CheckpointError):
+            Run.open(run_dir).load()
+    assert not watch.seen
+
+
+def test_the_reader_watch_sees_a_reader(tmp_path):
+    with ReaderWatch(tmp_path / "watched") as watch:
+        with open(tmp_path / "watched", "rb") as handle:  # blocks until the watch's writer opens, then EOF
+            handle.read()
+    assert watch.seen
