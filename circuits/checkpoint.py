@@ -57,13 +57,19 @@ class CheckpointError(ValueError):
 # --- writing --------------------------------------------------------------------------------------
 
 
+def refuse_links(*paths: Path, why: str = "a run's files are its own") -> None:
+    """A run reads and writes only inside its own directory: none of ``paths`` may be a symbolic link."""
+    for path in paths:
+        if path.is_symlink():
+            raise CheckpointError(f"{path} is a symbolic link: {why}")
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never half, and no link
     planted in the run is followed: a fresh temporary file beside ``path`` (created exclusively under a
     random name, so nothing can be waiting there), fsync'ed, then renamed over ``path`` (a rename replaces
     a link at ``path`` itself instead of writing where it points)."""
-    if path.parent.is_symlink():
-        raise CheckpointError(f"{path.parent} is a symbolic link: a run writes only inside its own directory")
+    refuse_links(path.parent, why="a run writes only inside its own directory")
     descriptor, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(descriptor, "wb") as handle:
@@ -246,8 +252,7 @@ def resolve_run(run: str | os.PathLike) -> Path:
 
 def run_text(path: Path) -> str:
     """A text file of a run: its own (not a link to elsewhere) and of a size a run's file can have."""
-    if path.is_symlink():
-        raise CheckpointError(f"{path} is a symbolic link: a run's files are its own")
+    refuse_links(path)
     if path.is_file() and path.stat().st_size > MAX_TEXT_BYTES:
         raise CheckpointError(f"{path} is larger than a run's file can be ({MAX_TEXT_BYTES:,} bytes)")
     return path.read_text()
@@ -361,8 +366,7 @@ class Run:
         if not isinstance(entry.get("sha256"), str):
             raise CheckpointError(f"manifest entry of step {step} in {self.path.name} has no sha256 to verify")
         path = self.path / entry["file"]
-        if path.is_symlink() or (self.path / "checkpoints").is_symlink():
-            raise CheckpointError(f"{path} is a symbolic link: checkpoints are read from inside the run only")
+        refuse_links(path, self.path / "checkpoints", why="checkpoints are read from inside the run only")
         return path
 
     def load(self, step: int | None = None, index: int | None = None) -> HookedTransformer:

@@ -207,12 +207,12 @@ def cell_status(path: Path, recipe) -> str:
 
 def is_finished(path: Path) -> bool:
     """Whether ``path`` holds a run that trained every step of its recipe and saved its last resume state."""
+    from circuits.checkpoint import read_manifest
     from circuits.train import RESUME_FILE, saved_recipe
 
-    manifest_path = path / "manifest.json"
-    if not (path / "config.json").is_file() or not manifest_path.is_file():
+    if not (path / "config.json").is_file() or not (path / "manifest.json").is_file():
         return False
-    steps = [entry["step"] for entry in json.loads(manifest_path.read_text())]
+    steps = [entry["step"] for entry in read_manifest(path)]
     return bool(steps) and steps[-1] == saved_recipe(path).steps and (path / RESUME_FILE).is_file()
 
 

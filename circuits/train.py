@@ -34,6 +34,7 @@ from circuits.checkpoint import (
     build_model,
     read_json,
     read_manifest,
+    refuse_links,
     run_config,
     save_tensors,
 )
@@ -138,8 +139,7 @@ class Trainer:
 
     def load_resume_state(self) -> None:
         path = self.out / RESUME_FILE
-        if path.is_symlink() or path.parent.is_symlink():
-            raise CheckpointError(f"{path} is a symbolic link: a run's files are its own")
+        refuse_links(path, path.parent)
         if not path.is_file():
             raise CheckpointError(f"run {self.out} has no resume state to continue from")
         try:
@@ -255,10 +255,9 @@ def interrupts_between_steps():
 
 def progress_bar(total: int, initial: int, description: str, enabled: bool):
     """A tqdm bar; into a log (stderr not a terminal) it writes at most one line per 10 % of the work."""
-    if sys.stderr.isatty():
-        return tqdm(total=total, initial=initial, desc=description, disable=not enabled, unit="step")
-    return tqdm(total=total, initial=initial, desc=description, disable=not enabled, unit="step",
-                miniters=max(1, total // 10), mininterval=0, maxinterval=float("inf"), ascii=True)
+    into_log = {} if sys.stderr.isatty() else {
+        "miniters": max(1, total // 10), "mininterval": 0, "maxinterval": float("inf"), "ascii": True}
+    return tqdm(total=total, initial=initial, desc=description, disable=not enabled, unit="step", **into_log)
 
 
 def train_run(

@@ -55,10 +55,13 @@ def illustrative_steps(phases: list[Phase], steps: list[int]) -> list[int]:
 
 
 def log_spread_steps(sequences_by_step: dict[int, int], n: int = 12) -> set[int]:
-    """About ``n`` steps evenly spread in log sequences seen (step 0 has none and is left out)."""
+    """About ``n`` steps evenly spread in log sequences seen, the first and last included (one: the last;
+    step 0 has seen none and is left out)."""
     seen = {step: n_seen for step, n_seen in sequences_by_step.items() if n_seen > 0}
+    if not seen or n < 1:
+        return set()
     low, high = math.log(min(seen.values())), math.log(max(seen.values()))
-    grid = [low + (high - low) * i / (n - 1) for i in range(n)]
+    grid = [low + (high - low) * i / (n - 1) for i in range(n)] if n > 1 else [high]
     return {min(seen, key=lambda step: abs(math.log(seen[step]) - point)) for point in grid}
 
 

@@ -91,9 +91,15 @@ def ov_circuit(model) -> Tensor:
     if hasattr(block.ln1, "w"):
         embed = torch.nn.functional.layer_norm(embed, embed.shape[-1:], block.ln1.w.double(), block.ln1.b.double())
     out = embed @ block.attn.W_V[0].double() @ block.attn.W_O[0].double()
-    if hasattr(model.ln_final, "w"):
-        out = (out - out.mean(-1, keepdim=True)) * model.ln_final.w.double()
-    return (out @ model.W_U.double()).detach()
+    return (through_final_norm(model, out) @ model.W_U.double()).detach()
+
+
+def through_final_norm(model, out: Tensor) -> Tensor:
+    """``out`` (rows in the residual stream) through the final LayerNorm's centring and gain, if the model
+    has one; its positive per-row scale is left out: it changes no sign and no argmax of the logits."""
+    if not hasattr(model.ln_final, "w"):
+        return out
+    return (out - out.mean(-1, keepdim=True)) * model.ln_final.w.to(out.dtype)
 
 
 def compare_with_prop21(model, tokens: Tensor, k: int, c: float = 100.0) -> Prop21Comparison:
@@ -129,13 +135,13 @@ def compare_with_prop21(model, tokens: Tensor, k: int, c: float = 100.0) -> Prop
 def progress_below_threshold(model) -> dict[str, tuple[float, float]]:
     """The calibrated progress measures (:mod:`probes.progress`) that ``model`` has not brought halfway
     from chance to the construction; none where they do not apply."""
-    from probes.progress import model_calibration, progress_measures, unmeasurable_reason
+    from probes.progress import config_calibration, progress_measures, unmeasurable_reason
 
     if unmeasurable_reason(model):
         return {}
     measures = progress_measures(model)
-    values = {name: measures.value(name) for name in model_calibration(model)}
-    return {name: (values[name], m.threshold) for name, m in model_calibration(model).items() if values[name] < m.threshold}
+    values = {name: (measures.value(name), m.threshold) for name, m in config_calibration(model.cfg).items()}
+    return {name: (value, threshold) for name, (value, threshold) in values.items() if value < threshold}
 
 
 def shift_free(matrix: Tensor) -> Tensor:

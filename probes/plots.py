@@ -96,9 +96,7 @@ def plot_distance_to_strategies(metrics: list[dict], strategies: list[str], titl
     x = [m["sequences_seen"] for m in kept]
     fig, ax = plt.subplots(figsize=(8, 4.6))
     shade_closest_strategy(ax, x, kept)
-    for name in strategies:
-        ax.plot(x, [m["last_token_kl"][name] for m in kept], color=strategy_colour(name), label=f"to {name}", lw=2)
-    ax.plot(x, [m["last_token_kl"]["true"] for m in kept], color="black", ls="--", lw=1.5, label="KL(true ‖ model)")
+    strategy_curves(ax, x, kept, strategies)
     log_limits(ax, [m["last_token_kl"][name] for m in kept for name in [*strategies, "true"]])
     sequences_axis(ax, x)
     ax.set_ylabel("KL(· ‖ model), last token (nats)")
@@ -106,6 +104,13 @@ def plot_distance_to_strategies(metrics: list[dict], strategies: list[str], titl
     phase_key(ax, kept, loc="lower left")
     ax.legend(loc="lower center", fontsize=9, title="curves", title_fontsize=9)
     return save(fig, path)
+
+
+def strategy_curves(ax: plt.Axes, x: list[float], metrics: list[dict], strategies) -> None:
+    """KL(strategy ‖ model) at the last token for each of ``strategies``, and the model's KL(true ‖ model)."""
+    for name in strategies:
+        ax.plot(x, [m["last_token_kl"][name] for m in metrics], color=strategy_colour(name), label=f"to {name}", lw=2)
+    ax.plot(x, [m["last_token_kl"]["true"] for m in metrics], color="black", ls="--", lw=1.5, label="KL(true ‖ model)")
 
 
 def plot_loss_against_baselines(
@@ -232,19 +237,17 @@ def strategies_above(metrics: list[dict], height: float) -> tuple:
     """A two-panel figure on a shared log x-axis of sequences seen (step 0, at no sequences, left out), both
     shaded by the closest strategy; the top panel holds KL(strategy ‖ model) and the model's KL(true ‖ model).
     Returns (figure, top, bottom, x, the metrics kept)."""
-    sns.set_theme(style="ticks")
-    kept = [m for m in metrics if m["sequences_seen"] > 0]
+    theme()
+    kept = with_sequences(metrics)
     x = [m["sequences_seen"] for m in kept]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, height), sharex=True)
     for ax in (top, bottom):
         shade_closest_strategy(ax, x, kept)
-    for name in ("uniform", "unigram", "bigram"):
-        top.plot(x, [m["last_token_kl"][name] for m in kept], color=strategy_colour(name), lw=2, label=f"to {name}")
-    top.plot(x, [m["last_token_kl"]["true"] for m in kept], color="black", lw=1.5, ls="--", label="KL(true ‖ model)")
+    strategy_curves(top, x, kept, ("uniform", "unigram", "bigram"))
     top.set_yscale("log")
-    top.set_ylabel("KL(· ‖ model), last token")
+    top.set_ylabel("KL(· ‖ model), last token (nats)")
     top.legend(loc="center left", fontsize=8)
-    bottom.set_xscale("log")
+    sequences_axis(bottom, x)
     return fig, top, bottom, x, kept
 
 
@@ -268,8 +271,7 @@ def plot_progress_measures(progress: list, metrics: list[dict], thresholds: dict
     bottom.set_ylabel("measure, rescaled\n(chance 0, construction 1)")
     phase_key(bottom, kept, loc="lower right")
     bottom.legend(loc="upper left", fontsize=8)
-    bottom.set_xlabel("training sequences seen (log scale)")
-    top.set_title(f"{title}: the circuit's pieces from the weights, against the strategy phases")
+    top.set_title(f"{title}: the circuit's pieces, read from the weights")
     return save(fig, path)
 
 
@@ -288,8 +290,7 @@ def plot_llc(estimates: list, metrics: list[dict], sequences: list[int], constru
     bottom.axhline(construction.llc, color="tab:purple", ls="--", lw=1.5, label=f"Prop. 2.1 construction ({construction.llc:.1f})")
     bottom.axhline(0, color="grey", lw=0.8)
     bottom.set_ylabel("local learning coefficient")
-    bottom.set_xlabel("training sequences seen (log scale)")
     phase_key(bottom, kept, loc="lower right")
     bottom.legend(loc="upper left", fontsize=8)
-    top.set_title(f"{title}: the learning coefficient against the strategy phases")
+    top.set_title(f"{title}: the learning coefficient over training")
     return save(fig, path)

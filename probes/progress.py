@@ -41,7 +41,7 @@ from torch import Tensor
 from transformer_lens import FactoredMatrix
 from transformer_lens.utilities import composition_scores
 
-from probes.compare import shift_free
+from probes.compare import shift_free, through_final_norm
 
 SCALAR_MEASURES = ("previous_token_match", "k_composition_match", "ov_copying_accuracy", "ov_copying_score")
 COMPOSITION_MODES = ("Q", "K", "V")
@@ -162,10 +162,7 @@ def ov_circuits(model, residual: Tensor) -> Tensor:
     through the final LayerNorm's centring and gain (its positive scale changes no argmax or sign)."""
     block = model.blocks[1]
     v = project(block, residual, block.attn.W_V, "b_V").mean(2)  # [head, a, d_head]
-    out = v @ block.attn.W_O  # [head, a, d_model]
-    if hasattr(model.ln_final, "w"):
-        out = (out - out.mean(-1, keepdim=True)) * model.ln_final.w
-    return out @ model.W_U
+    return through_final_norm(model, v @ block.attn.W_O) @ model.W_U  # v W_O: [head, a, d_model]
 
 
 def copying_score(circuit: Tensor) -> float:
@@ -213,8 +210,8 @@ def progress_measures(model, step: int = -1) -> ProgressMeasures:
         )
 
 
-def model_calibration(model) -> dict[str, Measure]:
-    cfg = model.cfg
+def config_calibration(cfg) -> dict[str, Measure]:
+    """:func:`calibration` for a model config (a run's ``model_config``: no checkpoint need be loaded)."""
     return calibration(cfg.d_vocab, cfg.n_ctx, cfg.d_model)
 
 

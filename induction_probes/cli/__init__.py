@@ -17,6 +17,7 @@ from induction_probes.cli import baselines, experiments, llc, probe, runs, sweep
 from induction_probes.cli.common import PROG, CommandFailed, Parser, UsageError
 
 COMMAND_GROUPS = (baselines, train, sweep, runs, probe, llc, verify, experiments)
+OUT_OF_MEMORY = "not enough memory for this command (try smaller sizes)"
 
 
 def build_parser() -> Parser:
@@ -52,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FloatingPointError, CommandFailed) as error:  # a diverged run, failed sweep cells: not bad input
         return fail(error, 1)
     except MemoryError:
-        return fail("not enough memory for this command (try smaller sizes)", 1)
+        return fail(OUT_OF_MEMORY, 1)
     except OSError as error:  # a full disk, a read-only place, a file where a directory should be
         if error.filename is None:  # stdout on a full device: the exit must not try to flush it again
             silence_stdout()
@@ -61,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RuntimeError as error:
         if "can't allocate memory" not in str(error):  # torch's CPU allocator says so in a RuntimeError
             raise
-        return fail("not enough memory for this command (try smaller sizes)", 1)
+        return fail(OUT_OF_MEMORY, 1)
     except KeyboardInterrupt as interrupt:
         print(f"{PROG}: {interrupt.args[0] if interrupt.args else 'interrupted'}", file=sys.stderr)
         return 130

@@ -5,7 +5,6 @@ Proposition 2.1's construction are estimated with the same settings as reference
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from induction_probes.cli.common import (
@@ -32,15 +31,11 @@ def register(commands) -> None:
 
 def log_spread(steps: list[int], sequences: list[int], count: int) -> list[int]:
     """Step 0 and about ``count − 1`` steps evenly spread in log(sequences seen) over the rest."""
+    from probes.behaviour import log_spread_steps
+
     if count < 1:
         raise ValueError(f"--checkpoints must be at least 1, got {count}")
-    later = [(s, math.log(n)) for s, n in zip(steps, sequences) if n > 0]
-    n = count - 1
-    if not later or n == 0:
-        return [steps[0]]
-    low, high = later[0][1], later[-1][1]
-    targets = [low + (high - low) * i / (n - 1) for i in range(n)] if n > 1 else [high]
-    return sorted({steps[0]} | {min(later, key=lambda pair: abs(pair[1] - t))[0] for t in targets})
+    return sorted({steps[0]} | log_spread_steps(dict(zip(steps, sequences)), count - 1))
 
 
 def run_llc(args: argparse.Namespace) -> str:

@@ -62,10 +62,10 @@ def run_probe(args: argparse.Namespace) -> str:
 
 def progress_thresholds(run, progress: list) -> dict:
     """Per calibrated measure: chance, construction value, threshold, and the first step that reaches it."""
-    from probes.progress import first_crossing, model_calibration
+    from probes.progress import config_calibration, first_crossing
 
     rows = {}
-    for name, measure in model_calibration(run.load(step=progress[-1].step)).items():
+    for name, measure in config_calibration(run.model_config).items():
         step = first_crossing(progress, measure)
         rows[name] = {"chance": measure.chance, "construction": measure.construction, "threshold": measure.threshold,
                       "value": progress[-1].value(name), "first_step": step,
@@ -205,14 +205,14 @@ def run_ablate(args: argparse.Namespace) -> str:
     eval_set = probe_eval_set(run, args.n_seqs, args.seed)
     reference = probe_eval_set(run, args.n_seqs, args.seed + 1).inputs  # other sequences
     baseline, results = ablation_study(model, eval_set, head_sets, args.mode, reference, args.seed)
-    figures = plot_ablations(run, run.entry(args.step)["step"], baseline, results, eval_set, args.mode, args.plot) if args.plot else []
+    step = run.entry(args.step)["step"]
+    figures = plot_ablations(run, step, baseline, results, eval_set, args.mode, args.plot) if args.plot else []
     if args.json:
         base = {"last_token_kl": baseline.last_token_kl, "loss": baseline.loss, "icl_score": baseline.icl_score,
                 "closest_strategy": baseline.closest_strategy}
-        header = provenance(run, [run.entry(args.step)["step"]], args.n_seqs, args.seed)
+        header = provenance(run, [step], args.n_seqs, args.seed)
         return json_text(header | {"mode": args.mode, "baseline": base, "ablations": [r.to_json() for r in results]})
-    return "\n".join([ablation_text(run, run.entry(args.step)["step"], args.mode, args.n_seqs, baseline, results)]
-                     + figure_lines(figures))
+    return "\n".join([ablation_text(run, step, args.mode, args.n_seqs, baseline, results)] + figure_lines(figures))
 
 
 def ablation_text(run, step: int, mode: str, n_seqs: int, baseline, results) -> str:
