@@ -152,9 +152,10 @@ class RunWriter:
             (path / "manifest.json").unlink(missing_ok=True)
         if (path / "manifest.json").exists():
             raise CheckpointError(f"{path} already holds a run: continue it with --resume or choose another --out")
-        if not restart and path.is_dir() and any(p.name != "lock" for p in path.iterdir()):
+        if not restart and path.is_dir() and not all(map(left_by_a_killed_start, path.iterdir())):
             raise CheckpointError(f"{path} is not empty: a new run goes into a missing or empty directory")
         path.mkdir(parents=True, exist_ok=True)
+        remove_unfinished_writes(path)
         write_json(path / "config.json", config)  # first: a writer killed before it leaves the directory empty
         for folder in ("checkpoints", "resume"):
             (path / folder).mkdir(exist_ok=True)
@@ -187,6 +188,13 @@ class RunWriter:
         self.add_metrics(metrics)
         self.manifest.append({"step": step, "sequences_seen": sequences_seen, "file": file, "sha256": sha})
         write_json(self.path / "manifest.json", self.manifest)
+
+
+def left_by_a_killed_start(entry: Path) -> bool:
+    """What a writer killed before its run's config.json was in place leaves in a directory: the lock, and
+    the temporary file of config.json (a directory holding only these is still empty for a new run)."""
+    name = entry.name
+    return name == "lock" or (name.startswith(".config.json.") and name.endswith(".tmp") and entry.is_file())
 
 
 def remove_unfinished_writes(path: Path) -> None:

@@ -151,6 +151,21 @@ def test_killed_at_any_write_point_of_the_first_or_a_later_checkpoint_resume_fin
         assert every_file(out) == whole, f"killed while writing {names[point]} (write {point})"
 
 
+def test_a_writer_killed_while_writing_the_first_config_leaves_a_directory_the_same_command_starts(tmp_path):
+    """SIGKILL leaves write_atomic's temporary file behind (an exception would have removed it)."""
+    whole = every_file(train_run(TINY, tmp_path / "whole", progress=False).path)
+    out = tmp_path / "killed"
+    out.mkdir()
+    (out / "lock").touch()
+    (out / ".config.json.k3j5x9q2.tmp").write_bytes(b'{"half a')
+    train_run(TINY, out, progress=False)
+    assert every_file(out) == whole
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / ".notes.tmp").write_text("someone else's")  # not ours: the directory is not empty
+    with pytest.raises(ValueError, match="not empty"):
+        train_run(TINY, tmp_path / "other", progress=False)
+
+
 def test_starting_over_an_existing_run_is_refused(tmp_path):
     train_run(TINY, tmp_path / "run", stop_after=3, progress=False)
     with pytest.raises(ValueError, match="already holds a run"):
