@@ -18,7 +18,7 @@ import time
 import numpy as np
 import torch
 
-from circuits.tasks.markov import ngram_predictions, sample_markov
+from induction_probes.circuits.tasks.markov import ngram_predictions, sample_markov
 
 K, SEQ_LEN = 3, 100
 

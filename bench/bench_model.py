@@ -35,8 +35,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).parent))
 from plain_model import plain_twin  # noqa: E402
 
-from circuits.model import HookedTransformer, HookedTransformerConfig  # noqa: E402
-from circuits.tasks.markov import sample_markov  # noqa: E402
+from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig  # noqa: E402
+from induction_probes.circuits.tasks.markov import sample_markov  # noqa: E402
 
 BATCH, T, K, D_MODEL = 64, 100, 3, 16
 STEPS, REPEATS, WARMUP = 50, 5, 10

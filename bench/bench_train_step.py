@@ -20,12 +20,12 @@ import time
 import torch
 from torch import Tensor
 
-from circuits.checkpoint import build_model
-from circuits.model import Attention, softmax_over_allowed
-from circuits.recipes import MarkovRecipe
-from circuits.tasks import MarkovTask
-from circuits.tasks import markov as markov_module
-from circuits.tasks.draws import sample_categorical, sample_dirichlet
+from induction_probes.circuits.checkpoint import build_model
+from induction_probes.circuits.model import Attention, softmax_over_allowed
+from induction_probes.circuits.recipes import MarkovRecipe
+from induction_probes.circuits.tasks import MarkovTask
+from induction_probes.circuits.tasks import markov as markov_module
+from induction_probes.circuits.tasks.draws import sample_categorical, sample_dirichlet
 
 STEPS, REPEATS, BATCH = 20, 7, 64
 

@@ -1,5 +1,5 @@
-"""Shipped training runs, one run directory each (see circuits/checkpoint.py for the format).
+"""Shipped training runs, one run directory each (the format: :mod:`induction_probes.circuits.checkpoint`).
 
-A package only so that the runs are installed with the project and found by name after a
-non-editable install; it holds no code.
+Installed as ``induction_probes.checkpoints`` so that ``importlib.resources`` finds the runs by name in
+editable and wheel installs alike; it holds no code.
 """

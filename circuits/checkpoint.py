@@ -27,12 +27,12 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 
-from circuits.limits import MAX_TEXT_BYTES
-from circuits.minimal import MinimalConfig, MinimalModel
-from circuits.model import HookedTransformer, HookedTransformerConfig
-from circuits.recipes import recipe_from_json
-from circuits.tasks import task_from_json
-from circuits.toy import ToyConfig, ToyModel
+from induction_probes.circuits.limits import MAX_TEXT_BYTES
+from induction_probes.circuits.minimal import MinimalConfig, MinimalModel
+from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.recipes import recipe_from_json
+from induction_probes.circuits.tasks import task_from_json
+from induction_probes.circuits.toy import ToyConfig, ToyModel
 
 # The model classes a run may hold, by the name written in config.json ("model_class").
 MODEL_CLASSES = {
@@ -234,15 +234,18 @@ def read_manifest(path: Path) -> list[dict]:
 # --- reading --------------------------------------------------------------------------------------
 
 
-def shipped_runs_dir() -> Path:
-    """Where the shipped runs are installed (the ``checkpoints`` package)."""
-    return Path(str(resources.files("checkpoints")))
+def shipped_runs_dir() -> Path | None:
+    """Where the shipped runs are installed: ``induction_probes.checkpoints``, data with no code (the
+    repository's ``checkpoints/``, mapped there by pyproject's ``package-dir``); None without them."""
+    try:
+        return Path(str(resources.files("induction_probes.checkpoints")))
+    except ModuleNotFoundError:
+        return None
 
 
 def shipped_run_names() -> list[str]:
-    try:
-        directory = shipped_runs_dir()
-    except ModuleNotFoundError:  # an install without the checkpoints package ships no runs
+    directory = shipped_runs_dir()
+    if directory is None:  # an install without the shipped runs
         return []
     return sorted(p.name for p in directory.iterdir() if (p / "manifest.json").is_file())
 
@@ -309,7 +312,7 @@ class Run:
 
     @property
     def task(self):
-        """The task the run was trained on (:mod:`circuits.tasks`)."""
+        """The task the run was trained on (:mod:`induction_probes.circuits.tasks`)."""
         try:
             return task_from_json(self.config["task"])
         except ValueError as error:
@@ -317,7 +320,7 @@ class Run:
 
     @property
     def recipe(self):
-        """The recipe that trained the run (:mod:`circuits.recipes`), its task included."""
+        """The recipe that trained the run (:mod:`induction_probes.circuits.recipes`), its task included."""
         try:
             return recipe_from_json(self.config["recipe"], self.config["task"])
         except ValueError as error:

@@ -37,7 +37,7 @@ def induction_pattern(tokens: Tensor) -> Tensor:
     """[batch, query, key]."""
     import torch
 
-    from circuits.tasks.markov import causal_mask, matching_keys
+    from induction_probes.circuits.tasks.markov import causal_mask, matching_keys
 
     match = matching_keys(tokens)
     keys = torch.where(match.any(-1, keepdim=True), match, causal_mask(tokens.shape[1])).float()

@@ -11,9 +11,9 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from circuits.model import HookedTransformer, HookedTransformerConfig
-from circuits.tasks.markov import causal_mask, matching_keys, previous_tokens
-from circuits.validation import require_int, require_positive
+from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.tasks.markov import causal_mask, matching_keys, previous_tokens
+from induction_probes.circuits.validation import require_int, require_positive
 
 
 def prop21(k: int, c: float, n_ctx: int, dtype: str = "float64") -> tuple[HookedTransformerConfig, dict[str, Tensor]]:

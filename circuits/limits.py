@@ -30,7 +30,7 @@ def require_at_most(name: str, value: int, limit: int) -> int:
 
 def require_seed(name: str, value: object) -> int:
     """A seed: an integer from 0 to :data:`MAX_SEED`, the same rule for every command and config."""
-    from circuits.validation import require_int
+    from induction_probes.circuits.validation import require_int
 
     return require_at_most(name, require_int(name, value, 0), MAX_SEED)
 

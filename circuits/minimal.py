@@ -29,10 +29,10 @@ from torch import Tensor, nn
 from transformer_lens import ActivationCache, HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from circuits.config import Config
-from circuits.model import DTYPES
-from circuits.limits import require_numbers
-from circuits.validation import require_int
+from induction_probes.circuits.config import Config
+from induction_probes.circuits.model import DTYPES
+from induction_probes.circuits.limits import require_numbers
+from induction_probes.circuits.validation import require_int
 
 FIRST_LAYERS = ("linear", "softmax")
 

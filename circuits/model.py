@@ -29,9 +29,9 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from circuits.tl_interface import FactoredCircuits, TransformerLensInterface
+from induction_probes.circuits.tl_interface import FactoredCircuits, TransformerLensInterface
 
-from circuits.model_config import DTYPES, HookedTransformerConfig, dtype_name  # noqa: F401 (the model's config lives beside it)
+from induction_probes.circuits.model_config import DTYPES, HookedTransformerConfig, dtype_name  # noqa: F401 (the model's config lives beside it)
 
 
 def softmax_over_allowed(scores: Tensor, allowed: torch.BoolTensor) -> Tensor:

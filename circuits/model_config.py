@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import torch
 
-from circuits.config import Config
-from circuits.limits import MAX_HEADS, MAX_LAYERS, MAX_PARAMETERS, require_at_most, require_numbers
-from circuits.validation import require_int
+from induction_probes.circuits.config import Config
+from induction_probes.circuits.limits import MAX_HEADS, MAX_LAYERS, MAX_PARAMETERS, require_at_most, require_numbers
+from induction_probes.circuits.validation import require_int
 
 ATTENTION_POSITIONALS = ("relative", "alibi", "none")
 POSITIONALS = ATTENTION_POSITIONALS + ("standard",)

@@ -17,11 +17,11 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from circuits.clamps import CLAMP_LAYERS
-from circuits.config import Config, nested, option
-from circuits.tasks import GaussianTask, MarkovTask, TaskConfig, task_from_json
-from circuits.limits import MAX_CHECKPOINTS, MAX_LAYERS, MAX_STEPS, require_at_most, require_seed, require_sequences
-from circuits.validation import require_int, require_positive
+from induction_probes.circuits.clamps import CLAMP_LAYERS
+from induction_probes.circuits.config import Config, nested, option
+from induction_probes.circuits.tasks import GaussianTask, MarkovTask, TaskConfig, task_from_json
+from induction_probes.circuits.limits import MAX_CHECKPOINTS, MAX_LAYERS, MAX_STEPS, require_at_most, require_seed, require_sequences
+from induction_probes.circuits.validation import require_int, require_positive
 
 SCHEDULES = ("cosine", "constant")
 POSITIONALS = ("relative", "alibi", "none", "standard")
@@ -158,7 +158,7 @@ class MarkovRecipe(Recipe):
     def training_hooks(self, inputs, step: int) -> list:
         if not self.clamp or step < self.clamp_from:
             return []
-        from circuits.clamps import clamp_hooks
+        from induction_probes.circuits.clamps import clamp_hooks
 
         return clamp_hooks(self.clamp, inputs)
 
@@ -170,7 +170,7 @@ class MarkovRecipe(Recipe):
         return (max(self.task.n - 1, 1),) + (1,) * (self.n_layers - 1)  # one first-layer head per look-back
 
     def model_config(self):
-        from circuits.model import HookedTransformerConfig
+        from induction_probes.circuits.model import HookedTransformerConfig
 
         heads = self.layer_heads()
         return HookedTransformerConfig(
@@ -226,7 +226,7 @@ class MinimalRecipe(Recipe):
         super().__post_init__()
 
     def model_config(self):
-        from circuits.minimal import MinimalConfig
+        from induction_probes.circuits.minimal import MinimalConfig
 
         return MinimalConfig(d_vocab=self.task.k, n_ctx=self.task.seq_len, first_layer=self.first_layer)
 
@@ -264,7 +264,7 @@ class GaussianRecipe(Recipe):
         super().__post_init__()
 
     def model_config(self):
-        from circuits.model import HookedTransformerConfig
+        from induction_probes.circuits.model import HookedTransformerConfig
 
         return HookedTransformerConfig(
             n_layers=2, d_model=self.d_model, d_head=self.d_model, layer_heads=(self.heads, 1),
@@ -323,7 +323,7 @@ class ToyRecipe(Config):
         self.task  # L >= 4 and the target's own checks
 
     def model_config(self):
-        from circuits.toy import ToyConfig
+        from induction_probes.circuits.toy import ToyConfig
 
         return ToyConfig(self.sigma, self.slope_init)
 

@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from circuits.config import config_from_options, option_names
-from circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe, recipe_from_json
-from circuits.tasks import PRIOR_NAMES
+from induction_probes.circuits.config import config_from_options, option_names
+from induction_probes.circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe, recipe_from_json
+from induction_probes.circuits.tasks import PRIOR_NAMES
 
 SWEEP_RECIPES = {recipe.name: recipe for recipe in (MarkovRecipe, MinimalRecipe, GaussianRecipe)}
 SPEC_KEYS = {"recipe", "seeds", "description", "count", "base", "conditions", "grid"}
@@ -198,7 +198,7 @@ def cell_status(path: Path, recipe) -> str:
     config_path = path / "config.json"
     if not config_path.is_file():
         return "new"
-    from circuits.train import saved_recipe
+    from induction_probes.circuits.train import saved_recipe
 
     if saved_recipe(path) != recipe:
         raise SpecError(f"{path} holds a run of another recipe than this spec's")
@@ -207,8 +207,8 @@ def cell_status(path: Path, recipe) -> str:
 
 def is_finished(path: Path) -> bool:
     """Whether ``path`` holds a run that trained every step of its recipe and saved its last resume state."""
-    from circuits.checkpoint import read_manifest
-    from circuits.train import RESUME_FILE, saved_recipe
+    from induction_probes.circuits.checkpoint import read_manifest
+    from induction_probes.circuits.train import RESUME_FILE, saved_recipe
 
     if not (path / "config.json").is_file() or not (path / "manifest.json").is_file():
         return False
@@ -221,7 +221,7 @@ def run_cell(root: str, cell_json: dict) -> dict:
     a failure is reported in the result so that it never takes the other cells down."""
     import torch
 
-    from circuits.train import train_run
+    from induction_probes.circuits.train import train_run
 
     torch.set_num_threads(1)
     started = time.perf_counter()
@@ -250,7 +250,7 @@ def cell_json(cell: Cell) -> dict:
 
 def prepare(spec: Spec, out: Path) -> None:
     """Claim ``out`` for this spec: a new or empty directory, or one holding the same spec."""
-    from circuits.checkpoint import write_atomic  # torch comes with it: not needed to parse a spec
+    from induction_probes.circuits.checkpoint import write_atomic  # torch comes with it: not needed to parse a spec
 
     saved = out / SPEC_FILE
     if saved.is_file():

@@ -1,7 +1,7 @@
 """What TransformerLens's analysis tools read from a model, under their names: stacked weights and biases,
 factored circuits, token helpers, accumulated biases, head labels and composition scores.
 
-A mixin of :class:`circuits.model.HookedTransformer`, kept apart from the model's maths. TransformerLens 4
+A mixin of :class:`induction_probes.circuits.model.HookedTransformer`, kept apart from the model's maths. TransformerLens 4
 checks no types at run time; its patching, head detection, residual decompositions and logit attribution
 read exactly these attributes (README, "TransformerLens's tools on our models").
 """

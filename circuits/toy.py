@@ -15,10 +15,10 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from circuits.config import Config
-from circuits.metrics import linear_fit
-from circuits.model import softmax_over_allowed
-from circuits.recipes import ToyRecipe
+from induction_probes.circuits.config import Config
+from induction_probes.circuits.metrics import linear_fit
+from induction_probes.circuits.model import softmax_over_allowed
+from induction_probes.circuits.recipes import ToyRecipe
 
 PARAMETERS = ("p1", "p2", "w_V1", "w_K", "w_Q", "w_V2")
 LAYER_1 = torch.tensor([1.0, 0, 0, 0, 0, 0], dtype=torch.float64)  # p1 is layer 1's only parameter
@@ -77,9 +77,9 @@ def train_toy(recipe: ToyRecipe, out: str | Path | None = None) -> list[dict]:
     the 4-gram part ½E[(g − α* x_{L−2})²], the induction part ½E[(i − IH_2)²] and every parameter; with
     ``out`` these become the metrics of a run directory, with the parameters checkpointed every tenth
     record and at the end."""
-    from circuits.checkpoint import RunWriter, run_config
+    from induction_probes.circuits.checkpoint import RunWriter, run_config
 
-    from circuits.tasks.gaussian import four_gram, induction_head
+    from induction_probes.circuits.tasks.gaussian import four_gram, induction_head
 
     task = recipe.task
     x = task.sample(recipe.n_seqs, torch.Generator().manual_seed(recipe.data_seed))

@@ -1,4 +1,4 @@
-"""Training any minibatch recipe (:mod:`circuits.recipes`): fresh batches every step, a checkpoint
+"""Training any minibatch recipe (:mod:`induction_probes.circuits.recipes`): fresh batches every step, a checkpoint
 schedule, exact resume.
 
 Same recipe ⇒ byte-identical run files, and a run stopped early and continued with ``resume=True``
@@ -27,7 +27,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
-from circuits.checkpoint import (
+from induction_probes.circuits.checkpoint import (
     CheckpointError,
     Run,
     RunWriter,
@@ -38,9 +38,9 @@ from circuits.checkpoint import (
     run_config,
     save_tensors,
 )
-from circuits.recipes import Recipe, recipe_from_json
-from circuits.tasks import EvalSet, Stream
-from circuits.validation import require_int
+from induction_probes.circuits.recipes import Recipe, recipe_from_json
+from induction_probes.circuits.tasks import EvalSet, Stream
+from induction_probes.circuits.validation import require_int
 
 RESUME_FILE = "resume/state.safetensors"
 LOCK_FILE = "lock"

@@ -16,7 +16,7 @@ import logging
 import torch
 from torch import Tensor
 
-from circuits.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
 
 BIASES = ("b_Q", "b_K", "b_V", "b_O")
 BUFFERS = ("mask", "IGNORE")

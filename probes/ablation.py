@@ -19,7 +19,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from probes.attention import run_with_captures
+from induction_probes.probes.attention import run_with_captures
 
 MODES = ("zero", "mean", "resample")
 

@@ -25,8 +25,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from circuits.tasks.gaussian import bilinear, windows
-from circuits.tasks.markov import matching_keys
+from induction_probes.circuits.tasks.gaussian import bilinear, windows
+from induction_probes.circuits.tasks.markov import matching_keys
 
 
 def pattern_hook(layer: int) -> str:

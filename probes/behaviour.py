@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from circuits.tasks.markov import MarkovEvalSet, closest_strategy
+from induction_probes.circuits.tasks.markov import MarkovEvalSet, closest_strategy
 
 
 @dataclass(frozen=True)

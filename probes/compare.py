@@ -1,6 +1,6 @@
 """A trained ICL-MC run against Edelman et al.'s Proposition 2.1, in gauge-invariant terms: attention
 on the same sequences, layer 0's positional profile, layer 1's token matching and its OV circuit.
-(The construction against its own limit: :mod:`probes.verify`.)
+(The construction against its own limit: :mod:`induction_probes.probes.verify`.)
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from circuits.constructions import load_construction, prop21
-from circuits.tasks.markov import causal_mask, previous_tokens
-from probes.attention import positional_profiles, run_with_captures, run_with_patterns
+from induction_probes.circuits.constructions import load_construction, prop21
+from induction_probes.circuits.tasks.markov import causal_mask, previous_tokens
+from induction_probes.probes.attention import positional_profiles, run_with_captures, run_with_patterns
 
 
 @dataclass(frozen=True)
@@ -133,9 +133,9 @@ def compare_with_prop21(model, tokens: Tensor, k: int, c: float = 100.0) -> Prop
 
 
 def progress_below_threshold(model) -> dict[str, tuple[float, float]]:
-    """The calibrated progress measures (:mod:`probes.progress`) that ``model`` has not brought halfway
+    """The calibrated progress measures (:mod:`induction_probes.probes.progress`) that ``model`` has not brought halfway
     from chance to the construction; none where they do not apply."""
-    from probes.progress import config_calibration, progress_measures, unmeasurable_reason
+    from induction_probes.probes.progress import config_calibration, progress_measures, unmeasurable_reason
 
     if unmeasurable_reason(model):
         return {}

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from circuits.limits import MAX_STEPS, require_at_most
+from induction_probes.circuits.limits import MAX_STEPS, require_at_most
 
 
 @dataclass(frozen=True)

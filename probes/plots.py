@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from circuits.tasks.markov import closest_strategy  # noqa: E402
+from induction_probes.circuits.tasks.markov import closest_strategy  # noqa: E402
 
 STRATEGY_COLOURS = {"uniform": "tab:blue", "unigram": "tab:orange", "bigram": "tab:green", "trigram": "tab:red"}
 SEQUENCES_LABEL = "training sequences seen (log scale)"

@@ -1,6 +1,6 @@
 """Figures of what a circuit does at a few checkpoints: attention, positional profiles, ablations, the
 Gaussian task's scores, Proposition 2.1 against the trained weights, and the minimal model's parameters.
-They follow the standard of :mod:`probes.plots`, whose helpers they share."""
+They follow the standard of :mod:`induction_probes.probes.plots`, whose helpers they share."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import seaborn as sns
 
-from probes import plots
-from probes.plots import (
+from induction_probes.probes import plots
+from induction_probes.probes.plots import (
     figure_name,
     heads_label,
     log_limits,
@@ -113,7 +113,7 @@ def plot_attention_heatmaps(patterns_by_step: dict[int, list], tokens, captions:
     """Attention of head 0 on one sequence, every layer (rows) at each step (columns), keys after the
     query masked. Ticks give each position's token; on layers ≥ 1 a ring marks every key whose previous
     token is the query's token, where a statistical induction head should attend."""
-    from circuits.tasks.markov import matching_keys
+    from induction_probes.circuits.tasks.markov import matching_keys
 
     theme("white")
     steps = list(patterns_by_step)

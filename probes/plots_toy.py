@@ -1,5 +1,5 @@
 """Figures of Wang et al.'s toy model and the IH_4 capacity experiment, to the standard of
-:mod:`probes.plots`."""
+:mod:`induction_probes.probes.plots`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import seaborn as sns
 
-from probes import plots
-from probes.plots import plt, sequences_axis, theme
+from induction_probes.probes import plots
+from induction_probes.probes.plots import plt, sequences_axis, theme
 
 
 TOY_PHASES = {"I": "tab:blue", "II": "tab:orange", "III": "tab:red", "IV": "tab:green"}
@@ -34,7 +34,7 @@ def shade_toy_phases(ax: plt.Axes, bounds: list[int]) -> list:
 def plot_toy(history: list[dict], phases, title: str, path: Path) -> Path:
     """The toy run's loss parts (log scale) with phases I–IV shaded and keyed (if they all appeared), and
     its six parameters, against gradient steps on a log scale (phase I lasts tens of steps)."""
-    from circuits.toy import PARAMETERS as TOY_PARAMETERS
+    from induction_probes.circuits.toy import PARAMETERS as TOY_PARAMETERS
 
     theme()
     shown = [h for h in history if h["step"] > 0]  # a log axis has no step 0

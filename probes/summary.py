@@ -12,12 +12,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from circuits.checkpoint import Run
-from circuits.metrics import mse_over_variance
-from circuits.tasks import GaussianTask, MarkovTask
-from circuits.tasks.markov import MarkovEvalSet
-from probes.ablation import heads_in_layer, run_ablated
-from probes.attention import (
+from induction_probes.circuits.checkpoint import Run
+from induction_probes.circuits.metrics import mse_over_variance
+from induction_probes.circuits.tasks import GaussianTask, MarkovTask
+from induction_probes.circuits.tasks.markov import MarkovEvalSet
+from induction_probes.probes.ablation import heads_in_layer, run_ablated
+from induction_probes.probes.attention import (
     bigram_matching_scores,
     induction_score,
     pattern_hook,
@@ -27,8 +27,8 @@ from probes.attention import (
     run_with_captures,
     run_with_patterns,
 )
-from probes.behaviour import Behaviour, behaviour
-from probes.progress import ProgressMeasures, progress_measures, unmeasurable_reason
+from induction_probes.probes.behaviour import Behaviour, behaviour
+from induction_probes.probes.progress import ProgressMeasures, progress_measures, unmeasurable_reason
 
 QUERY_0 = "blocks.0.attn.hook_q"  # one forward pass also feeds layer 0's positional profile
 

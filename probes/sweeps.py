@@ -20,10 +20,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from circuits.checkpoint import Run
-from circuits.sweep import SPEC_FILE, SpecError, is_finished, read_spec
-from circuits.tasks.markov import closest_strategy, strategy_name
-from probes.attention import bigram_matching_score, positional_profiles, previous_token_score, run_with_patterns
+from induction_probes.circuits.checkpoint import Run
+from induction_probes.circuits.sweep import SPEC_FILE, SpecError, is_finished, read_spec
+from induction_probes.circuits.tasks.markov import closest_strategy, strategy_name
+from induction_probes.probes.attention import bigram_matching_score, positional_profiles, previous_token_score, run_with_patterns
 
 PROBE_SEED = 12345  # the probe sequences' seed, as `induction-probes probe` uses
 

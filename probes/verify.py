@@ -1,7 +1,7 @@
 """Hand-made constructions against their exact limits: Edelman et al.'s Proposition 2.1 and Wang et al.'s
-Theorems 4.1 and 4.3. (Trained runs against the constructions: :mod:`probes.compare`.)
+Theorems 4.1 and 4.3. (Trained runs against the constructions: :mod:`induction_probes.probes.compare`.)
 
-Proposition 2.1's output tends to :func:`circuits.constructions.prop21_limit` as c grows. How the
+Proposition 2.1's output tends to :func:`induction_probes.circuits.constructions.prop21_limit` as c grows. How the
 error behaves on the way is worth knowing before comparing a trained model with it:
 
 - For small c (≲ 5 at k = 3) both layers are nearly uniform: the output is close to the unigram
@@ -22,12 +22,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from circuits.constructions import empirical_bigram, load_construction, prop21, prop21_limit, wang_ih2, wang_ihn
-from circuits.metrics import kl_divergence, linear_fit, mse_over_mean_square
-from circuits.tasks.gaussian import induction_head, sample_sequences
-from circuits.tasks.markov import matching_keys, sample_markov, strategy_predictions
-from circuits.validation import require_int, require_positive
-from probes.attention import bigram_matching_score, previous_token_score, run_with_patterns
+from induction_probes.circuits.constructions import empirical_bigram, load_construction, prop21, prop21_limit, wang_ih2, wang_ihn
+from induction_probes.circuits.metrics import kl_divergence, linear_fit, mse_over_mean_square
+from induction_probes.circuits.tasks.gaussian import induction_head, sample_sequences
+from induction_probes.circuits.tasks.markov import matching_keys, sample_markov, strategy_predictions
+from induction_probes.circuits.validation import require_int, require_positive
+from induction_probes.probes.attention import bigram_matching_score, previous_token_score, run_with_patterns
 
 DEFAULT_CS = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from circuits.config import Config, option
-from circuits.limits import require_numbers, require_power, require_seed, require_sequences
-from circuits.validation import require_int, require_positive
+from induction_probes.circuits.config import Config, option
+from induction_probes.circuits.limits import require_numbers, require_power, require_seed, require_sequences
+from induction_probes.circuits.validation import require_int, require_positive
 
 if TYPE_CHECKING:
     import torch
@@ -164,8 +164,8 @@ class MarkovTask(TaskConfig):
         """The training (or, with ``purpose="eval"``, evaluation) sequences of ``seed``: a stream whose
         ``take(n)`` gives a :class:`MarkovSample` (see ``circuits/tasks/streams.py`` for why other priors
         are counted, not drawn from one generator)."""
-        from circuits.tasks.markov import sample_markov
-        from circuits.tasks.streams import CountedStream, GeneratorStream, MixtureStream
+        from induction_probes.circuits.tasks.markov import sample_markov
+        from induction_probes.circuits.tasks.streams import CountedStream, GeneratorStream, MixtureStream
 
         if self.prior == "dirichlet":
             draw = lambda n_seqs, generator: sample_markov(  # noqa: E731
@@ -190,9 +190,9 @@ class MarkovTask(TaskConfig):
         return self if self.eval_prior is None else self.with_prior(self.eval_prior)
 
     def eval_set(self, n_seqs: int, seed: int):
-        """A :class:`~circuits.tasks.markov.MarkovEvalSet` of the evaluation prior's chains: the truth and
+        """A :class:`~induction_probes.circuits.tasks.markov.MarkovEvalSet` of the evaluation prior's chains: the truth and
         every strategy, computed once."""
-        from circuits.tasks.markov import MarkovEvalSet
+        from induction_probes.circuits.tasks.markov import MarkovEvalSet
 
         require_int("n_seqs", n_seqs, 1)
         require_seed("seed", seed)
@@ -252,7 +252,7 @@ class GaussianTask(TaskConfig):
         return self.w_star * torch.eye((self.order - 1) * self.d, dtype=torch.float64)
 
     def target_of(self, x: Tensor) -> Tensor:
-        from circuits.tasks.gaussian import induction_head, mixed_target
+        from induction_probes.circuits.tasks.gaussian import induction_head, mixed_target
 
         if self.target == "mixed":
             return mixed_target(x, self.alpha_star, self.W_star())
@@ -260,13 +260,13 @@ class GaussianTask(TaskConfig):
 
     def sample(self, n_seqs: int, generator: torch.Generator) -> Tensor:
         """Sequences of this task, float64."""
-        from circuits.tasks.gaussian import sample_sequences
+        from induction_probes.circuits.tasks.gaussian import sample_sequences
 
         return sample_sequences(n_seqs, self.seq_len, self.d, generator=generator, boolean=self.boolean)
 
     def stream(self, seed: int):
         """The training sequences of ``seed``, from one generator."""
-        from circuits.tasks.streams import GeneratorStream
+        from induction_probes.circuits.tasks.streams import GeneratorStream
 
         return GeneratorStream(self.sample, seed)
 
@@ -279,10 +279,10 @@ class GaussianTask(TaskConfig):
         return mse_loss(outputs[:, -1], targets)
 
     def eval_set(self, n_seqs: int, seed: int):
-        """A :class:`~circuits.tasks.gaussian.GaussianEvalSet` of ``n_seqs`` sequences and their targets."""
+        """A :class:`~induction_probes.circuits.tasks.gaussian.GaussianEvalSet` of ``n_seqs`` sequences and their targets."""
         import torch
 
-        from circuits.tasks.gaussian import GaussianEvalSet
+        from induction_probes.circuits.tasks.gaussian import GaussianEvalSet
 
         require_int("n_seqs", n_seqs, 1)
         require_seed("seed", seed)

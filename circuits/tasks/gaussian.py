@@ -23,9 +23,9 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
-from circuits.metrics import mse_over_variance
-from circuits.limits import require_sequences
-from circuits.validation import require_int, require_positive
+from induction_probes.circuits.metrics import mse_over_variance
+from induction_probes.circuits.limits import require_sequences
+from induction_probes.circuits.validation import require_int, require_positive
 
 Similarity = Callable[[Tensor, Tensor], Tensor]  # (query [batch, w], keys [batch, n_keys, w]) -> [batch, n_keys]
 

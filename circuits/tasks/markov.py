@@ -24,12 +24,12 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from circuits.metrics import kl_divergence, token_cross_entropy
-from circuits.tasks import MarkovTask
-from circuits.tasks.draws import sample_categorical
-from circuits.tasks.priors import draw_table
-from circuits.limits import MAX_SEQUENCES, require_at_most, require_seed, require_sequences
-from circuits.validation import require_int
+from induction_probes.circuits.metrics import kl_divergence, token_cross_entropy
+from induction_probes.circuits.tasks import MarkovTask
+from induction_probes.circuits.tasks.draws import sample_categorical
+from induction_probes.circuits.tasks.priors import draw_table
+from induction_probes.circuits.limits import MAX_SEQUENCES, require_at_most, require_seed, require_sequences
+from induction_probes.circuits.validation import require_int
 
 STRATEGY_ORDERS = {"unigram": 1, "bigram": 2, "trigram": 3}
 
@@ -310,7 +310,7 @@ def strategy_names(n: int) -> list[str]:
 class MarkovEvalSet:
     """A fixed evaluation set with everything a model is compared against, computed once.
 
-    Draw one with :meth:`circuits.tasks.MarkovTask.eval_set`, with a seed kept apart from the training data's.
+    Draw one with :meth:`induction_probes.circuits.tasks.MarkovTask.eval_set`, with a seed kept apart from the training data's.
     """
 
     sample: MarkovSample

@@ -30,8 +30,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from circuits.tasks import PRIOR_NAMES  # the names live with the task config, which imports no torch
-from circuits.tasks.draws import sample_dirichlet
+from induction_probes.circuits.tasks import PRIOR_NAMES  # the names live with the task config, which imports no torch
+from induction_probes.circuits.tasks.draws import sample_dirichlet
 
 BLOCK = 64  # sequences per seeded block of a counted stream
 REJECTION_MAX_K = 4

@@ -4,7 +4,7 @@ resume file keeps, so that a continued run sees exactly the sequences an uninter
 - :class:`GeneratorStream`: one ``torch.Generator`` (Dir(α) chains and the Gaussian task; the stream
   every run used before other priors existed).
 - :class:`CountedStream`: sequence i of a prior is a function of (seed, prior, i) alone, drawn by seeded
-  blocks (:func:`circuits.tasks.priors.block_seed`); its state is the count i.
+  blocks (:func:`induction_probes.circuits.tasks.priors.block_seed`); its state is the count i.
 - :class:`MixtureStream`: round(p·B) sequences of one counted stream, then the rest from another.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from circuits.tasks.markov import MarkovSample, walk
-from circuits.tasks.priors import BLOCK, block_seed, draw_table
+from induction_probes.circuits.tasks.markov import MarkovSample, walk
+from induction_probes.circuits.tasks.priors import BLOCK, block_seed, draw_table
 
 
 class GeneratorStream:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import MISSING, fields
 from pathlib import Path
 
-from circuits.config import config_from_options, option_names  # noqa: F401 (the command modules import them from here)
+from induction_probes.circuits.config import config_from_options, option_names  # noqa: F401 (the command modules import them from here)
 
 PROG = "induction-probes"
 FIELD_TYPES = {"int": int, "float": float, "str": str}
@@ -37,7 +37,7 @@ def path(text: str) -> Path:
 
 def seed(text: str) -> int:
     """The type of every --seed: an integer from 0 to circuits/limits.py's MAX_SEED, checked while parsing."""
-    from circuits.limits import require_seed
+    from induction_probes.circuits.limits import require_seed
 
     try:
         return require_seed("a seed", int(text))

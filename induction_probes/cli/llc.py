@@ -31,7 +31,7 @@ def register(commands) -> None:
 
 def log_spread(steps: list[int], sequences: list[int], count: int) -> list[int]:
     """Step 0 and about ``count − 1`` steps evenly spread in log(sequences seen) over the rest."""
-    from probes.behaviour import log_spread_steps
+    from induction_probes.probes.behaviour import log_spread_steps
 
     if count < 1:
         raise ValueError(f"--checkpoints must be at least 1, got {count}")
@@ -39,12 +39,12 @@ def log_spread(steps: list[int], sequences: list[int], count: int) -> list[int]:
 
 
 def run_llc(args: argparse.Namespace) -> str:
-    from circuits.checkpoint import Run
-    from probes.llc import SamplerSettings, estimate_llc
+    from induction_probes.circuits.checkpoint import Run
+    from induction_probes.probes.llc import SamplerSettings, estimate_llc
 
     settings = SamplerSettings(lr=args.lr, localization=args.localization, n_beta=args.n_beta, chains=args.chains,
                                draws=args.draws, batch_size=args.batch_size, seed=args.seed)
-    from circuits.limits import MAX_CHECKPOINTS, require_at_most
+    from induction_probes.circuits.limits import MAX_CHECKPOINTS, require_at_most
 
     require_at_most("--checkpoints", args.checkpoints, MAX_CHECKPOINTS)
     if args.batch_size > args.n_seqs:
@@ -66,8 +66,8 @@ def run_llc(args: argparse.Namespace) -> str:
 
 def construction_estimate(run, tokens, settings):
     """Proposition 2.1 (c = 100) on the same sequences with the same settings: a reference point."""
-    from circuits.constructions import load_construction, prop21
-    from probes.llc import estimate_llc
+    from induction_probes.circuits.constructions import load_construction, prop21
+    from induction_probes.probes.llc import estimate_llc
 
     model = load_construction(*prop21(run.task.k, 100.0, run.task.seq_len, "float32"))
     return estimate_llc(model, tokens, settings)
@@ -91,13 +91,13 @@ def text(run, settings, estimates, construction) -> str:
 
 
 def closest(metrics: dict) -> str:
-    from circuits.tasks.markov import closest_strategy
+    from induction_probes.circuits.tasks.markov import closest_strategy
 
     return closest_strategy(metrics["last_token_kl"])
 
 
 def plot(run, estimates, construction, directory: Path) -> list[Path]:
-    from probes.plots import plot_llc
+    from induction_probes.probes.plots import plot_llc
 
     metrics = {m["step"]: m for m in run.metrics()}
     name = run.path.name

@@ -28,7 +28,7 @@ def register(commands) -> None:
 
 def open_hooked_run(name: str):
     """The run, unless it holds no attention heads to probe (the toy model's six parameters)."""
-    from circuits.checkpoint import Run
+    from induction_probes.circuits.checkpoint import Run
 
     run = Run.open(name)
     if run.kind == "toy":
@@ -38,7 +38,7 @@ def open_hooked_run(name: str):
 
 def run_probe(args: argparse.Namespace) -> str:
     """Attention and behaviour probes of one checkpoint (default the last) or of every checkpoint."""
-    from probes.summary import probe_eval_set, probe_run
+    from induction_probes.probes.summary import probe_eval_set, probe_run
 
     run = open_hooked_run(args.run)
     if args.all_steps and args.step is not None:
@@ -62,7 +62,7 @@ def run_probe(args: argparse.Namespace) -> str:
 
 def progress_thresholds(run, progress: list) -> dict:
     """Per calibrated measure: chance, construction value, threshold, and the first step that reaches it."""
-    from probes.progress import config_calibration, first_crossing
+    from induction_probes.probes.progress import config_calibration, first_crossing
 
     rows = {}
     for name, measure in config_calibration(run.model_config).items():
@@ -93,14 +93,14 @@ def progress_text(run, progress: list) -> str:
 
 
 def probe_gaussian_text(run, args: argparse.Namespace) -> str:
-    from probes.summary import probe_gaussian
+    from induction_probes.probes.summary import probe_gaussian
 
     steps = run.steps if args.all_steps else [run.entry(args.step)["step"]]
     results = [probe_gaussian(run, step, args.n_seqs, args.seed) for step in steps]
     figures = []
     if args.plot:
-        from probes.plots import figure_name
-        from probes.plots_circuit import plot_gaussian_scores
+        from induction_probes.probes.plots import figure_name
+        from induction_probes.probes.plots_circuit import plot_gaussian_scores
 
         sequences = [run.entry(step)["sequences_seen"] for step in steps]
         figures = [plot_gaussian_scores(results, sequences, run.path.name, args.plot / figure_name(run.path.name, "scores", steps))]
@@ -151,10 +151,10 @@ def plot_probes(run, results, tokens, directory: Path) -> list[Path]:
     """Attention heatmaps on the first of ``tokens`` and positional profiles at the first, plateau and last
     probed steps; the scores (with chance levels on ``tokens``) and progress measures over training when
     several steps were probed."""
-    from probes.attention import chance_scores, run_with_patterns
-    from probes.behaviour import illustrative_steps, strategy_phases
-    from probes.plots import figure_name, plot_scores_over_training, step_caption
-    from probes.plots_circuit import plot_attention_heatmaps, plot_positional_profiles
+    from induction_probes.probes.attention import chance_scores, run_with_patterns
+    from induction_probes.probes.behaviour import illustrative_steps, strategy_phases
+    from induction_probes.probes.plots import figure_name, plot_scores_over_training, step_caption
+    from induction_probes.probes.plots_circuit import plot_attention_heatmaps, plot_positional_profiles
 
     name = run.path.name
     metrics = {m["step"]: m for m in run.metrics()}
@@ -173,7 +173,7 @@ def plot_probes(run, results, tokens, directory: Path) -> list[Path]:
                                                  directory / figure_name(name, "scores", steps)))
     progress = [r.progress for r in results if r.progress is not None]
     if len(progress) > 1:
-        from probes.plots import plot_progress_measures
+        from induction_probes.probes.plots import plot_progress_measures
 
         thresholds = progress_thresholds(run, progress)
         figures.append(plot_progress_measures(progress, [metrics[p.step] for p in progress], thresholds, name,
@@ -193,8 +193,8 @@ def varied_sequence(tokens, n_pos: int = 30, candidates: int = 100):
 
 
 def run_ablate(args: argparse.Namespace) -> str:
-    from probes.ablation import heads_in_layer, parse_heads
-    from probes.summary import ablation_study, probe_eval_set, single_heads
+    from induction_probes.probes.ablation import heads_in_layer, parse_heads
+    from induction_probes.probes.summary import ablation_study, probe_eval_set, single_heads
 
     run = open_hooked_run(args.run)
     model = run.load(step=args.step)
@@ -227,7 +227,7 @@ def ablation_text(run, step: int, mode: str, n_seqs: int, baseline, results) -> 
 
 
 def gaussian_ablation_text(run, head_sets, args: argparse.Namespace) -> str:
-    from probes.summary import gaussian_ablation_study
+    from induction_probes.probes.summary import gaussian_ablation_study
 
     baseline, ablated = gaussian_ablation_study(run, head_sets, args.mode, args.step, args.n_seqs, args.seed)
     names = [",".join(f"{l}.{h}" for l, h in heads) for heads, _ in ablated]
@@ -240,8 +240,8 @@ def gaussian_ablation_text(run, head_sets, args: argparse.Namespace) -> str:
     title = f"run {run.path.name}: {args.mode} ablation on {args.n_seqs} Gaussian sequences"
     figures = []
     if args.plot:
-        from probes.plots import figure_name, heads_label
-        from probes.plots_circuit import plot_error_bars
+        from induction_probes.probes.plots import figure_name, heads_label
+        from induction_probes.probes.plots_circuit import plot_error_bars
 
         step = run.entry(args.step)["step"]
         path = args.plot / figure_name(run.path.name, "ablation", [step], args.mode)
@@ -251,8 +251,8 @@ def gaussian_ablation_text(run, head_sets, args: argparse.Namespace) -> str:
 
 
 def plot_ablations(run, step: int, baseline, results, eval_set, mode: str, directory: Path) -> list[Path]:
-    from probes.plots import figure_name
-    from probes.plots_circuit import plot_ablation_bars
+    from induction_probes.probes.plots import figure_name
+    from induction_probes.probes.plots_circuit import plot_ablation_bars
 
     name = run.path.name
     strategy_kl = {strategy: kl.mean().item() for strategy, kl in eval_set.strategy_kl().items()}

@@ -46,7 +46,7 @@ def phases_section(run, directory: Path) -> str:
 
 def probes_section(run, steps: list[int], probe_set, directory: Path) -> str:
     from induction_probes.cli.probe import plot_probes, probe_text, probe_trajectory, progress_text
-    from probes.summary import probe_run
+    from induction_probes.probes.summary import probe_run
 
     results = list(probe_run(run, probe_set, steps))
     progress = [r.progress for r in results if r.progress is not None]
@@ -62,7 +62,7 @@ def probes_section(run, steps: list[int], probe_set, directory: Path) -> str:
 
 def ablation_section(run, probe_set, directory: Path) -> str:
     from induction_probes.cli.probe import ablation_text, plot_ablations
-    from probes.summary import ablation_study, probe_eval_set, single_heads
+    from induction_probes.probes.summary import ablation_study, probe_eval_set, single_heads
 
     step = run.steps[-1]
     model = run.load(step=step)
@@ -77,7 +77,7 @@ def ablation_section(run, probe_set, directory: Path) -> str:
 
 def construction_section(run, steps: list[int], probe_set, directory: Path) -> str:
     from induction_probes.cli.verify import comparison_text, plot_comparison
-    from probes.compare import compare_with_prop21
+    from induction_probes.probes.compare import compare_with_prop21
 
     k, c = run.task.k, 100.0
     results = {step: compare_with_prop21(run.load(step=step), probe_set.inputs, k, c) for step in steps}
@@ -91,7 +91,7 @@ def write_html_report(run, directory: Path) -> Path:
     """``directory/RUN_report.html``: every section that applies to the run (the probes, ablations and
     comparison need a two-layer attention model on bigram chains)."""
     from induction_probes.cli.verify import figure_steps
-    from probes.summary import probe_eval_set
+    from induction_probes.probes.summary import probe_eval_set
 
     name = run.path.name
     with tempfile.TemporaryDirectory() as scratch:

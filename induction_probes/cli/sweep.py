@@ -38,7 +38,7 @@ def register(commands) -> None:
 
 
 def run_sweep_command(args: argparse.Namespace) -> str:
-    from circuits.sweep import read_spec, run_sweep
+    from induction_probes.circuits.sweep import read_spec, run_sweep
 
     spec = read_spec(args.spec)
     try:
@@ -56,8 +56,8 @@ def run_sweep_command(args: argparse.Namespace) -> str:
 
 def run_summarize(args: argparse.Namespace) -> str:
     
-    from probes.sweeps import summarize_sweep
-    from probes.plots import plot_sweep_summary
+    from induction_probes.probes.sweeps import summarize_sweep
+    from induction_probes.probes.plots import plot_sweep_summary
 
     summary = summarize_sweep(args.sweep_dir, count=args.count, probe_seqs=args.probe_seqs)
     figures = plot_sweep_summary(summary, args.plot) if args.plot else []

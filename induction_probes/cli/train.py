@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe
 from induction_probes.cli.common import path, seed, PROG, add_config_options, config_from_options, flag, typed_options
 
 TRAINED = {
@@ -30,7 +30,7 @@ def register(commands) -> None:
 
 
 def run_train(args: argparse.Namespace) -> str:
-    from circuits.train import TrainingInterrupted, saved_recipe, train_run
+    from induction_probes.circuits.train import TrainingInterrupted, saved_recipe, train_run
     from induction_probes.cli.runs import info_text
 
     recipe_class = TRAINED[args.recipe][0]

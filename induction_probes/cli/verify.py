@@ -51,12 +51,12 @@ def run_verify_prop21(args: argparse.Namespace) -> str:
         return run_compare_prop21(args)
     if args.k is None:
         raise ValueError("--k is required (or --against RUN, whose k is used)")
-    from probes.verify import check_prop21
+    from induction_probes.probes.verify import check_prop21
 
     result = check_prop21(args.k, args.c, args.seq_len, args.n_seqs, args.seed)
     figures = []
     if args.plot:
-        from probes.plots_circuit import plot_prop21
+        from induction_probes.probes.plots_circuit import plot_prop21
 
         figures = [plot_prop21(result, args.plot / f"prop21_k{args.k}.png")]
     if args.json:
@@ -78,10 +78,10 @@ def run_verify_prop21(args: argparse.Namespace) -> str:
 
 
 def run_compare_prop21(args: argparse.Namespace) -> str:
-    from circuits.checkpoint import Run
-    from circuits.tasks import MarkovTask
-    from probes.compare import compare_with_prop21
-    from probes.summary import probe_eval_set, run_task
+    from induction_probes.circuits.checkpoint import Run
+    from induction_probes.circuits.tasks import MarkovTask
+    from induction_probes.probes.compare import compare_with_prop21
+    from induction_probes.probes.summary import probe_eval_set, run_task
 
     run = Run.open(args.against)
     task = run_task(run, MarkovTask)
@@ -119,7 +119,7 @@ def comparison_text(run, results: dict, k: int, c: float, n_seqs: int) -> str:
 def figure_steps(run) -> list[int]:
     """Steps spread evenly in step value (a table's rows) and in log sequences seen (so that a figure's log
     axis shows the uniform phase and the plateau as well as the end)."""
-    from probes.behaviour import log_spread_steps
+    from induction_probes.probes.behaviour import log_spread_steps
 
     seen = {entry["step"]: entry["sequences_seen"] for entry in run.manifest}
     return sorted(spread_steps(run.steps) | log_spread_steps(seen))
@@ -127,8 +127,8 @@ def figure_steps(run) -> list[int]:
 
 def plot_comparison(run, results: dict, k: int, directory) -> list:
     """The final compared step's matrices against the construction's, and over training when several."""
-    from probes.plots import figure_name
-    from probes.plots_circuit import plot_prop21_comparison, plot_prop21_over_training
+    from induction_probes.probes.plots import figure_name
+    from induction_probes.probes.plots_circuit import plot_prop21_comparison, plot_prop21_over_training
 
     name, steps = run.path.name, list(results)
     final = steps[-1]
@@ -143,7 +143,7 @@ def plot_comparison(run, results: dict, k: int, directory) -> list:
 
 def run_verify_wang_ih2(args: argparse.Namespace) -> str:
     """Wang et al.'s Theorem 4.1 against IH_2 on fresh Gaussian sequences, over a grid of β."""
-    from probes.verify import check_wang_ih2
+    from induction_probes.probes.verify import check_wang_ih2
 
     result = check_wang_ih2(args.d, args.beta, args.seq_len, args.n_seqs, args.seed)
     if args.json:
@@ -159,7 +159,7 @@ def run_verify_wang_ih2(args: argparse.Namespace) -> str:
 
 def run_verify_wang_ihn(args: argparse.Namespace) -> str:
     """Wang et al.'s Theorem 4.3 against IH_n over a grid of first-layer head counts."""
-    from probes.verify import check_wang_ihn
+    from induction_probes.probes.verify import check_wang_ihn
 
     result = check_wang_ihn(args.d, args.n, args.heads, args.seq_len, args.n_seqs, args.seed)
     if args.json:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from circuits.checkpoint import Run
-from circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe, ToyRecipe
-from circuits.tasks import GaussianTask, MarkovTask
-from circuits.toy import train_toy
-from circuits.train import train_run
+from induction_probes.circuits.checkpoint import Run
+from induction_probes.circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe, ToyRecipe
+from induction_probes.circuits.tasks import GaussianTask, MarkovTask
+from induction_probes.circuits.toy import train_toy
+from induction_probes.circuits.train import train_run
 from induction_probes.cli import main
 
 # The same run given as Python arguments and as command-line arguments, with non-default options.

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from circuits.checkpoint import Run
-from probes.attention import bigram_matching_score, previous_token_score
-from probes.summary import ablation_study, probe_eval_set, probe_model
+from induction_probes.circuits.checkpoint import Run
+from induction_probes.probes.attention import bigram_matching_score, previous_token_score
+from induction_probes.probes.summary import ablation_study, probe_eval_set, probe_model
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_zero_ablating_layer_0_falls_back_to_the_unigram_strategy(run, probe_set
 
 
 def test_markov_k3_has_the_signatures_of_proposition_2_1(run, probe_set):
-    from probes.compare import compare_with_prop21
+    from induction_probes.probes.compare import compare_with_prop21
 
     result = compare_with_prop21(run.load(), probe_set.sample.inputs[:300], 3)
     assert int(result.positional_profile.argmax()) == 1
@@ -60,7 +60,7 @@ def test_markov_k3_has_the_signatures_of_proposition_2_1(run, probe_set):
 def test_on_the_plateau_the_argmax_signatures_hold_but_the_thresholds_do_not(run, probe_set):
     """At step 364 every argmax signature already holds, layer 0's on a nearly flat profile; the progress
     thresholds say which pieces are still short of halfway from chance to the construction."""
-    from probes.compare import compare_with_prop21
+    from induction_probes.probes.compare import compare_with_prop21
 
     result = compare_with_prop21(run.load(step=364), probe_set.sample.inputs[:300], 3)
     assert int(result.positional_profile.argmax()) == 1 and result.positional_profile[1] < 0.011

@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
-from circuits.checkpoint import Run, shipped_run_names
-from probes.behaviour import strategy_phases
+from induction_probes.circuits.checkpoint import Run, shipped_run_names
+from induction_probes.probes.behaviour import strategy_phases
 
 FRESH_SEED = 20_261_130  # not the runs' evaluation seed: fresh sequences
 
@@ -59,14 +59,14 @@ def test_shipped_runs_load_after_a_non_editable_install(tmp_path):
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(target), "."],
         check=True, cwd=source, capture_output=True,
     )
-    code = "from circuits.checkpoint import Run; r = Run.open('markov-k3'); r.load(); print(r.path)"
+    code = "from induction_probes.circuits.checkpoint import Run; r = Run.open('markov-k3'); r.load(); print(r.path)"
     env = os.environ | {"PYTHONPATH": str(target)}
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip().startswith(str(target))
 
 
 def test_minimal_model_plateaus_transitions_and_shows_the_odd_even_asymmetry():
-    from circuits.minimal import odd_even_gap
+    from induction_probes.circuits.minimal import odd_even_gap
 
     run = Run.open("minimal-k3")
     metrics = run.metrics()
@@ -82,7 +82,7 @@ def test_minimal_model_plateaus_transitions_and_shows_the_odd_even_asymmetry():
 
 
 def test_gaussian_ih2_learned_the_induction_circuit():
-    from probes.summary import probe_gaussian
+    from induction_probes.probes.summary import probe_gaussian
 
     result = probe_gaussian(Run.open("gaussian-ih2"), n_seqs=1000, seed=FRESH_SEED)
     assert result.relative_mse <= 0.05

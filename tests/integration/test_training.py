@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 
-import circuits.checkpoint as checkpoint_module
-from circuits.checkpoint import Run, checkpoint_file, sha256_of
+import induction_probes.circuits.checkpoint as checkpoint_module
+from induction_probes.circuits.checkpoint import Run, checkpoint_file, sha256_of
 from dataclasses import replace
 
-from circuits.recipes import GaussianRecipe, MarkovRecipe
-from circuits.tasks import GaussianTask, MarkovTask
-from circuits.train import checkpoint_schedule, train_run
+from induction_probes.circuits.recipes import GaussianRecipe, MarkovRecipe
+from induction_probes.circuits.tasks import GaussianTask, MarkovTask
+from induction_probes.circuits.train import checkpoint_schedule, train_run
 
 TINY = MarkovRecipe(task=MarkovTask(k=3, seq_len=20), steps=40, batch_size=16, eval_seqs=100, n_checkpoints=9, dropout=0.1)
 
@@ -217,7 +217,7 @@ def test_a_run_that_crashed_before_its_first_resume_state_starts_over_on_resume(
 def test_a_second_trainer_on_the_same_directory_stops_at_once(tmp_path):
     import fcntl
 
-    from circuits.checkpoint import CheckpointError
+    from induction_probes.circuits.checkpoint import CheckpointError
 
     out = tmp_path / "run"
     out.mkdir()

@@ -76,9 +76,9 @@ def command_lines(draw) -> list[str]:
 @pytest.fixture(scope="module")
 def template(tmp_path_factory):
     """What every example's scratch directory starts from: a file, an empty folder, a small run, a bad spec."""
-    from circuits.recipes import MarkovRecipe
-    from circuits.tasks import MarkovTask
-    from circuits.train import train_run
+    from induction_probes.circuits.recipes import MarkovRecipe
+    from induction_probes.circuits.tasks import MarkovTask
+    from induction_probes.circuits.train import train_run
 
     root = tmp_path_factory.mktemp("template")
     recipe = MarkovRecipe(task=MarkovTask(k=2, seq_len=8), steps=4, batch_size=4, eval_seqs=20, n_checkpoints=3)

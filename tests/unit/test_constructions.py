@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from circuits.constructions import empirical_bigram, prop21, prop21_limit
-from circuits.tasks.markov import sample_markov
+from induction_probes.circuits.constructions import empirical_bigram, prop21, prop21_limit
+from induction_probes.circuits.tasks.markov import sample_markov
 from induction_probes.cli import main
-from probes.verify import check_prop21, construction_errors
+from induction_probes.probes.verify import check_prop21, construction_errors
 
 
 def sequences(kind: str, k: int, seq_len: int) -> torch.Tensor:
@@ -67,8 +67,8 @@ def test_bad_input(args, message, capsys):
 
 
 def test_the_construction_compared_with_itself_is_perfect():
-    from circuits.constructions import load_construction
-    from probes.compare import compare_with_prop21
+    from induction_probes.circuits.constructions import load_construction
+    from induction_probes.probes.compare import compare_with_prop21
 
     k = 3
     model = load_construction(*prop21(k, 100.0, 40))
@@ -82,8 +82,8 @@ def test_the_construction_compared_with_itself_is_perfect():
 
 
 def test_an_untrained_model_lacks_the_signatures():
-    from circuits.model import HookedTransformer, HookedTransformerConfig
-    from probes.compare import compare_with_prop21
+    from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
+    from induction_probes.probes.compare import compare_with_prop21
 
     cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_ctx=40, d_vocab=3, normalization="LN", seed=5)
     result = compare_with_prop21(HookedTransformer(cfg), sequences("markov", 3, 40), 3)
@@ -92,7 +92,7 @@ def test_an_untrained_model_lacks_the_signatures():
 
 
 def test_wang_theorem_4_1_converges_to_ih2_as_beta_grows():
-    from probes.verify import check_wang_ih2
+    from induction_probes.probes.verify import check_wang_ih2
 
     result = check_wang_ih2(d=2, beta=20.0, seq_len=20, n_seqs=1000)
     errors = [error for _, error in result.error_by_beta]
@@ -102,8 +102,8 @@ def test_wang_theorem_4_1_converges_to_ih2_as_beta_grows():
 
 
 def test_wang_theorem_4_1_with_a_general_w_star():
-    from circuits.constructions import load_construction, wang_ih2
-    from circuits.tasks.gaussian import induction_head, sample_sequences
+    from induction_probes.circuits.constructions import load_construction, wang_ih2
+    from induction_probes.circuits.tasks.gaussian import induction_head, sample_sequences
 
     g = torch.Generator().manual_seed(7)
     W = torch.randn(3, 3, generator=g, dtype=torch.float64)
@@ -122,7 +122,7 @@ def test_wang_bad_input(args, message, capsys):
 
 
 def test_wang_theorem_4_3_error_falls_with_heads():
-    from probes.verify import check_wang_ihn
+    from induction_probes.probes.verify import check_wang_ihn
 
     for n in (3, 4):
         result = check_wang_ihn(d=1, n=n, seq_len=16, n_seqs=300)
@@ -132,7 +132,7 @@ def test_wang_theorem_4_3_error_falls_with_heads():
 
 
 def test_distance_indicator_fit_is_exact_on_its_heads():
-    from circuits.constructions import distance_indicator_fit
+    from induction_probes.circuits.constructions import distance_indicator_fit
 
     alpha, z = distance_indicator_fit(2, 4)
     values = [(alpha * z**t).sum().item() for t in range(4)]
@@ -142,8 +142,8 @@ def test_distance_indicator_fit_is_exact_on_its_heads():
 
 
 def test_wang_theorem_4_3_with_d_2_and_a_general_w_star():
-    from circuits.constructions import load_construction, wang_ihn
-    from circuits.tasks.gaussian import induction_head, sample_sequences
+    from induction_probes.circuits.constructions import load_construction, wang_ihn
+    from induction_probes.circuits.tasks.gaussian import induction_head, sample_sequences
 
     g = torch.Generator().manual_seed(8)
     W = 0.5 * torch.randn(4, 4, generator=g, dtype=torch.float64)

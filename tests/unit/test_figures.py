@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import torch
 
-from circuits.checkpoint import Run
+from induction_probes.circuits.checkpoint import Run
 from induction_probes.cli import main
-from probes import plots, plots_circuit, plots_toy
-from probes.behaviour import illustrative_steps, plateau_step, strategy_phases
+from induction_probes.probes import plots, plots_circuit, plots_toy
+from induction_probes.probes.behaviour import illustrative_steps, plateau_step, strategy_phases
 
 
 @pytest.fixture

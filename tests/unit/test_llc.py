@@ -6,12 +6,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from circuits.model import HookedTransformer
-from circuits.recipes import MarkovRecipe
-from circuits.tasks import MarkovTask
+from induction_probes.circuits.model import HookedTransformer
+from induction_probes.circuits.recipes import MarkovRecipe
+from induction_probes.circuits.tasks import MarkovTask
 from induction_probes.cli import main
 from induction_probes.cli.llc import log_spread
-from probes.llc import SamplerSettings, estimate_llc
+from induction_probes.probes.llc import SamplerSettings, estimate_llc
 
 
 def test_a_regular_two_dimensional_minimum_has_llc_one():

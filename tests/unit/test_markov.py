@@ -6,9 +6,9 @@ import math
 import pytest
 import torch
 
-from circuits.tasks import MarkovTask
-from circuits.tasks.draws import sample_dirichlet
-from circuits.tasks.markov import (
+from induction_probes.circuits.tasks import MarkovTask
+from induction_probes.circuits.tasks.draws import sample_dirichlet
+from induction_probes.circuits.tasks.markov import (
     lift_transitions,
     ngram_predictions,
     sample_markov,
@@ -203,7 +203,7 @@ def test_bad_transitions_are_refused():
 
 
 def test_a_reducible_chain_gets_the_stationary_distribution_a_uniform_start_settles_into():
-    from circuits.tasks.markov import stationary_distribution
+    from induction_probes.circuits.tasks.markov import stationary_distribution
 
     chains = torch.tensor([
         [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.0, 0.0, 1.0]],  # 0 and 2 absorb; 1 drains into 0: singular

@@ -5,8 +5,8 @@ import itertools
 import pytest
 import torch
 
-from circuits.minimal import MinimalConfig, MinimalModel, odd_even_gap
-from probes.attention import previous_token_score, run_with_captures
+from induction_probes.circuits.minimal import MinimalConfig, MinimalModel, odd_even_gap
+from induction_probes.probes.attention import previous_token_score, run_with_captures
 
 
 def model(first_layer: str) -> MinimalModel:

@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformer_lens import ActivationCache
 
-from circuits.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
 
 SCHEMES = ["relative", "alibi", "standard", "none"]
 MASKS = ["causal", "strict", ("strict", 2)]  # (mask, skip_first_keys)

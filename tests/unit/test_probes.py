@@ -11,16 +11,16 @@ from transformer_lens.head_detector import (
 )
 from transformer_lens.hook_points import HookPoint
 
-from circuits.model import HookedTransformer, HookedTransformerConfig
-from circuits.tasks import MarkovTask
-from probes.ablation import parse_heads, run_ablated
-from probes.attention import (
+from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.tasks import MarkovTask
+from induction_probes.probes.ablation import parse_heads, run_ablated
+from induction_probes.probes.attention import (
     bigram_matching_score,
     positional_profiles,
     previous_token_score,
     run_with_patterns,
 )
-from probes.behaviour import behaviour, icl_score
+from induction_probes.probes.behaviour import behaviour, icl_score
 
 # A causal pattern over 5 positions: rows are queries, columns keys; every row sums to 1.
 PATTERN = torch.tensor(
@@ -244,9 +244,9 @@ def test_unknown_mode():
 
 
 def test_induction_score_is_1_on_theorem_4_1_and_lower_on_uniform_attention():
-    from circuits.constructions import load_construction, wang_ih2
-    from circuits.tasks.gaussian import sample_sequences
-    from probes.attention import induction_score
+    from induction_probes.circuits.constructions import load_construction, wang_ih2
+    from induction_probes.circuits.tasks.gaussian import sample_sequences
+    from induction_probes.probes.attention import induction_score
 
     x = sample_sequences(100, 12, 2, generator=torch.Generator().manual_seed(5))
     W = torch.eye(2, dtype=torch.float64)
@@ -262,10 +262,10 @@ def test_induction_score_is_1_on_theorem_4_1_and_lower_on_uniform_attention():
 
 def test_per_head_probes_report_every_head_of_layers_with_different_head_counts():
     """A trigram model with two first-layer heads and one second-layer head: no head is dropped."""
-    from circuits.checkpoint import build_model
-    from circuits.recipes import MarkovRecipe
-    from probes.attention import run_with_patterns
-    from probes.summary import probe_model
+    from induction_probes.circuits.checkpoint import build_model
+    from induction_probes.circuits.recipes import MarkovRecipe
+    from induction_probes.probes.attention import run_with_patterns
+    from induction_probes.probes.summary import probe_model
 
     recipe = MarkovRecipe(task=MarkovTask(k=3, n=3, seq_len=20), heads=(2, 1))
     model = build_model(recipe.model_config()).eval()

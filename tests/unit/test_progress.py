@@ -7,12 +7,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from circuits.clamps import previous_token_pattern
-from circuits.constructions import load_construction, prop21
-from circuits.model import HookedTransformer
-from circuits.recipes import MarkovRecipe
-from circuits.tasks import MarkovTask
-from probes.progress import (
+from induction_probes.circuits.clamps import previous_token_pattern
+from induction_probes.circuits.constructions import load_construction, prop21
+from induction_probes.circuits.model import HookedTransformer
+from induction_probes.circuits.recipes import MarkovRecipe
+from induction_probes.circuits.tasks import MarkovTask
+from induction_probes.probes.progress import (
     calibration,
     composition,
     copying_score,

@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
-from circuits.recipes import ToyRecipe
-from circuits.tasks.gaussian import induction_head, sample_sequences
-from circuits.toy import ToyConfig, ToyModel, fit_plateau, toy_phases, train_toy
+from induction_probes.circuits.recipes import ToyRecipe
+from induction_probes.circuits.tasks.gaussian import induction_head, sample_sequences
+from induction_probes.circuits.toy import ToyConfig, ToyModel, fit_plateau, toy_phases, train_toy
 from induction_probes.cli import main
 
 

@@ -7,10 +7,10 @@ import logging
 import pytest
 import torch
 
-from circuits.checkpoint import Run
-from circuits.constructions import load_construction, prop21
-from circuits.model import HookedTransformer, HookedTransformerConfig
-from circuits.transformer_lens_io import (
+from induction_probes.circuits.checkpoint import Run
+from induction_probes.circuits.constructions import load_construction, prop21
+from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.transformer_lens_io import (
     PROCESSING,
     load_transformer_lens_state_dict,
     process_weights,
@@ -18,8 +18,8 @@ from circuits.transformer_lens_io import (
     to_bridge,
     transformer_lens_state_dict,
 )
-from probes.ablation import run_ablated
-from probes.attention import bigram_matching_score, previous_token_score, run_with_patterns
+from induction_probes.probes.ablation import run_ablated
+from induction_probes.probes.attention import bigram_matching_score, previous_token_score, run_with_patterns
 
 logging.getLogger("transformer_lens").setLevel(logging.ERROR)
 
