@@ -48,7 +48,8 @@ fig, ax = plt.subplots(figsize=(7, 3.5))
 for strategy in ("uniform", "unigram", "bigram"):
     ax.plot(seen, [m["last_token_kl"][strategy] for m in metrics], label=f"KL({strategy} ‖ model)")
 ax.plot(seen, [m["last_token_kl"]["true"] for m in metrics], "k--", label="KL(true ‖ model)")
-ax.set(xscale="log", xlabel="training sequences seen", ylabel="last-token KL (nats)", title="markov-k3: the closest strategy changes twice")
+ax.set(xscale="log", xlabel="training sequences seen", ylabel="last-token KL (nats)",
+       title="markov-k3: the closest strategy changes twice")
 ax.legend()
 plt.show()
 
@@ -67,6 +68,7 @@ final = probe_model(model, eval_set, step=run.steps[-1])
 print("layer 0 previous-token score", round(final.previous_token[0][0].item(), 3))
 print("layer 1 bigram-matching mass", round(final.bigram_matching[1][0].item(), 3))
 print("closest strategy", final.behaviour.closest_strategy)
+assert final.behaviour.closest_strategy == "bigram"
 
 # %% [markdown]
 # The attention patterns of one sequence show both heads at work (the first 30 positions).
@@ -110,6 +112,7 @@ names = ["none"] + [f"L{a.heads[0][0]}H{a.heads[0][1]}" for a in ablated]
 kls = [baseline.last_token_kl["true"]] + [a.behaviour.last_token_kl["true"] for a in ablated]
 for name, result in zip(names[1:], ablated):
     print(f"{name} zeroed: closest strategy {result.behaviour.closest_strategy}")
+assert [a.behaviour.closest_strategy for a in ablated] == ["unigram", "uniform"]
 fig, ax = plt.subplots(figsize=(5, 3))
 ax.bar(names, kls)
 ax.set(ylabel="last-token KL(true ‖ model)", title="zero ablation of each head")
@@ -143,6 +146,7 @@ print("logit difference: clean", round(logit_diff(model(clean)).item(), 3),
       "corrupted", round(logit_diff(model(corrupted)).item(), 3))
 for layer in range(2):
     print(f"patching L{layer}H0 from clean: {patched[layer, 0].item():.3f}")
+assert logit_diff(model(corrupted)) < 0 < patched[1, 0]  # layer 1's head alone flips the answer back
 
 # %% [markdown]
 # ## Against Proposition 2.1
@@ -159,11 +163,13 @@ from induction_probes.probes.compare import compare_with_prop21
 construction = load_construction(*prop21(k=3, c=100.0, n_ctx=100))
 limit_error = (construction(tokens) - prop21_limit(tokens, k=3)).abs().max().item()
 print(f"construction vs its exact limit: max |error| {limit_error:.1e}")
+assert limit_error < 1e-8  # float64 rounding at c = 100 (verify prop21 prints 1.36e-10 on 1,000 sequences)
 versus = compare_with_prop21(model, eval_set.sample.inputs[:100], k=3)
 print("attention TV to the construction per layer", [round(tv, 2) for tv in versus.attention_tv])
 print("layer 1 OV top-1 diagonal accuracy", versus.ov_top1_diagonal)
 fig, axes = plt.subplots(1, 2, figsize=(8, 3.5))
-for ax, matrix, title in zip(axes, (versus.token_matching, versus.token_matching_analytic), ("trained", "Proposition 2.1")):
+pairs = zip(axes, (versus.token_matching, versus.token_matching_analytic), ("trained", "Proposition 2.1"))
+for ax, matrix, title in pairs:
     ax.imshow(matrix.detach(), cmap="Blues")
     ax.set(title=f"layer 1 token matching: {title}", xlabel="key's previous token b", ylabel="query token a")
 plt.show()
