@@ -22,7 +22,8 @@ def test_the_notebook_is_its_script():
     jupytext = pytest.importorskip("jupytext", reason="the test extra is not installed (make test installs it)")
     from_script, shipped = jupytext.read(SCRIPT), jupytext.read(NOTEBOOK)
     assert len(shipped.cells) >= 10
-    assert cells(from_script) == cells(shipped), "docs/tutorial.ipynb is stale: run jupytext --to ipynb docs/tutorial.py"
+    stale = "docs/tutorial.ipynb is stale: run jupytext --to ipynb docs/tutorial.py"
+    assert cells(from_script) == cells(shipped), stale
     # and back: the notebook written as a script is the script, but for the header's version fields
     assert without_header(jupytext.writes(shipped, fmt="py:percent")) == without_header(SCRIPT.read_text())
 
@@ -45,7 +46,9 @@ def test_the_notebook_runs_and_draws_its_figures():
     nbclient = pytest.importorskip("nbclient", reason="the test extra is not installed (make test installs it)")
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     # timeout per cell: the slowest (probing seven checkpoints) takes a few seconds here
-    client = nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}})
+    client = nbclient.NotebookClient(
+        notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    )
     client.execute()  # raises CellExecutionError, with the cell and its traceback, if any cell fails
     outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
