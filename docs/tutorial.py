@@ -48,8 +48,12 @@ fig, ax = plt.subplots(figsize=(7, 3.5))
 for strategy in ("uniform", "unigram", "bigram"):
     ax.plot(seen, [m["last_token_kl"][strategy] for m in metrics], label=f"KL({strategy} ‖ model)")
 ax.plot(seen, [m["last_token_kl"]["true"] for m in metrics], "k--", label="KL(true ‖ model)")
-ax.set(xscale="log", xlabel="training sequences seen", ylabel="last-token KL (nats)",
-       title="markov-k3: the closest strategy changes twice")
+ax.set(
+    xscale="log",
+    xlabel="training sequences seen",
+    ylabel="last-token KL (nats)",
+    title="markov-k3: the closest strategy changes twice",
+)
 ax.legend()
 plt.show()
 
@@ -130,8 +134,12 @@ from transformer_lens import patching
 
 sequences = eval_set.sample.inputs[:40]
 predicted = model(sequences)[:, -1].argmax(-1)
-i, j = next((i, j) for i in range(40) for j in range(40)
-            if sequences[i, -1] == sequences[j, -1] and predicted[i] != predicted[j])
+i, j = next(
+    (i, j)
+    for i in range(40)
+    for j in range(40)
+    if sequences[i, -1] == sequences[j, -1] and predicted[i] != predicted[j]
+)
 clean, corrupted = sequences[i : i + 1], sequences[j : j + 1]
 answer, wrong = predicted[i], predicted[j]
 
@@ -142,8 +150,12 @@ def logit_diff(logits):
 
 _, clean_cache = model.run_with_cache(clean)
 patched = patching.get_act_patch_attn_head_out_all_pos(model, corrupted, clean_cache, logit_diff)
-print("logit difference: clean", round(logit_diff(model(clean)).item(), 3),
-      "corrupted", round(logit_diff(model(corrupted)).item(), 3))
+print(
+    "logit difference: clean",
+    round(logit_diff(model(clean)).item(), 3),
+    "corrupted",
+    round(logit_diff(model(corrupted)).item(), 3),
+)
 for layer in range(2):
     print(f"patching L{layer}H0 from clean: {patched[layer, 0].item():.3f}")
 assert logit_diff(model(corrupted)) < 0 < patched[1, 0]  # layer 1's head alone flips the answer back

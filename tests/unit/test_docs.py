@@ -114,8 +114,15 @@ def test_runnable_shell_blocks_run_and_print_what_the_page_shows(block, shown):
         words = line.split("#")[0].split()
         if words[:1] != ["induction-probes"]:
             continue
-        result = subprocess.run([str(COMMAND), *words[1:]], cwd=ROOT, capture_output=True, text=True,
-                                timeout=COMMAND_TIMEOUT_S, env={**os.environ, "PYTHONHASHSEED": "0"})
+        result = subprocess.run(
+            [str(COMMAND), *words[1:]],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
+            check=False,  # the status is asserted below, with stderr
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        )
         assert result.returncode == 0, f"{line!r} failed: {result.stderr[-2000:]}"
         output += result.stdout
     if shown is not None:
@@ -129,9 +136,15 @@ def test_runnable_shell_blocks_run_and_print_what_the_page_shows(block, shown):
 def test_the_site_builds_strictly_and_fetches_nothing_from_outside(tmp_path):
     pytest.importorskip("mkdocs", reason="the docs extra is not installed (make test installs it)")
     site = tmp_path / "site"
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(site)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,  # the status is asserted below, with stderr
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     pages = list(site.rglob("*.html"))
     assert len(pages) >= 10
