@@ -1,2 +1,57 @@
-"""induction-probes: the face of the package. The command line is :mod:`induction_probes.cli`; the library
-is :mod:`circuits` (tasks, models, training, constructions) and :mod:`probes` (measurements)."""
+"""induction-probes: probe how induction heads form in small attention-only transformers.
+
+The names a notebook needs, importable from here::
+
+    from induction_probes import Run, MarkovTask, MarkovRecipe, train_run, probe_model, ablation_study
+
+Each is defined in the layer it belongs to (:mod:`induction_probes.circuits` for tasks, models, recipes,
+training and run directories; :mod:`induction_probes.probes` for measurements) and resolved on first use,
+so ``import induction_probes`` loads neither torch nor matplotlib; the command line is
+:mod:`induction_probes.cli`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# name -> the module that defines it
+EXPORTS = {
+    # run directories: open a shipped run or a path, load checkpoints
+    "Run": "induction_probes.circuits.checkpoint",
+    "CheckpointError": "induction_probes.circuits.checkpoint",
+    # tasks and the recipes that train on them
+    "MarkovTask": "induction_probes.circuits.tasks",
+    "GaussianTask": "induction_probes.circuits.tasks",
+    "MarkovRecipe": "induction_probes.circuits.recipes",
+    "MinimalRecipe": "induction_probes.circuits.recipes",
+    "GaussianRecipe": "induction_probes.circuits.recipes",
+    "train_run": "induction_probes.circuits.train",
+    # the model and the papers' constructions, loaded into it
+    "HookedTransformer": "induction_probes.circuits.model",
+    "HookedTransformerConfig": "induction_probes.circuits.model",
+    "prop21": "induction_probes.circuits.constructions",
+    "wang_ih2": "induction_probes.circuits.constructions",
+    "wang_ihn": "induction_probes.circuits.constructions",
+    "load_construction": "induction_probes.circuits.constructions",
+    # probes, ablations and the comparison with Proposition 2.1
+    "probe_eval_set": "induction_probes.probes.summary",
+    "probe_model": "induction_probes.probes.summary",
+    "probe_run": "induction_probes.probes.summary",
+    "ablation_study": "induction_probes.probes.summary",
+    "single_heads": "induction_probes.probes.summary",
+    "compare_with_prop21": "induction_probes.probes.compare",
+}
+
+__all__ = sorted(EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in EXPORTS:
+        raise AttributeError(f"module 'induction_probes' has no attribute {name!r}")
+    value = getattr(importlib.import_module(EXPORTS[name]), name)
+    globals()[name] = value  # resolved once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(EXPORTS))
