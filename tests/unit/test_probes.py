@@ -277,5 +277,5 @@ def test_per_head_probes_report_every_head_of_layers_with_different_head_counts(
     _, patterns = run_with_patterns(model, eval_set.inputs)
     for layer, pattern in enumerate(patterns):
         assert torch.allclose(result.previous_token[layer], previous_token_score(pattern), atol=1e-6)
-    assert model.all_head_labels == ["L0H0", "L0H1", "L1H0"]
+    assert model.all_head_labels() == ["L0H0", "L0H1", "L1H0"]
     assert [len(layer) for layer in result.to_json()["previous_token"]] == [2, 1]
