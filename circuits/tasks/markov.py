@@ -342,10 +342,17 @@ class MarkovEvalSet:
     def per_position(self, logits: Float[Tensor, "batch seq k"]) -> tuple[Tensor, dict[str, Tensor]]:
         """The model's loss at each input position, and KL(x ‖ model) at each position for x = "true"
         and every strategy, all averaged over sequences."""
+        loss, kl = self.per_sequence_position(logits)
+        return loss.mean(0), {name: values.mean(0) for name, values in kl.items()}
+
+    def per_sequence_position(
+        self, logits: Float[Tensor, "batch seq k"]
+    ) -> tuple[Float[Tensor, "batch seq"], dict[str, Float[Tensor, "batch seq"]]]:
+        """:meth:`per_position` before the mean over sequences (what an interval over sequences needs)."""
         log_q = torch.log_softmax(logits.double(), dim=-1)
-        loss = token_cross_entropy(log_q, self.sample.targets).mean(0)
+        loss = token_cross_entropy(log_q, self.sample.targets)
         predictors = {"true": self.truth} | self.strategies
-        return loss, {name: kl_divergence(p, log_q).mean(0) for name, p in predictors.items()}
+        return loss, {name: kl_divergence(p, log_q) for name, p in predictors.items()}
 
     def metrics(self, logits: Float[Tensor, "batch seq k"]) -> dict:
         """Mean next-token loss over all positions, and the last-token KL(true ‖ model) and

@@ -126,12 +126,18 @@ def probe_text(run, result) -> str:
         format_table(["head", "previous-token", "bigram-matching", "bigram ideal (1-TV)"], rows),
         f"({100 * result.fraction_with_match:.1f}% of queries have a matching key)",
         format_table(["last-token KL(x||model)", "value"], [[k, v] for k, v in b.last_token_kl.items()]),
-        f"loss {b.loss:.4f}, ICL score {b.icl_score:+.4f} (loss at position 99 minus position 10)",
+        f"loss {b.loss:.4f}, ICL score {b.icl_score:+.4f}{plus_minus(b.intervals['icl_score'])} (mean loss at "
+        f"positions 90-99 minus 1-10; at 99 minus at 10: {b.icl_score_single_position:+.4f})",
     ]
     if result.positional_profile is not None:
         peaks = ", ".join(f"head {h}: distance {int(p.argmax())} ({p.max():.3f})" for h, p in enumerate(result.positional_profile))
         lines.append(f"layer 0 positional profile peaks at {peaks}")
     return "\n".join(lines)
+
+
+def plus_minus(estimate) -> str:
+    """" ± half-width" of an interval over sequences (nothing for one sequence, which has none)."""
+    return "" if estimate.half_width is None else f" ± {estimate.half_width:.4f}"
 
 
 def probe_trajectory(results) -> str:
