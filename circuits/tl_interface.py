@@ -93,7 +93,8 @@ class TransformerLensInterface(HookChecks, TokenInterface, FactoredCircuits):
     def all_head_labels(self) -> HeadLabels:
         """The label L{layer}H{head} of every head, layer by layer (per-layer head counts included). Call it,
         ``model.all_head_labels()``, as in TransformerLens; using it as a list still works but is deprecated."""
-        return HeadLabels(f"L{layer}H{head}" for layer in range(self.cfg.n_layers) for head in range(self.cfg.heads(layer)))
+        cfg = self.cfg
+        return HeadLabels(f"L{layer}H{head}" for layer in range(cfg.n_layers) for head in range(cfg.heads(layer)))
 
     def all_composition_scores(self, mode: str) -> Tensor:
         """[n_layers, n_heads, n_layers, n_heads]: ‖M_right M_left‖_F / (‖M_left‖_F ‖M_right‖_F) of every

@@ -112,7 +112,8 @@ def icl_positions(n_pos: int, early: int, late: int, window: int = 1) -> tuple[i
             raise ValueError(f"ICL {name} position {position} is outside 0..{n_pos - 1}")
         position %= n_pos
         if position - window + 1 < 0:
-            raise ValueError(f"an ICL window of {window} positions ending at {name} position {position} starts before 0")
+            raise ValueError(f"an ICL window of {window} positions ending at {name} position {position} "
+                             "starts before 0")
         resolved.append(position)
     return resolved[0], resolved[1]
 
@@ -127,7 +128,9 @@ def icl_scores(
     return loss[..., last - window + 1 : last + 1].mean(-1) - loss[..., first - window + 1 : first + 1].mean(-1)
 
 
-def icl_score(per_position_loss: Tensor, early: int = ICL_EARLY, late: int = ICL_LATE, window: int = ICL_WINDOW) -> float:
+def icl_score(
+    per_position_loss: Float[Tensor, " pos"], early: int = ICL_EARLY, late: int = ICL_LATE, window: int = ICL_WINDOW
+) -> float:
     """The windowed ICL score of a per-position loss curve (:func:`icl_scores`). Averaging ``window``
     positions at each end makes it steadier from one evaluation set to the next than
     :func:`single_position_icl_score`, whose two positions each carry one sampled token per sequence."""
@@ -145,7 +148,7 @@ def behaviour(
 ) -> Behaviour:
     """Every behaviour probe from one forward pass's logits on ``eval_set.sample.inputs``, each with its
     interval over the evaluation sequences."""
-    loss, kl = eval_set.per_sequence_position(logits)  # [batch, pos] each
+    loss, kl = eval_set.per_position(logits, per_sequence=True)  # [batch, pos] each
     per_sequence = {"loss": loss.mean(-1), "icl_score": icl_scores(loss, early, late, window),
                     "icl_score_single_position": icl_scores(loss, early, late, 1)}
     per_sequence |= {f"last_token_kl.{name}": values[:, -1] for name, values in kl.items()}

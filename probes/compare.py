@@ -144,7 +144,8 @@ def comparison_warnings(model, k: int) -> list[str]:
     threshold at initialisation, and the measures that count tokens out of k."""
     from induction_probes.probes.caveats import coarse_warnings, initial_model_of, progress_warnings
 
-    return progress_warnings(model, initial_model_of(model)) + coarse_warnings(k, ("diagonal_is_row_max", "ov_top1_diagonal"))
+    counted = coarse_warnings(k, ("diagonal_is_row_max", "ov_top1_diagonal"))
+    return progress_warnings(model, initial_model_of(model)) + counted
 
 
 def progress_below_threshold(model) -> dict[str, tuple[float, float]]:

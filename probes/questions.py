@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from induction_probes.circuits.checkpoint import Run
 from induction_probes.probes.behaviour import Phase, strategy_phases
 from induction_probes.probes.progress import SCALAR_MEASURES, config_calibration
+from induction_probes.probes.summary import probe_run
 from induction_probes.probes.tidy import frame, row
 
 CROSSING_COLUMNS = ["measure", "layer", "head", "chance", "ideal", "threshold", "step", "sequences_seen", "caveat"]
@@ -25,7 +26,8 @@ CROSSING_COLUMNS = ["measure", "layer", "head", "chance", "ideal", "threshold", 
 
 def phases(run: Run) -> list[Phase]:
     """Which strategy is the model closest to, and from when to when? Consecutive checkpoints grouped by
-    the strategy with the smallest last-token KL to the model (:func:`~induction_probes.probes.behaviour.strategy_phases`)."""
+    the strategy with the smallest last-token KL to the model
+    (:func:`~induction_probes.probes.behaviour.strategy_phases`)."""
     return strategy_phases(run.metrics())
 
 
@@ -63,13 +65,16 @@ def first_crossings(probes):
     """At which step does each head's progress measure and attention-probe score first reach its threshold?
 
     ``probes`` is what :func:`~induction_probes.probes.summary.probe_run` returns (probe the run's steps
-    you care about; every checkpoint gives the exact step). One row per (measure, layer, head) as a
+    you care about; every checkpoint gives the exact step), or a run, all of whose checkpoints are then
+    probed on the default probe set (minutes for a run of 150 checkpoints). One row per (measure, layer, head) as a
     DataFrame with CROSSING_COLUMNS: progress measures (thresholds halfway from chance to Proposition 2.1,
     :func:`~induction_probes.probes.progress.calibration`; ``composition_K`` for its best pair, head empty)
     and attention probes (halfway from uniform attention on the probe set to 1,
     :func:`~induction_probes.probes.run_probes.probe_calibration`). ``step`` is empty where the threshold is
     never reached; ``caveat`` carries the run's warning about that measure, if any.
     """
+    if isinstance(probes, Run):
+        probes = probe_run(probes)
     steps, rows = probes.steps, []
     seen = {step: probes.run.entry(step)["sequences_seen"] for step in steps}
 
@@ -105,7 +110,8 @@ def metrics_records(run: Run) -> list[dict]:
     for entry in run.metrics():
         step, seen = entry["step"], entry["sequences_seen"]
         rows.append(row(step, seen, None, None, "eval_loss", entry["eval_loss"]))
-        rows += [row(step, seen, None, None, f"last_token_kl.{name}", value) for name, value in entry["last_token_kl"].items()]
+        rows += [row(step, seen, None, None, f"last_token_kl.{name}", value)
+                 for name, value in entry["last_token_kl"].items()]
     return rows
 
 
@@ -145,6 +151,7 @@ def aligner(run: Run, by: str):
         if by == "phase":
             span = phase.last_step - phase.first_step
             return place | {"phase_fraction": 0.0 if span == 0 else (step - phase.first_step) / span}
-        return place | {"steps_from_transition": step - moment.step, "sequences_from_transition": seen - moment.sequences_seen}
+        return place | {"steps_from_transition": step - moment.step,
+                        "sequences_from_transition": seen - moment.sequences_seen}
 
     return coordinates

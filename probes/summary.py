@@ -165,7 +165,8 @@ def ablation_study(
     reference_inputs: Tensor | None = None, seed: int = 0, task=None,
 ) -> tuple[Behaviour, list[AblationResult]]:
     """The clean model's behaviour and the behaviour with each set of heads ablated; mean and resample
-    take ``reference_inputs``, or the default set of ``task`` (:func:`~induction_probes.probes.ablation.run_ablated`)."""
+    take ``reference_inputs``, or the default set of ``task``
+    (:func:`~induction_probes.probes.ablation.reference_inputs_for`)."""
     if mode != "zero" and reference_inputs is None and task is not None:
         reference_inputs = reference_inputs_for(task)  # drawn once for every head set
     with torch.no_grad():

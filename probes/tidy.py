@@ -114,4 +114,5 @@ def ablation_frame(baseline, results: list, step: int | None = None, sequences_s
     """An ablation study (``ablation_study``'s baseline and results) as one table: the clean model's rows
     (``ablated`` empty, ``mode`` "none") and each ablation's."""
     clean = [r | {"ablated": "", "mode": "none"} for r in behaviour_records(baseline, step, sequences_seen)]
-    return frame(clean + [r for result in results for r in ablation_records(result, step, sequences_seen)], ABLATION_COLUMNS)
+    ablated = [r for result in results for r in ablation_records(result, step, sequences_seen)]
+    return frame(clean + ablated, ABLATION_COLUMNS)

@@ -47,16 +47,18 @@ def run_probe(args: argparse.Namespace) -> str:
         return probe_gaussian_text(run, args)
     steps = run.steps if args.all_steps else [run.entry(args.step)["step"]]
     probe_set = probe_eval_set(run, args.n_seqs, args.seed)
-    results = list(probe_run(run, probe_set, steps))
+    results = probe_run(run, probe_set, steps)
     figures = plot_probes(run, results, probe_set.inputs, args.plot) if args.plot else []
     progress = [r.progress for r in results if r.progress is not None]
     if args.json:
         header = provenance(run, steps, args.n_seqs, args.seed)
         crossings = {"progress_thresholds": progress_thresholds(run, progress)} if progress else {}
-        return json_text(header | crossings | {"checkpoints": [r.to_json() for r in results]})
+        tidy = {"records": results.to_records(), "warnings": results.warnings}  # the long form of probes/tidy.py
+        return json_text(header | crossings | {"checkpoints": [r.to_json() for r in results]} | tidy)
     sections = [probe_text(run, results[-1])] + ([probe_trajectory(results)] if args.all_steps else [])
     if progress:
         sections.append(progress_text(run, progress))
+    sections += ["\n".join(f"warning: {line}" for line in results.warnings)] if results.warnings else []
     return "\n\n".join(sections) + "".join("\n" + line for line in figure_lines(figures))
 
 

@@ -33,7 +33,8 @@ def test_windowed_and_single_position_icl_scores_by_hand():
     assert icl_score(loss, early=5, late=-1, window=3) == pytest.approx((17**2 + 18**2 + 19**2 - 9 - 16 - 25) / 3)
     assert single_position_icl_score(loss, early=5, late=12) == 144 - 25
     rows = torch.stack([loss, 2 * loss])
-    assert torch.allclose(icl_scores(rows, 5, -1, 3), torch.tensor([1.0, 2.0], dtype=torch.float64) * icl_score(loss, 5, -1, 3))
+    scale = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    assert torch.allclose(icl_scores(rows, 5, -1, 3), scale * icl_score(loss, 5, -1, 3))
     with pytest.raises(ValueError, match="starts before 0"):
         icl_score(loss, early=5, window=7)
     with pytest.raises(ValueError, match="positive integer"):

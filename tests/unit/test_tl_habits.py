@@ -63,7 +63,8 @@ def test_generate_is_seeded_greedy_is_the_argmax_and_samples_follow_the_softmax(
         tokens = torch.cat([tokens, model(tokens)[:, -1].argmax(-1, keepdim=True)], 1)
     assert torch.equal(greedy, tokens)
     # 20,000 one-token continuations: each token's share is within 5 binomial standard errors of its
-    # softmax probability (one error is at most 0.0035), a test that fails if the draw ignored the logits or the temperature
+    # softmax probability (one error is at most 0.0035), a test that fails if the draw ignored the logits or
+    # the temperature
     batch = prefix.expand(20_000, -1)
     shares = torch.bincount(model.generate(batch, 1, seed=0, temperature=2.0)[:, -1], minlength=4) / 20_000
     probs = torch.softmax(model(prefix)[0, -1].double() / 2.0, -1)
@@ -81,8 +82,8 @@ def test_a_hook_the_model_lacks_is_one_error_naming_the_hooks_it_has():
         lambda: model.run_with_cache(tokens)[1]["mlp_out", 0],
     ]
     for ask in asks:
-        with pytest.raises(MissingHookError, match=r"no hook point 'blocks\.0\.(mlp\.hook_post|hook_mlp_out)' "
-                                                   r"\(it has no MLPs\); its hook points are .*blocks\.\{l\}\.attn\.hook_pattern"):
+        with pytest.raises(MissingHookError, match=r"no hook point 'blocks\.0\.(mlp\.hook_post|hook_mlp_out)' \(it has "
+                                                   r"no MLPs\); its hook points are .*blocks\.\{l\}\.attn\.hook_pattern"):
             ask()
     assert isinstance(MissingHookError("x"), ValueError) and isinstance(MissingHookError("x"), KeyError)
     _, cache = model.run_with_cache(tokens, names_filter=["blocks.0.attn.hook_z"])
