@@ -9,11 +9,11 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test bench shipped experiments
 
 $(STAMP): pyproject.toml
-	@echo "setting up $(VENV): torch 2.13.0 (CPU), then this project with its test, Ray and devinterp extras (a few minutes, once)"
+	@echo "setting up $(VENV): torch 2.13.0 (CPU), then this project with its test, Ray, devinterp and docs extras (a few minutes, once)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
-	@echo "torch installed; installing induction-probes, transformer-lens, Ray, devinterp and the test tools"
-	$(BIN)/pip install --quiet -e '.[test,ray,llc]'
+	@echo "torch installed; installing induction-probes, transformer-lens, Ray, devinterp, the test tools and mkdocs"
+	$(BIN)/pip install --quiet -e '.[test,ray,llc,docs]'
 	touch $(STAMP)
 	@echo "$(VENV) is ready"
 
@@ -24,7 +24,7 @@ demo: $(STAMP)
 	$(BIN)/induction-probes ablate markov-k3 --plot out
 	$(BIN)/induction-probes verify prop21 --k 3 --against markov-k3 --plot out
 
-# Re-create the shipped runs with the default recipe (see README, "Training"); a few minutes each.
+# Re-create the shipped runs with the default recipe (see docs/training.md); a few minutes each.
 shipped: $(STAMP)
 	rm -rf checkpoints/markov-k3 checkpoints/markov-k2 checkpoints/minimal-k3 checkpoints/gaussian-ih2
 	$(BIN)/induction-probes train markov --k 3 --out checkpoints/markov-k3
@@ -32,7 +32,7 @@ shipped: $(STAMP)
 	$(BIN)/induction-probes train minimal --k 3 --out checkpoints/minimal-k3
 	$(BIN)/induction-probes train gaussian --out checkpoints/gaussian-ih2
 
-# The multi-run results of the README (hours): every spec in experiments/, two workers, then summaries.
+# The multi-run results of docs/results.md (hours): every spec in experiments/, two workers, then summaries.
 EXPERIMENTS := $(basename $(notdir $(wildcard experiments/*.toml)))
 experiments: $(STAMP)
 	for name in $(EXPERIMENTS); do \

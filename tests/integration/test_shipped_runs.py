@@ -4,6 +4,8 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -49,20 +51,49 @@ def test_phases_go_uniform_then_unigram_then_bigram(name):
     assert phases[-1].last_step == run.steps[-1]
 
 
-def test_shipped_runs_load_after_a_non_editable_install(tmp_path):
-    """Install the project as a wheel would (no source tree on the path) and load from elsewhere."""
+def build_wheel(source: Path, out: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(out), "."],
+                   check=True, cwd=source, capture_output=True)
+    (wheel,) = out.glob("*.whl")
+    return wheel
+
+
+def a_probes_distribution(root: Path) -> Path:
+    """A distribution that installs a top-level ``probes``, as PyPI's ``probes`` does (its 0.1.0 sdist does not
+    build with current setuptools, so the test builds one of the same shape)."""
+    (root / "probes").mkdir(parents=True)
+    (root / "probes" / "__init__.py").write_text('WHOSE = "another project"\n')
+    (root / "pyproject.toml").write_text('[project]\nname = "probes"\nversion = "0.1.0"\n[tool.setuptools]\npackages = ["probes"]\n')
+    return build_wheel(root, root / "dist")
+
+
+def test_the_wheel_installs_one_name_beside_other_projects_circuits_and_probes(tmp_path):
+    """Built as a wheel and installed with no source tree on the path: one top-level name, induction_probes,
+    so it overwrites and shadows no other project's ``circuits``, ``probes`` or ``checkpoints``; the shipped
+    runs load from inside it; PyPI's ``circuits`` (the test extra installs it) and a ``probes`` installed
+    into the same directory still import and work."""
     target, source = tmp_path / "site", tmp_path / "source"
     repo = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
     # Build from a copy, so that setuptools' build/ directory never lands in (or is reused from) the clone.
     shutil.copytree(repo, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "out", "*.egg-info"))
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(target), "."],
-        check=True, cwd=source, capture_output=True,
+    ours = build_wheel(source, tmp_path / "dist")
+    with zipfile.ZipFile(ours) as wheel:
+        top = {name.split("/")[0] for name in wheel.namelist()}
+    assert {name for name in top if not name.endswith(".dist-info")} == {"induction_probes"}
+    theirs = a_probes_distribution(tmp_path / "other")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(theirs), str(ours)],
+                   check=True, capture_output=True)
+    code = (
+        "import circuits, probes\n"
+        "from induction_probes.circuits.checkpoint import Run\n"
+        "run = Run.open('markov-k3'); run.load()\n"
+        "print(run.path); print(circuits.Component.__module__); print(probes.WHOSE)"
     )
-    code = "from induction_probes.circuits.checkpoint import Run; r = Run.open('markov-k3'); r.load(); print(r.path)"
     env = os.environ | {"PYTHONPATH": str(target)}
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip().startswith(str(target))
+    run_path, component, whose = out.stdout.strip().splitlines()
+    assert run_path.startswith(str(target / "induction_probes" / "checkpoints"))
+    assert component == "circuits.core.components" and whose == "another project"
 
 
 def test_minimal_model_plateaus_transitions_and_shows_the_odd_even_asymmetry():

@@ -1,5 +1,5 @@
 """The shipped multi-run results (experiments/results/): each summary comes from a spec in experiments/,
-with the keys the README reads and exactly the seeds and conditions its spec names."""
+with the keys docs/results.md and the README read and exactly the seeds and conditions its spec names."""
 
 import json
 from pathlib import Path

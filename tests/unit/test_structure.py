@@ -2,8 +2,11 @@
 without torch, and the repository stands on its own."""
 
 import ast
+import importlib.metadata
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -66,3 +69,46 @@ def test_parsing_imports_no_torch(argv):
     result = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("exit 0" if "--help" in argv else "exit 2")
+
+
+def declared_python_floor() -> tuple[int, int]:
+    floor = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert floor.startswith(">="), floor
+    major, minor = floor[2:].split(".")[:2]
+    return int(major), int(minor)
+
+
+def top_level_imports() -> dict[str, Path]:
+    """Every top-level module a source file imports, lazy imports inside functions included."""
+    found = {}
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                found.setdefault(name.split(".")[0], path)
+    return found
+
+
+# Standard-library modules that appeared after 3.11; none may be imported while 3.11 is the declared floor.
+STDLIB_AFTER_3_11 = {"annotationlib", "compression"}
+
+
+def test_the_code_imports_only_what_the_declared_oldest_python_has_and_pyproject_declares():
+    """requires-python names the oldest Python the code runs on (3.11: tomllib, for sweep specs); the suite
+    runs on one at least that old, and every other import is this package or a declared requirement."""
+    assert sys.version_info[:2] >= declared_python_floor() == (3, 11)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = project["dependencies"] + [r for extra in project["optional-dependencies"].values() for r in extra]
+    declared = {re.split(r"[<>=!~ \[;]", r)[0].lower().replace("-", "_") for r in requirements}
+    distributions = importlib.metadata.packages_distributions()
+    for name, path in sorted(top_level_imports().items()):
+        where = path.relative_to(ROOT)
+        if name in sys.stdlib_module_names or name == "__future__":
+            assert name not in STDLIB_AFTER_3_11, f"{where} imports {name}, which Python 3.11 lacks"
+            continue
+        if name == "induction_probes":
+            continue
+        providers = {d.lower().replace("-", "_") for d in distributions.get(name, [name])}
+        assert providers & declared, f"{where} imports {name} ({', '.join(providers)}), which pyproject does not declare"

@@ -1,0 +1,155 @@
+"""The documentation works: the site builds with every link and anchor resolved, it fetches nothing from
+outside, and the code of the README and of every docs page runs as written.
+
+Code blocks run page by page, in order, in one namespace, from the repository root, with one torch thread
+(the suite's conftest sets it). A block preceded by ``<!-- skip: reason -->`` is not run and its reason is
+reported as a warning; a ```sh block preceded by ``<!-- run -->`` has each ``induction-probes`` line run,
+and where a plain ``` block follows it, that block's lines must appear in the output, in order."""
+
+import os
+import re
+import subprocess
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+MARKER = re.compile(r"<!--\s*(skip|run)\s*(?::\s*(.*?))?\s*-->")
+COMMAND = Path(sys.executable).with_name("induction-probes")
+COMMAND_TIMEOUT_S = 60  # the slowest runnable lines (probe markov-k3 --step 0, baselines) take ~10 s here
+
+
+@dataclass
+class Block:
+    page: Path
+    line: int  # 1-indexed line of the opening fence
+    language: str
+    code: str
+    marker: str | None  # "skip" or "run"
+    reason: str | None
+
+
+def blocks_of(page: Path) -> list[Block]:
+    """The fenced blocks of a page that start at the left margin, with the marker comment just above."""
+    lines = page.read_text().splitlines()
+    found, i, marker, reason = [], 0, None, None
+    while i < len(lines):
+        line = lines[i]
+        if match := MARKER.fullmatch(line.strip()):
+            marker, reason = match.group(1), match.group(2)
+        elif line.startswith("```"):
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+            found.append(Block(page, i + 1, line[3:].strip(), "\n".join(lines[i + 1 : end]), marker, reason))
+            marker, reason, i = None, None, end
+        elif line.strip():
+            marker, reason = None, None  # a marker applies only to the block right below it
+        i += 1
+    return found
+
+
+def page_id(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+def test_the_pages_have_the_code_blocks_this_test_expects():
+    blocks = [b for page in PAGES for b in blocks_of(page)]
+    assert sum(b.language == "python" for b in blocks) >= 8, "the docs lost their Python examples"
+    assert any(b.language == "sh" and b.marker == "run" for b in blocks), "no runnable shell block left"
+    for b in blocks:
+        assert b.language in ("", "python", "sh", "toml"), f"{page_id(b.page)}:{b.line} unknown language {b.language!r}"
+        if b.marker == "skip":
+            assert b.reason, f"{page_id(b.page)}:{b.line}: a skipped block must say why"
+        assert b.marker != "run" or b.language == "sh", f"{page_id(b.page)}:{b.line}: only sh blocks are marked run"
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if any(b.language == "python" for b in blocks_of(p))], ids=page_id)
+def test_python_blocks_run(page, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    namespace: dict = {"__name__": "__docs__"}
+    for block in blocks_of(page):
+        if block.language != "python":
+            continue
+        where = f"{page_id(page)}:{block.line}"
+        if block.marker == "skip":
+            warnings.warn(f"{where}: block not run: {block.reason}", stacklevel=1)
+            continue
+        exec(compile(block.code, where, "exec"), namespace)  # noqa: S102 - the docs are our own code
+
+
+def cli_commands() -> set[str]:
+    result = subprocess.run([str(COMMAND), "--help"], capture_output=True, text=True, timeout=60, check=True)
+    return set(re.search(r"\{([\w,-]+)\}", result.stdout).group(1).split(","))  # argparse's {a,b,...}
+
+
+def test_every_documented_command_exists():
+    known = cli_commands()
+    assert {"train", "probe", "ablate", "verify", "sweep", "summarize"} <= known
+    for page in PAGES:
+        for block in blocks_of(page):
+            for line in block.code.splitlines():
+                words = line.strip().lstrip("$ ").split()
+                if block.language in ("sh", "") and words[:1] == ["induction-probes"] and len(words) > 1:
+                    assert words[1] in known, f"{page_id(page)}:{block.line}: unknown command {words[1]!r}"
+
+
+def runnable_blocks() -> list[tuple[Block, Block | None]]:
+    pairs = []
+    for page in PAGES:
+        blocks = blocks_of(page)
+        for i, block in enumerate(blocks):
+            if block.marker == "run":
+                after = blocks[i + 1] if i + 1 < len(blocks) and blocks[i + 1].language == "" else None
+                pairs.append((block, after))
+    return pairs
+
+
+@pytest.mark.parametrize("block, shown", runnable_blocks(), ids=lambda b: b and f"{page_id(b.page)}:{b.line}")
+def test_runnable_shell_blocks_run_and_print_what_the_page_shows(block, shown):
+    output = ""
+    for line in block.code.splitlines():
+        words = line.split("#")[0].split()
+        if words[:1] != ["induction-probes"]:
+            continue
+        result = subprocess.run(
+            [str(COMMAND), *words[1:]],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
+            check=False,  # the status is asserted below, with stderr
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        )
+        assert result.returncode == 0, f"{line!r} failed: {result.stderr[-2000:]}"
+        output += result.stdout
+    if shown is not None:
+        printed = [" ".join(line.split()) for line in output.splitlines()]
+        position = 0
+        for expected in (" ".join(line.split()) for line in shown.code.splitlines() if line.strip()):
+            assert expected in printed[position:], f"{page_id(block.page)}:{shown.line} shows {expected!r}, not printed"
+            position = printed.index(expected, position) + 1
+
+
+def test_the_site_builds_strictly_and_fetches_nothing_from_outside(tmp_path):
+    pytest.importorskip("mkdocs", reason="the docs extra is not installed (make test installs it)")
+    site = tmp_path / "site"
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,  # the status is asserted below, with stderr
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    pages = list(site.rglob("*.html"))
+    assert len(pages) >= 10
+    for html in pages:
+        text = html.read_text()
+        assert "fonts.googleapis" not in text and "fonts.gstatic" not in text, f"{html.name} loads web fonts"
+        remote = re.findall(r"<(?:script|link|img)[^>]+(?:src|href)=\"(https?:[^\"]+)\"", text)
+        assert not remote, f"{html.name} fetches {remote[:3]}"
