@@ -2,7 +2,7 @@
 few values that one token's flip crosses it.
 
 - A measure at or past its threshold at initialisation "crosses" at step 0 whatever training does
-  (OV measures of a model with MLPs, which the measures idealise away, can do this).
+  (``ov_copying_score`` at k = 2, for one: markov-k2 starts at 1.0, its threshold 0.5).
 - ``ov_copying_accuracy``, ``diagonal_is_row_max`` and ``ov_top1_diagonal`` count tokens out of k, so
   they take only the k + 1 values 0, 1/k, ..., 1: at k = 4 they move in quarters, and a crossing is
   one token's argmax changing. A measure with at most ``FEW_VALUES`` possible values is flagged; so is
