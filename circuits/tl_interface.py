@@ -13,6 +13,9 @@ from torch import Tensor
 from transformer_lens import FactoredMatrix
 from transformer_lens.utilities import composition_scores
 
+from induction_probes.circuits.tl_hooks import HeadLabels, HookChecks
+from induction_probes.circuits.tl_tokens import TokenInterface
+
 
 class FactoredCircuits:
     """QK = W_Q W_Kᵀ and OV = W_V W_O of every head, factored as TransformerLens's FactoredMatrix, for the
@@ -27,9 +30,21 @@ class FactoredCircuits:
         return FactoredMatrix(self.W_V, self.W_O)
 
 
-class TransformerLensInterface(FactoredCircuits):
+class TransformerLensInterface(HookChecks, TokenInterface, FactoredCircuits):
     """Mixed into HookedTransformer: needs ``cfg``, ``blocks``, ``embed``, ``unembed`` and (standard
     positions) ``pos_embed``."""
+
+    def __getattr__(self, name: str):
+        """``nn.Module.__getattr__`` (parameters, buffers, submodules), except that a property of ours
+        that raises AttributeError (``W_pos`` on a relative-position model) keeps its own message: Python
+        retries a failed property through ``__getattr__``, whose generic "no attribute" would replace it."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            attribute = getattr(type(self), name, None)
+            if isinstance(attribute, property):
+                attribute.fget(self)  # raises the property's own AttributeError
+            raise
 
     def _stack(self, name: str) -> Tensor:
         if len({self.cfg.heads(layer) for layer in range(self.cfg.n_layers)}) > 1:
@@ -75,9 +90,11 @@ class TransformerLensInterface(FactoredCircuits):
     # --- heads -----------------------------------------------------------------------------------------
 
     @property
-    def all_head_labels(self) -> list[str]:
-        """The label L{layer}H{head} of every head, layer by layer (per-layer head counts included)."""
-        return [f"L{layer}H{head}" for layer in range(self.cfg.n_layers) for head in range(self.cfg.heads(layer))]
+    def all_head_labels(self) -> HeadLabels:
+        """The label L{layer}H{head} of every head, layer by layer (per-layer head counts included). Call it,
+        ``model.all_head_labels()``, as in TransformerLens; using it as a list still works but is deprecated."""
+        cfg = self.cfg
+        return HeadLabels(f"L{layer}H{head}" for layer in range(cfg.n_layers) for head in range(cfg.heads(layer)))
 
     def all_composition_scores(self, mode: str) -> Tensor:
         """[n_layers, n_heads, n_layers, n_heads]: ‖M_right M_left‖_F / (‖M_left‖_F ‖M_right‖_F) of every
@@ -122,25 +139,13 @@ class TransformerLensInterface(FactoredCircuits):
     def run_with_cache(self, *args, **kwargs):
         """Like TransformerLens: the output and an ActivationCache. Hooks that are switched off (see the
         setters above) are left out unless asked for by name, which is then an error."""
-        from transformer_lens import ActivationCache
-
         if kwargs.get("names_filter") is None:
             kwargs["names_filter"] = lambda name: getattr(self.hook_dict[name], "is_on", lambda: True)()
+        self.check_hook_names(kwargs["names_filter"])
         out, cache_dict = super().run_with_cache(*args, **kwargs)
-        return out, ActivationCache(cache_dict, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
+        return out, self.cache_of(cache_dict, has_batch_dim=not kwargs.get("remove_batch_dim", False))
 
     # --- tokens and the residual stream ----------------------------------------------------------------
-
-    def to_tokens(self, tokens, **_: object) -> Tensor:
-        """Token tensors pass through (a 1-D one gains a batch dimension): these models have no tokenizer."""
-        if not isinstance(tokens, Tensor):
-            raise ValueError("this model has no tokenizer: pass token ids as a tensor")
-        return tokens[None] if tokens.dim() == 1 else tokens
-
-    def to_single_token(self, token) -> int:
-        if isinstance(token, str):
-            raise ValueError(f"this model has no tokenizer: give token {token!r} as an integer id")
-        return int(token)
 
     def tokens_to_residual_directions(self, tokens) -> Tensor:
         """The unembedding direction of each token, [..., d_model] (one token: [d_model])."""

@@ -8,6 +8,11 @@ Three ways to remove a head's output z (``[batch, pos, head, d_head]``), from cr
 - ``resample``: z = the head's output on another sequence of the reference set, at the same position.
   Keeps the distribution of z, breaks its link to this sequence; usually the most faithful.
 
+Mean and resample ablation need a reference set: other sequences of the same task. Pass one, or pass
+``task=run.task`` and :func:`reference_inputs_for` draws REFERENCE_SEQS of its sequences with REFERENCE_SEED
+(the command line's probe seed + 1, so apart from the run's training, evaluation and probe sequences); call
+it yourself for another seed or size.
+
 Hooks are attached only inside a context manager, so nothing stays attached after an exception.
 """
 
@@ -22,6 +27,13 @@ from torch import Tensor
 from induction_probes.probes.attention import run_with_captures
 
 MODES = ("zero", "mean", "resample")
+REFERENCE_SEQS, REFERENCE_SEED = 1000, 12346
+
+
+def reference_inputs_for(task, n_seqs: int = REFERENCE_SEQS, seed: int = REFERENCE_SEED) -> Tensor:
+    """The default reference set of mean and resample ablation: ``n_seqs`` fresh sequences of ``task``
+    (a run's ``run.task``) drawn with ``seed``, the same for the same seed."""
+    return task.eval_set(n_seqs, seed).inputs
 
 
 def parse_heads(text: str, n_layers: int, heads_per_layer) -> list[tuple[int, int]]:
@@ -81,10 +93,12 @@ def run_ablated(
     mode: str = "zero",
     reference_inputs: Tensor | None = None,
     seed: int = 0,
+    task=None,
 ) -> Float[Tensor, "batch pos d_out"]:
     """The model's output on ``inputs`` with ``heads`` ablated together.
 
-    ``reference_inputs`` (needed for mean and resample) should be other sequences from the same task.
+    ``reference_inputs`` (for mean and resample) should be other sequences from the same task; without
+    them, ``task`` gives the default set (:func:`reference_inputs_for`). ``seed`` picks resample's sequences.
     """
     if mode not in MODES:
         raise ValueError(f"unknown ablation mode {mode!r}: use zero, mean or resample")
@@ -93,7 +107,10 @@ def run_ablated(
     for layer, head in heads:
         by_layer[layer].append(head)
     if mode != "zero" and reference_inputs is None:
-        raise ValueError(f"{mode} ablation needs reference inputs")
+        if task is None:
+            raise ValueError(f"{mode} ablation needs reference inputs: pass reference_inputs, or task=run.task "
+                             f"to draw {REFERENCE_SEQS} of its sequences (seed {REFERENCE_SEED})")
+        reference_inputs = reference_inputs_for(task)
     references = reference_z(model, reference_inputs, set(by_layer)) if mode != "zero" else {}
     generator = torch.Generator().manual_seed(seed)
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from jaxtyping import Float
 from torch import Tensor
 
 from induction_probes.circuits.tasks.markov import MarkovEvalSet, closest_strategy
+from induction_probes.probes.intervals import Estimate, mean_interval
+from induction_probes.probes.tidy import Tidy, behaviour_records
 
 
 @dataclass(frozen=True)
@@ -68,17 +71,22 @@ def log_spread_steps(sequences_by_step: dict[int, int], n: int = 12) -> set[int]
 # --- behaviour of one model on an evaluation set -------------------------------------------------
 
 ICL_EARLY, ICL_LATE = 10, -1  # input positions (0-indexed) compared by the ICL score
+ICL_WINDOW = 10  # positions averaged at each end by the windowed ICL score
 
 
 @dataclass(frozen=True)
-class Behaviour:
+class Behaviour(Tidy):
     """How a model predicts on an ICL-MC evaluation set, position by position.
 
     ``per_position_kl[s][t]`` is KL(s ‖ model) at input position t, averaged over sequences, for s =
-    "true" (the sequence's own chain) and each strategy. ``icl_score`` is the loss at position
-    ``late`` minus the loss at ``early`` (Olsson et al.'s in-context learning score; negative when the
-    model uses its context). Use ``last_token_kl["true"]`` to compare with the paper's test loss and
-    ``closest_strategy`` to place a model in a phase.
+    "true" (the sequence's own chain) and each strategy. ``icl_score`` is the windowed ICL score
+    (:func:`icl_score`: the mean loss over the ``window`` positions ending at ``late`` minus that over
+    the ``window`` positions ending at ``early``), ``icl_score_single_position`` Olsson et al.'s loss at
+    ``late`` minus loss at ``early``; both negative when the model uses its context. ``intervals`` holds
+    each behavioural score as an :class:`~induction_probes.probes.intervals.Estimate` over the evaluation
+    sequences: "loss", "icl_score", "icl_score_single_position" and "last_token_kl.<s>". Use
+    ``last_token_kl["true"]`` to compare with the paper's test loss and ``closest_strategy`` to place a
+    model in a phase.
     """
 
     loss: float
@@ -87,26 +95,72 @@ class Behaviour:
     last_token_kl: dict[str, float]
     icl_score: float
     closest_strategy: str
+    icl_score_single_position: float
+    intervals: dict[str, Estimate]
+
+    def to_records(self, sequences_seen: int | None = None, step: int | None = None) -> list[dict]:
+        return behaviour_records(self, step, sequences_seen)
 
 
-def icl_score(per_position_loss: Tensor, early: int = ICL_EARLY, late: int = ICL_LATE) -> float:
-    """Loss at position ``late`` minus loss at position ``early`` (0-indexed input positions)."""
-    n_pos = per_position_loss.shape[0]
+def icl_positions(n_pos: int, early: int, late: int, window: int = 1) -> tuple[int, int]:
+    """``early`` and ``late`` as positions in 0..n_pos − 1, each with ``window`` positions ending there."""
+    if not isinstance(window, int) or window < 1:
+        raise ValueError(f"ICL window must be a positive integer, got {window!r}")
+    resolved = []
     for name, position in (("early", early), ("late", late)):
         if not -n_pos <= position < n_pos:
             raise ValueError(f"ICL {name} position {position} is outside 0..{n_pos - 1}")
-    return (per_position_loss[late] - per_position_loss[early]).item()
+        position %= n_pos
+        if position - window + 1 < 0:
+            raise ValueError(f"an ICL window of {window} positions ending at {name} position {position} "
+                             "starts before 0")
+        resolved.append(position)
+    return resolved[0], resolved[1]
 
 
-def behaviour(logits: Tensor, eval_set: MarkovEvalSet, early: int = ICL_EARLY, late: int = ICL_LATE) -> Behaviour:
-    """Every behaviour probe from one forward pass's logits on ``eval_set.sample.inputs``."""
-    per_position_loss, per_position_kl = eval_set.per_position(logits)
-    last = {name: kl[-1].item() for name, kl in per_position_kl.items()}
+def icl_scores(
+    loss: Float[Tensor, "... pos"], early: int = ICL_EARLY, late: int = ICL_LATE, window: int = ICL_WINDOW
+) -> Float[Tensor, "..."]:
+    """The windowed ICL score of each row of ``loss`` (per sequence, or already averaged): the mean over
+    positions late − window + 1..late minus the mean over early − window + 1..early (window 1: the
+    single-position score)."""
+    first, last = icl_positions(loss.shape[-1], early, late, window)
+    return loss[..., last - window + 1 : last + 1].mean(-1) - loss[..., first - window + 1 : first + 1].mean(-1)
+
+
+def icl_score(
+    per_position_loss: Float[Tensor, " pos"], early: int = ICL_EARLY, late: int = ICL_LATE, window: int = ICL_WINDOW
+) -> float:
+    """The windowed ICL score of a per-position loss curve (:func:`icl_scores`). Averaging ``window``
+    positions at each end makes it steadier from one evaluation set to the next than
+    :func:`single_position_icl_score`, whose two positions each carry one sampled token per sequence."""
+    return icl_scores(per_position_loss, early, late, window).item()
+
+
+def single_position_icl_score(per_position_loss: Tensor, early: int = ICL_EARLY, late: int = ICL_LATE) -> float:
+    """Olsson et al.'s in-context learning score: loss at position ``late`` minus loss at ``early``
+    (0-indexed input positions)."""
+    return icl_scores(per_position_loss, early, late, window=1).item()
+
+
+def behaviour(
+    logits: Tensor, eval_set: MarkovEvalSet, early: int = ICL_EARLY, late: int = ICL_LATE, window: int = ICL_WINDOW
+) -> Behaviour:
+    """Every behaviour probe from one forward pass's logits on ``eval_set.sample.inputs``, each with its
+    interval over the evaluation sequences."""
+    loss, kl = eval_set.per_position(logits, per_sequence=True)  # [batch, pos] each
+    per_sequence = {"loss": loss.mean(-1), "icl_score": icl_scores(loss, early, late, window),
+                    "icl_score_single_position": icl_scores(loss, early, late, 1)}
+    per_sequence |= {f"last_token_kl.{name}": values[:, -1] for name, values in kl.items()}
+    intervals = {name: mean_interval(values) for name, values in per_sequence.items()}
+    last = {name: intervals[f"last_token_kl.{name}"].value for name in kl}
     return Behaviour(
-        loss=per_position_loss.mean().item(),
-        per_position_loss=per_position_loss,
-        per_position_kl=per_position_kl,
+        loss=intervals["loss"].value,
+        per_position_loss=loss.mean(0),
+        per_position_kl={name: values.mean(0) for name, values in kl.items()},
         last_token_kl=last,
-        icl_score=icl_score(per_position_loss, early, late),
+        icl_score=intervals["icl_score"].value,
         closest_strategy=closest_strategy(last),
+        icl_score_single_position=intervals["icl_score_single_position"].value,
+        intervals=intervals,
     )

@@ -5,7 +5,7 @@ on the same sequences, layer 0's positional profile, layer 1's token matching an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -13,10 +13,11 @@ from torch import Tensor
 from induction_probes.circuits.constructions import load_construction, prop21
 from induction_probes.circuits.tasks.markov import causal_mask, previous_tokens
 from induction_probes.probes.attention import positional_profiles, run_with_captures, run_with_patterns
+from induction_probes.probes.tidy import Tidy, comparison_records
 
 
 @dataclass(frozen=True)
-class Prop21Comparison:
+class Prop21Comparison(Tidy):
     """How close a trained ICL-MC model is to Proposition 2.1, in gauge-invariant terms."""
 
     attention_tv: list[float]  # per layer: mean over queries of TV(trained row, construction row)
@@ -30,6 +31,7 @@ class Prop21Comparison:
     ov_top1_diagonal: float
     ov_eigenvalues: Tensor  # on the k − 1 directions that change a softmax (logit shifts dropped)
     below_threshold: dict[str, tuple[float, float]]  # progress measures short of halfway: name → (value, threshold)
+    warnings: list[str] = field(default_factory=list)  # measures whose verdict means little (probes.caveats)
 
     def to_json(self) -> dict:
         return {
@@ -44,7 +46,11 @@ class Prop21Comparison:
             "ov_eigenvalues_real": self.ov_eigenvalues.real.tolist(),
             "ov_eigenvalues_positive": bool((self.ov_eigenvalues.real > 0).all()),
             "progress_below_threshold": {name: list(pair) for name, pair in self.below_threshold.items()},
+            "warnings": self.warnings,
         }
+
+    def to_records(self, sequences_seen: int | None = None, step: int | None = None) -> list[dict]:
+        return comparison_records(self, step, sequences_seen)
 
     def failures(self) -> list[str]:
         """Which of the construction's signatures the trained model lacks, in words."""
@@ -129,7 +135,17 @@ def compare_with_prop21(model, tokens: Tensor, k: int, c: float = 100.0) -> Prop
         ov_top1_diagonal=(ov.argmax(-1) == torch.arange(k)).double().mean().item(),
         ov_eigenvalues=torch.linalg.eigvals(shift_free(ov)),
         below_threshold=progress_below_threshold(model),
+        warnings=comparison_warnings(model, k),
     )
+
+
+def comparison_warnings(model, k: int) -> list[str]:
+    """Caveats of the comparison (:mod:`induction_probes.probes.caveats`): progress measures at or past their
+    threshold at initialisation, and the measures that count tokens out of k."""
+    from induction_probes.probes.caveats import coarse_warnings, initial_model_of, progress_warnings
+
+    counted = coarse_warnings(k, ("diagonal_is_row_max", "ov_top1_diagonal"))
+    return progress_warnings(model, initial_model_of(model)) + counted
 
 
 def progress_below_threshold(model) -> dict[str, tuple[float, float]]:

@@ -42,6 +42,7 @@ from transformer_lens import FactoredMatrix
 from transformer_lens.utilities import composition_scores
 
 from induction_probes.probes.compare import shift_free, through_final_norm
+from induction_probes.probes.tidy import Tidy, progress_records
 
 SCALAR_MEASURES = ("previous_token_match", "k_composition_match", "ov_copying_accuracy", "ov_copying_score")
 COMPOSITION_MODES = ("Q", "K", "V")
@@ -81,7 +82,7 @@ def calibration(k: int, n_ctx: int, d_model: int) -> dict[str, Measure]:
 
 
 @dataclass(frozen=True)
-class ProgressMeasures:
+class ProgressMeasures(Tidy):
     """One checkpoint's measures: per layer-0 head, per layer-1 head, or [layer-0 head][layer-1 head]."""
 
     step: int
@@ -93,6 +94,9 @@ class ProgressMeasures:
 
     def to_json(self) -> dict:
         return {"step": self.step} | {name: getattr(self, name) for name in SCALAR_MEASURES} | {"composition": self.composition}
+
+    def to_records(self, sequences_seen: int | None = None) -> list[dict]:
+        return progress_records(self, sequences_seen)
 
     def value(self, name: str) -> float:
         """The best head's value of a measure (``composition_K``: the best pair): a piece forms if any head forms it."""

@@ -6,7 +6,6 @@ run costs one evaluation-set forward per checkpoint, loaded lazily one at a time
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -16,7 +15,7 @@ from induction_probes.circuits.checkpoint import Run
 from induction_probes.circuits.metrics import mse_over_variance
 from induction_probes.circuits.tasks import GaussianTask, MarkovTask
 from induction_probes.circuits.tasks.markov import MarkovEvalSet
-from induction_probes.probes.ablation import heads_in_layer, run_ablated
+from induction_probes.probes.ablation import heads_in_layer, reference_inputs_for, run_ablated
 from induction_probes.probes.attention import (
     bigram_matching_scores,
     induction_score,
@@ -29,12 +28,14 @@ from induction_probes.probes.attention import (
 )
 from induction_probes.probes.behaviour import Behaviour, behaviour
 from induction_probes.probes.progress import ProgressMeasures, progress_measures, unmeasurable_reason
+from induction_probes.probes.run_probes import RunProbes
+from induction_probes.probes.tidy import Tidy, ablation_records, gaussian_records, probe_records
 
 QUERY_0 = "blocks.0.attn.hook_q"  # one forward pass also feeds layer 0's positional profile
 
 
 @dataclass(frozen=True)
-class CheckpointProbes:
+class CheckpointProbes(Tidy):
     step: int
     previous_token: list[Tensor]  # per layer, [heads of that layer]
     bigram_matching: list[Tensor]  # per layer: attention mass on matching keys
@@ -54,9 +55,14 @@ class CheckpointProbes:
             "last_token_kl": self.behaviour.last_token_kl,
             "loss": self.behaviour.loss,
             "icl_score": self.behaviour.icl_score,
+            "icl_score_single_position": self.behaviour.icl_score_single_position,
+            "intervals": {name: e.to_json() for name, e in self.behaviour.intervals.items()},
             "closest_strategy": self.behaviour.closest_strategy,
             "progress": None if self.progress is None else self.progress.to_json(),
         }
+
+    def to_records(self, sequences_seen: int | None = None) -> list[dict]:
+        return probe_records(self, sequences_seen)
 
 
 def probe_model(model, eval_set: MarkovEvalSet, step: int = -1, chunk: int = 100) -> CheckpointProbes:
@@ -114,14 +120,20 @@ def probe_eval_set(run: Run, n_seqs: int, seed: int) -> MarkovEvalSet:
     return run_task(run, MarkovTask).eval_set(n_seqs, seed)
 
 
-def probe_run(run: Run, eval_set: MarkovEvalSet, steps: list[int] | None = None) -> Iterator[CheckpointProbes]:
-    """Probes of every checkpoint (or of ``steps``), loading one checkpoint at a time."""
-    for step in run.steps if steps is None else steps:
-        yield probe_model(run.load(step=step), eval_set, step)
+PROBE_SEQS, PROBE_SEED = 1000, 12345  # the default probe set (the command line's --n-seqs and --seed)
+
+
+def probe_run(run: Run, eval_set: MarkovEvalSet | None = None, steps: list[int] | None = None) -> RunProbes:
+    """Probes of every checkpoint (or of ``steps``), loading one checkpoint at a time, as one
+    :class:`~induction_probes.probes.run_probes.RunProbes` (iterate it, or ``.to_frame()``). Without
+    ``eval_set``, PROBE_SEQS fresh sequences of the run's task drawn with PROBE_SEED."""
+    eval_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if eval_set is None else eval_set
+    checkpoints = [probe_model(run.load(step=step), eval_set, step) for step in (run.steps if steps is None else steps)]
+    return RunProbes.collect(run, eval_set.inputs, checkpoints)
 
 
 @dataclass(frozen=True)
-class AblationResult:
+class AblationResult(Tidy):
     heads: list[tuple[int, int]]
     mode: str
     behaviour: Behaviour
@@ -134,8 +146,13 @@ class AblationResult:
             "last_token_kl": b.last_token_kl,
             "loss": b.loss,
             "icl_score": b.icl_score,
+            "icl_score_single_position": b.icl_score_single_position,
+            "intervals": {name: e.to_json() for name, e in b.intervals.items()},
             "closest_strategy": b.closest_strategy,
         }
+
+    def to_records(self, sequences_seen: int | None = None, step: int | None = None) -> list[dict]:
+        return ablation_records(self, step, sequences_seen)
 
 
 def single_heads(model) -> list[list[tuple[int, int]]]:
@@ -144,9 +161,14 @@ def single_heads(model) -> list[list[tuple[int, int]]]:
 
 
 def ablation_study(
-    model, eval_set: MarkovEvalSet, head_sets: list[list[tuple[int, int]]], mode: str, reference_inputs: Tensor, seed: int = 0
+    model, eval_set: MarkovEvalSet, head_sets: list[list[tuple[int, int]]], mode: str,
+    reference_inputs: Tensor | None = None, seed: int = 0, task=None,
 ) -> tuple[Behaviour, list[AblationResult]]:
-    """The clean model's behaviour and the behaviour with each set of heads ablated."""
+    """The clean model's behaviour and the behaviour with each set of heads ablated; mean and resample
+    take ``reference_inputs``, or the default set of ``task``
+    (:func:`~induction_probes.probes.ablation.reference_inputs_for`)."""
+    if mode != "zero" and reference_inputs is None and task is not None:
+        reference_inputs = reference_inputs_for(task)  # drawn once for every head set
     with torch.no_grad():
         baseline = behaviour(model(eval_set.sample.inputs), eval_set)
     results = [
@@ -157,7 +179,7 @@ def ablation_study(
 
 
 @dataclass(frozen=True)
-class GaussianProbes:
+class GaussianProbes(Tidy):
     """A Gaussian-task checkpoint on fresh sequences: error and the two heads of the circuit."""
 
     step: int
@@ -167,6 +189,9 @@ class GaussianProbes:
 
     def to_json(self) -> dict:
         return vars(self)
+
+    def to_records(self, sequences_seen: int | None = None) -> list[dict]:
+        return gaussian_records(self, sequences_seen)
 
 
 def probe_gaussian(run: Run, step: int | None = None, n_seqs: int = 1000, seed: int = 12345) -> GaussianProbes:

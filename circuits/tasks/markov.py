@@ -339,13 +339,13 @@ class MarkovEvalSet:
         predictors = {"true": self.truth} | self.strategies
         return {name: token_cross_entropy(q.log(), targets).mean(-1) for name, q in predictors.items()}
 
-    def per_position(self, logits: Float[Tensor, "batch seq k"]) -> tuple[Tensor, dict[str, Tensor]]:
+    def per_position(self, logits: Float[Tensor, "batch seq k"], per_sequence=False) -> tuple[Tensor, dict[str, Tensor]]:
         """The model's loss at each input position, and KL(x ‖ model) at each position for x = "true"
-        and every strategy, all averaged over sequences."""
+        and every strategy, averaged over sequences (``per_sequence``: [batch, seq] each, not averaged)."""
         log_q = torch.log_softmax(logits.double(), dim=-1)
-        loss = token_cross_entropy(log_q, self.sample.targets).mean(0)
-        predictors = {"true": self.truth} | self.strategies
-        return loss, {name: kl_divergence(p, log_q).mean(0) for name, p in predictors.items()}
+        loss = token_cross_entropy(log_q, self.sample.targets)
+        kl = {name: kl_divergence(p, log_q) for name, p in ({"true": self.truth} | self.strategies).items()}
+        return (loss, kl) if per_sequence else (loss.mean(0), {name: values.mean(0) for name, values in kl.items()})
 
     def metrics(self, logits: Float[Tensor, "batch seq k"]) -> dict:
         """Mean next-token loss over all positions, and the last-token KL(true ‖ model) and

@@ -47,16 +47,18 @@ def run_probe(args: argparse.Namespace) -> str:
         return probe_gaussian_text(run, args)
     steps = run.steps if args.all_steps else [run.entry(args.step)["step"]]
     probe_set = probe_eval_set(run, args.n_seqs, args.seed)
-    results = list(probe_run(run, probe_set, steps))
+    results = probe_run(run, probe_set, steps)
     figures = plot_probes(run, results, probe_set.inputs, args.plot) if args.plot else []
     progress = [r.progress for r in results if r.progress is not None]
     if args.json:
         header = provenance(run, steps, args.n_seqs, args.seed)
         crossings = {"progress_thresholds": progress_thresholds(run, progress)} if progress else {}
-        return json_text(header | crossings | {"checkpoints": [r.to_json() for r in results]})
+        tidy = {"records": results.to_records(), "warnings": results.warnings}  # the long form of probes/tidy.py
+        return json_text(header | crossings | {"checkpoints": [r.to_json() for r in results]} | tidy)
     sections = [probe_text(run, results[-1])] + ([probe_trajectory(results)] if args.all_steps else [])
     if progress:
         sections.append(progress_text(run, progress))
+    sections += ["\n".join(f"warning: {line}" for line in results.warnings)] if results.warnings else []
     return "\n\n".join(sections) + "".join("\n" + line for line in figure_lines(figures))
 
 
@@ -126,12 +128,18 @@ def probe_text(run, result) -> str:
         format_table(["head", "previous-token", "bigram-matching", "bigram ideal (1-TV)"], rows),
         f"({100 * result.fraction_with_match:.1f}% of queries have a matching key)",
         format_table(["last-token KL(x||model)", "value"], [[k, v] for k, v in b.last_token_kl.items()]),
-        f"loss {b.loss:.4f}, ICL score {b.icl_score:+.4f} (loss at position 99 minus position 10)",
+        f"loss {b.loss:.4f}, ICL score {b.icl_score:+.4f}{plus_minus(b.intervals['icl_score'])} (mean loss at "
+        f"positions 90-99 minus 1-10; at 99 minus at 10: {b.icl_score_single_position:+.4f})",
     ]
     if result.positional_profile is not None:
         peaks = ", ".join(f"head {h}: distance {int(p.argmax())} ({p.max():.3f})" for h, p in enumerate(result.positional_profile))
         lines.append(f"layer 0 positional profile peaks at {peaks}")
     return "\n".join(lines)
+
+
+def plus_minus(estimate) -> str:
+    """" ± half-width" of an interval over sequences (nothing for one sequence, which has none)."""
+    return "" if estimate.half_width is None else f" ± {estimate.half_width:.4f}"
 
 
 def probe_trajectory(results) -> str:

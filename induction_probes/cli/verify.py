@@ -112,8 +112,9 @@ def comparison_text(run, results: dict, k: int, c: float, n_seqs: int) -> str:
     final_step = list(results)[-1]
     failures = results[final_step].failures()
     verdict = "matches the construction's signatures" if not failures else "differs: " + "; ".join(failures)
+    caveats = [f"warning: {line}" for line in results[final_step].warnings]
     return "\n".join([f"{run.path.name} against Proposition 2.1 (k={k}, c={c:g}) on {n_seqs} sequences",
-                      format_table(headers, rows), f"step {final_step}: {verdict}"])
+                      format_table(headers, rows), f"step {final_step}: {verdict}"] + caveats)
 
 
 def figure_steps(run) -> list[int]:

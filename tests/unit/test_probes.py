@@ -220,7 +220,9 @@ def test_behaviour_probes():
     assert result.closest_strategy == "bigram"
     assert result.last_token_kl["bigram"] == pytest.approx(0.0, abs=1e-12)
     assert result.per_position_kl["bigram"].abs().max() < 1e-12
-    assert result.icl_score == pytest.approx((result.per_position_loss[-1] - result.per_position_loss[10]).item())
+    loss = result.per_position_loss  # by hand: positions 90..99 against 1..10, and 99 against 10
+    assert result.icl_score == pytest.approx((loss[90:].mean() - loss[1:11].mean()).item(), rel=1e-12)
+    assert result.icl_score_single_position == pytest.approx((loss[-1] - loss[10]).item(), rel=1e-12)
     assert result.icl_score < 0  # the bigram strategy learns in context
     uniform = behaviour(torch.zeros_like(bigram_logits), eval_set)
     assert uniform.closest_strategy == "uniform" and abs(uniform.icl_score) < 0.05
@@ -277,5 +279,5 @@ def test_per_head_probes_report_every_head_of_layers_with_different_head_counts(
     _, patterns = run_with_patterns(model, eval_set.inputs)
     for layer, pattern in enumerate(patterns):
         assert torch.allclose(result.previous_token[layer], previous_token_score(pattern), atol=1e-6)
-    assert model.all_head_labels == ["L0H0", "L0H1", "L1H0"]
+    assert model.all_head_labels() == ["L0H0", "L0H1", "L1H0"]
     assert [len(layer) for layer in result.to_json()["previous_token"]] == [2, 1]

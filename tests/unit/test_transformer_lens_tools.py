@@ -89,9 +89,9 @@ def test_residual_decompositions_add_up_to_the_residual_stream_and_the_logits(mo
     assert torch.allclose(cache.decompose_resid().sum(0), final, atol=1e-5)  # attn_out holds b_O
     full, labels = cache.get_full_resid_decomposition(expand_neurons=False, return_labels=True)
     assert torch.allclose(full.sum(0), final, atol=1e-5)
-    assert labels[: len(model.all_head_labels)] == model.all_head_labels
+    assert labels[: len(model.all_head_labels())] == model.all_head_labels()
     heads = cache.stack_head_results(apply_ln=True)
-    assert heads.shape == (len(model.all_head_labels), *final.shape)
+    assert heads.shape == (len(model.all_head_labels()), *final.shape)
 
 
 def test_logit_attribution_reads_the_normalised_final_residual(model):
@@ -106,7 +106,7 @@ def test_logit_attribution_reads_the_normalised_final_residual(model):
     expected = (normalised * model.tokens_to_residual_directions(answers)).sum(-1)
     assert torch.allclose(attributions.sum(0), expected, atol=1e-4)
     result = direct_logit_attribution(model, tokens, answer_tokens=answers, unit="head", pos=-1)
-    assert result.labels[: len(model.all_head_labels)] == model.all_head_labels
+    assert result.labels[: len(model.all_head_labels())] == model.all_head_labels()
 
 
 def test_composition_scores_match_their_definition(model):
@@ -208,7 +208,7 @@ def test_a_tool_that_reads_one_head_count_stops_with_one_clear_line_on_mixed_hea
     trigram = build_model(MarkovRecipe(task=MarkovTask(k=3, n=3, seq_len=20), heads=(2, 1)).model_config()).eval()
     tokens = torch.randint(0, 3, (2, 12), generator=torch.Generator().manual_seed(0))
     _, cache = trigram.run_with_cache(tokens)
-    assert trigram.all_head_labels == ["L0H0", "L0H1", "L1H0"]  # ours see every head
+    assert trigram.all_head_labels() == ["L0H0", "L0H1", "L1H0"]  # ours see every head
     assert [trigram.cfg.heads(layer) for layer in range(2)] == [2, 1]
     tools = [
         lambda: detect_head(trigram, tokens[0], "previous_token_head"),

@@ -1,0 +1,81 @@
+"""A whole run's probes as one result: the checkpoints in step order, their tidy table, the chance level
+of each attention probe on the probe set, and the caveats of the run's measures.
+
+What :func:`induction_probes.probes.summary.probe_run` returns. It is a sequence of
+:class:`~induction_probes.probes.summary.CheckpointProbes` (``list(probe_run(...))`` and ``for c in ...``
+work as before), with ``to_frame()`` / ``to_records()`` in the long form of :mod:`induction_probes.probes.tidy`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from induction_probes.circuits.checkpoint import Run
+from induction_probes.probes.attention import chance_scores
+from induction_probes.probes.caveats import initial_model_of, progress_warnings
+from induction_probes.probes.progress import Measure
+from induction_probes.probes.tidy import COLUMNS, Tidy
+
+PROBE_MEASURES = ("previous_token", "bigram_matching", "bigram_matching_ideal")
+
+
+def probe_calibration(chance: dict[str, float]) -> dict[str, Measure]:
+    """Each attention probe's chance value (attention spread evenly over the keys j ≤ i, on the probe set),
+    its ideal value 1 (all attention where the score looks), and the threshold halfway between."""
+    return {name: Measure(name, chance[name], 1.0) for name in PROBE_MEASURES}
+
+
+@dataclass(frozen=True)
+class RunProbes(Tidy, Sequence):
+    """Probes of a run's checkpoints, ordered by step."""
+
+    run: Run
+    checkpoints: list = field(repr=False)  # CheckpointProbes, one per probed step
+    chance: dict[str, float]  # PROBE_MEASURES of uniform attention on the probe set
+    warnings: list[str]  # caveats of the measures: at threshold at initialisation, or few values
+
+    @classmethod
+    def collect(cls, run: Run, tokens, checkpoints: list) -> RunProbes:
+        chance = chance_scores(tokens)
+        return cls(run, checkpoints, chance, run_warnings(run, checkpoints, chance))
+
+    def __getitem__(self, index):
+        return self.checkpoints[index]
+
+    def __len__(self) -> int:
+        return len(self.checkpoints)
+
+    @property
+    def steps(self) -> list[int]:
+        return [c.step for c in self.checkpoints]
+
+    def calibration(self) -> dict[str, Measure]:
+        """:func:`probe_calibration` on this run's probe set."""
+        return probe_calibration(self.chance)
+
+    def to_records(self, sequences_seen: int | None = None) -> list[dict]:
+        """Every checkpoint's rows, each with the sequences the run had seen at that step."""
+        return [r for c in self.checkpoints for r in c.to_records(self.run.entry(c.step)["sequences_seen"])]
+
+    def to_json(self) -> dict:
+        return {"run": self.run.path.name, "columns": COLUMNS, "records": self.to_records(),
+                "chance": self.chance, "warnings": self.warnings}
+
+
+def run_warnings(run: Run, checkpoints: list, chance: dict[str, float]) -> list[str]:
+    """Caveats of the progress measures (:mod:`induction_probes.probes.caveats`: the run's step 0 is its
+    initialisation), and the attention probes already at or past their threshold at the run's first step."""
+    if not checkpoints:
+        return []
+    first = run.steps[0]
+    initial = run.load(step=first) if first == 0 else None
+    last = run.load(step=checkpoints[-1].step)
+    lines = progress_warnings(last, initial if initial is not None else initial_model_of(last))
+    start = next((c for c in checkpoints if c.step == first), None)
+    for name, measure in probe_calibration(chance).items() if start is not None else ():
+        for layer, values in enumerate(getattr(start, name)):
+            if values.max().item() >= measure.threshold:
+                lines.append(f"{name} of layer {layer} is {values.max().item():.3f} at step {first}, at or past its "
+                             f"threshold {measure.threshold:.3f}: its first crossing says nothing about training")
+    return lines

@@ -1,0 +1,118 @@
+"""Every result as a tidy table: one row per (checkpoint, head, measure), in long form.
+
+Columns (``COLUMNS``): ``step``, ``sequences_seen``, ``layer``, ``head``, ``measure``, ``value``, and
+``low`` / ``high`` where the value is a mean over evaluation sequences with an interval
+(:mod:`induction_probes.probes.intervals`); ``layer`` and ``head`` are empty for a score of the whole
+model (its loss, its ICL score) and ``sequences_seen`` where the result does not know it. Ablation rows
+add ``ablated`` (the heads, "L.H,L.H") and ``mode``. A composition score belongs to a pair of heads: its
+row is the layer-1 head's, and its measure names the layer-0 head (``composition_K_from_L0H0``).
+
+``to_records()`` gives the rows as a list of dicts (what the JSON keeps) and ``to_frame()`` the same
+rows as a pandas DataFrame, with layer and head as nullable integers.
+"""
+
+from __future__ import annotations
+
+COLUMNS = ["step", "sequences_seen", "layer", "head", "measure", "value", "low", "high"]
+ABLATION_COLUMNS = COLUMNS + ["ablated", "mode"]
+
+
+def row(step, seen, layer, head, measure: str, value, low=None, high=None) -> dict:
+    return {"step": step, "sequences_seen": seen, "layer": layer, "head": head, "measure": measure,
+            "value": float(value), "low": low, "high": high}
+
+
+def frame(records: list[dict], columns: list[str] | None = None):
+    """The rows as a DataFrame with ``columns`` (every column of the rows, ``COLUMNS`` first, by default)."""
+    import pandas as pd
+
+    if columns is None:
+        columns = COLUMNS + [name for name in dict.fromkeys(k for r in records for k in r) if name not in COLUMNS]
+    table = pd.DataFrame.from_records(records, columns=columns)
+    for name in {"step", "sequences_seen", "layer", "head"} & set(columns):
+        table[name] = table[name].astype("Int64")  # integers that may be missing, not floats
+    for name in {"value", "low", "high"} & set(columns):
+        table[name] = table[name].astype("float64")
+    return table
+
+
+class Tidy:
+    """Mixed into a result class that defines ``to_records(sequences_seen=None)``."""
+
+    def to_frame(self, sequences_seen: int | None = None):
+        """The result in long form (module docstring of :mod:`induction_probes.probes.tidy`)."""
+        return frame(self.to_records(sequences_seen))
+
+
+def per_head(step, seen, measure: str, layers, first_layer: int = 0) -> list[dict]:
+    """Rows of a per-layer list of per-head values (tensors or lists), from layer ``first_layer`` on."""
+    return [row(step, seen, first_layer + layer, head, measure, value)
+            for layer, values in enumerate(layers) for head, value in enumerate(list(values))]
+
+
+def behaviour_records(behaviour, step=None, seen=None) -> list[dict]:
+    """Each behavioural score with its interval; the model's closest strategy is read from last_token_kl."""
+    return [row(step, seen, None, None, name, e.value, e.low, e.high) for name, e in behaviour.intervals.items()]
+
+
+def probe_records(probes, seen=None) -> list[dict]:
+    """A checkpoint's attention, positional, behaviour and (where they apply) progress rows."""
+    step = probes.step
+    rows = (per_head(step, seen, "previous_token", probes.previous_token)
+            + per_head(step, seen, "bigram_matching", probes.bigram_matching)
+            + per_head(step, seen, "bigram_matching_ideal", probes.bigram_matching_ideal)
+            + [row(step, seen, None, None, "fraction_with_match", probes.fraction_with_match)])
+    if probes.positional_profile is not None:
+        profile = probes.positional_profile
+        rows += per_head(step, seen, "positional_profile_at_1", [profile[:, 1]])
+        rows += per_head(step, seen, "positional_profile_peak", [profile.argmax(-1)])
+    rows += behaviour_records(probes.behaviour, step, seen)
+    return rows + ([] if probes.progress is None else progress_records(probes.progress, seen))
+
+
+def progress_records(progress, seen=None) -> list[dict]:
+    """previous_token_match for layer-0 heads, the other measures for layer-1 heads, composition per pair."""
+    step = progress.step
+    rows = per_head(step, seen, "previous_token_match", [progress.previous_token_match])
+    for name in ("k_composition_match", "ov_copying_accuracy", "ov_copying_score"):
+        rows += per_head(step, seen, name, [getattr(progress, name)], first_layer=1)
+    for mode, pairs in progress.composition.items():
+        for source, targets in enumerate(pairs):
+            rows += per_head(step, seen, f"composition_{mode}_from_L0H{source}", [targets], first_layer=1)
+    return rows
+
+
+def ablation_records(result, step=None, seen=None) -> list[dict]:
+    """The behaviour with ``result.heads`` ablated; a single ablated head is also the row's layer and head."""
+    single = result.heads[0] if len(result.heads) == 1 else (None, None)
+    ablated = ",".join(f"{layer}.{head}" for layer, head in result.heads)
+    return [r | {"layer": single[0], "head": single[1], "ablated": ablated, "mode": result.mode}
+            for r in behaviour_records(result.behaviour, step, seen)]
+
+
+def comparison_records(comparison, step=None, seen=None) -> list[dict]:
+    """A trained model against Proposition 2.1: per-layer attention TV and the construction's signatures."""
+    rows = [row(step, seen, layer, 0, "attention_tv", value) for layer, value in enumerate(comparison.attention_tv)]
+    eigenvalues = comparison.ov_eigenvalues.real
+    scalars = {"positional_profile_tv": comparison.positional_profile_tv,
+               "positional_profile_at_1": comparison.positional_profile[1].item(),
+               "diagonal_is_row_max": comparison.diagonal_is_row_max,
+               "ov_top1_diagonal": comparison.ov_top1_diagonal,
+               "ov_eigenvalue_min_real": eigenvalues.min().item()}
+    layers = {"positional_profile_tv": 0, "positional_profile_at_1": 0}
+    return rows + [row(step, seen, layers.get(name, 1), 0, name, value) for name, value in scalars.items()]
+
+
+def gaussian_records(probes, seen=None) -> list[dict]:
+    step = probes.step
+    return ([row(step, seen, None, None, "relative_mse", probes.relative_mse)]
+            + per_head(step, seen, "previous_token", probes.previous_token)
+            + per_head(step, seen, "induction", [probes.induction], first_layer=1))
+
+
+def ablation_frame(baseline, results: list, step: int | None = None, sequences_seen: int | None = None):
+    """An ablation study (``ablation_study``'s baseline and results) as one table: the clean model's rows
+    (``ablated`` empty, ``mode`` "none") and each ablation's."""
+    clean = [r | {"ablated": "", "mode": "none"} for r in behaviour_records(baseline, step, sequences_seen)]
+    ablated = [r for result in results for r in ablation_records(result, step, sequences_seen)]
+    return frame(clean + ablated, ABLATION_COLUMNS)

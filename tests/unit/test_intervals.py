@@ -1,0 +1,57 @@
+"""Intervals over evaluation sequences, and the windowed ICL score, against hand computations."""
+
+import math
+
+import pytest
+import torch
+
+from induction_probes.circuits.metrics import token_cross_entropy
+from induction_probes.circuits.tasks import MarkovTask
+from induction_probes.probes.behaviour import behaviour, icl_score, icl_scores, single_position_icl_score
+from induction_probes.probes.intervals import mean_interval
+
+
+def test_the_interval_is_mean_plus_minus_t_s_over_root_n():
+    estimate = mean_interval(torch.tensor([1.0, 2.0, 3.0, 4.0]))
+    # by hand: mean 2.5, s = sqrt(5/3) = 1.2910, t(0.975, 3) = 3.18245 (printed t tables), s/√4 = 0.6455
+    assert estimate.value == pytest.approx(2.5, abs=1e-12) and estimate.n == 4
+    assert estimate.half_width == pytest.approx(3.18245 * math.sqrt(5 / 3) / 2, rel=1e-5)  # the table's 6 digits
+    assert mean_interval(torch.tensor([7.0])).low is None  # one sequence has no interval
+    with pytest.raises(ValueError, match="level"):
+        mean_interval(torch.ones(3), level=1.0)
+
+
+def test_95_percent_intervals_cover_the_true_mean_about_95_percent_of_the_time():
+    draws = torch.randn(4000, 10, generator=torch.Generator().manual_seed(0), dtype=torch.float64) + 3.0
+    covered = sum(e.low <= 3.0 <= e.high for e in map(mean_interval, draws)) / 4000
+    assert abs(covered - 0.95) < 0.015  # 4.4 binomial standard errors of 4000 trials (0.0034 each)
+
+
+def test_windowed_and_single_position_icl_scores_by_hand():
+    loss = torch.arange(20, dtype=torch.float64) ** 2  # positions 0..19
+    # window 3 ending at 5 (positions 3, 4, 5) and ending at 19 (17, 18, 19)
+    assert icl_score(loss, early=5, late=-1, window=3) == pytest.approx((17**2 + 18**2 + 19**2 - 9 - 16 - 25) / 3)
+    assert single_position_icl_score(loss, early=5, late=12) == 144 - 25
+    rows = torch.stack([loss, 2 * loss])
+    scale = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    assert torch.allclose(icl_scores(rows, 5, -1, 3), scale * icl_score(loss, 5, -1, 3))
+    with pytest.raises(ValueError, match="starts before 0"):
+        icl_score(loss, early=5, window=7)
+    with pytest.raises(ValueError, match="positive integer"):
+        icl_score(loss, window=0)
+
+
+def test_every_behavioural_score_carries_its_interval_over_sequences():
+    eval_set = MarkovTask(k=3, seq_len=30).eval_set(200, seed=5)
+    logits = eval_set.strategies["unigram"].log()
+    result = behaviour(logits, eval_set)
+    per_sequence_loss = token_cross_entropy(torch.log_softmax(logits.double(), -1), eval_set.sample.targets)  # by hand
+    for name, values in {"loss": per_sequence_loss.mean(-1),
+                         "icl_score": per_sequence_loss[:, 20:].mean(-1) - per_sequence_loss[:, 1:11].mean(-1),
+                         "icl_score_single_position": per_sequence_loss[:, -1] - per_sequence_loss[:, 10]}.items():
+        expected = mean_interval(values)
+        assert result.intervals[name].value == pytest.approx(expected.value, rel=1e-12)
+        assert result.intervals[name].low == pytest.approx(expected.low, rel=1e-12)
+    assert set(result.intervals) >= {f"last_token_kl.{s}" for s in ("true", "uniform", "unigram", "bigram")}
+    kl = result.intervals["last_token_kl.true"]
+    assert kl.value == pytest.approx(result.last_token_kl["true"]) and kl.low < kl.value < kl.high

@@ -1,0 +1,92 @@
+"""Results in long form, the default ablation reference set, and the caveats of coarse or pre-crossed
+measures, each against the result objects' own numbers or a hand computation."""
+
+import pandas as pd
+import pytest
+import torch
+
+from induction_probes.circuits.checkpoint import build_model
+from induction_probes.circuits.recipes import MarkovRecipe
+from induction_probes.circuits.tasks import MarkovTask
+from induction_probes.probes.ablation import REFERENCE_SEED, reference_inputs_for, run_ablated
+from induction_probes.probes.caveats import coarse_warnings, initial_warnings, progress_warnings
+from induction_probes.probes.progress import config_calibration, progress_measures
+from induction_probes.probes.summary import ablation_study, probe_model
+from induction_probes.probes.tidy import ABLATION_COLUMNS, COLUMNS, ablation_frame
+
+
+@pytest.fixture(scope="module")
+def setup():
+    recipe = MarkovRecipe(task=MarkovTask(k=3, seq_len=20), heads=(2, 1))
+    model = build_model(recipe.model_config()).eval()
+    return recipe.task, model, recipe.task.eval_set(40, seed=1)
+
+
+def test_a_checkpoint_in_long_form_holds_every_head_and_score_once(setup):
+    task, model, eval_set = setup
+    result = probe_model(model, eval_set, step=7)
+    table = result.to_frame(sequences_seen=448)
+    assert list(table.columns) == COLUMNS and (table.step == 7).all() and (table.sequences_seen == 448).all()
+    by_key = table.set_index(["measure", "layer", "head"])
+    assert by_key.index.is_unique
+    for layer, heads in enumerate(result.previous_token):  # heads (2, 1): three rows per attention probe
+        for head, value in enumerate(heads):
+            assert by_key.loc[("previous_token", layer, head), "value"] == pytest.approx(value.item(), rel=1e-12)
+    loss = table[table.measure == "loss"].iloc[0]
+    estimate = result.behaviour.intervals["loss"]
+    assert pd.isna(loss["layer"])
+    assert (loss["value"], loss["low"], loss["high"]) == pytest.approx((estimate.value, estimate.low, estimate.high))
+    composition = table[table.measure.str.startswith("composition_")]
+    assert len(composition) == 3 * 2 * 1  # three modes, two layer-0 heads, one layer-1 head
+    composition_k = result.progress.composition["K"][1][0]  # layer-0 head 1 against layer-1 head 0
+    assert by_key.loc[("composition_K_from_L0H1", 1, 0), "value"] == pytest.approx(composition_k)
+    assert by_key.loc[("ov_copying_accuracy", 1, 0), "value"] == result.progress.ov_copying_accuracy[0]
+    records = result.to_records(448)  # the JSON form: the same rows, the same columns
+    assert all(list(r) == COLUMNS for r in records)
+    assert pd.DataFrame.from_records(records)["value"].tolist() == table["value"].tolist()
+
+
+def test_an_ablation_study_in_long_form(setup):
+    task, model, eval_set = setup
+    baseline, results = ablation_study(model, eval_set, [[(1, 0)], [(0, 0), (0, 1)]], "zero")
+    table = ablation_frame(baseline, results, step=3)
+    assert list(table.columns) == ABLATION_COLUMNS
+    assert sorted(table.ablated.unique()) == ["", "0.0,0.1", "1.0"]
+    single = table[(table.ablated == "1.0") & (table.measure == "icl_score")].iloc[0]
+    assert (single["layer"], single["head"], single["value"]) == (1, 0, pytest.approx(results[0].behaviour.icl_score))
+    assert table[table.ablated == "0.0,0.1"].layer.isna().all()  # two heads: no single head to name
+
+
+def test_mean_ablation_draws_its_default_reference_set_from_the_task(setup):
+    task, model, eval_set = setup
+    inputs = eval_set.inputs[:5]
+    default = run_ablated(model, inputs, [(1, 0)], "mean", task=task)
+    by_hand = run_ablated(model, inputs, [(1, 0)], "mean", task.eval_set(1000, REFERENCE_SEED).inputs)
+    assert torch.equal(default, by_hand)
+    other = run_ablated(model, inputs, [(1, 0)], "mean", reference_inputs_for(task, seed=REFERENCE_SEED + 1))
+    assert not torch.equal(default, other)  # the seed chooses the set
+    with pytest.raises(ValueError, match="pass reference_inputs, or task=run.task"):
+        run_ablated(model, inputs, [(1, 0)], "resample")
+    _, results = ablation_study(model, eval_set, [[(1, 0)]], "mean", task=task)
+    _, explicit = ablation_study(model, eval_set, [[(1, 0)]], "mean", task.eval_set(1000, REFERENCE_SEED).inputs)
+    assert results[0].behaviour.loss == explicit[0].behaviour.loss
+
+
+def test_coarse_measures_are_flagged_with_their_step():
+    (line,) = coarse_warnings(4, ("ov_copying_accuracy",))
+    assert "takes only 5 values (multiples of 1/4)" in line and "moves it by 0.25" in line
+    assert coarse_warnings(10, ("x",)) and not coarse_warnings(11, ("x",))  # 11 values flagged, 12 not
+
+
+def test_a_measure_at_its_threshold_at_initialisation_is_flagged():
+    recipe = MarkovRecipe(task=MarkovTask(k=2, seq_len=20))
+    model = build_model(recipe.model_config()).eval()
+    initial = progress_measures(model)
+    calibration = config_calibration(model.cfg)
+    # by hand: exactly the calibrated measures whose value at initialisation reaches the threshold
+    expected = {name for name, m in calibration.items() if initial.value(name) >= m.threshold}
+    flagged = {line.split(" ")[0] for line in initial_warnings(model.cfg, initial)}
+    assert flagged == expected and "ov_copying_score" in flagged  # k = 2: one eigenvalue, a sign, 1 here
+    assert initial.value("ov_copying_score") in (-1.0, 1.0)
+    lines = progress_warnings(model, model)
+    assert any(line.startswith("ov_copying_score takes only the values -1 and 1") for line in lines)
