@@ -9,7 +9,8 @@ python=.venv/bin/python
 status=0
 for setting in ATEN_CPU_CAPABILITY=default ATEN_CPU_CAPABILITY=avx2 ATEN_CPU_CAPABILITY=avx512 MKL_ENABLE_INSTRUCTIONS=AVX2; do
     echo "== $setting"
-    if ! env "$setting" "$python" -m pytest -q -p no:cacheprovider -m shipped "$@" tests | tail -n 1; then
+    # -rf lists each failing test by name; the last line counts them
+    if ! env "$setting" "$python" -m pytest -q -rf -p no:cacheprovider -m shipped "$@" tests | grep -E "^FAILED|passed|failed|error"; then
         status=1
     fi
 done
