@@ -8,32 +8,38 @@ singular models via the learning coefficient"; devinterp's SGLD sampler does the
 batch (a tuple of the same form), so that n·L is the data's negative log-likelihood up to a constant.
 
 **Default settings (the rule).** With n samples and λ_max the largest eigenvalue of the Hessian of L at w*
-(power iteration on Hessian-vector products over the whole data):
+(Lanczos on Hessian-vector products over the first :data:`CURVATURE_SAMPLES` samples):
 
 - nβ = n / ln n, the WBIC inverse temperature (Watanabe 2013).
 - γ = 0.01 · nβ · λ_max. A direction of curvature h has posterior variance 1 / (nβ h + γ) and adds
   ½ · nβ h / (nβ h + γ) to the estimate: 1 % short of ½ for the stiffest, within 10 % for every direction with
-  h > λ_max / 10. Directions flatter than γ / nβ = λ_max / 100 are held by the localization and count for less.
+  h > λ_max / 10. Directions flatter than γ / nβ = λ_max / 100 are held by the localization and count for less:
+  the estimate counts the directions within a factor 100 of the stiffest.
 - step ε = 0.1 / (nβ λ_max + γ): Euler-Maruyama on the stiffest direction (rate κ = nβ λ_max + γ) is stable for
   εκ < 2 and its stationary variance is 1 / (κ (1 − εκ/4)), 2.5 % too wide at εκ = 0.1.
-- burn-in 1 / (εγ) steps (a direction held by the localization alone relaxes as e^(−εγ t)), then 2 / (εγ) draws,
+- burn-in 1 / (εγ) steps (a direction held by the localization alone relaxes as e^(−εγ t)), then as many draws,
   4 chains, batches of min(n, 256) samples.
+
+Each draw records the batch's loss at w minus the same batch's loss at w* (a control variate: its mean is
+L(w) − L(w*), and it removes the batch-to-batch spread of the loss, which at nβ = n / ln n is larger than the
+rise itself); the estimate is nβ times the mean over the draws and chains.
 
 **Diagnostics** (in ``diagnostics``; ``problems`` refuse — the estimate is then None, never a number —
 ``flags`` warn):
 
-- *not a minimum* (refuses): a gradient g at w* shifts the sampled loss by up to (nβ‖g‖)² / (nβ h_g + γ), with
-  h_g = gᵀHg / ‖g‖² the curvature along g (exact for a quadratic). Refused where that shift exceeds 10 % of the
-  estimate (or 0.5, a regular parameter's share, where the estimate is below 5), or where h_g < 0.
-- *non-finite or diverged* (refuses): a NaN or infinite loss, or a chain whose mean rise exceeds d / 2 / nβ (an
-  LLC above d/2 is impossible: the chain has left the neighbourhood of w*), or a negative mean rise (the chains
-  found lower loss: w* is not a local minimum at this temperature).
-- *not settled* (flags): over the draws, the mean loss of the last third minus that of the middle third, per
-  chain; flagged where its mean over chains is above 10 % of the rise plus two standard errors over chains.
+- *not a minimum* (refuses): a gradient g at w* lowers the sampled nβ·rise by (nβ g)ᵀ (nβ H + γ I)⁻¹ (nβ g)
+  for a quadratic loss (:func:`gradient_shift`, by conjugate gradients). Refused where that shift exceeds 10 %
+  of the estimate (or 0.5, a regular parameter's share, where the estimate is below 5), where H has a direction
+  of negative curvature, where λ_max is not positive, or where the mean rise is below zero by more than two
+  standard errors (the chains found lower loss).
+- *non-finite or diverged* (refuses): a NaN or infinite loss, or a chain whose LLC exceeds d, twice the largest
+  value a learning coefficient can take (d/2): the chain has left the neighbourhood of w*.
+- *far above* (flags): the estimate, i.e. the mean rise times nβ, exceeds 1.1 · d/2 (no coefficient does; 1.1
+  allows the step's and minibatches' few per cent) by more than two standard errors.
+- *not settled* (flags): the mean over the last third of each chain's draws minus that over the middle
+  third; flagged where its mean over chains is above 10 % of the rise plus two standard errors over chains.
 - *localization-bound* (flags): the root-mean-square over draws of ‖γ(w − w*)‖ against ‖nβ ∇L_batch‖; above 1
   the pull back to w* is stronger than the data's and the estimate measures γ more than the loss.
-- *far above* (flags): the rise is expected near λ̂ / nβ ≤ d / (2 nβ); a single draw's rise above ten times the
-  mean rise marks a chain that jumps between basins or is near instability.
 """
 
 from __future__ import annotations
@@ -50,9 +56,9 @@ from torch import Tensor
 GAMMA_SHARE = 0.01  # γ / (nβ λ_max)
 STEP_SHARE = 0.1  # ε (nβ λ_max + γ)
 MAX_BATCH = 256
-CHUNK = 1024
+CHUNK = 1024  # samples per forward pass when a loss or gradient is taken over the whole data
 CURVATURE_SAMPLES = 256  # samples the Hessian's curvature is measured on (the loss and gradient use all)
-FORCE_EVERY = 10  # draws between two readings of the localization and data forces  # samples per forward pass when a loss or curvature is taken over the whole data
+FORCE_EVERY = 10  # draws between two readings of the localization and data forces
 
 
 class LLCError(ValueError):
@@ -279,7 +285,9 @@ def diagnose(point: dict, rises: Float[Tensor, "chain draw"], settings: LLCSetti
     shift = point["shift"]
     drift, drift_se = settling(rises)
     bound = point["n_params"] / 2
-    chain_stderr = settings.n_beta * float(chain_rises.std()) / math.sqrt(len(chain_rises)) if len(chain_rises) > 1 else 0.0
+    chain_stderr = 0.0
+    if len(chain_rises) > 1:
+        chain_stderr = settings.n_beta * float(chain_rises.std()) / math.sqrt(len(chain_rises))
     values = {"gradient_shift": shift, "grad_norm": point["grad_norm"],
               "lambda_max": point["lambda_max"], "drift": drift, "drift_stderr": drift_se,
               "force_ratio": force_ratio, "rise_bound": bound / settings.n_beta}

@@ -108,4 +108,5 @@ def recompute_summary(path) -> dict:
             condition["seeds"]
         return add_statistics(summary)
     except (KeyError, TypeError, IndexError, ValueError) as error:
-        raise SummaryError(f"{path} is not a sweep summary with per-seed runs ({type(error).__name__}: {error})") from None
+        raise SummaryError(f"{path} is not a sweep summary with per-seed runs "
+                           f"({type(error).__name__}: {error})") from None

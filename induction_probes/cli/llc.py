@@ -21,6 +21,8 @@ def register(commands) -> None:
     add_run_argument(llc)
     llc.add_argument("--checkpoints", type=int, default=12,
                      help="checkpoints to estimate, spread evenly in log(sequences seen), step 0 included (default 12)")
+    llc.add_argument("--steps", type=step_list,
+                     help="comma-separated checkpoint steps to estimate instead of --checkpoints")
     rule = "(default: the estimator's rule, see docs/learning-coefficient.md)"
     llc.add_argument("--lr", type=float, help=f"SGLD step size {rule}")
     llc.add_argument("--localization", type=float, help=f"pull towards the checkpoint, gamma {rule}")
@@ -42,6 +44,16 @@ def log_spread(steps: list[int], sequences: list[int], count: int) -> list[int]:
     if count < 1:
         raise ValueError(f"--checkpoints must be at least 1, got {count}")
     return sorted({steps[0]} | log_spread_steps(dict(zip(steps, sequences)), count - 1))
+
+
+def step_list(text: str) -> list[int]:
+    try:
+        steps = sorted({int(part) for part in text.split(",")})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--steps takes comma-separated integers, got {text!r}") from None
+    if not steps or steps[0] < 0:
+        raise argparse.ArgumentTypeError(f"--steps takes steps >= 0, got {text!r}")
+    return steps
 
 
 def estimator_settings(args: argparse.Namespace) -> dict:
@@ -66,7 +78,9 @@ def run_llc(args: argparse.Namespace) -> str:
     run = Run.open(args.run)
     if run.task.name != "markov":
         raise ValueError(f"run {run.path.name} is not an ICL-MC run: the llc command samples a next-token loss")
-    steps = log_spread(run.steps, [run.entry(s)["sequences_seen"] for s in run.steps], args.checkpoints)
+    steps = args.steps or log_spread(run.steps, [run.entry(s)["sequences_seen"] for s in run.steps], args.checkpoints)
+    if set(steps) - set(run.steps):
+        raise ValueError(f"run {run.path.name} has no checkpoint at steps {sorted(set(steps) - set(run.steps))}")
     tokens = run.task.eval_set(args.n_seqs, args.seed).inputs
     metrics = {m["step"]: m for m in run.metrics()}
     estimates = [{"step": step, "sequences_seen": metrics[step]["sequences_seen"], "closest": closest(metrics[step])}
@@ -77,7 +91,8 @@ def run_llc(args: argparse.Namespace) -> str:
     if args.json:
         return json_text(provenance(run, steps, args.n_seqs, args.seed) | {
             "settings": settings, "calibration": calibration, "checkpoints": estimates, "construction": construction})
-    return text(run, settings, estimates, construction, calibration) + "".join("\n" + line for line in figure_lines(figures))
+    lines = [text(run, settings, estimates, construction, calibration), *figure_lines(figures)]
+    return "\n".join(lines)
 
 
 def number(value, digits: int = 3) -> str:

@@ -31,7 +31,8 @@ def test_llc_command_reports_settings_calibration_diagnostics_and_the_constructi
     assert out["calibration"]["settings"] == out["settings"]
     assert [case["name"] for case in out["calibration"]["cases"]] == list(CASES)
     for estimate in out["checkpoints"] + list(out["construction"].values()):
-        assert {"llc", "llc_std", "per_chain", "init_loss", "loss_rise", "problems", "flags", "diagnostics"} <= estimate.keys()
+        keys = {"llc", "llc_std", "per_chain", "init_loss", "loss_rise", "problems", "flags", "diagnostics"}
+        assert keys <= estimate.keys()
         assert estimate["settings"]["draws"] == 6 and estimate["settings"]["n_beta"] > 0
         assert (estimate["llc"] is None) == bool(estimate["problems"])
     best = out["construction"]["best_scales"]

@@ -61,7 +61,8 @@ def test_curvature_and_gradient_shift_against_the_exact_quadratic():
     point = curvature(model, squared_error, (x, y))
     g = hessian @ torch.full((4, 1), 0.1, dtype=torch.float64)
     n_beta, gamma = 30.0, 2.0
-    exact = float((n_beta * g).T @ torch.linalg.solve(n_beta * hessian + gamma * torch.eye(4, dtype=torch.float64), n_beta * g))
+    system = n_beta * hessian + gamma * torch.eye(4, dtype=torch.float64)
+    exact = float((n_beta * g).T @ torch.linalg.solve(system, n_beta * g))
     assert gradient_shift(model, squared_error, point, n_beta, gamma) == pytest.approx(exact, rel=1e-8)
 
 
