@@ -264,7 +264,7 @@ def run_chain(model, loss_fn, data, settings: LLCSettings, chain: int) -> dict:
         sampler.step(noise_generator=generator)
     force_loc *= settings.localization ** 2
     force_data *= settings.n_beta ** 2
-    ratio = math.sqrt(force_loc / force_data) if force_data > 0 else math.inf
+    ratio = math.sqrt(force_loc / force_data) if force_data > 0 else None  # None: no data force at all
     return {"rises": rises, "diverged_at": None, "force_ratio": ratio}
 
 
@@ -277,7 +277,7 @@ def settling(rises: Float[Tensor, "chain draw"]) -> tuple[float, float]:
 
 
 def diagnose(point: dict, rises: Float[Tensor, "chain draw"], settings: LLCSettings,
-             force_ratio: float) -> tuple[dict, list, list]:
+             force_ratio: float | None) -> tuple[dict, list, list]:
     """The diagnostics of the module docstring: (values, problems that refuse, flags that warn)."""
     rise = float(rises.mean())
     llc = settings.n_beta * rise
@@ -307,8 +307,9 @@ def diagnose(point: dict, rises: Float[Tensor, "chain draw"], settings: LLCSetti
     if abs(drift) > 0.1 * abs(rise) + 2 * drift_se:
         flags.append(f"not settled: the last third of the draws differs from the middle third by {drift:.3g} "
                      f"(rise {rise:.3g}); more draws or a smaller step are needed")
-    if force_ratio > 1:
-        flags.append(f"localization-bound: the pull to the point is {force_ratio:.3g} times the data's gradient")
+    if force_ratio is None or force_ratio > 1:
+        flags.append("localization-bound: the pull to the point is stronger than the data's gradient (ratio "
+                     f"{'infinite' if force_ratio is None else f'{force_ratio:.3g}'})")
     return values, problems, flags
 
 
@@ -328,7 +329,8 @@ def estimate_llc(model: torch.nn.Module, loss_fn, data: tuple[Tensor, ...], **se
         at = chains[diverged[0]]["diverged_at"]
         return refused(point, chosen, [f"chain {diverged[0]} diverged: a non-finite loss at step {at}"])
     rises = torch.tensor([c["rises"] for c in chains], dtype=torch.float64)  # [chain, draw]
-    force = math.sqrt(sum(c["force_ratio"] ** 2 for c in chains) / len(chains))
+    ratios = [c["force_ratio"] for c in chains]
+    force = None if None in ratios else math.sqrt(sum(r ** 2 for r in ratios) / len(ratios))
     values, problems, flags = diagnose(point, rises, chosen, force)
     per_chain = [chosen.n_beta * float(chain.mean()) for chain in rises]
     mean = sum(per_chain) / len(per_chain)
@@ -341,5 +343,6 @@ def estimate_llc(model: torch.nn.Module, loss_fn, data: tuple[Tensor, ...], **se
 
 def refused(point: dict, settings: LLCSettings | None, problems: list[str]) -> LLCResult:
     return LLCResult(llc=None, llc_std=None, llc_stderr=None, per_chain=[], init_loss=point["loss"],
-                     loss_rise=None, settings=settings, diagnostics={"lambda_max": point["lambda_max"]},
+                     loss_rise=None, settings=settings,
+                     diagnostics={"lambda_max": point["lambda_max"] if math.isfinite(point["lambda_max"]) else None},
                      problems=problems, flags=[])

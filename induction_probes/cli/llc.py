@@ -95,13 +95,18 @@ def run_llc(args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def setting_cells(settings: dict | None) -> list[str]:
+    """n*beta and gamma of one estimate (none where it was refused before any setting followed)."""
+    return ["-", "-"] if settings is None else [f"{settings['n_beta']:.4g}", f"{settings['localization']:.3g}"]
+
+
 def number(value, digits: int = 3) -> str:
     return "refused" if value is None else f"{value:.{digits}g}"
 
 
 def text(run, settings, estimates, construction, calibration) -> str:
     rows = [[e["step"], e["sequences_seen"], e["closest"], number(e["llc"]), number(e["llc_std"]),
-             f"{e['settings']['n_beta']:.4g}", f"{e['settings']['localization']:.3g}",
+             *setting_cells(e["settings"]),
              "; ".join(e["problems"] + e["flags"]) or "-"] for e in estimates]
     for name, e in construction.items():
         rows.append([f"Prop. 2.1 {name}", "-", "-", number(e["llc"]), number(e["llc_std"]), "-", "-",
