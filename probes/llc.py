@@ -67,7 +67,7 @@ def construction_at_best_scales(k: int, seq_len: int, tokens: Tensor, c: float =
 
     optimiser.step(closure)
     model.load_state_dict({name: w.detach() for name, w in scaled(logs).items()})
-    after = float(loss())
+    after = float(loss().detach())
     scales = {"c": c * math.exp(float(logs[0])), "unembed": math.exp(float(logs[1])),
               "loss_before": before, "loss_after": after}
     return model, scales

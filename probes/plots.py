@@ -291,12 +291,14 @@ def plot_llc(estimates: list[dict], metrics: list[dict], construction: dict, tit
         bottom.plot(refused, [0] * len(refused), "rx", ms=8, label="refused by the diagnostics")
     for e in estimates:
         if e["sequences_seen"] == 0 and e["llc"] is not None:
-            bottom.axhline(e["llc"], color="tab:blue", ls=":", lw=1.5, label=f"at initialisation, step 0 ({e['llc']:.2f})")
-    if construction["llc"] is not None:
+            bottom.axhline(e["llc"], color="tab:blue", ls=":", lw=1.5,
+                           label=f"at initialisation, step 0 ({e['llc']:.2f})")
+    if construction["llc"] is not None and not construction["flags"]:  # a flagged estimate is no reference
         bottom.axhline(construction["llc"], color="tab:purple", ls="--", lw=1.5,
                        label=f"Prop. 2.1 construction ({construction['llc']:.1f})")
     else:
-        bottom.plot([], [], " ", label="Prop. 2.1 construction: refused (not a minimum)")
+        verdict = "refused" if construction["llc"] is None else "flagged"
+        bottom.plot([], [], " ", label=f"Prop. 2.1 construction: {verdict} by the diagnostics, not drawn")
     bottom.axhline(0, color="grey", lw=0.8)
     bottom.set_ylabel("local learning coefficient")
     phase_key(bottom, kept, loc="lower right")

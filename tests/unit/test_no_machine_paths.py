@@ -10,8 +10,9 @@ from pathlib import Path
 from induction_probes.circuits.paths import portable
 
 ROOT = Path(__file__).resolve().parents[2]
-# a POSIX path of two or more components not preceded by a word, a dot or a URL's "://", or a Windows drive
-ABSOLUTE = re.compile(r"(?<![\w.~:/-])/(?:[\w.+-]+/)+[\w.+-]*|\b[A-Za-z]:\\")
+# a POSIX path of two or more components not preceded by a word, a dot, a glob's "*" or a URL's "://", or a
+# Windows drive
+ABSOLUTE = re.compile(r"(?<![\w.~:/*-])/(?:[\w.+-]+/)+[\w.+-]*|\b[A-Za-z]:\\")
 
 
 def strings(value):
@@ -38,7 +39,8 @@ def parsed(path: Path):
 def test_the_pattern_finds_absolute_paths_and_nothing_else():
     assert ABSOLUTE.search("/work/main/checkpoints/markov-k3") and ABSOLUTE.search("run at /home/x/y")
     assert ABSOLUTE.search("C:\\Users\\x")
-    for fine in ("experiments/runs/clamps", "KL(true || model) / n", "https://example.org/a/b", "1/2", "a/b/c"):
+    for fine in ("experiments/runs/clamps", "KL(true || model) / n", "https://example.org/a/b", "1/2", "a/b/c",
+                 "*/checkpoints/*.safetensors"):
         assert not ABSOLUTE.search(fine), fine
 
 
