@@ -183,8 +183,8 @@ def test_summarize_gives_every_condition_its_intervals_and_curves(tmp_path, caps
             assert len(run["curve"]["kl"]["bigram"]) == len(condition["curves"]["steps"])
             assert run["transition_kl"] is None or run["transition_kl"] in condition["curves"]["x"]
     assert not summary["sweep"].startswith("/")
-    measures = {c["measure"] for c in summary["comparisons"]}
-    assert {"transition", "plateau", "final_kl", "previous_token_layer0"} <= measures
+    measures = {c["measure"] for c in summary["comparisons"]}  # these short runs may reach no transition
+    assert {"final_kl", "previous_token_layer0", "bigram_matching_last_layer"} <= measures
     assert all(c["test"] == "paired t" for c in summary["comparisons"])  # both conditions run seeds [0, 1]
     assert main(["summarize", str(tmp_path / "out"), "--count", "unigram"]) == 2
     assert "trains on no unigram sequences" in capsys.readouterr().err
