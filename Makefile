@@ -42,8 +42,8 @@ experiments: $(STAMP)
 	  $(BIN)/induction-probes summarize experiments/runs/$$name --json > experiments/results/$$name/summary.json || exit 1; \
 	done
 	mkdir -p experiments/results/markov-k3-llc
-	$(BIN)/induction-probes llc markov-k3 --checkpoints 12 --json --plot experiments/results/markov-k3-llc \
-	  > experiments/results/markov-k3-llc/llc.json
+	$(BIN)/induction-probes llc markov-k3 --steps 283,606,4000 --n-seqs 1024 --batch-size 64 --chains 2 \
+	  --burn-in 500 --draws 500 --json --plot experiments/results/markov-k3-llc > experiments/results/markov-k3-llc/llc.json
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests

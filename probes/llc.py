@@ -1,120 +1,91 @@
-"""The local learning coefficient (LLC) of a checkpoint, estimated by ``devinterp``'s SGLD sampler
-(Lau et al. 2023; over training, Hoogland et al. 2024, "The Developmental Landscape of In-Context
-Learning").
+"""The local learning coefficient of an ICL-MC checkpoint and of Proposition 2.1's construction, by the
+calibrated estimator of :mod:`induction_probes.probes.llc_estimator` (Lau et al. 2023; over training,
+Hoogland et al. 2024, "The Developmental Landscape of In-Context Learning").
 
-    λ̂(w*) = nβ · (E_w[L(w)] − L(w*)),  w drawn by SGLD from ∝ exp(−nβ L(w) − γ/2 ‖w − w*‖²)
+The loss is the next-token cross-entropy on sequences of the run's own task, averaged over the positions of a
+sequence: a sample is one sequence, so n is the number of sequences. The estimator's defaults follow its
+documented rule (nβ = n / ln n, γ and the step from the Hessian's largest eigenvalue); every number it uses
+is in the estimate's ``settings``.
 
-L is the next-token cross-entropy on sequences of the run's own training task (devinterp's loss on
-``input_ids``; the same loss training minimises). ``devinterp`` does the sampling; this module picks
-the sequences, passes the settings, and reads diagnostics from the chains' loss traces:
-
-- ``loss_rise``: E_w[L] − L(w*), the quantity the estimate scales. It must be positive: a negative one
-  means the chains found lower loss, so w* is not a local minimum at this temperature.
-- ``drift``: mean loss over the last quarter of draws minus the third quarter, as a share of
-  ``loss_rise``. Near 0: the chains have settled; large: more draws or a smaller step are needed.
-- ``chain_spread``: the standard deviation of the per-chain estimates over their mean.
-
-For a regular quadratic loss with r stiff directions (nβ h ≫ γ) the estimate is r/2: tested on the
-unembedding bias at its optimum (three parameters, one of them flat), where it must come out near 1.
+Proposition 2.1's construction is not a minimum of this loss: its logits are the in-context bigram frequencies
+themselves (numbers in [0, 1], not their logarithms), so scaling the unembedding changes the loss, and so do
+the embedding and the attention weights. :func:`construction_at_best_scales` fits the construction's free
+scales (the attention scale c and the unembedding scale) and the estimator is asked at that point; its
+diagnostics then decide whether it is a minimum of the full parameter space.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
-import tempfile
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from induction_probes.circuits.limits import MAX_STEPS, require_at_most
+SCALED = {"c": ("blocks.0.attn.W_Q", "blocks.1.attn.W_Q", "blocks.1.attn.W_K"), "unembed": ("unembed.W_U",)}
 
 
-@dataclass(frozen=True)
-class SamplerSettings:
-    """SGLD settings, as ``devinterp.slt.llc.llc`` takes them (``n_beta`` None: batch / ln batch, its default)."""
-
-    lr: float = 1e-4  # step size ε
-    localization: float = 100.0  # γ, the pull back towards w*
-    n_beta: float | None = None
-    chains: int = 4
-    draws: int = 200
-    batch_size: int = 64
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("chains", "draws", "batch_size"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        require_at_most("chains x draws", self.chains * self.draws, MAX_STEPS)  # each draw is an SGLD step
-        if self.batch_size < 2 and self.n_beta is None:
-            raise ValueError("the default n_beta = batch / ln(batch) needs a batch of at least 2")
-        for name, lowest in (("lr", 0.0), ("n_beta", 0.0)):
-            value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value > lowest):
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        if not (math.isfinite(self.localization) and self.localization >= 0):
-            raise ValueError(f"localization must be a finite number >= 0, got {self.localization!r}")
-
-    @property
-    def inverse_temperature(self) -> float:
-        return self.n_beta if self.n_beta is not None else self.batch_size / math.log(self.batch_size)
-
-    def to_json(self) -> dict:
-        return {"lr": self.lr, "localization": self.localization, "n_beta": self.inverse_temperature,
-                "chains": self.chains, "draws": self.draws, "batch_size": self.batch_size, "seed": self.seed,
-                "sampler": "devinterp sgmcmc_sgld"}
+def next_token_loss(model, batch: tuple[Tensor]) -> Tensor:
+    """Mean next-token cross-entropy of a batch of sequences [batch, pos]."""
+    return model(batch[0], return_type="loss")
 
 
-@dataclass(frozen=True)
-class LLCEstimate:
-    step: int
-    llc: float  # mean over chains
-    llc_std: float  # standard deviation over chains
-    per_chain: list[float]
-    init_loss: float
-    loss_rise: float
-    drift: float | None  # None where the loss did not rise at all
-    chain_spread: float | None  # None where the mean estimate is 0
+def checkpoint_llc(model, tokens: Tensor, **settings):
+    """The estimator on ``tokens`` [n_seqs, seq_len] with the next-token loss; ``settings`` override its
+    defaults."""
+    from induction_probes.probes.llc_estimator import estimate_llc
 
-    def to_json(self) -> dict:
-        return dict(vars(self))
+    return estimate_llc(model, next_token_loss, (tokens,), **settings)
 
 
-def sequences_dataset(tokens: Tensor):
-    """A Hugging Face ``Dataset`` with the ``input_ids`` column devinterp reads, as torch tensors."""
-    from datasets import Dataset
+def construction_at_best_scales(k: int, seq_len: int, tokens: Tensor, c: float = 100.0) -> tuple:
+    """Proposition 2.1's construction with its attention scale c and unembedding scale fitted (L-BFGS on their
+    logarithms) to ``tokens``: (model, {"c", "unembed", "loss_before", "loss_after"})."""
+    from torch.func import functional_call
 
-    return Dataset.from_dict({"input_ids": tokens.tolist()}).with_format("torch")
+    from induction_probes.circuits.constructions import load_construction, prop21
+
+    model = load_construction(*prop21(k, c, seq_len, "float32"))
+    base = {name: p.detach().clone() for name, p in model.named_parameters()}
+    logs = torch.zeros(2, requires_grad=True)  # log of the factors on c and on the unembedding
+
+    def scaled(values: Tensor) -> dict:
+        factors = {"c": values[0].exp(), "unembed": values[1].exp()}
+        return {name: w * next((factors[s] for s, names in SCALED.items() if name in names), 1.0)
+                for name, w in base.items()}
+
+    def loss() -> Tensor:
+        return functional_call(model, scaled(logs), (tokens,), {"return_type": "loss"})
+
+    before = float(loss().detach())
+    optimiser = torch.optim.LBFGS([logs], max_iter=100, tolerance_grad=1e-7, line_search_fn="strong_wolfe")
+
+    def closure():
+        optimiser.zero_grad()
+        value = loss()
+        value.backward()
+        return value
+
+    optimiser.step(closure)
+    model.load_state_dict({name: w.detach() for name, w in scaled(logs).items()})
+    after = float(loss().detach())
+    scales = {"c": c * math.exp(float(logs[0])), "unembed": math.exp(float(logs[1])),
+              "loss_before": before, "loss_after": after}
+    return model, scales
 
 
-def estimate_llc(model, tokens: Tensor, settings: SamplerSettings, step: int = -1,
-                 param_masks: dict | None = None) -> LLCEstimate:
-    """The LLC of ``model`` at its current weights, sampling on ``tokens`` [n_seqs, seq_len].
-    ``param_masks`` (devinterp's) restricts the sampler to some parameters."""
-    from devinterp.slt.llc import llc
+def construction_estimates(k: int, seq_len: int, tokens: Tensor, **settings) -> dict:
+    """The estimator at the construction as written (c = 100) and at its best scales. The fit of the scales is
+    a descent direction the estimator's local test cannot see where λ_max, and so γ, is huge: the point as
+    written is refused where the fit lowers the loss by more than 10 % of the sampled rise."""
+    from induction_probes.circuits.constructions import load_construction, prop21
 
-    model = model.train()  # devinterp differentiates the loss; no dropout in these models' defaults
-    with tempfile.TemporaryDirectory(prefix="llc-") as scratch, contextlib.redirect_stderr(io.StringIO()):
-        result = llc(
-            model, sequences_dataset(tokens), {}, lr=settings.lr, n_beta=settings.inverse_temperature,
-            localization=settings.localization, num_chains=settings.chains, num_draws=settings.draws,
-            batch_size=settings.batch_size, init_seed=settings.seed, device="cpu", param_masks=param_masks,
-            output_path=f"{scratch}/samples.zarr",
-        )
-        trace = torch.as_tensor(result.loss_trace.values, dtype=torch.float64)  # [chain, draw]
-        per_chain = [float(v) for v in result.llc_per_chain.values]
-        init_loss = float(result.init_loss.values)
-    return summarise(step, trace, per_chain, init_loss)
-
-
-def summarise(step: int, trace: Tensor, per_chain: list[float], init_loss: float) -> LLCEstimate:
-    quarter = max(trace.shape[1] // 4, 1)
-    rise = trace.mean().item() - init_loss
-    drift = (trace[:, -quarter:].mean() - trace[:, -2 * quarter : -quarter].mean()).item()
-    mean = sum(per_chain) / len(per_chain)
-    std = float(torch.tensor(per_chain).std()) if len(per_chain) > 1 else 0.0
-    return LLCEstimate(step=step, llc=mean, llc_std=std, per_chain=per_chain, init_loss=init_loss, loss_rise=rise,
-                       drift=drift / rise if rise else None, chain_spread=std / abs(mean) if mean else None)
+    written = load_construction(*prop21(k, 100.0, seq_len, "float32"))
+    as_written = checkpoint_llc(written, tokens, **settings).to_json()
+    model, scales = construction_at_best_scales(k, seq_len, tokens)
+    descent = scales["loss_before"] - scales["loss_after"]
+    if as_written["loss_rise"] is not None and descent > 0.1 * abs(as_written["loss_rise"]):
+        as_written["problems"].append(f"not a minimum: fitting the construction's scales lowers the loss by "
+                                      f"{descent:.3g}, more than 10 % of the sampled rise {as_written['loss_rise']:.3g}")
+        as_written |= {"llc": None, "llc_std": None, "llc_stderr": None}
+    best = checkpoint_llc(model, tokens, **settings)
+    return {"as_written": as_written, "best_scales": scales | best.to_json()}

@@ -275,19 +275,30 @@ def plot_progress_measures(progress: list, metrics: list[dict], thresholds: dict
     return save(fig, path)
 
 
-def plot_llc(estimates: list, metrics: list[dict], sequences: list[int], construction, title: str, path: Path) -> Path:
-    """Above: KL(strategy ‖ model) over training, shaded by the closest strategy. Below: the LLC estimate at
-    the sampled checkpoints (bars: standard deviation over chains); the construction's and, where step 0 was
-    sampled, the initial model's as horizontal lines (step 0 has seen no sequences: a log axis has no place
-    for it). Shared log x-axis of sequences seen."""
+def plot_llc(estimates: list[dict], metrics: list[dict], construction: dict, title: str, path: Path) -> Path:
+    """Above: KL(strategy ‖ model) over training, shaded by the closest strategy. Below: the LLC estimates
+    (``llc`` command's JSON records) at the sampled checkpoints (bars: standard deviation over chains), refused
+    ones marked on the axis; the construction's (at its best scales) and, where step 0 was sampled, the initial
+    model's as horizontal lines (step 0 has seen no sequences: a log axis has no place for it)."""
     fig, top, bottom, x, kept = strategies_above(metrics, height=6.5)
-    trained = [(n, e) for n, e in zip(sequences, estimates) if n > 0]
-    bottom.errorbar([n for n, _ in trained], [e.llc for _, e in trained], yerr=[e.llc_std for _, e in trained],
-                    color="black", marker="o", capsize=3, lw=1.5, label="LLC (± sd over chains)")
-    for n, e in zip(sequences, estimates):
-        if n == 0:
-            bottom.axhline(e.llc, color="tab:blue", ls=":", lw=1.5, label=f"at initialisation, step 0 ({e.llc:.2f})")
-    bottom.axhline(construction.llc, color="tab:purple", ls="--", lw=1.5, label=f"Prop. 2.1 construction ({construction.llc:.1f})")
+    trained = [e for e in estimates if e["sequences_seen"] > 0]
+    accepted = [e for e in trained if e["llc"] is not None]
+    bottom.errorbar([e["sequences_seen"] for e in accepted], [e["llc"] for e in accepted],
+                    yerr=[e["llc_std"] for e in accepted], color="black", marker="o", capsize=3, lw=1.5,
+                    label="LLC (± sd over chains)")
+    refused = [e["sequences_seen"] for e in trained if e["llc"] is None]
+    if refused:
+        bottom.plot(refused, [0] * len(refused), "rx", ms=8, label="refused by the diagnostics")
+    for e in estimates:
+        if e["sequences_seen"] == 0 and e["llc"] is not None:
+            bottom.axhline(e["llc"], color="tab:blue", ls=":", lw=1.5,
+                           label=f"at initialisation, step 0 ({e['llc']:.2f})")
+    if construction["llc"] is not None and not construction["flags"]:  # a flagged estimate is no reference
+        bottom.axhline(construction["llc"], color="tab:purple", ls="--", lw=1.5,
+                       label=f"Prop. 2.1 construction ({construction['llc']:.1f})")
+    else:
+        verdict = "refused" if construction["llc"] is None else "flagged"
+        bottom.plot([], [], " ", label=f"Prop. 2.1 construction: {verdict} by the diagnostics, not drawn")
     bottom.axhline(0, color="grey", lw=0.8)
     bottom.set_ylabel("local learning coefficient")
     phase_key(bottom, kept, loc="lower right")

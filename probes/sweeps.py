@@ -10,6 +10,13 @@ last token, Edelman et al.'s phases):
 - **plateau**: from the first checkpoint at which the unigram strategy is the closest to the transition;
   0 if it is never the closest before the transition (doubly stochastic chains, say).
 - **final_kl**: KL(true ‖ model) at the last token, at the last checkpoint.
+- **transition_kl**: the same in every condition: the first checkpoint from which on KL(task strategy ‖ model)
+  at the last token stays below :data:`TRANSITION_KL_LEVEL` nats (the task strategy is bigram for n = 2); it
+  does not depend on which other strategies a condition's prior makes available.
+
+Each run's record also holds its ``curve``: KL(s ‖ model) per strategy at every checkpoint step. The statistics
+between conditions (``comparisons``, bounded probe intervals, kinds of solution) are
+:mod:`induction_probes.probes.sweep_statistics`'s.
 
 Intervals are Student-t 95 % intervals of the mean over seeds, mean ± t₀.₉₇₅,ₙ₋₁ · s / √n (none for one
 seed); runs that never reach the transition are left out of its interval and counted in ``n_reached``.
@@ -26,6 +33,7 @@ from induction_probes.circuits.tasks.markov import closest_strategy, strategy_na
 from induction_probes.probes.attention import bigram_matching_score, positional_profiles, previous_token_score, run_with_patterns
 
 PROBE_SEED = 12345  # the probe sequences' seed, as `induction-probes probe` uses
+TRANSITION_KL_LEVEL = 0.05  # nats; markov-k3's KL(bigram ‖ model) is 0.13 on the plateau and 0.017 at the end
 
 
 def interval(values: list[float]) -> dict:
@@ -49,6 +57,19 @@ def transition_index(closest: list[str], target: str) -> int | None:
     while index > 0 and closest[index - 1] == target:
         index -= 1
     return index if index < len(closest) else None
+
+
+def kl_transition(metrics: list[dict], target: str, x: list[float]) -> float | None:
+    """The x from which on KL(target ‖ model) stays below :data:`TRANSITION_KL_LEVEL`; None if it ends above."""
+    below = [m["last_token_kl"][target] < TRANSITION_KL_LEVEL for m in metrics]
+    index = transition_index(["below" if b else "above" for b in below], "below")
+    return None if index is None else x[index]
+
+
+def run_curve(metrics: list[dict]) -> dict:
+    """One run's KL(s ‖ model) per strategy (and the truth) at each checkpoint step."""
+    names = list(metrics[0]["last_token_kl"])
+    return {"steps": [m["step"] for m in metrics], "kl": {n: [m["last_token_kl"][n] for m in metrics] for n in names}}
 
 
 def plateau_length(closest: list[str], x: list[float], transition: int | None) -> float | None:
@@ -99,6 +120,8 @@ def summarize_run(run: Run, count: str | None, probe_seqs: int) -> dict:
         "plateau": plateau_length(closest, x, transition),
         "final_kl": metrics[-1]["last_token_kl"]["true"],
         "phases": phases,
+        "transition_kl": kl_transition(metrics, target, x),
+        "curve": run_curve(metrics),
     }
     if run.kind == "markov":
         record["probes"] = final_probes(run, probe_seqs)
@@ -159,10 +182,13 @@ def summarize_sweep(root: str | Path, *, count: str | None = None, probe_seqs: i
             conditions[name] = summarize_condition(finished, count, probe_seqs)
     if not conditions:
         raise SpecError(f"no cell of the sweep in {root} has finished yet: run the sweep first")
-    return {
-        "sweep": str(root),
+    from induction_probes.circuits.paths import portable
+    from induction_probes.probes.sweep_statistics import add_statistics
+
+    return add_statistics({
+        "sweep": portable(root),
         "description": spec.description,
         "x_axis": f"training sequences of the {count} prior" if count else "training sequences seen",
         "unfinished": missing,
         "conditions": conditions,
-    }
+    })

@@ -91,7 +91,9 @@ def json_text(value: object) -> str:
 
 def provenance(run, steps: list[int], n_seqs: int, seed: int) -> dict:
     """What every JSON answer about a run starts with: which run, which checkpoints, which sequences."""
-    return {"run": str(run.path), "steps": list(steps), "n_seqs": n_seqs, "seed": seed}
+    from induction_probes.circuits.paths import portable
+
+    return {"run": portable(run.path), "steps": list(steps), "n_seqs": n_seqs, "seed": seed}
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -28,7 +28,9 @@ def register(commands) -> None:
     sweep.set_defaults(handler=run_sweep_command)
 
     summarize = commands.add_parser("summarize", help="mean and 95%% intervals over seeds of a sweep's runs")
-    summarize.add_argument("sweep_dir", type=path, metavar="DIR", help="a sweep directory")
+    summarize.add_argument("sweep_dir", type=path, metavar="DIR", help="a sweep directory, or a summary.json whose "
+                           "statistics (comparisons, bounded intervals, kinds of solution) are recomputed from its "
+                           "per-seed runs records")
     summarize.add_argument("--count", metavar="PRIOR", help="x-axis: training sequences of this prior only "
                            "(e.g. doubly-stochastic, as Edelman et al.'s mixture figure counts them; default: the spec's count)")
     summarize.add_argument("--probe-seqs", type=int, default=500,
@@ -55,11 +57,14 @@ def run_sweep_command(args: argparse.Namespace) -> str:
 
 
 def run_summarize(args: argparse.Namespace) -> str:
-    
-    from induction_probes.probes.sweeps import summarize_sweep
     from induction_probes.probes.plots import plot_sweep_summary
+    from induction_probes.probes.sweep_statistics import recompute_summary
+    from induction_probes.probes.sweeps import summarize_sweep
 
-    summary = summarize_sweep(args.sweep_dir, count=args.count, probe_seqs=args.probe_seqs)
+    if args.sweep_dir.suffix == ".json":
+        summary = recompute_summary(args.sweep_dir)
+    else:
+        summary = summarize_sweep(args.sweep_dir, count=args.count, probe_seqs=args.probe_seqs)
     figures = plot_sweep_summary(summary, args.plot) if args.plot else []
     if args.json:
         return json_text(summary)
@@ -90,4 +95,21 @@ def summary_table(summary: dict) -> str:
              format_table(headers, rows)]
     if summary["unfinished"]:
         lines.append(f"not finished (left out): {', '.join(summary['unfinished'])}")
-    return "\n".join(lines)
+    return "\n".join(lines + comparison_lines(summary))
+
+
+def comparison_lines(summary: dict) -> list[str]:
+    """The comparisons (b − a, 95 % interval, t-test and rank-test p-values) and the kinds of solution."""
+    def p(value) -> str:
+        return "-" if value is None else f"{value:.3g}"
+
+    rows = [[f"{c['b']} - {c['a']}", c["measure"], format_interval(c["difference"], 1.0, 3), f"{p(c['p_value'])} "
+             f"({c['test']})", f"{p(c['rank_p_value'])} ({c['rank_test']})", c["n"] if isinstance(c["n"], int)
+             else "/".join(map(str, c["n"]))] for c in summary.get("comparisons", [])]
+    lines = [format_table(["comparison", "measure", "difference [95%]", "p", "rank p", "n"], rows)] if rows else []
+    for name, condition in summary["conditions"].items():
+        for measure, split in condition.get("kinds_of_solution", {}).items():
+            lines.append(f"{name}: {measure} splits into two kinds of solution: {len(split['low_group'])} seeds at "
+                         f"{min(split['low_group']):.3g}-{max(split['low_group']):.3g}, {len(split['high_group'])} at "
+                         f"{min(split['high_group']):.3g}-{max(split['high_group']):.3g}")
+    return lines

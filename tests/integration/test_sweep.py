@@ -176,7 +176,16 @@ def test_summarize_gives_every_condition_its_intervals_and_curves(tmp_path, caps
         per_batch = 8 if name == "doubly-stochastic" else 6  # round(0.75 * 8) doubly stochastic sequences a step
         assert condition["curves"]["x"] == [f * per_batch for f in condition["curves"]["steps"]]
         assert len(condition["curves"]["kl"]["bigram"]["mean"]) == len(condition["curves"]["steps"])
-        assert all(math.isfinite(v) for v in condition["probes"]["previous_token_layer0"].values() if v is not None)
+        assert all(math.isfinite(v) for v in condition["probes"]["previous_token_layer0"].values()
+                   if isinstance(v, float))
+        for run in condition["runs"]:  # per-seed curves at the checkpoint steps, and the fixed-level transition
+            assert run["curve"]["steps"] == condition["curves"]["steps"]
+            assert len(run["curve"]["kl"]["bigram"]) == len(condition["curves"]["steps"])
+            assert run["transition_kl"] is None or run["transition_kl"] in condition["curves"]["x"]
+    assert not summary["sweep"].startswith("/")
+    measures = {c["measure"] for c in summary["comparisons"]}  # these short runs may reach no transition
+    assert {"final_kl", "previous_token_layer0", "bigram_matching_last_layer"} <= measures
+    assert all(c["test"] == "paired t" for c in summary["comparisons"])  # both conditions run seeds [0, 1]
     assert main(["summarize", str(tmp_path / "out"), "--count", "unigram"]) == 2
     assert "trains on no unigram sequences" in capsys.readouterr().err
 

@@ -1,0 +1,348 @@
+"""A local learning coefficient (LLC) estimator for any ``torch.nn.Module`` and loss, with default settings from
+a stated rule and diagnostics that refuse what is not an estimate (Lau et al. 2023, "Quantifying degeneracy in
+singular models via the learning coefficient"; devinterp's SGLD sampler does the sampling).
+
+    λ̂(w*) = nβ · (E_w[L(w)] − L(w*)),  w drawn by SGLD from ∝ exp(−nβ L(w) − γ/2 ‖w − w*‖²)
+
+``data`` is a tuple of tensors with samples along dim 0; ``loss_fn(model, batch)`` returns the mean loss of a
+batch (a tuple of the same form), so that n·L is the data's negative log-likelihood up to a constant.
+
+**Default settings (the rule).** With n samples and λ_max the largest eigenvalue of the Hessian of L at w*
+(Lanczos on Hessian-vector products over the first :data:`CURVATURE_SAMPLES` samples):
+
+- nβ = n / ln n, the WBIC inverse temperature (Watanabe 2013).
+- γ = 0.01 · nβ · λ_max. A direction of curvature h has posterior variance 1 / (nβ h + γ) and adds
+  ½ · nβ h / (nβ h + γ) to the estimate: 1 % short of ½ for the stiffest, within 10 % for every direction with
+  h > λ_max / 10. Directions flatter than γ / nβ = λ_max / 100 are held by the localization and count for less:
+  the estimate counts the directions within a factor 100 of the stiffest.
+- step ε = 0.1 / (nβ λ_max + γ): Euler-Maruyama on the stiffest direction (rate κ = nβ λ_max + γ) is stable for
+  εκ < 2 and its stationary variance is 1 / (κ (1 − εκ/4)), 2.5 % too wide at εκ = 0.1.
+- burn-in 1 / (εγ) steps (a direction held by the localization alone relaxes as e^(−εγ t)), then as many draws,
+  4 chains, batches of min(n, 256) samples.
+
+Each draw records the batch's loss at w minus the same batch's loss at w* (a control variate: its mean is
+L(w) − L(w*), and it removes the batch-to-batch spread of the loss, which at nβ = n / ln n is larger than the
+rise itself); the estimate is nβ times the mean over the draws and chains.
+
+**Diagnostics** (in ``diagnostics``; ``problems`` refuse — the estimate is then None, never a number —
+``flags`` warn):
+
+- *not a minimum* (refuses): a gradient g at w* lowers the sampled nβ·rise by (nβ g)ᵀ (nβ H + γ I)⁻¹ (nβ g)
+  for a quadratic loss (:func:`gradient_shift`, by conjugate gradients). Refused where that shift exceeds 10 %
+  of the estimate (or 0.5, a regular parameter's share, where the estimate is below 5), where H has a direction
+  of negative curvature, where λ_max is not positive, or where the mean rise is below zero by more than two
+  standard errors (the chains found lower loss).
+- *non-finite or diverged* (refuses): a NaN or infinite loss, or a chain whose LLC exceeds d, twice the largest
+  value a learning coefficient can take (d/2): the chain has left the neighbourhood of w*.
+- *far above* (flags): the estimate, i.e. the mean rise times nβ, exceeds 1.1 · d/2 (no coefficient does; 1.1
+  allows the step's and minibatches' few per cent) by more than two standard errors.
+- *not settled* (flags): the mean over the last third of each chain's draws minus that over the middle
+  third; flagged where its mean over chains is above 10 % of the rise plus two standard errors over chains.
+- *localization-bound* (flags): the root-mean-square over draws of ‖γ(w − w*)‖ against ‖nβ ∇L_batch‖; above 1
+  the pull back to w* is stronger than the data's and the estimate measures γ more than the loss.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from dataclasses import asdict, dataclass, field
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+GAMMA_SHARE = 0.01  # γ / (nβ λ_max)
+STEP_SHARE = 0.1  # ε (nβ λ_max + γ)
+MAX_BATCH = 256
+CHUNK = 1024  # samples per forward pass when a loss or gradient is taken over the whole data
+CURVATURE_SAMPLES = 256  # samples the Hessian's curvature is measured on (the loss and gradient use all)
+FORCE_EVERY = 10  # draws between two readings of the localization and data forces
+
+
+class LLCError(ValueError):
+    """Bad input to the estimator (the API's ValueError, one line)."""
+
+
+@dataclass(frozen=True)
+class LLCSettings:
+    n_beta: float
+    localization: float
+    lr: float
+    burn_in: int
+    draws: int
+    chains: int = 4
+    batch_size: int = MAX_BATCH
+    seed: int = 0
+    rule: dict = field(default_factory=dict)  # how the defaults were derived: n, lambda_max, the two shares
+
+    def __post_init__(self) -> None:
+        for name in ("burn_in", "draws", "chains", "batch_size"):
+            value = getattr(self, name)
+            lowest = 0 if name == "burn_in" else 1
+            if not isinstance(value, int) or isinstance(value, bool) or value < lowest:
+                raise LLCError(f"{name} must be an integer >= {lowest}, got {value!r}")
+        if self.draws < 3:
+            raise LLCError(f"draws must be at least 3 (the settling test compares thirds), got {self.draws}")
+        for name in ("n_beta", "lr"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise LLCError(f"{name} must be a finite number > 0, got {value!r}")
+        if not (isinstance(self.localization, (int, float)) and math.isfinite(self.localization)
+                and self.localization >= 0):
+            raise LLCError(f"localization must be a finite number >= 0, got {self.localization!r}")
+
+    def to_json(self) -> dict:
+        return asdict(self) | {"sampler": "devinterp SGMCMC.sgld"}
+
+
+@dataclass(frozen=True)
+class LLCResult:
+    llc: float | None  # None where a diagnostic refuses it
+    llc_std: float | None  # standard deviation over chains
+    llc_stderr: float | None  # standard error of the mean over chains
+    per_chain: list[float]
+    init_loss: float
+    loss_rise: float | None
+    settings: LLCSettings | None
+    diagnostics: dict
+    problems: list[str]  # refusals
+    flags: list[str]  # warnings
+
+    def to_json(self) -> dict:
+        return {key: (value.to_json() if key == "settings" and value is not None else value)
+                for key, value in vars(self).items()}
+
+
+def sampled_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def validate_data(data) -> int:
+    if not isinstance(data, tuple) or not data or not all(isinstance(t, Tensor) for t in data):
+        raise LLCError("data must be a non-empty tuple of tensors with samples along dim 0")
+    n = len(data[0])
+    if any(len(t) != n for t in data):
+        raise LLCError(f"data's tensors disagree on the number of samples: {[len(t) for t in data]}")
+    if n < 3:
+        raise LLCError(f"data needs at least 3 samples (n / ln n), got {n}")
+    return n
+
+
+def full_loss(model, loss_fn, data, create_graph: bool = False) -> Tensor:
+    """The mean loss over all of ``data``, in chunks of :data:`CHUNK` samples, weighted by their sizes."""
+    n = len(data[0])
+    total = 0.0
+    for start in range(0, n, CHUNK):
+        batch = tuple(t[start:start + CHUNK] for t in data)
+        total = total + loss_fn(model, batch) * (len(batch[0]) / n)
+    return total
+
+
+def hessian_vector(model, loss_fn, data, params, vector: list[Tensor]) -> list[Tensor]:
+    loss = full_loss(model, loss_fn, data)
+    grads = torch.autograd.grad(loss, params, create_graph=True)
+    dot = sum((g * v).sum() for g, v in zip(grads, vector))
+    return list(torch.autograd.grad(dot, params))
+
+
+def largest_eigenvalue(model, loss_fn, data, params, seed: int) -> float:
+    """λ_max of the Hessian of the loss on ``data``: Lanczos (scipy's ``eigsh``) on Hessian-vector products."""
+    import numpy as np
+    from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh
+
+    shapes = [p.shape for p in params]
+    sizes = [p.numel() for p in params]
+
+    def matvec(flat):
+        pieces = torch.as_tensor(np.asarray(flat).ravel(), dtype=params[0].dtype).split(sizes)
+        product = hessian_vector(model, loss_fn, data, params, [v.reshape(s) for v, s in zip(pieces, shapes)])
+        return torch.cat([h.reshape(-1) for h in product]).detach().double().numpy()
+
+    dimension = sum(sizes)
+    if dimension == 1:
+        return float(matvec(np.ones(1))[0])
+    start = np.random.default_rng(seed).standard_normal(dimension)
+    operator = LinearOperator((dimension, dimension), matvec=matvec, dtype=np.float64)
+    try:
+        return float(eigsh(operator, k=1, which="LA", tol=1e-3, v0=start, maxiter=300,
+                           ncv=min(dimension, 20), return_eigenvectors=False)[0])
+    except ArpackError:  # no convergence (a Hessian with non-finite entries, say): no curvature to set a step by
+        return math.nan
+
+
+def curvature(model, loss_fn, data, seed: int = 0) -> dict:
+    """At the current weights: the loss and the gradient over all of ``data``, and λ_max of the Hessian on its
+    first :data:`CURVATURE_SAMPLES` samples."""
+    params = sampled_parameters(model)
+    loss = full_loss(model, loss_fn, data)
+    grads = [g.detach() for g in torch.autograd.grad(loss, params)]
+    subset = tuple(t[:CURVATURE_SAMPLES] for t in data)
+    finite = math.isfinite(float(loss.detach())) and all(bool(torch.isfinite(g).all()) for g in grads)
+    return {"loss": float(loss.detach()),
+            "lambda_max": largest_eigenvalue(model, loss_fn, subset, params, seed) if finite else math.nan,
+            "grads": grads, "subset": subset, "grad_norm": math.sqrt(sum(float((g * g).sum()) for g in grads)),
+            "n_params": sum(p.numel() for p in params)}
+
+
+def gradient_shift(model, loss_fn, point: dict, n_beta: float, gamma: float, iterations: int = 10) -> float | None:
+    """(nβ g)ᵀ (nβ H + γ I)⁻¹ (nβ g): how far a gradient g at the point lowers the sampled nβ·rise, exactly for
+    a quadratic loss. Conjugate gradients from 0, whose value only grows towards the solution's, so a value
+    stopped early is a lower bound; None where H has a direction of negative curvature (not a minimum)."""
+    params = sampled_parameters(model)
+    b = [n_beta * g for g in point["grads"]]
+    residual, direction = [r.clone() for r in b], [r.clone() for r in b]
+    solution = [torch.zeros_like(r) for r in b]
+    rr = sum(float((r * r).sum()) for r in residual)
+    for _ in range(iterations):
+        if rr == 0:
+            break
+        hd = hessian_vector(model, loss_fn, point["subset"], params, direction)
+        ad = [n_beta * h + gamma * d for h, d in zip(hd, direction)]
+        curvature_along = sum(float((d * a).sum()) for d, a in zip(direction, ad))
+        if sum(float((d * h).sum()) for d, h in zip(direction, hd)) < 0:
+            return None
+        step = rr / curvature_along
+        solution = [x + step * d for x, d in zip(solution, direction)]
+        residual = [r - step * a for r, a in zip(residual, ad)]
+        rr, previous = sum(float((r * r).sum()) for r in residual), rr
+        direction = [r + (rr / previous) * d for r, d in zip(residual, direction)]
+        if rr < 1e-12 * sum(float((v * v).sum()) for v in b):
+            break
+    return sum(float((x * v).sum()) for x, v in zip(solution, b))
+
+
+def default_settings(n: int, lambda_max: float, **overrides) -> LLCSettings:
+    """The documented rule (module docstring); any field given in ``overrides`` replaces its default."""
+    if not (math.isfinite(lambda_max) and lambda_max > 0):
+        raise LLCError(f"the Hessian's largest eigenvalue is {lambda_max:g}: the loss does not curve upward at "
+                       "this point, so no step size or localization follows from it")
+    unknown = set(overrides) - (set(LLCSettings.__dataclass_fields__) - {"rule"})
+    if unknown:
+        raise LLCError(f"unknown settings: {sorted(unknown)}")
+    n_beta = overrides.get("n_beta", n / math.log(n))
+    gamma = overrides.get("localization", GAMMA_SHARE * n_beta * lambda_max)
+    lr = overrides.get("lr", STEP_SHARE / (n_beta * lambda_max + gamma))
+    relax = 1.0 / (lr * gamma) if gamma > 0 else 1000.0  # steps per e-fold of a localization-held direction
+    values = {"n_beta": n_beta, "localization": gamma, "lr": lr, "burn_in": math.ceil(relax),
+              "draws": math.ceil(relax), "batch_size": min(n, MAX_BATCH)} | overrides
+    rule = {"n": n, "lambda_max": lambda_max, "gamma_share": GAMMA_SHARE, "step_share": STEP_SHARE,
+            "overridden": sorted(overrides)}
+    return LLCSettings(**values, rule=rule)
+
+
+def run_chain(model, loss_fn, data, settings: LLCSettings, chain: int) -> dict:
+    """One SGLD chain from w*: at every draw the batch loss minus the same batch's loss at w*, and the
+    localization-to-data force ratio."""
+    from devinterp.optim import SGMCMC
+
+    n = len(data[0])
+    replica, anchor = copy.deepcopy(model), copy.deepcopy(model)  # the anchor stays at w*
+    params = sampled_parameters(replica)
+    start = [p.detach().clone() for p in params]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # devinterp warns about nβ = 1, which a caller may mean
+        sampler = SGMCMC.sgld(params, lr=settings.lr, localization=settings.localization, nbeta=settings.n_beta)
+    generator = torch.Generator().manual_seed(settings.seed * 1000 + chain)
+    rises, force_loc, force_data = [], 0.0, 0.0
+    for step in range(settings.burn_in + settings.draws):
+        index = torch.randint(n, (settings.batch_size,), generator=generator)
+        sampler.zero_grad()
+        batch = tuple(t[index] for t in data)
+        loss = loss_fn(replica, batch)
+        if not math.isfinite(float(loss.detach())):
+            return {"rises": rises, "diverged_at": step}
+        loss.backward()
+        if step >= settings.burn_in:
+            with torch.no_grad():  # the same batch at w*: a control variate with the same mean as L(w*)
+                rises.append(float(loss.detach() - loss_fn(anchor, batch)))
+            if (step - settings.burn_in) % FORCE_EVERY == 0:
+                with torch.no_grad():
+                    force_loc += sum(float(((p - s) ** 2).sum()) for p, s in zip(params, start))
+                    force_data += sum(float((p.grad ** 2).sum()) for p in params if p.grad is not None)
+        sampler.step(noise_generator=generator)
+    force_loc *= settings.localization ** 2
+    force_data *= settings.n_beta ** 2
+    ratio = math.sqrt(force_loc / force_data) if force_data > 0 else None  # None: no data force at all
+    return {"rises": rises, "diverged_at": None, "force_ratio": ratio}
+
+
+def settling(rises: Float[Tensor, "chain draw"]) -> tuple[float, float]:
+    """Mean over chains of (last third − middle third) of each chain's draws, and its standard error."""
+    third = rises.shape[1] // 3
+    differences = rises[:, -third:].mean(1) - rises[:, -2 * third:-third].mean(1)
+    stderr = float(differences.std() / math.sqrt(len(differences))) if len(differences) > 1 else 0.0
+    return float(differences.mean()), stderr
+
+
+def diagnose(point: dict, rises: Float[Tensor, "chain draw"], settings: LLCSettings,
+             force_ratio: float | None) -> tuple[dict, list, list]:
+    """The diagnostics of the module docstring: (values, problems that refuse, flags that warn)."""
+    rise = float(rises.mean())
+    llc = settings.n_beta * rise
+    chain_rises = rises.mean(1)
+    shift = point["shift"]
+    drift, drift_se = settling(rises)
+    bound = point["n_params"] / 2
+    chain_stderr = 0.0
+    if len(chain_rises) > 1:
+        chain_stderr = settings.n_beta * float(chain_rises.std()) / math.sqrt(len(chain_rises))
+    values = {"gradient_shift": shift, "grad_norm": point["grad_norm"],
+              "lambda_max": point["lambda_max"], "drift": drift, "drift_stderr": drift_se,
+              "force_ratio": force_ratio, "rise_bound": bound / settings.n_beta}
+    problems, flags = [], []
+    if shift is None:
+        problems.append("not a minimum: the Hessian has a direction of negative curvature")
+    elif shift > 0.1 * max(abs(llc), 5.0):
+        problems.append(f"not a minimum: the gradient (norm {point['grad_norm']:.3g}) shifts the sampled loss by "
+                        f"about {shift:.3g} in LLC units, more than 10 % of the estimate {llc:.3g}")
+    if llc + 2 * chain_stderr < 0:
+        problems.append(f"the chains found lower loss than the point's (rise {rise:.3g}): not a local minimum")
+    if float(chain_rises.max()) * settings.n_beta > 2 * bound:
+        problems.append(f"diverged: a chain's LLC {float(chain_rises.max()) * settings.n_beta:.3g} exceeds d = "
+                        f"{2 * bound:g}, twice the largest possible value: the chain left the point's neighbourhood")
+    elif llc > 1.1 * bound + 2 * chain_stderr:  # 1.1: the step size's and minibatches' bias (docstring)
+        flags.append(f"far above: the estimate {llc:.3g} exceeds d/2 = {bound:g}, which no learning coefficient does")
+    if abs(drift) > 0.1 * abs(rise) + 2 * drift_se:
+        flags.append(f"not settled: the last third of the draws differs from the middle third by {drift:.3g} "
+                     f"(rise {rise:.3g}); more draws or a smaller step are needed")
+    if force_ratio is None or force_ratio > 1:
+        flags.append("localization-bound: the pull to the point is stronger than the data's gradient (ratio "
+                     f"{'infinite' if force_ratio is None else f'{force_ratio:.3g}'})")
+    return values, problems, flags
+
+
+def estimate_llc(model: torch.nn.Module, loss_fn, data: tuple[Tensor, ...], **settings) -> LLCResult:
+    """The LLC of ``model`` at its current weights; ``settings`` override fields of :func:`default_settings`
+    (n_beta, localization, lr, burn_in, draws, chains, batch_size, seed). The model is not changed."""
+    n = validate_data(data)
+    model = model.train()
+    point = curvature(model, loss_fn, data, seed=settings.get("seed", 0))
+    if not (math.isfinite(point["lambda_max"]) and point["lambda_max"] > 0):
+        return refused(point, None, [f"not a minimum: the Hessian's largest eigenvalue is {point['lambda_max']:.3g}"])
+    chosen = default_settings(n, point["lambda_max"], **settings)
+    point["shift"] = gradient_shift(model, loss_fn, point, chosen.n_beta, chosen.localization)
+    chains = [run_chain(model, loss_fn, data, chosen, c) for c in range(chosen.chains)]
+    diverged = [i for i, c in enumerate(chains) if c["diverged_at"] is not None]
+    if diverged:
+        at = chains[diverged[0]]["diverged_at"]
+        return refused(point, chosen, [f"chain {diverged[0]} diverged: a non-finite loss at step {at}"])
+    rises = torch.tensor([c["rises"] for c in chains], dtype=torch.float64)  # [chain, draw]
+    ratios = [c["force_ratio"] for c in chains]
+    force = None if None in ratios else math.sqrt(sum(r ** 2 for r in ratios) / len(ratios))
+    values, problems, flags = diagnose(point, rises, chosen, force)
+    per_chain = [chosen.n_beta * float(chain.mean()) for chain in rises]
+    mean = sum(per_chain) / len(per_chain)
+    std = float(torch.tensor(per_chain).std()) if len(per_chain) > 1 else 0.0
+    return LLCResult(llc=None if problems else mean, llc_std=None if problems else std,
+                     llc_stderr=None if problems else std / math.sqrt(len(per_chain)), per_chain=per_chain,
+                     init_loss=point["loss"], loss_rise=float(rises.mean()), settings=chosen,
+                     diagnostics=values | {"estimate_if_accepted": mean}, problems=problems, flags=flags)
+
+
+def refused(point: dict, settings: LLCSettings | None, problems: list[str]) -> LLCResult:
+    return LLCResult(llc=None, llc_std=None, llc_stderr=None, per_chain=[], init_loss=point["loss"],
+                     loss_rise=None, settings=settings,
+                     diagnostics={"lambda_max": point["lambda_max"] if math.isfinite(point["lambda_max"]) else None},
+                     problems=problems, flags=[])

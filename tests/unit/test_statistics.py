@@ -1,0 +1,121 @@
+"""The comparison statistics against hand computation, scipy and their formulas, and the shipped summaries'
+comparisons recomputed from their own per-seed values."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from induction_probes.cli import main
+from induction_probes.probes.statistics import (
+    bounded_interval, paired_comparison, split_into_kinds, welch_comparison,
+)
+from induction_probes.probes.sweep_statistics import BOUNDED, MEASURES, recompute_summary
+
+RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results"
+SUMMARIES = sorted(RESULTS.glob("*/summary.json"))
+
+
+def test_paired_t_by_hand():
+    """d = b − a = [1, 2, 2, 3]: mean 2, sd √(2/3), t = 2 / (√(2/3) / 2) = √24 on 3 degrees of freedom."""
+    a, b = [1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 5.0, 7.0]
+    result = paired_comparison(a, b, bounded=False)
+    t = math.sqrt(24)
+    assert result["p_value"] == pytest.approx(2 * stats.t.sf(t, 3), rel=1e-12)
+    assert result["p_value"] == pytest.approx(stats.ttest_rel(b, a).pvalue, rel=1e-12)
+    half = stats.t.ppf(0.975, 3) * math.sqrt(2 / 3) / 2
+    assert result["difference"] == pytest.approx({"mean": 2.0, "low": 2 - half, "high": 2 + half, "method": "t"})
+    assert result["n"] == 4 and result["test"] == "paired t"
+
+
+def test_wilcoxon_signed_rank_exact_by_counting():
+    """d = [0.5, −1, 2, 3, 4]: ranks 1..5, the negative one has rank 2, so W− = 2. Of the 2⁵ sign patterns,
+    W− ≤ 2 for {}, {1}, {2}: the two-sided exact p is 2 · 3/32."""
+    a = [0.0] * 5
+    b = [0.5, -1.0, 2.0, 3.0, 4.0]
+    assert paired_comparison(a, b, bounded=False)["rank_p_value"] == pytest.approx(6 / 32, rel=1e-12)
+
+
+def test_welch_by_its_formula():
+    a, b = [1.0, 2.0, 3.0, 4.0], [2.0, 6.0, 9.0]
+    va, vb = np.var(a, ddof=1) / 4, np.var(b, ddof=1) / 3
+    t = (np.mean(b) - np.mean(a)) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / 3 + vb ** 2 / 2)  # Welch-Satterthwaite
+    result = welch_comparison(a, b, bounded=False)
+    assert result["p_value"] == pytest.approx(2 * stats.t.sf(abs(t), df), rel=1e-10)
+    assert result["p_value"] == pytest.approx(stats.ttest_ind(b, a, equal_var=False).pvalue, rel=1e-10)
+    half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)
+    assert result["difference"]["low"] == pytest.approx(np.mean(b) - np.mean(a) - half, rel=1e-12)
+    assert result["n"] == [4, 3]
+
+
+def test_mann_whitney_exact_by_counting():
+    """Every b above every a: U = 0, and of the C(6, 3) = 20 splits only 2 are as extreme (two-sided)."""
+    assert welch_comparison([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], bounded=False)["rank_p_value"] == pytest.approx(0.1)
+
+
+def test_bounded_intervals_stay_inside_the_bounds_near_one():
+    values = [0.99, 0.995, 1.0, 0.98, 0.999]
+    mean, sd = np.mean(values), np.std(values, ddof=1)
+    assert mean + stats.t.ppf(0.975, 4) * sd / math.sqrt(5) > 1  # the t interval leaves [0, 1] here
+    interval = bounded_interval(values)
+    assert 0.98 <= interval["low"] <= interval["mean"] <= interval["high"] <= 1.0
+    difference = paired_comparison([0.01, 0.0, 0.02, 0.0, 0.03], values, bounded=True)["difference"]
+    assert -1 <= difference["low"] <= difference["high"] <= 1
+
+
+def test_kinds_of_solution_rule():
+    split = split_into_kinds([0.5, 0.49, 0.51, 0.97, 0.99], bounded=True)
+    assert split == {"gap": pytest.approx(0.46), "low_group": [0.49, 0.5, 0.51], "high_group": [0.97, 0.99]}
+    assert split_into_kinds([0.5, 0.52, 0.55, 0.97], bounded=True) is None  # one seed alone on a side
+    assert split_into_kinds([0.604, 0.605, 0.608, 0.609], bounded=True) is None  # a gap of 0.003 is no split
+    assert split_into_kinds([1.0, 2.0, 3.0, 4.0, 5.0], bounded=False) is None  # no gap wider than half the range
+
+
+@pytest.mark.parametrize("path", SUMMARIES, ids=lambda p: p.parent.name)
+def test_shipped_summaries_hold_tests_intervals_in_bounds_and_per_seed_values(path):
+    summary = json.loads(path.read_text())
+    conditions = summary["conditions"]
+    for condition in conditions.values():
+        assert all(r["seed"] in condition["seeds"] for r in condition["runs"])
+        for measure in BOUNDED:
+            interval = condition["probes"][measure]
+            assert 0 <= interval["low"] <= interval["mean"] <= interval["high"] <= 1
+    if len(conditions) >= 2:
+        pairs = len(conditions) * (len(conditions) - 1) // 2
+        assert len({(c["a"], c["b"]) for c in summary["comparisons"]}) == pairs
+        for entry in summary["comparisons"]:
+            assert entry["measure"] in MEASURES and {"mean", "low", "high"} <= entry["difference"].keys()
+            assert entry["p_value"] is None or 0 <= entry["p_value"] <= 1
+            if entry["measure"] in BOUNDED:
+                assert -1 <= entry["difference"]["low"] <= entry["difference"]["high"] <= 1
+    # the shipped statistics are what the per-seed values give (written on another machine: float32 tolerance)
+    again = recompute_summary(path)
+    for shipped, computed in zip(summary.get("comparisons", []), again.get("comparisons", [])):
+        assert (shipped["measure"], shipped["n"]) == (computed["measure"], computed["n"])
+        for key in ("p_value", "rank_p_value"):  # None where a test is undefined (no transition reached in a)
+            assert (shipped[key] is None) == (computed[key] is None)
+            assert shipped[key] is None or shipped[key] == pytest.approx(computed[key], rel=1e-6)
+
+
+def test_doubly_stochastic_comparison_is_paired_and_matches_the_audit():
+    """The seeds are paired by the spec (same seeds, same doubly stochastic sequences): paired t p = 0.052 and
+    Wilcoxon p = 0.055 in the independent audit (to its three decimals), not Welch's 0.031."""
+    summary = json.loads((RESULTS / "ds-mixture" / "summary.json").read_text())
+    entry = next(c for c in summary["comparisons"] if c["measure"] == "transition")
+    assert entry["test"] == "paired t" and entry["n"] == 10
+    assert abs(entry["p_value"] - 0.052) < 1e-3 and abs(entry["rank_p_value"] - 0.055) < 1e-3
+    k8 = json.loads((RESULTS / "k8-context" / "summary.json").read_text())["conditions"]["T200"]
+    assert len(k8["kinds_of_solution"]["previous_token_layer0"]["high_group"]) == 2
+
+
+def test_summarize_recomputes_a_summary_file_and_refuses_other_files(tmp_path, capsys):
+    assert main(["summarize", str(RESULTS / "k8-context" / "summary.json"), "--json"]) == 0
+    assert "comparisons" in json.loads(capsys.readouterr().out)
+    (tmp_path / "bad.json").write_text(json.dumps({"conditions": {"a": {"runs": [{}]}}}))
+    assert main(["summarize", str(tmp_path / "bad.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a sweep summary" in err
