@@ -99,8 +99,11 @@ def icl_score(per_position_loss: Tensor, early: int = ICL_EARLY, late: int = ICL
 
 
 def behaviour(logits: Tensor, eval_set: MarkovEvalSet, early: int = ICL_EARLY, late: int = ICL_LATE) -> Behaviour:
-    """Every behaviour probe from one forward pass's logits on ``eval_set.sample.inputs``."""
+    """Every behaviour probe from one forward pass's logits on ``eval_set.sample.inputs``. On sequences
+    too short for the early position, the ICL score compares the middle position instead (on 8 tokens:
+    position 3), so that a short run is probed, not refused."""
     per_position_loss, per_position_kl = eval_set.per_position(logits)
+    early = min(early, per_position_loss.shape[0] // 2) if early >= 0 else early
     last = {name: kl[-1].item() for name, kl in per_position_kl.items()}
     return Behaviour(
         loss=per_position_loss.mean().item(),
