@@ -48,6 +48,8 @@ class SamplerSettings:
         for name in ("chains", "draws", "batch_size"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if self.draws < 4:  # the drift compares the last two quarters of the draws
+            raise ValueError(f"draws must be at least 4 (the drift compares the last two quarters), got {self.draws}")
         require_at_most("chains x draws", self.chains * self.draws, MAX_STEPS)  # each draw is an SGLD step
         if self.batch_size < 2 and self.n_beta is None:
             raise ValueError("the default n_beta = batch / ln(batch) needs a batch of at least 2")
@@ -96,6 +98,7 @@ def estimate_llc(model, tokens: Tensor, settings: SamplerSettings, step: int = -
     ``param_masks`` (devinterp's) restricts the sampler to some parameters."""
     from devinterp.slt.llc import llc
 
+    check_steps_move(model, settings, step)
     model = model.train()  # devinterp differentiates the loss; no dropout in these models' defaults
     with tempfile.TemporaryDirectory(prefix="llc-") as scratch, contextlib.redirect_stderr(io.StringIO()):
         result = llc(
@@ -110,11 +113,43 @@ def estimate_llc(model, tokens: Tensor, settings: SamplerSettings, step: int = -
     return summarise(step, trace, per_chain, init_loss)
 
 
+def check_chains(step: int, trace: Tensor, per_chain: list[float], init_loss: float) -> None:
+    """A FloatingPointError, with the reason, for chains whose numbers are no estimate: a loss or an
+    estimate that is NaN or infinite (the sampler diverged: a step or n*beta too large), or chains that
+    never moved (every sampled loss exactly the checkpoint's: a step too small to change a float32 weight)."""
+    numbers = [*trace.flatten().tolist(), *per_chain, init_loss]
+    if not all(map(math.isfinite, numbers)):
+        raise FloatingPointError(diverged(step))
+    if all(value == 0.0 for value in per_chain):
+        raise FloatingPointError(never_moved(step))
+
+
+def never_moved(step: int) -> str:
+    return f"the SGLD chains at step {step} never moved (the step is too small to change a weight): raise --lr"
+
+
+def check_steps_move(model, settings: SamplerSettings, step: int) -> None:
+    """SGLD's noise, √lr · N(0, 1), must change some weight: below the weights' float resolution every draw
+    is w* itself and the estimate a meaningless 0 (what --lr 1e-300 gave)."""
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        if not any(bool((p + math.sqrt(settings.lr) * torch.randn(p.shape, generator=generator, dtype=p.dtype)
+                         != p).any()) for p in model.parameters()):
+            raise FloatingPointError(never_moved(step))
+
+
+def diverged(step: int) -> str:
+    return f"the SGLD chains at step {step} diverged (a loss or estimate is NaN or infinite): lower --lr or --n-beta"
+
+
 def summarise(step: int, trace: Tensor, per_chain: list[float], init_loss: float) -> LLCEstimate:
+    check_chains(step, trace, per_chain, init_loss)
     quarter = max(trace.shape[1] // 4, 1)
     rise = trace.mean().item() - init_loss
     drift = (trace[:, -quarter:].mean() - trace[:, -2 * quarter : -quarter].mean()).item()
     mean = sum(per_chain) / len(per_chain)
     std = float(torch.tensor(per_chain).std()) if len(per_chain) > 1 else 0.0
+    if not all(map(math.isfinite, (rise, mean, std))):  # finite chains can still overflow a mean (n*beta 1e300)
+        raise FloatingPointError(diverged(step))
     return LLCEstimate(step=step, llc=mean, llc_std=std, per_chain=per_chain, init_loss=init_loss, loss_rise=rise,
                        drift=drift / rise if rise else None, chain_spread=std / abs(mean) if mean else None)
