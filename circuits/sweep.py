@@ -159,16 +159,18 @@ def ray_results(root: Path, cells: list[dict], workers: int, address: str | None
     """Run cells as Ray tasks of one CPU each: on the cluster at ``address``, or on a local Ray instance
     of ``workers`` CPUs, bound to this machine's loopback address only. Every node must see ``root`` at the
     same path (a shared filesystem)."""
+    if address is None:
+        # Ray takes this machine's network address for a node unless clusters are off, as on macOS: then its
+        # head, its workers and the processes they start listen on the loopback address only
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
         import ray
     except ImportError:
         raise SpecError("the ray backend needs Ray: pip install 'induction-probes[ray]'") from None
     if address is None:
-        context = ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
-                           _node_ip_address="127.0.0.1")
+        context = ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
         report(f"a local Ray instance at {context.address_info['gcs_address']} (this machine only)")
     else:
-        ray_address_answers(address)
         ray.init(address=address, log_to_driver=False)
     try:
         remote = ray.remote(num_cpus=1)(run_cell)
@@ -203,6 +205,8 @@ def run_sweep(spec: Spec, out: str | Path, *, workers: int = 1, backend: str = "
         raise SpecError(f"workers must be an integer >= 1, got {workers!r}")
     if address is not None and backend != "ray":
         raise SpecError("--address is for the ray backend")
+    if address is not None:
+        ray_address_answers(address)  # before the folder is claimed or Ray imported: one line, in seconds
     out = Path(out).resolve()  # every worker, on every node, must find the same directory
     prepare(spec, out)
     cells = [cell_json(cell) for cell in spec.cells()]

@@ -3,6 +3,7 @@ anything is made, links at any level below the sweep, statuses that are what the
 summaries that count only this spec's runs and never print a number that is not one."""
 
 import fcntl
+import importlib.util
 import json
 import multiprocessing
 import os
@@ -162,6 +163,7 @@ def test_a_ray_address_where_nothing_listens_is_one_line_within_a_minute(tmp_pat
     err = one_line(["sweep", str(spec), "--out", str(tmp_path / "out"), "--backend", "ray", "--address", address],
                    capsys)
     assert time.monotonic() - started < 60 and f"no Ray cluster answers at {address}" in err
+    assert not (tmp_path / "out").exists()  # refused before the folder was claimed
 
 
 @pytest.fixture(scope="module")
@@ -214,3 +216,12 @@ def test_tampered_metrics_are_one_line_not_a_number(sweep_dir, tamper, capsys):
     for argv in (["summarize", str(sweep_dir)], ["summarize", str(sweep_dir), "--json"]):
         err = one_line(argv, capsys)
         assert "metrics.jsonl" in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the ray extra is not installed")
+def test_a_local_ray_instance_listens_on_loopback_only_and_says_where(tmp_path):
+    # not importorskip: Ray must not be imported before the sweep sets how it chooses its address
+    lines = []
+    results = run_sweep(parse_spec(tiny()), tmp_path / "out", backend="ray", report=lines.append)
+    assert [r["status"] for r in results] == ["trained"]
+    assert lines[0].startswith("a local Ray instance at 127.0.0.1:"), lines
