@@ -172,7 +172,8 @@ def parse_spec(text: str, source: str = "spec") -> Spec:
         wrong = sorted(set(names) - known)
         if wrong:
             hint = " (seeds come from `seeds`)" if set(wrong) & set(SEED_KEYS) else ""
-            raise SpecError(f"{source}: [{where}] has keys the {raw['recipe']} recipe does not know: {', '.join(wrong)}{hint}")
+            raise SpecError(f"{source}: [{where}] has keys the {raw['recipe']} recipe does not know: "
+                            f"{', '.join(wrong)}{hint}")
     spec = Spec(
         recipe=raw["recipe"],
         seeds=tuple(seeds),

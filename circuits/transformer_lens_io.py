@@ -68,12 +68,14 @@ def load_transformer_lens_state_dict(model: HookedTransformer, state_dict: dict[
         elif name.endswith(".mask") and name in droppable:
             causal = torch.ones(model.cfg.n_ctx, model.cfg.n_ctx, dtype=torch.bool).tril()
             if tensor.shape != causal.shape or not torch.equal(tensor.bool(), causal):
-                raise ValueError(f"{name} is not the causal mask of {model.cfg.n_ctx} positions: this model cannot hold it")
+                raise ValueError(f"{name} is not the causal mask of {model.cfg.n_ctx} positions: "
+                                 "this model cannot hold it")
         elif name not in droppable or (not name.endswith(".IGNORE") and tensor.any()):
             raise ValueError(f"{name} has no place in this model (nonzero, or unknown); build it with use_bias=True?")
     missing = sorted(set(ours) - set(kept))
     if missing:
-        raise ValueError(f"the state dict has no {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise ValueError(f"the state dict has no {missing[0]}{more}")
     model.load_state_dict(kept, strict=True)
 
 

@@ -53,7 +53,8 @@ def run_sweep_command(args: argparse.Namespace) -> str:
         failed = ", ".join(r["cell"] for r in results if r["status"] == "failed") or "none"
         busy = ", ".join(r["cell"] for r in results if r["status"] == "busy")
         busy = f"; trained by another process now (run again once it is done): {busy}" if busy else ""
-        raise SomeCellsFailed(f"{line}; failed: {failed}{busy} (their errors are above and in {args.out / 'sweep.jsonl'})")
+        journal = args.out / "sweep.jsonl"
+        raise SomeCellsFailed(f"{line}; failed: {failed}{busy} (their errors are above and in {journal})")
     return line + f"\nsummarize it with: induction-probes summarize {args.out}"
 
 

@@ -54,7 +54,8 @@ def test_probe_plot_and_report_html_on_short_and_long_runs(kind, seq_len, tmp_pa
 
 def test_a_run_name_with_dollars_makes_its_figures(tmp_path, capsys):
     run = train("markov", 8, tmp_path / "run$_$x")  # "$_$" was taken for mathtext in every title: a ValueError
-    assert main(["probe", str(run), "--plot", str(tmp_path / "figures"), "--n-seqs", "20"]) == 0, capsys.readouterr().err
+    argv = ["probe", str(run), "--plot", str(tmp_path / "figures"), "--n-seqs", "20"]
+    assert main(argv) == 0, capsys.readouterr().err
     assert len(list((tmp_path / "figures").glob("*.png"))) >= 2
 
 

@@ -25,6 +25,8 @@ from induction_probes.cli import build_parser, main
 
 SECONDS_PER_EXAMPLE = 3
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "40"))  # more for a longer hunt: FUZZ_EXAMPLES=2000 pytest ...
+FUZZ_SETTINGS = dict(max_examples=EXAMPLES, deadline=None, database=None,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 MEMORY_HEADROOM = 2 << 30  # bytes of address space a child may add to what the test process already holds
 
 
@@ -101,8 +103,8 @@ def finished_sweep(out: Path) -> None:
     assert all(run_cell(str(out), cell_json(cell))["status"] == "trained" for cell in spec.cells())
 
 
-SWEEP_SPEC = 'recipe = "markov"\nseeds = [0, 1]\n[base]\nk = 2\nseq_len = 8\nsteps = 2\nbatch_size = 4\neval_seqs = 10\n' \
-    'n_checkpoints = 2\n'
+SWEEP_SPEC = ('recipe = "markov"\nseeds = [0, 1]\n[base]\nk = 2\nseq_len = 8\nsteps = 2\nbatch_size = 4\n'
+              'eval_seqs = 10\nn_checkpoints = 2\n')
 
 
 
@@ -177,7 +179,7 @@ def answer_in_scratch(argv: list[str], template: Path, tmp_path: Path, prepare=N
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-@settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(**FUZZ_SETTINGS)
 @given(argv=command_lines())
 def test_no_arguments_make_a_traceback_or_an_unknown_status(argv, template, tmp_path):
     answer_in_scratch(argv, template, tmp_path)
@@ -217,7 +219,7 @@ def spec_texts(draw) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(**FUZZ_SETTINGS)
 @given(text=spec_texts(), command=st.sampled_from(["sweep", "summarize"]))
 def test_no_spec_makes_a_traceback(text, command, template, tmp_path):
     def write(scratch: Path) -> None:
@@ -250,8 +252,10 @@ def tamper(scratch: Path, how: str) -> None:
         linked.symlink_to(scratch / "moved", target_is_directory=True)
     elif how.startswith("metrics "):
         text = (cell / "metrics.jsonl").read_text()
-        replace = {"metrics nan": ('"true": ', '"true": NaN, "x": '), "metrics inf": ('"true": ', '"true": -Infinity, "x": '),
-                   "metrics no kl": ('"last_token_kl"', '"other"'), "metrics string": ('"true": ', '"true": "x", "y": '),
+        replace = {"metrics nan": ('"true": ', '"true": NaN, "x": '),
+                   "metrics inf": ('"true": ', '"true": -Infinity, "x": '),
+                   "metrics no kl": ('"last_token_kl"', '"other"'),
+                   "metrics string": ('"true": ', '"true": "x", "y": '),
                    "metrics torn": (text[len(text) // 2:], "")}[how]
         (cell / "metrics.jsonl").write_text(text.replace(*replace))
     elif how in ("config pipe", "manifest pipe"):
@@ -272,7 +276,7 @@ TAMPERINGS = ["spec link", "spec pipe", "spec huge", "spec deep", "cell link", "
               "config model class", "config other recipe"]
 
 
-@settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(**FUZZ_SETTINGS)
 @given(how=st.lists(st.sampled_from(TAMPERINGS), min_size=1, max_size=2, unique=True),
        extra=st.lists(st.sampled_from([["--json"], ["--count", "dirichlet"], ["--count", "unigram"],
                                        ["--probe-seqs", "3"], ["--probe-seqs", "0"]]), max_size=2))
@@ -301,6 +305,7 @@ LLC_FAST = ["--checkpoints", "1", "--chains", "1", "--batch-size", "4", "--n-seq
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(options=st.lists(st.tuples(st.sampled_from(["--lr", "--n-beta", "--localization", "--draws", "--chains"]),
                                   NUMBERS), max_size=3, unique_by=lambda kv: kv[0]), as_json=st.booleans())
-def test_no_llc_settings_make_a_traceback_or_print_a_diverged_chain(options, as_json, template, tmp_path, sampler_loaded):
+def test_no_llc_settings_make_a_traceback_or_print_a_diverged_chain(options, as_json, template, tmp_path,
+                                                                    sampler_loaded):
     argv = ["llc", "run", *LLC_FAST, "--draws", "4", *sum(map(list, options), []), *(["--json"] if as_json else [])]
     answer_in_scratch(argv, template, tmp_path, seconds=20, numbers=True)
