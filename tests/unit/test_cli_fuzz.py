@@ -3,9 +3,10 @@ refuses in one line (status 2: bad input; 1: the environment), and never prints 
 
 The options of each sub-command are read from the parser itself, so a new option is drawn too. Every
 example runs in a forked child (torch is already loaded, so a fork costs milliseconds) under a memory
-limit, in a scratch directory of its own holding a file, an empty directory and a small run; a child
-still running after a few seconds is stopped and counts as neither a pass nor a failure (it was
-computing, not failing).
+limit, in a scratch directory of its own holding a file, an empty directory, a small run and a finished
+small sweep; a child still running after a few seconds is stopped and counts as neither a pass nor a
+failure (it was computing, not failing). Drawn sweep specs, tampered sweeps and llc settings get their
+own tests below, which also refuse a NaN or infinity printed as a result in a table.
 """
 
 import json
@@ -49,7 +50,7 @@ NUMBERS = st.one_of(
 )
 NON_UTF8 = "run\udcff"  # what Python makes of the byte 0xff in an argument
 PLACES = st.sampled_from([
-    "a-file", "missing", "empty", "run", "markov-k3", "spec.toml", "", ".", NON_UTF8,
+    "a-file", "missing", "empty", "run", "markov-k3", "spec.toml", "sweep", "", ".", NON_UTF8,
     "/proc/self/no-such-place", "/proc/version", "a-file/below-a-file",
 ])
 VALUES = st.one_of(NUMBERS, PLACES, st.text(max_size=6), st.sampled_from(["2,1", "relative,none", "x", " "]))
