@@ -248,9 +248,9 @@ def tamper(scratch: Path, how: str) -> None:
         else:
             (sweep / "spec.toml").write_text("recipe = " + "[" * 5000 + "]" * 5000)
     elif how in ("cell link", "condition link"):
-        moved, linked = (cell, cell) if how == "cell link" else (sweep / "base", sweep / "base")
-        moved.rename(scratch / "moved")
-        linked.symlink_to(scratch / "moved", target_is_directory=True)
+        folder = cell if how == "cell link" else sweep / "base"
+        folder.rename(scratch / how.replace(" ", "-"))
+        folder.symlink_to(scratch / how.replace(" ", "-"), target_is_directory=True)
     elif how.startswith("metrics "):
         text = (cell / "metrics.jsonl").read_text()
         replace = {"metrics nan": ('"true": ', '"true": NaN, "x": '),
