@@ -33,6 +33,7 @@ from induction_probes.circuits.model import HookedTransformer, HookedTransformer
 from induction_probes.circuits.recipes import recipe_from_json
 from induction_probes.circuits.tasks import task_from_json
 from induction_probes.circuits.toy import ToyConfig, ToyModel
+from induction_probes.circuits.untrusted import CheckpointError, NotFiniteError, not_a_number, read_text, refuse_links
 
 # The model classes a run may hold, by the name written in config.json ("model_class").
 MODEL_CLASSES = {
@@ -50,18 +51,7 @@ def build_model(config: HookedTransformerConfig | MinimalConfig) -> HookedTransf
     return MODEL_CLASSES[model_class_name(config)][0](config)
 
 
-class CheckpointError(ValueError):
-    """A run or checkpoint that cannot be opened: missing, corrupt, or inconsistent with its config."""
-
-
 # --- writing --------------------------------------------------------------------------------------
-
-
-def refuse_links(*paths: Path, why: str = "a run's files are its own") -> None:
-    """A run reads and writes only inside its own directory: none of ``paths`` may be a symbolic link."""
-    for path in paths:
-        if path.is_symlink():
-            raise CheckpointError(f"{path} is a symbolic link: {why}")
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -212,10 +202,12 @@ def read_metrics_lines(path: Path) -> list[str]:
         raise CheckpointError(f"missing metrics.jsonl in run {path.parent}")
     try:
         lines = [line for line in run_text(path).splitlines() if line.strip()]
-        if all(has_integer_step(json.loads(line)) for line in lines):
+        if all(has_integer_step(json.loads(line, parse_constant=not_a_number)) for line in lines):
             return lines
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         pass
+    except NotFiniteError as error:
+        raise CheckpointError(f"{path} holds {error}: an evaluation that is NaN or infinity is no result") from None
     raise CheckpointError(f"{path} has a line that is not a JSON object with an integer step")
 
 
@@ -262,11 +254,8 @@ def resolve_run(run: str | os.PathLike) -> Path:
 
 
 def run_text(path: Path) -> str:
-    """A text file of a run: its own (not a link to elsewhere) and of a size a run's file can have."""
-    refuse_links(path)
-    if path.is_file() and path.stat().st_size > MAX_TEXT_BYTES:
-        raise CheckpointError(f"{path} is larger than a run's file can be ({MAX_TEXT_BYTES:,} bytes)")
-    return path.read_text()
+    """A text file of a run: its own (not a link to elsewhere), a regular file, of a size a run's file can have."""
+    return read_text(path, MAX_TEXT_BYTES)
 
 
 def read_json(path: Path) -> object:
@@ -308,6 +297,9 @@ class Run:
         config, manifest = read_json(path / "config.json"), read_manifest(path)
         if not isinstance(config, dict) or not {"task", "recipe", "model"} <= config.keys():
             raise CheckpointError(f"{path / 'config.json'} is not a run config: it needs a task, a recipe and a model")
+        name = config.get("model_class")
+        if not isinstance(name, str) or name not in MODEL_CLASSES:
+            raise CheckpointError(f"unknown model class {name!r} in {path / 'config.json'}")
         return cls(path=path, config=config, manifest=manifest)
 
     @property
@@ -350,6 +342,9 @@ class Run:
         ``checkpoint_value`` / ``checkpoint_index``); the last checkpoint when neither is given."""
         if step is not None and index is not None:
             raise CheckpointError("give a step or an index, not both")
+        for what, value in (("step", step), ("index", index)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise CheckpointError(f"a checkpoint's {what} must be an integer, got {value!r}")
         if not self.manifest:
             raise CheckpointError(f"run {self.path} has no checkpoints")
         if step is not None:
@@ -384,6 +379,9 @@ class Run:
         """The model at a checkpoint, with its sha256 verified and its shapes checked against the config."""
         entry = self.entry(step, index)
         weights = load_tensors(self.checkpoint_path(entry), entry["sha256"])
+        for name, tensor in weights.items():  # a NaN weight would make every probe's number NaN, or a guess
+            if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+                raise CheckpointError(f"weights of step {entry['step']} are not finite (NaN or infinity in {name})")
         model = build_model(self.model_config)
         try:
             model.load_state_dict(weights)

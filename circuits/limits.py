@@ -19,6 +19,9 @@ MAX_SEQUENCES = 10**7  # sequences one command draws (baselines, probes, evaluat
 MAX_STEPS = 10**9  # optimiser steps of a run
 MAX_CHECKPOINTS = 10_000  # checkpoints on a run's schedule (each is a file)
 MAX_TEXT_BYTES = 1 << 26  # a run's JSON file (config, manifest, metrics): 64 MiB, far above 10,000 checkpoints' worth
+MAX_CELLS = 10_000  # runs in one sweep: conditions x grid points x seeds, counted before any is made
+MAX_SPEC_BYTES = 1 << 20  # a sweep's spec.toml: 1 MiB, far above any spec a person writes
+MAX_NAME = 100  # characters of one directory name a spec makes (a condition, a grid key=value)
 MAX_SEED = 2**62  # torch's generators take at most 2^64 - 1; a run's seeds are S, S + 1, S + 2
 
 

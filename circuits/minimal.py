@@ -95,7 +95,10 @@ class MinimalModel(HookedRootModule):
             return logits * causal
         return torch.softmax(logits.masked_fill(~causal, -torch.inf), dim=-1)
 
-    def forward(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos k"]:
+    def forward(self, tokens: Int[Tensor, "batch pos"], return_type: str = "logits") -> Float[Tensor, "batch pos k"]:
+        """The next-token logits; ``return_type`` is TransformerLens's, which tools such as devinterp pass."""
+        if return_type != "logits":
+            raise ValueError(f"the minimal model returns logits only, not {return_type!r}")
         if tokens.dim() != 2 or not 1 <= tokens.shape[1] <= self.cfg.n_ctx:
             raise ValueError(f"tokens must be [batch, pos] with pos in 1..{self.cfg.n_ctx}")
         if tokens.min() < 0 or tokens.max() >= self.cfg.d_vocab:
@@ -113,6 +116,11 @@ class MinimalModel(HookedRootModule):
     def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
         out, cache_dict = super().run_with_cache(*args, **kwargs)
         return out, ActivationCache(cache_dict, self)
+
+    def to(self, *args, print_details: bool = True, **kwargs):
+        """``nn.Module.to``, accepting TransformerLens's ``print_details``: devinterp passes it to every model
+        with a ``cfg.n_heads``, as this one has."""
+        return super().to(*args, **kwargs)
 
 
 def odd_even_gap(v: Tensor) -> float:

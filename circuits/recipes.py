@@ -166,6 +166,9 @@ class MarkovRecipe(Recipe):
         require_int("n_layers", self.n_layers, 1)
         require_at_most("n_layers", self.n_layers, MAX_LAYERS)  # before a tuple of n_layers head counts is made
         if self.heads is not None:
+            if not isinstance(self.heads, tuple) or not all(type(h) is int for h in self.heads):
+                raise ValueError(f"heads must be integers, one per layer (in a spec: heads = [2, 1]), "
+                                 f"got {self.heads!r}")
             return self.heads
         return (max(self.task.n - 1, 1),) + (1,) * (self.n_layers - 1)  # one first-layer head per look-back
 

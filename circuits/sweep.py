@@ -1,202 +1,32 @@
-"""Many runs from one experiment spec: conditions × grid × seeds, each a standard run directory, on a
-local process pool or a Ray cluster, resumable cell by cell.
-
-A spec is a TOML file::
-
-    recipe = "markov"                  # markov, minimal or gaussian (the `train` sub-commands)
-    seeds = [0, 1, 2]                  # seed S sets the model, data and eval seeds to S, S+1, S+2
-    description = "free text"          # optional
-    count = "doubly-stochastic"        # optional: summaries count training sequences of this prior only
-
-    [base]                             # recipe and task fields (names as in config.json), for every cell
-    k = 4
-    steps = 2000
-
-    [conditions.doubly-stochastic]     # optional named sets of overrides; none means one condition "base"
-    prior = "doubly-stochastic"
-    [conditions.mixture]
-    prior = "mixture"
-    p = 0.75
-
-    [grid]                             # optional: every combination of these values, in every condition
-    lr = [1e-3, 3e-3]
-
-A cell's directory is ``DIR/<condition>[/<key>=<value>...]/seed-<S>``. A sweep writes its spec into
-``DIR/spec.toml`` (refusing a directory that holds another spec) and a line per finished cell, with its
-wall time, into ``DIR/sweep.jsonl``; the run directories themselves hold nothing that depends on the
-machine or the clock, so every backend writes the same bytes.
-"""
+"""Many runs from one experiment spec (``circuits/sweep_spec.py``), each a standard run directory, on a
+local process pool or a Ray cluster, resumable cell by cell. A cell's directory is
+``DIR/<condition>[/<key>=<value>...]/seed-<S>``; the sweep writes its spec into ``DIR/spec.toml`` and a line
+per finished cell, with its wall time, into ``DIR/sweep.jsonl``."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import os
-import re
 import time
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from induction_probes.circuits.config import config_from_options, option_names
-from induction_probes.circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe, recipe_from_json
-from induction_probes.circuits.tasks import PRIOR_NAMES
-
-SWEEP_RECIPES = {recipe.name: recipe for recipe in (MarkovRecipe, MinimalRecipe, GaussianRecipe)}
-SPEC_KEYS = {"recipe", "seeds", "description", "count", "base", "conditions", "grid"}
-SEED_KEYS = ("model_seed", "data_seed", "eval_seed")
-SPEC_FILE, LOG_FILE = "spec.toml", "sweep.jsonl"
-PATH_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._,=+-]*")  # a condition's directory name: never "..", "/" or empty
+from induction_probes.circuits.recipes import recipe_from_json
+from induction_probes.circuits.sweep_spec import (  # noqa: F401 (the sweep's API: spec and running in one import)
+    LOG_FILE, SPEC_FILE, Cell, Spec, SpecError, parse_spec, read_spec,
+)
 
 
-class SpecError(ValueError):
-    """An experiment spec that cannot be run as written."""
 
+def cell_status(path: Path, recipe, root: Path) -> str:
+    """Whether a cell directory of the sweep in ``root`` is new, done or partial, from its own files; a
+    SpecError if it holds another recipe, a CheckpointError if a link sits anywhere on the way below ``root``
+    (a linked condition folder would put a run, or its lock, outside the sweep)."""
+    from induction_probes.circuits.untrusted import refuse_links_below
 
-@dataclass(frozen=True)
-class Cell:
-    """One run of a sweep: its condition (with grid values), seed and recipe."""
-
-    condition: str
-    seed: int
-    recipe: Any
-
-    @property
-    def relative_path(self) -> str:
-        return f"{self.condition}/seed-{self.seed}"
-
-    def describe(self) -> str:
-        return f"{self.condition} seed {self.seed}"
-
-
-@dataclass(frozen=True)
-class Spec:
-    recipe: str
-    seeds: tuple[int, ...]
-    base: dict
-    conditions: dict[str, dict]
-    grid: dict[str, list]
-    text: str
-    description: str = ""
-    count: str | None = None
-
-    def grid_points(self) -> list[dict]:
-        return [dict(zip(self.grid, values)) for values in itertools.product(*self.grid.values())]
-
-    def condition_names(self) -> list[str]:
-        return [condition_label(name, point) for name in self.conditions for point in self.grid_points()]
-
-    def cells(self) -> list[Cell]:
-        """Every cell in a fixed order: condition, then grid point, then seed."""
-        recipe_class = SWEEP_RECIPES[self.recipe]
-        cells = []
-        for name, overrides in self.conditions.items():
-            for point in self.grid_points():
-                for seed in self.seeds:
-                    options = dict(zip(SEED_KEYS, (seed, seed + 1, seed + 2))) | self.base | overrides | point
-                    label = condition_label(name, point)
-                    try:
-                        recipe = config_from_options(recipe_class, options)
-                    except ValueError as error:
-                        raise SpecError(f"condition {label}: {error}") from None
-                    cells.append(Cell(label, seed, recipe))
-        check_distinct(cells)
-        return cells
-
-
-def condition_label(name: str, grid_point: dict) -> str:
-    """The condition's directory below the sweep: its name, then one ``key=value`` per grid entry; each
-    part a plain name (letters, digits, ``._,=+-``), so that no cell can land outside the sweep."""
-    as_text = lambda value: ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)  # noqa: E731
-    parts = [name, *(f"{key}={as_text(value)}" for key, value in grid_point.items())]
-    bad = [part for part in parts if not PATH_PART.fullmatch(part) or part in (SPEC_FILE, LOG_FILE)]
-    if bad:
-        raise SpecError(f"{bad[0]!r} cannot name a directory of the sweep: use letters, digits and ._,=+- "
-                        "(not starting with a dot or a sign)")
-    return "/".join(parts)
-
-
-def check_distinct(cells: list[Cell]) -> None:
-    """Two cells with one directory, or one recipe under two names, would train one run twice."""
-    seen: dict = {}
-    for cell in cells:
-        for key in (cell.relative_path, cell.recipe):
-            if key in seen:
-                raise SpecError(f"cells {seen[key].relative_path} and {cell.relative_path} are the same run; "
-                                "remove the repeated condition or grid value")
-            seen[key] = cell
-
-
-def tomlish(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
-
-
-def parse_spec(text: str, source: str = "spec") -> Spec:
-    """The spec in ``text``; every mistake is a :class:`SpecError` naming it."""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise SpecError(f"{source} is not valid TOML: {error}") from None
-    unknown = sorted(set(raw) - SPEC_KEYS)
-    if unknown:
-        raise SpecError(f"{source}: unknown keys {', '.join(unknown)} (a spec has {', '.join(sorted(SPEC_KEYS))})")
-    if raw.get("recipe") not in SWEEP_RECIPES:
-        raise SpecError(f"{source}: recipe must be one of {', '.join(SWEEP_RECIPES)}, got {raw.get('recipe')!r}")
-    seeds = raw.get("seeds")
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
-        raise SpecError(f"{source}: seeds must be a non-empty list of integers >= 0")
-    if len(set(seeds)) != len(seeds):
-        raise SpecError(f"{source}: seeds repeat")
-    if raw.get("count") is not None and raw["count"] not in PRIOR_NAMES:
-        raise SpecError(f"{source}: count must name a prior ({', '.join(PRIOR_NAMES)}), got {raw['count']!r}")
-    tables = {key: raw.get(key, {}) for key in ("base", "conditions", "grid")}
-    for key, table in tables.items():
-        if not isinstance(table, dict):
-            raise SpecError(f"{source}: [{key}] must be a table")
-    conditions = tables["conditions"] or {"base": {}}
-    if not all(isinstance(overrides, dict) for overrides in conditions.values()):
-        raise SpecError(f"{source}: each [conditions.NAME] must be a table of overrides")
-    if not all(isinstance(values, list) and values for values in tables["grid"].values()):
-        raise SpecError(f"{source}: each [grid] entry must be a non-empty list of values")
-    known = set(option_names(SWEEP_RECIPES[raw["recipe"]])) - set(SEED_KEYS)
-    for where, names in [("base", tables["base"]), ("grid", tables["grid"])] + [
-        (f"conditions.{name}", overrides) for name, overrides in conditions.items()
-    ]:
-        wrong = sorted(set(names) - known)
-        if wrong:
-            hint = " (seeds come from `seeds`)" if set(wrong) & set(SEED_KEYS) else ""
-            raise SpecError(f"{source}: [{where}] has keys the {raw['recipe']} recipe does not know: {', '.join(wrong)}{hint}")
-    spec = Spec(
-        recipe=raw["recipe"],
-        seeds=tuple(seeds),
-        base={key: tomlish(value) for key, value in tables["base"].items()},
-        conditions={name: {key: tomlish(v) for key, v in overrides.items()} for name, overrides in conditions.items()},
-        grid={key: [tomlish(v) for v in values] for key, values in tables["grid"].items()},
-        text=text,
-        description=str(raw.get("description", "")),
-        count=raw.get("count"),
-    )
-    spec.cells()  # every cell's recipe is checked before anything runs
-    return spec
-
-
-def read_spec(path: str | Path) -> Spec:
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as error:
-        raise SpecError(f"cannot read spec {path}: {error}") from None
-    return parse_spec(text, str(path))
-
-
-# --- running cells ------------------------------------------------------------------------------------
-
-
-def cell_status(path: Path, recipe) -> str:
-    """Whether a cell directory is new, done or partial; a SpecError if it holds another recipe."""
+    refuse_links_below(root, path, why="a sweep reads and writes only inside its own directory")
     config_path = path / "config.json"
-    if not config_path.is_file():
+    if not config_path.exists():
         return "new"
     from induction_probes.circuits.train import saved_recipe
 
@@ -221,7 +51,7 @@ def run_cell(root: str, cell_json: dict) -> dict:
     a failure is reported in the result so that it never takes the other cells down."""
     import torch
 
-    from induction_probes.circuits.train import train_run
+    from induction_probes.circuits.train import RunLocked, train_run
 
     torch.set_num_threads(1)
     started = time.perf_counter()
@@ -229,10 +59,14 @@ def run_cell(root: str, cell_json: dict) -> dict:
     path = Path(root) / cell_json["path"]
     result = {"cell": cell_json["path"], "status": "", "seconds": 0.0, "error": None}
     try:
-        status = cell_status(path, recipe)
+        status = cell_status(path, recipe, Path(root))
+        if status == "done":  # finished by another sweep since this one looked
+            return result | {"status": "skipped"}
         run = train_run(recipe if status == "new" else None, path, resume=status == "partial", progress=False)
         final_kl = run.metrics()[-1].get("last_token_kl", {}).get("true")
         result |= {"status": "trained" if status == "new" else "resumed", "final_kl": final_kl}
+    except RunLocked:  # another sweep (or trainer) is training it now: its status is that one's to report
+        result |= {"status": "busy", "error": "another process is training this cell"}
     except Exception as error:  # noqa: BLE001 -- reported per cell, the sweep goes on
         result |= {"status": "failed", "error": f"{type(error).__name__}: {error}".splitlines()[0]}
     return result | {"seconds": round(time.perf_counter() - started, 2)}
@@ -253,8 +87,9 @@ def prepare(spec: Spec, out: Path) -> None:
     from induction_probes.circuits.checkpoint import write_atomic  # torch comes with it: not needed to parse a spec
 
     saved = out / SPEC_FILE
-    if saved.is_file():
-        if parse_spec(saved.read_text(), str(saved)).cells() != spec.cells():
+    if saved.exists() or saved.is_symlink():  # a pipe or a link there too: read_spec says why it is refused
+        # the same cells in any order (seeds listed anew, say) are the same sweep
+        if set(read_spec(saved, out).cells()) != set(spec.cells()):
             raise SpecError(f"{out} holds another sweep (its {SPEC_FILE} differs); choose another --out")
         write_atomic(saved, spec.text.encode())  # the same cells: a new description or count is taken up
         return
@@ -265,29 +100,76 @@ def prepare(spec: Spec, out: Path) -> None:
 
 
 def local_results(root: Path, cells: list[dict], workers: int):
-    """Run cells on a pool of ``workers`` processes (spawned: a clean torch in each), yielding results
-    as they finish."""
+    """Run cells on a pool of ``workers`` processes (spawned: a clean torch in each), yielding results as
+    they finish. A worker that dies (killed, out of memory) breaks the whole pool: the cells whose files
+    it never touched are queued again on a fresh pool (at most twice each), the others failed."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(run_cell, str(root), cell): cell for cell in cells}
-        for future in as_completed(futures):
-            try:
-                yield future.result()
-            except Exception as error:  # noqa: BLE001 -- a worker that died (killed, out of memory)
-                yield died(futures[future], error)
+    queue, tries = list(cells), dict.fromkeys((cell["path"] for cell in cells), 0)
+    while queue:
+        before = {cell["path"]: fingerprint(root / cell["path"]) for cell in queue}
+        broken = []
+        with ProcessPoolExecutor(min(workers, len(queue)), mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(run_cell, str(root), cell): cell for cell in queue}
+            for future in as_completed(futures):
+                try:
+                    yield future.result()
+                except Exception as error:  # noqa: BLE001 -- run_cell never raises: its worker died
+                    broken.append((futures[future], error))
+        queue = []
+        for cell, error in broken:
+            tries[cell["path"]] += 1
+            if fingerprint(root / cell["path"]) == before[cell["path"]] and tries[cell["path"]] <= 2:
+                queue.append(cell)
+            else:
+                yield died(cell, error)
 
 
-def ray_results(root: Path, cells: list[dict], workers: int, address: str | None):
+def fingerprint(path: Path) -> list[tuple]:
+    """Every file below ``path`` with its size and modification time (links not followed): what a worker
+    changes as soon as it starts a cell."""
+    found = []
+    for folder, _, files in os.walk(path):
+        for name in files:
+            status = os.lstat(os.path.join(folder, name))
+            found.append((os.path.join(folder, name), status.st_size, status.st_mtime_ns))
+    return sorted(found)
+
+
+RAY_CONNECT_SECONDS = 10  # to reach a cluster's address before Ray's own, much longer, retries begin
+
+
+def ray_address_answers(address: str) -> None:
+    """Refuse a ``host:port`` (or ``ray://host:port``) where nothing listens, within seconds: ``ray.init``
+    itself retries such an address for minutes. Other forms (``auto``) are left to Ray."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_SECONDS).close()
+    except OSError as error:
+        raise SpecError(f"no Ray cluster answers at {address} ({error.strerror or error}): start one with "
+                        "`ray start --head`, or leave out --address for a local instance") from None
+
+
+def ray_results(root: Path, cells: list[dict], workers: int, address: str | None, report=print):
     """Run cells as Ray tasks of one CPU each: on the cluster at ``address``, or on a local Ray instance
-    of ``workers`` CPUs. Every node must see ``root`` at the same path (a shared filesystem)."""
+    of ``workers`` CPUs, bound to this machine's loopback address only. Every node must see ``root`` at the
+    same path (a shared filesystem)."""
+    if address is None:
+        # Ray takes this machine's network address for a node unless clusters are off, as on macOS: then its
+        # head, its workers and the processes they start listen on the loopback address only
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
         import ray
     except ImportError:
         raise SpecError("the ray backend needs Ray: pip install 'induction-probes[ray]'") from None
     if address is None:
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+        context = ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+        report(f"a local Ray instance at {context.address_info['gcs_address']} (this machine only)")
     else:
         ray.init(address=address, log_to_driver=False)
     try:
@@ -304,6 +186,15 @@ def ray_results(root: Path, cells: list[dict], workers: int, address: str | None
         ray.shutdown()
 
 
+def already_done(out: Path, cell: dict, recipe) -> bool:
+    """Whether a cell is finished; a cell that cannot be looked at (a link on its way) goes to its worker,
+    which reports why, in that cell's line, while the others run."""
+    try:
+        return cell_status(out / cell["path"], recipe, out) == "done"
+    except ValueError:
+        return False
+
+
 def run_sweep(spec: Spec, out: str | Path, *, workers: int = 1, backend: str = "local", address: str | None = None,
               report=print) -> list[dict]:
     """Train every cell of ``spec`` under ``out``; finished cells are skipped, interrupted ones resumed.
@@ -314,11 +205,13 @@ def run_sweep(spec: Spec, out: str | Path, *, workers: int = 1, backend: str = "
         raise SpecError(f"workers must be an integer >= 1, got {workers!r}")
     if address is not None and backend != "ray":
         raise SpecError("--address is for the ray backend")
+    if address is not None:
+        ray_address_answers(address)  # before the folder is claimed or Ray imported: one line, in seconds
     out = Path(out).resolve()  # every worker, on every node, must find the same directory
     prepare(spec, out)
     cells = [cell_json(cell) for cell in spec.cells()]
     recipes = {cell.relative_path: cell.recipe for cell in spec.cells()}
-    done = [cell for cell in cells if cell_status(out / cell["path"], recipes[cell["path"]]) == "done"]
+    done = [cell for cell in cells if already_done(out, cell, recipes[cell["path"]])]
     todo = [cell for cell in cells if cell not in done]
     skipped = ({"cell": cell["path"], "status": "skipped", "seconds": 0.0, "error": None} for cell in done)
     if not todo:
@@ -326,7 +219,7 @@ def run_sweep(spec: Spec, out: str | Path, *, workers: int = 1, backend: str = "
     elif backend == "local":
         trained = local_results(out, todo, min(workers, len(todo)))
     else:
-        trained = ray_results(out, todo, workers, address)
+        trained = ray_results(out, todo, workers, address, report)
     finished: dict[str, dict] = {}
     started = time.perf_counter()
     # a journal for people, appended to; O_NOFOLLOW: a link planted at its name is refused, not followed
@@ -343,7 +236,7 @@ def run_sweep(spec: Spec, out: str | Path, *, workers: int = 1, backend: str = "
 def progress_line(result: dict, n_done: int, n_cells: int, n_skipped: int, elapsed: float) -> str:
     """One line per finished cell; the time left is extrapolated from the cells trained so far."""
     line = f"[{n_done}/{n_cells}] {result['cell']}: {result['status']}"
-    if result["status"] == "failed":
+    if result["status"] in ("failed", "busy"):
         return f"{line}: {result['error']}"
     if result["status"] != "skipped":
         kl = result.get("final_kl")

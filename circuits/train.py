@@ -187,6 +187,10 @@ def saved_recipe(out: Path) -> Recipe:
         raise CheckpointError(f"invalid recipe in {out / 'config.json'}: {error}") from None
 
 
+class RunLocked(CheckpointError):
+    """Another process holds the run's lock: it is training that run now."""
+
+
 @contextmanager
 def only_writer(out: Path):
     """Hold ``out/lock`` while training, so that a second trainer on the same directory stops at once
@@ -202,7 +206,7 @@ def only_writer(out: Path):
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise CheckpointError(f"another trainer is writing {out}; wait for it to finish or choose another --out") from None
+            raise RunLocked(f"another trainer is writing {out}; wait for it to finish or choose another --out") from None
         yield
 
 

@@ -51,21 +51,43 @@ def transformer_lens_state_dict(model: HookedTransformer) -> dict[str, Tensor]:
 
 
 def load_transformer_lens_state_dict(model: HookedTransformer, state_dict: dict[str, Tensor]) -> None:
-    """Load a TransformerLens-format state dict: its buffers are dropped, and biases the model does not
-    have must be zero (a nonzero one is refused: the model cannot hold it)."""
-    ours = set(model.state_dict())
+    """Load a TransformerLens-format state dict: its buffers (a causal ``mask``) are dropped, and biases
+    the model does not have must be zero (a nonzero one is refused: the model cannot hold it). Every other
+    key, a weight that is not finite and a shape that does not fit are refused in one ValueError."""
+    ours, droppable = model.state_dict(), format_only_names(model.cfg)
     kept = {}
     for name, tensor in state_dict.items():
-        leaf = name.rsplit(".", 1)[-1]
+        if not isinstance(tensor, Tensor):
+            raise ValueError(f"{name} is not a tensor")
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all() and not name.endswith(".IGNORE"):
+            raise ValueError(f"{name} is not finite (NaN or infinity)")
         if name in ours:
+            if tensor.shape != ours[name].shape:
+                raise ValueError(f"{name} has shape {tuple(tensor.shape)}; this model's is {tuple(ours[name].shape)}")
             kept[name] = tensor
-        elif leaf in BUFFERS or (leaf in (*BIASES, "b_U", "b_in", "b_out") and not tensor.any()) or (
-            ".mlp." in name and model.cfg.d_mlp is None and not tensor.any()
-        ):
-            continue
-        else:
+        elif name.endswith(".mask") and name in droppable:
+            causal = torch.ones(model.cfg.n_ctx, model.cfg.n_ctx, dtype=torch.bool).tril()
+            if tensor.shape != causal.shape or not torch.equal(tensor.bool(), causal):
+                raise ValueError(f"{name} is not the causal mask of {model.cfg.n_ctx} positions: "
+                                 "this model cannot hold it")
+        elif name not in droppable or (not name.endswith(".IGNORE") and tensor.any()):
             raise ValueError(f"{name} has no place in this model (nonzero, or unknown); build it with use_bias=True?")
+    missing = sorted(set(ours) - set(kept))
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise ValueError(f"the state dict has no {missing[0]}{more}")
     model.load_state_dict(kept, strict=True)
+
+
+def format_only_names(cfg: HookedTransformerConfig) -> set[str]:
+    """The keys of TransformerLens's format that our model has no parameter for: per attention layer its
+    buffers and biases, the unembedding bias, and the MLP of an attention-only model."""
+    names = {"unembed.b_U"}
+    for layer in range(cfg.n_layers):
+        names |= {f"blocks.{layer}.attn.{leaf}" for leaf in (*BIASES, *BUFFERS)}
+        if cfg.d_mlp is None:
+            names |= {f"blocks.{layer}.mlp.{leaf}" for leaf in ("W_in", "b_in", "W_out", "b_out")}
+    return names
 
 
 def bridge_config(cfg: HookedTransformerConfig):

@@ -60,6 +60,16 @@ def run_with_patterns(model, inputs: Tensor) -> tuple[Tensor, list[Float[Tensor,
     return output, [captured[name] for name in names]
 
 
+def check_pattern(pattern: Tensor, tokens: Tensor | None = None) -> None:
+    """A pattern the scores can read: [batch, head, q, k] with one key per query position (a non-square
+    one has no diagonal to score), and as many positions as ``tokens`` where they are given."""
+    if pattern.dim() != 4 or pattern.shape[-1] != pattern.shape[-2]:
+        raise ValueError(f"an attention pattern is [batch, head, query, key] with as many keys as queries, "
+                         f"got shape {tuple(pattern.shape)}")
+    if tokens is not None and (tokens.dim() != 2 or tuple(tokens.shape) != (pattern.shape[0], pattern.shape[-1])):
+        raise ValueError(f"tokens of shape {tuple(tokens.shape)} do not fit a pattern of shape {tuple(pattern.shape)}")
+
+
 def previous_token_score(pattern: Float[Tensor, "batch head q k"]) -> Float[Tensor, " head"]:
     """Mean over sequences and queries t ≥ 1 of A[t, t − 1].
 
@@ -67,6 +77,7 @@ def previous_token_score(pattern: Float[Tensor, "batch head q k"]) -> Float[Tens
     sum by all T queries, query 0 included although it has no previous token, so on a causal pattern
     it is this score times (T − 1)/T; the two agree where query 0 attends nowhere (strict mask).
     """
+    check_pattern(pattern)
     if pattern.shape[-1] < 2:
         raise ValueError("a previous-token score needs at least 2 positions")
     return torch.diagonal(pattern, offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1))
@@ -97,6 +108,7 @@ def bigram_matching_score(
     With ``skip_first_key`` every row is renormalised over keys j ≥ 1 first, which discounts attention
     that position-0 artefacts (a self-key, a sink) draw onto key 0; key 0 can never match anyway.
     """
+    check_pattern(pattern, tokens)
     match = matching_keys(tokens) if match is None else match  # [batch, q, k]; computed once per layer set
     if skip_first_key:
         rest = pattern[..., 1:]

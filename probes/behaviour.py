@@ -147,8 +147,13 @@ def behaviour(
     logits: Tensor, eval_set: MarkovEvalSet, early: int = ICL_EARLY, late: int = ICL_LATE, window: int = ICL_WINDOW
 ) -> Behaviour:
     """Every behaviour probe from one forward pass's logits on ``eval_set.sample.inputs``, each with its
-    interval over the evaluation sequences."""
+    interval over the evaluation sequences. On sequences too short for the early position, the ICL scores
+    compare the middle position instead, with a window that fits before it, so that a short run is probed,
+    not refused."""
     loss, kl = eval_set.per_position(logits, per_sequence=True)  # [batch, pos] each
+    if early >= 0 and early >= loss.shape[-1] // 2:
+        early = loss.shape[-1] // 2
+        window = min(window, early + 1)
     per_sequence = {"loss": loss.mean(-1), "icl_score": icl_scores(loss, early, late, window),
                     "icl_score_single_position": icl_scores(loss, early, late, 1)}
     per_sequence |= {f"last_token_kl.{name}": values[:, -1] for name, values in kl.items()}

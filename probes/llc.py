@@ -25,8 +25,11 @@ SCALED = {"c": ("blocks.0.attn.W_Q", "blocks.1.attn.W_Q", "blocks.1.attn.W_K"), 
 
 
 def next_token_loss(model, batch: tuple[Tensor]) -> Tensor:
-    """Mean next-token cross-entropy of a batch of sequences [batch, pos]."""
-    return model(batch[0], return_type="loss")
+    """Mean next-token cross-entropy of a batch of sequences [batch, pos], from the logits, so that any model
+    of tokens is sampled the same way (the minimal model returns logits only)."""
+    tokens = batch[0]
+    logits = model(tokens)
+    return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
 
 
 def checkpoint_llc(model, tokens: Tensor, **settings):

@@ -262,9 +262,8 @@ def run_chain(model, loss_fn, data, settings: LLCSettings, chain: int) -> dict:
                     force_loc += sum(float(((p - s) ** 2).sum()) for p, s in zip(params, start))
                     force_data += sum(float((p.grad ** 2).sum()) for p in params if p.grad is not None)
         sampler.step(noise_generator=generator)
-    force_loc *= settings.localization ** 2
-    force_data *= settings.n_beta ** 2
-    ratio = math.sqrt(force_loc / force_data) if force_data > 0 else None  # None: no data force at all
+    # the two forces' ratio, (γ √force_loc) / (nβ √force_data), without squaring γ or nβ (nβ = 1e300 overflows)
+    ratio = settings.localization * math.sqrt(force_loc) / settings.n_beta / math.sqrt(force_data) if force_data > 0 else None
     return {"rises": rises, "diverged_at": None, "force_ratio": ratio}
 
 
@@ -327,14 +326,19 @@ def estimate_llc(model: torch.nn.Module, loss_fn, data: tuple[Tensor, ...], **se
     diverged = [i for i, c in enumerate(chains) if c["diverged_at"] is not None]
     if diverged:
         at = chains[diverged[0]]["diverged_at"]
-        return refused(point, chosen, [f"chain {diverged[0]} diverged: a non-finite loss at step {at}"])
+        return refused(point, chosen, [f"diverged: chain {diverged[0]} reached a non-finite loss at step {at}"])
     rises = torch.tensor([c["rises"] for c in chains], dtype=torch.float64)  # [chain, draw]
+    if not bool(rises.any()):  # every draw is w* itself: the step cannot change a float32 weight
+        return refused(point, chosen, ["never moved: every sampled loss equals the point's (the step size is too "
+                                       "small to change a weight)"])
     ratios = [c["force_ratio"] for c in chains]
     force = None if None in ratios else math.sqrt(sum(r ** 2 for r in ratios) / len(ratios))
     values, problems, flags = diagnose(point, rises, chosen, force)
     per_chain = [chosen.n_beta * float(chain.mean()) for chain in rises]
     mean = sum(per_chain) / len(per_chain)
     std = float(torch.tensor(per_chain).std()) if len(per_chain) > 1 else 0.0
+    if not all(map(math.isfinite, (*per_chain, mean, std))):  # finite draws whose nβ-scaled mean overflows
+        return refused(point, chosen, [f"diverged: the estimate overflows (n_beta {chosen.n_beta:.3g})"])
     return LLCResult(llc=None if problems else mean, llc_std=None if problems else std,
                      llc_stderr=None if problems else std / math.sqrt(len(per_chain)), per_chain=per_chain,
                      init_loss=point["loss"], loss_rise=float(rises.mean()), settings=chosen,

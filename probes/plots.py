@@ -15,6 +15,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["text.parse_math"] = False  # titles hold run names: a "$" in one is text, not mathtext
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
@@ -26,7 +27,7 @@ SEQUENCES_LABEL = "training sequences seen (log scale)"
 
 def theme(style: str = "ticks") -> None:
     """Seaborn's style at a font size that survives a slide (ticks 11 pt, labels 12 pt)."""
-    sns.set_theme(style=style, context="notebook", font_scale=1.1)
+    sns.set_theme(style=style, context="notebook", font_scale=1.1, rc={"text.parse_math": False})
 
 
 def strategy_colour(name: str) -> str:
@@ -137,11 +138,18 @@ def plot_loss_against_baselines(
 def save(fig: plt.Figure, path: Path) -> Path:
     """``fig`` as a PNG at ``path``, laid out tightly unless it chose a layout (a constrained one places
     colour bars that span several axes)."""
+    import io
+
+    from induction_probes.circuits.checkpoint import write_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
     if fig.get_layout_engine() is None:
         fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    png = io.BytesIO()
+    fig.savefig(png, dpi=120, format="png")
     plt.close(fig)
+    # by a rename, as a run's files: a link planted at the figure's name is replaced, never written through
+    write_atomic(path.parent.resolve() / path.name, png.getvalue())
     return path
 
 

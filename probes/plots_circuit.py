@@ -33,7 +33,8 @@ def plot_positional_profiles(profiles_by_step: dict[int, np.ndarray], captions: 
     fig, axes = plt.subplots(1, len(steps), figsize=(4.6 * len(steps), 4), sharey=True, squeeze=False)
     for ax, step in zip(axes[0], steps):
         profile = np.asarray(profiles_by_step[step])
-        ax.bar(range(n_distances), profile[:n_distances], color="tab:purple", label="layer 0, head 0")
+        shown = profile[:n_distances]  # a short run has fewer distances than the window
+        ax.bar(range(len(shown)), shown, color="tab:purple", label="layer 0, head 0")
         ax.axhline(1 / len(profile), color="grey", ls="--", lw=1.2, label=f"uniform (1/{len(profile)})")
         ax.set_title(captions[step], fontsize=11)
         ax.set_xlabel("distance i − j (positions)")
@@ -118,6 +119,7 @@ def plot_attention_heatmaps(patterns_by_step: dict[int, list], tokens, captions:
     theme("white")
     steps = list(patterns_by_step)
     n_layers = len(patterns_by_step[steps[0]])
+    n_pos = min(n_pos, tokens.shape[-1])  # a run's sequences may be shorter than the window shown
     tokens = tokens[:n_pos]
     match = matching_keys(tokens[None])[0].numpy()
     ring_q, ring_k = np.nonzero(match)

@@ -28,7 +28,8 @@ import math
 from pathlib import Path
 
 from induction_probes.circuits.checkpoint import Run
-from induction_probes.circuits.sweep import SPEC_FILE, SpecError, is_finished, read_spec
+from induction_probes.circuits.sweep import SPEC_FILE, SpecError, cell_status, is_finished, read_spec  # noqa: F401
+from induction_probes.circuits.untrusted import require_finite
 from induction_probes.circuits.tasks.markov import closest_strategy, strategy_name
 from induction_probes.probes.attention import bigram_matching_score, positional_profiles, previous_token_score, run_with_patterns
 
@@ -106,8 +107,21 @@ def final_probes(run: Run, n_seqs: int) -> dict:
     return probes
 
 
-def summarize_run(run: Run, count: str | None, probe_seqs: int) -> dict:
+def checked_metrics(run: Run) -> list[dict]:
+    """The run's evaluations, each checked to hold what a summary reads: sequences seen, and a finite
+    KL(s ‖ model) at the last token for the truth and every strategy."""
     metrics = run.metrics()
+    for m in metrics:
+        kl = m.get("last_token_kl")
+        if not isinstance(m.get("sequences_seen"), int) or not isinstance(kl, dict) or "true" not in kl or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in kl.values()):
+            raise SpecError(f"{run.path / 'metrics.jsonl'} step {m['step']}: no sequences_seen or no finite "
+                            "last_token_kl for the truth and the strategies: not an ICL-MC run's evaluation")
+    return metrics
+
+
+def summarize_run(run: Run, count: str | None, probe_seqs: int) -> dict:
+    metrics = checked_metrics(run)
     target = strategy_name(run.task.n)
     closest = [closest_strategy(m["last_token_kl"]) for m in metrics]
     x = run_x(run, count)
@@ -141,9 +155,10 @@ def curves(runs: list[Run], x: list[float]) -> dict:
 
 def summarize_condition(runs: list[Run], count: str | None, probe_seqs: int) -> dict:
     records = [summarize_run(run, count, probe_seqs) for run in runs]
-    steps = {tuple(m["step"] for m in run.metrics()) for run in runs}
+    steps = {tuple((m["step"], tuple(m["last_token_kl"])) for m in run.metrics()) for run in runs}
     if len(steps) != 1:
-        raise SpecError(f"the runs of {runs[0].path.parent} have different checkpoint steps: they cannot be averaged")
+        raise SpecError(f"the runs of {runs[0].path.parent} have different checkpoint steps or strategies: "
+                        "they cannot be averaged")
     reached = [r["transition"] for r in records if r["transition"] is not None]
     summary = {
         "n_seeds": len(runs),
@@ -167,28 +182,32 @@ def summarize_sweep(root: str | Path, *, count: str | None = None, probe_seqs: i
     """The summary of the finished cells of the sweep in ``root`` (JSON-ready: no NaN, no tensors);
     ``count`` defaults to the spec's own."""
     root = Path(root)
-    if not (root / SPEC_FILE).is_file():
+    if not (root / SPEC_FILE).exists():
         raise SpecError(f"{root} is not a sweep directory (it has no {SPEC_FILE})")
-    spec = read_spec(root / SPEC_FILE)
+    spec = read_spec(root / SPEC_FILE, root)
     if spec.recipe not in ("markov", "minimal"):
         raise SpecError(f"summaries follow the ICL-MC strategy phases; this sweep trains {spec.recipe} runs")
     count = count if count is not None else spec.count
+    cells: dict[str, list] = {}
+    for cell in spec.cells():
+        cells.setdefault(cell.condition, []).append(cell)
     conditions, missing = {}, []
-    for name in spec.condition_names():
-        paths = [root / name / f"seed-{seed}" for seed in spec.seeds]
-        finished = [Run.open(path) for path in paths if is_finished(path)]
-        missing += [str(path.relative_to(root)) for path in paths if not is_finished(path)]
-        if finished:
-            conditions[name] = summarize_condition(finished, count, probe_seqs)
+    for name, group in cells.items():
+        # a cell counts only if its own files say it is this spec's cell, finished (a run of another
+        # recipe, or a link on the way, is refused by cell_status)
+        done = [root / c.relative_path for c in group if cell_status(root / c.relative_path, c.recipe, root) == "done"]
+        missing += [c.relative_path for c in group if root / c.relative_path not in done]
+        if done:
+            conditions[name] = summarize_condition([Run.open(path) for path in done], count, probe_seqs)
     if not conditions:
         raise SpecError(f"no cell of the sweep in {root} has finished yet: run the sweep first")
     from induction_probes.circuits.paths import portable
     from induction_probes.probes.sweep_statistics import add_statistics
 
-    return add_statistics({
+    return require_finite(add_statistics({
         "sweep": portable(root),
         "description": spec.description,
         "x_axis": f"training sequences of the {count} prior" if count else "training sequences seen",
         "unfinished": missing,
         "conditions": conditions,
-    })
+    }), "the summary's value at ")

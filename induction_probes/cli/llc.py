@@ -85,6 +85,7 @@ def run_llc(args: argparse.Namespace) -> str:
     metrics = {m["step"]: m for m in run.metrics()}
     estimates = [{"step": step, "sequences_seen": metrics[step]["sequences_seen"], "closest": closest(metrics[step])}
                  | checkpoint_llc(run.load(step=step), tokens, **settings).to_json() for step in steps]
+    refuse_broken_sampler(estimates)
     construction = construction_estimates(run.task.k, run.task.seq_len, tokens, **settings)
     calibration = {"settings": settings, "cases": calibrate(**settings)}
     figures = plot(run, estimates, construction, args.plot) if args.plot else []
@@ -93,6 +94,18 @@ def run_llc(args: argparse.Namespace) -> str:
             "settings": settings, "calibration": calibration, "checkpoints": estimates, "construction": construction})
     lines = [text(run, settings, estimates, construction, calibration), *figure_lines(figures)]
     return "\n".join(lines)
+
+
+SAMPLER_FAILURES = ("diverged", "never moved")  # problems of the sampler itself, not of the point
+
+
+def refuse_broken_sampler(estimates: list[dict]) -> None:
+    """A diverged or frozen sampler has no estimate to report at any point: one line with the reason and
+    status 1 (a FloatingPointError), before the construction and the calibration are sampled."""
+    for estimate in estimates:
+        failure = next((p for p in estimate["problems"] if p.startswith(SAMPLER_FAILURES)), None)
+        if failure is not None:
+            raise FloatingPointError(f"the SGLD sampler at step {estimate['step']}: {failure}; change --lr or --n-beta")
 
 
 def setting_cells(settings: dict | None) -> list[str]:

@@ -111,7 +111,9 @@ def write_html_report(run, directory: Path) -> Path:
             f"<title>{html.escape(name)}: report</title><style>{STYLE}</style></head><body>",
             f"<h1>{html.escape(name)}: from phases to circuit</h1>", *sections, "</body></html>",
         ])
+    from induction_probes.circuits.checkpoint import write_atomic
+
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}_report.html"
-    path.write_text(page, encoding="utf-8")
+    path = directory.resolve() / f"{name}_report.html"  # the user's folder may be a link; nothing below it is
+    write_atomic(path, page.encode("utf-8"))  # a rename: a link planted at the page's name is replaced, not followed
     return path

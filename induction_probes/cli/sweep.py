@@ -48,11 +48,15 @@ def run_sweep_command(args: argparse.Namespace) -> str:
                             report=lambda line: print(line, file=sys.stderr, flush=True))
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"interrupted: run the same command again to continue the sweep in {args.out}") from None
-    counts = {status: sum(r["status"] == status for r in results) for status in ("trained", "resumed", "skipped", "failed")}
+    counts = {status: sum(r["status"] == status for r in results)
+              for status in ("trained", "resumed", "skipped", "busy", "failed")}
     line = f"sweep {args.out}: {len(results)} cells, " + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
-    if counts["failed"]:
-        failed = ", ".join(r["cell"] for r in results if r["status"] == "failed")
-        raise SomeCellsFailed(f"{line}; failed: {failed} (their errors are above and in {args.out / 'sweep.jsonl'})")
+    if counts["failed"] or counts["busy"]:
+        failed = ", ".join(r["cell"] for r in results if r["status"] == "failed") or "none"
+        busy = ", ".join(r["cell"] for r in results if r["status"] == "busy")
+        busy = f"; trained by another process now (run again once it is done): {busy}" if busy else ""
+        journal = args.out / "sweep.jsonl"
+        raise SomeCellsFailed(f"{line}; failed: {failed}{busy} (their errors are above and in {journal})")
     return line + f"\nsummarize it with: induction-probes summarize {args.out}"
 
 

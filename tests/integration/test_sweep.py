@@ -196,10 +196,14 @@ def test_links_planted_at_the_sweeps_own_files_are_not_followed(tmp_path):
     run_sweep(spec, out, report=lambda line: None)
     watched = tmp_path / "watched"
     watched.write_text(spec.text)  # a valid spec, so the sweep goes on to write
-    for name in ("spec.toml", "sweep.jsonl"):
-        (out / name).unlink()
-        (out / name).symlink_to(watched)
+    (out / "spec.toml").rename(tmp_path / "saved.toml")
+    (out / "spec.toml").symlink_to(watched)
+    with pytest.raises(SpecError, match="symbolic link"):  # the spec's link is neither read nor written through
+        run_sweep(spec, out, report=lambda line: None)
+    (out / "spec.toml").unlink()
+    (tmp_path / "saved.toml").rename(out / "spec.toml")
+    (out / "sweep.jsonl").unlink()
+    (out / "sweep.jsonl").symlink_to(watched)
     with pytest.raises(OSError):  # the journal refuses its link: one line, status 1, on the command line
         run_sweep(spec, out, report=lambda line: None)
     assert watched.read_text() == spec.text
-    assert not (out / "spec.toml").is_symlink()  # the spec's link was replaced by the rename, not written through

@@ -1,0 +1,227 @@
+"""Sweeps and summaries against a stranger's folder or a careless spec (issue 26): caps checked before
+anything is made, links at any level below the sweep, statuses that are what the cells' own files say,
+summaries that count only this spec's runs and never print a number that is not one."""
+
+import fcntl
+import importlib.util
+import json
+import multiprocessing
+import os
+import socket
+import time
+
+import pytest
+
+from induction_probes.circuits.sweep import SpecError, cell_json, parse_spec, prepare, read_spec, run_cell, run_sweep
+from induction_probes.cli import main
+
+TINY = """
+recipe = "markov"
+seeds = [{seeds}]
+[base]
+k = 2
+seq_len = 8
+steps = {steps}
+batch_size = 4
+eval_seqs = 10
+n_checkpoints = 2
+"""
+
+
+def tiny(seeds="0", steps=2, extra="") -> str:
+    return TINY.format(seeds=seeds, steps=steps) + extra
+
+
+def one_line(argv, capsys, status=2) -> str:
+    assert main(argv) == status
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("induction-probes: error: "), err
+    return err
+
+
+@pytest.mark.parametrize("base, extra, message", [
+    ("", "[grid]\n" + "".join(f"{key} = [{', '.join(str(v) for v in range(1, 2001))}]\n"
+                              for key in ("steps", "eval_seqs", "batch_size")), "above the limit of 10,000"),
+    ("", "[conditions." + "a" * 300 + "]\n", "300 characters"),
+    ('heads = "2,1"', "", "heads = [2, 1]"),
+    ("heads = " + "[" * 5000 + "]" * 5000, "", "nested too deeply"),
+])
+def test_a_spec_that_would_be_too_big_or_is_badly_named_is_refused_at_once(base, extra, message, tmp_path, capsys):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(tiny(extra=extra).replace("k = 2", f"k = 2\n{base}"))
+    started = time.monotonic()
+    assert message in one_line(["sweep", str(spec), "--out", str(tmp_path / "out")], capsys)
+    assert time.monotonic() - started < 10  # the 8-billion-cell grid took 8 GB and 48 s before the cap
+    assert not (tmp_path / "out").exists()  # nothing claimed the folder
+
+
+@pytest.mark.parametrize("n_seeds, message", [(20_000, "above the limit of 10,000"), (200_000, "larger than")])
+def test_many_seeds_are_refused_by_count_or_by_the_size_of_the_spec(n_seeds, message, tmp_path, capsys):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(tiny(seeds=", ".join(map(str, range(n_seeds)))))
+    started = time.monotonic()
+    assert message in one_line(["sweep", str(spec), "--out", str(tmp_path / "out")], capsys)
+    assert time.monotonic() - started < 10  # 200,000 seeds were still parsing after 90 s
+
+
+@pytest.mark.parametrize("command", ["sweep", "summarize"])
+@pytest.mark.parametrize("kind", ["huge", "pipe"])
+def test_a_huge_or_piped_spec_in_the_folder_is_not_read(command, kind, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    if kind == "huge":
+        with open(out / "spec.toml", "wb") as handle:
+            handle.truncate(3 << 30)  # sparse: 3 GB that take no disk
+    else:
+        os.mkfifo(out / "spec.toml")
+    spec = tmp_path / "mine.toml"
+    spec.write_text(tiny())
+    argv = ["sweep", str(spec), "--out", str(out)] if command == "sweep" else ["summarize", str(out)]
+    err = one_line(argv, capsys)
+    assert ("larger than" if kind == "huge" else "not a regular file") in err
+
+
+def test_reordered_seeds_are_the_same_sweep(tmp_path):
+    prepare(parse_spec(tiny(seeds="0, 1, 2")), tmp_path / "out")
+    prepare(parse_spec(tiny(seeds="2, 0, 1")), tmp_path / "out")
+    with pytest.raises(SpecError, match="holds another sweep"):
+        prepare(parse_spec(tiny(seeds="0, 1")), tmp_path / "out")
+
+
+def test_a_linked_condition_or_cell_folder_gets_no_file_not_even_a_lock(tmp_path):
+    spec = parse_spec(tiny())
+    (cell,) = [cell_json(c) for c in spec.cells()]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for linked in ("base", "base/seed-0"):
+        out = tmp_path / f"out-{linked.count('/')}"
+        prepare(spec, out)
+        (out / linked).parent.mkdir(parents=True, exist_ok=True)
+        (out / linked).symlink_to(elsewhere, target_is_directory=True)
+        result = run_cell(str(out), cell)
+        assert result["status"] == "failed" and "symbolic link" in result["error"]
+        assert list(elsewhere.iterdir()) == []
+
+
+def test_the_sweep_writes_nothing_through_a_linked_condition_folder(tmp_path, capsys):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(tiny())
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    prepare(read_spec(spec), out)
+    (out / "base").symlink_to(elsewhere, target_is_directory=True)
+    assert main(["sweep", str(spec), "--out", str(out)]) == 1
+    assert "base/seed-0: failed" in capsys.readouterr().err
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_cell_finished_or_held_by_another_sweep_is_not_failed(tmp_path):
+    spec = parse_spec(tiny())
+    (cell,) = [cell_json(c) for c in spec.cells()]
+    out = tmp_path / "out"
+    prepare(spec, out)
+    assert run_cell(str(out), cell)["status"] == "trained"
+    assert run_cell(str(out), cell)["status"] == "skipped"  # it was AttributeError: 'NoneType' ... model_config
+    other = tmp_path / "other"
+    prepare(parse_spec(tiny(steps=3)), other)
+    (other / "base" / "seed-0").mkdir(parents=True)
+    with open(other / "base" / "seed-0" / "lock", "w") as lock:  # another sweep training the same cell
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = run_cell(str(other), cell_json(parse_spec(tiny(steps=3)).cells()[0]))
+    assert result["status"] == "busy"
+
+
+def test_a_killed_worker_fails_at_most_its_own_cell(tmp_path):
+    spec = parse_spec(tiny(seeds="0, 1, 2, 3", steps=40))
+    killed = []
+
+    def kill_the_worker(line):
+        if not killed:  # after the first cell: the worker is on the second, the others are queued
+            for child in multiprocessing.active_children():
+                os.kill(child.pid, 9)
+                killed.append(child.pid)
+
+    results = run_sweep(spec, tmp_path / "out", report=kill_the_worker)
+    assert killed
+    statuses = [r["status"] for r in results]
+    assert statuses.count("failed") <= 1 and statuses.count("trained") >= 3, results
+    again = run_sweep(spec, tmp_path / "out", report=lambda line: None)
+    assert {r["status"] for r in again} <= {"skipped", "resumed", "trained"}
+
+
+def unused_loopback_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_ray_address_where_nothing_listens_is_one_line_within_a_minute(tmp_path, capsys):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(tiny())
+    started = time.monotonic()
+    address = f"127.0.0.1:{unused_loopback_port()}"
+    err = one_line(["sweep", str(spec), "--out", str(tmp_path / "out"), "--backend", "ray", "--address", address],
+                   capsys)
+    assert time.monotonic() - started < 60 and f"no Ray cluster answers at {address}" in err
+    assert not (tmp_path / "out").exists()  # refused before the folder was claimed
+
+
+@pytest.fixture(scope="module")
+def finished_sweep(tmp_path_factory):
+    """A finished two-seed sweep, trained in this process (each cell through the sweep's own run_cell)."""
+    out = tmp_path_factory.mktemp("sweep") / "out"
+    spec = parse_spec(tiny(seeds="0, 1"))
+    prepare(spec, out)
+    assert [run_cell(str(out), cell_json(c))["status"] for c in spec.cells()] == ["trained", "trained"]
+    return out
+
+
+@pytest.fixture
+def sweep_dir(finished_sweep, tmp_path):
+    import shutil
+
+    shutil.copytree(finished_sweep, tmp_path / "out", symlinks=True)
+    return tmp_path / "out"
+
+
+def edit_metrics(path, edit):
+    lines = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(edit(m)) + "\n" for m in lines))
+
+
+def test_a_summary_counts_only_this_specs_finished_runs(sweep_dir, tmp_path, capsys):
+    assert main(["summarize", str(sweep_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["conditions"]["base"]["n_seeds"] == 2
+    from induction_probes.circuits.recipes import MarkovRecipe
+    from induction_probes.circuits.tasks import MarkovTask
+    from induction_probes.circuits.train import train_run
+
+    cell = sweep_dir / "base" / "seed-1"
+    moved = tmp_path / "moved"
+    cell.rename(moved)
+    cell.symlink_to(moved, target_is_directory=True)  # the same run, linked from outside the sweep
+    assert "symbolic link" in one_line(["summarize", str(sweep_dir)], capsys)
+    cell.unlink()
+    train_run(MarkovRecipe(task=MarkovTask(k=3, seq_len=8), steps=2, batch_size=4, eval_seqs=10, n_checkpoints=2),
+              cell, progress=False)  # a k = 3 run in a k = 2 sweep
+    assert "another recipe" in one_line(["summarize", str(sweep_dir)], capsys)
+
+
+@pytest.mark.parametrize("tamper", ["no kl", "nan", "infinity"])
+def test_tampered_metrics_are_one_line_not_a_number(sweep_dir, tamper, capsys):
+    value = {"nan": float("nan"), "infinity": float("inf")}.get(tamper)
+    edit = (lambda m: {k: v for k, v in m.items() if k != "last_token_kl"}) if tamper == "no kl" else (
+        lambda m: m | {"last_token_kl": m["last_token_kl"] | {"true": value}})
+    edit_metrics(sweep_dir / "base" / "seed-0", edit)
+    for argv in (["summarize", str(sweep_dir)], ["summarize", str(sweep_dir), "--json"]):
+        err = one_line(argv, capsys)
+        assert "metrics.jsonl" in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the ray extra is not installed")
+def test_a_local_ray_instance_listens_on_loopback_only_and_says_where(tmp_path):
+    # not importorskip: Ray must not be imported before the sweep sets how it chooses its address
+    lines = []
+    results = run_sweep(parse_spec(tiny()), tmp_path / "out", backend="ray", report=lines.append)
+    assert [r["status"] for r in results] == ["trained"]
+    assert lines[0].startswith("a local Ray instance at 127.0.0.1:"), lines
