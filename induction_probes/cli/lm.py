@@ -67,6 +67,17 @@ def boot(source, step: int | None, args: argparse.Namespace):
     return model, load_bridge(model, device(args))
 
 
+def title(source, model) -> str:
+    """How a table names what it probed: the model, or the series and the step."""
+    return f"series {source.name}, step {model.step}" if hasattr(source, "checkpoints") else f"model {model.describe()}"
+
+
+def figure_stem(source, model) -> str:
+    """A figure's file name starts with the model's (or series') folder or cache name, and its step."""
+    name = Path(source.name if hasattr(source, "checkpoints") else model.location).name or "model"
+    return name.replace("/", "_") + (f"_step{model.step}" if model.step is not None else "")
+
+
 def header(source, model, args: argparse.Namespace) -> dict:
     """What every JSON answer about a language model starts with."""
     series = getattr(source, "steps", None)
@@ -90,7 +101,7 @@ def run_probe(args: argparse.Namespace, source) -> str:
     if args.json:
         extra = {"text_icl": text_icl.to_json()} if text_icl else {}
         return json_text(header(source, model, args) | {"threshold": args.threshold, **result.to_json(), **extra})
-    return probe_text(model, bridge, result, text_icl, args)
+    return probe_text(source, model, bridge, result, text_icl, args)
 
 
 def read_text_icl(bridge, file: Path):
@@ -115,13 +126,12 @@ def head_rows(scores, marked: set, score: str = "induction") -> list[list]:
     return rows
 
 
-def probe_text(model, bridge, result, text_icl, args: argparse.Namespace) -> str:
+def probe_text(source, model, bridge, result, text_icl, args: argparse.Namespace) -> str:
     scores, loss, n_heads = result.scores, result.loss, bridge.cfg.n_layers * bridge.cfg.n_heads
     induction, previous = scores.above(args.threshold), scores.above(args.threshold, "previous_token")
-    step = f", step {model.step}" if model.step is not None else ""
     shown = min(n_heads, max(TABLE_ROWS, len(induction)))
     lines = [
-        f"model {model.describe()}{step}: {bridge.cfg.n_layers} layers x {bridge.cfg.n_heads} heads",
+        f"{title(source, model)}: {bridge.cfg.n_layers} layers x {bridge.cfg.n_heads} head(s)",
         f"{args.n_seqs} sequences of repeated random tokens, R of {args.length} tokens, seed {args.seed}",
         format_table(["head (by induction)", "induction", "previous-token"], head_rows(scores, set(induction))),
         f"({shown} of {n_heads} heads; * marks induction score >= {args.threshold}; --json has every head)",
@@ -146,8 +156,8 @@ def series_text(source, results: list, args: argparse.Namespace) -> str:
     if args.plot:
         from induction_probes.probes.lm.plots import plot_lm_series
 
-        name = Path(source.name).name or source.name.replace("/", "_")
-        figures = [plot_lm_series(results, name, args.plot / f"{name.replace('/', '_')}_induction_steps.png")]
+        name = Path(source.name).name or "series"
+        figures = [plot_lm_series(results, source.name, args.plot / f"{name}_induction_steps.png")]
     if args.json:
         body = {"threshold": args.threshold, "checkpoints": [r.to_json() for r in results]}
         return json_text(header(source, None, args) | body | {"figures": [str(f) for f in figures]})
@@ -183,24 +193,23 @@ def run_ablate(args: argparse.Namespace, source) -> str:
     if args.plot:
         from induction_probes.probes.lm.plots import plot_lm_ablation
 
-        name = Path(model.location).name + (f"_step{model.step}" if model.step is not None else "")
+        name = figure_stem(source, model)
         figures = [plot_lm_ablation(baseline, results[:TABLE_ROWS], f"{name}: {args.mode} ablation",
                                     args.plot / f"{name}_ablation_{args.mode}.png")]
     if args.json:
         body = {"mode": args.mode, "threshold": args.threshold, "baseline": baseline.to_json(),
                 "ablations": [r.to_json() for r in results], "marked": [heads_text(h) for h in marked]}
         return json_text(header(source, model, args) | body | {"figures": [str(f) for f in figures]})
-    return "\n".join(ablation_lines(model, args, baseline, results, marked) + figure_lines(figures))
+    return "\n".join(ablation_lines(title(source, model), args, baseline, results, marked) + figure_lines(figures))
 
 
-def ablation_lines(model, args: argparse.Namespace, baseline, results: list, marked: list) -> list[str]:
+def ablation_lines(name: str, args: argparse.Namespace, baseline, results: list, marked: list) -> list[str]:
     rows = [["none", baseline.repeated_half, 0.0, "", baseline.icl_score]]
     rows += [[heads_text(r.heads) + (" *" if r.heads in marked else ""), r.loss.repeated_half, r.loss_increase,
               f"{100 * r.gap_removed:.1f}%" if baseline.gap > 0 else "-", r.loss.icl_score]
              for r in results[: max(TABLE_ROWS, len(marked))]]
-    step = f", step {model.step}" if model.step is not None else ""
     lines = [
-        f"model {model.describe()}{step}: {args.mode} ablation on {args.n_seqs} sequences of repeated random tokens "
+        f"{name}: {args.mode} ablation on {args.n_seqs} sequences of repeated random tokens "
         f"(R of {args.length} tokens, seed {args.seed})",
         f"clean model: loss on the first copy {baseline.first_half:.4f}, on the repeat {baseline.repeated_half:.4f} "
         f"(gap {baseline.gap:.4f})",

@@ -186,3 +186,32 @@ def test_probe_json_info_and_one_line_errors_from_the_command_line(models, tmp_p
         code, out, err = cli(capsys, "probe", name)
         assert code == 2 and out == "", err
         assert len(err.strip().splitlines()) == 1 and err.startswith("induction-probes: error: "), err
+
+
+def test_revisions_in_the_local_hugging_face_cache_are_a_checkpoint_series(models, tmp_path):
+    """A cache laid out as huggingface_hub writes it (refs/<revision> holding a commit, snapshots/<commit>/),
+    with Pythia-style revisions step0 and step10 and a main: probed by name, in step order, offline."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    repo = tmp_path / "hub" / "models--local--tiny"
+    for n, revision in enumerate(["step10", "step0", "main"]):
+        commit = f"{n + 1:040x}"
+        shutil.copytree(models["gpt2"] if revision != "step0" else save_model("gpt2", tmp_path / "other", 1),
+                        repo / "snapshots" / commit)
+        (repo / "refs").mkdir(parents=True, exist_ok=True)
+        (repo / "refs" / revision).write_text(commit)
+    code = ("import sys; from induction_probes.cli import main\n"
+            "for argv in (['probe', 'local/tiny', '--all-steps', '--json', '--n-seqs', '2', '--length', '8'],"
+            " ['info', 'local/tiny', '--step', '0'], ['probe', 'local/absent']):\n"
+            "    print('exit', main(argv), flush=True)")
+    env = os.environ | {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert result.stdout.count("exit 0") == 2 and "exit 2" in result.stdout, result.stderr
+    answer = json.loads(result.stdout[: result.stdout.index("exit 0")])
+    assert answer["steps"] == [0, 10] and [c["step"] for c in answer["checkpoints"]] == [0, 10]
+    assert answer["checkpoints"][0]["induction"] != answer["checkpoints"][1]["induction"]  # two different models
+    assert "revision step0" in result.stdout and "local Hugging Face cache" in result.stdout
+    assert "'local/absent'" in result.stderr and "nothing is downloaded" in result.stderr
