@@ -135,11 +135,13 @@ def find_source(name: str) -> ModelSource | Series | None:
 
     if name in shipped_run_names():
         return None
-    revisions = cached_revisions(name)
+    looks_like_path = name.startswith(("/", ".", "~")) or name.count("/") > 1  # never a repository id
+    revisions = None if looks_like_path else cached_revisions(name)
     if revisions is None:
+        shipped = ", ".join(shipped_run_names()) or "none"
         raise LanguageModelError(
-            f"no run directory, shipped run, Hugging Face model directory or model in the local Hugging Face cache "
-            f"is named {name!r}; nothing is downloaded here (fetch it first, e.g. `hf download {name}`)")
+            f"no run directory or shipped run named {name!r} (shipped runs: {shipped}), nor a Hugging Face model "
+            f"directory or a model in the local Hugging Face cache; nothing is downloaded (fetch it first: hf download {name})")
     steps = sorted((int(m.group(1)), ref) for ref in revisions if (m := STEP_FOLDER.fullmatch(ref)))
     if steps:
         return Series(name, tuple(ModelSource(name, revision=ref, step=step) for step, ref in steps))
