@@ -235,7 +235,7 @@ def run_info(args: argparse.Namespace, source) -> str:
     tokenizer = about["tokenizer"]
     lines = [
         f"Hugging Face model {model.describe()}, booted through TransformerBridge",
-        f"architecture {about['architecture']} ({about['model_type']}): {about['n_layers']} layers, {about['n_heads']} heads{kv}, "
+        f"architecture {about['architecture']} ({about['model_type']}): {about['n_layers']} layers, {about['n_heads']} head(s) per layer{kv}, "
         f"d_model {about['d_model']}, d_head {about['d_head']}, vocabulary {about['d_vocab']}, context {about['n_ctx']}, "
         f"positions {about['positional']}",
         f"parameters: {about['parameters']:,} ({about['dtype']})",

@@ -1,4 +1,4 @@
-"""The standard protocols for induction heads in language models (Olsson et al. 2022, §2 and §3).
+"""The standard protocols for induction heads in language models (Olsson et al. 2022).
 
 - :func:`repeated_random_tokens` — sequences [BOS] + R + R, R of L tokens drawn uniformly (with
   replacement) from the model's vocabulary without its special tokens. A model can predict the second
