@@ -141,7 +141,8 @@ def find_source(name: str) -> ModelSource | Series | None:
         shipped = ", ".join(shipped_run_names()) or "none"
         raise LanguageModelError(
             f"no run directory or shipped run named {name!r} (shipped runs: {shipped}), nor a Hugging Face model "
-            f"directory or a model in the local Hugging Face cache; nothing is downloaded (fetch it first: hf download {name})")
+            f"directory or a model in the local Hugging Face cache; nothing is downloaded "
+            f"(fetch it first: hf download {name})")
     steps = sorted((int(m.group(1)), ref) for ref in revisions if (m := STEP_FOLDER.fullmatch(ref)))
     if steps:
         return Series(name, tuple(ModelSource(name, revision=ref, step=step) for step, ref in steps))
@@ -171,11 +172,13 @@ def refuse_linked_files(source: ModelSource) -> None:
     if source.in_cache:
         return
     directory = Path(source.location)
-    for path in [directory / "config.json", *directory.glob("*.safetensors"), *directory.glob("*.safetensors.index.json")]:
+    weights = [*directory.glob("*.safetensors"), *directory.glob("*.safetensors.index.json")]
+    for path in [directory / "config.json", *weights]:
         if path.is_symlink():
             raise LanguageModelError(f"{path} is a symbolic link: a model directory is read through its own files only")
     if not any(directory.glob("*.safetensors")):
-        raise LanguageModelError(f"{directory} has no safetensors weights: only safetensors are loaded (never a pickle)")
+        raise LanguageModelError(f"{directory} has no safetensors weights: only safetensors are loaded "
+                                 "(never a pickle)")
 
 
 def has_tokenizer(source: ModelSource) -> bool:
@@ -227,7 +230,8 @@ def bridge_from_hf(model, tokenizer=None, name: str = "in-memory model"):
         bridge = build_bridge_from_module(model, architecture(model), hf_config=model.config, tokenizer=tokenizer,
                                           model_name=name)
     except (ValueError, KeyError, AttributeError, NotImplementedError, TypeError) as error:
-        raise LanguageModelError(f"TransformerBridge cannot boot {name} ({architecture(model)}): {first_line(error)}") from None
+        message = f"TransformerBridge cannot boot {name} ({architecture(model)}): {first_line(error)}"
+        raise LanguageModelError(message) from None
     return bridge.eval()
 
 

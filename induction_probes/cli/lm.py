@@ -27,10 +27,12 @@ def add_options(parser: argparse.ArgumentParser, ablate: bool = False) -> None:
                        help=f"tokens of R in the repeated random sequences [BOS] + R + R (default {DEFAULT_LENGTH})")
     default = ABLATE_THRESHOLD if ablate else PROBE_THRESHOLD
     what = "share of the induction gap an ablation removes" if ablate else "attention score"
-    group.add_argument("--threshold", type=float, default=default, help=f"mark heads whose {what} reaches this (default {default})")
+    group.add_argument("--threshold", type=float, default=default,
+                       help=f"mark heads whose {what} reaches this (default {default})")
     if not ablate:
         group.add_argument("--text", type=path, metavar="FILE",
-                           help="also the ICL score on this UTF-8 text: loss at token 500 minus token 50 (Olsson et al.)")
+                           help="also the ICL score on this UTF-8 text: loss at token 500 minus token 50 "
+                                "(Olsson et al.)")
 
 
 def language_model(name: str):
@@ -141,8 +143,9 @@ def probe_text(source, model, bridge, result, text_icl, args: argparse.Namespace
         f"ICL score {loss.icl_score:+.4f} (loss at token R[L/2] of the repeat minus its first occurrence)",
     ]
     if text_icl:
-        lines.append(f"text ICL score {text_icl.icl_score:+.4f}: loss at token {text_icl.late} ({text_icl.late_loss:.4f}) "
-                     f"minus token {text_icl.early} ({text_icl.early_loss:.4f}), {text_icl.windows} window(s) of {args.text}")
+        t = text_icl
+        lines.append(f"text ICL score {t.icl_score:+.4f}: loss at token {t.late} ({t.late_loss:.4f}) minus token "
+                     f"{t.early} ({t.early_loss:.4f}), {t.windows} window(s) of {args.text}")
     return "\n".join(lines)
 
 
@@ -168,8 +171,9 @@ def series_text(source, results: list, args: argparse.Namespace) -> str:
                      len(r.scores.above(args.threshold)), r.loss.first_half, r.loss.repeated_half, r.loss.icl_score])
     headers = ["step", "prev-token head", "score", "induction head", "score", f"heads >= {args.threshold}",
                "loss first copy", "loss repeat", "ICL score"]
-    title = f"{source.name}: {len(results)} checkpoints, {args.n_seqs} sequences of repeated random tokens (L = {args.length})"
-    return "\n".join([title, format_table(headers, rows)] + figure_lines(figures))
+    heading = (f"{source.name}: {len(results)} checkpoints, {args.n_seqs} sequences of repeated random tokens "
+               f"(L = {args.length})")
+    return "\n".join([heading, format_table(headers, rows)] + figure_lines(figures))
 
 
 def run_ablate(args: argparse.Namespace, source) -> str:
@@ -183,7 +187,10 @@ def run_ablate(args: argparse.Namespace, source) -> str:
 
     model, bridge = boot(source, args.step, args)
     cfg = bridge.cfg
-    head_sets = [parse_heads(args.heads, cfg.n_layers, lambda layer: cfg.n_heads)] if args.heads else single_heads(bridge)
+    if args.heads is None:
+        head_sets = single_heads(bridge)
+    else:
+        head_sets = [parse_heads(args.heads, cfg.n_layers, lambda layer: cfg.n_heads)]
     tokens = repeated_random_tokens(bridge, args.length, args.n_seqs, args.seed)
     reference = repeated_random_tokens(bridge, args.length, args.n_seqs, args.seed + 1)  # other sequences, same shape
     bar = lambda sets: tqdm(sets, desc="ablating", unit="head set", disable=len(sets) < 2 or None)  # noqa: E731
@@ -218,7 +225,8 @@ def ablation_lines(name: str, args: argparse.Namespace, baseline, results: list,
     if baseline.gap <= 0:
         lines.append("the clean model predicts the repeat no better than the first copy: no induction to remove")
     else:
-        lines.append(f"* removes >= {100 * args.threshold:.0f}% of the gap: {', '.join(heads_text(h) for h in marked) or 'none'}")
+        names = ", ".join(heads_text(h) for h in marked) or "none"
+        lines.append(f"* removes >= {100 * args.threshold:.0f}% of the gap: {names}")
     return lines
 
 
@@ -231,13 +239,14 @@ def run_info(args: argparse.Namespace, source) -> str:
     steps = getattr(source, "steps", None)
     if args.json:
         return json_text({"model": model.describe(), "step": model.step, "steps": steps, **about})
-    kv = f" ({about['n_key_value_heads']} key-value heads)" if about["n_key_value_heads"] not in (None, about["n_heads"]) else ""
+    grouped = about["n_key_value_heads"] not in (None, about["n_heads"])
+    kv = f" ({about['n_key_value_heads']} key-value heads)" if grouped else ""
     tokenizer = about["tokenizer"]
     lines = [
         f"Hugging Face model {model.describe()}, booted through TransformerBridge",
-        f"architecture {about['architecture']} ({about['model_type']}): {about['n_layers']} layers, {about['n_heads']} head(s) per layer{kv}, "
-        f"d_model {about['d_model']}, d_head {about['d_head']}, vocabulary {about['d_vocab']}, context {about['n_ctx']}, "
-        f"positions {about['positional']}",
+        f"architecture {about['architecture']} ({about['model_type']}): {about['n_layers']} layers, "
+        f"{about['n_heads']} head(s) per layer{kv}, d_model {about['d_model']}, d_head {about['d_head']}, "
+        f"vocabulary {about['d_vocab']}, context {about['n_ctx']}, positions {about['positional']}",
         f"parameters: {about['parameters']:,} ({about['dtype']})",
         "tokenizer: " + (f"{tokenizer['class']}, {tokenizer['size']} tokens" if tokenizer
                          else "none (the random-token probes need none; --text needs one)"),

@@ -41,7 +41,9 @@ class HeadAblation:
                 "gap_removed": self.gap_removed if self.baseline.gap > 0 else None}
 
 
-def ablated_loss(model, repeated: RepeatedTokens, heads, mode: str, reference: RepeatedTokens | None, seed: int) -> InductionLoss:
+def ablated_loss(
+    model, repeated: RepeatedTokens, heads, mode: str, reference: RepeatedTokens | None, seed: int
+) -> InductionLoss:
     """:class:`InductionLoss` with ``heads`` ablated together (none: the clean model)."""
     tokens = repeated.tokens.to(model_device(model))
     ref = None if reference is None else reference.tokens.to(tokens.device)
@@ -67,8 +69,10 @@ def run_clean(model, tokens):
         return model(tokens)
 
 
-def ablation_study(model, repeated: RepeatedTokens, head_sets: list[list[tuple[int, int]]], mode: str = "zero",
-                   reference: RepeatedTokens | None = None, seed: int = 0, progress=None) -> tuple[InductionLoss, list[HeadAblation]]:
+def ablation_study(
+    model, repeated: RepeatedTokens, head_sets: list[list[tuple[int, int]]], mode: str = "zero",
+    reference: RepeatedTokens | None = None, seed: int = 0, progress=None,
+) -> tuple[InductionLoss, list[HeadAblation]]:
     """The clean model's :class:`InductionLoss` and each head set's ablation, ranked by how much of the gap
     it removes (largest first). ``reference`` (mean, resample): other repeated random sequences, e.g. the
     same protocol with another seed. ``progress``: wraps the head sets (a tqdm bar)."""

@@ -84,7 +84,8 @@ def evaluate(model, repeated: RepeatedTokens) -> tuple[HeadScores, InductionLoss
         logits, patterns = run_with_patterns(model, part)
         for layer, pattern in enumerate(patterns):
             sums[0][layer] += len(part) * previous_token_score(pattern.double()).cpu()
-            sums[1][layer] += len(part) * repeat_induction_score(pattern.double(), repeated.length, repeated.prefix).cpu()
+            induction = repeat_induction_score(pattern.double(), repeated.length, repeated.prefix)
+            sums[1][layer] += len(part) * induction.cpu()
         loss = loss + per_token_loss(logits, part).sum(0)
     n = tokens.shape[0]
     previous, induction = ([(s / n).tolist() for s in layers] for layers in sums)

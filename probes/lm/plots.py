@@ -63,8 +63,10 @@ def plot_lm_ablation(baseline, results: list, title: str, path: Path) -> Path:
     values = [baseline.repeated_half] + [r.loss.repeated_half for r in results]
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(labels) + 3), 4.4))
     ax.bar(labels, values, color=["0.5"] + ["tab:red"] * len(results))
-    ax.axhline(baseline.first_half, color="tab:blue", ls="--", lw=1.5, label=f"first copy, clean ({baseline.first_half:.2f})")
-    ax.axhline(baseline.repeated_half, color="0.3", ls=":", lw=1.5, label=f"repeat, clean ({baseline.repeated_half:.2f})")
+    ax.axhline(baseline.first_half, color="tab:blue", ls="--", lw=1.5,
+               label=f"first copy, clean ({baseline.first_half:.2f})")
+    ax.axhline(baseline.repeated_half, color="0.3", ls=":", lw=1.5,
+               label=f"repeat, clean ({baseline.repeated_half:.2f})")
     ax.set_xlabel("ablated heads")
     ax.set_ylabel("loss on the repeated copy (nats per token)")
     ax.set_title(title)

@@ -89,7 +89,9 @@ def bos_id(model) -> int | None:
     return value if isinstance(value, int) and 0 <= value < model.cfg.d_vocab else None
 
 
-def repeated_random_tokens(model, length: int = 50, batch: int = 16, seed: int = 0, bos: bool | None = None) -> RepeatedTokens:
+def repeated_random_tokens(
+    model, length: int = 50, batch: int = 16, seed: int = 0, bos: bool | None = None
+) -> RepeatedTokens:
     """``batch`` sequences [BOS] + R + R, R of ``length`` tokens drawn uniformly from :func:`vocabulary`
     with a generator seeded by ``seed`` (the same seed and vocabulary give the same tokens). ``bos``: prepend
     the model's BOS token (default: when it has one), as TransformerLens's ``to_tokens`` does."""
@@ -110,7 +112,9 @@ def repeated_random_tokens(model, length: int = 50, batch: int = 16, seed: int =
     return RepeatedTokens(torch.cat([first, half, half], dim=1), length, prefix)
 
 
-def per_token_loss(logits: Float[Tensor, "batch pos d_vocab"], tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos_1"]:
+def per_token_loss(
+    logits: Float[Tensor, "batch pos d_vocab"], tokens: Int[Tensor, "batch pos"]
+) -> Float[Tensor, "batch pos_1"]:
     """Cross-entropy of each next token: entry t is the loss at token t + 1."""
     log_probs = torch.log_softmax(logits[:, :-1].double(), dim=-1)
     return -log_probs.gather(-1, tokens[:, 1:, None].to(log_probs.device)).squeeze(-1)

@@ -72,7 +72,8 @@ def test_random_tokens_are_seeded_repeat_and_avoid_special_tokens(models):
     bridge = lm.load_bridge(find_source(str(models["llama"])))
     a = lm.repeated_random_tokens(bridge, length=20, batch=50, seed=7)
     b = lm.repeated_random_tokens(bridge, length=20, batch=50, seed=7)
-    assert torch.equal(a.tokens, b.tokens) and not torch.equal(a.tokens, lm.repeated_random_tokens(bridge, 20, 50, 8).tokens)
+    assert torch.equal(a.tokens, b.tokens)
+    assert not torch.equal(a.tokens, lm.repeated_random_tokens(bridge, 20, 50, 8).tokens)
     assert (a.tokens[:, 0] == 1).all()  # the tokenizer's BOS, <s>
     body = a.tokens[:, 1:]
     assert torch.equal(body[:, :20], body[:, 20:])
@@ -182,10 +183,13 @@ def test_probe_json_info_and_one_line_errors_from_the_command_line(models, tmp_p
     broken.mkdir()
     (broken / "config.json").write_text((models["gpt2"] / "config.json").read_text())
     (broken / "model.safetensors").write_bytes(b"\x00" * 64)
-    for name in ("nobody/no-such-model", str(broken)):
-        code, out, err = cli(capsys, "probe", name)
+    text = tmp_path / "text.txt"
+    text.write_text(" ".join(WORDS[3:]))
+    for argv in (["nobody/no-such-model"], [str(broken)], [str(models["llama"]), "--length", "10", "--text", str(text)]):
+        code, out, err = cli(capsys, "probe", *argv)
         assert code == 2 and out == "", err
         assert len(err.strip().splitlines()) == 1 and err.startswith("induction-probes: error: "), err
+    assert "beyond the model's context of 64" in err  # Olsson et al.'s token 500, in a 64-token model
 
 
 def test_revisions_in_the_local_hugging_face_cache_are_a_checkpoint_series(models, tmp_path):
