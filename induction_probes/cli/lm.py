@@ -100,10 +100,18 @@ def run_probe(args: argparse.Namespace, source) -> str:
     model, bridge = boot(source, args.step, args)
     result = probe_model(bridge, model.step, **protocol(args))
     text_icl = read_text_icl(bridge, args.text) if args.text else None
+    figures = []
+    if args.plot:
+        from induction_probes.probes.lm.plots import plot_lm_scores
+
+        stem = figure_stem(source, model)
+        figures = [plot_lm_scores(result.scores, f"{stem}: head scores on repeated random tokens",
+                                  args.plot / f"{stem}_head_scores.png")]
     if args.json:
         extra = {"text_icl": text_icl.to_json()} if text_icl else {}
-        return json_text(header(source, model, args) | {"threshold": args.threshold, **result.to_json(), **extra})
-    return probe_text(source, model, bridge, result, text_icl, args)
+        body = {"threshold": args.threshold, **result.to_json(), **extra, "figures": [str(f) for f in figures]}
+        return json_text(header(source, model, args) | body)
+    return "\n".join([probe_text(source, model, bridge, result, text_icl, args)] + figure_lines(figures))
 
 
 def read_text_icl(bridge, file: Path):

@@ -73,3 +73,22 @@ def plot_lm_ablation(baseline, results: list, title: str, path: Path) -> Path:
     ax.legend(loc="best", fontsize=9)
     plt.setp(ax.get_xticklabels(), rotation=45, ha="right")
     return save(fig, path)
+
+
+def plot_lm_scores(scores, title: str, path: Path) -> Path:
+    """Induction and previous-token scores of every head as two [layer, head] heatmaps on one colour scale."""
+    import numpy as np
+
+    from induction_probes.probes.plots import sns
+
+    theme()
+    n_layers, n_heads = len(scores.induction), len(scores.induction[0])
+    fig, axes = plt.subplots(1, 2, figsize=(2 * max(4.0, 0.45 * n_heads + 2), max(3.2, 0.35 * n_layers + 1.6)))
+    for ax, name, label in zip(axes, ("induction", "previous_token"), ("induction score", "previous-token score")):
+        sns.heatmap(np.array(getattr(scores, name)), ax=ax, vmin=0, vmax=1, cmap="viridis", square=n_heads <= 16,
+                    cbar_kws={"label": "attention"}, annot=n_layers * n_heads <= 64, fmt=".2f")
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        ax.set_title(label)
+    fig.suptitle(title)
+    return save(fig, path)

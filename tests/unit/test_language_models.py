@@ -172,9 +172,11 @@ def cli(capsys, *argv) -> tuple[int, str, str]:
 
 
 def test_probe_json_info_and_one_line_errors_from_the_command_line(models, tmp_path, capsys):
-    code, out, err = cli(capsys, "probe", str(models["llama"]), "--json", "--n-seqs", "3", "--length", "10")
+    argv = ["probe", str(models["llama"]), "--json", "--n-seqs", "3", "--length", "10", "--plot", str(tmp_path)]
+    code, out, err = cli(capsys, *argv)
     assert code == 0, err
     answer = json.loads(out)
+    assert answer["figures"] == [str(tmp_path / "llama_head_scores.png")] and (tmp_path / "llama_head_scores.png").is_file()
     assert len(answer["induction"]) == 2 and len(answer["previous_token"][1]) == 4
     assert answer["first_half_loss"] > 0 and answer["model"] == str(models["llama"])
     code, out, _ = cli(capsys, "info", str(models["llama"]))
