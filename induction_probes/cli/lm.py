@@ -21,27 +21,41 @@ TABLE_ROWS = 12  # heads listed in a table (all of them are in --json)
 
 
 def add_options(parser: argparse.ArgumentParser, ablate: bool = False) -> None:
-    """The options only a language model reads."""
+    """The options only a language model reads. Their defaults are filled in by :func:`language_model`, so
+    that one given for a run of ours is refused instead of ignored."""
     group = parser.add_argument_group("language models (a Hugging Face model directory or cache name)")
-    group.add_argument("--length", type=int, default=DEFAULT_LENGTH,
+    group.add_argument("--length", type=int,
                        help=f"tokens of R in the repeated random sequences [BOS] + R + R (default {DEFAULT_LENGTH})")
     default = ABLATE_THRESHOLD if ablate else PROBE_THRESHOLD
     what = "share of the induction gap an ablation removes" if ablate else "attention score"
-    group.add_argument("--threshold", type=float, default=default,
-                       help=f"mark heads whose {what} reaches this (default {default})")
+    group.add_argument("--threshold", type=float, help=f"mark heads whose {what} reaches this (default {default})")
+    parser.set_defaults(lm_threshold=default)
     if not ablate:
         group.add_argument("--text", type=path, metavar="FILE",
                            help="also the ICL score on this UTF-8 text: loss at token 500 minus token 50 "
                                 "(Olsson et al.)")
 
 
-def language_model(name: str):
-    """The language model (a ``ModelSource`` or ``Series``) that ``name`` names, or None for a run of ours."""
+LM_OPTIONS = ("length", "threshold", "text")
+
+
+def language_model(args: argparse.Namespace):
+    """The language model (a ``ModelSource`` or ``Series``) that ``args.run`` names, with the language-model
+    options' defaults filled in; None for a run of ours, which must not have been given those options."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from induction_probes.circuits.language_models import find_source
 
-    return find_source(name)
+    source = find_source(args.run)
+    given = [name for name in LM_OPTIONS if getattr(args, name, None) is not None]
+    if source is None:
+        if given:
+            raise ValueError(f"--{given[0]} applies to language models only; {args.run} is a run")
+        return None
+    if hasattr(args, "lm_threshold"):
+        args.length = DEFAULT_LENGTH if args.length is None else args.length
+        args.threshold = args.lm_threshold if args.threshold is None else args.threshold
+    return source
 
 
 def device(args: argparse.Namespace) -> str:

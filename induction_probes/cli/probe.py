@@ -43,7 +43,7 @@ def run_probe(args: argparse.Namespace) -> str:
     """Attention and behaviour probes of one checkpoint (default the last) or of every checkpoint."""
     from induction_probes.probes.summary import probe_eval_set, probe_run
 
-    if (model := lm.language_model(args.run)) is not None:
+    if (model := lm.language_model(args)) is not None:
         return lm.run_probe(args, model)
     run = open_hooked_run(args.run)
     if args.all_steps and args.step is not None:
@@ -209,7 +209,7 @@ def run_ablate(args: argparse.Namespace) -> str:
     from induction_probes.probes.ablation import heads_in_layer, parse_heads
     from induction_probes.probes.summary import ablation_study, probe_eval_set, single_heads
 
-    if (model := lm.language_model(args.run)) is not None:
+    if (model := lm.language_model(args)) is not None:
         return lm.run_ablate(args, model)
     run = open_hooked_run(args.run)
     model = run.load(step=args.step)

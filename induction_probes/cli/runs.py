@@ -74,7 +74,7 @@ def final_metrics_text(last: dict) -> str:
 def run_info(args: argparse.Namespace) -> str:
     from induction_probes.circuits.checkpoint import Run
 
-    if (model := lm.language_model(args.run)) is not None:
+    if (model := lm.language_model(args)) is not None:
         return lm.run_info(args, model)
     run = Run.open(args.run)
     text = info_text(run, args.step)

@@ -192,6 +192,8 @@ def test_probe_json_info_and_one_line_errors_from_the_command_line(models, tmp_p
         assert code == 2 and out == "", err
         assert len(err.strip().splitlines()) == 1 and err.startswith("induction-probes: error: "), err
     assert "beyond the model's context of 64" in err  # Olsson et al.'s token 500, in a 64-token model
+    code, _, err = cli(capsys, "probe", "markov-k3", "--length", "5")  # a run of ours: refused, not ignored
+    assert code == 2 and "--length applies to language models only" in err
 
 
 def test_revisions_in_the_local_hugging_face_cache_are_a_checkpoint_series(models, tmp_path):
