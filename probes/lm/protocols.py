@@ -22,7 +22,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from induction_probes.circuits.limits import require_numbers
-from induction_probes.probes.behaviour import icl_score
+from induction_probes.probes.behaviour import single_position_icl_score
 
 TEXT_EARLY, TEXT_LATE = 50, 500  # Olsson et al.'s ICL score: loss at token 500 minus loss at token 50
 
@@ -148,7 +148,8 @@ def induction_loss(mean_loss: Float[Tensor, " pos_1"], length: int, prefix: int 
     first = mean_loss[prefix : prefix + length - 1]  # tokens prefix + 1 .. prefix + L - 1
     second = mean_loss[prefix + length : prefix + 2 * length - 1]  # tokens prefix + L + 1 .. prefix + 2L - 1
     early = prefix + length // 2  # a token of the first copy; the same token L later in the second
-    return InductionLoss(first.mean().item(), second.mean().item(), icl_score(mean_loss, early - 1, early + length - 1))
+    icl = single_position_icl_score(mean_loss, early - 1, early + length - 1)  # Olsson et al.'s: one token each
+    return InductionLoss(first.mean().item(), second.mean().item(), icl)
 
 
 @dataclass(frozen=True)
