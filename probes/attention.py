@@ -83,6 +83,16 @@ def previous_token_score(pattern: Float[Tensor, "batch head q k"]) -> Float[Tens
     return torch.diagonal(pattern, offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1))
 
 
+def repeat_induction_score(pattern: Float[Tensor, "batch head q k"], length: int, prefix: int = 0) -> Float[Tensor, " head"]:
+    """On sequences ``prefix`` tokens + R + R with R of ``length`` tokens: the mean over sequences and the
+    queries i of the second R of A[i, i − L + 1], the attention to the token that followed the current
+    token's first occurrence (Olsson et al. 2022's induction score on repeated random tokens)."""
+    if length < 1 or pattern.shape[-1] != prefix + 2 * length:
+        raise ValueError(f"an induction score needs {prefix} + 2 x {length} positions, the pattern has {pattern.shape[-1]}")
+    queries = torch.arange(prefix + length, prefix + 2 * length, device=pattern.device)
+    return pattern[..., queries, queries - length + 1].mean(dim=(0, -1))
+
+
 def previous_token_scores(patterns: list[Tensor]) -> list[Float[Tensor, " head"]]:
     """Each layer's previous-token scores, one per head (layers may have different head counts)."""
     return [previous_token_score(p) for p in patterns]

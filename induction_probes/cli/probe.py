@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from induction_probes.cli import lm
 from induction_probes.cli.common import add_probe_set_options, add_run_argument, figure_lines, format_table, json_text, provenance, spread_steps
 
 
@@ -15,6 +16,7 @@ def register(commands) -> None:
     probe.add_argument("--step", type=int, help="checkpoint step (default: the last)")
     probe.add_argument("--all-steps", action="store_true", help="probe every checkpoint of the run")
     add_probe_set_options(probe)
+    lm.add_options(probe)
     probe.set_defaults(handler=run_probe)
 
     ablate = commands.add_parser("ablate", help="ablate heads and measure what in-context learning loses")
@@ -23,6 +25,7 @@ def register(commands) -> None:
     ablate.add_argument("--mode", choices=["zero", "mean", "resample"], default="zero", help="default zero")
     ablate.add_argument("--heads", help="heads ablated together, as L.H,L.H (default: each head alone)")
     add_probe_set_options(ablate)
+    lm.add_options(ablate, ablate=True)
     ablate.set_defaults(handler=run_ablate)
 
 
@@ -40,6 +43,8 @@ def run_probe(args: argparse.Namespace) -> str:
     """Attention and behaviour probes of one checkpoint (default the last) or of every checkpoint."""
     from induction_probes.probes.summary import probe_eval_set, probe_run
 
+    if (model := lm.language_model(args)) is not None:
+        return lm.run_probe(args, model)
     run = open_hooked_run(args.run)
     if args.all_steps and args.step is not None:
         raise ValueError("give --step or --all-steps, not both")
@@ -204,6 +209,8 @@ def run_ablate(args: argparse.Namespace) -> str:
     from induction_probes.probes.ablation import heads_in_layer, parse_heads
     from induction_probes.probes.summary import ablation_study, probe_eval_set, single_heads
 
+    if (model := lm.language_model(args)) is not None:
+        return lm.run_ablate(args, model)
     run = open_hooked_run(args.run)
     model = run.load(step=args.step)
     cfg = model.cfg

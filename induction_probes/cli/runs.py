@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from induction_probes.cli import lm
 from induction_probes.cli.common import path, add_output_options, add_run_argument, figure_lines, format_table, json_text, provenance, spread_steps
 
 
@@ -73,6 +74,8 @@ def final_metrics_text(last: dict) -> str:
 def run_info(args: argparse.Namespace) -> str:
     from induction_probes.circuits.checkpoint import Run
 
+    if (model := lm.language_model(args)) is not None:
+        return lm.run_info(args, model)
     run = Run.open(args.run)
     text = info_text(run, args.step)
     if args.json:

@@ -1,0 +1,94 @@
+"""The figure of a language model's checkpoint series: head scores and induction losses over training,
+on the same axes conventions as our runs' figures (probes/plots.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from induction_probes.probes.plots import head_label, plt, save, theme
+
+SHOWN_HEADS = 3  # heads drawn in colour per score: the best at the last step
+
+
+def step_axis(ax, steps: list[int]) -> None:
+    """Training steps on a log scale that keeps step 0 (linear below 1), as Pythia's checkpoints need."""
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlim(0 if min(steps) == 0 else min(steps) / 1.25, max(steps) * 1.25)
+    ax.set_xlabel("training step (log scale, step 0 at the left)")
+
+
+def score_panel(ax, results: list, score: str, title: str) -> None:
+    """Every head's score in grey, the best ``SHOWN_HEADS`` at the last step in colour."""
+    steps = [r.step for r in results]
+    values = [getattr(r.scores, score) for r in results]
+    best = {(layer, head) for layer, head, _ in results[-1].scores.ranked(score)[:SHOWN_HEADS]}
+    for layer, row in enumerate(values[0]):
+        for head in range(len(row)):
+            curve = [v[layer][head] for v in values]
+            shown = (layer, head) in best
+            ax.plot(steps, curve, lw=2 if shown else 0.8, color=None if shown else "0.75", zorder=3 if shown else 1,
+                    label=f"head {head_label(layer, head)}" if shown else None, marker="o" if shown else None, ms=3)
+    step_axis(ax, steps)
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_ylabel("attention score")
+    ax.set_title(title)
+    ax.legend(loc="upper left", fontsize=9)
+
+
+def plot_lm_series(results: list, name: str, path: Path) -> Path:
+    """Induction and previous-token scores of every head, and the loss on each copy of R, against step."""
+    theme()
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+    score_panel(axes[0], results, "induction", "induction score A[i, i-L+1]")
+    score_panel(axes[1], results, "previous_token", "previous-token score A[i, i-1]")
+    steps = [r.step for r in results]
+    axes[2].plot(steps, [r.loss.first_half for r in results], color="tab:blue", lw=2, marker="o", ms=3,
+                 label="first copy of R")
+    axes[2].plot(steps, [r.loss.repeated_half for r in results], color="tab:red", lw=2, marker="o", ms=3,
+                 label="repeated copy (induction loss)")
+    step_axis(axes[2], steps)
+    axes[2].set_ylabel("loss (nats per token)")
+    axes[2].set_title("loss on repeated random tokens")
+    axes[2].legend(loc="best", fontsize=9)
+    fig.suptitle(f"{name}: induction heads over training")
+    return save(fig, path)
+
+
+def plot_lm_ablation(baseline, results: list, title: str, path: Path) -> Path:
+    """The repeated copy's loss with each head set ablated, against the clean model's loss on both copies."""
+    from induction_probes.probes.plots import heads_label
+
+    theme()
+    labels = ["none"] + [heads_label(r.heads) for r in results]
+    values = [baseline.repeated_half] + [r.loss.repeated_half for r in results]
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(labels) + 3), 4.4))
+    ax.bar(labels, values, color=["0.5"] + ["tab:red"] * len(results))
+    ax.axhline(baseline.first_half, color="tab:blue", ls="--", lw=1.5,
+               label=f"first copy, clean ({baseline.first_half:.2f})")
+    ax.axhline(baseline.repeated_half, color="0.3", ls=":", lw=1.5,
+               label=f"repeat, clean ({baseline.repeated_half:.2f})")
+    ax.set_xlabel("ablated heads")
+    ax.set_ylabel("loss on the repeated copy (nats per token)")
+    ax.set_title(title)
+    ax.legend(loc="best", fontsize=9)
+    plt.setp(ax.get_xticklabels(), rotation=45, ha="right")
+    return save(fig, path)
+
+
+def plot_lm_scores(scores, title: str, path: Path) -> Path:
+    """Induction and previous-token scores of every head as two [layer, head] heatmaps on one colour scale."""
+    import numpy as np
+
+    from induction_probes.probes.plots import sns
+
+    theme()
+    n_layers, n_heads = len(scores.induction), len(scores.induction[0])
+    fig, axes = plt.subplots(1, 2, figsize=(2 * max(4.0, 0.45 * n_heads + 2), max(3.2, 0.35 * n_layers + 1.6)))
+    for ax, name, label in zip(axes, ("induction", "previous_token"), ("induction score", "previous-token score")):
+        sns.heatmap(np.array(getattr(scores, name)), ax=ax, vmin=0, vmax=1, cmap="viridis", square=n_heads <= 16,
+                    cbar_kws={"label": "attention"}, annot=n_layers * n_heads <= 64, fmt=".2f")
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        ax.set_title(label)
+    fig.suptitle(title)
+    return save(fig, path)

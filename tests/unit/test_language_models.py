@@ -1,0 +1,225 @@
+"""Language models as probe targets: tiny GPT-2, GPT-NeoX and Llama models built here and saved with
+save_pretrained, booted through TransformerBridge, scored against Hugging Face's own attention weights."""
+
+import json
+import socket
+
+import pytest
+import torch
+from lm_models import VOCAB, WORDS, hf_scores, save_model
+
+from induction_probes import lm
+from induction_probes.circuits.language_models import LanguageModelError, ModelSource, Series, find_source
+from induction_probes.probes.lm.protocols import induction_loss, per_token_loss
+
+ARCHITECTURES = ("gpt2", "neox", "llama")
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """Any attempt to reach the network (a download) fails the test instead of waiting on it."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a language-model test tried to open a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lm")
+    return {name: save_model(name, root / name) for name in ARCHITECTURES}
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_head_scores_equal_those_from_hugging_faces_own_attention_weights(models, architecture):
+    bridge = lm.load_bridge(find_source(str(models[architecture])))
+    repeated = lm.repeated_random_tokens(bridge, length=12, batch=5, seed=3)
+    assert repeated.prefix == (architecture != "gpt2")  # GPT-2's config here has no BOS; NeoX (0) and Llama (1) do
+    previous, induction = hf_scores(models[architecture], repeated.tokens, repeated.length, repeated.prefix)
+    scores = lm.head_scores(str(models[architecture]), repeated)
+    # 1e-4 is the acceptance bound; the same float32 eager attention on both sides gives ~1e-8 here
+    assert torch.allclose(torch.tensor(scores.previous_token, dtype=torch.float64), previous, atol=1e-4)
+    assert torch.allclose(torch.tensor(scores.induction, dtype=torch.float64), induction, atol=1e-4)
+    assert len(scores.induction) == 2 and len(scores.induction[0]) == 4
+
+
+def test_plain_tokens_use_the_issues_formula_and_a_hugging_face_model_is_left_as_it_was(models):
+    from transformers import AutoModelForCausalLM
+
+    half = torch.randint(0, VOCAB, (3, 10), generator=torch.Generator().manual_seed(0))
+    tokens = torch.cat([half, half], dim=1)
+    model = AutoModelForCausalLM.from_pretrained(models["gpt2"], attn_implementation="eager").eval()
+    scores = lm.head_scores(model, tokens)
+    previous, induction = hf_scores(models["gpt2"], tokens, 10, 0)
+    assert torch.allclose(torch.tensor(scores.induction, dtype=torch.float64), induction, atol=1e-4)
+    assert torch.allclose(torch.tensor(scores.previous_token, dtype=torch.float64), previous, atol=1e-4)
+    with torch.no_grad():  # the bridge wrapped a copy: the caller's model still returns its attention weights
+        assert len(model(tokens, output_attentions=True).attentions) == 2
+
+
+def test_tokens_that_do_not_repeat_or_leave_the_vocabulary_are_refused(models):
+    bridge = lm.load_bridge(find_source(str(models["gpt2"])))
+    with pytest.raises(ValueError, match="does not repeat"):
+        lm.head_scores(bridge, torch.arange(20)[None] % VOCAB)
+    with pytest.raises(ValueError, match="vocabulary"):
+        lm.head_scores(bridge, torch.full((1, 8), VOCAB))
+    with pytest.raises(ValueError, match="context"):
+        lm.repeated_random_tokens(bridge, length=40)
+
+
+def test_random_tokens_are_seeded_repeat_and_avoid_special_tokens(models):
+    bridge = lm.load_bridge(find_source(str(models["llama"])))
+    a = lm.repeated_random_tokens(bridge, length=20, batch=50, seed=7)
+    b = lm.repeated_random_tokens(bridge, length=20, batch=50, seed=7)
+    assert torch.equal(a.tokens, b.tokens)
+    assert not torch.equal(a.tokens, lm.repeated_random_tokens(bridge, 20, 50, 8).tokens)
+    assert (a.tokens[:, 0] == 1).all()  # the tokenizer's BOS, <s>
+    body = a.tokens[:, 1:]
+    assert torch.equal(body[:, :20], body[:, 20:])
+    assert set(body.unique().tolist()) <= set(range(3, VOCAB))  # never <unk>, <s> or </s>
+    assert len(body.unique()) > VOCAB - 3 - 5  # 2000 draws from 61 ids reach (nearly) all of them
+    assert lm.vocabulary(bridge).tolist() == list(range(3, VOCAB))
+    assert lm.repeated_random_tokens(bridge, 20, 2, bos=False).prefix == 0
+
+
+def test_induction_loss_reads_the_tokens_it_says():
+    length, prefix = 4, 1  # tokens: BOS, r0 r1 r2 r3, r0 r1 r2 r3; entry t of the loss is token t + 1
+    loss = torch.arange(2 * length + prefix - 1, dtype=torch.float64)  # token t has loss t - 1
+    result = induction_loss(loss, length, prefix)
+    assert result.first_half == pytest.approx((1 + 2 + 3) / 3)  # tokens 2, 3, 4: r1..r3 of the first copy
+    assert result.repeated_half == pytest.approx((5 + 6 + 7) / 3)  # tokens 6, 7, 8: r1..r3 of the repeat
+    assert result.icl_score == pytest.approx(7 - 3)  # token 7 (r2 repeated) minus token 3 (r2)
+
+
+def test_text_icl_score_is_late_minus_early_loss_over_windows(models):
+    from transformers import AutoModelForCausalLM
+
+    words = [WORDS[3 + (i * 7) % (VOCAB - 3)] for i in range(70)]
+    result = lm.text_icl_score(str(models["llama"]), " ".join(words), early=5, late=30)
+    assert result.windows == 2  # 70 words in windows of 30 words after the BOS
+    ids = torch.tensor([[1] + [WORDS.index(w) for w in words[k * 30 : (k + 1) * 30]] for k in range(2)])
+    model = AutoModelForCausalLM.from_pretrained(models["llama"], attn_implementation="eager").eval()
+    with torch.no_grad():
+        losses = per_token_loss(model(ids).logits, ids).mean(0)
+    assert result.icl_score == pytest.approx((losses[29] - losses[4]).item(), abs=1e-5)  # float32 logits, two models
+    with pytest.raises(ValueError, match="tokenizer"):
+        lm.text_icl_score(str(models["gpt2"]), "w3 w4")
+
+
+def test_zero_ablation_through_the_bridge_equals_zeroing_the_heads_slice_in_hugging_face(models):
+    from transformers import AutoModelForCausalLM
+
+    bridge = lm.load_bridge(find_source(str(models["gpt2"])))
+    repeated = lm.repeated_random_tokens(bridge, length=10, batch=4, seed=1)
+    baseline, results = lm.ablation_study(bridge, repeated, [[(1, 2)]], "zero")
+    model = AutoModelForCausalLM.from_pretrained(models["gpt2"], attn_implementation="eager").eval()
+
+    def zero_head(module, inputs):  # c_proj's input is the heads' z side by side, d_head = 8 each
+        z = inputs[0].clone()
+        z[..., 16:24] = 0
+        return (z,)
+
+    handle = model.transformer.h[1].attn.c_proj.register_forward_pre_hook(zero_head)
+    with torch.no_grad():
+        loss = per_token_loss(model(repeated.tokens).logits, repeated.tokens).mean(0)
+    handle.remove()
+    assert results[0].loss.repeated_half == pytest.approx(induction_loss(loss, 10, 0).repeated_half, abs=1e-5)
+    assert results[0].loss.repeated_half != pytest.approx(baseline.repeated_half, abs=1e-6)
+
+
+def test_sources_models_series_and_runs_are_told_apart(models, tmp_path):
+    assert find_source(str(models["neox"])) == ModelSource(str(models["neox"]))
+    assert find_source("markov-k3") is None  # a shipped run of ours
+    for step in (20, 3, 100):
+        save_model("gpt2", tmp_path / f"step_{step}", seed=step)
+    series = find_source(str(tmp_path))
+    assert isinstance(series, Series) and series.steps == [3, 20, 100]
+    with pytest.raises(LanguageModelError, match="no checkpoint at step 7"):
+        series.at(7)
+    with pytest.raises(LanguageModelError, match="nothing is downloaded"):
+        find_source("nobody/no-such-model")
+
+
+def test_unsafe_or_broken_model_directories_are_refused(models, tmp_path):
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "config.json").write_text((models["gpt2"] / "config.json").read_text())
+    (linked / "model.safetensors").symlink_to(models["gpt2"] / "model.safetensors")
+    with pytest.raises(LanguageModelError, match="symbolic link"):
+        lm.load_bridge(find_source(str(linked)))
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    (pickled / "config.json").write_text((models["gpt2"] / "config.json").read_text())
+    (pickled / "pytorch_model.bin").write_bytes(b"not loaded")
+    with pytest.raises(LanguageModelError, match="only safetensors"):
+        lm.load_bridge(find_source(str(pickled)))
+    wider = tmp_path / "wider"  # a config asking for a third layer the weights do not hold
+    wider.mkdir()
+    config = json.loads((models["gpt2"] / "config.json").read_text()) | {"n_layer": 3}
+    (wider / "config.json").write_text(json.dumps(config))
+    (wider / "model.safetensors").write_bytes((models["gpt2"] / "model.safetensors").read_bytes())
+    with pytest.raises(LanguageModelError, match="randomly initialised"):
+        lm.load_bridge(find_source(str(wider)))
+
+
+def cli(capsys, *argv) -> tuple[int, str, str]:
+    from induction_probes.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_probe_json_info_and_one_line_errors_from_the_command_line(models, tmp_path, capsys):
+    argv = ["probe", str(models["llama"]), "--json", "--n-seqs", "3", "--length", "10", "--plot", str(tmp_path)]
+    code, out, err = cli(capsys, *argv)
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["figures"] == [str(tmp_path / "llama_head_scores.png")] and (tmp_path / "llama_head_scores.png").is_file()
+    assert len(answer["induction"]) == 2 and len(answer["previous_token"][1]) == 4
+    assert answer["first_half_loss"] > 0 and answer["model"] == str(models["llama"])
+    code, out, _ = cli(capsys, "info", str(models["llama"]))
+    assert code == 0 and "LlamaForCausalLM" in out and "2 key-value heads" in out
+    broken = tmp_path / "broken"  # a model directory whose weights are not a safetensors file
+    broken.mkdir()
+    (broken / "config.json").write_text((models["gpt2"] / "config.json").read_text())
+    (broken / "model.safetensors").write_bytes(b"\x00" * 64)
+    text = tmp_path / "text.txt"
+    text.write_text(" ".join(WORDS[3:]))
+    for argv in (["nobody/no-such-model"], [str(broken)], [str(models["llama"]), "--length", "10", "--text", str(text)]):
+        code, out, err = cli(capsys, "probe", *argv)
+        assert code == 2 and out == "", err
+        assert len(err.strip().splitlines()) == 1 and err.startswith("induction-probes: error: "), err
+    assert "beyond the model's context of 64" in err  # Olsson et al.'s token 500, in a 64-token model
+    code, _, err = cli(capsys, "probe", "markov-k3", "--length", "5")  # a run of ours: refused, not ignored
+    assert code == 2 and "--length applies to language models only" in err
+
+
+def test_revisions_in_the_local_hugging_face_cache_are_a_checkpoint_series(models, tmp_path):
+    """A cache laid out as huggingface_hub writes it (refs/<revision> holding a commit, snapshots/<commit>/),
+    with Pythia-style revisions step0 and step10 and a main: probed by name, in step order, offline."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    repo = tmp_path / "hub" / "models--local--tiny"
+    for n, revision in enumerate(["step10", "step0", "main"]):
+        commit = f"{n + 1:040x}"
+        shutil.copytree(models["gpt2"] if revision != "step0" else save_model("gpt2", tmp_path / "other", 1),
+                        repo / "snapshots" / commit)
+        (repo / "refs").mkdir(parents=True, exist_ok=True)
+        (repo / "refs" / revision).write_text(commit)
+    code = ("import sys; from induction_probes.cli import main\n"
+            "for argv in (['probe', 'local/tiny', '--all-steps', '--json', '--n-seqs', '2', '--length', '8'],"
+            " ['info', 'local/tiny', '--step', '0'], ['probe', 'local/absent']):\n"
+            "    print('exit', main(argv), flush=True)")
+    env = os.environ | {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert result.stdout.count("exit 0") == 2 and "exit 2" in result.stdout, result.stderr
+    answer = json.loads(result.stdout[: result.stdout.index("exit 0")])
+    assert answer["steps"] == [0, 10] and [c["step"] for c in answer["checkpoints"]] == [0, 10]
+    assert answer["checkpoints"][0]["induction"] != answer["checkpoints"][1]["induction"]  # two different models
+    assert "revision step0" in result.stdout and "local Hugging Face cache" in result.stdout
+    assert "'local/absent'" in result.stderr and "nothing is downloaded" in result.stderr
