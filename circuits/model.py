@@ -20,6 +20,7 @@ Rows are positions and weights multiply from the right (x @ W), as in Transforme
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -225,7 +226,7 @@ class HookedTransformer(TransformerLensInterface, HookedRootModule):
 
     def __init__(self, cfg: HookedTransformerConfig):
         super().__init__()
-        self.cfg = cfg
+        self.cfg = copy.copy(cfg)  # the model's own: its device and hook switches change with the model
         self.embed = nn.Module()
         self.embed.W_E = nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model))
         self.hook_embed = HookPoint()  # [batch, pos, d_model]
@@ -241,7 +242,7 @@ class HookedTransformer(TransformerLensInterface, HookedRootModule):
         if cfg.use_bias:
             self.unembed.b_U = nn.Parameter(torch.zeros(cfg.d_vocab_out))
         self.init_weights()
-        self.to(cfg.torch_dtype)
+        self.to(self.cfg.torch_dtype)
         self.setup()
 
     def init_weights(self) -> None:

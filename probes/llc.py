@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from induction_probes.circuits.devices import model_device, resolve_device
 from induction_probes.circuits.limits import MAX_STEPS, require_at_most
 
 
@@ -91,17 +92,19 @@ def sequences_dataset(tokens: Tensor):
 
 
 def estimate_llc(model, tokens: Tensor, settings: SamplerSettings, step: int = -1,
-                 param_masks: dict | None = None) -> LLCEstimate:
+                 param_masks: dict | None = None, device=None) -> LLCEstimate:
     """The LLC of ``model`` at its current weights, sampling on ``tokens`` [n_seqs, seq_len].
-    ``param_masks`` (devinterp's) restricts the sampler to some parameters."""
+    ``param_masks`` (devinterp's) restricts the sampler to some parameters. The sampler runs on
+    ``device`` (default: where the model is), the model moved there first."""
     from devinterp.slt.llc import llc
 
-    model = model.train()  # devinterp differentiates the loss; no dropout in these models' defaults
+    device = model_device(model) if device is None else resolve_device(device)
+    model = model.to(device).train()  # devinterp differentiates the loss; no dropout in these models' defaults
     with tempfile.TemporaryDirectory(prefix="llc-") as scratch, contextlib.redirect_stderr(io.StringIO()):
         result = llc(
             model, sequences_dataset(tokens), {}, lr=settings.lr, n_beta=settings.inverse_temperature,
             localization=settings.localization, num_chains=settings.chains, num_draws=settings.draws,
-            batch_size=settings.batch_size, init_seed=settings.seed, device="cpu", param_masks=param_masks,
+            batch_size=settings.batch_size, init_seed=settings.seed, device=str(device), param_masks=param_masks,
             output_path=f"{scratch}/samples.zarr",
         )
         trace = torch.as_tensor(result.loss_trace.values, dtype=torch.float64)  # [chain, draw]

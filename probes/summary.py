@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from induction_probes.circuits.checkpoint import Run
+from induction_probes.circuits.devices import model_device, on_cpu
 from induction_probes.circuits.metrics import mse_over_variance
 from induction_probes.circuits.tasks import GaussianTask, MarkovTask
 from induction_probes.circuits.tasks.markov import MarkovEvalSet
@@ -86,7 +87,7 @@ def probe_model(model, eval_set: MarkovEvalSet, step: int = -1, chunk: int = 100
         fraction_with_match=sum(n * m.fraction_with_match for n, _, m, _ in parts) / inputs.shape[0],
         positional_profile=None if W_rel is None else weighted_mean([(n, prof) for n, _, _, prof in parts]),
         behaviour=behaviour(torch.cat(logits), eval_set),
-        progress=None if unmeasurable_reason(model) else progress_measures(model, step),
+        progress=None if unmeasurable_reason(model) else progress_measures(on_cpu(model), step),  # weights only
     )
 
 
@@ -114,10 +115,10 @@ def probe_eval_set(run: Run, n_seqs: int, seed: int) -> MarkovEvalSet:
     return run_task(run, MarkovTask).eval_set(n_seqs, seed)
 
 
-def probe_run(run: Run, eval_set: MarkovEvalSet, steps: list[int] | None = None) -> Iterator[CheckpointProbes]:
-    """Probes of every checkpoint (or of ``steps``), loading one checkpoint at a time."""
+def probe_run(run: Run, eval_set: MarkovEvalSet, steps: list[int] | None = None, device=None) -> Iterator[CheckpointProbes]:
+    """Probes of every checkpoint (or of ``steps``), loading one checkpoint at a time onto ``device``."""
     for step in run.steps if steps is None else steps:
-        yield probe_model(run.load(step=step), eval_set, step)
+        yield probe_model(run.load(step=step, device=device), eval_set, step)
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ def ablation_study(
 ) -> tuple[Behaviour, list[AblationResult]]:
     """The clean model's behaviour and the behaviour with each set of heads ablated."""
     with torch.no_grad():
-        baseline = behaviour(model(eval_set.sample.inputs), eval_set)
+        baseline = behaviour(model(eval_set.sample.inputs.to(model_device(model))).cpu(), eval_set)
     results = [
         AblationResult(heads, mode, behaviour(run_ablated(model, eval_set.sample.inputs, heads, mode, reference_inputs, seed), eval_set))
         for heads in head_sets
@@ -169,9 +170,9 @@ class GaussianProbes:
         return vars(self)
 
 
-def probe_gaussian(run: Run, step: int | None = None, n_seqs: int = 1000, seed: int = 12345) -> GaussianProbes:
+def probe_gaussian(run: Run, step: int | None = None, n_seqs: int = 1000, seed: int = 12345, device=None) -> GaussianProbes:
     task = run_task(run, GaussianTask)
-    model = run.load(step=step)
+    model = run.load(step=step, device=device)
     probe_set = task.eval_set(n_seqs, seed)
     output, patterns = run_with_patterns(model, probe_set.inputs)
     return GaussianProbes(
@@ -183,16 +184,17 @@ def probe_gaussian(run: Run, step: int | None = None, n_seqs: int = 1000, seed: 
 
 
 def gaussian_ablation_study(
-    run: Run, head_sets: list[list[tuple[int, int]]], mode: str, step: int | None = None, n_seqs: int = 1000, seed: int = 12345
+    run: Run, head_sets: list[list[tuple[int, int]]], mode: str, step: int | None = None, n_seqs: int = 1000, seed: int = 12345,
+    device=None,
 ) -> tuple[float, list[tuple[list[tuple[int, int]], float]]]:
     """Relative MSE of a Gaussian-task model at the last position, clean and with each head set ablated
     (the Gaussian counterpart of :func:`ablation_study`, MSE in place of KL)."""
     task = run_task(run, GaussianTask)
-    model = run.load(step=step)
+    model = run.load(step=step, device=device)
     probe_set = task.eval_set(n_seqs, seed)
     reference = task.eval_set(n_seqs, seed + 1).inputs  # other sequences
     with torch.no_grad():
-        baseline = mse_over_variance(model(probe_set.inputs)[:, -1], probe_set.targets)
+        baseline = mse_over_variance(model(probe_set.inputs.to(model_device(model))).cpu()[:, -1], probe_set.targets)
     ablated = [
         (heads, mse_over_variance(run_ablated(model, probe_set.inputs, heads, mode, reference, seed)[:, -1], probe_set.targets))
         for heads in head_sets

@@ -8,7 +8,8 @@ import argparse
 from pathlib import Path
 
 from induction_probes.cli.common import (
-    add_output_options, add_run_argument, figure_lines, format_table, json_text, provenance, seed,
+    add_device_option, add_output_options, add_run_argument, device_of, figure_lines, format_table, json_text, provenance,
+    seed,
 )
 
 
@@ -26,6 +27,7 @@ def register(commands) -> None:
     llc.add_argument("--n-seqs", type=int, default=4096, help="fresh sequences the sampler draws its batches from (default 4096)")
     llc.add_argument("--seed", type=seed, default=12345, help="seed of those sequences and of the sampler (default 12345)")
     add_output_options(llc)
+    add_device_option(llc)
     llc.set_defaults(handler=run_llc)
 
 
@@ -54,8 +56,9 @@ def run_llc(args: argparse.Namespace) -> str:
         raise ValueError(f"run {run.path.name} is not an ICL-MC run: the llc command samples a next-token loss")
     steps = log_spread(run.steps, [run.entry(s)["sequences_seen"] for s in run.steps], args.checkpoints)
     tokens = run.task.eval_set(args.n_seqs, args.seed).inputs
-    estimates = [estimate_llc(run.load(step=step), tokens, settings, step) for step in steps]
-    construction = construction_estimate(run, tokens, settings)
+    device = device_of(args)
+    estimates = [estimate_llc(run.load(step=step, device=device), tokens, settings, step) for step in steps]
+    construction = construction_estimate(run, tokens, settings, device)
     figures = plot(run, estimates, construction, args.plot) if args.plot else []
     if args.json:
         return json_text(provenance(run, steps, args.n_seqs, args.seed) | {
@@ -64,13 +67,13 @@ def run_llc(args: argparse.Namespace) -> str:
     return text(run, settings, estimates, construction) + "".join("\n" + line for line in figure_lines(figures))
 
 
-def construction_estimate(run, tokens, settings):
+def construction_estimate(run, tokens, settings, device=None):
     """Proposition 2.1 (c = 100) on the same sequences with the same settings: a reference point."""
     from induction_probes.circuits.constructions import load_construction, prop21
     from induction_probes.probes.llc import estimate_llc
 
     model = load_construction(*prop21(run.task.k, 100.0, run.task.seq_len, "float32"))
-    return estimate_llc(model, tokens, settings)
+    return estimate_llc(model, tokens, settings, device=device)
 
 
 def text(run, settings, estimates, construction) -> str:
