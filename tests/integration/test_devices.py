@@ -9,6 +9,7 @@ import torch
 from induction_probes.circuits.checkpoint import Run
 from induction_probes.circuits.devices import DeviceError, resolve_device
 from induction_probes.circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.sweep import SpecError, check_placement, place_cells
 from induction_probes.circuits.tasks import GaussianTask, MarkovTask
 from induction_probes.circuits.train import Trainer, eval_chunk_size, train_run
 from induction_probes.cli import main
@@ -91,3 +92,46 @@ def test_a_missing_device_is_one_line_exit_2_and_nothing_is_written(tmp_path, ca
 def test_a_device_torch_does_not_know_is_refused(name, message):
     with pytest.raises(DeviceError, match=message):
         resolve_device(name)
+
+
+SWEEP_SPEC = 'recipe = "markov"\nseeds = [0, 1]\n[base]\nk = 3\nseq_len = 12\nsteps = 4\nbatch_size = 8\neval_seqs = 20\nn_checkpoints = 2\n'
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_a_sweep_asking_for_a_gpu_without_one_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, backend):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SWEEP_SPEC)
+    out = tmp_path / "out"
+    assert main(["sweep", str(spec), "--out", str(out), "--backend", backend, "--gpus-per-cell", "0.25"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "asks for a GPU, but this machine has no CUDA GPU" in err
+    assert not out.exists()
+    assert main(["sweep", str(spec), "--out", str(out), "--device", "cuda:1"]) == 2
+    assert "no CUDA GPU" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize("share, device, message", [
+    (1.5, None, "a fraction in (0, 1] or a whole number"), (-0.25, None, "a fraction"), (float("nan"), None, "a fraction"),
+    (0.5, "cpu", "cannot go with --device cpu"),
+])
+def test_a_gpu_share_that_cannot_be_placed_is_refused(share, device, message):
+    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        check_placement(device, share, 1)
+
+
+def test_the_local_pool_places_cells_on_the_visible_gpus_in_turn():
+    cells = [{"path": f"c{i}"} for i in range(5)]
+    assert [c["device"] for c in place_cells(cells, None, 0.25, 2)] == ["cuda:0", "cuda:1", "cuda:0", "cuda:1", "cuda:0"]
+    assert [c["device"] for c in place_cells(cells, "cpu", 0.0, 0)] == ["cpu"] * 5
+    check_placement("cuda", 2, 4)  # whole GPUs per cell are a share too
+
+
+def test_a_sweep_on_the_cpu_device_writes_the_same_runs_as_one_without(tmp_path):
+    from induction_probes.circuits.sweep import parse_spec, run_sweep
+
+    spec = parse_spec(SWEEP_SPEC)
+    run_sweep(spec, tmp_path / "default", report=lambda line: None)
+    run_sweep(spec, tmp_path / "cpu", report=lambda line: None, device="cpu")
+    for cell in ("base/seed-0", "base/seed-1"):
+        assert run_files(tmp_path / "default" / cell) == run_files(tmp_path / "cpu" / cell)
