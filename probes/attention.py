@@ -145,7 +145,7 @@ def positional_profile(q: Float[Tensor, "batch pos head d_head"], W_rel: Float[T
     q·r_d / sqrt(d_head), averaged over every query in ``q`` (Edelman et al.'s profile, but with the
     query, as the forward pass uses it; their code dots r with the key). All n_ctx distances enter the
     softmax, as in theirs, so the profile is a property of the weights, not of one query position."""
-    scores = torch.einsum("bqhe,hde->bqhd", q, W_rel.detach()) / W_rel.shape[-1] ** 0.5
+    scores = torch.einsum("bqhe,hde->bqhd", q, W_rel.detach().to(q.device)) / W_rel.shape[-1] ** 0.5
     return torch.softmax(scores, dim=-1).mean(dim=(0, 1))
 
 

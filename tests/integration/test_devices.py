@@ -135,3 +135,29 @@ def test_a_sweep_on_the_cpu_device_writes_the_same_runs_as_one_without(tmp_path)
     run_sweep(spec, tmp_path / "cpu", report=lambda line: None, device="cpu")
     for cell in ("base/seed-0", "base/seed-1"):
         assert run_files(tmp_path / "default" / cell) == run_files(tmp_path / "cpu" / cell)
+
+
+MODEL_COMMANDS = [["train", "markov"], ["train", "minimal"], ["train", "gaussian"], ["sweep"], ["probe"], ["ablate"],
+                  ["verify", "prop21"], ["verify", "wang-ih2"], ["verify", "wang-ihn"], ["llc"], ["report"],
+                  ["experiment", "ih4"]]
+
+
+@pytest.mark.parametrize("command", MODEL_COMMANDS, ids=" ".join)
+def test_every_command_that_runs_a_model_offers_device(command, capsys):
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    assert "--device DEVICE" in capsys.readouterr().out
+
+
+def test_a_probe_on_a_missing_device_is_refused_before_it_runs(capsys):
+    assert main(["probe", "markov-k3", "--device", "cuda:3", "--n-seqs", "10"]) == (0 if torch.cuda.device_count() > 3 else 2)
+    assert capsys.readouterr().err.count("\n") == (0 if torch.cuda.device_count() > 3 else 1)
+
+
+def test_device_cpu_probes_and_verifies_the_same_numbers_as_no_device(capsys):
+    for command in (["probe", "markov-k3", "--n-seqs", "50", "--json"], ["verify", "wang-ih2", "--n-seqs", "50", "--json"],
+                    ["ablate", "markov-k3", "--n-seqs", "50", "--json"]):
+        assert main(command) == 0
+        default = capsys.readouterr().out
+        assert main([*command, "--device", "cpu"]) == 0
+        assert capsys.readouterr().out == default
