@@ -77,7 +77,7 @@ class MinimalModel(KnowsItsDevice, HookedRootModule):
 
     def __init__(self, cfg: MinimalConfig):
         super().__init__()
-        self.cfg = copy.copy(cfg)  # the model's own: its device changes with the model
+        cfg = self.cfg = copy.copy(cfg)  # the model's own: its device changes with the model
         self.v = nn.Parameter(torch.full((cfg.n_ctx,), cfg.v_init, dtype=cfg.torch_dtype))
         self.W = nn.Parameter(torch.full((cfg.d_vocab, cfg.d_vocab), cfg.w_init, dtype=cfg.torch_dtype))
         self.blocks = nn.ModuleList([nn.Module(), nn.Module()])

@@ -73,6 +73,8 @@ def test_a_model_knows_its_device(tmp_path):
     assert run.load(step=0).cfg is not model.cfg  # each model owns its config, so moving one moves no other
     trainer = Trainer.create(TINY, writer=None, device="cpu")
     assert trainer.eval_inputs.device.type == "cpu"
+    moved = model.to("meta")  # every machine has torch's meta device: the same bookkeeping as a GPU's
+    assert moved.cfg.device == "meta" and run.load().cfg.device == "cpu"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: cuda is not missing")
@@ -161,3 +163,41 @@ def test_device_cpu_probes_and_verifies_the_same_numbers_as_no_device(capsys):
         default = capsys.readouterr().out
         assert main([*command, "--device", "cpu"]) == 0
         assert capsys.readouterr().out == default
+
+
+def absolute_model(**changes):
+    from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
+
+    cfg = HookedTransformerConfig(**({"n_layers": 2, "d_model": 16, "n_ctx": 40, "d_vocab": 5, "n_heads": 2,
+                                      "positional": "standard", "normalization": "LN", "init_range": 0.1} | changes))
+    return HookedTransformer(cfg)
+
+
+@pytest.mark.parametrize("changes", [{}, {"d_mlp": 32, "use_bias": True}, {"positional": ("none", "relative")}])
+def test_the_fused_attention_gives_the_hooked_path_s_logits(monkeypatch, changes):
+    """Without hooks a causal layer with no positional term runs torch's fused attention; a hook on the
+    pattern (and run_with_cache) forces the eager maths. float32: the two sum in different orders, so they
+    agree to rounding: 1e-6 on logits of size ~1 is a few float32 ulps (measured 2.4e-7); a wrong mask or
+    scale moves them by orders of magnitude more."""
+    model = absolute_model(**changes)
+    tokens = torch.randint(0, 5, (8, 40), generator=torch.Generator().manual_seed(0))
+    calls = []
+    fused = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused(*a, **k))
+    with torch.no_grad():
+        fast = model(tokens)
+        n_fused = len(calls)
+        hooks = [(f"blocks.{layer}.attn.hook_pattern", lambda pattern, hook: None) for layer in range(2)]
+        eager = model.run_with_hooks(tokens, fwd_hooks=hooks)
+        cached, cache = model.run_with_cache(tokens)
+    assert n_fused == sum(model.cfg.layer_positional(layer) == "none" for layer in range(2)) and len(calls) == n_fused
+    assert (fast - eager).abs().max() <= 1e-6 and torch.equal(cached, eager)
+    assert torch.allclose(cache["pattern", 0].sum(-1), torch.ones(()))
+
+
+def test_dropout_and_strict_masks_keep_the_eager_maths():
+    model = absolute_model(dropout=0.1).train()
+    assert not model.blocks[0].attn.fused()
+    assert model.eval().blocks[0].attn.fused()
+    assert not absolute_model(mask="strict").blocks[0].attn.fused()
+    assert not absolute_model(positional="relative").blocks[0].attn.fused()
