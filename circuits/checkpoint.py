@@ -382,8 +382,7 @@ class Run:
         return path
 
     def load(self, step: int | None = None, index: int | None = None, device=None) -> HookedTransformer:
-        """The model at a checkpoint, with its sha256 verified and its shapes checked against the config,
-        on ``device`` (default cpu; a device this machine lacks is a :class:`~induction_probes.circuits.devices.DeviceError`)."""
+        """The model at a checkpoint on ``device`` (default cpu), sha256 verified, shapes checked against the config."""
         device = resolve_device(device)
         entry = self.entry(step, index)
         weights = load_tensors(self.checkpoint_path(entry), entry["sha256"])
