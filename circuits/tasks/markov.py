@@ -24,7 +24,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from induction_probes.circuits.metrics import kl_divergence, token_cross_entropy
+from induction_probes.circuits.metrics import kl_divergence, last_column_mean, token_cross_entropy
 from induction_probes.circuits.tasks import MarkovTask
 from induction_probes.circuits.tasks.draws import sample_categorical
 from induction_probes.circuits.tasks.priors import draw_table
@@ -348,26 +348,11 @@ class MarkovEvalSet:
         return loss, {name: kl_divergence(p, log_q).mean(0) for name, p in predictors.items()}
 
     def metrics(self, logits: Float[Tensor, "batch seq k"]) -> dict:
-        """Mean next-token loss over all positions, and the last-token KL(true ‖ model) and
-        KL(strategy ‖ model) (the paper's distance to each strategy), averaged over sequences.
-
-        The same numbers, to the bit, as :meth:`per_position`'s loss mean and last entries, for a
-        hundredth of the work: the KL is computed at the last position only (elementwise, so each
-        sequence's value is the same), then averaged by :func:`last_column_mean`."""
+        """:meth:`per_position`'s mean loss and last-token KLs, to the bit, the KLs computed at the last token only."""
         log_q = torch.log_softmax(logits.double(), dim=-1)
-        loss = token_cross_entropy(log_q, self.sample.targets).mean(0)
-        predictors = {"true": self.truth} | self.strategies
-        last = {name: last_column_mean(kl_divergence(p[:, -1], log_q[:, -1]), log_q.shape[1]) for name, p in predictors.items()}
-        return {"eval_loss": loss.mean().item(), "last_token_kl": last}
-
-
-def last_column_mean(values: Float[Tensor, " batch"], n_pos: int) -> float:
-    """The mean of ``values`` as ``mean(0)`` of a [batch, n_pos] tensor computes its last column: the
-    same reduction over the same layout gives the same bits, whatever the other columns hold, while the
-    mean of a [batch] vector sums in another order (it can differ in the last bit)."""
-    grid = values.new_zeros(values.shape[0], n_pos)
-    grid[:, -1] = values
-    return grid.mean(0)[-1].item()
+        last = {name: last_column_mean(kl_divergence(p[:, -1], log_q[:, -1]), log_q.shape[1])
+                for name, p in ({"true": self.truth} | self.strategies).items()}
+        return {"eval_loss": token_cross_entropy(log_q, self.sample.targets).mean(0).mean().item(), "last_token_kl": last}
 
 
 # --- baselines ---------------------------------------------------------------------------------
