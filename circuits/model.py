@@ -172,8 +172,8 @@ class Attention(FactoredCircuits, nn.Module):
     def fused(self) -> bool:
         """Whether torch's fused attention computes this layer: no positional term in the scores, the causal
         mask, no dropout to draw, and no hook on the scores or the pattern, which it never forms (so
-        ``run_with_cache`` and every hook on them see the eager maths). Measured in the issue that brought
-        it: 15 ms a training step against 25 ms; with a float mask (relative positions) it was slower."""
+        ``run_with_cache`` and every hook on them see the eager maths). Relative and ALiBi terms would need
+        a float mask, with which torch's kernel was slower than the eager maths; bench/bench_peer.py times it."""
         return (self.positional == "none" and not self.strict and self.causal
                 and (self.dropout.p == 0 or not self.training)
                 and not (self.hook_attn_scores._forward_hooks or self.hook_pattern._forward_hooks))
