@@ -6,8 +6,9 @@ architecture; ``boot_transformers`` resolves a model name on the Hugging Face hu
 weights through TransformerLens's own converter (``circuits/transformer_lens_io.py``). Timed, interleaved
 in rounds (ours, the bridge, ours with relative positions, ...), as medians over rounds:
 
-- a training step (ours also with a hook on the pattern, which keeps the eager maths): forward, cross-entropy at every position, backward, AdamW, on a batch of 64 ICL-MC
-  sequences (k = 3, T = 100), drawn before timing;
+- a training step (ours also with a hook on the pattern, which keeps the eager maths): forward,
+  cross-entropy at every position, backward, AdamW, on a batch of 64 ICL-MC sequences (k = 3, T = 100),
+  drawn before timing;
 - a probe over a checkpoint series: for each of CHECKPOINTS weight sets, load them into the model and
   compute every layer's previous-token score from its attention patterns on 200 sequences (hooks).
 
@@ -36,7 +37,8 @@ ROUNDS, STEPS, CHECKPOINTS, BATCH, PROBE_SEQS = 5, 10, 8, 64, 200
 
 
 def our_model(positional: str, device: str) -> HookedTransformer:
-    cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_ctx=100, d_vocab=3, positional=positional, normalization="LN")
+    cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_ctx=100, d_vocab=3, positional=positional,
+                                  normalization="LN")
     return HookedTransformer(cfg).to(device)
 
 

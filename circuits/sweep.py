@@ -280,7 +280,8 @@ def check_placement(device: str | None, gpus_per_cell: float, n_gpus: int | None
     None: not known here, a Ray cluster's)."""
     if isinstance(gpus_per_cell, bool) or not isinstance(gpus_per_cell, (int, float)) or not (
             gpus_per_cell == 0 or 0 < gpus_per_cell <= 1 or float(gpus_per_cell).is_integer() and gpus_per_cell > 0):
-        raise SpecError(f"--gpus-per-cell must be a fraction in (0, 1] or a whole number of GPUs, got {gpus_per_cell!r}")
+        raise SpecError(f"--gpus-per-cell must be a fraction in (0, 1] or a whole number of GPUs, "
+                        f"got {gpus_per_cell!r}")
     if gpus_per_cell and device is not None and not device.startswith("cuda"):
         raise SpecError(f"--gpus-per-cell places cells on CUDA GPUs; it cannot go with --device {device}")
     if gpus_per_cell and n_gpus == 0:

@@ -101,7 +101,8 @@ def run_ablated(
     def ablate(layer: int):
         def hook(z: Tensor, hook) -> Tensor:
             z = z.clone()  # never write into a tensor that a cache or caller may hold
-            z[:, :, by_layer[layer]] = replacement(mode, z.cpu(), references.get(layer), by_layer[layer], generator).to(z.device)
+            heads = by_layer[layer]  # replaced on the CPU, where the references and the generator are
+            z[:, :, heads] = replacement(mode, z.cpu(), references.get(layer), heads, generator).to(z.device)
             return z
 
         return hook

@@ -115,7 +115,9 @@ def probe_eval_set(run: Run, n_seqs: int, seed: int) -> MarkovEvalSet:
     return run_task(run, MarkovTask).eval_set(n_seqs, seed)
 
 
-def probe_run(run: Run, eval_set: MarkovEvalSet, steps: list[int] | None = None, device=None) -> Iterator[CheckpointProbes]:
+def probe_run(
+    run: Run, eval_set: MarkovEvalSet, steps: list[int] | None = None, device=None
+) -> Iterator[CheckpointProbes]:
     """Probes of every checkpoint (or of ``steps``), loading one checkpoint at a time onto ``device``."""
     for step in run.steps if steps is None else steps:
         yield probe_model(run.load(step=step, device=device), eval_set, step)
@@ -170,7 +172,9 @@ class GaussianProbes:
         return vars(self)
 
 
-def probe_gaussian(run: Run, step: int | None = None, n_seqs: int = 1000, seed: int = 12345, device=None) -> GaussianProbes:
+def probe_gaussian(
+    run: Run, step: int | None = None, n_seqs: int = 1000, seed: int = 12345, device=None
+) -> GaussianProbes:
     task = run_task(run, GaussianTask)
     model = run.load(step=step, device=device)
     probe_set = task.eval_set(n_seqs, seed)
@@ -184,8 +188,8 @@ def probe_gaussian(run: Run, step: int | None = None, n_seqs: int = 1000, seed: 
 
 
 def gaussian_ablation_study(
-    run: Run, head_sets: list[list[tuple[int, int]]], mode: str, step: int | None = None, n_seqs: int = 1000, seed: int = 12345,
-    device=None,
+    run: Run, head_sets: list[list[tuple[int, int]]], mode: str, step: int | None = None, n_seqs: int = 1000,
+    seed: int = 12345, device=None,
 ) -> tuple[float, list[tuple[list[tuple[int, int]], float]]]:
     """Relative MSE of a Gaussian-task model at the last position, clean and with each head set ablated
     (the Gaussian counterpart of :func:`ablation_study`, MSE in place of KL)."""

@@ -352,7 +352,8 @@ class MarkovEvalSet:
         log_q = torch.log_softmax(logits.double(), dim=-1)
         last = {name: last_column_mean(kl_divergence(p[:, -1], log_q[:, -1]), log_q.shape[1])
                 for name, p in ({"true": self.truth} | self.strategies).items()}
-        return {"eval_loss": token_cross_entropy(log_q, self.sample.targets).mean(0).mean().item(), "last_token_kl": last}
+        loss = token_cross_entropy(log_q, self.sample.targets).mean(0).mean()  # per_position's, then its mean
+        return {"eval_loss": loss.item(), "last_token_kl": last}
 
 
 # --- baselines ---------------------------------------------------------------------------------

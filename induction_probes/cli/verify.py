@@ -94,7 +94,8 @@ def run_compare_prop21(args: argparse.Namespace) -> str:
     k = task.k
     tokens = probe_eval_set(run, args.n_seqs, args.seed).inputs
     steps = figure_steps(run) if args.all_steps else [run.entry(args.step)["step"]]
-    results = {step: compare_with_prop21(run.load(step=step, device=device_of(args)), tokens, k, args.c) for step in steps}
+    device = device_of(args)
+    results = {step: compare_with_prop21(run.load(step=step, device=device), tokens, k, args.c) for step in steps}
     figures = plot_comparison(run, results, k, args.plot) if args.plot else []
     if args.json:
         checkpoints = [{"step": step} | r.to_json() | {"failures": r.failures()} for step, r in results.items()]

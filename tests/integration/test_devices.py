@@ -23,7 +23,8 @@ RECIPES = {
 
 
 def run_files(path) -> dict[str, bytes]:
-    files = [path / "config.json", path / "manifest.json", path / "metrics.jsonl", *sorted((path / "checkpoints").iterdir())]
+    files = [path / name for name in ("config.json", "manifest.json", "metrics.jsonl")]
+    files += sorted((path / "checkpoints").iterdir())
     return {str(f.relative_to(path)): f.read_bytes() for f in files}
 
 
@@ -90,13 +91,15 @@ def test_a_missing_device_is_one_line_exit_2_and_nothing_is_written(tmp_path, ca
     assert not out.exists()
 
 
-@pytest.mark.parametrize("name, message", [("gpu", "not a device"), ("xla", "only cpu, cuda and mps"), ("", "not a device")])
+@pytest.mark.parametrize("name, message", [
+    ("gpu", "not a device"), ("xla", "only cpu, cuda and mps"), ("", "not a device")])
 def test_a_device_torch_does_not_know_is_refused(name, message):
     with pytest.raises(DeviceError, match=message):
         resolve_device(name)
 
 
-SWEEP_SPEC = 'recipe = "markov"\nseeds = [0, 1]\n[base]\nk = 3\nseq_len = 12\nsteps = 4\nbatch_size = 8\neval_seqs = 20\nn_checkpoints = 2\n'
+SWEEP_SPEC = ('recipe = "markov"\nseeds = [0, 1]\n[base]\nk = 3\nseq_len = 12\nsteps = 4\nbatch_size = 8\n'
+              'eval_seqs = 20\nn_checkpoints = 2\n')
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
@@ -114,7 +117,8 @@ def test_a_sweep_asking_for_a_gpu_without_one_is_one_line_exit_2_and_writes_noth
 
 
 @pytest.mark.parametrize("share, device, message", [
-    (1.5, None, "a fraction in (0, 1] or a whole number"), (-0.25, None, "a fraction"), (float("nan"), None, "a fraction"),
+    (1.5, None, "a fraction in (0, 1] or a whole number"), (-0.25, None, "a fraction"),
+    (float("nan"), None, "a fraction"),
     (0.5, "cpu", "cannot go with --device cpu"),
 ])
 def test_a_gpu_share_that_cannot_be_placed_is_refused(share, device, message):
@@ -124,7 +128,8 @@ def test_a_gpu_share_that_cannot_be_placed_is_refused(share, device, message):
 
 def test_the_local_pool_places_cells_on_the_visible_gpus_in_turn():
     cells = [{"path": f"c{i}"} for i in range(5)]
-    assert [c["device"] for c in place_cells(cells, None, 0.25, 2)] == ["cuda:0", "cuda:1", "cuda:0", "cuda:1", "cuda:0"]
+    placed = [c["device"] for c in place_cells(cells, None, 0.25, 2)]
+    assert placed == ["cuda:0", "cuda:1", "cuda:0", "cuda:1", "cuda:0"]
     assert [c["device"] for c in place_cells(cells, "cpu", 0.0, 0)] == ["cpu"] * 5
     check_placement("cuda", 2, 4)  # whole GPUs per cell are a share too
 
@@ -152,13 +157,14 @@ def test_every_command_that_runs_a_model_offers_device(command, capsys):
 
 
 def test_a_probe_on_a_missing_device_is_refused_before_it_runs(capsys):
-    assert main(["probe", "markov-k3", "--device", "cuda:3", "--n-seqs", "10"]) == (0 if torch.cuda.device_count() > 3 else 2)
-    assert capsys.readouterr().err.count("\n") == (0 if torch.cuda.device_count() > 3 else 1)
+    present = torch.cuda.device_count() > 3
+    assert main(["probe", "markov-k3", "--device", "cuda:3", "--n-seqs", "10"]) == (0 if present else 2)
+    assert capsys.readouterr().err.count("\n") == (0 if present else 1)
 
 
 def test_device_cpu_probes_and_verifies_the_same_numbers_as_no_device(capsys):
-    for command in (["probe", "markov-k3", "--n-seqs", "50", "--json"], ["verify", "wang-ih2", "--n-seqs", "50", "--json"],
-                    ["ablate", "markov-k3", "--n-seqs", "50", "--json"]):
+    for command in (["probe", "markov-k3", "--n-seqs", "50", "--json"], ["ablate", "markov-k3", "--n-seqs", "50", "--json"],
+                    ["verify", "wang-ih2", "--n-seqs", "50", "--json"]):
         assert main(command) == 0
         default = capsys.readouterr().out
         assert main([*command, "--device", "cpu"]) == 0
@@ -183,7 +189,8 @@ def test_the_fused_attention_gives_the_hooked_path_s_logits(monkeypatch, changes
     tokens = torch.randint(0, 5, (8, 40), generator=torch.Generator().manual_seed(0))
     calls = []
     fused = torch.nn.functional.scaled_dot_product_attention
-    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused(*a, **k))
+    counted = lambda *args, **kwargs: calls.append(1) or fused(*args, **kwargs)  # noqa: E731
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counted)
     with torch.no_grad():
         fast = model(tokens)
         n_fused = len(calls)

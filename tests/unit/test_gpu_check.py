@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-SPEC = importlib.util.spec_from_file_location("gpu_check", Path(__file__).resolve().parents[2] / "bench" / "gpu_check.py")
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+SPEC = importlib.util.spec_from_file_location("gpu_check", BENCH / "gpu_check.py")
 gpu_check = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(gpu_check)
 
@@ -36,7 +37,8 @@ def test_the_same_story_within_seed_noise_passes():
 
 def test_a_different_story_fails_and_says_what_differs():
     late = ["uniform"] * 3 + ["unigram"] * 7 + ["bigram"] * 2  # 300 steps later: beyond 2 sd (258)
-    assert [p.split(":")[0] for p in gpu_check.compare(metrics(STORY, 0.012), metrics(late, 0.012), SEEDS)] == ["transition"]
+    problems = gpu_check.compare(metrics(STORY, 0.012), metrics(late, 0.012), SEEDS)
+    assert [p.split(":")[0] for p in problems] == ["transition"]
     never = ["uniform"] * 3 + ["unigram"] * 9
     problems = gpu_check.compare(metrics(STORY, 0.012), metrics(never, 0.012), SEEDS)
     assert problems[0].startswith("phases differ") and problems[1].startswith("transition")
