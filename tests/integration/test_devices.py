@@ -208,3 +208,22 @@ def test_dropout_and_strict_masks_keep_the_eager_maths():
     assert model.eval().blocks[0].attn.fused()
     assert not absolute_model(mask="strict").blocks[0].attn.fused()
     assert not absolute_model(positional="relative").blocks[0].attn.fused()
+
+
+def test_a_run_resumed_on_another_kind_of_device_records_it(tmp_path):
+    """A run started on a GPU (its config says so) and continued on the CPU: the CPU is appended; a run of
+    an earlier version (no devices entry: trained on the CPU) continued on the CPU keeps its config bytes."""
+    import json
+
+    train_run(TINY, tmp_path / "gpu", stop_after=10, progress=False)
+    config = tmp_path / "gpu" / "config.json"
+    config.write_text(json.dumps(json.loads(config.read_text()) | {"devices": ["cuda"]}, indent=2) + "\n")
+    train_run(None, tmp_path / "gpu", resume=True, progress=False, device="cpu")
+    assert json.loads(config.read_text())["devices"] == ["cuda", "cpu"]
+    train_run(TINY, tmp_path / "old", stop_after=10, progress=False)
+    config = tmp_path / "old" / "config.json"
+    earlier = {key: value for key, value in json.loads(config.read_text()).items() if key != "devices"}
+    config.write_text(json.dumps(earlier, indent=2) + "\n")
+    before = config.read_bytes()
+    train_run(None, tmp_path / "old", resume=True, progress=False)
+    assert config.read_bytes() == before
