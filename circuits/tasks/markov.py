@@ -238,8 +238,7 @@ def previous_tokens(tokens: Int[Tensor, "batch pos"], first_is_self: bool = Fals
     return torch.cat([first, tokens[:, :-1]], dim=1)
 
 
-def causal_mask(n_pos: int, device: torch.device | str = "cpu") -> torch.BoolTensor:
-    """[query, key]: j ≤ i."""
+def causal_mask(n_pos: int, device: torch.device | str = "cpu") -> torch.BoolTensor:  # [query, key]: j ≤ i
     return torch.ones(n_pos, n_pos, dtype=torch.bool, device=device).tril()
 
 
@@ -352,8 +351,8 @@ class MarkovEvalSet:
         log_q = torch.log_softmax(logits.double(), dim=-1)
         last = {name: last_column_mean(kl_divergence(p[:, -1], log_q[:, -1]), log_q.shape[1])
                 for name, p in ({"true": self.truth} | self.strategies).items()}
-        loss = token_cross_entropy(log_q, self.sample.targets).mean(0).mean()  # per_position's, then its mean
-        return {"eval_loss": loss.item(), "last_token_kl": last}
+        loss = token_cross_entropy(log_q, self.sample.targets).mean(0).mean().item()  # per_position's, then its mean
+        return {"eval_loss": loss, "last_token_kl": last}
 
 
 # --- baselines ---------------------------------------------------------------------------------
