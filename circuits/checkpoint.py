@@ -27,6 +27,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 
+from induction_probes.circuits.devices import resolve_device
 from induction_probes.circuits.limits import MAX_TEXT_BYTES
 from induction_probes.circuits.minimal import MinimalConfig, MinimalModel
 from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
@@ -88,7 +89,7 @@ def write_json(path: Path, value: object) -> None:
 
 def save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> str:
     """Save tensors as safetensors, written like every other file of a run; returns the file's sha256."""
-    data = save({name: t.detach().contiguous() for name, t in tensors.items()}, metadata=metadata)
+    data = save({name: t.detach().cpu().contiguous() for name, t in tensors.items()}, metadata=metadata)
     write_atomic(path, data)
     return hashlib.sha256(data).hexdigest()
 
@@ -375,8 +376,9 @@ class Run:
         refuse_links(path, self.path / "checkpoints", why="checkpoints are read from inside the run only")
         return path
 
-    def load(self, step: int | None = None, index: int | None = None) -> HookedTransformer:
-        """The model at a checkpoint, with its sha256 verified and its shapes checked against the config."""
+    def load(self, step: int | None = None, index: int | None = None, device=None) -> HookedTransformer:
+        """The model at a checkpoint on ``device`` (default cpu), sha256 verified, shapes checked against the config."""
+        device = resolve_device(device)
         entry = self.entry(step, index)
         weights = load_tensors(self.checkpoint_path(entry), entry["sha256"])
         for name, tensor in weights.items():  # a NaN weight would make every probe's number NaN, or a guess
@@ -389,7 +391,7 @@ class Run:
             first = str(error).strip().splitlines()
             detail = next((line.strip() for line in first[1:] if line.strip()), first[0] if first else "")
             raise CheckpointError(f"weights of step {entry['step']} do not match the config: {detail}") from None
-        return model.eval()
+        return model.to(device).eval()
 
     def metrics(self) -> list[dict]:
         """Every evaluation written so far, one dict per checkpoint, ordered by step."""

@@ -28,7 +28,7 @@ def previous_token_pattern(tokens: Tensor) -> Tensor:
     import torch
 
     n_pos = tokens.shape[1]
-    pattern = torch.diag_embed(torch.ones(n_pos - 1), offset=-1)
+    pattern = torch.diag_embed(torch.ones(n_pos - 1, device=tokens.device), offset=-1)
     pattern[0, 0] = 1.0
     return pattern.expand(tokens.shape[0], n_pos, n_pos)
 
@@ -40,7 +40,7 @@ def induction_pattern(tokens: Tensor) -> Tensor:
     from induction_probes.circuits.tasks.markov import causal_mask, matching_keys
 
     match = matching_keys(tokens)
-    keys = torch.where(match.any(-1, keepdim=True), match, causal_mask(tokens.shape[1])).float()
+    keys = torch.where(match.any(-1, keepdim=True), match, causal_mask(tokens.shape[1], tokens.device)).float()
     return keys / keys.sum(-1, keepdim=True)
 
 

@@ -64,10 +64,13 @@ def prop21(k: int, c: float, n_ctx: int, dtype: str = "float64") -> tuple[Hooked
     return cfg, {name: w.to(cfg.torch_dtype) for name, w in weights.items()}
 
 
-def load_construction(cfg: HookedTransformerConfig, weights: dict[str, Tensor]) -> HookedTransformer:
+def load_construction(cfg: HookedTransformerConfig, weights: dict[str, Tensor], device=None) -> HookedTransformer:
+    """The construction as a model, on ``device`` (default cpu)."""
+    from induction_probes.circuits.devices import resolve_device
+
     model = HookedTransformer(cfg)
     model.load_state_dict(weights)
-    return model.eval()
+    return model.to(resolve_device(device)).eval()
 
 
 def prop21_limit(tokens: Int[Tensor, "batch pos"], k: int) -> Float[Tensor, "batch pos k"]:

@@ -30,7 +30,7 @@ def toy_sweep(out: str | Path, base: ToyRecipe = SWEEP_RECIPE, lengths=SWEEP_LEN
 IH4_MODELS = (("1 head, D = n·d", 1, 8), ("6 heads, D = 2d", 6, 4), ("6 heads, D = n·d", 6, 8))
 
 
-def ih4_capacity(out: str | Path, steps: int = 10_000) -> list[tuple[str, int, int, float]]:
+def ih4_capacity(out: str | Path, steps: int = 10_000, device=None) -> list[tuple[str, int, int, float]]:
     """The rebuttal's capacity experiment: IH_4 (d = 2, L = 20) needs several first-layer heads and a
     residual stream of n·d; (model, heads, width, final MSE over the target's variance) per model."""
     from induction_probes.circuits.train import train_run
@@ -38,6 +38,6 @@ def ih4_capacity(out: str | Path, steps: int = 10_000) -> list[tuple[str, int, i
     rows = []
     for label, heads, width in IH4_MODELS:
         recipe = GaussianRecipe(task=GaussianTask(target="ihn", n=4, d=2), heads=heads, d_model=width, steps=steps, n_checkpoints=20)
-        run = train_run(recipe, Path(out) / f"heads{heads}_D{width}", progress=False)
+        run = train_run(recipe, Path(out) / f"heads{heads}_D{width}", progress=False, device=device)
         rows.append((label, heads, width, run.metrics()[-1]["relative_mse"]))
     return rows

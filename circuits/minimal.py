@@ -21,6 +21,7 @@ so head ablations run on it as on the transformer.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import torch
@@ -31,6 +32,7 @@ from transformer_lens.hook_points import HookPoint
 
 from induction_probes.circuits.config import Config
 from induction_probes.circuits.model import DTYPES
+from induction_probes.circuits.tl_interface import KnowsItsDevice
 from induction_probes.circuits.limits import require_numbers
 from induction_probes.circuits.validation import require_int
 
@@ -46,6 +48,7 @@ class MinimalConfig(Config):
     w_init: float = 0.01  # every entry of W, as in the authors' code
     dtype: str = "float32"
 
+    device = "cpu"  # where a model's weights are: set on its own copy of the config when it moves
     n_layers = 2  # for probes that read cfg.n_layers / cfg.n_heads, as on a TransformerLens model
     n_heads = 1
 
@@ -69,12 +72,12 @@ class MinimalConfig(Config):
         return 1
 
 
-class MinimalModel(HookedRootModule):
+class MinimalModel(KnowsItsDevice, HookedRootModule):
     """The minimal model; parameters ``v`` ([n_ctx], v_d for distance d) and ``W`` ([k, k])."""
 
     def __init__(self, cfg: MinimalConfig):
         super().__init__()
-        self.cfg = cfg
+        cfg = self.cfg = copy.copy(cfg)  # the model's own: its device changes with the model
         self.v = nn.Parameter(torch.full((cfg.n_ctx,), cfg.v_init, dtype=cfg.torch_dtype))
         self.W = nn.Parameter(torch.full((cfg.d_vocab, cfg.d_vocab), cfg.w_init, dtype=cfg.torch_dtype))
         self.blocks = nn.ModuleList([nn.Module(), nn.Module()])

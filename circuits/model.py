@@ -20,6 +20,7 @@ Rows are positions and weights multiply from the right (x @ W), as in Transforme
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -95,6 +96,7 @@ class Attention(FactoredCircuits, nn.Module):
             self.alibi_slope = nn.Parameter(torch.zeros(n_heads))  # β_h
         skip = cfg.layer_skip(layer)
         self.strict = cfg.layer_mask(layer) == "strict" or skip > 0  # some query may have no key at all
+        self.causal = cfg.layer_mask(layer) == "causal"
         position = torch.arange(cfg.n_ctx)
         distance = position[:, None] - position[None, :]
         allowed = (distance > 0 if cfg.layer_mask(layer) == "strict" else distance >= 0) & (position[None, :] >= skip)
@@ -149,6 +151,10 @@ class Attention(FactoredCircuits, nn.Module):
         q = self.hook_q(self._project(x, self.W_Q, "b_Q"))
         k = self.hook_k(self._project(x if key_input is None else key_input, self.W_K, "b_K"))
         v = self.hook_v(self._project(x if value_input is None else value_input, self.W_V, "b_V"))
+        if self.fused():
+            z = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
+                                               scale=self.scale)
+            return self.output(self.hook_z(z.transpose(1, 2)))
         q_heads = (q * self.scale).transpose(1, 2)  # scale the [pos, d_head] query once, not [q, k] scores
         keys = k.permute(0, 2, 3, 1)  # [batch, head, d_head, pos]
         mask = self.mask_bias[:n_pos, :n_pos]  # 0 where allowed, −inf elsewhere: adding it masks
@@ -161,7 +167,19 @@ class Attention(FactoredCircuits, nn.Module):
         allowed = self.allowed[:n_pos, :n_pos]
         pattern = softmax_over_allowed(scores, allowed) if self.strict else torch.softmax(scores, dim=-1)
         pattern = self.dropout(self.hook_pattern(pattern))
-        z = self.hook_z((pattern @ v.transpose(1, 2)).transpose(1, 2))
+        return self.output(self.hook_z((pattern @ v.transpose(1, 2)).transpose(1, 2)))
+
+    def fused(self) -> bool:
+        """Whether torch's fused attention computes this layer: no positional term in the scores, the causal
+        mask, no dropout to draw, and no hook on the scores or the pattern, which it never forms (so
+        ``run_with_cache`` and every hook on them see the eager maths). Relative and ALiBi terms would need
+        a float mask, with which torch's kernel was slower than the eager maths; bench/bench_peer.py times it."""
+        return (self.positional == "none" and not self.strict and self.causal
+                and (self.dropout.p == 0 or not self.training)
+                and not (self.hook_attn_scores._forward_hooks or self.hook_pattern._forward_hooks))
+
+    def output(self, z: Float[Tensor, "batch pos head d_head"]) -> Float[Tensor, "batch pos d_model"]:
+        """Σ_h z_h W_O + b_O, per head under ``hook_result`` when ``use_attn_result`` is on."""
         if self.cfg.use_attn_result:
             out = self.hook_result(torch.einsum("bqhe,hed->bqhd", z, self.W_O)).sum(2)
         else:
@@ -225,7 +243,8 @@ class HookedTransformer(TransformerLensInterface, HookedRootModule):
 
     def __init__(self, cfg: HookedTransformerConfig):
         super().__init__()
-        self.cfg = cfg
+        # the model's own config, shared by its layers: its device and hook switches change with the model
+        cfg = self.cfg = copy.copy(cfg)
         self.embed = nn.Module()
         self.embed.W_E = nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model))
         self.hook_embed = HookPoint()  # [batch, pos, d_model]

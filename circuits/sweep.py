@@ -62,7 +62,8 @@ def run_cell(root: str, cell_json: dict) -> dict:
         status = cell_status(path, recipe, Path(root))
         if status == "done":  # finished by another sweep since this one looked
             return result | {"status": "skipped"}
-        run = train_run(recipe if status == "new" else None, path, resume=status == "partial", progress=False)
+        run = train_run(recipe if status == "new" else None, path, resume=status == "partial", progress=False,
+                        device=cell_json.get("device"))
         final_kl = run.metrics()[-1].get("last_token_kl", {}).get("true")
         result |= {"status": "trained" if status == "new" else "resumed", "final_kl": final_kl}
     except RunLocked:  # another sweep (or trainer) is training it now: its status is that one's to report
@@ -97,6 +98,29 @@ def prepare(spec: Spec, out: Path) -> None:
         raise SpecError(f"{out} is not empty and holds no sweep; choose a new or empty --out")
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(saved, spec.text.encode())
+
+
+def place_cells(cells: list[dict], device: str | None, gpus_per_cell: float, n_gpus: int) -> list[dict]:
+    """Each cell with the device it trains on: ``device`` (default cpu), or with ``gpus_per_cell`` the
+    visible GPUs in turn (cell i on cuda:(i mod n_gpus)); several processes share a GPU when fewer
+    GPUs than workers are visible, as a fraction asks."""
+    if not gpus_per_cell:
+        return [cell | {"device": device} for cell in cells]
+    return [cell | {"device": f"cuda:{index % n_gpus}"} for index, cell in enumerate(cells)]
+
+
+def check_placement(device: str | None, gpus_per_cell: float, n_gpus: int | None) -> None:
+    """Refuse, before anything is written, a GPU share that is not a number in (0, 1] or a whole number
+    of GPUs, a share beside a non-CUDA ``device``, and GPUs asked of a machine without one (``n_gpus``
+    None: not known here, a Ray cluster's)."""
+    if isinstance(gpus_per_cell, bool) or not isinstance(gpus_per_cell, (int, float)) or not (
+            gpus_per_cell == 0 or 0 < gpus_per_cell <= 1 or float(gpus_per_cell).is_integer() and gpus_per_cell > 0):
+        raise SpecError(f"--gpus-per-cell must be a fraction in (0, 1] or a whole number of GPUs, "
+                        f"got {gpus_per_cell!r}")
+    if gpus_per_cell and device is not None and not device.startswith("cuda"):
+        raise SpecError(f"--gpus-per-cell places cells on CUDA GPUs; it cannot go with --device {device}")
+    if gpus_per_cell and n_gpus == 0:
+        raise SpecError(f"--gpus-per-cell {gpus_per_cell:g} asks for a GPU, but this machine has no CUDA GPU")
 
 
 def local_results(root: Path, cells: list[dict], workers: int):
@@ -155,10 +179,12 @@ def ray_address_answers(address: str) -> None:
                         "`ray start --head`, or leave out --address for a local instance") from None
 
 
-def ray_results(root: Path, cells: list[dict], workers: int, address: str | None, report=print):
-    """Run cells as Ray tasks of one CPU each: on the cluster at ``address``, or on a local Ray instance
-    of ``workers`` CPUs, bound to this machine's loopback address only. Every node must see ``root`` at the
-    same path (a shared filesystem)."""
+def ray_results(root: Path, cells: list[dict], workers: int, address: str | None, report=print,
+                gpus_per_cell: float = 0.0):
+    """Run cells as Ray tasks of one CPU (and ``gpus_per_cell`` GPUs) each: on the cluster at ``address``,
+    or on a local Ray instance of ``workers`` CPUs, bound to this machine's loopback address only. Every node
+    must see ``root`` at the same path (a shared filesystem). Ray gives a task its GPU share through
+    CUDA_VISIBLE_DEVICES, so it trains on cuda."""
     if address is None:
         # Ray takes this machine's network address for a node unless clusters are off, as on macOS: then its
         # head, its workers and the processes they start listen on the loopback address only
@@ -173,7 +199,12 @@ def ray_results(root: Path, cells: list[dict], workers: int, address: str | None
     else:
         ray.init(address=address, log_to_driver=False)
     try:
-        remote = ray.remote(num_cpus=1)(run_cell)
+        gpus = ray.cluster_resources().get("GPU", 0)
+        if gpus_per_cell > gpus:  # Ray would wait forever for a GPU that is not there
+            raise SpecError(f"--gpus-per-cell {gpus_per_cell:g} asks for more GPUs than the Ray cluster has ({gpus:g})")
+        remote = ray.remote(num_cpus=1, num_gpus=gpus_per_cell)(run_cell)
+        if gpus_per_cell:
+            cells = [cell | {"device": "cuda"} for cell in cells]
         pending = {remote.remote(str(root), cell): cell for cell in cells}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
@@ -196,9 +227,11 @@ def already_done(out: Path, cell: dict, recipe) -> bool:
 
 
 def run_sweep(spec: Spec, out: str | Path, *, workers: int = 1, backend: str = "local", address: str | None = None,
-              report=print) -> list[dict]:
+              report=print, device: str | None = None, gpus_per_cell: float = 0.0) -> list[dict]:
     """Train every cell of ``spec`` under ``out``; finished cells are skipped, interrupted ones resumed.
-    ``report`` gets one line per finished cell. Returns the cells' results in spec order."""
+    ``report`` gets one line per finished cell. Returns the cells' results in spec order. Cells train on
+    ``device`` (default cpu), or with ``gpus_per_cell`` on a share of a GPU each: Ray's ``num_gpus``, or
+    the local pool's visible GPUs in turn."""
     if backend not in ("local", "ray"):
         raise SpecError(f"backend must be local or ray, got {backend!r}")
     if not isinstance(workers, int) or workers < 1:
@@ -207,6 +240,12 @@ def run_sweep(spec: Spec, out: str | Path, *, workers: int = 1, backend: str = "
         raise SpecError("--address is for the ray backend")
     if address is not None:
         ray_address_answers(address)  # before the folder is claimed or Ray imported: one line, in seconds
+    from induction_probes.circuits.devices import resolve_device, visible_gpus
+
+    if device is not None:
+        resolve_device(device)  # a device this machine lacks: refused before the sweep directory is made
+    n_gpus = None if backend == "ray" and address is not None else visible_gpus()
+    check_placement(device, gpus_per_cell, n_gpus)
     out = Path(out).resolve()  # every worker, on every node, must find the same directory
     prepare(spec, out)
     cells = [cell_json(cell) for cell in spec.cells()]
@@ -217,9 +256,9 @@ def run_sweep(spec: Spec, out: str | Path, *, workers: int = 1, backend: str = "
     if not todo:
         trained = iter(())
     elif backend == "local":
-        trained = local_results(out, todo, min(workers, len(todo)))
+        trained = local_results(out, place_cells(todo, device, gpus_per_cell, n_gpus), min(workers, len(todo)))
     else:
-        trained = ray_results(out, todo, workers, address, report)
+        trained = ray_results(out, place_cells(todo, device, 0.0, 0), workers, address, report, gpus_per_cell)
     finished: dict[str, dict] = {}
     started = time.perf_counter()
     # a journal for people, appended to; O_NOFOLLOW: a link planted at its name is refused, not followed

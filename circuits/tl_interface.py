@@ -30,7 +30,19 @@ class FactoredCircuits:
         return FactoredMatrix(self.W_V, self.W_O)
 
 
-class TransformerLensInterface(HookChecks, TokenInterface, FactoredCircuits):
+class KnowsItsDevice:
+    """Mixed into a model with a ``cfg`` of its own: after ``.to(device)`` (or ``.cuda()``), ``cfg.device``
+    says where the weights are, as TransformerLens's tools read it to put their tensors beside them."""
+
+    def _apply(self, fn, recurse: bool = True):
+        module = super()._apply(fn, recurse)
+        first = next(self.parameters(), None)
+        if first is not None:
+            object.__setattr__(self.cfg, "device", str(first.device))
+        return module
+
+
+class TransformerLensInterface(KnowsItsDevice, HookChecks, TokenInterface, FactoredCircuits):
     """Mixed into HookedTransformer: needs ``cfg``, ``blocks``, ``embed``, ``unembed`` and (standard
     positions) ``pos_embed``."""
 

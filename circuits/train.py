@@ -37,7 +37,9 @@ from induction_probes.circuits.checkpoint import (
     refuse_links,
     run_config,
     save_tensors,
+    write_json,
 )
+from induction_probes.circuits.devices import device_kind, resolve_device
 from induction_probes.circuits.recipes import Recipe, recipe_from_json
 from induction_probes.circuits.tasks import EvalSet, Stream
 from induction_probes.circuits.validation import require_int
@@ -55,6 +57,20 @@ def checkpoint_schedule(steps: int, n_checkpoints: int) -> list[int]:
     return sorted({0, steps, *map(int, early), *map(int, even)})
 
 
+# Numbers one evaluation forward pass may hold per tensor: 2^20 float32 (4 MiB, this machine's L2 cache
+# size) keeps the [chunk, head, query, key] attention tensors in cache; measured with
+# bench/bench_run_split.py, one forward of the 2,000 evaluation sequences was about 2.5x slower.
+EVAL_CHUNK_NUMBERS = 1 << 20
+
+
+def eval_chunk_size(model_config, n_seqs: int, device: torch.device = torch.device("cpu")) -> int:
+    """How many evaluation sequences go through the model at once: on the CPU as many as fit in
+    :data:`EVAL_CHUNK_NUMBERS` (at least one), on a GPU all of them (its memory and parallelism are wide)."""
+    if device.type != "cpu":
+        return n_seqs
+    return max(1, min(n_seqs, EVAL_CHUNK_NUMBERS // model_config.numbers_per_sequence()))
+
+
 @dataclass
 class Trainer:
     """One run: the model, optimiser, data stream and the run directory they are saved in."""
@@ -66,18 +82,27 @@ class Trainer:
     base_rates: list[float]
     data: Stream
     eval_set: EvalSet
+    device: torch.device = torch.device("cpu")
     step: int = 0
     loss_sum: float = 0.0
     loss_count: int = 0
+    eval_chunk: int | None = None  # sequences per evaluation forward pass; None: eval_chunk_size's
 
     @classmethod
-    def create(cls, recipe: Recipe, writer: RunWriter) -> Trainer:
-        torch.manual_seed(recipe.model_seed)  # dropout draws from the global generator
-        model = build_model(recipe.model_config())
+    def create(cls, recipe: Recipe, writer: RunWriter, device: torch.device | str | None = None,
+               eval_chunk: int | None = None) -> Trainer:
+        """The trainer at step 0. Weights, data and the evaluation set are drawn on the CPU from the seeds
+        (the same on every device), then the model and the evaluation inputs move to ``device``."""
+        device = resolve_device(device)
+        torch.manual_seed(recipe.model_seed)  # dropout draws from the global generator(s)
+        model = build_model(recipe.model_config()).to(device)
         optimizer, base_rates = recipe.make_optimizer(model)
         data = recipe.task.stream(recipe.data_seed)
         eval_set = recipe.task.eval_set(recipe.eval_seqs, recipe.eval_seed)
-        return cls(recipe, writer, model, optimizer, base_rates, data, eval_set)
+        return cls(recipe, writer, model, optimizer, base_rates, data, eval_set, device, eval_chunk=eval_chunk)
+
+    def __post_init__(self) -> None:
+        self.eval_inputs = self.eval_set.inputs.to(self.device)  # moved once, read at every checkpoint
 
     @property
     def out(self) -> Path:
@@ -91,6 +116,7 @@ class Trainer:
     def train_step(self) -> None:
         recipe = self.recipe
         inputs, targets = recipe.task.inputs_and_targets(self.data.take(recipe.batch_size))
+        inputs, targets = inputs.to(self.device), targets.to(self.device)  # drawn on the CPU, moved once
         loss = recipe.task.loss(self.forward(inputs), targets)
         for group, rate in zip(self.optimizer.param_groups, self.base_rates):
             group["lr"] = rate * recipe.lr_factor(self.step)
@@ -103,10 +129,18 @@ class Trainer:
         self.loss_sum += loss.item()
         self.loss_count += 1
 
+    def eval_outputs(self) -> torch.Tensor:
+        """The model's outputs on the evaluation set, ``eval_chunk`` sequences per forward pass (any chunk
+        gives the same outputs, to the bit: each sequence's arithmetic does not depend on its batch)."""
+        inputs = self.eval_inputs
+        chunk = self.eval_chunk or eval_chunk_size(self.model.cfg, len(inputs), self.device)
+        with torch.inference_mode():
+            outputs = [self.forward(inputs[start : start + chunk]) for start in range(0, len(inputs), chunk)]
+        return torch.cat(outputs).cpu()  # scored on the CPU, in float64, whatever device ran the model
+
     def evaluate(self) -> dict:
         self.model.eval()
-        with torch.no_grad():
-            metrics = self.eval_set.metrics(self.forward(self.eval_set.inputs))
+        metrics = self.eval_set.metrics(self.eval_outputs())
         self.model.train()
         train_loss = self.loss_sum / self.loss_count if self.loss_count else metrics["eval_loss"]
         self.loss_sum, self.loss_count = 0.0, 0
@@ -121,12 +155,14 @@ class Trainer:
     # --- resume ------------------------------------------------------------------------------------
 
     def save_resume_state(self) -> None:
-        tensors = {f"model.{name}": t for name, t in self.model.state_dict().items()}
+        tensors = {f"model.{name}": t.cpu() for name, t in self.model.state_dict().items()}
         optim = self.optimizer.state_dict()
         for index, state in optim["state"].items():
-            tensors |= {f"optim.{index}.{key}": value for key, value in state.items()}
+            tensors |= {f"optim.{index}.{key}": value.cpu() for key, value in state.items()}
         tensors["rng.data"] = self.data.get_state()
         tensors["rng.torch"] = torch.get_rng_state()
+        if self.device.type == "cuda":  # dropout on a GPU draws from its own generator
+            tensors["rng.cuda"] = torch.cuda.get_rng_state(self.device)
         info = {
             "step": self.step,
             "loss_sum": self.loss_sum,
@@ -161,6 +197,8 @@ class Trainer:
         self.optimizer.load_state_dict({"state": state, "param_groups": info["param_groups"]})
         self.data.set_state(tensors["rng.data"])
         torch.set_rng_state(tensors["rng.torch"])
+        if self.device.type == "cuda" and "rng.cuda" in tensors:  # saved on a GPU: exact; else a fresh stream
+            torch.cuda.set_rng_state(tensors["rng.cuda"], self.device)
         self.step, self.loss_sum, self.loss_count = info["step"], info["loss_sum"], info["loss_count"]
         self.writer = RunWriter.reopen(self.out, self.step)
 
@@ -210,19 +248,32 @@ def only_writer(out: Path):
         yield
 
 
-def start_or_continue(recipe: Recipe | None, out: Path, resume: bool) -> Trainer:
-    """The trainer of a new run, or of the saved one with ``resume``. A run that crashed before its first
-    resume state was written holds at most its step-0 checkpoint: it starts over, losing nothing."""
+def start_or_continue(recipe: Recipe | None, out: Path, resume: bool, device: torch.device, **options) -> Trainer:
+    """The trainer of a new run, or of the saved one with ``resume`` (on any device: the weights, the
+    optimiser and the data stream continue exactly; dropout continues exactly on the device it began on).
+    A run that crashed before its first resume state was written holds at most its step-0 checkpoint: it
+    starts over, losing nothing."""
     if resume:
         recipe = saved_recipe(out)
         manifest = read_manifest(out) if (out / "manifest.json").is_file() else []
         if (out / RESUME_FILE).is_file() or any(entry["step"] != 0 for entry in manifest):
-            trainer = Trainer.create(recipe, RunWriter(out, manifest=[]))
+            trainer = Trainer.create(recipe, RunWriter(out, manifest=[]), device, **options)
             trainer.load_resume_state()
+            record_device(out, device)
             return trainer
-    trainer = Trainer.create(recipe, RunWriter.create(out, run_config(recipe), restart=resume))
+    config = run_config(recipe) | {"devices": [device_kind(device)]}
+    trainer = Trainer.create(recipe, RunWriter.create(out, config, restart=resume), device, **options)
     trainer.save_checkpoint()
     return trainer
+
+
+def record_device(out: Path, device: torch.device) -> None:
+    """Add the device a resumed run continues on to its config's ``devices``, if it is another kind than
+    the last one (a run continued on the same kind of device keeps its config.json byte for byte)."""
+    config = read_json(out / "config.json")
+    devices = config.get("devices", ["cpu"])  # runs of earlier versions trained on the CPU
+    if devices[-1:] != [device_kind(device)]:
+        write_json(out / "config.json", config | {"devices": [*devices, device_kind(device)]})
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -271,20 +322,28 @@ def train_run(
     resume: bool = False,
     stop_after: int | None = None,
     progress: bool = True,
+    device: str | torch.device | None = None,
+    eval_chunk: int | None = None,
 ) -> Run:
     """Train (or, with ``resume``, continue) a run in ``out`` and return it opened.
 
     ``stop_after`` ends training early at that step, as an interruption would, leaving a resumable run.
     With ``resume`` the recipe is the one saved in the run; ``recipe`` may be None. Ctrl-C stops after the
-    step in progress, saves the run there and raises :class:`TrainingInterrupted`.
+    step in progress, saves the run there and raises :class:`TrainingInterrupted`. ``device`` (default
+    cpu) is where the model trains; a resumed run may continue on another one. ``eval_chunk`` is how many
+    evaluation sequences go through the model at once (default: :func:`eval_chunk_size`); it changes
+    the memory and the time an evaluation takes, never its numbers.
     """
     out = Path(out)
+    device = resolve_device(device)  # a device this machine lacks is refused before anything is written
+    if eval_chunk is not None:
+        require_int("eval_chunk", eval_chunk, 1)
     if stop_after is not None:
         require_int("stop_after", stop_after, 0)  # before anything is written
     if resume and not (out / "config.json").is_file():
         raise CheckpointError(f"there is no run in {out} to continue")
     with only_writer(out):
-        trainer = start_or_continue(recipe, out, resume)
+        trainer = start_or_continue(recipe, out, resume, device, eval_chunk=eval_chunk)
         recipe = trainer.recipe
         last = recipe.steps if stop_after is None else min(stop_after, recipe.steps)
         schedule = set(checkpoint_schedule(recipe.steps, recipe.n_checkpoints))

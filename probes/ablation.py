@@ -24,6 +24,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from induction_probes.circuits.devices import model_device
 from induction_probes.probes.attention import run_with_captures
 
 MODES = ("zero", "mean", "resample")
@@ -117,10 +118,12 @@ def run_ablated(
     def ablate(layer: int):
         def hook(z: Tensor, hook) -> Tensor:
             z = z.clone()  # never write into a tensor that a cache or caller may hold
-            z[:, :, by_layer[layer]] = replacement(mode, z, references.get(layer), by_layer[layer], generator)
+            heads = by_layer[layer]  # replaced on the CPU, where the references and the generator are
+            z[:, :, heads] = replacement(mode, z.cpu(), references.get(layer), heads, generator).to(z.device)
             return z
 
         return hook
 
     with torch.no_grad():
-        return model.run_with_hooks(inputs, fwd_hooks=[(z_hook(l), ablate(l)) for l in sorted(by_layer)])
+        hooks = [(z_hook(layer), ablate(layer)) for layer in sorted(by_layer)]
+        return model.run_with_hooks(inputs.to(model_device(model)), fwd_hooks=hooks).cpu()

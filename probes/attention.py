@@ -25,6 +25,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from induction_probes.circuits.devices import model_device
 from induction_probes.circuits.tasks.gaussian import bilinear, windows
 from induction_probes.circuits.tasks.markov import matching_keys
 
@@ -35,7 +36,8 @@ def pattern_hook(layer: int) -> str:
 
 def run_with_captures(model, inputs: Tensor, names: list[str]) -> tuple[Tensor, dict[str, Tensor]]:
     """The output on ``inputs`` and the activations at hook points ``names``, captured by temporary
-    hooks that are removed even if the forward pass raises. Needs only ``run_with_hooks``."""
+    hooks that are removed even if the forward pass raises. Needs only ``run_with_hooks``. The inputs go
+    to the model's device; the output and the activations come back on the CPU, where the scores are."""
     hook_points = getattr(model, "hook_dict", None)
     missing = [name for name in names if hook_points is not None and name not in hook_points]
     if missing:
@@ -44,13 +46,13 @@ def run_with_captures(model, inputs: Tensor, names: list[str]) -> tuple[Tensor, 
 
     def keep(name: str):
         def hook(activation: Tensor, hook) -> None:  # stored under the name asked for: a TransformerBridge
-            captured[name] = activation.detach()  # reports its own internal name in hook.name
+            captured[name] = activation.detach().cpu()  # reports its own internal name in hook.name
 
         return hook
 
     with torch.no_grad():
-        output = model.run_with_hooks(inputs, fwd_hooks=[(name, keep(name)) for name in names])
-    return output, captured
+        output = model.run_with_hooks(inputs.to(model_device(model)), fwd_hooks=[(name, keep(name)) for name in names])
+    return output.cpu(), captured
 
 
 def run_with_patterns(model, inputs: Tensor) -> tuple[Tensor, list[Float[Tensor, "batch head q k"]]]:
@@ -165,7 +167,7 @@ def positional_profile(q: Float[Tensor, "batch pos head d_head"], W_rel: Float[T
     q·r_d / sqrt(d_head), averaged over every query in ``q`` (Edelman et al.'s profile, but with the
     query, as the forward pass uses it; their code dots r with the key). All n_ctx distances enter the
     softmax, as in theirs, so the profile is a property of the weights, not of one query position."""
-    scores = torch.einsum("bqhe,hde->bqhd", q, W_rel.detach()) / W_rel.shape[-1] ** 0.5
+    scores = torch.einsum("bqhe,hde->bqhd", q, W_rel.detach().to(q.device)) / W_rel.shape[-1] ** 0.5
     return torch.softmax(scores, dim=-1).mean(dim=(0, 1))
 
 

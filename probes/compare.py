@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from induction_probes.circuits.devices import on_cpu
 from induction_probes.circuits.constructions import load_construction, prop21
 from induction_probes.circuits.tasks.markov import causal_mask, previous_tokens
 from induction_probes.probes.attention import positional_profiles, run_with_captures, run_with_patterns
@@ -122,7 +123,7 @@ def compare_with_prop21(model, tokens: Tensor, k: int, c: float = 100.0) -> Prop
     profile = positional_profiles(model, tokens, 0)[0]
     analytic_profile = positional_profiles(analytic, tokens, 0)[0]
     matching = token_matching_matrix(model, tokens, k)
-    ov, ov_analytic = ov_circuit(model), ov_circuit(analytic)
+    ov, ov_analytic = ov_circuit(on_cpu(model)), ov_circuit(analytic)  # weights only, read on the CPU
     return Prop21Comparison(
         attention_tv=attention_tv,
         positional_profile=profile,

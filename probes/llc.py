@@ -47,9 +47,9 @@ def construction_at_best_scales(k: int, seq_len: int, tokens: Tensor, c: float =
 
     from induction_probes.circuits.constructions import load_construction, prop21
 
-    model = load_construction(*prop21(k, c, seq_len, "float32"))
+    model = load_construction(*prop21(k, c, seq_len, "float32"), device=tokens.device)
     base = {name: p.detach().clone() for name, p in model.named_parameters()}
-    logs = torch.zeros(2, requires_grad=True)  # log of the factors on c and on the unembedding
+    logs = torch.zeros(2, device=tokens.device, requires_grad=True)  # log of the factors on c and on the unembedding
 
     def scaled(values: Tensor) -> dict:
         factors = {"c": values[0].exp(), "unembed": values[1].exp()}
@@ -82,7 +82,7 @@ def construction_estimates(k: int, seq_len: int, tokens: Tensor, **settings) -> 
     written is refused where the fit lowers the loss by more than 10 % of the sampled rise."""
     from induction_probes.circuits.constructions import load_construction, prop21
 
-    written = load_construction(*prop21(k, 100.0, seq_len, "float32"))
+    written = load_construction(*prop21(k, 100.0, seq_len, "float32"), device=tokens.device)
     as_written = checkpoint_llc(written, tokens, **settings).to_json()
     model, scales = construction_at_best_scales(k, seq_len, tokens)
     descent = scales["loss_before"] - scales["loss_after"]

@@ -141,10 +141,15 @@ def full_loss(model, loss_fn, data, create_graph: bool = False) -> Tensor:
 
 
 def hessian_vector(model, loss_fn, data, params, vector: list[Tensor]) -> list[Tensor]:
-    loss = full_loss(model, loss_fn, data)
-    grads = torch.autograd.grad(loss, params, create_graph=True)
-    dot = sum((g * v).sum() for g, v in zip(grads, vector))
-    return list(torch.autograd.grad(dot, params))
+    """H v by double backward. Fused attention kernels have no second derivative, so attention runs on
+    torch's math kernel here (the same values, any module that calls scaled_dot_product_attention)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):
+        loss = full_loss(model, loss_fn, data)
+        grads = torch.autograd.grad(loss, params, create_graph=True)
+        dot = sum((g * v).sum() for g, v in zip(grads, vector))
+        return list(torch.autograd.grad(dot, params))
 
 
 def largest_eigenvalue(model, loss_fn, data, params, seed: int) -> float:

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from induction_probes.circuits.checkpoint import Run
+from induction_probes.circuits.devices import model_device, on_cpu
 from induction_probes.circuits.metrics import mse_over_variance
 from induction_probes.circuits.tasks import GaussianTask, MarkovTask
 from induction_probes.circuits.tasks.markov import MarkovEvalSet
@@ -92,7 +93,7 @@ def probe_model(model, eval_set: MarkovEvalSet, step: int = -1, chunk: int = 100
         fraction_with_match=sum(n * m.fraction_with_match for n, _, m, _ in parts) / inputs.shape[0],
         positional_profile=None if W_rel is None else weighted_mean([(n, prof) for n, _, _, prof in parts]),
         behaviour=behaviour(torch.cat(logits), eval_set),
-        progress=None if unmeasurable_reason(model) else progress_measures(model, step),
+        progress=None if unmeasurable_reason(model) else progress_measures(on_cpu(model), step),  # weights only
     )
 
 
@@ -123,12 +124,14 @@ def probe_eval_set(run: Run, n_seqs: int, seed: int) -> MarkovEvalSet:
 PROBE_SEQS, PROBE_SEED = 1000, 12345  # the default probe set (the command line's --n-seqs and --seed)
 
 
-def probe_run(run: Run, eval_set: MarkovEvalSet | None = None, steps: list[int] | None = None) -> RunProbes:
-    """Probes of every checkpoint (or of ``steps``), loading one checkpoint at a time, as one
+def probe_run(
+    run: Run, eval_set: MarkovEvalSet | None = None, steps: list[int] | None = None, device=None
+) -> RunProbes:
+    """Probes of every checkpoint (or of ``steps``), loading one checkpoint at a time onto ``device``, as one
     :class:`~induction_probes.probes.run_probes.RunProbes` (iterate it, or ``.to_frame()``). Without
     ``eval_set``, PROBE_SEQS fresh sequences of the run's task drawn with PROBE_SEED."""
     eval_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if eval_set is None else eval_set
-    checkpoints = [probe_model(run.load(step=step), eval_set, step) for step in (run.steps if steps is None else steps)]
+    checkpoints = [probe_model(run.load(step=step, device=device), eval_set, step) for step in (run.steps if steps is None else steps)]
     return RunProbes.collect(run, eval_set.inputs, checkpoints)
 
 
@@ -170,7 +173,7 @@ def ablation_study(
     if mode != "zero" and reference_inputs is None and task is not None:
         reference_inputs = reference_inputs_for(task)  # drawn once for every head set
     with torch.no_grad():
-        baseline = behaviour(model(eval_set.sample.inputs), eval_set)
+        baseline = behaviour(model(eval_set.sample.inputs.to(model_device(model))).cpu(), eval_set)
     results = [
         AblationResult(heads, mode, behaviour(run_ablated(model, eval_set.sample.inputs, heads, mode, reference_inputs, seed), eval_set))
         for heads in head_sets
@@ -194,9 +197,11 @@ class GaussianProbes(Tidy):
         return gaussian_records(self, sequences_seen)
 
 
-def probe_gaussian(run: Run, step: int | None = None, n_seqs: int = 1000, seed: int = 12345) -> GaussianProbes:
+def probe_gaussian(
+    run: Run, step: int | None = None, n_seqs: int = 1000, seed: int = 12345, device=None
+) -> GaussianProbes:
     task = run_task(run, GaussianTask)
-    model = run.load(step=step)
+    model = run.load(step=step, device=device)
     probe_set = task.eval_set(n_seqs, seed)
     output, patterns = run_with_patterns(model, probe_set.inputs)
     return GaussianProbes(
@@ -208,16 +213,17 @@ def probe_gaussian(run: Run, step: int | None = None, n_seqs: int = 1000, seed: 
 
 
 def gaussian_ablation_study(
-    run: Run, head_sets: list[list[tuple[int, int]]], mode: str, step: int | None = None, n_seqs: int = 1000, seed: int = 12345
+    run: Run, head_sets: list[list[tuple[int, int]]], mode: str, step: int | None = None, n_seqs: int = 1000,
+    seed: int = 12345, device=None,
 ) -> tuple[float, list[tuple[list[tuple[int, int]], float]]]:
     """Relative MSE of a Gaussian-task model at the last position, clean and with each head set ablated
     (the Gaussian counterpart of :func:`ablation_study`, MSE in place of KL)."""
     task = run_task(run, GaussianTask)
-    model = run.load(step=step)
+    model = run.load(step=step, device=device)
     probe_set = task.eval_set(n_seqs, seed)
     reference = task.eval_set(n_seqs, seed + 1).inputs  # other sequences
     with torch.no_grad():
-        baseline = mse_over_variance(model(probe_set.inputs)[:, -1], probe_set.targets)
+        baseline = mse_over_variance(model(probe_set.inputs.to(model_device(model))).cpu()[:, -1], probe_set.targets)
     ablated = [
         (heads, mse_over_variance(run_ablated(model, probe_set.inputs, heads, mode, reference, seed)[:, -1], probe_set.targets))
         for heads in head_sets

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from induction_probes.circuits.devices import model_device
 from induction_probes.circuits.constructions import empirical_bigram, load_construction, prop21, prop21_limit, wang_ih2, wang_ihn
 from induction_probes.circuits.metrics import kl_divergence, linear_fit, mse_over_mean_square
 from induction_probes.circuits.tasks.gaussian import induction_head, sample_sequences
@@ -65,11 +66,16 @@ class Prop21Check:
         }
 
 
-def construction_errors(tokens: Tensor, k: int, c: float, dtype: str = "float64") -> tuple[Tensor, Tensor]:
-    """The construction's logits at c and their absolute error against the exact limit."""
-    model = load_construction(*prop21(k, c, tokens.shape[1], dtype))
+def output_on(construction, inputs: Tensor, device=None) -> Tensor:
+    """A construction's output on ``inputs``, computed on ``device`` (default cpu), back on the CPU."""
+    model = load_construction(*construction, device=device)
     with torch.no_grad():
-        logits = model(tokens)
+        return model(inputs.to(model_device(model))).cpu()
+
+
+def construction_errors(tokens: Tensor, k: int, c: float, dtype: str = "float64", device=None) -> tuple[Tensor, Tensor]:
+    """The construction's logits at c and their absolute error against the exact limit."""
+    logits = output_on(prop21(k, c, tokens.shape[1], dtype), tokens, device)
     require_computable(c, logits)
     return logits, (logits.double() - prop21_limit(tokens, k)).abs()
 
@@ -91,7 +97,7 @@ def self_key_prediction(tokens: Tensor) -> float:
 
 
 def check_prop21(k: int, c: float = 100.0, seq_len: int = 100, n_seqs: int = 500, seed: int = 0,
-                 cs: tuple[float, ...] = DEFAULT_CS) -> Prop21Check:
+                 cs: tuple[float, ...] = DEFAULT_CS, device=None) -> Prop21Check:
     """Verify Proposition 2.1 on ICL-MC sequences: exactness, the error as c grows, how its output
     compares with the Bayes bigram predictor, and the probe scores it earns."""
     require_int("k", k, 2)
@@ -100,15 +106,15 @@ def check_prop21(k: int, c: float = 100.0, seq_len: int = 100, n_seqs: int = 500
     tokens = sample_markov(n_seqs, k, seq_len, generator=torch.Generator().manual_seed(seed)).inputs
     error_by_c = []
     for value in sorted(set(cs) | {c}):
-        _, error = construction_errors(tokens, k, value)
+        _, error = construction_errors(tokens, k, value, device=device)
         error_by_c.append((value, error.max().item(), error.mean().item()))
-    logits, error = construction_errors(tokens, k, c)
+    logits, error = construction_errors(tokens, k, c, device=device)
     limit, pure = prop21_limit(tokens, k), empirical_bigram(tokens, k)
     defined = ~pure.isnan()
     bayes = strategy_predictions("bigram", tokens, k)
     kl = kl_divergence(bayes, torch.log_softmax(logits.double(), -1)).mean(0)
 
-    model = load_construction(*prop21(k, c, seq_len))
+    model = load_construction(*prop21(k, c, seq_len), device=device)
     _, patterns = run_with_patterns(model, tokens)
     return Prop21Check(
         k=k, c=c, seq_len=seq_len, n_seqs=n_seqs,
@@ -148,7 +154,7 @@ class WangIH2Check:
 
 
 def check_wang_ih2(d: int = 2, beta: float = 20.0, seq_len: int = 20, n_seqs: int = 1000, seed: int = 0,
-                   betas: tuple[float, ...] = DEFAULT_BETAS) -> WangIH2Check:
+                   betas: tuple[float, ...] = DEFAULT_BETAS, device=None) -> WangIH2Check:
     """Theorem 4.1's construction against IH_2 (W* = I) on fresh Gaussian sequences, over a grid of β."""
     require_positive("beta", beta)
     require_int("seq_len", seq_len, 4)
@@ -157,11 +163,10 @@ def check_wang_ih2(d: int = 2, beta: float = 20.0, seq_len: int = 20, n_seqs: in
     target = induction_head(x, 2, W_star)
 
     def last_output(value: float) -> Tensor:
-        with torch.no_grad():
-            return load_construction(*wang_ih2(d, value, W_star, seq_len))(x)[:, -1]
+        return output_on(wang_ih2(d, value, W_star, seq_len), x, device)[:, -1]
 
     error_by_beta = [(value, mse_over_mean_square(last_output(value), target)) for value in sorted(set(betas) | {beta})]
-    _, patterns = run_with_patterns(load_construction(*wang_ih2(d, beta, W_star, seq_len)), x)
+    _, patterns = run_with_patterns(load_construction(*wang_ih2(d, beta, W_star, seq_len), device=device), x)
     return WangIH2Check(
         d=d, beta=beta, seq_len=seq_len, n_seqs=n_seqs,
         relative_error=dict(error_by_beta)[beta],
@@ -196,7 +201,7 @@ class WangIHnCheck:
 
 
 def check_wang_ihn(d: int = 1, n: int = 3, heads: int | None = None, seq_len: int = 20, n_seqs: int = 1000,
-                   seed: int = 0) -> WangIHnCheck:
+                   seed: int = 0, device=None) -> WangIHnCheck:
     """Theorem 4.3's construction against IH_n (W* = I) over a grid of head counts, from the minimum
     n(n − 1)/2 upward in steps of n − 1, with a power law fitted to the error."""
     require_int("n", n, 2)
@@ -208,8 +213,7 @@ def check_wang_ihn(d: int = 1, n: int = 3, heads: int | None = None, seq_len: in
     target = induction_head(x, n, W_star)
 
     def error(h: int) -> float:
-        with torch.no_grad():
-            return mse_over_mean_square(load_construction(*wang_ihn(d, n, h, W_star, seq_len))(x)[:, -1], target)
+        return mse_over_mean_square(output_on(wang_ihn(d, n, h, W_star, seq_len), x, device)[:, -1], target)
 
     grid = sorted(set(range(minimum, minimum + 4 * (n - 1) + 1, n - 1)) | {heads})
     error_by_heads = [(h, error(h)) for h in grid]

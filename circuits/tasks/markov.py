@@ -24,7 +24,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from induction_probes.circuits.metrics import kl_divergence, token_cross_entropy
+from induction_probes.circuits.metrics import kl_divergence, last_column_mean, token_cross_entropy
 from induction_probes.circuits.tasks import MarkovTask
 from induction_probes.circuits.tasks.draws import sample_categorical
 from induction_probes.circuits.tasks.priors import draw_table
@@ -238,9 +238,8 @@ def previous_tokens(tokens: Int[Tensor, "batch pos"], first_is_self: bool = Fals
     return torch.cat([first, tokens[:, :-1]], dim=1)
 
 
-def causal_mask(n_pos: int) -> torch.BoolTensor:
-    """[query, key]: j ≤ i."""
-    return torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
+def causal_mask(n_pos: int, device: torch.device | str = "cpu") -> torch.BoolTensor:  # [query, key]: j ≤ i
+    return torch.ones(n_pos, n_pos, dtype=torch.bool, device=device).tril()
 
 
 def matching_keys(tokens: Int[Tensor, "batch pos"], previous: Int[Tensor, "batch pos"] | None = None) -> torch.BoolTensor:
@@ -248,7 +247,7 @@ def matching_keys(tokens: Int[Tensor, "batch pos"], previous: Int[Tensor, "batch
     tokens x_j are the samples of "what follows x_i" that a statistical induction head averages.
     ``previous`` defaults to :func:`previous_tokens` (key 0 never matches)."""
     previous = previous_tokens(tokens) if previous is None else previous
-    return (previous[:, None, :] == tokens[:, :, None]) & causal_mask(tokens.shape[1])
+    return (previous[:, None, :] == tokens[:, :, None]) & causal_mask(tokens.shape[1], tokens.device)
 
 
 def uniform_predictions(tokens: Int[Tensor, "batch seq"], k: int) -> Float[Tensor, "batch seq k"]:
@@ -348,10 +347,12 @@ class MarkovEvalSet:
         return (loss, kl) if per_sequence else (loss.mean(0), {name: values.mean(0) for name, values in kl.items()})
 
     def metrics(self, logits: Float[Tensor, "batch seq k"]) -> dict:
-        """Mean next-token loss over all positions, and the last-token KL(true ‖ model) and
-        KL(strategy ‖ model) (the paper's distance to each strategy), averaged over sequences."""
-        loss, kl = self.per_position(logits)
-        return {"eval_loss": loss.mean().item(), "last_token_kl": {name: v[-1].item() for name, v in kl.items()}}
+        """:meth:`per_position`'s mean loss and last-token KLs, to the bit, the KLs computed at the last token only."""
+        log_q = torch.log_softmax(logits.double(), dim=-1)
+        last = {name: last_column_mean(kl_divergence(p[:, -1], log_q[:, -1]), log_q.shape[1])
+                for name, p in ({"true": self.truth} | self.strategies).items()}
+        loss = token_cross_entropy(log_q, self.sample.targets).mean(0).mean().item()  # per_position's, then its mean
+        return {"eval_loss": loss, "last_token_kl": last}
 
 
 # --- baselines ---------------------------------------------------------------------------------

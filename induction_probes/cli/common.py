@@ -9,6 +9,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 
 from induction_probes.circuits.config import config_from_options, option_names  # noqa: F401 (the command modules import them from here)
+from induction_probes.circuits.devices import DeviceOptions
 
 PROG = "induction-probes"
 FIELD_TYPES = {"int": int, "float": float, "str": str}
@@ -72,6 +73,16 @@ def add_config_options(parser: argparse.ArgumentParser, config_class: type) -> N
         parser.add_argument(flag(field.name), dest=field.name, default=argparse.SUPPRESS, help=text, **extras)
 
 
+def add_device_option(parser: argparse.ArgumentParser) -> None:
+    """``--device``, on every command that runs a model (generated from :class:`DeviceOptions`)."""
+    add_config_options(parser, DeviceOptions)
+
+
+def device_of(args: argparse.Namespace) -> str:
+    """The ``--device`` given, or the default (cpu); checked against this machine in ``main``."""
+    return config_from_options(DeviceOptions, typed_options(args, DeviceOptions)).device
+
+
 def typed_options(args: argparse.Namespace, config_class: type) -> dict:
     """The options of ``config_class`` that were given on the command line."""
     given = vars(args)
@@ -124,7 +135,9 @@ def add_output_options(parser: argparse.ArgumentParser, plot: bool = True) -> No
 
 
 def add_probe_set_options(parser: argparse.ArgumentParser) -> None:
-    """Fresh sequences of the run's task, a seed apart from its training and evaluation."""
+    """Fresh sequences of the run's task, a seed apart from its training and evaluation, and the device
+    the model runs on."""
+    add_device_option(parser)
     parser.add_argument("--n-seqs", type=int, default=1000, help="fresh sequences to probe on (default 1000)")
     parser.add_argument("--seed", type=seed, default=12345, help="seed of those sequences (default 12345)")
     add_output_options(parser)

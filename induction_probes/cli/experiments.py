@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from induction_probes.circuits.recipes import ToyRecipe
-from induction_probes.cli.common import path, add_config_options, add_output_options, config_from_options, figure_lines, flag, format_table, json_text, typed_options
+from induction_probes.cli.common import path, add_config_options, add_device_option, add_output_options, device_of, config_from_options, figure_lines, flag, format_table, json_text, typed_options
 
 
 def register(commands) -> None:
@@ -29,6 +29,7 @@ def register(commands) -> None:
     ih4.add_argument("--steps", type=int, default=10_000, help="Adam steps per model (default 10000, ~8 min in all)")
     ih4.add_argument("--out", type=path, help="write the three run directories here")
     add_output_options(ih4)
+    add_device_option(ih4)
     ih4.set_defaults(handler=run_experiment_ih4)
 
 
@@ -109,7 +110,7 @@ def run_experiment_ih4(args: argparse.Namespace) -> str:
     from induction_probes.circuits.experiments import ih4_capacity
 
     with output_directory(args.out) as out:
-        rows = ih4_capacity(out, args.steps)
+        rows = ih4_capacity(out, args.steps, device=device_of(args))
     figures = []
     if args.plot:
         from induction_probes.probes.plots_toy import plot_capacity_table

@@ -10,7 +10,8 @@ import argparse
 from pathlib import Path
 
 from induction_probes.cli.common import (
-    add_output_options, add_run_argument, figure_lines, format_table, json_text, provenance, seed,
+    add_device_option, add_output_options, add_run_argument, device_of, figure_lines, format_table, json_text,
+    provenance, seed,
 )
 
 OVERRIDES = ("lr", "localization", "n_beta", "chains", "draws", "burn_in", "batch_size")
@@ -33,6 +34,7 @@ def register(commands) -> None:
     llc.add_argument("--batch-size", type=int, help="sequences per SGLD step (default min(n, 256))")
     llc.add_argument("--n-seqs", type=int, default=4096, help="fresh sequences the sampler draws its batches from (default 4096)")
     llc.add_argument("--seed", type=seed, default=12345, help="seed of those sequences and of the sampler (default 12345)")
+    add_device_option(llc)
     add_output_options(llc)
     llc.set_defaults(handler=run_llc)
 
@@ -81,10 +83,11 @@ def run_llc(args: argparse.Namespace) -> str:
     steps = args.steps or log_spread(run.steps, [run.entry(s)["sequences_seen"] for s in run.steps], args.checkpoints)
     if set(steps) - set(run.steps):
         raise ValueError(f"run {run.path.name} has no checkpoint at steps {sorted(set(steps) - set(run.steps))}")
-    tokens = run.task.eval_set(args.n_seqs, args.seed).inputs
+    device = device_of(args)
+    tokens = run.task.eval_set(args.n_seqs, args.seed).inputs.to(device)  # drawn on the CPU, then moved once
     metrics = {m["step"]: m for m in run.metrics()}
     estimates = [{"step": step, "sequences_seen": metrics[step]["sequences_seen"], "closest": closest(metrics[step])}
-                 | checkpoint_llc(run.load(step=step), tokens, **settings).to_json() for step in steps]
+                 | checkpoint_llc(run.load(step=step, device=device), tokens, **settings).to_json() for step in steps]
     refuse_broken_sampler(estimates)
     construction = construction_estimates(run.task.k, run.task.seq_len, tokens, **settings)
     calibration = {"settings": settings, "cases": calibrate(**settings)}

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from induction_probes.cli import lm
-from induction_probes.cli.common import add_probe_set_options, add_run_argument, figure_lines, format_table, json_text, provenance, spread_steps
+from induction_probes.cli.common import add_probe_set_options, add_run_argument, device_of, figure_lines, format_table, json_text, provenance, spread_steps
 
 
 def register(commands) -> None:
@@ -52,7 +52,7 @@ def run_probe(args: argparse.Namespace) -> str:
         return probe_gaussian_text(run, args)
     steps = run.steps if args.all_steps else [run.entry(args.step)["step"]]
     probe_set = probe_eval_set(run, args.n_seqs, args.seed)
-    results = probe_run(run, probe_set, steps)
+    results = probe_run(run, probe_set, steps, device=device_of(args))
     figures = plot_probes(run, results, probe_set.inputs, args.plot) if args.plot else []
     progress = [r.progress for r in results if r.progress is not None]
     if args.json:
@@ -103,7 +103,7 @@ def probe_gaussian_text(run, args: argparse.Namespace) -> str:
     from induction_probes.probes.summary import probe_gaussian
 
     steps = run.steps if args.all_steps else [run.entry(args.step)["step"]]
-    results = [probe_gaussian(run, step, args.n_seqs, args.seed) for step in steps]
+    results = [probe_gaussian(run, step, args.n_seqs, args.seed, device=device_of(args)) for step in steps]
     figures = []
     if args.plot:
         from induction_probes.probes.plots import figure_name
@@ -212,7 +212,7 @@ def run_ablate(args: argparse.Namespace) -> str:
     if (model := lm.language_model(args)) is not None:
         return lm.run_ablate(args, model)
     run = open_hooked_run(args.run)
-    model = run.load(step=args.step)
+    model = run.load(step=args.step, device=device_of(args))
     cfg = model.cfg
     head_sets = [parse_heads(args.heads, cfg.n_layers, lambda layer: heads_in_layer(cfg, layer))] if args.heads else single_heads(model)
     if run.task.name == "gaussian":
@@ -244,7 +244,8 @@ def ablation_text(run, step: int, mode: str, n_seqs: int, baseline, results) -> 
 def gaussian_ablation_text(run, head_sets, args: argparse.Namespace) -> str:
     from induction_probes.probes.summary import gaussian_ablation_study
 
-    baseline, ablated = gaussian_ablation_study(run, head_sets, args.mode, args.step, args.n_seqs, args.seed)
+    baseline, ablated = gaussian_ablation_study(run, head_sets, args.mode, args.step, args.n_seqs, args.seed,
+                                                device=device_of(args))
     names = [",".join(f"{l}.{h}" for l, h in heads) for heads, _ in ablated]
     if args.json:
         header = provenance(run, [run.entry(args.step)["step"]], args.n_seqs, args.seed)

@@ -44,11 +44,11 @@ def phases_section(run, directory: Path) -> str:
                    text, figures)
 
 
-def probes_section(run, steps: list[int], probe_set, directory: Path) -> str:
+def probes_section(run, steps: list[int], probe_set, directory: Path, device=None) -> str:
     from induction_probes.cli.probe import plot_probes, probe_text, probe_trajectory, progress_text
     from induction_probes.probes.summary import probe_run
 
-    results = list(probe_run(run, probe_set, steps))
+    results = list(probe_run(run, probe_set, steps, device=device))
     progress = [r.progress for r in results if r.progress is not None]
     text = "\n\n".join([probe_text(run, results[-1]), probe_trajectory(results)]
                        + ([progress_text(run, progress)] if progress else []))
@@ -60,12 +60,12 @@ def probes_section(run, steps: list[int], probe_set, directory: Path) -> str:
                    text, plot_probes(run, results, probe_set.inputs, directory))
 
 
-def ablation_section(run, probe_set, directory: Path) -> str:
+def ablation_section(run, probe_set, directory: Path, device=None) -> str:
     from induction_probes.cli.probe import ablation_text, plot_ablations
     from induction_probes.probes.summary import ablation_study, probe_eval_set, single_heads
 
     step = run.steps[-1]
-    model = run.load(step=step)
+    model = run.load(step=step, device=device)
     reference = probe_eval_set(run, PROBE_SEQS, PROBE_SEED + 1).inputs
     baseline, results = ablation_study(model, probe_set, single_heads(model), "zero", reference, PROBE_SEED)
     return section("3. Ablations: does in-context learning need these heads?",
@@ -87,9 +87,9 @@ def construction_section(run, steps: list[int], probe_set, directory: Path) -> s
                    comparison_text(run, results, k, c, PROBE_SEQS), plot_comparison(run, results, k, directory))
 
 
-def write_html_report(run, directory: Path) -> Path:
+def write_html_report(run, directory: Path, device=None) -> Path:
     """``directory/RUN_report.html``: every section that applies to the run (the probes, ablations and
-    comparison need a two-layer attention model on bigram chains)."""
+    comparison need a two-layer attention model on bigram chains); probes and ablations run on ``device``."""
     from induction_probes.cli.verify import figure_steps
     from induction_probes.probes.summary import probe_eval_set
 
@@ -100,7 +100,8 @@ def write_html_report(run, directory: Path) -> Path:
         if run.config.get("model_class") == "HookedTransformer":
             steps = figure_steps(run)
             probe_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED)
-            sections += [probes_section(run, steps, probe_set, figures), ablation_section(run, probe_set, figures)]
+            sections += [probes_section(run, steps, probe_set, figures, device),
+                         ablation_section(run, probe_set, figures, device)]
             if run.task.n == 2:
                 sections.append(construction_section(run, steps, probe_set, figures))
         else:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from induction_probes.cli import lm
-from induction_probes.cli.common import path, add_output_options, add_run_argument, figure_lines, format_table, json_text, provenance, spread_steps
+from induction_probes.cli.common import path, add_device_option, add_output_options, add_run_argument, device_of, figure_lines, format_table, json_text, provenance, spread_steps
 
 
 def register(commands) -> None:
@@ -22,6 +22,7 @@ def register(commands) -> None:
     report.add_argument("--html", type=path, metavar="DIR",
                         help="write RUN_report.html into DIR: phases, probes, ablations and the construction on one "
                              "offline page (about half a minute)")
+    add_device_option(report)
     report.set_defaults(handler=run_report)
 
 
@@ -98,7 +99,7 @@ def run_report(args: argparse.Namespace) -> str:
     if args.html:
         from induction_probes.cli.report_html import write_html_report
 
-        text += f"\nreport: {write_html_report(run, args.html)}"
+        text += f"\nreport: {write_html_report(run, args.html, device_of(args))}"
     return "\n".join([text] + figure_lines(figures))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from induction_probes.cli.common import path, CommandFailed, add_output_options, format_table, json_text
+from induction_probes.cli.common import path, CommandFailed, add_device_option, add_output_options, format_table, json_text
 
 
 class SomeCellsFailed(CommandFailed):
@@ -25,6 +25,10 @@ def register(commands) -> None:
                        help="local process pool (default) or Ray")
     sweep.add_argument("--address", help="with --backend ray: the address of a running Ray cluster "
                        "(default: start a local Ray instance)")
+    add_device_option(sweep)
+    sweep.add_argument("--gpus-per-cell", type=float, default=0.0, metavar="F",
+                       help="GPUs per cell, fractions allowed (0.25: four cells share a GPU): Ray's num_gpus, or "
+                            "the local pool's visible GPUs in turn (default 0: --device, cpu)")
     sweep.set_defaults(handler=run_sweep_command)
 
     summarize = commands.add_parser("summarize", help="mean and 95%% intervals over seeds of a sweep's runs")
@@ -45,7 +49,8 @@ def run_sweep_command(args: argparse.Namespace) -> str:
     spec = read_spec(args.spec)
     try:
         results = run_sweep(spec, args.out, workers=args.workers, backend=args.backend, address=args.address,
-                            report=lambda line: print(line, file=sys.stderr, flush=True))
+                            report=lambda line: print(line, file=sys.stderr, flush=True),
+                            device=getattr(args, "device", None), gpus_per_cell=args.gpus_per_cell)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"interrupted: run the same command again to continue the sweep in {args.out}") from None
     counts = {status: sum(r["status"] == status for r in results)

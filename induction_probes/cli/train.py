@@ -6,7 +6,9 @@ import argparse
 import shlex
 
 from induction_probes.circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe
-from induction_probes.cli.common import path, seed, PROG, add_config_options, config_from_options, flag, typed_options
+from induction_probes.cli.common import (
+    PROG, add_config_options, add_device_option, config_from_options, device_of, flag, path, seed, typed_options,
+)
 
 TRAINED = {
     "markov": (MarkovRecipe, "ICL-MC: the attention-only transformer (architecture options below)"),
@@ -26,6 +28,7 @@ def register(commands) -> None:
         parser.add_argument("--seed", type=seed, help="sets the model, data and eval seeds to S, S+1, S+2")
         parser.add_argument("--resume", action="store_true", help="continue the run in --out (no other option needed)")
         parser.add_argument("--stop-after", type=int, help="stop at this step; continue later with --resume")
+        add_device_option(parser)
         parser.set_defaults(handler=run_train)
 
 
@@ -47,7 +50,7 @@ def run_train(args: argparse.Namespace) -> str:
         seeds = dict(zip(SEED_FIELDS, (args.seed, args.seed + 1, args.seed + 2))) if args.seed is not None else {}
         recipe = config_from_options(recipe_class, seeds | typed)
     try:
-        run = train_run(recipe, args.out, resume=args.resume, stop_after=args.stop_after)
+        run = train_run(recipe, args.out, resume=args.resume, stop_after=args.stop_after, device=device_of(args))
     except TrainingInterrupted as interrupt:  # main prints this line and exits 130
         again = shlex.join([PROG, "train", args.recipe, "--out", str(args.out), "--resume"])
         raise KeyboardInterrupt(f"interrupted at step {interrupt.step}, which is saved: continue with {again}") from None

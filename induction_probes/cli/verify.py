@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.cli.common import seed, add_output_options, figure_lines, format_table, json_text, provenance, spread_steps
+from induction_probes.cli.common import seed, add_device_option, add_output_options, device_of, figure_lines, format_table, json_text, provenance, spread_steps
 
 
 def register(commands) -> None:
@@ -20,6 +20,7 @@ def register(commands) -> None:
     prop21.add_argument("--step", type=int, help="with --against: checkpoint step (default: the last)")
     prop21.add_argument("--all-steps", action="store_true", help="with --against: spread-out steps of the run")
     add_output_options(prop21)
+    add_device_option(prop21)
     prop21.set_defaults(handler=run_verify_prop21)
 
     wang = constructions.add_parser("wang-ih2", help="Wang et al.'s Theorem 4.1 (vanilla induction head, ALiBi)")
@@ -42,6 +43,7 @@ def add_fresh_sequence_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-seqs", type=int, default=1000, help="fresh sequences (default 1000)")
     parser.add_argument("--seed", type=seed, default=0, help="seed of those sequences")
     add_output_options(parser, plot=False)
+    add_device_option(parser)
 
 
 def run_verify_prop21(args: argparse.Namespace) -> str:
@@ -53,7 +55,7 @@ def run_verify_prop21(args: argparse.Namespace) -> str:
         raise ValueError("--k is required (or --against RUN, whose k is used)")
     from induction_probes.probes.verify import check_prop21
 
-    result = check_prop21(args.k, args.c, args.seq_len, args.n_seqs, args.seed)
+    result = check_prop21(args.k, args.c, args.seq_len, args.n_seqs, args.seed, device=device_of(args))
     figures = []
     if args.plot:
         from induction_probes.probes.plots_circuit import plot_prop21
@@ -92,7 +94,8 @@ def run_compare_prop21(args: argparse.Namespace) -> str:
     k = task.k
     tokens = probe_eval_set(run, args.n_seqs, args.seed).inputs
     steps = figure_steps(run) if args.all_steps else [run.entry(args.step)["step"]]
-    results = {step: compare_with_prop21(run.load(step=step), tokens, k, args.c) for step in steps}
+    device = device_of(args)
+    results = {step: compare_with_prop21(run.load(step=step, device=device), tokens, k, args.c) for step in steps}
     figures = plot_comparison(run, results, k, args.plot) if args.plot else []
     if args.json:
         checkpoints = [{"step": step} | r.to_json() | {"failures": r.failures()} for step, r in results.items()]
@@ -146,7 +149,7 @@ def run_verify_wang_ih2(args: argparse.Namespace) -> str:
     """Wang et al.'s Theorem 4.1 against IH_2 on fresh Gaussian sequences, over a grid of β."""
     from induction_probes.probes.verify import check_wang_ih2
 
-    result = check_wang_ih2(args.d, args.beta, args.seq_len, args.n_seqs, args.seed)
+    result = check_wang_ih2(args.d, args.beta, args.seq_len, args.n_seqs, args.seed, device=device_of(args))
     if args.json:
         return json_text(result.to_json())
     rows = [[f"{beta:g}", f"{error:.2e}"] for beta, error in result.error_by_beta]
@@ -162,7 +165,7 @@ def run_verify_wang_ihn(args: argparse.Namespace) -> str:
     """Wang et al.'s Theorem 4.3 against IH_n over a grid of first-layer head counts."""
     from induction_probes.probes.verify import check_wang_ihn
 
-    result = check_wang_ihn(args.d, args.n, args.heads, args.seq_len, args.n_seqs, args.seed)
+    result = check_wang_ihn(args.d, args.n, args.heads, args.seq_len, args.n_seqs, args.seed, device=device_of(args))
     if args.json:
         return json_text(result.to_json())
     rows = [[heads, f"{error:.2e}"] for heads, error in result.error_by_heads]
