@@ -58,6 +58,19 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
+# The same phases in one call each: `phases` groups the checkpoints by their closest strategy, and
+# `transition` is the first step of the last phase (its definition is in its docstring).
+
+# %%
+from induction_probes.probes.questions import first_crossings, phases, transition
+
+for phase in phases(run):
+    print(f"{phase.strategy:8s} steps {phase.first_step}-{phase.last_step}")
+change = transition(run)
+print("transition:", change)
+assert [p.strategy for p in phases(run)][-1] == "bigram"
+
+# %% [markdown]
 # ## Probing the heads
 #
 # Layer 0 should become a previous-token head and layer 1 a bigram-matching head: for query i it
@@ -92,14 +105,26 @@ plt.show()
 
 # %%
 steps = [run.steps[i] for i in range(0, len(run.steps), len(run.steps) // 6)] + [run.steps[-1]]
-over_training = list(probe_run(run, eval_set, steps))
+over_training = probe_run(run, eval_set, steps)
+table = over_training.to_frame()  # long form: step, sequences_seen, layer, head, measure, value, low, high
 fig, ax = plt.subplots(figsize=(7, 3.5))
-x = [run.entry(step)["sequences_seen"] + 1 for step in steps]
-ax.plot(x, [p.previous_token[0][0].item() for p in over_training], "o-", label="layer 0 previous-token")
-ax.plot(x, [p.bigram_matching[1][0].item() for p in over_training], "o-", label="layer 1 bigram-matching")
+for measure, layer, label in (("previous_token", 0, "layer 0 previous-token"), ("bigram_matching", 1, "layer 1 bigram-matching")):
+    rows = table[(table.measure == measure) & (table.layer == layer)]
+    ax.plot(rows.sequences_seen + 1, rows.value, "o-", label=label)
 ax.set(xscale="log", xlabel="training sequences seen (+1)", ylabel="score", title="the two heads form")
 ax.legend()
 plt.show()
+
+# %% [markdown]
+# Which piece forms first? `first_crossings` gives, per head and measure, the first probed step at or past
+# its threshold (halfway from chance to Proposition 2.1 for the progress measures), here on the steps
+# probed above: every checkpoint would give the exact step.
+
+# %%
+crossings = first_crossings(over_training)
+print(crossings[["measure", "layer", "head", "threshold", "step"]].round(3).to_string(index=False))
+for caveat in crossings.caveat.dropna():
+    print("caveat:", caveat)
 
 # %% [markdown]
 # ## Ablating the heads
