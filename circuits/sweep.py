@@ -179,6 +179,16 @@ def ray_address_answers(address: str) -> None:
                         "`ray start --head`, or leave out --address for a local instance") from None
 
 
+def keep_local_ray_on_loopback() -> None:
+    """Ray reads its clusters switch once, when it is imported, and the processes it starts read it from the
+    environment: a program that imported Ray before the sweep set the variable would still get this machine's
+    network address, so the in-process constant follows the variable too (unless the user set it to 1)."""
+    from ray._private import ray_constants
+
+    if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") == "0":
+        ray_constants.ENABLE_RAY_CLUSTER = False
+
+
 def ray_results(root: Path, cells: list[dict], workers: int, address: str | None, report=print,
                 gpus_per_cell: float = 0.0):
     """Run cells as Ray tasks of one CPU (and ``gpus_per_cell`` GPUs) each: on the cluster at ``address``,
@@ -194,8 +204,11 @@ def ray_results(root: Path, cells: list[dict], workers: int, address: str | None
     except ImportError:
         raise SpecError("the ray backend needs Ray: pip install 'induction-probes[ray]'") from None
     if address is None:
+        keep_local_ray_on_loopback()
         context = ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-        report(f"a local Ray instance at {context.address_info['gcs_address']} (this machine only)")
+        where = context.address_info["gcs_address"]
+        local = where.rpartition(":")[0] in ("127.0.0.1", "localhost", "[::1]")
+        report(f"a local Ray instance at {where}" + (" (this machine only)" if local else ""))
     else:
         ray.init(address=address, log_to_driver=False)
     try:
