@@ -266,7 +266,12 @@ def run_chain(model, loss_fn, data, settings: LLCSettings, chain: int) -> dict:
                 with torch.no_grad():
                     force_loc += sum(float(((p - s) ** 2).sum()) for p, s in zip(params, start))
                     force_data += sum(float((p.grad ** 2).sum()) for p in params if p.grad is not None)
-        sampler.step(noise_generator=generator)
+        try:
+            sampler.step(noise_generator=generator)
+        except RuntimeError as error:  # a step size past float32's range: the update itself overflows
+            if "overflow" not in str(error):
+                raise
+            return {"rises": rises, "diverged_at": step}
     # the two forces' ratio, (γ √force_loc) / (nβ √force_data), without squaring γ or nβ (nβ = 1e300 overflows)
     ratio = settings.localization * math.sqrt(force_loc) / settings.n_beta / math.sqrt(force_data) if force_data > 0 else None
     return {"rises": rises, "diverged_at": None, "force_ratio": ratio}

@@ -251,6 +251,8 @@ def tamper(scratch: Path, how: str) -> None:
         folder = cell if how == "cell link" else sweep / "base"
         folder.rename(scratch / how.replace(" ", "-"))
         folder.symlink_to(scratch / how.replace(" ", "-"), target_is_directory=True)
+    elif not all((cell / name).is_file() for name in ("config.json", "metrics.jsonl")):
+        return  # an earlier tampering made one a pipe (or moved the cell): nothing left to edit, and reading would block
     elif how.startswith("metrics "):
         text = (cell / "metrics.jsonl").read_text()
         replace = {"metrics nan": ('"true": ', '"true": NaN, "x": '),
