@@ -15,7 +15,6 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-matplotlib.rcParams["text.parse_math"] = False  # titles hold run names: a "$" in one is text, not mathtext
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
@@ -27,7 +26,7 @@ SEQUENCES_LABEL = "training sequences seen (log scale)"
 
 def theme(style: str = "ticks") -> None:
     """Seaborn's style at a font size that survives a slide (ticks 11 pt, labels 12 pt)."""
-    sns.set_theme(style=style, context="notebook", font_scale=1.1, rc={"text.parse_math": False})
+    sns.set_theme(style=style, context="notebook", font_scale=1.1)
 
 
 def strategy_colour(name: str) -> str:
@@ -143,6 +142,7 @@ def save(fig: plt.Figure, path: Path) -> Path:
     from induction_probes.circuits.checkpoint import write_atomic
 
     path.parent.mkdir(parents=True, exist_ok=True)
+    as_plain_text(fig)
     if fig.get_layout_engine() is None:
         fig.tight_layout()
     png = io.BytesIO()
@@ -151,6 +151,19 @@ def save(fig: plt.Figure, path: Path) -> Path:
     # by a rename, as a run's files: a link planted at the figure's name is replaced, never written through
     write_atomic(path.parent.resolve() / path.name, png.getvalue())
     return path
+
+
+def as_plain_text(fig: plt.Figure) -> None:
+    """Every text of ``fig`` but the tick labels read as plain text, not mathtext: titles, labels and legends
+    hold run and condition names, and a "$" in one must not start a formula. Tick labels keep mathtext,
+    which the log axes' 10^k labels are written in."""
+    from matplotlib.text import Text
+
+    ticks = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+             for tick in axis.get_major_ticks() + axis.get_minor_ticks() for label in (tick.label1, tick.label2)}
+    for text in fig.findobj(Text):
+        if id(text) not in ticks:
+            text.set_parse_math(False)
 
 
 def thousands(n: int) -> str:

@@ -173,3 +173,20 @@ def test_the_html_report_is_one_offline_page_with_every_figure_embedded(tmp_path
     assert [h.split(":")[0] for h in page.headings] == ["1. Phases", "2. Probes", "3. Ablations", "4. Against the construction"]
     shown = html.unescape(text)
     assert "progress measures from the weights" in shown and "matches the construction's signatures" in shown
+
+
+def test_names_are_plain_text_while_log_ticks_keep_their_mathtext(tmp_path):
+    """A "$" in a run name must not start a formula, but the log axes' 10^k tick labels are mathtext: with
+    math parsing off everywhere they printed as raw '$\\mathdefault{10^{2}}$'."""
+    import matplotlib.pyplot as plt
+
+    from induction_probes.probes.plots import save
+
+    fig, ax = plt.subplots()
+    ax.plot([10, 1000], [1, 2])
+    ax.set(xscale="log", title="run$_$x: a name")
+    save(fig, tmp_path / "figure.png")
+    ticks = [label for label in ax.get_xticklabels() if label.get_text()]
+    assert ticks and all(label.get_parse_math() for label in ticks)
+    assert "mathdefault" in ticks[0].get_text()  # what a tick holds, and what parsing turns into 10^k
+    assert not ax.title.get_parse_math()
