@@ -18,7 +18,8 @@ batch (a tuple of the same form), so that n·L is the data's negative log-likeli
 - step ε = 0.1 / (nβ λ_max + γ): Euler-Maruyama on the stiffest direction (rate κ = nβ λ_max + γ) is stable for
   εκ < 2 and its stationary variance is 1 / (κ (1 − εκ/4)), 2.5 % too wide at εκ = 0.1.
 - burn-in 1 / (εγ) steps (a direction held by the localization alone relaxes as e^(−εγ t)), then as many draws,
-  4 chains, batches of min(n, 256) samples.
+  4 chains, batches of min(n, 256) samples. A step given so small that 1 / (εγ) passes 100,000 is refused unless
+  the burn-in and draws are given too; a step below float32's smallest normal number is refused always.
 
 Each draw records the batch's loss at w minus the same batch's loss at w* (a control variate: its mean is
 L(w) − L(w*), and it removes the batch-to-batch spread of the loss, which at nβ = n / ln n is larger than the
@@ -59,6 +60,8 @@ MAX_BATCH = 256
 CHUNK = 1024  # samples per forward pass when a loss or gradient is taken over the whole data
 CURVATURE_SAMPLES = 256  # samples the Hessian's curvature is measured on (the loss and gradient use all)
 FORCE_EVERY = 10  # draws between two readings of the localization and data forces
+SMALLEST_STEP = float(torch.finfo(torch.float32).tiny)  # the sampler updates float32 weights: a smaller step is 0
+MAX_RULE_STEPS = 100_000  # a burn-in the rule derives beyond this would sample for hours: it must be asked for
 
 
 class LLCError(ValueError):
@@ -89,6 +92,9 @@ class LLCSettings:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise LLCError(f"{name} must be a finite number > 0, got {value!r}")
+        if self.lr < SMALLEST_STEP:
+            raise LLCError(f"lr {self.lr:g} is below float32's smallest normal number {SMALLEST_STEP:.3g}: the "
+                           "sampler's float32 weights cannot move by such a step")
         if not (isinstance(self.localization, (int, float)) and math.isfinite(self.localization)
                 and self.localization >= 0):
             raise LLCError(f"localization must be a finite number >= 0, got {self.localization!r}")
@@ -229,12 +235,29 @@ def default_settings(n: int, lambda_max: float, **overrides) -> LLCSettings:
     n_beta = overrides.get("n_beta", n / math.log(n))
     gamma = overrides.get("localization", GAMMA_SHARE * n_beta * lambda_max)
     lr = overrides.get("lr", STEP_SHARE / (n_beta * lambda_max + gamma))
-    relax = 1.0 / (lr * gamma) if gamma > 0 else 1000.0  # steps per e-fold of a localization-held direction
-    values = {"n_beta": n_beta, "localization": gamma, "lr": lr, "burn_in": math.ceil(relax),
-              "draws": math.ceil(relax), "batch_size": min(n, MAX_BATCH)} | overrides
+    if "lr" not in overrides and not lr >= SMALLEST_STEP:
+        raise LLCError(f"n_beta {n_beta:.3g} gives the rule's step size {lr:.3g}, below float32's smallest normal "
+                       "number: give a smaller n_beta or an lr")
+    values = {"n_beta": n_beta, "localization": gamma, "lr": lr, "batch_size": min(n, MAX_BATCH)}
+    if not {"burn_in", "draws"} <= set(overrides):
+        relax = relaxation_steps(lr, gamma)
+        values |= {"burn_in": relax, "draws": relax}
+    values |= overrides
     rule = {"n": n, "lambda_max": lambda_max, "gamma_share": GAMMA_SHARE, "step_share": STEP_SHARE,
             "overridden": sorted(overrides)}
     return LLCSettings(**values, rule=rule)
+
+
+def relaxation_steps(lr: float, gamma: float) -> int:
+    """Steps per e-fold of a direction the localization holds, 1 / (ε γ) (1000 without localization); refused
+    beyond :data:`MAX_RULE_STEPS`, where a tiny step would have the rule sample for hours."""
+    if gamma == 0:
+        return 1000
+    rate = lr * gamma  # compared before dividing: it underflows to 0 for a subnormal product
+    if not rate * MAX_RULE_STEPS >= 1:
+        raise LLCError(f"lr {lr:.3g} with localization {gamma:.3g} needs {1 / rate if rate else math.inf:.3g} "
+                       f"steps per e-fold, more than {MAX_RULE_STEPS:,}: give burn_in and draws (--burn-in, --draws) or a larger lr")
+    return math.ceil(1.0 / rate)
 
 
 def run_chain(model, loss_fn, data, settings: LLCSettings, chain: int) -> dict:
