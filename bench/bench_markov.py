@@ -1,4 +1,4 @@
-"""Benchmark the ICL-MC task code in circuits/tasks/markov.py against plain per-sequence references.
+"""Benchmark the ICL-MC task code in circuits/tasks/markov/chains.py against plain per-sequence references.
 
 (a) Sampler: ``sample_markov`` (batched torch) against a per-sequence numpy loop (Dirichlet(1) table,
     stationary start by a linear solve, inverse-CDF draws position by position). Prints sequences/s of
@@ -18,7 +18,8 @@ import time
 import numpy as np
 import torch
 
-from induction_probes.circuits.tasks.markov import ngram_predictions, sample_markov
+from induction_probes.circuits.tasks.markov.strategies import ngram_predictions
+from induction_probes.circuits.tasks.markov.chains import sample_markov
 
 K, SEQ_LEN = 3, 100
 

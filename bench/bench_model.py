@@ -1,4 +1,4 @@
-"""Benchmark our HookedTransformer (circuits/model.py) against a plain eager twin (bench/plain_model.py).
+"""Benchmark our HookedTransformer (circuits/models/model.py) against a plain eager twin (bench/plain_model.py).
 
 Model: 2 layers, 1 head each, attention only, relative positions, d_model 16, k = 3, n_ctx 100.
 Batch 64 of T = 100 ICL-MC tokens. Measured, interleaved (plain, ours, ours, plain, ...) so that machine
@@ -35,8 +35,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).parent))
 from plain_model import plain_twin  # noqa: E402
 
-from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig  # noqa: E402
-from induction_probes.circuits.tasks.markov import sample_markov  # noqa: E402
+from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig  # noqa: E402
+from induction_probes.circuits.tasks.markov.chains import sample_markov  # noqa: E402
 
 BATCH, T, K, D_MODEL = 64, 100, 3, 16
 STEPS, REPEATS, WARMUP = 50, 5, 10

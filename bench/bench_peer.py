@@ -3,7 +3,7 @@
 The closest model the bridge expresses: two attention-only layers of one head, width 16, context 100,
 vocabulary 3, pre-LayerNorm, absolute (learned) positions, booted offline with ``boot_native`` (its own
 architecture; ``boot_transformers`` resolves a model name on the Hugging Face hub) and holding our
-weights through TransformerLens's own converter (``circuits/transformer_lens_io.py``). Timed, interleaved
+weights through TransformerLens's own converter (``circuits/interop/transformer_lens_io.py``). Timed, interleaved
 in rounds (ours, the bridge, ours with relative positions, ...), as medians over rounds:
 
 - a training step (ours also with a hook on the pattern, which keeps the eager maths): forward,
@@ -27,10 +27,10 @@ import time
 
 import torch
 
-from induction_probes.circuits.devices import visible_gpus
-from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
-from induction_probes.circuits.tasks import MarkovTask
-from induction_probes.circuits.transformer_lens_io import to_bridge
+from induction_probes.circuits.common.devices import visible_gpus
+from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.interop.transformer_lens_io import to_bridge
 from induction_probes.probes.attention import previous_token_scores, run_with_patterns
 
 ROUNDS, STEPS, CHECKPOINTS, BATCH, PROBE_SEQS = 5, 10, 8, 64, 200

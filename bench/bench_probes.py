@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from induction_probes.circuits.checkpoint import Run
+from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.summary import probe_eval_set, probe_model, probe_run
 
 N_SEQS, TARGET_S = 1000, 60.0

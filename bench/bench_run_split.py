@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from induction_probes.circuits.recipes import MarkovRecipe
-from induction_probes.circuits.tasks import MarkovTask
-from induction_probes.circuits.train import checkpoint_schedule, start_or_continue
+from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.training.train import checkpoint_schedule, start_or_continue
 
 PARTS = ("steps", "evaluation", "writes")
 

@@ -20,11 +20,11 @@ import time
 import torch
 from torch import Tensor
 
-from induction_probes.circuits.checkpoint import build_model
-from induction_probes.circuits.model import Attention, softmax_over_allowed
-from induction_probes.circuits.recipes import MarkovRecipe
-from induction_probes.circuits.tasks import MarkovTask
-from induction_probes.circuits.tasks import markov as markov_module
+from induction_probes.circuits.models.classes import build_model
+from induction_probes.circuits.models.model import Attention, softmax_over_allowed
+from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.tasks.markov import chains as markov_module
 from induction_probes.circuits.tasks.draws import sample_categorical, sample_dirichlet
 
 STEPS, REPEATS, BATCH = 20, 7, 64

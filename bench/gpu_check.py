@@ -26,7 +26,7 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 def lasting_phases(metrics: list[dict], minimum: int = 2) -> list[str]:
     """The closest strategy over training, each run of at least ``minimum`` checkpoints once, in order
     (a one-checkpoint flicker near a tie is rounding, not a phase)."""
-    from induction_probes.circuits.tasks.markov import closest_strategy
+    from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 
     closest = [closest_strategy(m["last_token_kl"]) for m in metrics]
     runs: list[list] = []
@@ -44,8 +44,8 @@ def lasting_phases(metrics: list[dict], minimum: int = 2) -> list[str]:
 
 def transition_step(metrics: list[dict], target: str = "bigram") -> int | None:
     """The first step from which on the target strategy stays the closest (None: never)."""
-    from induction_probes.circuits.tasks.markov import closest_strategy
-    from induction_probes.probes.sweeps import transition_index
+    from induction_probes.circuits.tasks.markov.strategies import closest_strategy
+    from induction_probes.probes.sweeps.summary import transition_index
 
     index = transition_index([closest_strategy(m["last_token_kl"]) for m in metrics], target)
     return None if index is None or index == len(metrics) else metrics[index]["step"]
@@ -81,7 +81,7 @@ def compare(cpu: list[dict], gpu: list[dict], seeds: list[list[dict]]) -> list[s
 
 
 def timed_run(recipe, out: Path, device: str):
-    from induction_probes.circuits.train import train_run
+    from induction_probes.circuits.training.train import train_run
 
     start = time.perf_counter()
     run = train_run(recipe, out, progress=False, device=device)
@@ -94,10 +94,10 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("gpu_check: this machine has no CUDA GPU; nothing to check (run it where one is)")
         return 0
-    from induction_probes.circuits.checkpoint import Run
-    from induction_probes.circuits.recipes import MarkovRecipe
-    from induction_probes.circuits.sweep import read_spec, run_sweep
-    from induction_probes.circuits.tasks import MarkovTask
+    from induction_probes.circuits.runs.reader import Run
+    from induction_probes.circuits.recipes.markov import MarkovRecipe
+    from induction_probes.circuits.sweeps.sweep import read_spec, run_sweep
+    from induction_probes.circuits.tasks.markov.task import MarkovTask
 
     torch.set_num_threads(1)
     recipe = MarkovRecipe(task=MarkovTask(k=3))

@@ -1,6 +1,6 @@
 """A plain eager PyTorch twin of our attention-only relative-position model, for benchmarks.
 
-Same maths as circuits/model.py with one head per layer, no LayerNorm, no biases, no MLP, causal mask:
+Same maths as circuits/models/model.py with one head per layer, no LayerNorm, no biases, no MLP, causal mask:
 
     q = x W_Q,  k = x W_K,  v = x W_V
     A_ij = (q_i·k_j + q_i·r_{i−j}) / sqrt(d_head)   for j <= i, −inf otherwise

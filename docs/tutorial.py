@@ -28,7 +28,7 @@
 import matplotlib.pyplot as plt
 import torch
 
-from induction_probes.circuits.checkpoint import Run
+from induction_probes.circuits.runs.reader import Run
 
 torch.set_num_threads(1)
 run = Run.open("markov-k3")

@@ -17,22 +17,22 @@ import importlib
 # name -> the module that defines it
 EXPORTS = {
     # run directories: open a shipped run or a path, load checkpoints
-    "Run": "induction_probes.circuits.checkpoint",
-    "CheckpointError": "induction_probes.circuits.checkpoint",
+    "Run": "induction_probes.circuits.runs.reader",
+    "CheckpointError": "induction_probes.circuits.common.untrusted",
     # tasks and the recipes that train on them
-    "MarkovTask": "induction_probes.circuits.tasks",
-    "GaussianTask": "induction_probes.circuits.tasks",
-    "MarkovRecipe": "induction_probes.circuits.recipes",
-    "MinimalRecipe": "induction_probes.circuits.recipes",
-    "GaussianRecipe": "induction_probes.circuits.recipes",
-    "train_run": "induction_probes.circuits.train",
+    "MarkovTask": "induction_probes.circuits.tasks.markov.task",
+    "GaussianTask": "induction_probes.circuits.tasks.gaussian.task",
+    "MarkovRecipe": "induction_probes.circuits.recipes.markov",
+    "MinimalRecipe": "induction_probes.circuits.recipes.markov",
+    "GaussianRecipe": "induction_probes.circuits.recipes.gaussian",
+    "train_run": "induction_probes.circuits.training.train",
     # the model and the papers' constructions, loaded into it
-    "HookedTransformer": "induction_probes.circuits.model",
-    "HookedTransformerConfig": "induction_probes.circuits.model",
-    "prop21": "induction_probes.circuits.constructions",
-    "wang_ih2": "induction_probes.circuits.constructions",
-    "wang_ihn": "induction_probes.circuits.constructions",
-    "load_construction": "induction_probes.circuits.constructions",
+    "HookedTransformer": "induction_probes.circuits.models.model",
+    "HookedTransformerConfig": "induction_probes.circuits.models.model_config",
+    "prop21": "induction_probes.circuits.constructions.edelman",
+    "wang_ih2": "induction_probes.circuits.constructions.wang",
+    "wang_ihn": "induction_probes.circuits.constructions.wang",
+    "load_construction": "induction_probes.circuits.constructions.loading",
     # probes, ablations and the comparison with Proposition 2.1
     "probe_eval_set": "induction_probes.probes.summary",
     "probe_model": "induction_probes.probes.summary",

@@ -7,7 +7,7 @@ cache). The measurements live in :mod:`induction_probes.probes.lm`; this is thei
 >>> scores.induction[1][0], scores.ranked("induction")[:3]  # doctest: +SKIP
 """
 
-from induction_probes.circuits.language_models import as_hooked, find_source, load_bridge  # noqa: F401
+from induction_probes.circuits.interop.language_models import as_hooked, find_source, load_bridge  # noqa: F401
 from induction_probes.probes.lm.ablation import ablation_study, single_heads  # noqa: F401
 from induction_probes.probes.lm.measure import HeadScores, evaluate, head_scores, text_icl_score  # noqa: F401
 from induction_probes.probes.lm.protocols import (  # noqa: F401

@@ -24,7 +24,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.devices import model_device
+from induction_probes.circuits.common.devices import model_device
 from induction_probes.probes.attention import run_with_captures
 
 MODES = ("zero", "mean", "resample")

@@ -25,9 +25,9 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from induction_probes.circuits.devices import model_device
-from induction_probes.circuits.tasks.gaussian import bilinear, windows
-from induction_probes.circuits.tasks.markov import matching_keys
+from induction_probes.circuits.common.devices import model_device
+from induction_probes.circuits.tasks.gaussian.sequences import bilinear, windows
+from induction_probes.circuits.tasks.markov.strategies import matching_keys
 
 
 def pattern_hook(layer: int) -> str:

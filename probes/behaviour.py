@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.tasks.markov import MarkovEvalSet, closest_strategy
+from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet, closest_strategy
 from induction_probes.probes.intervals import Estimate, mean_interval
 from induction_probes.probes.tidy import Tidy, behaviour_records
 

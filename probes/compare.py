@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from induction_probes.circuits.devices import on_cpu
-from induction_probes.circuits.constructions import load_construction, prop21
-from induction_probes.circuits.tasks.markov import causal_mask, previous_tokens
+from induction_probes.circuits.common.devices import on_cpu
+from induction_probes.circuits.constructions.loading import load_construction
+from induction_probes.circuits.constructions.edelman import prop21
+from induction_probes.circuits.tasks.markov.strategies import causal_mask, previous_tokens
 from induction_probes.probes.attention import positional_profiles, run_with_captures, run_with_patterns
 from induction_probes.probes.tidy import Tidy, comparison_records
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from induction_probes.circuits.checkpoint import Run
+from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.behaviour import Phase, strategy_phases
 from induction_probes.probes.progress import SCALAR_MEASURES, config_calibration
 from induction_probes.probes.summary import probe_run
@@ -118,7 +118,7 @@ def metrics_records(run: Run) -> list[dict]:
 def align_runs(runs: dict, by: str = "transition"):
     """How do runs compare, counted from their transitions or within their phases?
 
-    ``runs`` maps a name to a :class:`~induction_probes.circuits.checkpoint.Run` (its metrics.jsonl is
+    ``runs`` maps a name to a :class:`~induction_probes.circuits.runs.reader.Run` (its metrics.jsonl is
     aligned) or to what ``probe_run`` returned (its probe rows are). One long DataFrame of every run's
     rows with a ``run`` column, the checkpoint's ``phase`` (strategy) and ``phase_index``, and the
     aligned coordinate: with ``by="transition"``, ``steps_from_transition`` and

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from induction_probes.circuits.checkpoint import Run
+from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.attention import chance_scores
 from induction_probes.probes.caveats import initial_model_of, progress_warnings
 from induction_probes.probes.progress import Measure

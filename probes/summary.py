@@ -11,11 +11,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from induction_probes.circuits.checkpoint import Run
-from induction_probes.circuits.devices import model_device, on_cpu
-from induction_probes.circuits.metrics import mse_over_variance
-from induction_probes.circuits.tasks import GaussianTask, MarkovTask
-from induction_probes.circuits.tasks.markov import MarkovEvalSet
+from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.common.devices import model_device, on_cpu
+from induction_probes.circuits.common.metrics import mse_over_variance
+from induction_probes.circuits.tasks.gaussian.task import GaussianTask
+from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
 from induction_probes.probes.ablation import heads_in_layer, reference_inputs_for, run_ablated
 from induction_probes.probes.attention import (
     bigram_matching_scores,

@@ -1,7 +1,7 @@
 """Hand-made constructions against their exact limits: Edelman et al.'s Proposition 2.1 and Wang et al.'s
 Theorems 4.1 and 4.3. (Trained runs against the constructions: :mod:`induction_probes.probes.compare`.)
 
-Proposition 2.1's output tends to :func:`induction_probes.circuits.constructions.prop21_limit` as c grows. How the
+Proposition 2.1's output tends to :func:`induction_probes.circuits.constructions.edelman.prop21_limit` as c grows. How the
 error behaves on the way is worth knowing before comparing a trained model with it:
 
 - For small c (≲ 5 at k = 3) both layers are nearly uniform: the output is close to the unigram
@@ -22,12 +22,15 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from induction_probes.circuits.devices import model_device
-from induction_probes.circuits.constructions import empirical_bigram, load_construction, prop21, prop21_limit, wang_ih2, wang_ihn
-from induction_probes.circuits.metrics import kl_divergence, linear_fit, mse_over_mean_square
-from induction_probes.circuits.tasks.gaussian import induction_head, sample_sequences
-from induction_probes.circuits.tasks.markov import matching_keys, sample_markov, strategy_predictions
-from induction_probes.circuits.validation import require_int, require_positive
+from induction_probes.circuits.common.devices import model_device
+from induction_probes.circuits.constructions.edelman import empirical_bigram, prop21, prop21_limit
+from induction_probes.circuits.constructions.loading import load_construction
+from induction_probes.circuits.constructions.wang import wang_ih2, wang_ihn
+from induction_probes.circuits.common.metrics import kl_divergence, linear_fit, mse_over_mean_square
+from induction_probes.circuits.tasks.gaussian.sequences import induction_head, sample_sequences
+from induction_probes.circuits.tasks.markov.strategies import matching_keys, strategy_predictions
+from induction_probes.circuits.tasks.markov.chains import sample_markov
+from induction_probes.circuits.common.validation import require_int, require_positive
 from induction_probes.probes.attention import bigram_matching_score, previous_token_score, run_with_patterns
 
 DEFAULT_CS = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0)

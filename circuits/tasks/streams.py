@@ -1,11 +1,7 @@
-"""Streams of training sequences: what a trainer draws its batches from, with a state that a run's
-resume file keeps, so that a continued run sees exactly the sequences an uninterrupted one would.
-
-- :class:`GeneratorStream`: one ``torch.Generator`` (Dir(α) chains and the Gaussian task; the stream
-  every run used before other priors existed).
-- :class:`CountedStream`: sequence i of a prior is a function of (seed, prior, i) alone, drawn by seeded
-  blocks (:func:`induction_probes.circuits.tasks.priors.block_seed`); its state is the count i.
-- :class:`MixtureStream`: round(p·B) sequences of one counted stream, then the rest from another.
+"""A stream of training sequences drawn from one ``torch.Generator``: what a trainer draws its batches from,
+with a state that a run's resume file keeps, so that a continued run sees exactly the sequences an
+uninterrupted one would. Dir(α) chains and the Gaussian task use it (the stream every run used before other
+priors existed); ICL-MC's counted and mixture streams are in :mod:`induction_probes.circuits.tasks.markov.streams`.
 """
 
 from __future__ import annotations
@@ -15,9 +11,6 @@ from typing import Any
 
 import torch
 from torch import Tensor
-
-from induction_probes.circuits.tasks.markov import MarkovSample, walk
-from induction_probes.circuits.tasks.priors import BLOCK, block_seed, draw_table
 
 
 class GeneratorStream:
@@ -34,58 +27,3 @@ class GeneratorStream:
 
     def set_state(self, state: Tensor) -> None:
         self.generator.set_state(state)
-
-
-class CountedStream:
-    """The sequences of one prior (``task.prior``, not a mixture), numbered from 0, in seeded blocks."""
-
-    def __init__(self, task, seed: int, purpose: str = "train"):
-        self.task, self.seed, self.purpose, self.count = task, seed, purpose, 0
-        self._block: tuple[int, MarkovSample] | None = None
-
-    def block(self, index: int) -> MarkovSample:
-        if self._block is None or self._block[0] != index:
-            task = self.task
-            generator = torch.Generator().manual_seed(block_seed(self.seed, task.prior, index, self.purpose))
-            table = draw_table(task.prior, BLOCK, task.k, task.n - 1, task.alpha, task.p, generator)
-            uniforms = torch.rand(BLOCK, task.seq_len + 1, generator=generator, dtype=torch.float64)
-            self._block = (index, walk(table, uniforms, task.n))
-        return self._block[1]
-
-    def take(self, n_seqs: int) -> MarkovSample:
-        parts, needed = [], n_seqs
-        while needed > 0:
-            start = self.count % BLOCK
-            stop = min(BLOCK, start + needed)
-            parts.append(self.block(self.count // BLOCK)[start:stop])
-            self.count, needed = self.count + stop - start, needed - (stop - start)
-        return MarkovSample.concat(parts)
-
-    def get_state(self) -> Tensor:
-        return torch.tensor([self.count], dtype=torch.int64)
-
-    def set_state(self, state: Tensor) -> None:
-        self.count = int(state[0])
-
-
-class MixtureStream:
-    """Every batch of B sequences: round(p·B) from the ``first`` stream, then B − round(p·B) from ``second``."""
-
-    def __init__(self, first: CountedStream, second: CountedStream, p: float):
-        self.first, self.second, self.p = first, second, p
-
-    def split(self, n_seqs: int) -> tuple[int, int]:
-        n_first = round(self.p * n_seqs)
-        return n_first, n_seqs - n_first
-
-    def take(self, n_seqs: int) -> MarkovSample:
-        n_first, n_second = self.split(n_seqs)
-        parts = [stream.take(n) for stream, n in ((self.first, n_first), (self.second, n_second)) if n]
-        return MarkovSample.concat(parts)
-
-    def get_state(self) -> Tensor:
-        return torch.cat([self.first.get_state(), self.second.get_state()])
-
-    def set_state(self, state: Tensor) -> None:
-        self.first.set_state(state[:1])
-        self.second.set_state(state[1:])

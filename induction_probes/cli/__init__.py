@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # These models are tiny: on the 2-core machine one thread beat two (bench/bench_model.py).
         torch.set_num_threads(1)
         if "device" in vars(args):  # a device this machine lacks: one line, status 2, before anything is written
-            from induction_probes.circuits.devices import resolve_device
+            from induction_probes.circuits.common.devices import resolve_device
 
             resolve_device(args.device)
         print(args.handler(args), flush=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.circuits.tasks import MarkovTask
+from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.cli.common import seed, add_config_options, add_output_options, config_from_options, format_table, json_text, typed_options
 
 
@@ -20,7 +20,7 @@ def register(commands) -> None:
 
 
 def run_baselines(args: argparse.Namespace) -> str:
-    from induction_probes.circuits.tasks.markov import strategy_baselines
+    from induction_probes.circuits.tasks.markov.strategies import strategy_baselines
 
     task = config_from_options(MarkovTask, typed_options(args, MarkovTask))
     result = strategy_baselines(task, n_seqs=args.n_seqs, seed=args.seed)

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import MISSING, fields
 from pathlib import Path
 
-from induction_probes.circuits.config import config_from_options, option_names  # noqa: F401 (the command modules import them from here)
-from induction_probes.circuits.devices import DeviceOptions
+from induction_probes.circuits.common.config import config_from_options, option_names  # noqa: F401 (the command modules import them from here)
+from induction_probes.circuits.common.devices import DeviceOptions
 
 PROG = "induction-probes"
 FIELD_TYPES = {"int": int, "float": float, "str": str}
@@ -37,8 +37,8 @@ def path(text: str) -> Path:
 
 
 def seed(text: str) -> int:
-    """The type of every --seed: an integer from 0 to circuits/limits.py's MAX_SEED, checked while parsing."""
-    from induction_probes.circuits.limits import require_seed
+    """The type of every --seed: an integer from 0 to circuits/common/limits.py's MAX_SEED, checked while parsing."""
+    from induction_probes.circuits.common.limits import require_seed
 
     try:
         return require_seed("a seed", int(text))
@@ -102,7 +102,7 @@ def json_text(value: object) -> str:
 
 def provenance(run, steps: list[int], n_seqs: int, seed: int) -> dict:
     """What every JSON answer about a run starts with: which run, which checkpoints, which sequences."""
-    from induction_probes.circuits.paths import portable
+    from induction_probes.circuits.common.paths import portable
 
     return {"run": portable(run.path), "steps": list(steps), "n_seqs": n_seqs, "seed": seed}
 

@@ -9,7 +9,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from induction_probes.circuits.recipes import ToyRecipe
+from induction_probes.circuits.recipes.gaussian import ToyRecipe
 from induction_probes.cli.common import path, add_config_options, add_device_option, add_output_options, device_of, config_from_options, figure_lines, flag, format_table, json_text, typed_options
 
 
@@ -47,7 +47,8 @@ def run_toy(args: argparse.Namespace) -> str:
     """One toy run with its phases marked, or the plateau sweep over L and σ."""
     if args.sweep:
         return run_toy_sweep(args)
-    from induction_probes.circuits.toy import PARAMETERS, toy_phases, train_toy
+    from induction_probes.circuits.models.toy import PARAMETERS, toy_phases
+    from induction_probes.circuits.training.toy import train_toy
 
     recipe = config_from_options(ToyRecipe, typed_options(args, ToyRecipe))
     with output_directory(args.out) as out:
@@ -58,7 +59,7 @@ def run_toy(args: argparse.Namespace) -> str:
         phases, missing = None, str(error)
     figures = []
     if args.plot:
-        from induction_probes.probes.plots_toy import plot_toy
+        from induction_probes.probes.figures.plots_toy import plot_toy
 
         kind = ("_boolean" if recipe.boolean else "") + ("_adam" if recipe.optimizer == "adam" else "")
         title = f"toy model: L={recipe.seq_len}, σ={recipe.sigma:g}, α*={recipe.alpha_star:g}, {recipe.optimizer}" + (", ±1 tokens" if recipe.boolean else "")
@@ -83,8 +84,8 @@ def run_toy(args: argparse.Namespace) -> str:
 def run_toy_sweep(args: argparse.Namespace) -> str:
     from dataclasses import replace
 
-    from induction_probes.circuits.experiments import SWEEP_RECIPE, toy_sweep
-    from induction_probes.circuits.toy import fit_plateau
+    from induction_probes.circuits.sweeps.experiments import SWEEP_RECIPE, toy_sweep
+    from induction_probes.circuits.models.toy import fit_plateau
 
     options = typed_options(args, ToyRecipe)
     if {"seq_len", "sigma"} & options.keys():
@@ -94,7 +95,7 @@ def run_toy_sweep(args: argparse.Namespace) -> str:
     fit = fit_plateau(rows)
     figures = []
     if args.plot:
-        from induction_probes.probes.plots_toy import plot_plateau_sweep
+        from induction_probes.probes.figures.plots_toy import plot_plateau_sweep
 
         figures = [plot_plateau_sweep(rows, fit, args.plot / "toy_plateau_sweep.png")]
     if args.json:
@@ -107,13 +108,13 @@ def run_toy_sweep(args: argparse.Namespace) -> str:
 
 def run_experiment_ih4(args: argparse.Namespace) -> str:
     """The rebuttal's capacity experiment: IH_4 (d = 2) needs several first-layer heads and D ≥ n·d."""
-    from induction_probes.circuits.experiments import ih4_capacity
+    from induction_probes.circuits.sweeps.experiments import ih4_capacity
 
     with output_directory(args.out) as out:
         rows = ih4_capacity(out, args.steps, device=device_of(args))
     figures = []
     if args.plot:
-        from induction_probes.probes.plots_toy import plot_capacity_table
+        from induction_probes.probes.figures.plots_toy import plot_capacity_table
 
         figures = [plot_capacity_table(rows, args.plot / "ih4_capacity.png")]
     if args.json:

@@ -1,5 +1,5 @@
 """``induction-probes llc``: the local learning coefficient of a run's checkpoints beside the strategy phases,
-by the calibrated estimator of ``probes/llc_estimator.py`` (devinterp's SGLD sampler). The estimator is first
+by the calibrated estimator of ``probes/llc/estimator.py`` (devinterp's SGLD sampler). The estimator is first
 run on the calibration models (known coefficients) at the same settings, and the answer carries that
 calibration; Proposition 2.1's construction is asked as written and at its best scales, and is refused where
 it is not a minimum."""
@@ -60,7 +60,7 @@ def step_list(text: str) -> list[int]:
 
 def estimator_settings(args: argparse.Namespace) -> dict:
     """The settings given on the command line (the rest follow the estimator's rule), checked before any work."""
-    from induction_probes.probes.llc_estimator import LLCSettings
+    from induction_probes.probes.llc.estimator import LLCSettings
 
     overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
     LLCSettings(**({"n_beta": 1.0, "localization": 1.0, "lr": 1.0, "burn_in": 1, "draws": 3} | overrides))
@@ -68,10 +68,10 @@ def estimator_settings(args: argparse.Namespace) -> dict:
 
 
 def run_llc(args: argparse.Namespace) -> str:
-    from induction_probes.circuits.checkpoint import Run
-    from induction_probes.circuits.limits import MAX_CHECKPOINTS, require_at_most
-    from induction_probes.probes.llc import checkpoint_llc, construction_estimates
-    from induction_probes.probes.llc_calibration import calibrate
+    from induction_probes.circuits.runs.reader import Run
+    from induction_probes.circuits.common.limits import MAX_CHECKPOINTS, require_at_most
+    from induction_probes.probes.llc.markov import checkpoint_llc, construction_estimates
+    from induction_probes.probes.llc.calibration import calibrate
 
     settings = estimator_settings(args)
     require_at_most("--checkpoints", args.checkpoints, MAX_CHECKPOINTS)
@@ -136,13 +136,13 @@ def text(run, settings, estimates, construction, calibration) -> str:
 
 
 def closest(metrics: dict) -> str:
-    from induction_probes.circuits.tasks.markov import closest_strategy
+    from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 
     return closest_strategy(metrics["last_token_kl"])
 
 
 def plot(run, estimates, construction, directory: Path) -> list[Path]:
-    from induction_probes.probes.plots import plot_llc
+    from induction_probes.probes.figures.plots import plot_llc
 
     name = run.path.name
     return [plot_llc(estimates, run.metrics(), construction["best_scales"], name, directory / f"{name}_llc.png")]

@@ -44,7 +44,7 @@ def language_model(args: argparse.Namespace):
     options' defaults filled in; None for a run of ours, which must not have been given those options."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from induction_probes.circuits.language_models import find_source
+    from induction_probes.circuits.interop.language_models import find_source
 
     source = find_source(args.run)
     given = [name for name in LM_OPTIONS if getattr(args, name, None) is not None]
@@ -75,7 +75,7 @@ def quiet_transformers() -> None:
 
 
 def boot(source, step: int | None, args: argparse.Namespace):
-    from induction_probes.circuits.language_models import load_bridge, require_model
+    from induction_probes.circuits.interop.language_models import load_bridge, require_model
 
     quiet_transformers()
 
@@ -254,7 +254,7 @@ def ablation_lines(name: str, args: argparse.Namespace, baseline, results: list,
 
 def run_info(args: argparse.Namespace, source) -> str:
     """What was loaded: the model, its architecture and sizes, its tokenizer, its checkpoints."""
-    from induction_probes.circuits.language_models import describe
+    from induction_probes.circuits.interop.language_models import describe
 
     model, bridge = boot(source, args.step, args)
     about = describe(bridge)

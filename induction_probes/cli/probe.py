@@ -31,7 +31,7 @@ def register(commands) -> None:
 
 def open_hooked_run(name: str):
     """The run, unless it holds no attention heads to probe (the toy model's six parameters)."""
-    from induction_probes.circuits.checkpoint import Run
+    from induction_probes.circuits.runs.reader import Run
 
     run = Run.open(name)
     if run.kind == "toy":
@@ -106,8 +106,8 @@ def probe_gaussian_text(run, args: argparse.Namespace) -> str:
     results = [probe_gaussian(run, step, args.n_seqs, args.seed, device=device_of(args)) for step in steps]
     figures = []
     if args.plot:
-        from induction_probes.probes.plots import figure_name
-        from induction_probes.probes.plots_circuit import plot_gaussian_scores
+        from induction_probes.probes.figures.plots import figure_name
+        from induction_probes.probes.figures.plots_circuit import plot_gaussian_scores
 
         sequences = [run.entry(step)["sequences_seen"] for step in steps]
         figures = [plot_gaussian_scores(results, sequences, run.path.name, args.plot / figure_name(run.path.name, "scores", steps))]
@@ -166,8 +166,8 @@ def plot_probes(run, results, tokens, directory: Path) -> list[Path]:
     several steps were probed."""
     from induction_probes.probes.attention import chance_scores, run_with_patterns
     from induction_probes.probes.behaviour import illustrative_steps, strategy_phases
-    from induction_probes.probes.plots import figure_name, plot_scores_over_training, step_caption
-    from induction_probes.probes.plots_circuit import plot_attention_heatmaps, plot_positional_profiles
+    from induction_probes.probes.figures.plots import figure_name, plot_scores_over_training, step_caption
+    from induction_probes.probes.figures.plots_circuit import plot_attention_heatmaps, plot_positional_profiles
 
     name = run.path.name
     metrics = {m["step"]: m for m in run.metrics()}
@@ -186,7 +186,7 @@ def plot_probes(run, results, tokens, directory: Path) -> list[Path]:
                                                  directory / figure_name(name, "scores", steps)))
     progress = [r.progress for r in results if r.progress is not None]
     if len(progress) > 1:
-        from induction_probes.probes.plots import plot_progress_measures
+        from induction_probes.probes.figures.plots import plot_progress_measures
 
         thresholds = progress_thresholds(run, progress)
         figures.append(plot_progress_measures(progress, [metrics[p.step] for p in progress], thresholds, name,
@@ -256,8 +256,8 @@ def gaussian_ablation_text(run, head_sets, args: argparse.Namespace) -> str:
     title = f"run {run.path.name}: {args.mode} ablation on {args.n_seqs} Gaussian sequences"
     figures = []
     if args.plot:
-        from induction_probes.probes.plots import figure_name, heads_label
-        from induction_probes.probes.plots_circuit import plot_error_bars
+        from induction_probes.probes.figures.plots import figure_name, heads_label
+        from induction_probes.probes.figures.plots_circuit import plot_error_bars
 
         step = run.entry(args.step)["step"]
         path = args.plot / figure_name(run.path.name, "ablation", [step], args.mode)
@@ -267,8 +267,8 @@ def gaussian_ablation_text(run, head_sets, args: argparse.Namespace) -> str:
 
 
 def plot_ablations(run, step: int, baseline, results, eval_set, mode: str, directory: Path) -> list[Path]:
-    from induction_probes.probes.plots import figure_name
-    from induction_probes.probes.plots_circuit import plot_ablation_bars
+    from induction_probes.probes.figures.plots import figure_name
+    from induction_probes.probes.figures.plots_circuit import plot_ablation_bars
 
     name = run.path.name
     strategy_kl = {strategy: kl.mean().item() for strategy, kl in eval_set.strategy_kl().items()}

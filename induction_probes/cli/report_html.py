@@ -112,7 +112,7 @@ def write_html_report(run, directory: Path, device=None) -> Path:
             f"<title>{html.escape(name)}: report</title><style>{STYLE}</style></head><body>",
             f"<h1>{html.escape(name)}: from phases to circuit</h1>", *sections, "</body></html>",
         ])
-    from induction_probes.circuits.checkpoint import write_atomic
+    from induction_probes.circuits.runs.writer import write_atomic
 
     directory.mkdir(parents=True, exist_ok=True)
     path = directory.resolve() / f"{name}_report.html"  # the user's folder may be a link; nothing below it is

@@ -73,7 +73,7 @@ def final_metrics_text(last: dict) -> str:
 
 
 def run_info(args: argparse.Namespace) -> str:
-    from induction_probes.circuits.checkpoint import Run
+    from induction_probes.circuits.runs.reader import Run
 
     if (model := lm.language_model(args)) is not None:
         return lm.run_info(args, model)
@@ -88,7 +88,7 @@ def run_info(args: argparse.Namespace) -> str:
 def run_report(args: argparse.Namespace) -> str:
     """The main job: a run's loss against the strategies over training, its phases and figures; with
     --html, the whole argument (phases, probes, ablations, construction) on one page."""
-    from induction_probes.circuits.checkpoint import Run
+    from induction_probes.circuits.runs.reader import Run
 
     run = Run.open(args.run)
     if run.task.name == "gaussian":
@@ -113,7 +113,7 @@ def gaussian_report(run, args: argparse.Namespace) -> str:
         return json_text(provenance(run, [m["step"] for m in metrics], recipe.eval_seqs, recipe.eval_seed) | {"metrics": metrics})
     figures = []
     if args.plot:
-        from induction_probes.probes.plots_circuit import plot_gaussian_training
+        from induction_probes.probes.figures.plots_circuit import plot_gaussian_training
 
         figures = [plot_gaussian_training(metrics, run.path.name, args.plot / f"{run.path.name}_error.png")]
     wanted = spread_steps([m["step"] for m in metrics])
@@ -128,7 +128,7 @@ def gaussian_report(run, args: argparse.Namespace) -> str:
 def report_data(run):
     """The run's task, recipe, metrics, strategy baselines (last-token KL(true || s) on its evaluation
     set) and phases; refuses a run that is not an ICL-MC training run or has no metrics yet."""
-    from induction_probes.circuits.tasks import MarkovTask
+    from induction_probes.circuits.tasks.markov.task import MarkovTask
     from induction_probes.probes.behaviour import strategy_phases
     from induction_probes.probes.summary import run_task
 
@@ -167,7 +167,7 @@ def report_text(run, directory: Path | None) -> tuple[str, list[Path]]:
 
 def metrics_table(metrics: list[dict], strategies: list[str], phases: list) -> str:
     """Checkpoints evenly spread in step, plus the first checkpoint of every phase."""
-    from induction_probes.circuits.tasks.markov import closest_strategy
+    from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 
     wanted = spread_steps([m["step"] for m in metrics]) | {p.first_step for p in phases}
     headers = ["step", "seqs (k)", "train loss", "KL(true||model)", *(f"KL({s}||model)" for s in strategies), "closest"]
@@ -186,8 +186,8 @@ def phase_text(phase) -> str:
 
 def plot_report(run, metrics: list[dict], baselines: dict[str, float], phases: list, directory: Path) -> list[Path]:
     from induction_probes.probes.behaviour import plateau_step
-    from induction_probes.probes.plots import plot_distance_to_strategies, plot_loss_against_baselines, step_caption
-    from induction_probes.probes.plots_circuit import plot_minimal_parameters
+    from induction_probes.probes.figures.plots import plot_distance_to_strategies, plot_loss_against_baselines, step_caption
+    from induction_probes.probes.figures.plots_circuit import plot_minimal_parameters
 
     name = run.path.name
     figures = [

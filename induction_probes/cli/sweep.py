@@ -44,7 +44,7 @@ def register(commands) -> None:
 
 
 def run_sweep_command(args: argparse.Namespace) -> str:
-    from induction_probes.circuits.sweep import read_spec, run_sweep
+    from induction_probes.circuits.sweeps.sweep import read_spec, run_sweep
 
     spec = read_spec(args.spec)
     try:
@@ -66,9 +66,9 @@ def run_sweep_command(args: argparse.Namespace) -> str:
 
 
 def run_summarize(args: argparse.Namespace) -> str:
-    from induction_probes.probes.plots import plot_sweep_summary
-    from induction_probes.probes.sweep_statistics import recompute_summary
-    from induction_probes.probes.sweeps import summarize_sweep
+    from induction_probes.probes.figures.plots import plot_sweep_summary
+    from induction_probes.probes.sweeps.sweep_statistics import recompute_summary
+    from induction_probes.probes.sweeps.summary import summarize_sweep
 
     if args.sweep_dir.suffix == ".json":
         summary = recompute_summary(args.sweep_dir)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from induction_probes.circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.recipes.gaussian import GaussianRecipe
+from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
 from induction_probes.cli.common import (
     PROG, add_config_options, add_device_option, config_from_options, device_of, flag, path, seed, typed_options,
 )
@@ -33,7 +34,7 @@ def register(commands) -> None:
 
 
 def run_train(args: argparse.Namespace) -> str:
-    from induction_probes.circuits.train import TrainingInterrupted, saved_recipe, train_run
+    from induction_probes.circuits.training.train import TrainingInterrupted, saved_recipe, train_run
     from induction_probes.cli.runs import info_text
 
     recipe_class = TRAINED[args.recipe][0]

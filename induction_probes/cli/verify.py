@@ -58,7 +58,7 @@ def run_verify_prop21(args: argparse.Namespace) -> str:
     result = check_prop21(args.k, args.c, args.seq_len, args.n_seqs, args.seed, device=device_of(args))
     figures = []
     if args.plot:
-        from induction_probes.probes.plots_circuit import plot_prop21
+        from induction_probes.probes.figures.plots_circuit import plot_prop21
 
         figures = [plot_prop21(result, args.plot / f"prop21_k{args.k}.png")]
     if args.json:
@@ -80,8 +80,8 @@ def run_verify_prop21(args: argparse.Namespace) -> str:
 
 
 def run_compare_prop21(args: argparse.Namespace) -> str:
-    from induction_probes.circuits.checkpoint import Run
-    from induction_probes.circuits.tasks import MarkovTask
+    from induction_probes.circuits.runs.reader import Run
+    from induction_probes.circuits.tasks.markov.task import MarkovTask
     from induction_probes.probes.compare import compare_with_prop21
     from induction_probes.probes.summary import probe_eval_set, run_task
 
@@ -131,8 +131,8 @@ def figure_steps(run) -> list[int]:
 
 def plot_comparison(run, results: dict, k: int, directory) -> list:
     """The final compared step's matrices against the construction's, and over training when several."""
-    from induction_probes.probes.plots import figure_name
-    from induction_probes.probes.plots_circuit import plot_prop21_comparison, plot_prop21_over_training
+    from induction_probes.probes.figures.plots import figure_name
+    from induction_probes.probes.figures.plots_circuit import plot_prop21_comparison, plot_prop21_over_training
 
     name, steps = run.path.name, list(results)
     final = steps[-1]

@@ -1,7 +1,7 @@
 """Head scores and losses of a language model on the protocols' tokens, a chunk of sequences at a time.
 
 Any hooked model with ``blocks.{l}.attn.hook_pattern`` works: a ``TransformerBridge`` (what a path, a
-cache name or a Hugging Face model becomes, :func:`~induction_probes.circuits.language_models.as_hooked`)
+cache name or a Hugging Face model becomes, :func:`~induction_probes.circuits.interop.language_models.as_hooked`)
 or one of our own models. Every score is an exact mean over sequences, whatever the chunking.
 """
 
@@ -14,7 +14,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from induction_probes.circuits.language_models import as_hooked
+from induction_probes.circuits.interop.language_models import as_hooked
 from induction_probes.probes.attention import previous_token_score, repeat_induction_score, run_with_patterns
 from induction_probes.probes.lm.protocols import (
     TEXT_EARLY,

@@ -1,11 +1,11 @@
 """The figure of a language model's checkpoint series: head scores and induction losses over training,
-on the same axes conventions as our runs' figures (probes/plots.py)."""
+on the same axes conventions as our runs' figures (probes/figures/plots.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.plots import head_label, plt, save, theme
+from induction_probes.probes.figures.plots import head_label, plt, save, theme
 
 SHOWN_HEADS = 3  # heads drawn in colour per score: the best at the last step
 
@@ -56,7 +56,7 @@ def plot_lm_series(results: list, name: str, path: Path) -> Path:
 
 def plot_lm_ablation(baseline, results: list, title: str, path: Path) -> Path:
     """The repeated copy's loss with each head set ablated, against the clean model's loss on both copies."""
-    from induction_probes.probes.plots import heads_label
+    from induction_probes.probes.figures.plots import heads_label
 
     theme()
     labels = ["none"] + [heads_label(r.heads) for r in results]
@@ -79,7 +79,7 @@ def plot_lm_scores(scores, title: str, path: Path) -> Path:
     """Induction and previous-token scores of every head as two [layer, head] heatmaps on one colour scale."""
     import numpy as np
 
-    from induction_probes.probes.plots import sns
+    from induction_probes.probes.figures.plots import sns
 
     theme()
     n_layers, n_heads = len(scores.induction), len(scores.induction[0])

@@ -21,7 +21,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from induction_probes.circuits.limits import require_numbers
+from induction_probes.circuits.common.limits import require_numbers
 from induction_probes.probes.behaviour import single_position_icl_score
 
 TEXT_EARLY, TEXT_LATE = 50, 500  # Olsson et al.'s ICL score: loss at token 500 minus loss at token 50

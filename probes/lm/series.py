@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from induction_probes.circuits.language_models import ModelSource, load_bridge
+from induction_probes.circuits.interop.language_models import ModelSource, load_bridge
 from induction_probes.probes.lm.measure import HeadScores, evaluate
 from induction_probes.probes.lm.protocols import InductionLoss, repeated_random_tokens
 

@@ -6,12 +6,14 @@ from dataclasses import replace
 import pytest
 import torch
 
-from induction_probes.circuits.checkpoint import Run
-from induction_probes.circuits.devices import DeviceError, resolve_device
-from induction_probes.circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe
-from induction_probes.circuits.sweep import SpecError, check_placement, place_cells
-from induction_probes.circuits.tasks import GaussianTask, MarkovTask
-from induction_probes.circuits.train import Trainer, eval_chunk_size, train_run
+from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.common.devices import DeviceError, resolve_device
+from induction_probes.circuits.recipes.gaussian import GaussianRecipe
+from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.sweeps.sweep import SpecError, check_placement, place_cells
+from induction_probes.circuits.tasks.gaussian.task import GaussianTask
+from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.training.train import Trainer, eval_chunk_size, train_run
 from induction_probes.cli import main
 
 TINY = MarkovRecipe(task=MarkovTask(k=3, seq_len=20), steps=30, batch_size=16, eval_seqs=100, n_checkpoints=7)
@@ -135,7 +137,7 @@ def test_the_local_pool_places_cells_on_the_visible_gpus_in_turn():
 
 
 def test_a_sweep_on_the_cpu_device_writes_the_same_runs_as_one_without(tmp_path):
-    from induction_probes.circuits.sweep import parse_spec, run_sweep
+    from induction_probes.circuits.sweeps.sweep import parse_spec, run_sweep
 
     spec = parse_spec(SWEEP_SPEC)
     run_sweep(spec, tmp_path / "default", report=lambda line: None)
@@ -172,7 +174,7 @@ def test_device_cpu_probes_and_verifies_the_same_numbers_as_no_device(capsys):
 
 
 def absolute_model(**changes):
-    from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
+    from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 
     cfg = HookedTransformerConfig(**({"n_layers": 2, "d_model": 16, "n_ctx": 40, "d_vocab": 5, "n_heads": 2,
                                       "positional": "standard", "normalization": "LN", "init_range": 0.1} | changes))

@@ -4,10 +4,12 @@ figures or page (status 0) or, where it does not apply to the recipe, refuses in
 
 import pytest
 
-from induction_probes.circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe, ToyRecipe
-from induction_probes.circuits.tasks import GaussianTask, MarkovTask
-from induction_probes.circuits.toy import train_toy
-from induction_probes.circuits.train import train_run
+from induction_probes.circuits.recipes.gaussian import GaussianRecipe, ToyRecipe
+from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.tasks.gaussian.task import GaussianTask
+from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.training.toy import train_toy
+from induction_probes.circuits.training.train import train_run
 from induction_probes.cli import main
 
 RECIPES = {

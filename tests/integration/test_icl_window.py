@@ -3,7 +3,7 @@ single-position score over four evaluation sets of 1,000 sequences (figures in d
 
 import torch
 
-from induction_probes.circuits.checkpoint import Run
+from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.behaviour import behaviour
 from induction_probes.probes.summary import probe_eval_set
 

@@ -3,7 +3,7 @@ their metrics.jsonl and their probes."""
 
 import pytest
 
-from induction_probes.circuits.checkpoint import Run
+from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.questions import align_runs, first_crossings, phases, transition
 from induction_probes.probes.summary import probe_eval_set, probe_run
 

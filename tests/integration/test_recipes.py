@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from induction_probes.circuits.checkpoint import Run
-from induction_probes.circuits.recipes import GaussianRecipe, MarkovRecipe, MinimalRecipe, ToyRecipe
-from induction_probes.circuits.tasks import GaussianTask, MarkovTask
-from induction_probes.circuits.toy import train_toy
-from induction_probes.circuits.train import train_run
+from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.recipes.gaussian import GaussianRecipe, ToyRecipe
+from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.tasks.gaussian.task import GaussianTask
+from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.training.toy import train_toy
+from induction_probes.circuits.training.train import train_run
 from induction_probes.cli import main
 
 # The same run given as Python arguments and as command-line arguments, with non-default options.

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from induction_probes.circuits.checkpoint import Run
+from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.attention import bigram_matching_score, previous_token_score
 from induction_probes.probes.summary import ablation_study, probe_eval_set, probe_model
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from induction_probes.circuits.checkpoint import Run, shipped_run_names
+from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.runs.shipped import shipped_run_names
 from induction_probes.probes.behaviour import strategy_phases
 
 FRESH_SEED = 20_261_130  # not the runs' evaluation seed: fresh sequences
@@ -85,7 +86,7 @@ def test_the_wheel_installs_one_name_beside_other_projects_circuits_and_probes(t
                    check=True, capture_output=True)
     code = (
         "import circuits, probes\n"
-        "from induction_probes.circuits.checkpoint import Run\n"
+        "from induction_probes.circuits.runs.reader import Run\n"
         "run = Run.open('markov-k3'); run.load()\n"
         "print(run.path); print(circuits.Component.__module__); print(probes.WHOSE)"
     )
@@ -97,7 +98,7 @@ def test_the_wheel_installs_one_name_beside_other_projects_circuits_and_probes(t
 
 
 def test_minimal_model_plateaus_transitions_and_shows_the_odd_even_asymmetry():
-    from induction_probes.circuits.minimal import odd_even_gap
+    from induction_probes.circuits.models.minimal import odd_even_gap
 
     run = Run.open("minimal-k3")
     metrics = run.metrics()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from induction_probes.circuits.sweep import read_spec
+from induction_probes.circuits.sweeps.sweep import read_spec
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 SUMMARIES = sorted((EXPERIMENTS / "results").glob("*/summary.json"))

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from induction_probes.circuits.sweep import SpecError, parse_spec, run_sweep
+from induction_probes.circuits.sweeps.sweep import SpecError, parse_spec, run_sweep
 from induction_probes.cli import main
-from induction_probes.probes.sweeps import interval, is_finished, plateau_length, transition_index
+from induction_probes.probes.sweeps.summary import interval, is_finished, plateau_length, transition_index
 
 COMMAND = Path(sys.executable).with_name("induction-probes")
 SPEC = """

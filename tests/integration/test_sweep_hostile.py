@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from induction_probes.circuits.sweep import SpecError, cell_json, parse_spec, prepare, read_spec, run_cell, run_sweep
+from induction_probes.circuits.sweeps.sweep import SpecError, cell_json, parse_spec, prepare, read_spec, run_cell, run_sweep
 from induction_probes.cli import main
 
 TINY = """
@@ -192,9 +192,9 @@ def edit_metrics(path, edit):
 def test_a_summary_counts_only_this_specs_finished_runs(sweep_dir, tmp_path, capsys):
     assert main(["summarize", str(sweep_dir), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["conditions"]["base"]["n_seeds"] == 2
-    from induction_probes.circuits.recipes import MarkovRecipe
-    from induction_probes.circuits.tasks import MarkovTask
-    from induction_probes.circuits.train import train_run
+    from induction_probes.circuits.recipes.markov import MarkovRecipe
+    from induction_probes.circuits.tasks.markov.task import MarkovTask
+    from induction_probes.circuits.training.train import train_run
 
     cell = sweep_dir / "base" / "seed-1"
     moved = tmp_path / "moved"

@@ -7,13 +7,16 @@ from pathlib import Path
 import pytest
 import torch
 
-import induction_probes.circuits.checkpoint as checkpoint_module
-from induction_probes.circuits.checkpoint import Run, checkpoint_file, sha256_of
+import induction_probes.circuits.runs.writer as checkpoint_module
+from induction_probes.circuits.runs.reader import Run, sha256_of
+from induction_probes.circuits.runs.layout import checkpoint_file
 from dataclasses import replace
 
-from induction_probes.circuits.recipes import GaussianRecipe, MarkovRecipe
-from induction_probes.circuits.tasks import GaussianTask, MarkovTask
-from induction_probes.circuits.train import checkpoint_schedule, train_run
+from induction_probes.circuits.recipes.gaussian import GaussianRecipe
+from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.tasks.gaussian.task import GaussianTask
+from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.training.train import checkpoint_schedule, train_run
 
 TINY = MarkovRecipe(task=MarkovTask(k=3, seq_len=20), steps=40, batch_size=16, eval_seqs=100, n_checkpoints=9, dropout=0.1)
 
@@ -217,7 +220,7 @@ def test_a_run_that_crashed_before_its_first_resume_state_starts_over_on_resume(
 def test_a_second_trainer_on_the_same_directory_stops_at_once(tmp_path):
     import fcntl
 
-    from induction_probes.circuits.checkpoint import CheckpointError
+    from induction_probes.circuits.common.untrusted import CheckpointError
 
     out = tmp_path / "run"
     out.mkdir()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from induction_probes.circuits.checkpoint import Run
+from induction_probes.circuits.runs.reader import Run
 from induction_probes.cli import main
 
 COMMAND = Path(sys.executable).with_name("induction-probes")

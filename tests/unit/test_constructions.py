@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from induction_probes.circuits.constructions import empirical_bigram, prop21, prop21_limit
-from induction_probes.circuits.tasks.markov import sample_markov
+from induction_probes.circuits.constructions.edelman import empirical_bigram, prop21, prop21_limit
+from induction_probes.circuits.tasks.markov.chains import sample_markov
 from induction_probes.cli import main
 from induction_probes.probes.verify import check_prop21, construction_errors
 
@@ -67,7 +67,7 @@ def test_bad_input(args, message, capsys):
 
 
 def test_the_construction_compared_with_itself_is_perfect():
-    from induction_probes.circuits.constructions import load_construction
+    from induction_probes.circuits.constructions.loading import load_construction
     from induction_probes.probes.compare import compare_with_prop21
 
     k = 3
@@ -82,7 +82,7 @@ def test_the_construction_compared_with_itself_is_perfect():
 
 
 def test_an_untrained_model_lacks_the_signatures():
-    from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
+    from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
     from induction_probes.probes.compare import compare_with_prop21
 
     cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_ctx=40, d_vocab=3, normalization="LN", seed=5)
@@ -102,8 +102,9 @@ def test_wang_theorem_4_1_converges_to_ih2_as_beta_grows():
 
 
 def test_wang_theorem_4_1_with_a_general_w_star():
-    from induction_probes.circuits.constructions import load_construction, wang_ih2
-    from induction_probes.circuits.tasks.gaussian import induction_head, sample_sequences
+    from induction_probes.circuits.constructions.loading import load_construction
+    from induction_probes.circuits.constructions.wang import wang_ih2
+    from induction_probes.circuits.tasks.gaussian.sequences import induction_head, sample_sequences
 
     g = torch.Generator().manual_seed(7)
     W = torch.randn(3, 3, generator=g, dtype=torch.float64)
@@ -132,7 +133,7 @@ def test_wang_theorem_4_3_error_falls_with_heads():
 
 
 def test_distance_indicator_fit_is_exact_on_its_heads():
-    from induction_probes.circuits.constructions import distance_indicator_fit
+    from induction_probes.circuits.constructions.wang import distance_indicator_fit
 
     alpha, z = distance_indicator_fit(2, 4)
     values = [(alpha * z**t).sum().item() for t in range(4)]
@@ -142,8 +143,9 @@ def test_distance_indicator_fit_is_exact_on_its_heads():
 
 
 def test_wang_theorem_4_3_with_d_2_and_a_general_w_star():
-    from induction_probes.circuits.constructions import load_construction, wang_ihn
-    from induction_probes.circuits.tasks.gaussian import induction_head, sample_sequences
+    from induction_probes.circuits.constructions.loading import load_construction
+    from induction_probes.circuits.constructions.wang import wang_ihn
+    from induction_probes.circuits.tasks.gaussian.sequences import induction_head, sample_sequences
 
     g = torch.Generator().manual_seed(8)
     W = 0.5 * torch.randn(4, 4, generator=g, dtype=torch.float64)

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import torch
 
-from induction_probes.circuits.checkpoint import Run
+from induction_probes.circuits.runs.reader import Run
 from induction_probes.cli import main
-from induction_probes.probes import plots, plots_circuit, plots_toy
+from induction_probes.probes.figures import plots, plots_circuit, plots_toy
 from induction_probes.probes.behaviour import illustrative_steps, plateau_step, strategy_phases
 
 
@@ -180,7 +180,7 @@ def test_names_are_plain_text_while_log_ticks_keep_their_mathtext(tmp_path):
     math parsing off everywhere they printed as raw '$\\mathdefault{10^{2}}$'."""
     import matplotlib.pyplot as plt
 
-    from induction_probes.probes.plots import save
+    from induction_probes.probes.figures.plots import save
 
     fig, ax = plt.subplots()
     ax.plot([10, 1000], [1, 2])

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from induction_probes.circuits.tasks.gaussian import (
+from induction_probes.circuits.tasks.gaussian.sequences import (
     four_gram,
     generalized_induction_head,
     induction_head,

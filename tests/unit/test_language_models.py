@@ -9,7 +9,7 @@ import torch
 from lm_models import VOCAB, WORDS, hf_scores, save_model
 
 from induction_probes import lm
-from induction_probes.circuits.language_models import LanguageModelError, ModelSource, Series, find_source
+from induction_probes.circuits.interop.language_models import LanguageModelError, ModelSource, Series, find_source
 from induction_probes.probes.lm.protocols import induction_loss, per_token_loss
 
 ARCHITECTURES = ("gpt2", "neox", "llama")

@@ -7,7 +7,7 @@ import pytest
 
 from induction_probes.cli import main
 from induction_probes.cli.llc import log_spread
-from induction_probes.probes.llc_calibration import CASES
+from induction_probes.probes.llc.calibration import CASES
 
 
 def test_checkpoints_are_spread_in_log_sequences_with_step_0():

@@ -7,10 +7,10 @@ from fractions import Fraction
 import pytest
 import torch
 
-from induction_probes.probes.llc_calibration import (
+from induction_probes.probes.llc.calibration import (
     CASES, linear_regression, rrr_learning_coefficient, squared_error,
 )
-from induction_probes.probes.llc_estimator import (
+from induction_probes.probes.llc.estimator import (
     GAMMA_SHARE, STEP_SHARE, LLCError, curvature, default_settings, estimate_llc, gradient_shift,
 )
 

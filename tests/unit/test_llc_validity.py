@@ -4,7 +4,7 @@ status 1; and it runs on every shipped ICL-MC run, the minimal model's included.
 
 import pytest
 from induction_probes.cli import main
-from induction_probes.probes.llc_estimator import LLCSettings
+from induction_probes.probes.llc.estimator import LLCSettings
 
 FAST = ["--checkpoints", "1", "--chains", "2", "--draws", "4", "--burn-in", "2", "--batch-size", "4", "--n-seqs", "8"]
 
@@ -49,7 +49,7 @@ def test_a_step_too_small_to_sample_with_is_bad_input(option, why, capsys):
 
 
 def test_the_rules_burn_in_is_kept_below_its_cap_and_given_steps_are_not_capped():
-    from induction_probes.probes.llc_estimator import MAX_RULE_STEPS, LLCError, default_settings
+    from induction_probes.probes.llc.estimator import MAX_RULE_STEPS, LLCError, default_settings
 
     at_cap = default_settings(100, 1.0, lr=1.0 / MAX_RULE_STEPS, localization=1.0)
     assert at_cap.burn_in == at_cap.draws == MAX_RULE_STEPS

@@ -6,8 +6,8 @@ import logging
 import pytest
 import torch
 
-from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
-from induction_probes.circuits.transformer_lens_io import load_transformer_lens_state_dict, transformer_lens_state_dict
+from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.interop.transformer_lens_io import load_transformer_lens_state_dict, transformer_lens_state_dict
 from induction_probes.probes.attention import bigram_matching_score, previous_token_score
 
 logging.getLogger("transformer_lens").setLevel(logging.ERROR)

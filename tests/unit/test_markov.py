@@ -6,16 +6,18 @@ import math
 import pytest
 import torch
 
-from induction_probes.circuits.tasks import MarkovTask
+from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.tasks.draws import sample_dirichlet
-from induction_probes.circuits.tasks.markov import (
+from induction_probes.circuits.tasks.markov.chains import (
     lift_transitions,
-    ngram_predictions,
     sample_markov,
     stationary_distribution,
+    true_next_token_probs,
+)
+from induction_probes.circuits.tasks.markov.strategies import (
+    ngram_predictions,
     strategy_baselines,
     strategy_predictions,
-    true_next_token_probs,
 )
 
 # An order-1 chain far from uniform and from symmetric, so a wrong start distribution shows.
@@ -203,7 +205,7 @@ def test_bad_transitions_are_refused():
 
 
 def test_a_reducible_chain_gets_the_stationary_distribution_a_uniform_start_settles_into():
-    from induction_probes.circuits.tasks.markov import stationary_distribution
+    from induction_probes.circuits.tasks.markov.chains import stationary_distribution
 
     chains = torch.tensor([
         [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.0, 0.0, 1.0]],  # 0 and 2 absorb; 1 drains into 0: singular

@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from induction_probes.circuits.minimal import MinimalConfig, MinimalModel, odd_even_gap
+from induction_probes.circuits.models.minimal import MinimalConfig, MinimalModel, odd_even_gap
 from induction_probes.probes.attention import previous_token_score, run_with_captures
 
 

@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformer_lens import ActivationCache
 
-from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 
 SCHEMES = ["relative", "alibi", "standard", "none"]
 MASKS = ["causal", "strict", ("strict", 2)]  # (mask, skip_first_keys)
@@ -33,7 +33,7 @@ def tokens(batch=3, pos=12, k=3, seed=0):
 
 
 def brute_force_attention(attn, x, positional, strict, skip=0):
-    """One attention layer, entry by entry, written from the formula in circuits/model.py."""
+    """One attention layer, entry by entry, written from the formula in circuits/models/model.py."""
     batch, n_pos, _ = x.shape
     n_heads, _, d_head = attn.W_Q.shape
     out = torch.zeros_like(x)

@@ -4,10 +4,11 @@ on how they are batched."""
 import pytest
 import torch
 
-from induction_probes.circuits.tasks import MarkovTask
+from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.tasks.draws import sample_categorical
-from induction_probes.circuits.tasks.markov import sample_markov, stationary_distribution, strategy_baselines
-from induction_probes.circuits.tasks.priors import draw_doubly_stochastic, draw_spectrum, draw_table, sinkhorn
+from induction_probes.circuits.tasks.markov.chains import sample_markov, stationary_distribution
+from induction_probes.circuits.tasks.markov.strategies import strategy_baselines
+from induction_probes.circuits.tasks.markov.priors import draw_doubly_stochastic, draw_spectrum, draw_table, sinkhorn
 
 
 def generator(seed: int = 0) -> torch.Generator:
@@ -96,7 +97,7 @@ def test_the_walk_draws_each_state_by_inverse_cdf_from_its_own_uniform():
     """A per-position loop with the plain inverse-CDF draw gives the very same states."""
     table = draw_table("dirichlet", 7, 3, 2, 1.0, None, generator(3))
     uniforms = torch.rand(7, 12, generator=generator(4), dtype=torch.float64)
-    from induction_probes.circuits.tasks.markov import lift_transitions, walk
+    from induction_probes.circuits.tasks.markov.chains import lift_transitions, walk
 
     sample = walk(table, uniforms, n=3)
     pi = stationary_distribution(lift_transitions(table, 3))

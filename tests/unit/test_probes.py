@@ -11,8 +11,8 @@ from transformer_lens.head_detector import (
 )
 from transformer_lens.hook_points import HookPoint
 
-from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
-from induction_probes.circuits.tasks import MarkovTask
+from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.ablation import parse_heads, run_ablated
 from induction_probes.probes.attention import (
     bigram_matching_score,
@@ -246,8 +246,9 @@ def test_unknown_mode():
 
 
 def test_induction_score_is_1_on_theorem_4_1_and_lower_on_uniform_attention():
-    from induction_probes.circuits.constructions import load_construction, wang_ih2
-    from induction_probes.circuits.tasks.gaussian import sample_sequences
+    from induction_probes.circuits.constructions.loading import load_construction
+    from induction_probes.circuits.constructions.wang import wang_ih2
+    from induction_probes.circuits.tasks.gaussian.sequences import sample_sequences
     from induction_probes.probes.attention import induction_score
 
     x = sample_sequences(100, 12, 2, generator=torch.Generator().manual_seed(5))
@@ -264,8 +265,8 @@ def test_induction_score_is_1_on_theorem_4_1_and_lower_on_uniform_attention():
 
 def test_per_head_probes_report_every_head_of_layers_with_different_head_counts():
     """A trigram model with two first-layer heads and one second-layer head: no head is dropped."""
-    from induction_probes.circuits.checkpoint import build_model
-    from induction_probes.circuits.recipes import MarkovRecipe
+    from induction_probes.circuits.models.classes import build_model
+    from induction_probes.circuits.recipes.markov import MarkovRecipe
     from induction_probes.probes.attention import run_with_patterns
     from induction_probes.probes.summary import probe_model
 

@@ -7,11 +7,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from induction_probes.circuits.clamps import previous_token_pattern
-from induction_probes.circuits.constructions import load_construction, prop21
-from induction_probes.circuits.model import HookedTransformer
-from induction_probes.circuits.recipes import MarkovRecipe
-from induction_probes.circuits.tasks import MarkovTask
+from induction_probes.circuits.recipes.clamps import previous_token_pattern
+from induction_probes.circuits.constructions.loading import load_construction
+from induction_probes.circuits.constructions.edelman import prop21
+from induction_probes.circuits.models.model import HookedTransformer
+from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.progress import (
     calibration,
     composition,

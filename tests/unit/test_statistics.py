@@ -10,10 +10,10 @@ import pytest
 from scipy import stats
 
 from induction_probes.cli import main
-from induction_probes.probes.statistics import (
+from induction_probes.probes.sweeps.statistics import (
     bounded_interval, paired_comparison, split_into_kinds, welch_comparison,
 )
-from induction_probes.probes.sweep_statistics import BOUNDED, MEASURES, recompute_summary
+from induction_probes.probes.sweeps.sweep_statistics import BOUNDED, MEASURES, recompute_summary
 
 RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results"
 SUMMARIES = sorted(RESULTS.glob("*/summary.json"))

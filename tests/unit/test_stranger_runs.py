@@ -12,11 +12,12 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from induction_probes.circuits.checkpoint import CheckpointError, Run
-from induction_probes.circuits.recipes import MarkovRecipe
-from induction_probes.circuits.tasks import MarkovTask
-from induction_probes.circuits.train import train_run
-from induction_probes.circuits.untrusted import read_bytes, refuse_links_below, require_finite
+from induction_probes.circuits.common.untrusted import CheckpointError
+from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.training.train import train_run
+from induction_probes.circuits.common.untrusted import read_bytes, refuse_links_below, require_finite
 from induction_probes.cli import main
 
 TINY = MarkovRecipe(task=MarkovTask(k=2, seq_len=8), steps=4, batch_size=4, eval_seqs=20, n_checkpoints=3)
@@ -103,7 +104,7 @@ def test_weights_that_are_not_finite_are_refused_not_probed(run_dir, value, caps
     name = sorted(weights)[0]
     weights[name].view(-1)[0] = value
     save_file(weights, path)
-    from induction_probes.circuits.checkpoint import sha256_of
+    from induction_probes.circuits.runs.reader import sha256_of
 
     manifest[-1]["sha256"] = sha256_of(path)
     (run_dir / "manifest.json").write_text(json.dumps(manifest))

@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 import torch
 
-from induction_probes.circuits.checkpoint import build_model
-from induction_probes.circuits.recipes import MarkovRecipe
-from induction_probes.circuits.tasks import MarkovTask
+from induction_probes.circuits.models.classes import build_model
+from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.ablation import REFERENCE_SEED, reference_inputs_for, run_ablated
 from induction_probes.probes.caveats import coarse_warnings, initial_warnings, progress_warnings
 from induction_probes.probes.progress import config_calibration, progress_measures

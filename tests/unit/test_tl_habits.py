@@ -6,8 +6,8 @@ import warnings
 import pytest
 import torch
 
-from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
-from induction_probes.circuits.tl_hooks import MissingHookError
+from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.models.tl_hooks import MissingHookError
 
 
 def small(positional="relative", d_mlp=None, input_type="tokens") -> HookedTransformer:

@@ -5,9 +5,10 @@ import math
 import pytest
 import torch
 
-from induction_probes.circuits.recipes import ToyRecipe
-from induction_probes.circuits.tasks.gaussian import induction_head, sample_sequences
-from induction_probes.circuits.toy import ToyConfig, ToyModel, fit_plateau, toy_phases, train_toy
+from induction_probes.circuits.recipes.gaussian import ToyRecipe
+from induction_probes.circuits.tasks.gaussian.sequences import induction_head, sample_sequences
+from induction_probes.circuits.models.toy import ToyConfig, ToyModel, fit_plateau, toy_phases
+from induction_probes.circuits.training.toy import train_toy
 from induction_probes.cli import main
 
 

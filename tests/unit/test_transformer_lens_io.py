@@ -7,10 +7,11 @@ import logging
 import pytest
 import torch
 
-from induction_probes.circuits.checkpoint import Run
-from induction_probes.circuits.constructions import load_construction, prop21
-from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
-from induction_probes.circuits.transformer_lens_io import (
+from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.constructions.loading import load_construction
+from induction_probes.circuits.constructions.edelman import prop21
+from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.interop.transformer_lens_io import (
     PROCESSING,
     load_transformer_lens_state_dict,
     process_weights,

@@ -8,9 +8,9 @@ from transformer_lens import patching
 from transformer_lens.head_detector import detect_head
 from transformer_lens.tools.analysis.direct_logit_attribution import direct_logit_attribution
 
-from induction_probes.circuits.checkpoint import Run
-from induction_probes.circuits.model import HookedTransformer, HookedTransformerConfig
-from induction_probes.circuits.tasks.markov import matching_keys
+from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.tasks.markov.strategies import matching_keys
 from induction_probes.probes.attention import bigram_matching_score, previous_token_score
 
 T = 16
@@ -201,9 +201,9 @@ def test_switched_hooks_fire_only_when_on_and_change_nothing_else(model):
 
 
 def test_a_tool_that_reads_one_head_count_stops_with_one_clear_line_on_mixed_head_counts():
-    from induction_probes.circuits.checkpoint import build_model
-    from induction_probes.circuits.recipes import MarkovRecipe
-    from induction_probes.circuits.tasks import MarkovTask
+    from induction_probes.circuits.models.classes import build_model
+    from induction_probes.circuits.recipes.markov import MarkovRecipe
+    from induction_probes.circuits.tasks.markov.task import MarkovTask
 
     trigram = build_model(MarkovRecipe(task=MarkovTask(k=3, n=3, seq_len=20), heads=(2, 1)).model_config()).eval()
     tokens = torch.randint(0, 3, (2, 12), generator=torch.Generator().manual_seed(0))

@@ -1,0 +1,98 @@
+"""Reading a folder that a stranger may have written: a run, a sweep, an output directory.
+
+One rule, in one place, for every file read from such a folder: nothing below the folder the user named is
+followed if it is a symbolic link (at any level: a linked condition folder would lead a sweep or a summary
+outside it), nothing is read that is not a regular file (a named pipe would block the reader for ever, a
+device would never end), and nothing is read whole that is larger than a limit, checked on the open file
+before its first byte is read. And one rule for numbers read from such a folder or computed from it: one
+that is NaN or infinite is never printed as a result.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from pathlib import Path
+
+from induction_probes.circuits.common.limits import MAX_TEXT_BYTES
+
+
+class CheckpointError(ValueError):
+    """A run or checkpoint that cannot be opened: missing, corrupt, or inconsistent with its config."""
+
+
+class NotFiniteError(ValueError):
+    """A number that is NaN or infinite where a result must be a finite number."""
+
+
+def refuse_links(*paths: Path, why: str = "a run's files are its own") -> None:
+    """A run reads and writes only inside its own directory: none of ``paths`` may be a symbolic link."""
+    for path in paths:
+        if path.is_symlink():
+            raise CheckpointError(f"{path} is a symbolic link: {why}")
+
+
+def refuse_links_below(root: Path, path: Path, why: str = "a folder's files are its own") -> None:
+    """No folder or file from just below ``root`` (the folder the user named, which may itself be a link)
+    down to ``path`` itself may be a symbolic link; ``path`` must lie below ``root``."""
+    relative = Path(os.path.relpath(path, root))
+    if relative.parts[:1] == ("..",):
+        raise CheckpointError(f"{path} is not inside {root}")
+    below = root
+    for part in relative.parts:
+        below = below / part
+        refuse_links(below, why=why)
+
+
+def read_bytes(path: Path, limit: int = MAX_TEXT_BYTES, root: Path | None = None) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes, no link on the way below ``root``
+    (or at ``path`` itself without one). A missing file is a FileNotFoundError, as ``open`` gives."""
+    if root is None:
+        refuse_links(path)
+    else:
+        refuse_links_below(root, path)
+    # O_NONBLOCK: opening a named pipe with no writer must not wait; O_NOFOLLOW: a link swapped in since
+    # the check above is refused by the kernel itself
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    status = os.fstat(descriptor)
+    if not stat.S_ISREG(status.st_mode):
+        os.close(descriptor)
+        raise CheckpointError(f"{path} is not a regular file")
+    with os.fdopen(descriptor, "rb") as handle:
+        if status.st_size > limit:
+            raise CheckpointError(f"{path} is larger than such a file can be ({limit:,} bytes)")
+        data = handle.read(limit + 1)
+    if len(data) > limit:  # it grew while being read
+        raise CheckpointError(f"{path} is larger than such a file can be ({limit:,} bytes)")
+    return data
+
+
+def read_text(path: Path, limit: int = MAX_TEXT_BYTES, root: Path | None = None) -> str:
+    """:func:`read_bytes` as UTF-8 text (a UnicodeDecodeError if it is not)."""
+    return read_bytes(path, limit, root).decode("utf-8")
+
+
+def not_a_number(constant: str):
+    """``json.loads``'s hook for NaN and Infinity, which strict JSON has not and a result must not be."""
+    raise NotFiniteError(constant)
+
+
+def require_finite(value: object, what: str) -> object:
+    """``value`` (a number, or dicts and lists of them) if every number in it is finite; else a
+    :class:`NotFiniteError` naming where the first one that is not sits."""
+    where = first_not_finite(value)
+    if where is not None:
+        raise NotFiniteError(f"{what}{where} is not a finite number (NaN or infinity): refusing to report it")
+    return value
+
+
+def first_not_finite(value: object, where: str = "") -> str | None:
+    if isinstance(value, float):
+        return None if math.isfinite(value) else where
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for key, item in items:
+        found = first_not_finite(item, f"{where}[{key!r}]")
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,17 @@
+"""A construction's config and weights as a model: loaded with ``load_state_dict`` into the same model class
+that training uses, so every probe applies to it unchanged.
+"""
+
+from __future__ import annotations
+
+from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from torch import Tensor
+
+
+def load_construction(cfg: HookedTransformerConfig, weights: dict[str, Tensor], device=None) -> HookedTransformer:
+    """The construction as a model, on ``device`` (default cpu)."""
+    from induction_probes.circuits.common.devices import resolve_device
+
+    model = HookedTransformer(cfg)
+    model.load_state_dict(weights)
+    return model.to(resolve_device(device)).eval()

@@ -1,0 +1,34 @@
+"""Training recipes: one config class per kind of run, each holding its task and owning its defaults,
+checks, help text, model and optimiser.
+
+- :class:`MarkovRecipe` — the attention-only transformer on ICL-MC (Edelman et al. 2024), with its
+  architecture (layers, heads per layer, positions, masks, MLP, LayerNorm) open to change.
+- :class:`MinimalRecipe` — Edelman et al.'s minimal model (eq. 6) on ICL-MC, trained by SGD.
+- :class:`GaussianRecipe` — the two-layer model on Wang et al.'s Gaussian induction task.
+- :class:`ToyRecipe` — Wang et al.'s six-parameter toy model (§5), full-batch gradient descent.
+
+Like the tasks, these classes import torch only inside their methods, so that the command line builds
+its options from them without loading torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from induction_probes.circuits.recipes.gaussian import GaussianRecipe, ToyRecipe
+from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.tasks import task_from_json
+
+RECIPES: dict[str, type] = {recipe.name: recipe for recipe in (MarkovRecipe, MinimalRecipe, GaussianRecipe, ToyRecipe)}
+
+
+def recipe_from_json(recipe: Any, task: Any):
+    """The recipe of a run from its ``config.json`` entries ``recipe`` and ``task``."""
+    if not isinstance(recipe, dict) or recipe.get("name") not in RECIPES:
+        raise ValueError(f"not a known recipe (recipes: {', '.join(RECIPES)}): {recipe!r}")
+    values = {key: value for key, value in recipe.items() if key != "name"}
+    recipe_class = RECIPES[recipe["name"]]
+    if any(f.name == "task" for f in fields(recipe_class)):
+        values["task"] = task_from_json(task)
+    return recipe_class.from_dict(values)

@@ -1,0 +1,2 @@
+"""Sweeps: a grid of recipes over seeds from a TOML spec (:mod:`.sweep_spec`), run by :mod:`.sweep`, and the
+named experiments of the command line (:mod:`.experiments`)."""

@@ -1,0 +1,212 @@
+"""The experiment spec of a sweep (``circuits/sweeps/sweep.py`` runs it): conditions × grid × seeds, each cell a
+standard run directory.
+
+A spec is a TOML file::
+
+    recipe = "markov"                  # markov, minimal or gaussian (the `train` sub-commands)
+    seeds = [0, 1, 2]                  # seed S sets the model, data and eval seeds to S, S+1, S+2
+    description = "free text"          # optional
+    count = "doubly-stochastic"        # optional: summaries count training sequences of this prior only
+
+    [base]                             # recipe and task fields (names as in config.json), for every cell
+    k = 4
+    steps = 2000
+
+    [conditions.doubly-stochastic]     # optional named sets of overrides; none means one condition "base"
+    prior = "doubly-stochastic"
+    [conditions.mixture]
+    prior = "mixture"
+    p = 0.75
+
+    [grid]                             # optional: every combination of these values, in every condition
+    lr = [1e-3, 3e-3]
+
+A cell's directory is ``DIR/<condition>[/<key>=<value>...]/seed-<S>``. A sweep writes its spec into
+``DIR/spec.toml`` (refusing a directory that holds another spec) and a line per finished cell, with its
+wall time, into ``DIR/sweep.jsonl``; the run directories themselves hold nothing that depends on the
+machine or the clock, so every backend writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from induction_probes.circuits.common.config import config_from_options, option_names
+from induction_probes.circuits.common.limits import MAX_CELLS, MAX_NAME, MAX_SPEC_BYTES
+from induction_probes.circuits.recipes.gaussian import GaussianRecipe
+from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.tasks.markov.parameters import PRIOR_NAMES
+
+SWEEP_RECIPES = {recipe.name: recipe for recipe in (MarkovRecipe, MinimalRecipe, GaussianRecipe)}
+SPEC_KEYS = {"recipe", "seeds", "description", "count", "base", "conditions", "grid"}
+SEED_KEYS = ("model_seed", "data_seed", "eval_seed")
+SPEC_FILE, LOG_FILE = "spec.toml", "sweep.jsonl"
+PATH_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._,=+-]*")  # a condition's directory name: never "..", "/" or empty
+
+
+class SpecError(ValueError):
+    """An experiment spec that cannot be run as written."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a sweep: its condition (with grid values), seed and recipe."""
+
+    condition: str
+    seed: int
+    recipe: Any
+
+    @property
+    def relative_path(self) -> str:
+        return f"{self.condition}/seed-{self.seed}"
+
+    def describe(self) -> str:
+        return f"{self.condition} seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class Spec:
+    recipe: str
+    seeds: tuple[int, ...]
+    base: dict
+    conditions: dict[str, dict]
+    grid: dict[str, list]
+    text: str
+    description: str = ""
+    count: str | None = None
+
+    def grid_points(self) -> list[dict]:
+        return [dict(zip(self.grid, values)) for values in itertools.product(*self.grid.values())]
+
+    def condition_names(self) -> list[str]:
+        return [condition_label(name, point) for name in self.conditions for point in self.grid_points()]
+
+    def cells(self) -> list[Cell]:
+        """Every cell in a fixed order: condition, then grid point, then seed."""
+        recipe_class = SWEEP_RECIPES[self.recipe]
+        cells = []
+        for name, overrides in self.conditions.items():
+            for point in self.grid_points():
+                for seed in self.seeds:
+                    options = dict(zip(SEED_KEYS, (seed, seed + 1, seed + 2))) | self.base | overrides | point
+                    label = condition_label(name, point)
+                    try:
+                        recipe = config_from_options(recipe_class, options)
+                    except ValueError as error:
+                        raise SpecError(f"condition {label}: {error}") from None
+                    cells.append(Cell(label, seed, recipe))
+        check_distinct(cells)
+        return cells
+
+
+def condition_label(name: str, grid_point: dict) -> str:
+    """The condition's directory below the sweep: its name, then one ``key=value`` per grid entry; each
+    part a plain name (letters, digits, ``._,=+-``), so that no cell can land outside the sweep."""
+    as_text = lambda value: ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)  # noqa: E731
+    parts = [name, *(f"{key}={as_text(value)}" for key, value in grid_point.items())]
+    bad = [part for part in parts if not PATH_PART.fullmatch(part) or part in (SPEC_FILE, LOG_FILE)]
+    if bad:
+        raise SpecError(f"{bad[0]!r} cannot name a directory of the sweep: use letters, digits and ._,=+- "
+                        "(not starting with a dot or a sign)")
+    long = [part for part in parts if len(part) > MAX_NAME]
+    if long:
+        raise SpecError(f"{long[0][:20]!r}... ({len(long[0])} characters) cannot name a directory of the sweep: "
+                        f"at most {MAX_NAME} characters (circuits/common/limits.py)")
+    return "/".join(parts)
+
+
+def check_distinct(cells: list[Cell]) -> None:
+    """Two cells with one directory, or one recipe under two names, would train one run twice."""
+    seen: dict = {}
+    for cell in cells:
+        for key in (cell.relative_path, cell.recipe):
+            if key in seen:
+                raise SpecError(f"cells {seen[key].relative_path} and {cell.relative_path} are the same run; "
+                                "remove the repeated condition or grid value")
+            seen[key] = cell
+
+
+def tomlish(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def parse_spec(text: str, source: str = "spec") -> Spec:
+    """The spec in ``text``; every mistake is a :class:`SpecError` naming it."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SpecError(f"{source} is not valid TOML: {error}") from None
+    except RecursionError:  # arrays or tables nested deeper than the parser goes
+        raise SpecError(f"{source} is nested too deeply to be a spec") from None
+    unknown = sorted(set(raw) - SPEC_KEYS)
+    if unknown:
+        raise SpecError(f"{source}: unknown keys {', '.join(unknown)} (a spec has {', '.join(sorted(SPEC_KEYS))})")
+    if raw.get("recipe") not in SWEEP_RECIPES:
+        raise SpecError(f"{source}: recipe must be one of {', '.join(SWEEP_RECIPES)}, got {raw.get('recipe')!r}")
+    seeds = raw.get("seeds")
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise SpecError(f"{source}: seeds must be a non-empty list of integers >= 0")
+    if len(set(seeds)) != len(seeds):
+        raise SpecError(f"{source}: seeds repeat")
+    if raw.get("count") is not None and raw["count"] not in PRIOR_NAMES:
+        raise SpecError(f"{source}: count must name a prior ({', '.join(PRIOR_NAMES)}), got {raw['count']!r}")
+    tables = {key: raw.get(key, {}) for key in ("base", "conditions", "grid")}
+    for key, table in tables.items():
+        if not isinstance(table, dict):
+            raise SpecError(f"{source}: [{key}] must be a table")
+    conditions = tables["conditions"] or {"base": {}}
+    if not all(isinstance(overrides, dict) for overrides in conditions.values()):
+        raise SpecError(f"{source}: each [conditions.NAME] must be a table of overrides")
+    if not all(isinstance(values, list) and values for values in tables["grid"].values()):
+        raise SpecError(f"{source}: each [grid] entry must be a non-empty list of values")
+    check_cell_count(source, len(seeds), len(conditions), [len(values) for values in tables["grid"].values()])
+    known = set(option_names(SWEEP_RECIPES[raw["recipe"]])) - set(SEED_KEYS)
+    for where, names in [("base", tables["base"]), ("grid", tables["grid"])] + [
+        (f"conditions.{name}", overrides) for name, overrides in conditions.items()
+    ]:
+        wrong = sorted(set(names) - known)
+        if wrong:
+            hint = " (seeds come from `seeds`)" if set(wrong) & set(SEED_KEYS) else ""
+            raise SpecError(f"{source}: [{where}] has keys the {raw['recipe']} recipe does not know: "
+                            f"{', '.join(wrong)}{hint}")
+    spec = Spec(
+        recipe=raw["recipe"],
+        seeds=tuple(seeds),
+        base={key: tomlish(value) for key, value in tables["base"].items()},
+        conditions={name: {key: tomlish(v) for key, v in overrides.items()} for name, overrides in conditions.items()},
+        grid={key: [tomlish(v) for v in values] for key, values in tables["grid"].items()},
+        text=text,
+        description=str(raw.get("description", "")),
+        count=raw.get("count"),
+    )
+    spec.cells()  # every cell's recipe is checked before anything runs
+    return spec
+
+
+def check_cell_count(source: str, n_seeds: int, n_conditions: int, grid_sizes: list[int]) -> None:
+    """Refuse more than :data:`MAX_CELLS` cells from their counts alone, before any is made (the product of
+    three grids of 2,000 values would take gigabytes to list)."""
+    log_cells = math.log(n_seeds) + math.log(n_conditions) + sum(map(math.log, grid_sizes))
+    if log_cells > math.log(MAX_CELLS) + 1e-9:
+        sizes = " x ".join(map(str, [n_conditions, *grid_sizes, n_seeds]))
+        raise SpecError(f"{source}: {sizes} (conditions x grid values x seeds) cells is above the limit of "
+                        f"{MAX_CELLS:,} (circuits/common/limits.py)")
+
+
+def read_spec(path: str | Path, sweep_dir: Path | None = None) -> Spec:
+    """The spec in the file ``path``; in a sweep's directory (``sweep_dir``, which a stranger may have
+    written) no link on the way is followed. A regular file of at most :data:`MAX_SPEC_BYTES` either way."""
+    from induction_probes.circuits.common.untrusted import read_text
+
+    path = Path(path) if sweep_dir is not None else Path(path).resolve()  # the user's own file may be a link
+    try:
+        text = read_text(path, MAX_SPEC_BYTES, root=sweep_dir if sweep_dir is not None else path)
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise SpecError(f"cannot read spec {path}: {error}") from None
+    return parse_spec(text, str(path))

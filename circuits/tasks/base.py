@@ -1,0 +1,53 @@
+"""What a task is: the protocols a task, its training stream and its evaluation set follow, and the base class of
+the task configs.
+
+The configs import torch only inside their methods, so that the command line, which builds its options from
+their fields, parses without loading torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from induction_probes.circuits.common.config import Config
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+
+class EvalSet(Protocol):
+    """A fixed set of sequences with what a model's outputs on them are compared against."""
+
+    inputs: Tensor
+
+    def metrics(self, outputs: Tensor) -> dict: ...
+
+
+class Stream(Protocol):
+    """Training sequences, drawn in order; its state goes into a run's resume file."""
+
+    def take(self, n_seqs: int) -> Any: ...
+
+    def get_state(self) -> Tensor: ...
+
+    def set_state(self, state: Tensor) -> None: ...
+
+
+class Task(Protocol):
+    name: ClassVar[str]
+
+    def stream(self, seed: int) -> Stream: ...
+
+    def inputs_and_targets(self, sample: Any) -> tuple[Tensor, Tensor]: ...
+
+    def loss(self, outputs: Tensor, targets: Tensor) -> Tensor: ...
+
+    def eval_set(self, n_seqs: int, seed: int) -> EvalSet: ...
+
+    def progress(self, metrics: dict) -> str: ...
+
+    def to_json(self) -> dict: ...
+
+
+class TaskConfig(Config):
+    name: ClassVar[str]

@@ -1,0 +1,69 @@
+"""Training Wang et al.'s toy model (§5): full-batch gradient descent (or Adam) on a fixed set of sequences,
+with a record of the loss, the two errors and the six parameters every ``log_every`` steps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from induction_probes.circuits.models.toy import PARAMETERS, ToyModel
+from induction_probes.circuits.recipes.gaussian import ToyRecipe
+from torch import Tensor
+
+LAYER_1 = torch.tensor([1.0, 0, 0, 0, 0, 0], dtype=torch.float64)  # p1 is layer 1's only parameter
+
+
+def train_toy(recipe: ToyRecipe, out: str | Path | None = None) -> list[dict]:
+    """Gradient descent (or Adam) on the toy model. Every ``log_every`` steps it records the total loss,
+    the 4-gram part ½E[(g − α* x_{L−2})²], the induction part ½E[(i − IH_2)²] and every parameter; with
+    ``out`` these become the metrics of a run directory, with the parameters checkpointed every tenth
+    record and at the end."""
+    from induction_probes.circuits.runs.writer import RunWriter, run_config
+    from induction_probes.circuits.tasks.gaussian.sequences import four_gram, induction_head
+
+    task = recipe.task
+    x = task.sample(recipe.n_seqs, torch.Generator().manual_seed(recipe.data_seed))
+    target_g4 = recipe.alpha_star * four_gram(x)[:, 0]
+    target_ih = induction_head(x, 2, task.W_star())[:, 0]
+    x = x[..., 0]
+    model = ToyModel(recipe.model_config())
+    params = model.params
+    optimizer = torch.optim.Adam([params], lr=recipe.lr) if recipe.optimizer == "adam" else torch.optim.SGD([params], lr=recipe.lr)
+    writer = RunWriter.create(Path(out), run_config(recipe)) if out is not None else None
+    history = []
+    for step in range(recipe.steps + 1):
+        g, i = model.parts(x)
+        loss = 0.5 * ((g + i - target_g4 - target_ih) ** 2).mean()
+        if step % recipe.log_every == 0 or step == recipe.steps:
+            history.append(record(step, loss, g - target_g4, i - target_ih, params))
+            if writer is not None:
+                save_record(writer, history, model, recipe)
+        if step == recipe.steps:
+            break
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if recipe.layerwise_steps:  # Wang et al.'s protocol: layer 1 first, then layer 2 with layer 1 frozen
+            params.grad *= LAYER_1 if step < recipe.layerwise_steps else 1 - LAYER_1
+        optimizer.step()
+        if not torch.isfinite(params).all():
+            raise FloatingPointError(f"toy training diverged at step {step}; lower --lr")
+    return history
+
+
+def record(step: int, loss: Tensor, error_g4: Tensor, error_ih: Tensor, params: Tensor) -> dict:
+    return {
+        "step": step,
+        "loss": loss.item(),
+        "loss_4gram": 0.5 * (error_g4**2).mean().item(),
+        "loss_induction": 0.5 * (error_ih**2).mean().item(),
+    } | dict(zip(PARAMETERS, params.tolist()))
+
+
+def save_record(writer, history: list[dict], model: ToyModel, recipe: ToyRecipe) -> None:
+    """The newest record as a metrics line, and as a checkpoint too at every tenth record and the last."""
+    entry = history[-1]
+    if (len(history) - 1) % 10 and entry["step"] != recipe.steps:
+        writer.add_metrics(entry)
+        return
+    writer.add_checkpoint(entry["step"], entry["step"] * recipe.n_seqs, model.state_dict(), entry)

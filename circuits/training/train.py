@@ -1,0 +1,357 @@
+"""Training any minibatch recipe (:mod:`induction_probes.circuits.recipes`): fresh batches every step, a checkpoint
+schedule, exact resume.
+
+Same recipe ⇒ byte-identical run files, and a run stopped early and continued with ``resume=True``
+writes the same files as one that never stopped: the optimiser state, the data stream's state, the
+global random generator (dropout) and the running loss are saved in ``resume/`` at every checkpoint and
+at the stop. Nothing about the machine or the clock is saved, so equal recipes give equal bytes anywhere.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file
+from tqdm.auto import tqdm
+
+from induction_probes.circuits.common.untrusted import CheckpointError, refuse_links
+from induction_probes.circuits.runs.reader import Run, read_json, read_manifest
+from induction_probes.circuits.runs.writer import RunWriter, run_config, save_tensors, write_json
+from induction_probes.circuits.models.classes import build_model
+from induction_probes.circuits.common.devices import device_kind, resolve_device
+from induction_probes.circuits.recipes.base import Recipe
+from induction_probes.circuits.recipes import recipe_from_json
+from induction_probes.circuits.tasks.base import EvalSet, Stream
+from induction_probes.circuits.common.validation import require_int
+
+RESUME_FILE = "resume/state.safetensors"
+LOCK_FILE = "lock"
+
+
+def checkpoint_schedule(steps: int, n_checkpoints: int) -> list[int]:
+    """About ``n_checkpoints`` steps from 0 to ``steps``: a third log-spaced over the first 5% of
+    training (where the loss first moves fast), the rest evenly spaced; always 0 and ``steps``."""
+    n_log = n_checkpoints // 3
+    early = np.geomspace(1, max(steps / 20, 1), n_log).round() if n_log else []
+    even = np.linspace(0, steps, n_checkpoints - n_log).round()
+    return sorted({0, steps, *map(int, early), *map(int, even)})
+
+
+# Numbers one evaluation forward pass may hold per tensor: 2^20 float32 (4 MiB, this machine's L2 cache
+# size) keeps the [chunk, head, query, key] attention tensors in cache; measured with
+# bench/bench_run_split.py, one forward of the 2,000 evaluation sequences was about 2.5x slower.
+EVAL_CHUNK_NUMBERS = 1 << 20
+
+
+def eval_chunk_size(model_config, n_seqs: int, device: torch.device = torch.device("cpu")) -> int:
+    """How many evaluation sequences go through the model at once: on the CPU as many as fit in
+    :data:`EVAL_CHUNK_NUMBERS` (at least one), on a GPU all of them (its memory and parallelism are wide)."""
+    if device.type != "cpu":
+        return n_seqs
+    return max(1, min(n_seqs, EVAL_CHUNK_NUMBERS // model_config.numbers_per_sequence()))
+
+
+@dataclass
+class Trainer:
+    """One run: the model, optimiser, data stream and the run directory they are saved in."""
+
+    recipe: Recipe
+    writer: RunWriter
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    base_rates: list[float]
+    data: Stream
+    eval_set: EvalSet
+    device: torch.device = torch.device("cpu")
+    step: int = 0
+    loss_sum: float = 0.0
+    loss_count: int = 0
+    eval_chunk: int | None = None  # sequences per evaluation forward pass; None: eval_chunk_size's
+
+    @classmethod
+    def create(cls, recipe: Recipe, writer: RunWriter, device: torch.device | str | None = None,
+               eval_chunk: int | None = None) -> Trainer:
+        """The trainer at step 0. Weights, data and the evaluation set are drawn on the CPU from the seeds
+        (the same on every device), then the model and the evaluation inputs move to ``device``."""
+        device = resolve_device(device)
+        torch.manual_seed(recipe.model_seed)  # dropout draws from the global generator(s)
+        model = build_model(recipe.model_config()).to(device)
+        optimizer, base_rates = recipe.make_optimizer(model)
+        data = recipe.task.stream(recipe.data_seed)
+        eval_set = recipe.task.eval_set(recipe.eval_seqs, recipe.eval_seed)
+        return cls(recipe, writer, model, optimizer, base_rates, data, eval_set, device, eval_chunk=eval_chunk)
+
+    def __post_init__(self) -> None:
+        self.eval_inputs = self.eval_set.inputs.to(self.device)  # moved once, read at every checkpoint
+
+    @property
+    def out(self) -> Path:
+        return self.writer.path
+
+    def forward(self, inputs):
+        """The model's output, with the recipe's hooks (a clamp) in place for this step if it has any."""
+        hooks = self.recipe.training_hooks(inputs, self.step)
+        return self.model.run_with_hooks(inputs, fwd_hooks=hooks) if hooks else self.model(inputs)
+
+    def train_step(self) -> None:
+        recipe = self.recipe
+        inputs, targets = recipe.task.inputs_and_targets(self.data.take(recipe.batch_size))
+        inputs, targets = inputs.to(self.device), targets.to(self.device)  # drawn on the CPU, moved once
+        loss = recipe.task.loss(self.forward(inputs), targets)
+        for group, rate in zip(self.optimizer.param_groups, self.base_rates):
+            group["lr"] = rate * recipe.lr_factor(self.step)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"training loss became {loss.item()} at step {self.step + 1}; lower --lr")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self.step += 1
+        self.loss_sum += loss.item()
+        self.loss_count += 1
+
+    def eval_outputs(self) -> torch.Tensor:
+        """The model's outputs on the evaluation set, ``eval_chunk`` sequences per forward pass (any chunk
+        gives the same outputs, to the bit: each sequence's arithmetic does not depend on its batch)."""
+        inputs = self.eval_inputs
+        chunk = self.eval_chunk or eval_chunk_size(self.model.cfg, len(inputs), self.device)
+        with torch.inference_mode():
+            outputs = [self.forward(inputs[start : start + chunk]) for start in range(0, len(inputs), chunk)]
+        return torch.cat(outputs).cpu()  # scored on the CPU, in float64, whatever device ran the model
+
+    def evaluate(self) -> dict:
+        self.model.eval()
+        metrics = self.eval_set.metrics(self.eval_outputs())
+        self.model.train()
+        train_loss = self.loss_sum / self.loss_count if self.loss_count else metrics["eval_loss"]
+        self.loss_sum, self.loss_count = 0.0, 0
+        return {"step": self.step, "sequences_seen": self.step * self.recipe.batch_size, "train_loss": train_loss} | metrics
+
+    def save_checkpoint(self) -> dict:
+        metrics = self.evaluate()
+        self.writer.add_checkpoint(self.step, self.step * self.recipe.batch_size, self.model.state_dict(), metrics)
+        self.save_resume_state()
+        return metrics
+
+    # --- resume ------------------------------------------------------------------------------------
+
+    def save_resume_state(self) -> None:
+        tensors = {f"model.{name}": t.cpu() for name, t in self.model.state_dict().items()}
+        optim = self.optimizer.state_dict()
+        for index, state in optim["state"].items():
+            tensors |= {f"optim.{index}.{key}": value.cpu() for key, value in state.items()}
+        tensors["rng.data"] = self.data.get_state()
+        tensors["rng.torch"] = torch.get_rng_state()
+        if self.device.type == "cuda":  # dropout on a GPU draws from its own generator
+            tensors["rng.cuda"] = torch.cuda.get_rng_state(self.device)
+        info = {
+            "step": self.step,
+            "loss_sum": self.loss_sum,
+            "loss_count": self.loss_count,
+            "param_groups": optim["param_groups"],
+        }
+        # one metadata key: safetensors writes several in no fixed order, and equal runs must give equal bytes
+        state = json.dumps(info | {"sha256": state_digest(json.dumps(info), tensors)})
+        save_tensors(self.out / RESUME_FILE, tensors, metadata={"state": state})
+
+    def load_resume_state(self) -> None:
+        path = self.out / RESUME_FILE
+        refuse_links(path, path.parent)
+        if not path.is_file():
+            raise CheckpointError(f"run {self.out} has no resume state to continue from")
+        try:
+            with safe_open(path, "pt") as handle:
+                metadata = handle.metadata() or {}
+            tensors = load_file(path)
+            info = json.loads(metadata["state"])
+            checksum = info.pop("sha256", None)
+        except (OSError, ValueError, KeyError, AttributeError, SafetensorError) as error:
+            raise CheckpointError(f"{path} is not a readable resume state ({type(error).__name__})") from None
+        if checksum != state_digest(json.dumps(info), tensors):
+            raise CheckpointError(f"{path} does not match its checksum (damaged, or written before version 0.3)")
+        self.model.load_state_dict({k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")})
+        state: dict[int, dict] = {}
+        for key, value in tensors.items():
+            if key.startswith("optim."):
+                _, index, name = key.split(".", 2)
+                state.setdefault(int(index), {})[name] = value
+        self.optimizer.load_state_dict({"state": state, "param_groups": info["param_groups"]})
+        self.data.set_state(tensors["rng.data"])
+        torch.set_rng_state(tensors["rng.torch"])
+        if self.device.type == "cuda" and "rng.cuda" in tensors:  # saved on a GPU: exact; else a fresh stream
+            torch.cuda.set_rng_state(tensors["rng.cuda"], self.device)
+        self.step, self.loss_sum, self.loss_count = info["step"], info["loss_sum"], info["loss_count"]
+        self.writer = RunWriter.reopen(self.out, self.step)
+
+
+def state_digest(state: str, tensors: dict[str, torch.Tensor]) -> str:
+    """sha256 of a resume state's JSON and of every tensor's name, dtype, shape and bytes, in name order:
+    stored inside the file, so one flipped byte anywhere is caught before a run resumes from it."""
+    digest = hashlib.sha256(state.encode())
+    for name in sorted(tensors):
+        tensor = tensors[name].detach().contiguous()
+        digest.update(f"{name}/{tensor.dtype}/{tuple(tensor.shape)}".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def saved_recipe(out: Path) -> Recipe:
+    """The recipe of the run in ``out``, to continue it."""
+    config = read_json(out / "config.json")
+    if not isinstance(config, dict) or "recipe" not in config or "task" not in config:
+        raise CheckpointError(f"{out} is not a training run of this version (its config.json has no recipe)")
+    try:
+        return recipe_from_json(config["recipe"], config["task"])
+    except ValueError as error:
+        raise CheckpointError(f"invalid recipe in {out / 'config.json'}: {error}") from None
+
+
+class RunLocked(CheckpointError):
+    """Another process holds the run's lock: it is training that run now."""
+
+
+@contextmanager
+def only_writer(out: Path):
+    """Hold ``out/lock`` while training, so that a second trainer on the same directory stops at once
+    instead of interleaving its files with ours. The lock dies with its process: a crash leaves no stale lock."""
+    out.mkdir(parents=True, exist_ok=True)
+    try:  # O_NOFOLLOW: a link planted at the lock's name is refused, not created or locked through
+        descriptor = os.open(out / LOCK_FILE, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise CheckpointError(f"{out / LOCK_FILE} is a symbolic link: a run writes only inside its own directory") from None
+        raise
+    with os.fdopen(descriptor, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunLocked(f"another trainer is writing {out}; wait for it to finish or choose another --out") from None
+        yield
+
+
+def start_or_continue(recipe: Recipe | None, out: Path, resume: bool, device: torch.device, **options) -> Trainer:
+    """The trainer of a new run, or of the saved one with ``resume`` (on any device: the weights, the
+    optimiser and the data stream continue exactly; dropout continues exactly on the device it began on).
+    A run that crashed before its first resume state was written holds at most its step-0 checkpoint: it
+    starts over, losing nothing."""
+    if resume:
+        recipe = saved_recipe(out)
+        manifest = read_manifest(out) if (out / "manifest.json").is_file() else []
+        if (out / RESUME_FILE).is_file() or any(entry["step"] != 0 for entry in manifest):
+            trainer = Trainer.create(recipe, RunWriter(out, manifest=[]), device, **options)
+            trainer.load_resume_state()
+            record_device(out, device)
+            return trainer
+    config = run_config(recipe) | {"devices": [device_kind(device)]}
+    trainer = Trainer.create(recipe, RunWriter.create(out, config, restart=resume), device, **options)
+    trainer.save_checkpoint()
+    return trainer
+
+
+def record_device(out: Path, device: torch.device) -> None:
+    """Add the device a resumed run continues on to its config's ``devices``, if it is another kind than
+    the last one (a run continued on the same kind of device keeps its config.json byte for byte)."""
+    config = read_json(out / "config.json")
+    devices = config.get("devices", ["cpu"])  # runs of earlier versions trained on the CPU
+    if devices[-1:] != [device_kind(device)]:
+        write_json(out / "config.json", config | {"devices": [*devices, device_kind(device)]})
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during training, raised once the run is saved at the last finished step."""
+
+    def __init__(self, step: int, out: Path):
+        super().__init__(f"interrupted at step {step}; the run in {out} is saved up to there: continue it with --resume")
+        self.step, self.out = step, out
+
+
+@contextmanager
+def interrupts_between_steps():
+    """While training, Ctrl-C (SIGINT) only raises a flag that the loop reads after each finished step, so
+    that the run stops with its resume state saved instead of losing the work since the last checkpoint.
+    A second Ctrl-C interrupts at once (every file on disk is still whole: each is written by a rename).
+    Signals reach the main thread only: elsewhere (a sweep's worker thread) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    interrupted = []
+    previous = signal.getsignal(signal.SIGINT)
+    previous = signal.default_int_handler if previous is None else previous
+
+    def note(signum, frame) -> None:
+        interrupted.append(signum)
+        signal.signal(signal.SIGINT, previous)
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield lambda: bool(interrupted)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def progress_bar(total: int, initial: int, description: str, enabled: bool):
+    """A tqdm bar; into a log (stderr not a terminal) it writes at most one line per 10 % of the work."""
+    into_log = {} if sys.stderr.isatty() else {
+        "miniters": max(1, total // 10), "mininterval": 0, "maxinterval": float("inf"), "ascii": True}
+    return tqdm(total=total, initial=initial, desc=description, disable=not enabled, unit="step", **into_log)
+
+
+def train_run(
+    recipe: Recipe | None,
+    out: str | Path,
+    *,
+    resume: bool = False,
+    stop_after: int | None = None,
+    progress: bool = True,
+    device: str | torch.device | None = None,
+    eval_chunk: int | None = None,
+) -> Run:
+    """Train (or, with ``resume``, continue) a run in ``out`` and return it opened.
+
+    ``stop_after`` ends training early at that step, as an interruption would, leaving a resumable run.
+    With ``resume`` the recipe is the one saved in the run; ``recipe`` may be None. Ctrl-C stops after the
+    step in progress, saves the run there and raises :class:`TrainingInterrupted`. ``device`` (default
+    cpu) is where the model trains; a resumed run may continue on another one. ``eval_chunk`` is how many
+    evaluation sequences go through the model at once (default: :func:`eval_chunk_size`); it changes
+    the memory and the time an evaluation takes, never its numbers.
+    """
+    out = Path(out)
+    device = resolve_device(device)  # a device this machine lacks is refused before anything is written
+    if eval_chunk is not None:
+        require_int("eval_chunk", eval_chunk, 1)
+    if stop_after is not None:
+        require_int("stop_after", stop_after, 0)  # before anything is written
+    if resume and not (out / "config.json").is_file():
+        raise CheckpointError(f"there is no run in {out} to continue")
+    with only_writer(out):
+        trainer = start_or_continue(recipe, out, resume, device, eval_chunk=eval_chunk)
+        recipe = trainer.recipe
+        last = recipe.steps if stop_after is None else min(stop_after, recipe.steps)
+        schedule = set(checkpoint_schedule(recipe.steps, recipe.n_checkpoints))
+        trainer.model.train()
+        bar = progress_bar(last, trainer.step, f"train {out.name}", enabled=progress)
+        try:
+            with interrupts_between_steps() as interrupted:
+                while trainer.step < last and not interrupted():
+                    trainer.train_step()
+                    bar.update(1)
+                    if trainer.step in schedule:
+                        bar.set_postfix_str(recipe.task.progress(trainer.save_checkpoint()), refresh=False)
+        finally:
+            bar.close()
+        trainer.save_resume_state()
+    if trainer.step < last:
+        raise TrainingInterrupted(trainer.step, out)
+    return Run.open(out)

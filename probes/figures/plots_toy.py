@@ -1,0 +1,94 @@
+"""Figures of Wang et al.'s toy model and the IH_4 capacity experiment, to the standard of
+:mod:`induction_probes.probes.figures.plots`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import seaborn as sns
+
+from induction_probes.probes.figures import plots
+from induction_probes.probes.figures.plots import plt, sequences_axis, theme
+
+
+TOY_PHASES = {"I": "tab:blue", "II": "tab:orange", "III": "tab:red", "IV": "tab:green"}
+# Pairs of the toy's curves that coincide (p1 and p2, w_K and w_Q, the total loss and its 4-gram part):
+# the second of each is dashed over the first, drawn wider, so both stay visible.
+TOY_STYLES = {"p1": ("tab:blue", "-", 4), "p2": ("tab:orange", (0, (3, 2)), 2), "w_V1": ("tab:green", "-", 2),
+              "w_K": ("tab:red", "-", 4), "w_Q": ("black", (0, (3, 2)), 2), "w_V2": ("tab:brown", "-", 2),
+              "loss": ("tab:blue", "-", 4), "loss_4gram": ("tab:orange", (0, (3, 2)), 2), "loss_induction": ("tab:green", "-", 2)}
+
+
+def shade_toy_phases(ax: plt.Axes, bounds: list[int]) -> list:
+    """Shade phases I–IV between ``bounds``; the key's handles, each phase named with its steps (text
+    labels over the plot collide where a phase lasts a few steps, as under Adam)."""
+    from matplotlib.patches import Patch
+
+    handles = []
+    for (start, end), (name, colour) in zip(zip(bounds, bounds[1:]), TOY_PHASES.items()):
+        ax.axvspan(max(start, 1), end, color=colour, alpha=0.1, lw=0)
+        handles.append(Patch(color=colour, alpha=0.25, label=f"{name}: steps {start}–{end}"))
+    return handles
+
+
+def plot_toy(history: list[dict], phases, title: str, path: Path) -> Path:
+    """The toy run's loss parts (log scale) with phases I–IV shaded and keyed (if they all appeared), and
+    its six parameters, against gradient steps on a log scale (phase I lasts tens of steps)."""
+    from induction_probes.circuits.models.toy import PARAMETERS as TOY_PARAMETERS
+
+    theme()
+    shown = [h for h in history if h["step"] > 0]  # a log axis has no step 0
+    steps = [h["step"] for h in shown]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 8), sharex=True)
+    for key, label in (("loss", "total"), ("loss_4gram", "4-gram part"), ("loss_induction", "induction part")):
+        colour, style, width = TOY_STYLES[key]
+        top.plot(steps, [max(h[key], 1e-12) for h in shown], color=colour, ls=style, lw=width, label=label)
+    top.set(yscale="log", ylabel="loss (½ MSE, log scale)")
+    top.legend(loc="upper right", fontsize=9, title="loss", title_fontsize=9)
+    for name in TOY_PARAMETERS:
+        colour, style, width = TOY_STYLES[name]
+        bottom.plot(steps, [h[name] for h in shown], color=colour, ls=style, lw=width, label=name)
+    bottom.set(ylabel="parameter value")
+    bottom.legend(loc="upper left", ncol=3, fontsize=9, title="parameter", title_fontsize=9)
+    sequences_axis(bottom, steps)
+    bottom.set_xlabel("gradient step (log scale; full batch)")
+    if phases:
+        bounds = [0, phases.end_of_I, phases.end_of_II, phases.end_of_III, steps[-1]]
+        shade_toy_phases(bottom, bounds)
+        top.add_artist(top.legend(handles=shade_toy_phases(top, bounds), loc="lower left", fontsize=9, title="phase",
+                                  title_fontsize=9))
+    top.set_title(f"{title}\nloss parts and parameters through the phases")
+    return plots.save(fig, path)
+
+
+def plot_plateau_sweep(rows: list[tuple[int, float, int]], fit: tuple[float, float, float], path: Path) -> Path:
+    """Plateau length against L·log(1/σ), one colour per L, with the fitted line."""
+    import math
+
+    sns.set_theme(style="ticks")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for length in sorted({r[0] for r in rows}):
+        points = [(length * math.log(1 / s), p) for L_, s, p in rows if L_ == length]
+        ax.plot(*zip(*points), "o", ms=7, label=f"L = {length}")
+    x = [r[0] * math.log(1 / r[1]) for r in rows]
+    slope, intercept, r2 = fit
+    ax.plot([min(x), max(x)], [slope * min(x) + intercept, slope * max(x) + intercept], "k--",
+            label=f"{slope:.1f}·L·log(1/σ) {intercept:+.0f}, R² = {r2:.3f}")
+    ax.set(xlabel="L · log(1/σ)", ylabel="plateau length (steps)", title="toy model: plateau (phase II) length")
+    ax.legend()
+    return plots.save(fig, path)
+
+
+def plot_capacity_table(rows: list[tuple[str, int, int, float]], path: Path) -> Path:
+    """Final MSE / target variance of each IH_4 model, as bars (lower is better)."""
+    sns.set_theme(style="ticks")
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    labels = [label for label, *_ in rows]
+    values = [error for *_, error in rows]
+    ax.bar(labels, values, color=["tab:red" if v > 0.3 else "tab:green" for v in values])
+    ax.axhline(1.0, color="black", lw=0.8, ls="--")
+    ax.set(ylabel="MSE / target variance", title="IH_4 (d = 2): who can represent it", ylim=(0, 1.1))
+    return plots.save(fig, path)
+
+
+# --- sweeps: means over seeds with 95 % interval bands ---------------------------------------------

@@ -1,0 +1,213 @@
+"""Summaries of a sweep (``circuits/sweeps/sweep.py``): per condition, the mean and 95 % interval over seeds of
+the strategy-KL curves, the transition time, the plateau length, the final KL and the final probe scores.
+
+Definitions (per run, from its ``metrics.jsonl``; closest strategy = smallest KL(strategy ‖ model) at the
+last token, Edelman et al.'s phases):
+
+- **transition**: the first checkpoint from which on, to the end of training, the task's own strategy
+  (bigram for n = 2, the n-gram for chains of order n − 1) is the closest one; ``None`` if it never
+  settles there. Reported in training sequences seen (or, with ``count``, in sequences of one prior).
+- **plateau**: from the first checkpoint at which the unigram strategy is the closest to the transition;
+  0 if it is never the closest before the transition (doubly stochastic chains, say).
+- **final_kl**: KL(true ‖ model) at the last token, at the last checkpoint.
+- **transition_kl**: the same in every condition: the first checkpoint from which on KL(task strategy ‖ model)
+  at the last token stays below :data:`TRANSITION_KL_LEVEL` nats (the task strategy is bigram for n = 2); it
+  does not depend on which other strategies a condition's prior makes available.
+
+Each run's record also holds its ``curve``: KL(s ‖ model) per strategy at every checkpoint step. The statistics
+between conditions (``comparisons``, bounded probe intervals, kinds of solution) are
+:mod:`induction_probes.probes.sweeps.sweep_statistics`'s.
+
+Intervals are Student-t 95 % intervals of the mean over seeds, mean ± t₀.₉₇₅,ₙ₋₁ · s / √n (none for one
+seed); runs that never reach the transition are left out of its interval and counted in ``n_reached``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.sweeps.sweep import SPEC_FILE, SpecError, cell_status, is_finished, read_spec  # noqa: F401
+from induction_probes.circuits.common.untrusted import require_finite
+from induction_probes.circuits.tasks.markov.strategies import closest_strategy, strategy_name
+from induction_probes.probes.attention import bigram_matching_score, positional_profiles, previous_token_score, run_with_patterns
+
+PROBE_SEED = 12345  # the probe sequences' seed, as `induction-probes probe` uses
+TRANSITION_KL_LEVEL = 0.05  # nats; markov-k3's KL(bigram ‖ model) is 0.13 on the plateau and 0.017 at the end
+
+
+def interval(values: list[float]) -> dict:
+    """Mean and Student-t 95 % interval of the mean; low and high are None below two values."""
+    from scipy.stats import t
+
+    n = len(values)
+    if n == 0:
+        return {"mean": None, "low": None, "high": None, "n": 0}
+    mean = sum(values) / n
+    if n == 1:
+        return {"mean": mean, "low": None, "high": None, "n": 1}
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    return {"mean": mean, "low": mean - half, "high": mean + half, "n": n}
+
+
+def transition_index(closest: list[str], target: str) -> int | None:
+    """The first index from which on every entry is ``target``."""
+    index = len(closest)
+    while index > 0 and closest[index - 1] == target:
+        index -= 1
+    return index if index < len(closest) else None
+
+
+def kl_transition(metrics: list[dict], target: str, x: list[float]) -> float | None:
+    """The x from which on KL(target ‖ model) stays below :data:`TRANSITION_KL_LEVEL`; None if it ends above."""
+    below = [m["last_token_kl"][target] < TRANSITION_KL_LEVEL for m in metrics]
+    index = transition_index(["below" if b else "above" for b in below], "below")
+    return None if index is None else x[index]
+
+
+def run_curve(metrics: list[dict]) -> dict:
+    """One run's KL(s ‖ model) per strategy (and the truth) at each checkpoint step."""
+    names = list(metrics[0]["last_token_kl"])
+    return {"steps": [m["step"] for m in metrics], "kl": {n: [m["last_token_kl"][n] for m in metrics] for n in names}}
+
+
+def plateau_length(closest: list[str], x: list[float], transition: int | None) -> float | None:
+    if transition is None:
+        return None
+    unigram = [i for i in range(transition) if closest[i] == "unigram"]
+    return x[transition] - x[unigram[0]] if unigram else 0.0
+
+
+def run_x(run: Run, count: str | None) -> list[float]:
+    """Each checkpoint's x: training sequences seen, or those of prior ``count`` only."""
+    if count is None:
+        return [float(m["sequences_seen"]) for m in run.metrics()]
+    per_batch = run.task.sequences_per_batch(run.recipe.batch_size).get(count, 0)
+    if per_batch == 0:
+        raise SpecError(f"run {run.path} trains on no {count} sequences: --count {count} has no meaning for it")
+    return [float(m["step"] * per_batch) for m in run.metrics()]
+
+
+def final_probes(run: Run, n_seqs: int) -> dict:
+    """Previous-token and bigram-matching scores of every head at the final checkpoint, and the distance at
+    which each layer-0 head's positional profile peaks and its mass there (for relative positions)."""
+    model = run.load()
+    tokens = run.task.eval_set(n_seqs, PROBE_SEED).inputs
+    _, patterns = run_with_patterns(model, tokens)
+    probes = {
+        "previous_token": [previous_token_score(p).tolist() for p in patterns],
+        "bigram_matching": [bigram_matching_score(p, tokens)[0].tolist() for p in patterns],
+    }
+    if getattr(model.blocks[0].attn, "W_rel", None) is not None:  # with the mass there: a flat profile has a peak too
+        profiles = positional_profiles(model, tokens, 0)
+        probes["positional_peaks_layer0"] = profiles.argmax(-1).tolist()
+        probes["positional_peak_mass_layer0"] = profiles.max(-1).values.tolist()
+    return probes
+
+
+def checked_metrics(run: Run) -> list[dict]:
+    """The run's evaluations, each checked to hold what a summary reads: sequences seen, and a finite
+    KL(s ‖ model) at the last token for the truth and every strategy."""
+    metrics = run.metrics()
+    for m in metrics:
+        kl = m.get("last_token_kl")
+        if not isinstance(m.get("sequences_seen"), int) or not isinstance(kl, dict) or "true" not in kl or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in kl.values()):
+            raise SpecError(f"{run.path / 'metrics.jsonl'} step {m['step']}: no sequences_seen or no finite "
+                            "last_token_kl for the truth and the strategies: not an ICL-MC run's evaluation")
+    return metrics
+
+
+def summarize_run(run: Run, count: str | None, probe_seqs: int) -> dict:
+    metrics = checked_metrics(run)
+    target = strategy_name(run.task.n)
+    closest = [closest_strategy(m["last_token_kl"]) for m in metrics]
+    x = run_x(run, count)
+    transition = transition_index(closest, target)
+    phases = [name for i, name in enumerate(closest) if i == 0 or closest[i - 1] != name]
+    record = {
+        "seed": run.recipe.model_seed,
+        "transition": None if transition is None else x[transition],
+        "transition_step": None if transition is None else metrics[transition]["step"],
+        "plateau": plateau_length(closest, x, transition),
+        "final_kl": metrics[-1]["last_token_kl"]["true"],
+        "phases": phases,
+        "transition_kl": kl_transition(metrics, target, x),
+        "curve": run_curve(metrics),
+    }
+    if run.kind == "markov":
+        record["probes"] = final_probes(run, probe_seqs)
+    return record
+
+
+def curves(runs: list[Run], x: list[float]) -> dict:
+    """Mean and interval over seeds of KL(s ‖ model) for the truth and every strategy, per checkpoint."""
+    metrics = [run.metrics() for run in runs]
+    names = list(metrics[0][0]["last_token_kl"])
+    kl = {}
+    for name in names:
+        per_step = [interval([m[i]["last_token_kl"][name] for m in metrics]) for i in range(len(x))]
+        kl[name] = {key: [point[key] for point in per_step] for key in ("mean", "low", "high")}
+    return {"x": x, "steps": [m["step"] for m in metrics[0]], "kl": kl}
+
+
+def summarize_condition(runs: list[Run], count: str | None, probe_seqs: int) -> dict:
+    records = [summarize_run(run, count, probe_seqs) for run in runs]
+    steps = {tuple((m["step"], tuple(m["last_token_kl"])) for m in run.metrics()) for run in runs}
+    if len(steps) != 1:
+        raise SpecError(f"the runs of {runs[0].path.parent} have different checkpoint steps or strategies: "
+                        "they cannot be averaged")
+    reached = [r["transition"] for r in records if r["transition"] is not None]
+    summary = {
+        "n_seeds": len(runs),
+        "seeds": [r["seed"] for r in records],
+        "task": runs[0].task.describe(),
+        "transition": interval(reached) | {"n_reached": len(reached)},
+        "plateau": interval([r["plateau"] for r in records if r["plateau"] is not None]),
+        "final_kl": interval([r["final_kl"] for r in records]),
+        "curves": curves(runs, run_x(runs[0], count)),
+        "runs": records,
+    }
+    if all("probes" in r for r in records):
+        summary["probes"] = {
+            "previous_token_layer0": interval([max(r["probes"]["previous_token"][0]) for r in records]),
+            "bigram_matching_last_layer": interval([max(r["probes"]["bigram_matching"][-1]) for r in records]),
+        }
+    return summary
+
+
+def summarize_sweep(root: str | Path, *, count: str | None = None, probe_seqs: int = 500) -> dict:
+    """The summary of the finished cells of the sweep in ``root`` (JSON-ready: no NaN, no tensors);
+    ``count`` defaults to the spec's own."""
+    root = Path(root)
+    if not (root / SPEC_FILE).exists():
+        raise SpecError(f"{root} is not a sweep directory (it has no {SPEC_FILE})")
+    spec = read_spec(root / SPEC_FILE, root)
+    if spec.recipe not in ("markov", "minimal"):
+        raise SpecError(f"summaries follow the ICL-MC strategy phases; this sweep trains {spec.recipe} runs")
+    count = count if count is not None else spec.count
+    cells: dict[str, list] = {}
+    for cell in spec.cells():
+        cells.setdefault(cell.condition, []).append(cell)
+    conditions, missing = {}, []
+    for name, group in cells.items():
+        # a cell counts only if its own files say it is this spec's cell, finished (a run of another
+        # recipe, or a link on the way, is refused by cell_status)
+        done = [root / c.relative_path for c in group if cell_status(root / c.relative_path, c.recipe, root) == "done"]
+        missing += [c.relative_path for c in group if root / c.relative_path not in done]
+        if done:
+            conditions[name] = summarize_condition([Run.open(path) for path in done], count, probe_seqs)
+    if not conditions:
+        raise SpecError(f"no cell of the sweep in {root} has finished yet: run the sweep first")
+    from induction_probes.circuits.common.paths import portable
+    from induction_probes.probes.sweeps.sweep_statistics import add_statistics
+
+    return require_finite(add_statistics({
+        "sweep": portable(root),
+        "description": spec.description,
+        "x_axis": f"training sequences of the {count} prior" if count else "training sequences seen",
+        "unfinished": missing,
+        "conditions": conditions,
+    }), "the summary's value at ")

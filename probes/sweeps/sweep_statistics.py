@@ -1,0 +1,112 @@
+"""The statistics of a sweep summary, computed from its own per-seed ``runs`` records: bounded intervals of
+the probe scores, the kinds of solution a measure splits into, and the ``comparisons`` between conditions
+(methods: :mod:`induction_probes.probes.sweeps.statistics`). :func:`add_statistics` works on a summary as written
+by ``summarize_sweep`` or as shipped, so a shipped ``summary.json`` can be recomputed without its runs.
+
+A ``comparisons`` entry compares condition ``b`` with condition ``a`` on one measure: ``difference`` is
+b − a (its mean, and a 95 % interval), ``p_value`` the t-test's (paired where the two conditions share their
+seed list, Welch's otherwise), ``rank_p_value`` the rank test's (Wilcoxon signed-rank / Mann-Whitney U),
+``n`` the pairs (paired) or the two sample sizes (unpaired) that entered: a run that never reached the
+transition has no transition and is left out of that measure's test.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from induction_probes.probes.sweeps.statistics import (
+    bounded_interval, paired_comparison, split_into_kinds, welch_comparison,
+)
+
+BOUNDED = ("previous_token_layer0", "bigram_matching_last_layer")  # scores in [0, 1]
+MEASURES = ("transition", "transition_kl", "plateau", "final_kl", *BOUNDED)
+
+
+def run_measure(record: dict, measure: str) -> float | None:
+    """One seed's value of a measure (None where it has none: a transition never reached, an old summary)."""
+    if measure == "previous_token_layer0":
+        return max(record["probes"]["previous_token"][0]) if "probes" in record else None
+    if measure == "bigram_matching_last_layer":
+        return max(record["probes"]["bigram_matching"][-1]) if "probes" in record else None
+    return record.get(measure)
+
+
+def per_seed(condition: dict, measure: str) -> dict[int, float]:
+    values = {r["seed"]: run_measure(r, measure) for r in condition["runs"]}
+    return {seed: value for seed, value in values.items() if value is not None}
+
+
+def compare(name_a: str, a: dict, name_b: str, b: dict, measure: str) -> dict | None:
+    """One ``comparisons`` entry (module docstring), or None where neither condition has the measure."""
+    va, vb = per_seed(a, measure), per_seed(b, measure)
+    if not va and not vb:
+        return None
+    bounded = measure in BOUNDED
+    if list(a["seeds"]) == list(b["seeds"]):
+        common = [s for s in a["seeds"] if s in va and s in vb]
+        result = paired_comparison([va[s] for s in common], [vb[s] for s in common], bounded) | {"seeds": common}
+    else:
+        result = welch_comparison(list(va.values()), list(vb.values()), bounded)
+    return {"a": name_a, "b": name_b, "measure": measure} | result
+
+
+def kinds_of_solution(condition: dict) -> dict:
+    """Per measure, the split into two kinds of solution where there is one (statistics' rule)."""
+    kinds = {}
+    for measure in MEASURES:
+        split = split_into_kinds(list(per_seed(condition, measure).values()), measure in BOUNDED)
+        if split is not None:
+            kinds[measure] = split
+    return kinds
+
+
+def add_statistics(summary: dict) -> dict:
+    """``summary`` with bounded probe intervals, kinds of solution per condition and, with two or more
+    conditions, every pair's comparisons (a new dict; the per-seed records are left as they are)."""
+    conditions = {}
+    for name, condition in summary["conditions"].items():
+        condition = dict(condition)
+        if "probes" in condition:
+            condition["probes"] = {m: bounded_interval(list(per_seed(condition, m).values())) for m in BOUNDED}
+        condition["kinds_of_solution"] = kinds_of_solution(condition)
+        conditions[name] = condition
+    out = dict(summary) | {"conditions": conditions}
+    if len(conditions) >= 2:
+        out["comparisons"] = [entry for (na, a), (nb, b) in combinations(conditions.items(), 2)
+                              for measure in MEASURES if (entry := compare(na, a, nb, b, measure)) is not None]
+    missing = [name for name, c in conditions.items() if any("curve" not in r for r in c["runs"])]
+    out["statistics_note"] = (
+        "comparisons, bounded intervals and kinds of solution computed from the per-seed runs records "
+        "(probes/sweeps/sweep_statistics.py)" + (
+            f"; conditions {', '.join(missing)} have no per-seed curves and no transition_kl: the summary was "
+            "recomputed from a file written before they were recorded, without its run directories"
+            if missing else ""))
+    return out
+
+
+class SummaryError(ValueError):
+    """A file that is not a sweep summary (one line)."""
+
+
+def recompute_summary(path) -> dict:
+    """A shipped ``summary.json`` with its statistics recomputed by :func:`add_statistics` from its own per-seed
+    records (its run directories are not needed, and not read)."""
+    from pathlib import Path
+
+    from induction_probes.circuits.runs.reader import read_json
+
+    path = Path(path)
+    if path.is_symlink() or not path.is_file():
+        raise SummaryError(f"{path} is not a regular file: a summary is a summary.json written by summarize")
+    summary = read_json(path)
+    try:
+        if not isinstance(summary, dict) or not isinstance(summary["conditions"], dict):
+            raise TypeError("conditions")
+        for condition in summary["conditions"].values():
+            for record in condition["runs"]:
+                [run_measure(record, m) for m in MEASURES], record["seed"]
+            condition["seeds"]
+        return add_statistics(summary)
+    except (KeyError, TypeError, IndexError, ValueError) as error:
+        raise SummaryError(f"{path} is not a sweep summary with per-seed runs "
+                           f"({type(error).__name__}: {error})") from None
