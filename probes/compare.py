@@ -15,6 +15,9 @@ from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.constructions.edelman import prop21
 from induction_probes.circuits.tasks.markov.strategies import causal_mask, previous_tokens
 from induction_probes.probes.attention import positional_profiles, run_with_captures, run_with_patterns
+from induction_probes.probes.caveats import coarse_warnings, initial_model_of, progress_warnings
+from induction_probes.probes.progress import config_calibration, progress_measures, unmeasurable_reason
+from induction_probes.probes.readout import shift_free, through_final_norm
 from induction_probes.probes.tidy import Tidy, comparison_records
 
 
@@ -102,14 +105,6 @@ def ov_circuit(model) -> Tensor:
     return (through_final_norm(model, out) @ model.W_U.double()).detach()
 
 
-def through_final_norm(model, out: Tensor) -> Tensor:
-    """``out`` (rows in the residual stream) through the final LayerNorm's centring and gain, if the model
-    has one; its positive per-row scale is left out: it changes no sign and no argmax of the logits."""
-    if not hasattr(model.ln_final, "w"):
-        return out
-    return (out - out.mean(-1, keepdim=True)) * model.ln_final.w.to(out.dtype)
-
-
 def compare_with_prop21(model, tokens: Tensor, k: int, c: float = 100.0) -> Prop21Comparison:
     """Trained ``model`` against Proposition 2.1 at scale ``c`` on the same ``tokens``."""
     analytic = load_construction(*prop21(k, c, model.cfg.n_ctx, model.cfg.dtype))
@@ -144,8 +139,6 @@ def compare_with_prop21(model, tokens: Tensor, k: int, c: float = 100.0) -> Prop
 def comparison_warnings(model, k: int) -> list[str]:
     """Caveats of the comparison (:mod:`induction_probes.probes.caveats`): progress measures at or past their
     threshold at initialisation, and the measures that count tokens out of k."""
-    from induction_probes.probes.caveats import coarse_warnings, initial_model_of, progress_warnings
-
     counted = coarse_warnings(k, ("diagonal_is_row_max", "ov_top1_diagonal"))
     return progress_warnings(model, initial_model_of(model)) + counted
 
@@ -153,24 +146,8 @@ def comparison_warnings(model, k: int) -> list[str]:
 def progress_below_threshold(model) -> dict[str, tuple[float, float]]:
     """The calibrated progress measures (:mod:`induction_probes.probes.progress`) that ``model`` has not brought halfway
     from chance to the construction; none where they do not apply."""
-    from induction_probes.probes.progress import config_calibration, progress_measures, unmeasurable_reason
-
     if unmeasurable_reason(model):
         return {}
     measures = progress_measures(model)
     values = {name: (measures.value(name), m.threshold) for name, m in config_calibration(model.cfg).items()}
     return {name: (value, threshold) for name, (value, threshold) in values.items() if value < threshold}
-
-
-def shift_free(matrix: Tensor) -> Tensor:
-    """``matrix`` on the k − 1 directions orthogonal to all-ones, in both its input and its output.
-
-    Adding a constant to every logit changes no prediction, and a final LayerNorm removes exactly that
-    direction, so eigenvalues are only meaningful on the rest: Qᵀ M Q with Q an orthonormal basis of it.
-    """
-    k = matrix.shape[0]
-    centre = torch.eye(k, dtype=matrix.dtype) - 1.0 / k
-    basis = torch.linalg.svd(centre).U[:, : k - 1]
-    return basis.T @ matrix @ basis
-
-

@@ -8,11 +8,12 @@ Blocks are written in the row-vector convention of the papers and of Transformer
 from __future__ import annotations
 
 import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
 from induction_probes.circuits.common.validation import require_int, require_positive
 from induction_probes.circuits.models.model import HookedTransformerConfig
 from induction_probes.circuits.tasks.markov.strategies import causal_mask, matching_keys, previous_tokens
-from jaxtyping import Float, Int
-from torch import Tensor
 
 
 def prop21(k: int, c: float, n_ctx: int, dtype: str = "float64") -> tuple[HookedTransformerConfig, dict[str, Tensor]]:

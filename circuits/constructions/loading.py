@@ -4,8 +4,9 @@ that training uses, so every probe applies to it unchanged.
 
 from __future__ import annotations
 
-from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 from torch import Tensor
+
+from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 
 
 def load_construction(cfg: HookedTransformerConfig, weights: dict[str, Tensor], device=None) -> HookedTransformer:

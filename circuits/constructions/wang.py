@@ -7,9 +7,10 @@ Blocks are written in the row-vector convention of the papers and of Transformer
 from __future__ import annotations
 
 import torch
+from torch import Tensor
+
 from induction_probes.circuits.common.validation import require_int, require_positive
 from induction_probes.circuits.models.model import HookedTransformerConfig
-from torch import Tensor
 
 
 def wang_ih2(d: int, beta: float, W_star: Tensor, n_ctx: int, dtype: str = "float64") -> tuple[HookedTransformerConfig, dict[str, Tensor]]:

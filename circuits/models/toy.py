@@ -12,11 +12,12 @@ import math
 from dataclasses import dataclass
 
 import torch
+from jaxtyping import Float
+from torch import Tensor, nn
+
 from induction_probes.circuits.common.config import Config
 from induction_probes.circuits.common.metrics import linear_fit
 from induction_probes.circuits.models.model import softmax_over_allowed
-from jaxtyping import Float
-from torch import Tensor, nn
 
 PARAMETERS = ("p1", "p2", "w_V1", "w_K", "w_Q", "w_V2")
 

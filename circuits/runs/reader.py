@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+
 from induction_probes.circuits.common.devices import resolve_device
 from induction_probes.circuits.common.limits import MAX_TEXT_BYTES
 from induction_probes.circuits.common.untrusted import (
@@ -27,8 +30,6 @@ from induction_probes.circuits.recipes import recipe_from_json
 from induction_probes.circuits.runs.layout import checkpoint_file
 from induction_probes.circuits.runs.shipped import resolve_run
 from induction_probes.circuits.tasks import task_from_json
-from safetensors import SafetensorError
-from safetensors.torch import load_file
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:

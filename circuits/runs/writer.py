@@ -14,11 +14,12 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import torch
+from safetensors.torch import save
+
 from induction_probes.circuits.common.untrusted import CheckpointError, refuse_links
 from induction_probes.circuits.models.classes import model_class_name
 from induction_probes.circuits.runs.layout import checkpoint_file
 from induction_probes.circuits.runs.reader import read_manifest, read_metrics_lines
-from safetensors.torch import save
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from torch import Tensor
+
 from induction_probes.circuits.models.toy import PARAMETERS, ToyModel
 from induction_probes.circuits.recipes.gaussian import ToyRecipe
-from torch import Tensor
 
 LAYER_1 = torch.tensor([1.0, 0, 0, 0, 0, 0], dtype=torch.float64)  # p1 is layer 1's only parameter
 

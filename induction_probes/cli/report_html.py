@@ -1,7 +1,8 @@
 """``induction-probes report RUN --html DIR``: a run's argument on one offline page, in its order: the
 phases the model passes through, the circuit the probes find forming, what ablating its heads costs, and
 how close it comes to the hand-made construction. One HTML file; every figure is embedded as a PNG data
-URI, so the page opens anywhere, with nothing fetched."""
+URI, so the page opens anywhere, with nothing fetched. Imported only once ``report --html`` runs, so it loads
+torch and matplotlib at the top."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ import base64
 import html
 import tempfile
 from pathlib import Path
+
+from induction_probes.circuits.runs.writer import write_atomic
+from induction_probes.cli.probe import ablation_text, plot_ablations, plot_probes, probe_text, probe_trajectory, progress_text
+from induction_probes.cli.report import report_text
+from induction_probes.cli.verify import comparison_text, figure_steps, plot_comparison
+from induction_probes.probes.compare import compare_with_prop21
+from induction_probes.probes.summary import ablation_study, probe_eval_set, probe_run, single_heads
 
 PROBE_SEQS, PROBE_SEED = 200, 12345  # enough for stable scores; the whole page takes about half a minute
 
@@ -34,8 +42,6 @@ def section(title: str, intro: str, text: str, figures: list[Path]) -> str:
 
 
 def phases_section(run, directory: Path) -> str:
-    from induction_probes.cli.runs import report_text
-
     text, figures = report_text(run, directory)
     return section("1. Phases: what the model predicts over training",
                    "The distance from each strategy to the model at the last token, with the strategies' own losses. "
@@ -45,9 +51,6 @@ def phases_section(run, directory: Path) -> str:
 
 
 def probes_section(run, steps: list[int], probe_set, directory: Path, device=None) -> str:
-    from induction_probes.cli.probe import plot_probes, probe_text, probe_trajectory, progress_text
-    from induction_probes.probes.summary import probe_run
-
     results = list(probe_run(run, probe_set, steps, device=device))
     progress = [r.progress for r in results if r.progress is not None]
     text = "\n\n".join([probe_text(run, results[-1]), probe_trajectory(results)]
@@ -61,9 +64,6 @@ def probes_section(run, steps: list[int], probe_set, directory: Path, device=Non
 
 
 def ablation_section(run, probe_set, directory: Path, device=None) -> str:
-    from induction_probes.cli.probe import ablation_text, plot_ablations
-    from induction_probes.probes.summary import ablation_study, probe_eval_set, single_heads
-
     step = run.steps[-1]
     model = run.load(step=step, device=device)
     reference = probe_eval_set(run, PROBE_SEQS, PROBE_SEED + 1).inputs
@@ -76,9 +76,6 @@ def ablation_section(run, probe_set, directory: Path, device=None) -> str:
 
 
 def construction_section(run, steps: list[int], probe_set, directory: Path) -> str:
-    from induction_probes.cli.verify import comparison_text, plot_comparison
-    from induction_probes.probes.compare import compare_with_prop21
-
     k, c = run.task.k, 100.0
     results = {step: compare_with_prop21(run.load(step=step), probe_set.inputs, k, c) for step in steps}
     return section("4. Against the construction: Edelman et al.'s Proposition 2.1",
@@ -90,9 +87,6 @@ def construction_section(run, steps: list[int], probe_set, directory: Path) -> s
 def write_html_report(run, directory: Path, device=None) -> Path:
     """``directory/RUN_report.html``: every section that applies to the run (the probes, ablations and
     comparison need a two-layer attention model on bigram chains); probes and ablations run on ``device``."""
-    from induction_probes.cli.verify import figure_steps
-    from induction_probes.probes.summary import probe_eval_set
-
     name = run.path.name
     with tempfile.TemporaryDirectory() as scratch:
         figures = Path(scratch)
@@ -112,8 +106,6 @@ def write_html_report(run, directory: Path, device=None) -> Path:
             f"<title>{html.escape(name)}: report</title><style>{STYLE}</style></head><body>",
             f"<h1>{html.escape(name)}: from phases to circuit</h1>", *sections, "</body></html>",
         ])
-    from induction_probes.circuits.runs.writer import write_atomic
-
     directory.mkdir(parents=True, exist_ok=True)
     path = directory.resolve() / f"{name}_report.html"  # the user's folder may be a link; nothing below it is
     write_atomic(path, page.encode("utf-8"))  # a rename: a link planted at the page's name is replaced, not followed

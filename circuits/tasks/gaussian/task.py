@@ -101,6 +101,7 @@ class GaussianTask(TaskConfig):
     def eval_set(self, n_seqs: int, seed: int):
         """A :class:`~induction_probes.circuits.tasks.gaussian.sequences.GaussianEvalSet` of ``n_seqs`` sequences and their targets."""
         import torch
+
         from induction_probes.circuits.tasks.gaussian.sequences import GaussianEvalSet
 
         require_int("n_seqs", n_seqs, 1)

@@ -21,13 +21,19 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
 from induction_probes.circuits.common.limits import require_sequences
 from induction_probes.circuits.common.validation import require_int
 from induction_probes.circuits.tasks.draws import sample_categorical
+from induction_probes.circuits.tasks.markov.parameters import (
+    check_chains,
+    check_prior,
+    check_sizes,
+    numbers_per_sequence,
+)
 from induction_probes.circuits.tasks.markov.priors import draw_table
-from induction_probes.circuits.tasks.markov.task import MarkovTask
-from jaxtyping import Float, Int
-from torch import Tensor
 
 
 def lift_transitions(table: Float[Tensor, "batch contexts k"], k: int) -> Float[Tensor, "batch s s"]:
@@ -166,8 +172,10 @@ def sample_markov(
     chains); then come seq_len + 1 uniforms per sequence for the walk. Vectorised over the batch.
     """
     require_int("n_seqs", n_seqs, 1)
-    task = MarkovTask(k, seq_len, n, alpha, prior=prior, p=p)  # checks every parameter
-    require_sequences("n_seqs", n_seqs, task.numbers_per_sequence())
+    check_chains(k, seq_len, n, alpha)  # what MarkovTask(k, seq_len, n, alpha, prior=prior, p=p) refuses
+    check_prior(k, n, prior, p)
+    check_sizes(k, seq_len, n)
+    require_sequences("n_seqs", n_seqs, numbers_per_sequence(k, seq_len, n))
     if transitions is None:
         table = draw_table(prior, n_seqs, k, n - 1, alpha, p, generator)
     else:

@@ -1,16 +1,69 @@
-"""The names and checks of ICL-MC's parameters, torch-free: the task config and the samplers both check through
-these, so a sampler called with plain arguments refuses what the config refuses, with the same message.
+"""The names and checks of ICL-MC's parameters, torch-free and on plain arguments: the task config
+(:class:`~induction_probes.circuits.tasks.markov.task.MarkovTask`) and the sampler
+(:func:`~induction_probes.circuits.tasks.markov.chains.sample_markov`) both check through these, so a sampler
+called with plain arguments refuses what the config refuses, with the same message.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from induction_probes.circuits.common.limits import require_numbers, require_power
+from induction_probes.circuits.common.validation import require_int, require_positive
 
-if TYPE_CHECKING:
-    pass
-
-
-PRIOR_NAMES = ("dirichlet", "doubly-stochastic", "unigram", "spectrum", "mixture")  # see tasks/priors.py
-
-
+PRIOR_NAMES = ("dirichlet", "doubly-stochastic", "unigram", "spectrum", "mixture")  # see tasks/markov/priors.py
 SIMPLE_PRIOR_NAMES = PRIOR_NAMES[:3]
+DEFAULT_MIXTURE = ("doubly-stochastic", "unigram")
+
+
+def check_chains(k: int, seq_len: int, n: int, alpha: float) -> None:
+    """k states, sequences of seq_len tokens, chains of order n − 1, Dirichlet(α) rows: each in range, and
+    small enough that one sequence's n-gram counts, lifted chain and attention pattern fit the limits."""
+    require_int("k", k, 2)
+    require_int("seq_len", seq_len, 2)
+    require_int("n", n, 1)
+    require_positive("alpha", alpha)
+    if n > seq_len:
+        raise ValueError(f"n must be <= seq_len: an n-gram needs n tokens, got n={n}, seq_len={seq_len}")
+
+
+def check_sizes(k: int, seq_len: int, n: int) -> None:
+    # one sequence's n-gram counts, its chain lifted to (n-1)-tuples, one attention pattern over it
+    require_power("the n-gram counts of one sequence (k^n per position)", k, n, factor=seq_len)
+    require_power("the lifted transition matrix of one chain (k^(2(n-1)))", k, 2 * (n - 1))
+    require_numbers("one attention pattern (seq_len^2)", seq_len**2)
+
+
+def numbers_per_sequence(k: int, seq_len: int, n: int) -> int:
+    """About how many numbers one sequence costs in sampling, evaluating and probing it."""
+    return seq_len * k**n + k ** (2 * (n - 1)) + seq_len**2
+
+
+def components(prior: str, mixture: tuple[str, str] | None) -> tuple[str, ...]:
+    """The priors a mixture mixes, first one first; empty for other priors."""
+    if prior != "mixture":
+        return ()
+    return mixture if mixture is not None else DEFAULT_MIXTURE
+
+
+def check_prior(
+    k: int, n: int, prior: str, p: float | None, mixture: tuple[str, str] | None = None, eval_prior: str | None = None
+) -> None:
+    """The prior of the training chains (with its p and a mixture's two priors) and of the evaluation ones."""
+    if prior not in PRIOR_NAMES:
+        raise ValueError(f"prior must be one of {', '.join(PRIOR_NAMES)}; got {prior!r}")
+    if eval_prior is not None and eval_prior not in SIMPLE_PRIOR_NAMES:
+        raise ValueError(f"eval_prior must be one of {', '.join(SIMPLE_PRIOR_NAMES)}; got {eval_prior!r}")
+    needs_p = prior in ("spectrum", "mixture")
+    if needs_p != (p is not None):
+        raise ValueError(f"p is for the spectrum and mixture priors only (and required by them); prior is {prior}")
+    if needs_p and not (isinstance(p, (int, float)) and 0.0 <= p <= 1.0):
+        raise ValueError(f"p must be a number in [0, 1], got {p!r}")
+    if mixture is not None and prior != "mixture":
+        raise ValueError("mixture names the components of --prior mixture only")
+    mixed = components(prior, mixture)
+    if prior == "mixture" and (len(set(mixed)) != 2 or not set(mixed) <= set(SIMPLE_PRIOR_NAMES)):
+        raise ValueError(f"a mixture mixes two different priors of {', '.join(SIMPLE_PRIOR_NAMES)}; got {mixture!r}")
+    orders = {name: n for name in (prior, *mixed)}
+    if orders.get("doubly-stochastic", 2) != 2 or orders.get("spectrum", 2) != 2:
+        raise ValueError(f"the {prior} prior is for bigram chains: n must be 2")
+    if prior == "spectrum" and k != 2:
+        raise ValueError("the spectrum prior is a family of 2-state chains: k must be 2")

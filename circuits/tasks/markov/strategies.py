@@ -9,15 +9,19 @@ tokens 0..t.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
 from induction_probes.circuits.common.limits import MAX_SEQUENCES, require_at_most, require_seed
 from induction_probes.circuits.common.metrics import kl_divergence, last_column_mean, token_cross_entropy
 from induction_probes.circuits.common.validation import require_int
 from induction_probes.circuits.tasks.markov.chains import MarkovSample, true_next_token_probs, window_codes
-from induction_probes.circuits.tasks.markov.task import MarkovTask
-from jaxtyping import Float, Int
-from torch import Tensor
+
+if TYPE_CHECKING:  # a task is passed in; the config is above the maths it calls
+    from induction_probes.circuits.tasks.markov.task import MarkovTask
 
 STRATEGY_ORDERS = {"unigram": 1, "bigram": 2, "trigram": 3}
 

@@ -8,9 +8,10 @@
 from __future__ import annotations
 
 import torch
+from torch import Tensor
+
 from induction_probes.circuits.tasks.markov.chains import MarkovSample, walk
 from induction_probes.circuits.tasks.markov.priors import BLOCK, block_seed, draw_table
-from torch import Tensor
 
 
 class CountedStream:

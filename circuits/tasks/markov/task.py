@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from induction_probes.circuits.common.config import option
-from induction_probes.circuits.common.limits import require_numbers, require_power, require_seed, require_sequences
-from induction_probes.circuits.common.validation import require_int, require_positive
+from induction_probes.circuits.common.limits import require_seed, require_sequences
+from induction_probes.circuits.common.validation import require_int
 from induction_probes.circuits.tasks.base import TaskConfig
+from induction_probes.circuits.tasks.markov import parameters
 from induction_probes.circuits.tasks.markov.parameters import PRIOR_NAMES, SIMPLE_PRIOR_NAMES
 
 if TYPE_CHECKING:
@@ -47,48 +48,18 @@ class MarkovTask(TaskConfig):
     name: ClassVar[str] = "markov"
 
     def __post_init__(self) -> None:
-        require_int("k", self.k, 2)
-        require_int("seq_len", self.seq_len, 2)
-        require_int("n", self.n, 1)
-        require_positive("alpha", self.alpha)
-        if self.n > self.seq_len:
-            raise ValueError(f"n must be <= seq_len: an n-gram needs n tokens, got n={self.n}, seq_len={self.seq_len}")
-        self.check_prior()
-        # one sequence's n-gram counts, its chain lifted to (n-1)-tuples, one attention pattern over it
-        require_power("the n-gram counts of one sequence (k^n per position)", self.k, self.n, factor=self.seq_len)
-        require_power("the lifted transition matrix of one chain (k^(2(n-1)))", self.k, 2 * (self.n - 1))
-        require_numbers("one attention pattern (seq_len^2)", self.seq_len**2)
+        parameters.check_chains(self.k, self.seq_len, self.n, self.alpha)
+        parameters.check_prior(self.k, self.n, self.prior, self.p, self.mixture, self.eval_prior)
+        parameters.check_sizes(self.k, self.seq_len, self.n)
 
     def numbers_per_sequence(self) -> int:
         """About how many numbers one sequence costs in sampling, evaluating and probing it."""
-        return self.seq_len * self.k**self.n + self.k ** (2 * (self.n - 1)) + self.seq_len**2
-
-    def check_prior(self) -> None:
-        if self.prior not in PRIOR_NAMES:
-            raise ValueError(f"prior must be one of {', '.join(PRIOR_NAMES)}; got {self.prior!r}")
-        if self.eval_prior is not None and self.eval_prior not in SIMPLE_PRIOR_NAMES:
-            raise ValueError(f"eval_prior must be one of {', '.join(SIMPLE_PRIOR_NAMES)}; got {self.eval_prior!r}")
-        needs_p = self.prior in ("spectrum", "mixture")
-        if needs_p != (self.p is not None):
-            raise ValueError(f"p is for the spectrum and mixture priors only (and required by them); prior is {self.prior}")
-        if needs_p and not (isinstance(self.p, (int, float)) and 0.0 <= self.p <= 1.0):
-            raise ValueError(f"p must be a number in [0, 1], got {self.p!r}")
-        if self.mixture is not None and self.prior != "mixture":
-            raise ValueError("mixture names the components of --prior mixture only")
-        if self.prior == "mixture" and (len(set(self.components)) != 2 or not set(self.components) <= set(SIMPLE_PRIOR_NAMES)):
-            raise ValueError(f"a mixture mixes two different priors of {', '.join(SIMPLE_PRIOR_NAMES)}; got {self.mixture!r}")
-        orders = {prior: self.n for prior in (self.prior, *self.components)}
-        if orders.get("doubly-stochastic", 2) != 2 or orders.get("spectrum", 2) != 2:
-            raise ValueError(f"the {self.prior} prior is for bigram chains: n must be 2")
-        if self.prior == "spectrum" and self.k != 2:
-            raise ValueError("the spectrum prior is a family of 2-state chains: k must be 2")
+        return parameters.numbers_per_sequence(self.k, self.seq_len, self.n)
 
     @property
     def components(self) -> tuple[str, ...]:
         """The priors a mixture mixes, first one first; empty for other priors."""
-        if self.prior != "mixture":
-            return ()
-        return self.mixture if self.mixture is not None else ("doubly-stochastic", "unigram")
+        return parameters.components(self.prior, self.mixture)
 
     def with_prior(self, prior: str) -> MarkovTask:
         """This task with the chains of one parameter-free prior."""

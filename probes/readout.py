@@ -1,0 +1,28 @@
+"""The logit space a model reads out into, in the terms the comparisons and progress measures share: a
+residual-stream direction through the final LayerNorm, and a logit-space matrix without the all-ones
+direction that no prediction depends on."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def through_final_norm(model, out: Tensor) -> Tensor:
+    """``out`` (rows in the residual stream) through the final LayerNorm's centring and gain, if the model
+    has one; its positive per-row scale is left out: it changes no sign and no argmax of the logits."""
+    if not hasattr(model.ln_final, "w"):
+        return out
+    return (out - out.mean(-1, keepdim=True)) * model.ln_final.w.to(out.dtype)
+
+
+def shift_free(matrix: Tensor) -> Tensor:
+    """``matrix`` on the k − 1 directions orthogonal to all-ones, in both its input and its output.
+
+    Adding a constant to every logit changes no prediction, and a final LayerNorm removes exactly that
+    direction, so eigenvalues are only meaningful on the rest: Qᵀ M Q with Q an orthonormal basis of it.
+    """
+    k = matrix.shape[0]
+    centre = torch.eye(k, dtype=matrix.dtype) - 1.0 / k
+    basis = torch.linalg.svd(centre).U[:, : k - 1]
+    return basis.T @ matrix @ basis
