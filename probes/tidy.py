@@ -24,7 +24,7 @@ def row(step, seen, layer, head, measure: str, value, low=None, high=None) -> di
 
 def frame(records: list[dict], columns: list[str] | None = None):
     """The rows as a DataFrame with ``columns`` (every column of the rows, ``COLUMNS`` first, by default)."""
-    import pandas as pd
+    import pandas as pd  # pandas takes a while to import: only for a frame, not for every probe
 
     if columns is None:
         columns = COLUMNS + [name for name in dict.fromkeys(k for r in records for k in r) if name not in COLUMNS]

@@ -7,12 +7,11 @@ from __future__ import annotations
 from torch import Tensor
 
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.common.devices import resolve_device
 
 
 def load_construction(cfg: HookedTransformerConfig, weights: dict[str, Tensor], device=None) -> HookedTransformer:
     """The construction as a model, on ``device`` (default cpu)."""
-    from induction_probes.circuits.common.devices import resolve_device
-
     model = HookedTransformer(cfg)
     model.load_state_dict(weights)
     return model.to(resolve_device(device)).eval()

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from induction_probes.circuits.common.limits import MAX_TEXT_BYTES
+from induction_probes.circuits.runs.shipped import shipped_run_names
 
 STEP_FOLDER = re.compile(r"step_?(\d+)")  # step_1000/ (our convention) or step1000 (Pythia's revisions)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
@@ -109,7 +110,7 @@ def step_folders(path: Path) -> list[ModelSource]:
 
 def cached_revisions(name: str) -> list[str] | None:
     """The names of the revisions of model ``name`` in the local Hugging Face cache (None: not there)."""
-    from huggingface_hub import scan_cache_dir
+    from huggingface_hub import scan_cache_dir  # Hugging Face's libraries load in seconds: only when used
     from huggingface_hub.errors import CacheNotFound
 
     try:
@@ -131,7 +132,6 @@ def find_source(name: str) -> ModelSource | Series | None:
             return ModelSource(str(path))
         series = step_folders(path)
         return Series(str(path), tuple(series)) if series else None
-    from induction_probes.circuits.runs.shipped import shipped_run_names
 
     if name in shipped_run_names():
         return None
@@ -184,7 +184,7 @@ def refuse_linked_files(source: ModelSource) -> None:
 def has_tokenizer(source: ModelSource) -> bool:
     if not source.in_cache:
         return any((Path(source.location) / name).is_file() for name in TOKENIZER_FILES)
-    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub import try_to_load_from_cache  # only for a model in the cache
 
     return any(isinstance(try_to_load_from_cache(source.location, name, revision=source.revision), str)
                for name in TOKENIZER_FILES)
@@ -193,7 +193,7 @@ def has_tokenizer(source: ModelSource) -> bool:
 def load_pretrained(source: ModelSource, device: str = "cpu"):
     """The Hugging Face causal language model of ``source`` in float32 with eager attention, and its
     tokenizer (None when the model has none), both read from disk only."""
-    import torch
+    import torch  # finding a model's source needs neither torch nor transformers: loaded to load a model
     from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -222,7 +222,7 @@ def architecture(model) -> str:
 def bridge_from_hf(model, tokenizer=None, name: str = "in-memory model"):
     """A ``TransformerBridge`` wrapping the Hugging Face model ``model`` itself (the bridge rewires the
     module it wraps: pass a copy to keep the original), in eval mode with eager attention."""
-    from transformer_lens.model_bridge.sources import build_bridge_from_module
+    from transformer_lens.model_bridge.sources import build_bridge_from_module  # loads transformers: only to bridge
     from transformer_lens.utilities.attn_implementation import force_eager_attention
 
     force_eager_attention(model)
@@ -242,7 +242,7 @@ def load_bridge(source: ModelSource, device: str = "cpu"):
 
 
 def is_bridge(model) -> bool:
-    from transformer_lens.model_bridge import TransformerBridge
+    from transformer_lens.model_bridge import TransformerBridge  # loads transformers: only to test for a bridge
 
     return isinstance(model, TransformerBridge)
 
@@ -259,7 +259,7 @@ def as_hooked(model, device: str = "cpu"):
             raise LanguageModelError(f"{source.name} is a checkpoint series (steps {format_steps(source.steps)}): "
                                      "give one checkpoint")
         return load_bridge(source, device)
-    from transformers import PreTrainedModel
+    from transformers import PreTrainedModel  # only once the model is not one of ours
 
     if isinstance(model, PreTrainedModel):
         return bridge_from_hf(copy.deepcopy(model), None, type(model).__name__)

@@ -91,7 +91,7 @@ def format_only_names(cfg: HookedTransformerConfig) -> set[str]:
 
 
 def bridge_config(cfg: HookedTransformerConfig):
-    from transformer_lens.config import TransformerBridgeConfig
+    from transformer_lens.config import TransformerBridgeConfig  # the bridge loads transformers: only when asked for
 
     check_expressible(cfg)
     return TransformerBridgeConfig(
@@ -105,7 +105,7 @@ def bridge_config(cfg: HookedTransformerConfig):
 def to_bridge(model: HookedTransformer):
     """A ``TransformerBridge.boot_native`` model holding our weights (TransformerLens's own loader,
     ``convert_tl_checkpoint``), in eval mode, not in compatibility mode."""
-    from transformer_lens.model_bridge import TransformerBridge
+    from transformer_lens.model_bridge import TransformerBridge  # loads transformers: only when a bridge is asked for
     from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint
 
     bridge = TransformerBridge.boot_native(bridge_config(model.cfg), dtype=model.cfg.dtype)
@@ -132,7 +132,7 @@ def process_weights(model: HookedTransformer, **options: bool) -> HookedTransfor
     mask); refactoring (off by default) changes the queries, which a relative or ALiBi-free positional term
     reads, so it is for standard positions only. Asking explicitly for a step that cannot hold is refused.
     """
-    from transformer_lens.weight_processing import ProcessWeights
+    from transformer_lens.weight_processing import ProcessWeights  # loads transformers: only when weights are processed
 
     unknown = sorted(set(options) - set(PROCESSING))
     if unknown:

@@ -1,7 +1,10 @@
 """Many runs from one experiment spec (``circuits/sweeps/sweep_spec.py``), each a standard run directory, on a
 local process pool or a Ray cluster, resumable cell by cell. A cell's directory is
 ``DIR/<condition>[/<key>=<value>...]/seed-<S>``; the sweep writes its spec into ``DIR/spec.toml`` and a line
-per finished cell, with its wall time, into ``DIR/sweep.jsonl``."""
+per finished cell, with its wall time, into ``DIR/sweep.jsonl``.
+
+Reading and checking a spec needs no torch: the trainer, the run files and the pools are imported in the
+functions that prepare or run cells (Ray only for ``--backend ray``)."""
 
 from __future__ import annotations
 

@@ -42,6 +42,7 @@ from induction_probes.circuits.common.limits import MAX_CELLS, MAX_NAME, MAX_SPE
 from induction_probes.circuits.recipes.gaussian import GaussianRecipe
 from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
 from induction_probes.circuits.tasks.markov.parameters import PRIOR_NAMES
+from induction_probes.circuits.common.untrusted import read_text
 
 SWEEP_RECIPES = {recipe.name: recipe for recipe in (MarkovRecipe, MinimalRecipe, GaussianRecipe)}
 SPEC_KEYS = {"recipe", "seeds", "description", "count", "base", "conditions", "grid"}
@@ -202,8 +203,6 @@ def check_cell_count(source: str, n_seeds: int, n_conditions: int, grid_sizes: l
 def read_spec(path: str | Path, sweep_dir: Path | None = None) -> Spec:
     """The spec in the file ``path``; in a sweep's directory (``sweep_dir``, which a stranger may have
     written) no link on the way is followed. A regular file of at most :data:`MAX_SPEC_BYTES` either way."""
-    from induction_probes.circuits.common.untrusted import read_text
-
     path = Path(path) if sweep_dir is not None else Path(path).resolve()  # the user's own file may be a link
     try:
         text = read_text(path, MAX_SPEC_BYTES, root=sweep_dir if sweep_dir is not None else path)

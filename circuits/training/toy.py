@@ -11,6 +11,8 @@ from torch import Tensor
 
 from induction_probes.circuits.models.toy import PARAMETERS, ToyModel
 from induction_probes.circuits.recipes.gaussian import ToyRecipe
+from induction_probes.circuits.runs.writer import RunWriter, run_config
+from induction_probes.circuits.tasks.gaussian.sequences import four_gram, induction_head
 
 LAYER_1 = torch.tensor([1.0, 0, 0, 0, 0, 0], dtype=torch.float64)  # p1 is layer 1's only parameter
 
@@ -20,8 +22,6 @@ def train_toy(recipe: ToyRecipe, out: str | Path | None = None) -> list[dict]:
     the 4-gram part ½E[(g − α* x_{L−2})²], the induction part ½E[(i − IH_2)²] and every parameter; with
     ``out`` these become the metrics of a run directory, with the parameters checkpointed every tenth
     record and at the end."""
-    from induction_probes.circuits.runs.writer import RunWriter, run_config
-    from induction_probes.circuits.tasks.gaussian.sequences import four_gram, induction_head
 
     task = recipe.task
     x = task.sample(recipe.n_seqs, torch.Generator().manual_seed(recipe.data_seed))

@@ -11,6 +11,9 @@ from pathlib import Path
 from induction_probes.circuits.common.config import config_from_options, option_names  # noqa: F401 (the command modules import them from here)
 from induction_probes.circuits.common.devices import DeviceOptions
 
+# Loaded to build the parser, before a command is chosen: the handlers below import the library they call
+# (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
+
 PROG = "induction-probes"
 FIELD_TYPES = {"int": int, "float": float, "str": str}
 

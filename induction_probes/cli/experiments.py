@@ -12,6 +12,9 @@ from pathlib import Path
 from induction_probes.circuits.recipes.gaussian import ToyRecipe
 from induction_probes.cli.common import path, add_config_options, add_device_option, add_output_options, device_of, config_from_options, figure_lines, flag, format_table, json_text, typed_options
 
+# Loaded to build the parser, before a command is chosen: the handlers below import the library they call
+# (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
+
 
 def register(commands) -> None:
     toy = commands.add_parser("toy", help="Wang et al.'s toy model: four phases, and the plateau sweep")

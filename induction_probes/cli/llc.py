@@ -14,6 +14,9 @@ from induction_probes.cli.common import (
     provenance, seed,
 )
 
+# Loaded to build the parser, before a command is chosen: the handlers below import the library they call
+# (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
+
 OVERRIDES = ("lr", "localization", "n_beta", "chains", "draws", "burn_in", "batch_size")
 
 

@@ -14,6 +14,9 @@ from pathlib import Path
 
 from induction_probes.cli.common import figure_lines, format_table, json_text, path
 
+# Loaded to build the parser, before a command is chosen: the handlers below import the library they call
+# (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
+
 DEFAULT_LENGTH = 50  # tokens of R in [BOS] + R + R (as in TransformerLens's and ARENA's induction demos)
 PROBE_THRESHOLD, ABLATE_THRESHOLD = 0.4, 0.5
 MAX_TEXT = 1 << 24  # bytes of a --text file read (16 MiB: far more than the windows need)

@@ -9,6 +9,9 @@ from pathlib import Path
 from induction_probes.cli import lm
 from induction_probes.cli.common import add_probe_set_options, add_run_argument, device_of, figure_lines, format_table, json_text, provenance, spread_steps
 
+# Loaded to build the parser, before a command is chosen: the handlers below import the library they call
+# (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
+
 
 def register(commands) -> None:
     probe = commands.add_parser("probe", help="attention and behaviour probes of a checkpoint or a whole run")

@@ -7,6 +7,9 @@ import argparse
 from induction_probes.cli import lm
 from induction_probes.cli.common import path, add_device_option, add_output_options, add_run_argument, device_of, figure_lines, format_table, json_text
 
+# Loaded to build the parser, before a command is chosen: the handlers below import the library they call
+# (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
+
 
 def register(commands) -> None:
     info = commands.add_parser("info", help="task, recipe, architecture, checkpoint steps and final metrics of a run")

@@ -7,6 +7,9 @@ import sys
 
 from induction_probes.cli.common import path, CommandFailed, add_device_option, add_output_options, format_table, json_text
 
+# Loaded to build the parser, before a command is chosen: the handlers below import the library they call
+# (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
+
 
 class SomeCellsFailed(CommandFailed):
     """The sweep finished, but some cells did not: status 1, after every other cell ran."""

@@ -11,6 +11,9 @@ from induction_probes.cli.common import (
     PROG, add_config_options, add_device_option, config_from_options, device_of, flag, path, seed, typed_options,
 )
 
+# Loaded to build the parser, before a command is chosen: the handlers below import the library they call
+# (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
+
 TRAINED = {
     "markov": (MarkovRecipe, "ICL-MC: the attention-only transformer (architecture options below)"),
     "minimal": (MinimalRecipe, "ICL-MC: Edelman et al.'s minimal model (eq. 6), SGD"),

@@ -6,6 +6,9 @@ import argparse
 
 from induction_probes.cli.common import seed, add_device_option, add_output_options, device_of, figure_lines, format_table, json_text, provenance, spread_steps
 
+# Loaded to build the parser, before a command is chosen: the handlers below import the library they call
+# (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
+
 
 def register(commands) -> None:
     verify = commands.add_parser("verify", help="check a hand-made construction")

@@ -9,6 +9,7 @@ and fonts stay readable when a slide shows the figure at half width.
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
@@ -17,7 +18,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 
+from induction_probes.circuits.runs.writer import write_atomic  # noqa: E402
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy  # noqa: E402
 
 STRATEGY_COLOURS = {"uniform": "tab:blue", "unigram": "tab:orange", "bigram": "tab:green", "trigram": "tab:red"}
@@ -137,10 +141,6 @@ def plot_loss_against_baselines(
 def save(fig: plt.Figure, path: Path) -> Path:
     """``fig`` as a PNG at ``path``, laid out tightly unless it chose a layout (a constrained one places
     colour bars that span several axes)."""
-    import io
-
-    from induction_probes.circuits.runs.writer import write_atomic
-
     path.parent.mkdir(parents=True, exist_ok=True)
     as_plain_text(fig)
     if fig.get_layout_engine() is None:
@@ -157,8 +157,6 @@ def as_plain_text(fig: plt.Figure) -> None:
     """Every text of ``fig`` but the tick labels read as plain text, not mathtext: titles, labels and legends
     hold run and condition names, and a "$" in one must not start a formula. Tick labels keep mathtext,
     which the log axes' 10^k labels are written in."""
-    from matplotlib.text import Text
-
     ticks = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
              for tick in axis.get_major_ticks() + axis.get_minor_ticks() for label in (tick.label1, tick.label2)}
     for text in fig.findobj(Text):
@@ -247,8 +245,6 @@ def plot_sweep_summary(summary: dict, directory: Path) -> list[Path]:
 
 def phase_key(ax: plt.Axes, metrics: list[dict], loc: str = "lower left") -> None:
     """A legend entry for each strategy whose shading appears, so the bands need no caption."""
-    from matplotlib.patches import Patch
-
     shown = dict.fromkeys(closest_strategy(m["last_token_kl"]) for m in metrics)
     handles = [Patch(color=strategy_colour(name), alpha=0.15, label=f"closest: {name}") for name in shown]
     ax.add_artist(ax.legend(handles=handles, loc=loc, fontsize=8, title="shading", title_fontsize=8))

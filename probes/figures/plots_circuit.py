@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import seaborn as sns
+from matplotlib.patches import Patch
 
 from induction_probes.probes.figures import plots
 from induction_probes.probes.figures.plots import (
@@ -22,6 +23,7 @@ from induction_probes.probes.figures.plots import (
     strategy_colour,
     theme,
 )
+from induction_probes.circuits.tasks.markov.strategies import matching_keys
 
 
 def plot_positional_profiles(profiles_by_step: dict[int, np.ndarray], captions: dict[int, str], title: str, path: Path,
@@ -47,8 +49,6 @@ def plot_positional_profiles(profiles_by_step: dict[int, np.ndarray], captions: 
 def plot_ablation_bars(baseline, results: list, strategy_kl: dict[str, float], title: str, path: Path) -> Path:
     """Last-token KL(true ‖ model) with each head set ablated, against the clean model, coloured by the
     strategy the ablated model is closest to, with each strategy's own KL(true ‖ strategy) drawn."""
-    from matplotlib.patches import Patch
-
     theme()
     labels = ["none"] + [heads_label(r.heads) for r in results]
     behaviours = [baseline] + [r.behaviour for r in results]
@@ -114,8 +114,6 @@ def plot_attention_heatmaps(patterns_by_step: dict[int, list], tokens, captions:
     """Attention of head 0 on one sequence, every layer (rows) at each step (columns), keys after the
     query masked. Ticks give each position's token; on layers ≥ 1 a ring marks every key whose previous
     token is the query's token, where a statistical induction head should attend."""
-    from induction_probes.circuits.tasks.markov.strategies import matching_keys
-
     theme("white")
     steps = list(patterns_by_step)
     n_layers = len(patterns_by_step[steps[0]])

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import seaborn as sns
+from matplotlib.patches import Patch
 
+from induction_probes.circuits.models.toy import PARAMETERS as TOY_PARAMETERS
 from induction_probes.probes.figures import plots
 from induction_probes.probes.figures.plots import plt, sequences_axis, theme
 
@@ -22,8 +25,6 @@ TOY_STYLES = {"p1": ("tab:blue", "-", 4), "p2": ("tab:orange", (0, (3, 2)), 2), 
 def shade_toy_phases(ax: plt.Axes, bounds: list[int]) -> list:
     """Shade phases I–IV between ``bounds``; the key's handles, each phase named with its steps (text
     labels over the plot collide where a phase lasts a few steps, as under Adam)."""
-    from matplotlib.patches import Patch
-
     handles = []
     for (start, end), (name, colour) in zip(zip(bounds, bounds[1:]), TOY_PHASES.items()):
         ax.axvspan(max(start, 1), end, color=colour, alpha=0.1, lw=0)
@@ -34,8 +35,6 @@ def shade_toy_phases(ax: plt.Axes, bounds: list[int]) -> list:
 def plot_toy(history: list[dict], phases, title: str, path: Path) -> Path:
     """The toy run's loss parts (log scale) with phases I–IV shaded and keyed (if they all appeared), and
     its six parameters, against gradient steps on a log scale (phase I lasts tens of steps)."""
-    from induction_probes.circuits.models.toy import PARAMETERS as TOY_PARAMETERS
-
     theme()
     shown = [h for h in history if h["step"] > 0]  # a log axis has no step 0
     steps = [h["step"] for h in shown]
@@ -63,8 +62,6 @@ def plot_toy(history: list[dict], phases, title: str, path: Path) -> Path:
 
 def plot_plateau_sweep(rows: list[tuple[int, float, int]], fit: tuple[float, float, float], path: Path) -> Path:
     """Plateau length against L·log(1/σ), one colour per L, with the fitted line."""
-    import math
-
     sns.set_theme(style="ticks")
     fig, ax = plt.subplots(figsize=(6, 4))
     for length in sorted({r[0] for r in rows}):

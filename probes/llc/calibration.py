@@ -25,6 +25,7 @@ from fractions import Fraction
 
 import torch
 from torch import Tensor, nn
+from induction_probes.probes.llc.estimator import estimate_llc
 
 
 def rrr_learning_coefficient(M: int, N: int, H: int, r: int) -> tuple[Fraction, int]:
@@ -113,8 +114,6 @@ CASES = {  # name: (builder, arguments); the calibration every shipped estimate 
 def calibrate(names=None, **settings) -> list[dict]:
     """Each calibration case estimated with ``settings`` (the estimator's defaults where empty):
     [{name, truth, estimate, ...}]."""
-    from induction_probes.probes.llc.estimator import estimate_llc
-
     cases = []
     for name in names or CASES:
         builder, arguments = CASES[name]

@@ -50,8 +50,10 @@ import math
 import warnings
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
 import torch
 from jaxtyping import Float
+from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh
 from torch import Tensor
 
 GAMMA_SHARE = 0.01  # γ / (nβ λ_max)
@@ -149,7 +151,7 @@ def full_loss(model, loss_fn, data, create_graph: bool = False) -> Tensor:
 def hessian_vector(model, loss_fn, data, params, vector: list[Tensor]) -> list[Tensor]:
     """H v by double backward. Fused attention kernels have no second derivative, so attention runs on
     torch's math kernel here (the same values, any module that calls scaled_dot_product_attention)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend, sdpa_kernel  # only the Hessian needs the math kernel
 
     with sdpa_kernel(SDPBackend.MATH):
         loss = full_loss(model, loss_fn, data)
@@ -160,8 +162,6 @@ def hessian_vector(model, loss_fn, data, params, vector: list[Tensor]) -> list[T
 
 def largest_eigenvalue(model, loss_fn, data, params, seed: int) -> float:
     """λ_max of the Hessian of the loss on ``data``: Lanczos (scipy's ``eigsh``) on Hessian-vector products."""
-    import numpy as np
-    from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh
 
     shapes = [p.shape for p in params]
     sizes = [p.numel() for p in params]
@@ -263,7 +263,7 @@ def relaxation_steps(lr: float, gamma: float) -> int:
 def run_chain(model, loss_fn, data, settings: LLCSettings, chain: int) -> dict:
     """One SGLD chain from w*: at every draw the batch loss minus the same batch's loss at w*, and the
     localization-to-data force ratio."""
-    from devinterp.optim import SGMCMC
+    from devinterp.optim import SGMCMC  # the llc extra: needed only to sample, not to import the estimator
 
     n = len(data[0])
     replica, anchor = copy.deepcopy(model), copy.deepcopy(model)  # the anchor stays at w*

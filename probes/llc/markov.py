@@ -20,6 +20,11 @@ import math
 
 import torch
 from torch import Tensor
+from torch.func import functional_call
+
+from induction_probes.circuits.constructions.edelman import prop21
+from induction_probes.circuits.constructions.loading import load_construction
+from induction_probes.probes.llc.estimator import estimate_llc
 
 SCALED = {"c": ("blocks.0.attn.W_Q", "blocks.1.attn.W_Q", "blocks.1.attn.W_K"), "unembed": ("unembed.W_U",)}
 
@@ -35,18 +40,12 @@ def next_token_loss(model, batch: tuple[Tensor]) -> Tensor:
 def checkpoint_llc(model, tokens: Tensor, **settings):
     """The estimator on ``tokens`` [n_seqs, seq_len] with the next-token loss; ``settings`` override its
     defaults."""
-    from induction_probes.probes.llc.estimator import estimate_llc
-
     return estimate_llc(model, next_token_loss, (tokens,), **settings)
 
 
 def construction_at_best_scales(k: int, seq_len: int, tokens: Tensor, c: float = 100.0) -> tuple:
     """Proposition 2.1's construction with its attention scale c and unembedding scale fitted (L-BFGS on their
     logarithms) to ``tokens``: (model, {"c", "unembed", "loss_before", "loss_after"})."""
-    from torch.func import functional_call
-
-    from induction_probes.circuits.constructions.loading import load_construction
-    from induction_probes.circuits.constructions.edelman import prop21
 
     model = load_construction(*prop21(k, c, seq_len, "float32"), device=tokens.device)
     base = {name: p.detach().clone() for name, p in model.named_parameters()}
@@ -81,8 +80,6 @@ def construction_estimates(k: int, seq_len: int, tokens: Tensor, **settings) -> 
     """The estimator at the construction as written (c = 100) and at its best scales. The fit of the scales is
     a descent direction the estimator's local test cannot see where λ_max, and so γ, is huge: the point as
     written is refused where the fit lowers the loss by more than 10 % of the sampled rise."""
-    from induction_probes.circuits.constructions.loading import load_construction
-    from induction_probes.circuits.constructions.edelman import prop21
 
     written = load_construction(*prop21(k, 100.0, seq_len, "float32"), device=tokens.device)
     as_written = checkpoint_llc(written, tokens, **settings).to_json()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+import torch
 
 from induction_probes.probes.ablation import check_heads, run_ablated
 from induction_probes.probes.lm.measure import chunk_size, model_device
@@ -63,8 +64,6 @@ def ablated_loss(
 
 
 def run_clean(model, tokens):
-    import torch
-
     with torch.no_grad():
         return model(tokens)
 

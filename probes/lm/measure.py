@@ -26,6 +26,7 @@ from induction_probes.probes.lm.protocols import (
     from_tokens,
     induction_loss,
     per_token_loss,
+    repeated_random_tokens,
 )
 
 CHUNK_NUMBERS = 1 << 25  # numbers one chunk's patterns and logits may hold (128 MiB of float32)
@@ -100,8 +101,6 @@ def head_scores(model, tokens: Int[Tensor, "batch pos"] | RepeatedTokens | None 
     the first (the induction score then reads A[i, i − L + 1] for i ≥ L), a :class:`RepeatedTokens` (which
     may carry a BOS prefix), or None for :func:`~induction_probes.probes.lm.protocols.repeated_random_tokens`'s
     defaults."""
-    from induction_probes.probes.lm.protocols import repeated_random_tokens
-
     model = as_hooked(model)
     if tokens is None:
         tokens = repeated_random_tokens(model)

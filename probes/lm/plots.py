@@ -4,8 +4,9 @@ on the same axes conventions as our runs' figures (probes/figures/plots.py)."""
 from __future__ import annotations
 
 from pathlib import Path
+import numpy as np
 
-from induction_probes.probes.figures.plots import head_label, plt, save, theme
+from induction_probes.probes.figures.plots import head_label, heads_label, plt, save, sns, theme
 
 SHOWN_HEADS = 3  # heads drawn in colour per score: the best at the last step
 
@@ -56,8 +57,6 @@ def plot_lm_series(results: list, name: str, path: Path) -> Path:
 
 def plot_lm_ablation(baseline, results: list, title: str, path: Path) -> Path:
     """The repeated copy's loss with each head set ablated, against the clean model's loss on both copies."""
-    from induction_probes.probes.figures.plots import heads_label
-
     theme()
     labels = ["none"] + [heads_label(r.heads) for r in results]
     values = [baseline.repeated_half] + [r.loss.repeated_half for r in results]
@@ -77,9 +76,6 @@ def plot_lm_ablation(baseline, results: list, title: str, path: Path) -> Path:
 
 def plot_lm_scores(scores, title: str, path: Path) -> Path:
     """Induction and previous-token scores of every head as two [layer, head] heatmaps on one colour scale."""
-    import numpy as np
-
-    from induction_probes.probes.figures.plots import sns
 
     theme()
     n_layers, n_heads = len(scores.induction), len(scores.induction[0])

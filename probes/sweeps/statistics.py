@@ -23,6 +23,7 @@ import math
 from itertools import combinations
 
 import numpy as np
+from scipy.stats import mannwhitneyu, t, ttest_ind, ttest_rel, wilcoxon
 
 BOOTSTRAP = 10_000
 BOOTSTRAP_SEED = 0
@@ -37,8 +38,6 @@ def finite_or_none(value) -> float | None:
 
 
 def t_half_width(sd: float, n: int, df: float) -> float:
-    from scipy.stats import t
-
     return float(t.ppf(0.975, df)) * sd / math.sqrt(n)
 
 
@@ -69,8 +68,6 @@ def bounded_interval(values: list[float]) -> dict:
 
 def paired_comparison(a: list[float], b: list[float], bounded: bool) -> dict:
     """B − A over seeds paired by position: paired t and Wilcoxon signed-rank."""
-    from scipy.stats import ttest_rel, wilcoxon
-
     x, y = np.asarray(a, float), np.asarray(b, float)
     d = y - x
     n = len(d)
@@ -94,8 +91,6 @@ def paired_comparison(a: list[float], b: list[float], bounded: bool) -> dict:
 
 def welch_comparison(a: list[float], b: list[float], bounded: bool) -> dict:
     """mean(B) − mean(A), unpaired: Welch's t and Mann-Whitney U."""
-    from scipy.stats import mannwhitneyu, ttest_ind
-
     x, y = np.asarray(a, float), np.asarray(b, float)
     result = {"test": "Welch t", "rank_test": "Mann-Whitney U", "n": [len(x), len(y)], "p_value": None,
               "rank_p_value": None, "difference": {"mean": None, "low": None, "high": None}}

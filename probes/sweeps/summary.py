@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from scipy.stats import t
 
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.sweeps.sweep import SPEC_FILE, SpecError, cell_status, is_finished, read_spec  # noqa: F401
 from induction_probes.circuits.common.untrusted import require_finite
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy, strategy_name
 from induction_probes.probes.attention import bigram_matching_score, positional_profiles, previous_token_score, run_with_patterns
+from induction_probes.circuits.common.paths import portable
+from induction_probes.probes.sweeps.sweep_statistics import add_statistics
 
 PROBE_SEED = 12345  # the probe sequences' seed, as `induction-probes probe` uses
 TRANSITION_KL_LEVEL = 0.05  # nats; markov-k3's KL(bigram ‖ model) is 0.13 on the plateau and 0.017 at the end
@@ -39,8 +42,6 @@ TRANSITION_KL_LEVEL = 0.05  # nats; markov-k3's KL(bigram ‖ model) is 0.13 on 
 
 def interval(values: list[float]) -> dict:
     """Mean and Student-t 95 % interval of the mean; low and high are None below two values."""
-    from scipy.stats import t
-
     n = len(values)
     if n == 0:
         return {"mean": None, "low": None, "high": None, "n": 0}
@@ -201,8 +202,6 @@ def summarize_sweep(root: str | Path, *, count: str | None = None, probe_seqs: i
             conditions[name] = summarize_condition([Run.open(path) for path in done], count, probe_seqs)
     if not conditions:
         raise SpecError(f"no cell of the sweep in {root} has finished yet: run the sweep first")
-    from induction_probes.circuits.common.paths import portable
-    from induction_probes.probes.sweeps.sweep_statistics import add_statistics
 
     return require_finite(add_statistics({
         "sweep": portable(root),

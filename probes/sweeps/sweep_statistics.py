@@ -13,10 +13,12 @@ transition has no transition and is left out of that measure's test.
 from __future__ import annotations
 
 from itertools import combinations
+from pathlib import Path
 
 from induction_probes.probes.sweeps.statistics import (
     bounded_interval, paired_comparison, split_into_kinds, welch_comparison,
 )
+from induction_probes.circuits.runs.reader import read_json
 
 BOUNDED = ("previous_token_layer0", "bigram_matching_last_layer")  # scores in [0, 1]
 MEASURES = ("transition", "transition_kl", "plateau", "final_kl", *BOUNDED)
@@ -91,10 +93,6 @@ class SummaryError(ValueError):
 def recompute_summary(path) -> dict:
     """A shipped ``summary.json`` with its statistics recomputed by :func:`add_statistics` from its own per-seed
     records (its run directories are not needed, and not read)."""
-    from pathlib import Path
-
-    from induction_probes.circuits.runs.reader import read_json
-
     path = Path(path)
     if path.is_symlink() or not path.is_file():
         raise SummaryError(f"{path} is not a regular file: a summary is a summary.json written by summarize")
