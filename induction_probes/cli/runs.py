@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.cli import lm
+import induction_probes.cli.lm as lm
 from induction_probes.cli.common import path, add_device_option, add_output_options, add_run_argument, device_of, figure_lines, format_table, json_text
 
 # Loaded to build the parser, before a command is chosen: the handlers below import the library they call
@@ -92,7 +92,8 @@ def run_report(args: argparse.Namespace) -> str:
     --html, the whole argument (phases, probes, ablations, construction) on one page."""
     # torch and matplotlib come with these: imported once the command is chosen, so that --help needs neither
     from induction_probes.circuits.runs.reader import Run
-    from induction_probes.cli import report, report_html
+    import induction_probes.cli.report as report
+    import induction_probes.cli.report_html as report_html
 
     run = Run.open(args.run)
     if run.task.name == "gaussian":
