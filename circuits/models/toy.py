@@ -33,7 +33,7 @@ class ToyConfig(Config):
 def past_weights(slope: Tensor, n_pos: int) -> Tensor:
     """[query s, key t]: softmax over t < s of −slope·(s − t − 1), an ALiBi head under the strict mask;
     row 0 has no key and is all zeros."""
-    position = torch.arange(n_pos)
+    position = torch.arange(n_pos, device=slope.device)
     distance = (position[:, None] - position[None, :]).to(slope.dtype)
     allowed = distance >= 1
     return softmax_over_allowed((-slope * (distance - 1)).masked_fill(~allowed, -torch.inf), allowed)

@@ -18,13 +18,14 @@ SWEEP_LENGTHS, SWEEP_SIGMAS = (10, 20, 40), (1e-2, 1e-3, 1e-4)
 SWEEP_RECIPE = ToyRecipe(steps=6000, n_seqs=2048)
 
 
-def toy_sweep(out: str | Path, base: ToyRecipe = SWEEP_RECIPE, lengths=SWEEP_LENGTHS, sigmas=SWEEP_SIGMAS) -> list[tuple[int, float, int]]:
+def toy_sweep(out: str | Path, base: ToyRecipe = SWEEP_RECIPE, lengths=SWEEP_LENGTHS, sigmas=SWEEP_SIGMAS,
+              device=None) -> list[tuple[int, float, int]]:
     """Wang et al.'s plateau-length sweep: the toy model over L × σ; (L, σ, plateau length in steps) per cell."""
 
     rows = []
     for length, sigma in itertools.product(lengths, sigmas):
         recipe = replace(base, seq_len=length, sigma=sigma)
-        history = train_toy(recipe, Path(out) / f"L{length}_sigma{sigma:g}")
+        history = train_toy(recipe, Path(out) / f"L{length}_sigma{sigma:g}", device=device)
         rows.append((length, sigma, toy_phases(history).plateau))
     return rows
 

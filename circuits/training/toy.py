@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from induction_probes.circuits.common.devices import device_kind, resolve_device
 from induction_probes.circuits.models.toy import PARAMETERS, ToyModel
 from induction_probes.circuits.recipes.gaussian import ToyRecipe
 from induction_probes.circuits.runs.writer import RunWriter, run_config
@@ -17,21 +18,25 @@ from induction_probes.circuits.tasks.gaussian.sequences import four_gram, induct
 LAYER_1 = torch.tensor([1.0, 0, 0, 0, 0, 0], dtype=torch.float64)  # p1 is layer 1's only parameter
 
 
-def train_toy(recipe: ToyRecipe, out: str | Path | None = None) -> list[dict]:
+def train_toy(recipe: ToyRecipe, out: str | Path | None = None, device: torch.device | str | None = None) -> list[dict]:
     """Gradient descent (or Adam) on the toy model. Every ``log_every`` steps it records the total loss,
     the 4-gram part ½E[(g − α* x_{L−2})²], the induction part ½E[(i − IH_2)²] and every parameter; with
     ``out`` these become the metrics of a run directory, with the parameters checkpointed every tenth
-    record and at the end."""
+    record and at the end. The sequences are drawn on the CPU (the same on every device), then moved once
+    to ``device`` with the model."""
 
+    device = resolve_device(device)
     task = recipe.task
     x = task.sample(recipe.n_seqs, torch.Generator().manual_seed(recipe.data_seed))
-    target_g4 = recipe.alpha_star * four_gram(x)[:, 0]
-    target_ih = induction_head(x, 2, task.W_star())[:, 0]
-    x = x[..., 0]
-    model = ToyModel(recipe.model_config())
+    target_g4 = (recipe.alpha_star * four_gram(x)[:, 0]).to(device)
+    target_ih = induction_head(x, 2, task.W_star())[:, 0].to(device)
+    x = x[..., 0].to(device)
+    model = ToyModel(recipe.model_config()).to(device)
     params = model.params
     optimizer = torch.optim.Adam([params], lr=recipe.lr) if recipe.optimizer == "adam" else torch.optim.SGD([params], lr=recipe.lr)
-    writer = RunWriter.create(Path(out), run_config(recipe)) if out is not None else None
+    config = run_config(recipe) | {"devices": [device_kind(device)]}
+    writer = RunWriter.create(Path(out), config) if out is not None else None
+    layer_1 = LAYER_1.to(device)
     history = []
     for step in range(recipe.steps + 1):
         g, i = model.parts(x)
@@ -45,7 +50,7 @@ def train_toy(recipe: ToyRecipe, out: str | Path | None = None) -> list[dict]:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if recipe.layerwise_steps:  # Wang et al.'s protocol: layer 1 first, then layer 2 with layer 1 frozen
-            params.grad *= LAYER_1 if step < recipe.layerwise_steps else 1 - LAYER_1
+            params.grad *= layer_1 if step < recipe.layerwise_steps else 1 - layer_1
         optimizer.step()
         if not torch.isfinite(params).all():
             raise FloatingPointError(f"toy training diverged at step {step}; lower --lr")

@@ -24,6 +24,7 @@ def register(commands) -> None:
                           "are the grid's; the sweep's own defaults: --steps 6000, --n-seqs 2048)")
     toy.add_argument("--out", type=path, help="write the run directory (one per cell with --sweep) here")
     add_output_options(toy)
+    add_device_option(toy)
     toy.set_defaults(handler=run_toy)
 
     experiment = commands.add_parser("experiment", help="the rebuttal experiments that need several runs")
@@ -55,7 +56,7 @@ def run_toy(args: argparse.Namespace) -> str:
 
     recipe = config_from_options(ToyRecipe, typed_options(args, ToyRecipe))
     with output_directory(args.out) as out:
-        history = train_toy(recipe, out / "toy" if args.out is None else out)
+        history = train_toy(recipe, out / "toy" if args.out is None else out, device=device_of(args))
     try:
         phases, missing = toy_phases(history), None
     except ValueError as error:  # a finished run whose phases did not all appear is a result, not bad input
@@ -94,7 +95,7 @@ def run_toy_sweep(args: argparse.Namespace) -> str:
     if {"seq_len", "sigma"} & options.keys():
         raise ValueError("the sweep runs its own grid of L and sigma: drop " + ", ".join(flag(n) for n in ("seq_len", "sigma") if n in options))
     with output_directory(args.out) as out:
-        rows = toy_sweep(out, replace(SWEEP_RECIPE, **options))
+        rows = toy_sweep(out, replace(SWEEP_RECIPE, **options), device=device_of(args))
     fit = fit_plateau(rows)
     figures = []
     if args.plot:

@@ -148,7 +148,7 @@ def test_a_sweep_on_the_cpu_device_writes_the_same_runs_as_one_without(tmp_path)
 
 MODEL_COMMANDS = [["train", "markov"], ["train", "minimal"], ["train", "gaussian"], ["sweep"], ["probe"], ["ablate"],
                   ["verify", "prop21"], ["verify", "wang-ih2"], ["verify", "wang-ihn"], ["llc"], ["report"],
-                  ["experiment", "ih4"]]
+                  ["experiment", "ih4"], ["toy"]]
 
 
 @pytest.mark.parametrize("command", MODEL_COMMANDS, ids=" ".join)
@@ -156,6 +156,15 @@ def test_every_command_that_runs_a_model_offers_device(command, capsys):
     with pytest.raises(SystemExit):
         main([*command, "--help"])
     assert "--device DEVICE" in capsys.readouterr().out
+
+
+def test_the_toy_model_on_device_cpu_writes_the_same_run_as_no_device(tmp_path, capsys):
+    toy = ["toy", "--steps", "60", "--n-seqs", "64", "--log-every", "5"]
+    assert main([*toy, "--out", str(tmp_path / "default")]) == 0
+    assert main([*toy, "--device", "cpu", "--out", str(tmp_path / "cpu")]) == 0
+    capsys.readouterr()
+    assert run_files(tmp_path / "default") == run_files(tmp_path / "cpu")
+    assert Run.open(tmp_path / "cpu").config["devices"] == ["cpu"]
 
 
 def test_a_probe_on_a_missing_device_is_refused_before_it_runs(capsys):
