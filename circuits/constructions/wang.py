@@ -11,6 +11,7 @@ from torch import Tensor
 
 from induction_probes.circuits.common.validation import require_int, require_positive
 from induction_probes.circuits.models.model import HookedTransformerConfig
+from induction_probes.circuits.models.model_config import transformer_config
 
 
 def wang_ih2(d: int, beta: float, W_star: Tensor, n_ctx: int, dtype: str = "float64") -> tuple[HookedTransformerConfig, dict[str, Tensor]]:
@@ -116,7 +117,7 @@ def wang_ihn(d: int, n: int, n_heads: int, W_star: Tensor, n_ctx: int, dtype: st
     if tuple(W_star.shape) != (width, width):
         raise ValueError(f"W* must be {width} x {width} for n={n}, d={d}; got {tuple(W_star.shape)}")
     D = (n + 1) * d
-    cfg = HookedTransformerConfig(
+    cfg = transformer_config(
         n_layers=2, d_model=D, d_head=width, layer_heads=(n_heads, 1), n_heads=1, n_ctx=n_ctx, d_vocab=d,
         input_type="vectors", positional=("alibi", "none"), mask="strict", skip_first_keys=(0, n - 1), dtype=dtype,
     )

@@ -10,7 +10,6 @@ line). Weight processing needs no such limit except where its maths does (stated
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 import torch
@@ -144,7 +143,7 @@ def process_weights(model: HookedTransformer, **options: bool) -> HookedTransfor
     if refused:
         raise ValueError(f"{refused[0]}: {reasons[refused[0]]}")
     chosen = {name: name not in reasons and name != "refactor_factored_attn_matrices" for name in PROCESSING} | options
-    processed = HookedTransformer(dataclasses.replace(model.cfg, use_bias=True))
+    processed = HookedTransformer(model.cfg.from_dict(model.cfg.to_dict() | {"use_bias": True}))  # mixed heads too
     state = biased_state_dict(model, processed)
     logging.disable(logging.WARNING)  # ProcessWeights logs every key it leaves alone
     try:

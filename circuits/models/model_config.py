@@ -52,16 +52,26 @@ class HookedTransformerConfig(Config):
     init_range: float = 0.02
     seed: int = 0
 
+    @classmethod
+    def from_dict(cls, values: object) -> HookedTransformerConfig:
+        """The config from a JSON object: a :class:`MixedHeadsConfig` where the layers' head counts differ."""
+        heads = values.get("layer_heads") if isinstance(values, dict) else None
+        if cls is HookedTransformerConfig and isinstance(heads, list | tuple) and len(set(heads)) > 1:
+            return MixedHeadsConfig.from_dict(values)
+        return super().from_dict(values)
+
     def __post_init__(self) -> None:
-        for name in ("n_layers", "d_model", "n_ctx", "d_vocab", "n_heads"):
+        for name in ("n_layers", "d_model", "n_ctx", "d_vocab"):
             require_int(name, getattr(self, name), 1)
+        n_heads = self.__dict__["n_heads"]  # the field itself: MixedHeadsConfig's attribute refuses to be read
+        require_int("n_heads", n_heads, 1)
         for name in ("layer_heads", "positional", "mask", "skip_first_keys"):  # JSON gives lists; keep it hashable
             if isinstance(getattr(self, name), list):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.d_head is None:
-            if self.d_model % self.n_heads:
-                raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
-            object.__setattr__(self, "d_head", self.d_model // self.n_heads)
+            if self.d_model % n_heads:
+                raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {n_heads}")
+            object.__setattr__(self, "d_head", self.d_model // n_heads)
         if self.d_vocab_out is None:
             object.__setattr__(self, "d_vocab_out", self.d_vocab)
         require_int("d_head", self.d_head, 1)
@@ -70,8 +80,9 @@ class HookedTransformerConfig(Config):
             self._check_per_layer("layer_heads", self.layer_heads)
             for heads in self.layer_heads:
                 require_int("heads per layer", heads, 1)
-            if len(set(self.layer_heads)) > 1:  # no single n_heads: see MixedHeadsConfig
-                object.__setattr__(self, "__class__", MixedHeadsConfig)
+            if len(set(self.layer_heads)) > 1 and not isinstance(self, MixedHeadsConfig):
+                raise ValueError(f"layer_heads {self.layer_heads} differ between layers: build the config with "
+                                 "transformer_config(...) or MixedHeadsConfig(...), whose n_heads says why it has none")
         if self.positional == "standard":
             pass
         elif isinstance(self.positional, tuple) and "standard" in self.positional:
@@ -190,9 +201,10 @@ class HookedTransformerConfig(Config):
 class MixedHeadsConfig(HookedTransformerConfig):
     """The config of a model whose layers have different head counts (``layer_heads=(2, 1)``).
 
-    It holds and saves the same fields, but ``cfg.n_heads`` is an error that says why: TransformerLens's
-    per-head tools count heads with it and would silently skip some (its patching, head detection and
-    head stacks read one ``n_heads``). Our code asks ``cfg.heads(layer)``.
+    It holds and saves the same fields, but reading ``cfg.n_heads`` is an error that says why:
+    TransformerLens's per-head tools count heads with it and would silently skip some (its patching, head
+    detection and head stacks read one ``n_heads``). Our code asks ``cfg.heads(layer)``. Build it with
+    :func:`transformer_config`, which picks this class where the head counts differ.
     """
 
     @property
@@ -200,6 +212,10 @@ class MixedHeadsConfig(HookedTransformerConfig):
         counts = ", ".join(f"{heads} in layer {layer}" for layer, heads in enumerate(self.layer_heads))
         raise ValueError(f"this model's layers have different head counts ({counts}): a tool that reads one "
                          "cfg.n_heads would skip heads; per-layer counts are cfg.heads(layer)")
+
+    @n_heads.setter
+    def n_heads(self, value: int) -> None:  # the dataclass's __init__ stores the field through here
+        self.__dict__["n_heads"] = value
 
     def values(self) -> tuple:
         return tuple(self.__dict__[f.name] for f in dataclasses.fields(self))
@@ -216,3 +232,11 @@ class MixedHeadsConfig(HookedTransformerConfig):
     def to_dict(self) -> dict:
         values = {f.name: self.__dict__[f.name] for f in dataclasses.fields(self)}
         return values | {"dtype": dtype_name(self.dtype)}
+
+
+def transformer_config(**fields) -> HookedTransformerConfig:
+    """The model config of these fields: a :class:`MixedHeadsConfig` where ``layer_heads`` differ between
+    layers, a :class:`HookedTransformerConfig` otherwise."""
+    heads = fields.get("layer_heads")
+    mixed = heads is not None and len(set(heads)) > 1
+    return (MixedHeadsConfig if mixed else HookedTransformerConfig)(**fields)

@@ -48,9 +48,9 @@ class GaussianRecipe(Recipe):
         super().__post_init__()
 
     def model_config(self):
-        from induction_probes.circuits.models.model import HookedTransformerConfig
+        from induction_probes.circuits.models.model_config import transformer_config
 
-        return HookedTransformerConfig(
+        return transformer_config(
             n_layers=2, d_model=self.d_model, d_head=self.d_model, layer_heads=(self.heads, 1),
             n_ctx=self.task.seq_len, d_vocab=self.task.d, input_type="vectors", positional=("alibi", "none"),
             mask="strict", skip_first_keys=(0, self.task.order - 1), seed=self.model_seed,

@@ -92,10 +92,10 @@ class MarkovRecipe(Recipe):
         return (max(self.task.n - 1, 1),) + (1,) * (self.n_layers - 1)  # one first-layer head per look-back
 
     def model_config(self):
-        from induction_probes.circuits.models.model import HookedTransformerConfig
+        from induction_probes.circuits.models.model_config import transformer_config
 
         heads = self.layer_heads()
-        return HookedTransformerConfig(
+        return transformer_config(
             n_layers=self.n_layers,
             d_model=self.d_head * max(heads) if self.d_model is None else self.d_model,
             d_head=self.d_head,

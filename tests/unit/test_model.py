@@ -9,6 +9,7 @@ from safetensors.torch import load_file, save_file
 from transformer_lens import ActivationCache
 
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.models.model_config import MixedHeadsConfig, transformer_config
 
 SCHEMES = ["relative", "alibi", "standard", "none"]
 MASKS = ["causal", "strict", ("strict", 2)]  # (mask, skip_first_keys)
@@ -18,7 +19,7 @@ def make_model(**overrides) -> HookedTransformer:
     if isinstance(overrides.get("mask"), tuple) and isinstance(overrides["mask"][1], int):
         overrides["mask"], overrides["skip_first_keys"] = overrides["mask"]
     settings = dict(n_layers=2, d_model=8, n_ctx=12, d_vocab=3, n_heads=2, dtype="float64", seed=1)
-    model = HookedTransformer(HookedTransformerConfig(**(settings | overrides)))
+    model = HookedTransformer(transformer_config(**(settings | overrides)))
     with torch.no_grad():  # make slopes and weights large enough that every term matters
         for name, param in model.named_parameters():
             if name.endswith("alibi_slope"):
@@ -166,6 +167,18 @@ def test_per_layer_heads():
     assert cache["pattern", 0].shape[1] == 3 and cache["pattern", 1].shape[1] == 1
     with pytest.raises(ValueError, match="different head counts"):
         model.W_Q
+
+
+def test_a_config_never_changes_its_class_and_json_picks_the_mixed_one():
+    settings = dict(n_layers=2, d_model=8, n_ctx=12, d_vocab=3, d_head=4, layer_heads=(3, 1))
+    with pytest.raises(ValueError, match="transformer_config"):
+        HookedTransformerConfig(**settings)
+    mixed = transformer_config(**settings)
+    assert type(mixed) is MixedHeadsConfig and mixed.heads(0) == 3 and mixed.to_dict()["n_heads"] == 1
+    assert type(HookedTransformerConfig.from_dict(mixed.to_dict())) is MixedHeadsConfig
+    assert HookedTransformerConfig.from_dict(mixed.to_dict()) == mixed
+    same = transformer_config(**(settings | {"layer_heads": (2, 2)}))
+    assert type(same) is HookedTransformerConfig and same.n_heads == 1 and same.max_heads == 2
 
 
 def test_state_dict_round_trip_through_safetensors(tmp_path):
