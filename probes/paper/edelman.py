@@ -9,7 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry
-from induction_probes.probes.paper.runs import MarkovFacts, odd_even_excess, progress_over_training
+from induction_probes.probes.paper.runs import (
+    MarkovFacts,
+    around_transition,
+    draw_positional,
+    odd_even_excess,
+    progress_over_training,
+)
 
 PAPER = "Edelman et al. 2024"
 # The authors' notebook runs (lr 5e-4, batch 64, dropout 0.1, pre-LN): their strategy lines on 768 test
@@ -152,9 +158,7 @@ def attention_entry(k3: MarkovFacts) -> Entry:
 
 
 def positional_entries(k3: MarkovFacts, k2: MarkovFacts, directory: Path) -> list[Entry]:
-    from induction_probes.probes.plots import figure_name, step_caption
-    from induction_probes.probes.plots_circuit import plot_positional_profiles
-
+    figures = [draw_positional(k3, directory), draw_positional(k2, directory)]
     final = k3.probes[k3.run.steps[-1]].positional_profile[0]
     peak, top = int(final.argmax()), final.max().item()
     verdict = AGREE if peak == 1 and top >= 0.9 else PARTLY if peak == 1 else DIFFER
@@ -168,26 +172,19 @@ def positional_entries(k3: MarkovFacts, k2: MarkovFacts, directory: Path) -> lis
         "Fig. 3 top middle",
         "The first layer's effective positional encoding goes from flat to a spike of about 1 at distance 1.",
         "markov-k3: weight at distance 1 is "
-        + ", ".join(f"{k3.probes[s].positional_profile[0][1].item():.3f} at step {s}" for s in k3.shown)
+        + ", ".join(f"{k3.probes[s].positional_profile[0][1].item():.3f} at step {s}" for s in around_transition(k3))
         + f" (uniform {1 / len(final):.3f}); final peak at distance {peak}",
         verdict,
         reason,
-        [k3.figures["positional"]],
+        figures[:1],
         ["checkpoints/markov-k3 (probed)"],
     )
-    rows, figures, signs = [], [], []
+    rows, signs = [], []
     for facts in (k3, k2):
-        steps = [facts.shown[1], min(facts.probes, key=lambda s: abs(s - facts.transition.first_step)), facts.shown[-1]]
+        steps = around_transition(facts)
         excess = {s: odd_even_excess(facts.probes[s].positional_profile[0]) for s in steps}
         rows.append(f"{facts.name}: " + ", ".join(f"{v:+.4f} at step {s}" for s, v in excess.items()))
         signs.append(excess[steps[1]] > max(0.0, excess[steps[0]]))
-        captions = {s: step_caption(facts.entry(s)) for s in steps}
-        profiles = {s: facts.probes[s].positional_profile[0].numpy() for s in steps}
-        figures.append(
-            plot_positional_profiles(
-                profiles, captions, facts.name, directory / figure_name(facts.name, "positional_transition", steps)
-            )
-        )
     alternation = Entry(
         PAPER,
         "Fig. 3 middle; ICML Fig. 11 (k = 2)",

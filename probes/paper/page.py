@@ -33,7 +33,8 @@ td, th { border: 1px solid #ddd; padding: 4px 6px; } th { background: #f3f3f3; t
 .verdict { font-weight: bold; padding: 1px 7px; border-radius: 4px; white-space: nowrap; }
 .agree { background: #d8f0d8; } .partly { background: #fdf0c8; } .differ { background: #f8d4d4; }
 .notyet { background: #e4e4e4; } .extra { background: #dde8f6; }
-figure { margin: 1em 0; } img { max-width: 100%; border: 1px solid #eee; }
+.figures { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
+figure { margin: 0.5em 0; flex: 1 1 460px; max-width: 100%; } img { width: 100%; border: 1px solid #eee; }
 figcaption { color: #666; font-size: 0.85em; }
 .sources { color: #666; font-size: 0.85em; }
 """
@@ -76,18 +77,18 @@ def entry_html(index: int, entry: Entry, shown: dict[str, int]) -> str:
     ]
     if entry.reason:
         parts.append(f"<p><b>{'Issue' if entry.verdict == NOT_YET else 'Why'}:</b> {text(entry.reason)}</p>")
+    drawn = []
     for path in entry.figures:
         if path.name in shown:
-            parts.append(
-                f'<p class="sources">Figure {text(path.name)}: shown with '
-                f'<a href="#{anchor(shown[path.name])}">an entry above</a>.</p>'
-            )
+            parts.append(f'<p class="sources">Figure {text(path.name)}: shown with '
+                         f'<a href="#{anchor(shown[path.name])}">an entry above</a>.</p>')
             continue
         shown[path.name] = index
-        parts.append(
-            f'<figure><img src="{text(figure_src(path))}" alt="{text(path.name)}">'
-            f"<figcaption>{text(path.name)}</figcaption></figure>"
-        )
+        src = text(figure_src(path))  # the figure links to itself: a click shows it at full size
+        drawn.append(f'<figure><a href="{src}"><img src="{src}" alt="{text(path.name)}"></a>'
+                     f"<figcaption>{text(path.name)}</figcaption></figure>")
+    if drawn:
+        parts.append('<div class="figures">' + "".join(drawn) + "</div>")
     if entry.sources:
         parts.append(f'<p class="sources">Read from: {text("; ".join(entry.sources))}</p>')
     return "\n".join(parts + ["</div>"])

@@ -45,8 +45,8 @@ class MarkovFacts:
 
 def markov_facts(name: str, directory: Path, circuit_figures: bool = True) -> MarkovFacts:
     """The run's metrics, phases and strategy baselines, and its figures of the phases (written into
-    ``directory``); with attention heads, the probes too, and (``circuit_figures``) the attention, positional
-    and score figures; for the minimal model, v and W."""
+    ``directory``); with attention heads, the probes too, and (``circuit_figures``) the attention and score
+    figures; for the minimal model, v and W."""
     from induction_probes.probes.behaviour import illustrative_steps, strategy_phases
     from induction_probes.probes.paper.shipped import open_run
     from induction_probes.probes.plots import plot_distance_to_strategies, plot_loss_against_baselines
@@ -79,7 +79,8 @@ def probe_steps(facts: MarkovFacts) -> list[int]:
     """Steps spread in log sequences seen, the illustrative ones, and the first checkpoint of the last phase."""
     from induction_probes.probes.behaviour import log_spread_steps
 
-    seen = {m["step"]: m["sequences_seen"] for m in facts.metrics if m["step"] in set(facts.run.steps)}
+    saved = set(facts.run.steps)
+    seen = {m["step"]: m["sequences_seen"] for m in facts.metrics if m["step"] in saved}
     steps = log_spread_steps(seen) | set(facts.shown)
     if facts.transition is not None:
         steps.add(min(facts.run.steps, key=lambda step: abs(step - facts.transition.first_step)))
@@ -87,10 +88,10 @@ def probe_steps(facts: MarkovFacts) -> list[int]:
 
 
 def probe_and_draw(facts: MarkovFacts, directory: Path, figures: bool = True) -> None:
-    """Probes at :func:`probe_steps`, and (``figures``) the attention, positional-profile and score figures."""
+    """Probes at :func:`probe_steps`, and (``figures``) the attention and score figures."""
     from induction_probes.probes.attention import chance_scores, run_with_patterns
     from induction_probes.probes.plots import figure_name, plot_scores_over_training, step_caption
-    from induction_probes.probes.plots_circuit import plot_attention_heatmaps, plot_positional_profiles
+    from induction_probes.probes.plots_circuit import plot_attention_heatmaps
     from induction_probes.probes.summary import probe_eval_set, probe_run
 
     run, name = facts.run, facts.name
@@ -104,10 +105,6 @@ def probe_and_draw(facts: MarkovFacts, directory: Path, figures: bool = True) ->
     patterns = {step: run_with_patterns(run.load(step=step), example[None])[1] for step in facts.shown}
     facts.figures["attention"] = plot_attention_heatmaps(
         patterns, example, captions, name, directory / figure_name(name, "attention", facts.shown)
-    )
-    profiles = {step: facts.probes[step].positional_profile[0].numpy() for step in facts.shown}
-    facts.figures["positional"] = plot_positional_profiles(
-        profiles, captions, name, directory / figure_name(name, "positional", facts.shown)
     )
     results = [facts.probes[step] for step in steps]
     facts.figures["scores"] = plot_scores_over_training(
@@ -142,6 +139,25 @@ def draw_minimal(facts: MarkovFacts, directory: Path) -> None:
     facts.probes = models
     v_figure, w_figure = plot_minimal_parameters(models, captions, facts.name, directory, facts.name)
     facts.figures |= {"v": v_figure, "W": w_figure}
+
+
+def around_transition(facts: MarkovFacts) -> list[int]:
+    """The plateau's illustrative step, the probed step nearest the transition, and the last step: the three
+    times of Edelman et al.'s positional-encoding panels."""
+    nearest = min(facts.probes, key=lambda step: abs(step - facts.transition.first_step))
+    return [facts.shown[1], nearest, facts.shown[-1]]
+
+
+def draw_positional(facts: MarkovFacts, directory: Path) -> Path:
+    """Layer 0's positional profile at :func:`around_transition`'s steps."""
+    from induction_probes.probes.plots import figure_name, step_caption
+    from induction_probes.probes.plots_circuit import plot_positional_profiles
+
+    steps = around_transition(facts)
+    captions = {s: step_caption(facts.entry(s)) for s in steps}
+    profiles = {s: facts.probes[s].positional_profile[0].numpy() for s in steps}
+    path = directory / figure_name(facts.name, "positional", steps)
+    return plot_positional_profiles(profiles, captions, facts.name, path)
 
 
 def odd_even_excess(profile) -> float:

@@ -8,8 +8,11 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from functools import partial
 from html.parser import HTMLParser
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -86,7 +89,7 @@ def test_the_page_references_only_files_beside_it(paper):
     for src in page.sources:
         assert (out / src).resolve().is_relative_to(out.resolve()) and (out / src).is_file(), src
     assert {src.removeprefix("figures/") for src in page.sources} == {p.name for p in (out / "figures").glob("*.png")}
-    assert all(link.startswith("#") or link in ARXIV for link in page.links), page.links
+    assert all(link.startswith("#") or link in ARXIV or link in page.sources for link in page.links), page.links
     assert not {"script", "link", "iframe", "object", "embed"} & set(page.tags)
     assert not any("url(" in style or "@import" in style for style in page.styles)
 
@@ -106,46 +109,52 @@ def test_every_claim_has_a_verdict_and_the_missing_ones_an_issue(paper):
             assert "<b>Why:</b>" in block, block
 
 
+class Recorder(SimpleHTTPRequestHandler):
+    """Serves the page's folder and records every path asked for."""
+
+    requested: list[str] = []
+
+    def log_message(self, *args):  # the record below is the log
+        pass
+
+    def do_GET(self):
+        type(self).requested.append(self.path)
+        super().do_GET()
+
+
 @pytest.mark.shipped
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium here: the images are decoded instead")
 def test_chromium_loads_every_image_and_fetches_nothing_else(paper, tmp_path):
     """A copy of the page beside the original, with a script that records, once loaded, each image's natural
-    width and every resource the browser fetched; Chromium runs it headless and the DOM is read back."""
+    width and every resource the browser fetched; Chromium opens it headless from a local server (resource
+    timing records http, not file, addresses), which logs each request, and the DOM is read back."""
     _, _, out = paper
     probe = out / "probe.html"
-    script = (
-        "<script>window.addEventListener('load', () => { const b = document.body;"
-        " b.dataset.widths = Array.from(document.images).map(i => i.naturalWidth).join(',');"
-        " b.dataset.resources = performance.getEntriesByType('resource').map(e => e.name).join(' '); });</script>"
-    )
-    probe.write_text(
-        (out / "index.html").read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8"
-    )
+    script = ("<script>window.addEventListener('load', () => { const b = document.body;"
+              " b.dataset.widths = Array.from(document.images).map(i => i.naturalWidth).join(',');"
+              " b.dataset.resources = performance.getEntriesByType('resource').map(e => e.name).join(' ');"
+              " });</script>")
+    probe.write_text((out / "index.html").read_text(encoding="utf-8").replace("</body>", script + "</body>"),
+                     encoding="utf-8")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Recorder, directory=str(out)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    origin = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        dom = subprocess.run(
-            [
-                "chromium",
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                f"--user-data-dir={tmp_path / 'profile'}",
-                "--virtual-time-budget=20000",
-                "--dump-dom",
-                probe.as_uri(),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        ).stdout
+        dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                              f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=20000",
+                              "--dump-dom", f"{origin}/probe.html"], capture_output=True, text=True, timeout=120).stdout
     finally:
+        server.shutdown()
         probe.unlink()
     widths = re.search(r'data-widths="([^"]*)"', dom)
     assert widths, "the page did not finish loading in Chromium"
     widths = [int(w) for w in widths.group(1).split(",")]
-    assert len(widths) == len(references(out).sources) and min(widths) > 0, widths
+    sources = references(out).sources
+    assert len(widths) == len(sources) and min(widths) > 0, widths
     fetched = re.search(r'data-resources="([^"]*)"', dom).group(1).split()
-    assert fetched and all(name.startswith(out.resolve().as_uri() + "/figures/") for name in fetched), fetched
+    assert sorted(fetched) == sorted(f"{origin}/{src}" for src in sources)  # the figures, and nothing else
+    asked = set(Recorder.requested) - {"/favicon.ico"}  # a browser may ask for the site's icon by itself
+    assert asked == {"/probe.html"} | {f"/{src}" for src in sources}
 
 
 @pytest.fixture
@@ -199,3 +208,18 @@ def test_an_unwritable_folder_is_refused(tmp_path, fails_with_one_line):
 def test_a_folder_below_a_file_is_refused(tmp_path, fails_with_one_line):
     (tmp_path / "file").write_text("")
     assert "cannot write into" in fails_with_one_line(["paper", "--out", str(tmp_path / "file" / "page")])
+
+
+@pytest.mark.shipped
+@pytest.mark.parametrize("name, options", [("gd", {}), ("boolean", {"boolean": True}),
+                                           ("adam", {"optimizer": "adam", "lr": 0.01})])
+def test_the_shipped_toy_runs_are_the_makefiles_commands(name, options):
+    """experiments/results/toy/NAME was written by `toy [options] --out ...` (the Makefile's experiments target),
+    to its last step."""
+    from induction_probes.circuits.checkpoint import Run
+    from induction_probes.circuits.recipes import ToyRecipe
+    from induction_probes.probes.paper.shipped import result_path
+
+    run = Run.open(result_path("toy", name))
+    assert run.recipe == ToyRecipe(**options)
+    assert run.metrics()[-1]["step"] == run.steps[-1] == ToyRecipe().steps
