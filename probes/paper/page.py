@@ -34,7 +34,7 @@ td, th { border: 1px solid #ddd; padding: 4px 6px; } th { background: #f3f3f3; t
 .agree { background: #d8f0d8; } .partly { background: #fdf0c8; } .differ { background: #f8d4d4; }
 .notyet { background: #e4e4e4; } .extra { background: #dde8f6; }
 .figures { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
-figure { margin: 0.5em 0; flex: 1 1 460px; max-width: 100%; } img { width: 100%; border: 1px solid #eee; }
+figure { margin: 0.5em 0; flex: 1 1 460px; max-width: 820px; } img { width: 100%; border: 1px solid #eee; }
 figcaption { color: #666; font-size: 0.85em; }
 .sources { color: #666; font-size: 0.85em; }
 """
