@@ -173,7 +173,8 @@ def positional_entries(k3: MarkovFacts, k2: MarkovFacts, directory: Path) -> lis
         "The first layer's effective positional encoding goes from flat to a spike of about 1 at distance 1.",
         "markov-k3: weight at distance 1 is "
         + ", ".join(f"{k3.probes[s].positional_profile[0][1].item():.3f} at step {s}" for s in around_transition(k3))
-        + f" (uniform {1 / len(final):.3f}); final peak at distance {peak}",
+        + f" (uniform {1 / len(final):.3f}); final peak at distance {peak}; markov-k2 (no LayerNorm) ends with "
+        + f"{k2.probes[k2.run.steps[-1]].positional_profile[0][1].item():.3f} at distance 1",
         verdict,
         reason,
         figures[:1],
