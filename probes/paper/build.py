@@ -37,6 +37,9 @@ def prepare_output(out: Path) -> Path:
             raise OutputError(f"{path} is a symbolic link: give a folder of its own for the paper page")
         if path.exists() and not path.is_dir():
             raise OutputError(f"{path} exists and is not a folder")
+    page = out / "index.html"
+    if page.is_dir() and not page.is_symlink():  # a file or a link there is replaced; a folder could not be
+        raise OutputError(f"{page} is a folder: the page cannot be written there")
     figures = out / FIGURES
     try:
         figures.mkdir(parents=True, exist_ok=True)

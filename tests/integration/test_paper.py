@@ -223,3 +223,8 @@ def test_the_shipped_toy_runs_are_the_makefiles_commands(name, options):
     run = Run.open(result_path("toy", name))
     assert run.recipe == ToyRecipe(**options)
     assert run.metrics()[-1]["step"] == run.steps[-1] == ToyRecipe().steps
+
+
+def test_a_folder_where_the_page_goes_is_refused(tmp_path, fails_with_one_line):
+    (tmp_path / "page" / "index.html").mkdir(parents=True)
+    assert "is a folder" in fails_with_one_line(["paper", "--out", str(tmp_path / "page")])
