@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench shipped experiments
+.PHONY: demo test bench shipped experiments paper
 
 $(STAMP): pyproject.toml
 	@echo "setting up $(VENV): torch 2.13.0 (CPU), then this project with its test, Ray, devinterp and docs extras (a few minutes, once)"
@@ -44,6 +44,17 @@ experiments: $(STAMP)
 	mkdir -p experiments/results/markov-k3-llc
 	$(BIN)/induction-probes llc markov-k3 --steps 283,606,4000 --n-seqs 1024 --batch-size 64 --chains 2 \
 	  --burn-in 500 --draws 500 --json --plot experiments/results/markov-k3-llc > experiments/results/markov-k3-llc/llc.json
+	mkdir -p experiments/results/toy experiments/results/ih4
+	rm -rf experiments/results/toy/gd experiments/results/toy/boolean experiments/results/toy/adam
+	$(BIN)/induction-probes toy --out experiments/results/toy/gd
+	$(BIN)/induction-probes toy --boolean --out experiments/results/toy/boolean
+	$(BIN)/induction-probes toy --optimizer adam --lr 0.01 --out experiments/results/toy/adam
+	$(BIN)/induction-probes toy --sweep --json > experiments/results/toy/plateau-sweep.json
+	$(BIN)/induction-probes experiment ih4 --json > experiments/results/ih4/capacity.json
+
+# Both papers' figures redrawn from the shipped runs and results, on one offline page: out/paper/index.html.
+paper: $(STAMP)
+	$(BIN)/induction-probes paper --out out/paper
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests

@@ -13,10 +13,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from induction_probes.cli import baselines, experiments, llc, probe, runs, sweep, train, verify
+from induction_probes.cli import baselines, experiments, llc, paper, probe, runs, sweep, train, verify
 from induction_probes.cli.common import PROG, CommandFailed, Parser, UsageError
 
-COMMAND_GROUPS = (baselines, train, sweep, runs, probe, llc, verify, experiments)
+COMMAND_GROUPS = (baselines, train, sweep, runs, probe, llc, verify, experiments, paper)
 OUT_OF_MEMORY = "not enough memory for this command (try smaller sizes)"
 
 

@@ -43,7 +43,7 @@ def plot_toy(history: list[dict], phases, title: str, path: Path) -> Path:
         colour, style, width = TOY_STYLES[key]
         top.plot(steps, [max(h[key], 1e-12) for h in shown], color=colour, ls=style, lw=width, label=label)
     top.set(yscale="log", ylabel="loss (½ MSE, log scale)")
-    top.legend(loc="upper right", fontsize=9, title="loss", title_fontsize=9)
+    top.add_artist(top.legend(loc="upper right", fontsize=9, title="loss", title_fontsize=9))  # kept past the phase key
     for name in TOY_PARAMETERS:
         colour, style, width = TOY_STYLES[name]
         bottom.plot(steps, [h[name] for h in shown], color=colour, ls=style, lw=width, label=name)

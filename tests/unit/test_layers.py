@@ -23,7 +23,7 @@ import pytest
 #   training writes runs. Neither needs the other.
 # - sweeps: many trainings. The top of circuits.
 # - probes: measurements on models and runs, then the statistics of sweeps, the LLC and the figures,
-#   then language-model probes (their figures use the figures layer).
+#   then language-model probes (their figures use the figures layer), then the papers' page.
 # - the face (induction_probes.__init__ and .lm) and, last, the command line.
 LAYERS: list[list[str]] = [
     ["induction_probes.circuits", "induction_probes.circuits.common"],
@@ -37,6 +37,7 @@ LAYERS: list[list[str]] = [
     ["induction_probes.probes.llc", "induction_probes.probes.sweeps"],
     ["induction_probes.probes.figures"],
     ["induction_probes.probes.lm"],
+    ["induction_probes.probes.paper"],  # both papers' page: draws on every measurement and figure above
     ["induction_probes", "induction_probes.lm"],
     ["induction_probes.cli"],
 ]

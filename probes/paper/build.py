@@ -1,0 +1,87 @@
+"""``write_paper(out)``: every entry of both papers, its figures in ``out/figures/``, the page at
+``out/index.html``. The output folder is checked before anything is computed: it may not be a link or a file,
+and must be writable."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from induction_probes.probes.paper.entries import Entry
+
+FIGURES = "figures"
+COMMAND = "induction-probes paper --out DIR"
+
+
+class OutputError(ValueError):
+    """An output folder the page cannot be written into."""
+
+
+@dataclass(frozen=True)
+class Paper:
+    page: Path
+    entries: list[Entry]
+    figures: list[Path]
+    seconds: float
+
+
+def prepare_output(out: Path) -> Path:
+    """``out/figures``, made if missing, after checking that ``out`` is no link, no file, and writable (a
+    file is written and removed there, which also answers where permissions would not, as for root)."""
+    out = Path(out)
+    for path in (out, out / FIGURES):
+        if path.is_symlink():
+            raise OutputError(f"{path} is a symbolic link: give a folder of its own for the paper page")
+        if path.exists() and not path.is_dir():
+            raise OutputError(f"{path} exists and is not a folder")
+    page = out / "index.html"
+    if page.is_dir() and not page.is_symlink():  # a file or a link there is replaced; a folder could not be
+        raise OutputError(f"{page} is a folder: the page cannot be written there")
+    figures = out / FIGURES
+    try:
+        figures.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=figures, prefix=".writable-"):
+            pass
+    except OSError as error:
+        raise OutputError(f"cannot write into {out}: {error.strerror or error}") from None
+    return figures
+
+
+def all_entries(figures: Path) -> list[Entry]:
+    """Both papers' entries in the page's order, their figures drawn into ``figures``."""
+    from induction_probes.probes.paper.beyond import clamps_entry, llc_entry
+    from induction_probes.probes.paper.edelman import edelman_run_entries
+    from induction_probes.probes.paper.edelman_sweeps import edelman_sweep_entries
+    from induction_probes.probes.paper.wang import plateau_entry, theorem_entries, toy_entries, trained_entries
+    from induction_probes.probes.paper.wang_rebuttal import wang_rebuttal_entries
+
+    return [
+        *edelman_run_entries(figures),
+        clamps_entry(figures),
+        *edelman_sweep_entries(figures),
+        *theorem_entries(figures),
+        *trained_entries(figures),
+        *toy_entries(figures),
+        plateau_entry(figures),
+        *wang_rebuttal_entries(figures),
+        llc_entry(figures),
+    ]
+
+
+def write_paper(out: str | os.PathLike) -> Paper:
+    """Redraw every figure the project reproduces of both papers into ``out/figures/`` and write the page
+    ``out/index.html`` (see :mod:`induction_probes.probes.paper`); no training, only shipped files."""
+    from induction_probes.circuits.runs.writer import write_atomic
+    from induction_probes.probes.paper.page import page_html
+
+    start = time.perf_counter()
+    figures = prepare_output(Path(out))
+    entries = all_entries(figures)
+    drawn = list(dict.fromkeys(path for entry in entries for path in entry.figures))
+    seconds = time.perf_counter() - start
+    page = Path(out).resolve() / "index.html"  # the folder was checked: no link; a link planted at the page is replaced
+    write_atomic(page, page_html(entries, seconds, COMMAND).encode("utf-8"))
+    return Paper(page, entries, drawn, seconds)

@@ -1,0 +1,50 @@
+"""One row of the paper page: a figure or claim of a paper, what the project measured for it, and the verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+AGREE, DIFFER, PARTLY, NOT_YET = "agree", "differ", "partly", "not reproduced yet"
+EXTRA = "no claim to compare"  # a shipped result that neither paper measures
+VERDICTS = (AGREE, PARTLY, DIFFER, NOT_YET, EXTRA)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """``where`` is the paper's figure or section ("Fig. 1", "Thm 4.1", "rebuttal Fig. 6"); ``ours`` the
+    measured numbers, read from ``sources`` (shipped files, or a computation on a shipped checkpoint);
+    ``reason`` says in one line why a verdict other than agree is what it is (for "not reproduced yet",
+    the issue that would add it)."""
+
+    paper: str
+    where: str
+    claim: str
+    ours: str
+    verdict: str
+    reason: str = ""
+    figures: list[Path] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+        if self.verdict != AGREE and not self.reason:
+            raise ValueError(f"{self.paper} {self.where}: a verdict of {self.verdict!r} needs its reason")
+
+
+def not_yet(paper: str, where: str, claim: str, issue: str, today: str = "nothing yet") -> Entry:
+    """A figure or claim the project does not reproduce yet, with the issue that would add it."""
+    return Entry(paper, where, claim, today, NOT_YET, reason=issue)
+
+
+def interval_text(stat: dict, scale: float = 1.0, digits: int = 3, unit: str = "") -> str:
+    """A summary's {mean, low, high} as "mean [low, high]" at ``digits`` significant figures, divided by
+    ``scale`` (1000 for thousands of sequences); a mean without an interval (one seed) alone."""
+
+    def number(value: float) -> str:  # "#": 33.0 keeps its zero, as 0.110 does; 104. loses its point
+        return f"{value / scale:#.{digits}g}".rstrip(".") + unit
+
+    if stat.get("low") is None or stat.get("high") is None:
+        return number(stat["mean"])
+    return f"{number(stat['mean'])} [{number(stat['low'])}, {number(stat['high'])}]"

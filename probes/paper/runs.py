@@ -1,0 +1,192 @@
+"""What the paper page reads from one shipped ICL-MC run: its metrics and phases, the strategies' losses on
+its evaluation set, probes at a few checkpoints, and the figures of its phases and circuit, drawn with
+the figure helpers of :mod:`induction_probes.probes.figures.plots` and :mod:`induction_probes.probes.figures.plots_circuit`.
+Everything is read or computed from the shipped checkpoints in seconds; nothing trains."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+PROBE_SEQS, PROBE_SEED = 200, 12345  # the HTML report's probe set: stable scores in about a second per run
+ODD, EVEN = list(range(3, 20, 2)), list(range(2, 19, 2))  # distances compared by the even/odd measure
+
+
+@dataclass
+class MarkovFacts:
+    """One ICL-MC run as the page quotes it. ``baselines``: mean last-token KL(true ‖ strategy) on the run's
+    evaluation set, ``baseline_sd`` its standard deviation over those sequences; ``probes`` by step."""
+
+    name: str
+    run: object
+    metrics: list[dict]
+    phases: list
+    baselines: dict[str, float]
+    baseline_sd: dict[str, float]
+    n_eval: int
+    probes: dict = field(default_factory=dict)
+    shown: list[int] = field(default_factory=list)
+    figures: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def final(self) -> dict:
+        return self.metrics[-1]
+
+    @property
+    def transition(self):
+        """The phase that starts with the last change of closest strategy (None without one)."""
+        return self.phases[-1] if len(self.phases) > 1 else None
+
+    def entry(self, step: int) -> dict:
+        return next(m for m in self.metrics if m["step"] == step)
+
+
+def markov_facts(name: str, directory: Path, circuit_figures: bool = True) -> MarkovFacts:
+    """The run's metrics, phases and strategy baselines, and its figures of the phases (written into
+    ``directory``); with attention heads, the probes too, and (``circuit_figures``) the attention and score
+    figures; for the minimal model, v and W."""
+    from induction_probes.probes.behaviour import illustrative_steps, strategy_phases
+    from induction_probes.probes.paper.shipped import open_run
+    from induction_probes.probes.figures.plots import plot_distance_to_strategies, plot_loss_against_baselines
+
+    run = open_run(name)
+    metrics, recipe = run.metrics(), run.recipe
+    eval_kl = run.task.eval_set(recipe.eval_seqs, recipe.eval_seed).strategy_kl()
+    facts = MarkovFacts(
+        name,
+        run,
+        metrics,
+        strategy_phases(metrics),
+        {s: kl.mean().item() for s, kl in eval_kl.items()},
+        {s: kl.std().item() for s, kl in eval_kl.items()},
+        recipe.eval_seqs,
+    )
+    facts.shown = illustrative_steps(facts.phases, run.steps)
+    facts.figures["strategies"] = plot_distance_to_strategies(
+        metrics, list(facts.baselines), name, directory / f"{name}_strategies.png"
+    )
+    facts.figures["loss"] = plot_loss_against_baselines(metrics, facts.baselines, name, directory / f"{name}_loss.png")
+    if run.config.get("model_class") == "HookedTransformer":
+        probe_and_draw(facts, directory, circuit_figures)
+    else:
+        draw_minimal(facts, directory)
+    return facts
+
+
+def probe_steps(facts: MarkovFacts) -> list[int]:
+    """Steps spread in log sequences seen, the illustrative ones, and the first checkpoint of the last phase."""
+    from induction_probes.probes.behaviour import log_spread_steps
+
+    saved = set(facts.run.steps)
+    seen = {m["step"]: m["sequences_seen"] for m in facts.metrics if m["step"] in saved}
+    steps = log_spread_steps(seen) | set(facts.shown)
+    if facts.transition is not None:
+        steps.add(min(facts.run.steps, key=lambda step: abs(step - facts.transition.first_step)))
+    return sorted(steps)
+
+
+def probe_and_draw(facts: MarkovFacts, directory: Path, figures: bool = True) -> None:
+    """Probes at :func:`probe_steps`, and (``figures``) the attention and score figures."""
+    from induction_probes.probes.attention import chance_scores, run_with_patterns
+    from induction_probes.probes.figures.plots import figure_name, plot_scores_over_training, step_caption
+    from induction_probes.probes.figures.plots_circuit import plot_attention_heatmaps
+    from induction_probes.probes.summary import probe_eval_set, probe_run
+
+    run, name = facts.run, facts.name
+    probe_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED)
+    steps = probe_steps(facts)
+    facts.probes = {r.step: r for r in probe_run(run, probe_set, steps)}
+    if not figures:
+        return
+    captions = {step: step_caption(facts.entry(step)) for step in facts.shown}
+    example = even_sequence(probe_set.inputs)
+    patterns = {step: run_with_patterns(run.load(step=step), example[None])[1] for step in facts.shown}
+    facts.figures["attention"] = plot_attention_heatmaps(
+        patterns, example, captions, name, directory / figure_name(name, "attention", facts.shown)
+    )
+    results = [facts.probes[step] for step in steps]
+    facts.figures["scores"] = plot_scores_over_training(
+        results,
+        [facts.entry(s) for s in steps],
+        chance_scores(probe_set.inputs[:100]),
+        name,
+        directory / figure_name(name, "scores", steps),
+    )
+
+
+def even_sequence(tokens, n_pos: int = 30, candidates: int = 100):
+    """The sequence of the first ``candidates`` whose first ``n_pos`` tokens are spread most evenly over the
+    states: where one token dominates, nearly every key matches and a heatmap shows no pattern."""
+    import torch
+
+    share = torch.nn.functional.one_hot(tokens[:candidates, :n_pos]).sum(1).double() / n_pos
+    return tokens[int((-(share * share.clamp_min(1e-12).log()).sum(-1)).argmax())]
+
+
+def draw_minimal(facts: MarkovFacts, directory: Path) -> None:
+    """The minimal model's v and W on the plateau, at the drop and at the end, as ``report`` draws them."""
+    from induction_probes.probes.behaviour import plateau_step
+    from induction_probes.probes.figures.plots import step_caption
+    from induction_probes.probes.figures.plots_circuit import plot_minimal_parameters
+
+    run = facts.run
+    drop = min(run.steps, key=lambda step: abs(step - facts.phases[-1].first_step))
+    facts.shown = sorted({plateau_step(facts.phases, run.steps), drop, run.steps[-1]})
+    captions = {step: step_caption(facts.entry(step)) for step in facts.shown}
+    models = {step: run.load(step=step) for step in facts.shown}
+    facts.probes = models
+    v_figure, w_figure = plot_minimal_parameters(models, captions, facts.name, directory, facts.name)
+    facts.figures |= {"v": v_figure, "W": w_figure}
+
+
+def around_transition(facts: MarkovFacts) -> list[int]:
+    """The plateau's illustrative step, the probed step nearest the transition, and the last step: the three
+    times of Edelman et al.'s positional-encoding panels."""
+    nearest = min(facts.probes, key=lambda step: abs(step - facts.transition.first_step))
+    return [facts.shown[1], nearest, facts.shown[-1]]
+
+
+def draw_positional(facts: MarkovFacts, directory: Path) -> Path:
+    """Layer 0's positional profile at :func:`around_transition`'s steps."""
+    from induction_probes.probes.figures.plots import figure_name, step_caption
+    from induction_probes.probes.figures.plots_circuit import plot_positional_profiles
+
+    steps = around_transition(facts)
+    captions = {s: step_caption(facts.entry(s)) for s in steps}
+    profiles = {s: facts.probes[s].positional_profile[0].numpy() for s in steps}
+    path = directory / figure_name(facts.name, "positional", steps)
+    return plot_positional_profiles(profiles, captions, facts.name, path)
+
+
+def odd_even_excess(profile) -> float:
+    """Mean weight at odd distances 3..19 minus at even distances 2..18 of a positional profile (distance 1,
+    the previous token, left out: it dominates once the head forms and would hide the alternation)."""
+    profile = np.asarray(profile, dtype=float)
+    return float(profile[ODD].mean() - profile[EVEN].mean())
+
+
+def progress_over_training(facts: MarkovFacts, directory: Path) -> dict:
+    """The progress measures of every checkpoint (weights only), their figure, and per measure the first
+    step at which the best head is halfway from chance to Proposition 2.1 (None: never)."""
+    from induction_probes.probes.figures.plots import plot_progress_measures
+    from induction_probes.probes.progress import config_calibration, first_crossing, progress_measures
+
+    run = facts.run
+    progress = [progress_measures(run.load(step=step), step) for step in run.steps]
+    by_step = {m["step"]: m for m in facts.metrics}
+    rows = {}
+    for name, measure in config_calibration(run.model_config).items():
+        step = first_crossing(progress, measure)
+        rows[name] = {
+            "chance": measure.chance,
+            "construction": measure.construction,
+            "threshold": measure.threshold,
+            "first_step": step,
+            "first_sequences": None if step is None else by_step[step]["sequences_seen"],
+        }
+    facts.figures["progress"] = plot_progress_measures(
+        progress, [by_step[s] for s in run.steps], rows, facts.name, directory / f"{facts.name}_progress.png"
+    )
+    return rows

@@ -1,0 +1,77 @@
+"""The paper page's parts that need no shipped file: its measures against hand computations, the verdict
+rules of an entry, and the HTML (escaped, figures beside it, each shown once)."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from induction_probes.probes.behaviour import Phase
+from induction_probes.probes.paper.edelman import noise_bound, passes
+from induction_probes.probes.paper.entries import AGREE, DIFFER, NOT_YET, Entry, interval_text, not_yet
+from induction_probes.probes.paper.page import page_html
+from induction_probes.probes.paper.runs import odd_even_excess
+
+
+def test_odd_even_excess_by_hand():
+    # profile[d] = d: odd 3..19 average 11, even 2..18 average 10; distance 0 and 1 are not read
+    assert odd_even_excess(np.arange(20.0)) == 1.0
+    alternating = np.where(np.arange(20) % 2 == 1, 0.07, 0.03)
+    alternating[1] = 5.0
+    assert odd_even_excess(alternating) == pytest.approx(0.04, abs=1e-15)
+
+
+def test_noise_bound_holds_two_means_apart_about_one_time_in_twenty():
+    # brute force: 4000 pairs of means of normal samples (sizes 768 and 2000, sd 0.3) differ by more than the
+    # bound with probability 2(1 − Φ(2)) = 0.0455; 4000 draws put the share within ±0.013 of it (4 s.e.)
+    rng = np.random.default_rng(0)
+    a = rng.normal(0, 0.3, (4000, 768)).mean(1)
+    b = rng.normal(0, 0.3, (4000, 2000)).mean(1)
+    share = np.mean(np.abs(a - b) > noise_bound(0.3, 2000, 768))
+    assert abs(share - 0.0455) < 0.013
+
+
+def phases(*strategies):
+    return SimpleNamespace(phases=[Phase(name, i, i, i, i) for i, name in enumerate(strategies)])
+
+
+def test_passes_needs_the_order_and_the_end():
+    assert passes(phases("uniform", "unigram", "bigram"), ("uniform", "unigram", "bigram"))
+    assert passes(phases("uniform", "unigram", "uniform", "unigram", "bigram"), ("uniform", "unigram", "bigram"))
+    assert not passes(phases("uniform", "bigram"), ("uniform", "unigram", "bigram"))
+    assert not passes(phases("uniform", "unigram", "bigram", "unigram"), ("uniform", "unigram", "bigram"))
+
+
+def test_interval_text():
+    assert interval_text({"mean": 28441.6, "low": 23836.7, "high": 33046.4}, 1000, 3, "k") == "28.4k [23.8k, 33.0k]"
+    assert interval_text({"mean": 0.5, "low": None, "high": None}) == "0.500"
+
+
+def test_an_entry_states_its_reason_unless_it_agrees():
+    with pytest.raises(ValueError, match="needs its reason"):
+        Entry("Wang et al. 2024", "Fig. 2", "claim", "ours", DIFFER)
+    with pytest.raises(ValueError, match="verdict must be"):
+        Entry("Wang et al. 2024", "Fig. 2", "claim", "ours", "maybe")
+    assert not_yet("Wang et al. 2024", "Fig. 3", "claim", "issue 23").verdict == NOT_YET
+
+
+def test_the_page_escapes_text_and_shows_each_figure_once():
+    figure = Path("/nowhere/a b&c.png")
+    entries = [
+        Entry(
+            "Edelman et al. 2024",
+            "Fig. <1>",
+            "a <script>alert(1)</script> claim",
+            "ours & more",
+            AGREE,
+            figures=[figure],
+        ),
+        Entry("Edelman et al. 2024", "Fig. 2", "claim", "ours", DIFFER, "because", figures=[figure]),
+        not_yet("Wang et al. 2024", "Fig. 3", "claim", "issue 23"),
+    ]
+    page = page_html(entries, 1.0, "induction-probes paper --out DIR")
+    assert "<script>" not in page and "&lt;script&gt;" in page and "Fig. &lt;1&gt;" in page
+    assert page.count('<img src="figures/a%20b%26c.png"') == 1 and 'href="#entry-0"' in page
+    assert "<b>Why:</b> because" in page and "<b>Issue:</b> issue 23" in page
+    assert 'href="https://arxiv.org/abs/2402.11004"' in page and 'href="https://arxiv.org/abs/2410.11474"' in page
