@@ -1,4 +1,6 @@
-"""Figures, written as PNG files with matplotlib's Agg backend (no display needed).
+"""Figures, written as PNG files through matplotlib's object-oriented API: no pyplot, so no backend is
+chosen and no global figure is kept (a notebook's own backend and figures are left alone), and no display
+is needed.
 
 One standard for every figure: its title says what it shows; both axes are labelled with their units;
 a run's figures share one x-axis, training sequences seen on a log scale (so the short uniform phase is
@@ -13,16 +15,14 @@ import io
 import math
 from pathlib import Path
 
-import matplotlib
+import seaborn as sns
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.text import Text
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.text import Text  # noqa: E402
-
-from induction_probes.circuits.runs.writer import write_atomic  # noqa: E402
-from induction_probes.circuits.tasks.markov.strategies import closest_strategy  # noqa: E402
+from induction_probes.circuits.runs.writer import write_atomic
+from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 
 STRATEGY_COLOURS = {"uniform": "tab:blue", "unigram": "tab:orange", "bigram": "tab:green", "trigram": "tab:red"}
 SEQUENCES_LABEL = "training sequences seen (log scale)"
@@ -31,6 +31,13 @@ SEQUENCES_LABEL = "training sequences seen (log scale)"
 def theme(style: str = "ticks") -> None:
     """Seaborn's style at a font size that survives a slide (ticks 11 pt, labels 12 pt)."""
     sns.set_theme(style=style, context="notebook", font_scale=1.1)
+
+
+def subplots(*grid, figsize: tuple[float, float], layout: str | None = None, **options):
+    """A figure and its axes (``Figure.subplots``'s grid and options), made without pyplot: nothing global
+    is touched and the figure is freed with its last reference."""
+    fig = Figure(figsize=figsize, layout=layout)
+    return fig, fig.subplots(*grid, **options)
 
 
 def strategy_colour(name: str) -> str:
@@ -61,14 +68,14 @@ def with_sequences(metrics: list[dict]) -> list[dict]:
     return [m for m in metrics if m["sequences_seen"] > 0]
 
 
-def sequences_axis(ax: plt.Axes, x: list[float]) -> None:
+def sequences_axis(ax: Axes, x: list[float]) -> None:
     """The shared x-axis of a run's figures, with a margin so that no curve touches the frame."""
     ax.set_xscale("log")
     ax.set_xlim(min(x) / 1.25, max(x) * 1.25)
     ax.set_xlabel(SEQUENCES_LABEL)
 
 
-def log_limits(ax: plt.Axes, values: list[float]) -> None:
+def log_limits(ax: Axes, values: list[float]) -> None:
     """A log y-axis that holds every positive value with a margin above and below."""
     positive = [v for v in values if v > 0]
     ax.set_yscale("log")
@@ -82,7 +89,7 @@ def figure_name(run: str, what: str, steps: list[int], mode: str = "") -> str:
     return "_".join(part for part in (run, what, mode, tag) if part) + ".png"
 
 
-def shade_closest_strategy(ax: plt.Axes, x: list[float], metrics: list[dict]) -> None:
+def shade_closest_strategy(ax: Axes, x: list[float], metrics: list[dict]) -> None:
     """Background bands coloured by the closest strategy, each band from one checkpoint to the next."""
     closest = [closest_strategy(m["last_token_kl"]) for m in metrics]
     start = 0
@@ -98,7 +105,7 @@ def plot_distance_to_strategies(metrics: list[dict], strategies: list[str], titl
     theme()
     kept = with_sequences(metrics)
     x = [m["sequences_seen"] for m in kept]
-    fig, ax = plt.subplots(figsize=(8, 4.6))
+    fig, ax = subplots(figsize=(8, 4.6))
     shade_closest_strategy(ax, x, kept)
     strategy_curves(ax, x, kept, strategies)
     log_limits(ax, [m["last_token_kl"][name] for m in kept for name in [*strategies, "true"]])
@@ -110,7 +117,7 @@ def plot_distance_to_strategies(metrics: list[dict], strategies: list[str], titl
     return save(fig, path)
 
 
-def strategy_curves(ax: plt.Axes, x: list[float], metrics: list[dict], strategies) -> None:
+def strategy_curves(ax: Axes, x: list[float], metrics: list[dict], strategies) -> None:
     """KL(strategy ‖ model) at the last token for each of ``strategies``, and the model's KL(true ‖ model)."""
     for name in strategies:
         ax.plot(x, [m["last_token_kl"][name] for m in metrics], color=strategy_colour(name), label=f"to {name}", lw=2)
@@ -124,7 +131,7 @@ def plot_loss_against_baselines(
     theme()
     kept = with_sequences(metrics)
     x = [m["sequences_seen"] for m in kept]
-    fig, ax = plt.subplots(figsize=(8, 4.6))
+    fig, ax = subplots(figsize=(8, 4.6))
     shade_closest_strategy(ax, x, kept)
     ax.plot(x, [m["last_token_kl"]["true"] for m in kept], color="black", lw=2, label="model")
     for name, value in baselines.items():
@@ -138,7 +145,7 @@ def plot_loss_against_baselines(
     return save(fig, path)
 
 
-def save(fig: plt.Figure, path: Path) -> Path:
+def save(fig: Figure, path: Path) -> Path:
     """``fig`` as a PNG at ``path``, laid out tightly unless it chose a layout (a constrained one places
     colour bars that span several axes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,13 +154,12 @@ def save(fig: plt.Figure, path: Path) -> Path:
         fig.tight_layout()
     png = io.BytesIO()
     fig.savefig(png, dpi=120, format="png")
-    plt.close(fig)
     # by a rename, as a run's files: a link planted at the figure's name is replaced, never written through
     write_atomic(path.parent.resolve() / path.name, png.getvalue())
     return path
 
 
-def as_plain_text(fig: plt.Figure) -> None:
+def as_plain_text(fig: Figure) -> None:
     """Every text of ``fig`` but the tick labels read as plain text, not mathtext: titles, labels and legends
     hold run and condition names, and a "$" in one must not start a formula. Tick labels keep mathtext,
     which the log axes' 10^k labels are written in."""
@@ -183,7 +189,7 @@ def plot_scores_over_training(results: list, metrics: list[dict], chance: dict[s
     last = len(results[0].bigram_matching) - 1
     curves = {"previous_token": ("tab:purple", "layer 0 previous-token", [r.previous_token[0].max().item() for r, _ in kept]),
               "bigram_matching": ("tab:brown", f"layer {last} bigram-matching", [r.bigram_matching[-1].max().item() for r, _ in kept])}
-    fig, ax = plt.subplots(figsize=(8, 4.6))
+    fig, ax = subplots(figsize=(8, 4.6))
     shade_closest_strategy(ax, x, [m for _, m in kept])
     for name, (colour, label, values) in curves.items():
         ax.plot(x, values, color=colour, lw=2, label=label)
@@ -197,7 +203,7 @@ def plot_scores_over_training(results: list, metrics: list[dict], chance: dict[s
     return save(fig, path)
 
 
-def band(ax: plt.Axes, x: list[float], curve: dict, colour: str, label: str) -> None:
+def band(ax: Axes, x: list[float], curve: dict, colour: str, label: str) -> None:
     """A mean curve and its 95 % band (no band where the interval is undefined, e.g. one seed)."""
     ax.plot(x, curve["mean"], color=colour, lw=2, label=label)
     if all(value is not None for value in curve["low"]):
@@ -211,7 +217,7 @@ def plot_sweep_summary(summary: dict, directory: Path) -> list[Path]:
     conditions = summary["conditions"]
     name = Path(summary["sweep"]).name
     colours = dict(zip(conditions, sns.color_palette("colorblind", len(conditions))))
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = subplots(figsize=(7, 4.2))
     for condition, values in conditions.items():
         curves = values["curves"]
         x, kl = curves["x"][1:], {key: series[1:] for key, series in curves["kl"]["true"].items()}  # log x: no 0
@@ -226,7 +232,7 @@ def plot_sweep_summary(summary: dict, directory: Path) -> list[Path]:
     ax.set_title(f"{name}: test loss, mean and 95% band over seeds\n(vertical bands: 95% interval of the transition)")
     ax.legend(fontsize=8)
     paths = [save(fig, directory / f"{name}-kl.png")]
-    fig, axes = plt.subplots(1, len(conditions), figsize=(max(6.5, 4.2 * len(conditions)), 4.2), squeeze=False, sharey=True)
+    fig, axes = subplots(1, len(conditions), figsize=(max(6.5, 4.2 * len(conditions)), 4.2), squeeze=False, sharey=True)
     for ax, (condition, values) in zip(axes[0], conditions.items()):
         curves = values["curves"]
         for strategy, curve in curves["kl"].items():
@@ -243,7 +249,7 @@ def plot_sweep_summary(summary: dict, directory: Path) -> list[Path]:
     return paths
 
 
-def phase_key(ax: plt.Axes, metrics: list[dict], loc: str = "lower left") -> None:
+def phase_key(ax: Axes, metrics: list[dict], loc: str = "lower left") -> None:
     """A legend entry for each strategy whose shading appears, so the bands need no caption."""
     shown = dict.fromkeys(closest_strategy(m["last_token_kl"]) for m in metrics)
     handles = [Patch(color=strategy_colour(name), alpha=0.15, label=f"closest: {name}") for name in shown]
@@ -257,7 +263,7 @@ def strategies_above(metrics: list[dict], height: float) -> tuple:
     theme()
     kept = with_sequences(metrics)
     x = [m["sequences_seen"] for m in kept]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, height), sharex=True)
+    fig, (top, bottom) = subplots(2, 1, figsize=(8, height), sharex=True)
     for ax in (top, bottom):
         shade_closest_strategy(ax, x, kept)
     strategy_curves(top, x, kept, ("uniform", "unigram", "bigram"))

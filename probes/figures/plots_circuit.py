@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import seaborn as sns
+from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
 from induction_probes.probes.figures import plots
@@ -17,7 +18,6 @@ from induction_probes.probes.figures.plots import (
     log_limits,
     meaningful,
     phase_key,
-    plt,
     sequences_axis,
     shade_closest_strategy,
     strategy_colour,
@@ -32,7 +32,7 @@ def plot_positional_profiles(profiles_by_step: dict[int, np.ndarray], captions: 
     against the uniform profile of a head that ignores position."""
     theme()
     steps = list(profiles_by_step)
-    fig, axes = plt.subplots(1, len(steps), figsize=(4.6 * len(steps), 4), sharey=True, squeeze=False)
+    fig, axes = plots.subplots(1, len(steps), figsize=(4.6 * len(steps), 4), sharey=True, squeeze=False)
     for ax, step in zip(axes[0], steps):
         profile = np.asarray(profiles_by_step[step])
         shown = profile[:n_distances]  # a short run has fewer distances than the window
@@ -54,7 +54,7 @@ def plot_ablation_bars(baseline, results: list, strategy_kl: dict[str, float], t
     behaviours = [baseline] + [r.behaviour for r in results]
     values = [b.last_token_kl["true"] for b in behaviours]
     closest = [b.closest_strategy for b in behaviours]
-    fig, ax = plt.subplots(figsize=(max(6, 1.5 * len(labels) + 3), 4.4))
+    fig, ax = plots.subplots(figsize=(max(6, 1.5 * len(labels) + 3), 4.4))
     bars = ax.bar(labels, values, color=[strategy_colour(c) for c in closest], width=0.6)
     ax.bar_label(bars, labels=[f"{v:.3f}" for v in values], fontsize=10)
     lines = [ax.axhline(v, color=strategy_colour(name), ls="--", lw=1.3, label=f"{name} strategy ({v:.3f})")
@@ -76,7 +76,7 @@ def plot_gaussian_scores(results: list, sequences: list[int], title: str, path: 
     theme()
     kept = [(r, n) for r, n in zip(results, sequences) if n > 0] or list(zip(results, sequences))
     x = [max(n, 1) for _, n in kept]
-    fig, ax = plt.subplots(figsize=(8, 4.6))
+    fig, ax = plots.subplots(figsize=(8, 4.6))
     marker = "o-" if len(x) < 20 else "-"
     ax.plot(x, [max(r.previous_token[0]) for r, _ in kept], marker, color="tab:purple", lw=2,
             label="layer 0 previous-token (best head)")
@@ -99,7 +99,7 @@ def plot_error_bars(rows: list[tuple[str, float]], title: str, path: Path) -> Pa
     """MSE over the target's variance with each head set ablated ("none": the clean model), against the
     error of predicting the mean (1)."""
     theme()
-    fig, ax = plt.subplots(figsize=(max(6, 1.5 * len(rows) + 2), 4.4))
+    fig, ax = plots.subplots(figsize=(max(6, 1.5 * len(rows) + 2), 4.4))
     bars = ax.bar([label for label, _ in rows], [value for _, value in rows], color="tab:gray", width=0.6)
     ax.bar_label(bars, labels=[f"{value:.3g}" for _, value in rows], fontsize=10)
     ax.axhline(1.0, color="black", ls="--", lw=1.2, label="predicting the mean (1)")
@@ -121,7 +121,7 @@ def plot_attention_heatmaps(patterns_by_step: dict[int, list], tokens, captions:
     tokens = tokens[:n_pos]
     match = matching_keys(tokens[None])[0].numpy()
     ring_q, ring_k = np.nonzero(match)
-    fig, axes = plt.subplots(n_layers, len(steps), figsize=(5 * len(steps) + 1, 5 * n_layers), squeeze=False,
+    fig, axes = plots.subplots(n_layers, len(steps), figsize=(5 * len(steps) + 1, 5 * n_layers), squeeze=False,
                              layout="constrained")
     upper = np.triu(np.ones((n_pos, n_pos), dtype=bool), k=1)
     for col, step in enumerate(steps):
@@ -140,14 +140,15 @@ def plot_attention_heatmaps(patterns_by_step: dict[int, list], tokens, captions:
     fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="attention weight")
     if n_layers > 1:
         axes[1][0].legend(loc="upper right", fontsize=9, facecolor="lightgrey")
-    fig.suptitle(f"{title}: attention on one sequence (first {n_pos} positions, head 0)", fontsize=14)
+    joint = "\n" if len(steps) == 1 else " "  # one column is too narrow for the title on one line
+    fig.suptitle(f"{title}:{joint}attention on one sequence (first {n_pos} positions, head 0)", fontsize=14)
     return plots.save(fig, path)
 
 
 def plot_prop21(result, path: Path) -> Path:
     """Proposition 2.1: error against c, and KL from the Bayes bigram predictor by position."""
     sns.set_theme(style="ticks")
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, (left, right) = plots.subplots(1, 2, figsize=(10, 3.8))
     cs = [c for c, _, _ in result.error_by_c]
     left.plot(cs, [max(worst, 1e-17) for _, worst, _ in result.error_by_c], "o-", label="max |error|")
     left.plot(cs, [max(mean, 1e-17) for _, _, mean in result.error_by_c], "s-", label="mean |error|")
@@ -162,7 +163,7 @@ def plot_prop21(result, path: Path) -> Path:
     return plots.save(fig, path)
 
 
-def annotated_heatmap(ax: plt.Axes, matrix: np.ndarray, title: str, xlabel: str, ylabel: str, colourbar: str) -> None:
+def annotated_heatmap(ax: Axes, matrix: np.ndarray, title: str, xlabel: str, ylabel: str, colourbar: str) -> None:
     """A k × k matrix on a symmetric colour scale with a labelled colour bar; its entries are written in
     (k ≤ 6) at two significant figures of its largest one, smaller as k grows so that they never overlap."""
     k = matrix.shape[0]
@@ -179,7 +180,7 @@ def plot_prop21_comparison(result, title: str, path: Path) -> Path:
     """Trained (left) against Proposition 2.1 (right): layer 1's token matching (above) and its OV circuit
     (below), k × k each."""
     theme("white")
-    fig, axes = plt.subplots(2, 2, figsize=(11, 9.5))
+    fig, axes = plots.subplots(2, 2, figsize=(11, 9.5))
     matching = ("key's previous token b", "query token a", "mean attention score")
     ov = ("logit of token b", "attended token a", "logit change")
     annotated_heatmap(axes[0][0], result.token_matching.numpy(), "trained: layer 1 token matching", *matching)
@@ -203,7 +204,7 @@ def plot_prop21_over_training(results: dict, metrics: list[dict], k: int, title:
         "layer 1 token matching: rows with a diagonal max": [r.diagonal_is_row_max for r, _ in kept],
         "layer 1 OV: tokens whose own logit is top": [r.ov_top1_diagonal for r, _ in kept],
     }
-    fig, ax = plt.subplots(figsize=(10, 6.5))
+    fig, ax = plots.subplots(figsize=(10, 6.5))
     shade_closest_strategy(ax, x, [m for _, m in kept])
     styles = ["-", "-", "--", "-.", ":"]
     for (label, values), colour, style in zip(curves.items(), sns.color_palette("dark", len(curves)), styles):
@@ -228,7 +229,7 @@ def plot_minimal_parameters(models_by_step: dict, captions: dict[int, str], titl
     rest = np.concatenate([np.delete(v, 1) for v in vs.values()])
     low, high = min(rest.min(), 0), max(rest.max(), 0)
     pad = 0.15 * (high - low or 1)
-    fig, axes = plt.subplots(1, len(steps), figsize=(4.8 * len(steps), 4.2), sharey=True, squeeze=False)
+    fig, axes = plots.subplots(1, len(steps), figsize=(4.8 * len(steps), 4.2), sharey=True, squeeze=False)
     for ax, step in zip(axes[0], steps):
         v = vs[step]
         ax.bar(range(len(v)), v, color=["tab:red" if d % 2 else "tab:blue" for d in range(len(v))])
@@ -243,7 +244,7 @@ def plot_minimal_parameters(models_by_step: dict, captions: dict[int, str], titl
     paths = [plots.save(fig, directory / figure_name(name, "v", steps))]
 
     theme("white")
-    fig, axes = plt.subplots(1, len(steps), figsize=(4.8 * len(steps), 4.2), squeeze=False)
+    fig, axes = plots.subplots(1, len(steps), figsize=(4.8 * len(steps), 4.2), squeeze=False)
     for ax, step in zip(axes[0], steps):
         annotated_heatmap(ax, models_by_step[step].W.detach().numpy(), captions[step], "key's previous token b", "query token a",
                           "W_ab")
@@ -258,7 +259,7 @@ def plot_gaussian_training(metrics: list[dict], title: str, path: Path) -> Path:
     theme()
     kept = [m for m in metrics if m["sequences_seen"] > 0]
     x = [m["sequences_seen"] for m in kept]
-    fig, ax = plt.subplots(figsize=(8, 4.6))
+    fig, ax = plots.subplots(figsize=(8, 4.6))
     ax.plot(x, [m["relative_mse"] for m in kept], color="black", lw=2, label="MSE / target variance (evaluation set)")
     ax.axhline(1.0, color="grey", ls=":", lw=1.2, label="predicting the mean (1)")
     log_limits(ax, [m["relative_mse"] for m in kept] + [1.0])

@@ -7,11 +7,12 @@ import math
 from pathlib import Path
 
 import seaborn as sns
+from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
 from induction_probes.circuits.models.toy import PARAMETERS as TOY_PARAMETERS
 from induction_probes.probes.figures import plots
-from induction_probes.probes.figures.plots import plt, sequences_axis, theme
+from induction_probes.probes.figures.plots import sequences_axis, theme
 
 
 TOY_PHASES = {"I": "tab:blue", "II": "tab:orange", "III": "tab:red", "IV": "tab:green"}
@@ -22,7 +23,7 @@ TOY_STYLES = {"p1": ("tab:blue", "-", 4), "p2": ("tab:orange", (0, (3, 2)), 2), 
               "loss": ("tab:blue", "-", 4), "loss_4gram": ("tab:orange", (0, (3, 2)), 2), "loss_induction": ("tab:green", "-", 2)}
 
 
-def shade_toy_phases(ax: plt.Axes, bounds: list[int]) -> list:
+def shade_toy_phases(ax: Axes, bounds: list[int]) -> list:
     """Shade phases I–IV between ``bounds``; the key's handles, each phase named with its steps (text
     labels over the plot collide where a phase lasts a few steps, as under Adam)."""
     handles = []
@@ -38,7 +39,7 @@ def plot_toy(history: list[dict], phases, title: str, path: Path) -> Path:
     theme()
     shown = [h for h in history if h["step"] > 0]  # a log axis has no step 0
     steps = [h["step"] for h in shown]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 8), sharex=True)
+    fig, (top, bottom) = plots.subplots(2, 1, figsize=(9, 8), sharex=True)
     for key, label in (("loss", "total"), ("loss_4gram", "4-gram part"), ("loss_induction", "induction part")):
         colour, style, width = TOY_STYLES[key]
         top.plot(steps, [max(h[key], 1e-12) for h in shown], color=colour, ls=style, lw=width, label=label)
@@ -63,7 +64,7 @@ def plot_toy(history: list[dict], phases, title: str, path: Path) -> Path:
 def plot_plateau_sweep(rows: list[tuple[int, float, int]], fit: tuple[float, float, float], path: Path) -> Path:
     """Plateau length against L·log(1/σ), one colour per L, with the fitted line."""
     sns.set_theme(style="ticks")
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plots.subplots(figsize=(6, 4))
     for length in sorted({r[0] for r in rows}):
         points = [(length * math.log(1 / s), p) for L_, s, p in rows if L_ == length]
         ax.plot(*zip(*points), "o", ms=7, label=f"L = {length}")
@@ -79,7 +80,7 @@ def plot_plateau_sweep(rows: list[tuple[int, float, int]], fit: tuple[float, flo
 def plot_capacity_table(rows: list[tuple[str, int, int, float]], path: Path) -> Path:
     """Final MSE / target variance of each IH_4 model, as bars (lower is better)."""
     sns.set_theme(style="ticks")
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    fig, ax = plots.subplots(figsize=(6, 3.6))
     labels = [label for label, *_ in rows]
     values = [error for *_, error in rows]
     ax.bar(labels, values, color=["tab:red" if v > 0.3 else "tab:green" for v in values])

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 import numpy as np
 
-from induction_probes.probes.figures.plots import head_label, heads_label, plt, save, sns, theme
+from induction_probes.probes.figures.plots import head_label, heads_label, save, sns, subplots, theme
 
 SHOWN_HEADS = 3  # heads drawn in colour per score: the best at the last step
 
@@ -39,7 +39,7 @@ def score_panel(ax, results: list, score: str, title: str) -> None:
 def plot_lm_series(results: list, name: str, path: Path) -> Path:
     """Induction and previous-token scores of every head, and the loss on each copy of R, against step."""
     theme()
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+    fig, axes = subplots(1, 3, figsize=(15, 4.4))
     score_panel(axes[0], results, "induction", "induction score A[i, i-L+1]")
     score_panel(axes[1], results, "previous_token", "previous-token score A[i, i-1]")
     steps = [r.step for r in results]
@@ -60,7 +60,7 @@ def plot_lm_ablation(baseline, results: list, title: str, path: Path) -> Path:
     theme()
     labels = ["none"] + [heads_label(r.heads) for r in results]
     values = [baseline.repeated_half] + [r.loss.repeated_half for r in results]
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(labels) + 3), 4.4))
+    fig, ax = subplots(figsize=(max(6, 0.9 * len(labels) + 3), 4.4))
     ax.bar(labels, values, color=["0.5"] + ["tab:red"] * len(results))
     ax.axhline(baseline.first_half, color="tab:blue", ls="--", lw=1.5,
                label=f"first copy, clean ({baseline.first_half:.2f})")
@@ -70,7 +70,9 @@ def plot_lm_ablation(baseline, results: list, title: str, path: Path) -> Path:
     ax.set_ylabel("loss on the repeated copy (nats per token)")
     ax.set_title(title)
     ax.legend(loc="best", fontsize=9)
-    plt.setp(ax.get_xticklabels(), rotation=45, ha="right")
+    ax.tick_params(axis="x", labelrotation=45)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
     return save(fig, path)
 
 
@@ -79,7 +81,7 @@ def plot_lm_scores(scores, title: str, path: Path) -> Path:
 
     theme()
     n_layers, n_heads = len(scores.induction), len(scores.induction[0])
-    fig, axes = plt.subplots(1, 2, figsize=(2 * max(4.0, 0.45 * n_heads + 2), max(3.2, 0.35 * n_layers + 1.6)))
+    fig, axes = subplots(1, 2, figsize=(2 * max(4.0, 0.45 * n_heads + 2), max(3.2, 0.35 * n_layers + 1.6)))
     for ax, name, label in zip(axes, ("induction", "previous_token"), ("induction score", "previous-token score")):
         sns.heatmap(np.array(getattr(scores, name)), ax=ax, vmin=0, vmax=1, cmap="viridis", square=n_heads <= 16,
                     cbar_kws={"label": "attention"}, annot=n_layers * n_heads <= 64, fmt=".2f")

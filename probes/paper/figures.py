@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from induction_probes.probes.figures import plots
-from induction_probes.probes.figures.plots import plt, theme
+from induction_probes.probes.figures.plots import theme
 
 
 def plot_error_curve(
@@ -16,7 +16,7 @@ def plot_error_curve(
     """Relative error (log scale) of a construction against the parameter that sets its accuracy; errors at
     or below float64's resolution are drawn at 1e-16, where the axis ends."""
     theme()
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = plots.subplots(figsize=(7, 4.2))
     x = [value for value, _ in points]
     ax.plot(
         x,

@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import matplotlib.image
+import matplotlib.legend
 import numpy as np
 import pytest
 import torch
@@ -32,7 +33,7 @@ def caught(monkeypatch):
 
 
 def legend_texts(ax) -> list[str]:
-    legends = [child for child in ax.get_children() if isinstance(child, plots.plt.matplotlib.legend.Legend)]
+    legends = [child for child in ax.get_children() if isinstance(child, matplotlib.legend.Legend)]
     return [text.get_text() for legend in legends for text in legend.get_texts()]
 
 
@@ -178,11 +179,9 @@ def test_the_html_report_is_one_offline_page_with_every_figure_embedded(tmp_path
 def test_names_are_plain_text_while_log_ticks_keep_their_mathtext(tmp_path):
     """A "$" in a run name must not start a formula, but the log axes' 10^k tick labels are mathtext: with
     math parsing off everywhere they printed as raw '$\\mathdefault{10^{2}}$'."""
-    import matplotlib.pyplot as plt
+    from induction_probes.probes.figures.plots import save, subplots
 
-    from induction_probes.probes.figures.plots import save
-
-    fig, ax = plt.subplots()
+    fig, ax = subplots(figsize=(4, 3))
     ax.plot([10, 1000], [1, 2])
     ax.set(xscale="log", title="run$_$x: a name")
     save(fig, tmp_path / "figure.png")
@@ -190,3 +189,27 @@ def test_names_are_plain_text_while_log_ticks_keep_their_mathtext(tmp_path):
     assert ticks and all(label.get_parse_math() for label in ticks)
     assert "mathdefault" in ticks[0].get_text()  # what a tick holds, and what parsing turns into 10^k
     assert not ax.title.get_parse_math()
+
+
+def test_drawing_a_figure_leaves_the_users_backend_and_pyplot_alone(tmp_path):
+    """A notebook's backend and figures are its own: the figures module once switched the backend to Agg
+    when imported. In a fresh interpreter whose backend is svg, importing it and writing a figure leaves
+    svg chosen and pyplot with no figure open."""
+    import subprocess
+    import sys
+
+    script = f"""
+import matplotlib
+matplotlib.use("svg")
+import matplotlib.pyplot as plt
+from pathlib import Path
+from induction_probes.circuits.runs.reader import Run
+from induction_probes.probes.figures import plots
+run = Run.open("markov-k3")
+plots.plot_distance_to_strategies(run.metrics(), ["uniform", "unigram", "bigram"], "markov-k3", Path({str(tmp_path)!r}) / "kl.png")
+print(matplotlib.get_backend(), plt.get_fignums())
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["svg", "[]"]
+    assert matplotlib.image.imread(tmp_path / "kl.png").shape[2] in (3, 4)
