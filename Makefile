@@ -66,3 +66,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_cli.py
 	$(BIN)/python bench/bench_train_step.py
 	$(BIN)/python bench/bench_sweep.py
+	$(BIN)/python bench/bench_paper.py
