@@ -2,7 +2,8 @@
 of the in-context bigram statistic, as a config and state dict for our HookedTransformer, and what it tends
 to as its scale c grows.
 
-Blocks are written in the row-vector convention of the papers and of TransformerLens (x @ W).
+Blocks are named residual spaces (:mod:`.residual`), in the row-vector convention of the papers and of
+TransformerLens (x @ W).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from induction_probes.circuits.common.validation import require_int, require_positive
+from induction_probes.circuits.constructions.residual import ResidualLayout
 from induction_probes.circuits.models.model import HookedTransformerConfig
 from induction_probes.circuits.tasks.markov.strategies import causal_mask, matching_keys, previous_tokens
 
@@ -20,11 +22,12 @@ def prop21(k: int, c: float, n_ctx: int, dtype: str = "float64") -> tuple[Hooked
     """Edelman et al.'s Proposition 2.1, as corrected in their rebuttal: a two-layer attention-only
     transformer whose output at position i tends, as c → ∞, to the in-context bigram statistics.
 
-    d_model = 3k in three blocks of k: [current token | previous token | output]. No LayerNorm.
-    Layer 0 (the paper's layer 1): W_Q = [[cI,0,0],0,0], W_K = 0, relative r_1 = 1 (all ones), r_d = 0
-    otherwise, so A_ij = c·[j = i − 1]/√(3k); W_V copies block 1 into block 2: a previous-token head.
-    Layer 1: W_Q = [[cI,0,0],0,0], W_K = [0,[cI,0,0],0], no positional term, so A_ij = c²·[x_{j−1} = x_i]/√(3k);
-    W_V copies block 1 into block 3. W_O = I in both layers; the unembedding reads block 3.
+    d_model = 3k in three named blocks of k: [current | previous | output]. No LayerNorm.
+    Layer 0 (the paper's layer 1): W_Q = c·I from current to current, W_K = 0, relative r_1 = 1 (all ones),
+    r_d = 0 otherwise, so A_ij = c·[j = i − 1]/√(3k); W_V copies current into previous: a previous-token head.
+    Layer 1: W_Q = c·I on current, W_K = c·I from previous to current, no positional term, so
+    A_ij = c²·[x_{j−1} = x_i]/√(3k); W_V copies current into output. W_O = I in both layers; the
+    unembedding reads output.
 
     Position 0 can only attend to itself, so its "previous token" is x_0: as a key in layer 1 it matches
     every query with x_i = x_0, which pure bigram counts would not include (see :func:`prop21_limit`).
@@ -32,34 +35,26 @@ def prop21(k: int, c: float, n_ctx: int, dtype: str = "float64") -> tuple[Hooked
     require_int("k", k, 2)
     require_positive("c", c)
     require_int("n_ctx", n_ctx, 2)
-    d = 3 * k
+    layout = ResidualLayout(("current", "previous", "output"), width=k)
+    d = layout.d_model
     cfg = HookedTransformerConfig(
         n_layers=2, d_model=d, d_head=d, n_heads=1, n_ctx=n_ctx, d_vocab=k,
         positional=("relative", "none"), mask="causal", dtype=dtype,
     )
-    blocks = [slice(0, k), slice(k, 2 * k), slice(2 * k, 3 * k)]
-
-    def block_matrix(*entries: tuple[int, int, float]) -> Tensor:
-        """d × d matrix with scale·I in each (row block, column block, scale)."""
-        matrix = torch.zeros(d, d, dtype=torch.float64)
-        for row, col, scale in entries:
-            matrix[blocks[row], blocks[col]] = scale * torch.eye(k, dtype=torch.float64)
-        return matrix
-
     relative = torch.zeros(1, n_ctx, d, dtype=torch.float64)
     relative[0, 1] = 1.0  # r at distance 1
     weights = {
-        "embed.W_E": block_matrix((0, 0, 1.0))[:k],
-        "blocks.0.attn.W_Q": block_matrix((0, 0, c))[None],
-        "blocks.0.attn.W_K": block_matrix()[None],
-        "blocks.0.attn.W_V": block_matrix((0, 1, 1.0))[None],
+        "embed.W_E": layout.embedding("current"),
+        "blocks.0.attn.W_Q": layout.map(("current", "current", c))[None],
+        "blocks.0.attn.W_K": layout.map()[None],
+        "blocks.0.attn.W_V": layout.map(("current", "previous", 1.0))[None],
         "blocks.0.attn.W_O": torch.eye(d, dtype=torch.float64)[None],
         "blocks.0.attn.W_rel": relative,
-        "blocks.1.attn.W_Q": block_matrix((0, 0, c))[None],
-        "blocks.1.attn.W_K": block_matrix((1, 0, c))[None],
-        "blocks.1.attn.W_V": block_matrix((0, 2, 1.0))[None],
+        "blocks.1.attn.W_Q": layout.map(("current", "current", c))[None],
+        "blocks.1.attn.W_K": layout.map(("previous", "current", c))[None],
+        "blocks.1.attn.W_V": layout.map(("current", "output", 1.0))[None],
         "blocks.1.attn.W_O": torch.eye(d, dtype=torch.float64)[None],
-        "unembed.W_U": block_matrix((2, 2, 1.0))[:, blocks[2]],
+        "unembed.W_U": layout.readout("output"),
     }
     return cfg, {name: w.to(cfg.torch_dtype) for name, w in weights.items()}
 

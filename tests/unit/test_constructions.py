@@ -154,3 +154,16 @@ def test_wang_theorem_4_3_with_d_2_and_a_general_w_star():
         out = load_construction(*wang_ihn(2, 3, 11, W, 14))(x)[:, -1]
     target = induction_head(x, 3, W)
     assert ((out - target) ** 2).sum(-1).mean() / (target**2).sum(-1).mean() < 1e-6
+
+
+def test_a_residual_layouts_map_moves_one_named_block_into_another():
+    from induction_probes.circuits.constructions.residual import ResidualLayout
+
+    layout = ResidualLayout(("current", "previous", "output"), width=2)
+    x = torch.arange(1.0, 7.0, dtype=torch.float64)  # current = (1, 2), previous = (3, 4), output = (5, 6)
+    moved = x @ layout.map(("current", "output", 3.0), ("previous", "current", torch.tensor([[0.0, 1], [1, 0]], dtype=torch.float64)))
+    assert moved.tolist() == [4.0, 3.0, 0.0, 0.0, 3.0, 6.0]  # previous swapped into current; 3·current in output
+    assert (torch.tensor([[7.0, 8.0]], dtype=torch.float64) @ layout.embedding("previous")).tolist() == [[0, 0, 7, 8, 0, 0]]
+    assert (x @ layout.readout("output")).tolist() == [5.0, 6.0] and layout.d_model == 6
+    with pytest.raises(ValueError, match="repeat"):
+        ResidualLayout(("current", "current"), width=2)
