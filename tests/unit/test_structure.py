@@ -113,3 +113,12 @@ def test_the_code_imports_only_what_the_declared_oldest_python_has_and_pyproject
             continue
         providers = {d.lower().replace("-", "_") for d in distributions.get(name, [name])}
         assert providers & declared, f"{where} imports {name} ({', '.join(providers)}), which pyproject does not declare"
+
+
+def test_every_runtime_requirement_is_imported_by_the_package():
+    """A declared requirement nothing imports only costs installs (einops was declared and never used)."""
+    requirements = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    declared = {re.split(r"[<>=!~ \[;]", r)[0].lower().replace("-", "_") for r in requirements}
+    distributions = importlib.metadata.packages_distributions()
+    imported = {d.lower().replace("-", "_") for name in top_level_imports() for d in distributions.get(name, [name])}
+    assert declared <= imported, f"declared but never imported: {sorted(declared - imported)}"
