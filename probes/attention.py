@@ -55,7 +55,7 @@ def run_with_captures(model, inputs: Tensor, names: list[str]) -> tuple[Tensor, 
     return output.cpu(), captured
 
 
-def run_with_patterns(model, inputs: Tensor) -> tuple[Tensor, list[Float[Tensor, "batch head q k"]]]:
+def run_with_patterns(model, inputs: Tensor) -> tuple[Tensor, list[Float[Tensor, "batch head query_pos key_pos"]]]:
     """The output on ``inputs`` and every layer's attention pattern."""
     names = [pattern_hook(layer) for layer in range(model.cfg.n_layers)]
     output, captured = run_with_captures(model, inputs, names)
@@ -72,7 +72,7 @@ def check_pattern(pattern: Tensor, tokens: Tensor | None = None) -> None:
         raise ValueError(f"tokens of shape {tuple(tokens.shape)} do not fit a pattern of shape {tuple(pattern.shape)}")
 
 
-def previous_token_score(pattern: Float[Tensor, "batch head q k"]) -> Float[Tensor, " head"]:
+def previous_token_score(pattern: Float[Tensor, "batch head query_pos key_pos"]) -> Float[Tensor, " head"]:
     """Mean over sequences and queries t ≥ 1 of A[t, t − 1].
 
     TransformerLens ``detect_head(..., "previous_token_head", error_measure="mul")`` divides the same
@@ -85,7 +85,7 @@ def previous_token_score(pattern: Float[Tensor, "batch head q k"]) -> Float[Tens
     return torch.diagonal(pattern, offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1))
 
 
-def repeat_induction_score(pattern: Float[Tensor, "batch head q k"], length: int, prefix: int = 0) -> Float[Tensor, " head"]:
+def repeat_induction_score(pattern: Float[Tensor, "batch head query_pos key_pos"], length: int, prefix: int = 0) -> Float[Tensor, " head"]:
     """On sequences ``prefix`` tokens + R + R with R of ``length`` tokens: the mean over sequences and the
     queries i of the second R of A[i, i − L + 1], the attention to the token that followed the current
     token's first occurrence (Olsson et al. 2022's induction score on repeated random tokens)."""
@@ -110,7 +110,7 @@ class BigramMatching:
 
 
 def bigram_matching_score(
-    pattern: Float[Tensor, "batch head q k"],
+    pattern: Float[Tensor, "batch head query_pos key_pos"],
     tokens: Int[Tensor, "batch pos"],
     skip_first_key: bool = False,
     match: torch.BoolTensor | None = None,
@@ -182,7 +182,7 @@ def positional_profiles(model, inputs: Tensor, layer: int) -> Float[Tensor, "hea
 
 
 def induction_score(
-    pattern: Float[Tensor, "batch head q k"], x: Float[Tensor, "batch pos d"], W_star: Tensor, n: int = 2
+    pattern: Float[Tensor, "batch head query_pos key_pos"], x: Float[Tensor, "batch pos d"], W_star: Tensor, n: int = 2
 ) -> Float[Tensor, " head"]:
     """For continuous inputs (Wang et al.): 1 − TV between the last query's attention and the target's
     own attention softmax_s(X_{L−n+2:L}ᵀ W* X_{s−n+1:s−1}) over keys s = n..L−1, averaged over sequences.

@@ -91,7 +91,7 @@ class MinimalModel(KnowsItsDevice, HookedRootModule):
         self.register_buffer("causal", position[:, None] >= position[None, :], persistent=False)
         self.setup()
 
-    def first_layer(self, n_pos: int) -> Float[Tensor, "q k"]:
+    def first_layer(self, n_pos: int) -> Float[Tensor, "query_pos key_pos"]:
         logits = self.v[self.distance[:n_pos, :n_pos]]
         causal = self.causal[:n_pos, :n_pos]
         if self.cfg.first_layer == "linear":

@@ -128,7 +128,7 @@ class Attention(FactoredCircuits, nn.Module):
             out = (x @ weight.transpose(0, 1).reshape(d_model, n_heads * d_head)).unflatten(-1, (n_heads, d_head))
         return out + getattr(self, bias_name) if self.cfg.use_bias else out
 
-    def positional_scores(self, q_heads: Float[Tensor, "batch head pos d_head"]) -> Float[Tensor, "batch head q k"]:
+    def positional_scores(self, q_heads: Float[Tensor, "batch head pos d_head"]) -> Float[Tensor, "batch head query_pos key_pos"]:
         """pos_ij: q_i·r_{i−j}/sqrt(d_head) (relative) or −β_h (i − j − 1) (alibi); takes q/sqrt(d_head).
 
         The relative term is one product q Rᵀ over distances, then "skewed" into [query, key] by reshaping

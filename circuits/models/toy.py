@@ -48,7 +48,7 @@ class ToyModel(nn.Module):
         s, p0 = cfg.sigma, cfg.slope_init
         self.params = nn.Parameter(torch.tensor([p0, p0, s, s, s, s], dtype=torch.float64))
 
-    def parts(self, x: Float[Tensor, "batch seq"]) -> tuple[Tensor, Tensor]:
+    def parts(self, x: Float[Tensor, "batch pos"]) -> tuple[Tensor, Tensor]:
         """The two parts of the output at the last position: the 4-gram path g and the induction path i
         (f = g + i).
 
@@ -65,7 +65,7 @@ class ToyModel(nn.Module):
         i = w_V2 * (torch.softmax(scores, -1) * x[:, 1 : n_pos - 1]).sum(-1)
         return g, i
 
-    def forward(self, x: Float[Tensor, "batch seq"]) -> Float[Tensor, " batch"]:
+    def forward(self, x: Float[Tensor, "batch pos"]) -> Float[Tensor, " batch"]:
         g, i = self.parts(x)
         return g + i
 

@@ -122,3 +122,31 @@ def test_every_runtime_requirement_is_imported_by_the_package():
     distributions = importlib.metadata.packages_distributions()
     imported = {d.lower().replace("-", "_") for name in top_level_imports() for d in distributions.get(name, [name])}
     assert declared <= imported, f"declared but never imported: {sorted(declared - imported)}"
+
+
+# The jaxtyping dimension names of the package, one name per meaning: an axis named "seq" in some functions
+# and "pos" in others reads as two different axes.
+DIMENSIONS = {
+    "batch": "sequences (or chains) in a batch", "pos": "token positions", "pos_1": "positions but the last",
+    "pos_plus_one": "positions and the one after", "new_pos": "generated positions", "length": "steps of a walk",
+    "query_pos": "an attention pattern's query positions", "key_pos": "its key positions",
+    "head": "heads of a layer", "d_model": "residual width", "d_head": "head width", "d_vocab": "vocabulary",
+    "d_in": "a linear map's input width", "d_out": "its output width", "width": "a residual block's width",
+    "k": "ICL-MC states", "contexts": "(n − 1)-token contexts", "state": "states of a lifted n-gram chain",
+    "windows": "n-token windows", "distance": "look-back distances", "d": "the Gaussian task's dimensions",
+    "chain": "SGLD chains", "draw": "SGLD draws", "n": "points of a fit", "token": "a vocabulary's tokens",
+    "...": "any leading axes", "2": "the two states of a k = 2 chain",
+}
+
+
+def test_every_tensor_annotation_names_its_axes_from_one_vocabulary():
+    unknown = {}
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                    and node.value.id in ("Float", "Int", "Bool", "Shaped") and isinstance(node.slice, ast.Tuple)
+                    and isinstance(node.slice.elts[-1], ast.Constant)):
+                for dim in node.slice.elts[-1].value.split():
+                    if dim not in DIMENSIONS:
+                        unknown.setdefault(dim, f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not unknown, f"axis names outside the vocabulary (add one with its meaning, or use one): {unknown}"

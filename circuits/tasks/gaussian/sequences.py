@@ -32,7 +32,7 @@ Similarity = Callable[[Tensor, Tensor], Tensor]  # (query [batch, w], keys [batc
 
 def sample_sequences(
     n_seqs: int, seq_len: int, d: int, *, generator: torch.Generator, boolean: bool = False
-) -> Float[Tensor, "batch seq d"]:
+) -> Float[Tensor, "batch pos d"]:
     """i.i.d. standard Gaussian tokens, or uniform ±1 tokens with ``boolean``."""
     require_int("n_seqs", n_seqs, 1)
     require_int("seq_len", seq_len, 2)
@@ -43,7 +43,7 @@ def sample_sequences(
     return torch.randn(n_seqs, seq_len, d, generator=generator, dtype=torch.float64)
 
 
-def windows(x: Float[Tensor, "batch seq d"], n: int) -> tuple[Tensor, Tensor, Tensor]:
+def windows(x: Float[Tensor, "batch pos d"], n: int) -> tuple[Tensor, Tensor, Tensor]:
     """(query window [batch, (n−1)d], key windows [batch, L−n, (n−1)d], values [batch, L−n, d]).
 
     Key window i (0-indexed) is x[i .. i+n−2], the n − 1 tokens before the value x[i+n−1]; values run
@@ -57,7 +57,7 @@ def windows(x: Float[Tensor, "batch seq d"], n: int) -> tuple[Tensor, Tensor, Te
     return all_windows[:, -1], all_windows[:, : seq_len - n], x[:, n - 1 : seq_len - 1]
 
 
-def generalized_induction_head(x: Float[Tensor, "batch seq d"], n: int, similarity: Similarity) -> Float[Tensor, "batch d"]:
+def generalized_induction_head(x: Float[Tensor, "batch pos d"], n: int, similarity: Similarity) -> Float[Tensor, "batch d"]:
     """GIH_n: softmax over s of g(query window, key window s), weighting x_s."""
     query, keys, values = windows(x, n)
     scores = similarity(query, keys)
@@ -75,7 +75,7 @@ def bilinear(W_star: Tensor) -> Similarity:
     return similarity
 
 
-def induction_head(x: Float[Tensor, "batch seq d"], n: int, W_star: Tensor) -> Float[Tensor, "batch d"]:
+def induction_head(x: Float[Tensor, "batch pos d"], n: int, W_star: Tensor) -> Float[Tensor, "batch d"]:
     """IH_n with W* of shape [(n−1)d, (n−1)d]; n = 2 is the vanilla induction head IH_2."""
     width = (n - 1) * x.shape[-1]
     if tuple(W_star.shape) != (width, width):
@@ -83,14 +83,14 @@ def induction_head(x: Float[Tensor, "batch seq d"], n: int, W_star: Tensor) -> F
     return generalized_induction_head(x, n, bilinear(W_star))
 
 
-def four_gram(x: Float[Tensor, "batch seq d"]) -> Float[Tensor, "batch d"]:
+def four_gram(x: Float[Tensor, "batch pos d"]) -> Float[Tensor, "batch d"]:
     """x_{L−2}: a function of the last tokens that the model cannot read from the residual stream directly."""
     if x.shape[1] < 4:
         raise ValueError(f"the 4-gram target needs L >= 4, got L={x.shape[1]}")
     return x[:, -3]
 
 
-def mixed_target(x: Float[Tensor, "batch seq d"], alpha_star: float, W_star: Tensor) -> Float[Tensor, "batch d"]:
+def mixed_target(x: Float[Tensor, "batch pos d"], alpha_star: float, W_star: Tensor) -> Float[Tensor, "batch d"]:
     """α*·x_{L−2} + IH_2: the target of the toy model's four-phase dynamics."""
     require_positive("alpha_star", alpha_star)
     return alpha_star * four_gram(x) + induction_head(x, 2, W_star)
@@ -100,14 +100,14 @@ def mixed_target(x: Float[Tensor, "batch seq d"], alpha_star: float, W_star: Ten
 class GaussianEvalSet:
     """Fixed sequences (float64) and their targets at the last position."""
 
-    x: Float[Tensor, "batch seq d"]
+    x: Float[Tensor, "batch pos d"]
     targets: Float[Tensor, "batch d"]
 
     @property
-    def inputs(self) -> Float[Tensor, "batch seq d"]:
+    def inputs(self) -> Float[Tensor, "batch pos d"]:
         return self.x.float()
 
-    def metrics(self, outputs: Float[Tensor, "batch seq d"]) -> dict:
+    def metrics(self, outputs: Float[Tensor, "batch pos d"]) -> dict:
         """MSE at the last position against the float32 targets the model trains on, and the same over
         the target's variance (1 = predicting the mean)."""
         targets = self.targets.float()

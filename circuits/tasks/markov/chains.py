@@ -36,7 +36,7 @@ from induction_probes.circuits.tasks.markov.parameters import (
 from induction_probes.circuits.tasks.markov.priors import draw_table
 
 
-def lift_transitions(table: Float[Tensor, "batch contexts k"], k: int) -> Float[Tensor, "batch s s"]:
+def lift_transitions(table: Float[Tensor, "batch contexts k"], k: int) -> Float[Tensor, "batch state state"]:
     """The order-1 chain on m-tuples: context (a_1..a_m) moves to (a_2..a_m, b) with table[(a_1..a_m), b].
 
     Contexts are numbered with the oldest token as the most significant base-k digit.
@@ -51,7 +51,7 @@ def lift_transitions(table: Float[Tensor, "batch contexts k"], k: int) -> Float[
     return lifted
 
 
-def stationary_distribution(transitions: Float[Tensor, "batch s s"]) -> Float[Tensor, "batch s"]:
+def stationary_distribution(transitions: Float[Tensor, "batch state state"]) -> Float[Tensor, "batch state"]:
     """π with π P = π and Σ π = 1: (Pᵀ − I) π = 0 with the last equation replaced by Σ π = 1, exact for an
     irreducible chain. A small Dirichlet α draws exact zeros, so reducible chains with no unique π and a
     singular system: those get the π a uniform start settles into (:func:`stationary_from_uniform_start`)."""
@@ -68,7 +68,7 @@ def stationary_distribution(transitions: Float[Tensor, "batch s s"]) -> Float[Te
     return pi / pi.sum(-1, keepdim=True)
 
 
-def stationary_from_uniform_start(transitions: Float[Tensor, "batch s s"], squarings: int = 64) -> Float[Tensor, "batch s"]:
+def stationary_from_uniform_start(transitions: Float[Tensor, "batch state state"], squarings: int = 64) -> Float[Tensor, "batch state"]:
     """The limit of a uniform start under the lazy chain (P + I) / 2, which has P's stationary
     distributions and no period: P_lazy^(2^64) by repeated squaring, applied to the uniform vector.
     Defined for every chain, reducible or not; for an irreducible one it is the unique π."""
@@ -88,18 +88,18 @@ class MarkovSample:
     and predicts ``targets`` (the last seq_len).
     """
 
-    states: Int[Tensor, "batch seq_plus_one"]
+    states: Int[Tensor, "batch pos_plus_one"]
     transitions: Float[Tensor, "batch contexts k"]  # row = context of the last n − 1 tokens
     stationary: Float[Tensor, "batch contexts"]  # π of the lifted chain, for the first n − 1 tokens
     k: int
     n: int
 
     @property
-    def inputs(self) -> Int[Tensor, "batch seq"]:
+    def inputs(self) -> Int[Tensor, "batch pos"]:
         return self.states[:, :-1]
 
     @property
-    def targets(self) -> Int[Tensor, "batch seq"]:
+    def targets(self) -> Int[Tensor, "batch pos"]:
         return self.states[:, 1:]
 
     @classmethod
@@ -193,7 +193,7 @@ def window_codes(tokens: Int[Tensor, "batch pos"], width: int, k: int) -> Int[Te
     return codes
 
 
-def true_next_token_probs(sample: MarkovSample) -> Float[Tensor, "batch seq k"]:
+def true_next_token_probs(sample: MarkovSample) -> Float[Tensor, "batch pos k"]:
     """P(x_{t+1} | x_0..x_t) under the sequence's own chain, at every input position t.
 
     Once t ≥ n − 2 this is the table row of the last n − 1 tokens; before that (only for n ≥ 3) it is

@@ -60,14 +60,14 @@ def matching_keys(tokens: Int[Tensor, "batch pos"], previous: Int[Tensor, "batch
     return (previous[:, None, :] == tokens[:, :, None]) & causal_mask(tokens.shape[1], tokens.device)
 
 
-def uniform_predictions(tokens: Int[Tensor, "batch seq"], k: int) -> Float[Tensor, "batch seq k"]:
+def uniform_predictions(tokens: Int[Tensor, "batch pos"], k: int) -> Float[Tensor, "batch pos k"]:
     """q(b) = 1/k everywhere."""
     return torch.full((*tokens.shape, k), 1.0 / k, dtype=torch.float64)
 
 
 def ngram_predictions(
-    tokens: Int[Tensor, "batch seq"], k: int, n: int, alpha: float = 1.0
-) -> Float[Tensor, "batch seq k"]:
+    tokens: Int[Tensor, "batch pos"], k: int, n: int, alpha: float = 1.0
+) -> Float[Tensor, "batch pos k"]:
     """In-context n-gram predictor with Dirichlet(alpha) pseudo-counts, at every position at once.
 
     At position t (0-indexed), with context c = the last n − 1 tokens x_{t−n+2..t}:
@@ -94,8 +94,8 @@ def ngram_predictions(
 
 
 def strategy_predictions(
-    name: str, tokens: Int[Tensor, "batch seq"], k: int, alpha: float = 1.0
-) -> Float[Tensor, "batch seq k"]:
+    name: str, tokens: Int[Tensor, "batch pos"], k: int, alpha: float = 1.0
+) -> Float[Tensor, "batch pos k"]:
     """The predictions of a named strategy: 'uniform', 'unigram', 'bigram', 'trigram' or 'N-gram'."""
     if name == "uniform":
         return uniform_predictions(tokens, k)
@@ -121,8 +121,8 @@ class MarkovEvalSet:
 
     sample: MarkovSample
     alpha: float
-    truth: Float[Tensor, "batch seq k"]
-    strategies: dict[str, Float[Tensor, "batch seq k"]]
+    truth: Float[Tensor, "batch pos k"]
+    strategies: dict[str, Float[Tensor, "batch pos k"]]
 
     @classmethod
     def from_sample(cls, sample: MarkovSample, alpha: float) -> MarkovEvalSet:
@@ -131,7 +131,7 @@ class MarkovEvalSet:
         return cls(sample=sample, alpha=alpha, truth=true_next_token_probs(sample), strategies=strategies)
 
     @property
-    def inputs(self) -> Int[Tensor, "batch seq"]:
+    def inputs(self) -> Int[Tensor, "batch pos"]:
         return self.sample.inputs
 
     def strategy_kl(self) -> dict[str, Float[Tensor, " batch"]]:
@@ -145,7 +145,7 @@ class MarkovEvalSet:
         predictors = {"true": self.truth} | self.strategies
         return {name: token_cross_entropy(q.log(), targets).mean(-1) for name, q in predictors.items()}
 
-    def per_position(self, logits: Float[Tensor, "batch seq k"], per_sequence=False) -> tuple[Tensor, dict[str, Tensor]]:
+    def per_position(self, logits: Float[Tensor, "batch pos k"], per_sequence=False) -> tuple[Tensor, dict[str, Tensor]]:
         """The model's loss at each input position, and KL(x ‖ model) at each position for x = "true"
         and every strategy, averaged over sequences (``per_sequence``: [batch, seq] each, not averaged)."""
         log_q = torch.log_softmax(logits.double(), dim=-1)
@@ -153,7 +153,7 @@ class MarkovEvalSet:
         kl = {name: kl_divergence(p, log_q) for name, p in ({"true": self.truth} | self.strategies).items()}
         return (loss, kl) if per_sequence else (loss.mean(0), {name: values.mean(0) for name, values in kl.items()})
 
-    def metrics(self, logits: Float[Tensor, "batch seq k"]) -> dict:
+    def metrics(self, logits: Float[Tensor, "batch pos k"]) -> dict:
         """:meth:`per_position`'s mean loss and last-token KLs, to the bit, the KLs computed at the last token only."""
         log_q = torch.log_softmax(logits.double(), dim=-1)
         last = {name: last_column_mean(kl_divergence(p[:, -1], log_q[:, -1]), log_q.shape[1])
