@@ -1,0 +1,154 @@
+"""The registries that make the project extensible from outside: one per kind of thing (task, model class,
+recipe, probe, prior), each a :class:`Registry` in a small module beside what it registers.
+
+A registration is a name, an entry and any facts about it that its consumers read (a recipe's help text,
+whether a prior takes no parameter). The entry is the object itself, or a ``"package.module:attribute"``
+string resolved on first use, so that a registry module imports nothing heavy and ``--help`` stays
+torch-free::
+
+    TASKS.register("markov", "induction_probes.circuits.tasks.markov.task:MarkovTask")
+
+    @PROBES.register("first_token")
+    def first_token(patterns, tokens): ...
+
+Entries registered from outside the package are remembered by the module that defines them
+(:func:`outside_modules`), so that a sweep's worker processes import those modules and see the same
+registries as the process that started them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+PACKAGE = "induction_probes"
+PLUGINS_VARIABLE = "INDUCTION_PROBES_PLUGINS"  # modules to import (comma-separated) before a command runs
+_REGISTRIES: list[Registry] = []
+
+
+class UnknownName(ValueError):
+    """A name no registration of its kind has."""
+
+
+@dataclass
+class Registration:
+    name: str
+    entry: Any  # the object, or "package.module:attribute" until first resolved
+    info: dict = field(default_factory=dict)
+    module: str | None = None  # the module that defines the entry, once known
+
+    def resolve(self) -> Any:
+        if isinstance(self.entry, str):
+            module, _, attribute = self.entry.partition(":")
+            self.entry = getattr(importlib.import_module(module), attribute)
+        return self.entry
+
+
+class Registry:
+    """Named entries of one kind, in registration order."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._entries: dict[str, Registration] = {}
+        _REGISTRIES.append(self)
+
+    def register(self, name: str, entry: Any = None, *, replace: bool = False, **info: Any):
+        """Register ``entry`` under ``name`` (with ``info``); without ``entry``, a decorator that registers
+        what it decorates and returns it unchanged. A name already taken is refused unless ``replace``."""
+        if entry is None:
+            def decorator(decorated):
+                self.register(name, decorated, replace=replace, **info)
+                return decorated
+
+            return decorator
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a {self.kind} name must be a non-empty string, got {name!r}")
+        if name in self._entries and not replace:
+            raise ValueError(f"a {self.kind} named {name!r} is registered already (pass replace=True to replace it)")
+        if isinstance(entry, str) and ":" not in entry:
+            raise ValueError(f"a lazy {self.kind} entry is 'package.module:attribute', got {entry!r}")
+        module = entry.partition(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", None)
+        self._entries[name] = Registration(name, entry, dict(info), module)
+        return self._entries[name]
+
+    def unregister(self, name: str) -> None:
+        self.registration(name)
+        del self._entries[name]
+
+    def registration(self, name: str) -> Registration:
+        if name not in self._entries:
+            known = ", ".join(self._entries) or "none"
+            raise UnknownName(f"unknown {self.kind} {name!r} (known: {known})")
+        return self._entries[name]
+
+    def get(self, name: str) -> Any:
+        """The entry registered as ``name`` (imported on first use); an :class:`UnknownName` otherwise."""
+        return self.registration(name).resolve()
+
+    __getitem__ = get
+
+    def info(self, name: str) -> dict:
+        return self.registration(name).info
+
+    def names(self, **info: Any) -> tuple[str, ...]:
+        """Every name, in registration order; with ``info``, those whose registration says so."""
+        return tuple(name for name, r in self._entries.items() if all(r.info.get(k) == v for k, v in info.items()))
+
+    def where(self, **info: Any) -> RegistryView:
+        """A live view of the names whose registration says ``info`` (argparse ``choices`` that follow
+        later registrations)."""
+        return RegistryView(self, info)
+
+    def items(self) -> list[tuple[str, Any]]:
+        return [(name, self.get(name)) for name in self.names()]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._entries
+
+    def __iter__(self):
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}: {', '.join(self._entries)})"
+
+
+@dataclass(frozen=True)
+class RegistryView:
+    registry: Registry
+    info: dict
+
+    def __iter__(self):
+        return iter(self.registry.names(**self.info))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.registry.names(**self.info)
+
+    def __len__(self) -> int:
+        return len(self.registry.names(**self.info))
+
+
+def outside_modules() -> list[str]:
+    """The modules outside the package that registered anything, to import in a worker process."""
+    found = [r.module for registry in _REGISTRIES for r in registry._entries.values()]
+    return list(dict.fromkeys(m for m in found if m and m.split(".")[0] != PACKAGE and m != "__main__"))
+
+
+def import_modules(modules) -> None:
+    """Import each module (a sweep worker's copy of its parent's :func:`outside_modules`)."""
+    for module in modules:
+        importlib.import_module(module)
+
+
+def load_plugins() -> None:
+    """Import the modules named in ``$INDUCTION_PROBES_PLUGINS`` (comma-separated): how a shell command sees
+    tasks, recipes, probes and priors registered by modules outside the package."""
+    names = [name.strip() for name in os.environ.get(PLUGINS_VARIABLE, "").split(",") if name.strip()]
+    try:
+        import_modules(names)
+    except ImportError as error:
+        raise ValueError(f"${PLUGINS_VARIABLE} names a module that cannot be imported: {error}") from None

@@ -1,0 +1,56 @@
+"""The registered attention probes (:mod:`~induction_probes.probes.registry`) as functions of one chunk of probe
+sequences, and how the chunks' values combine into a checkpoint's."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from induction_probes.probes.attention import bigram_matching_scores, previous_token_scores
+from induction_probes.probes.registry import PROBES
+
+
+class Score(NamedTuple):
+    """A probe's per-layer values on a chunk and the weight of their mean (its count of scored sequences)."""
+
+    values: list[Tensor]
+    weight: float
+
+
+def previous_token(patterns: list[Float[Tensor, "batch head query_pos key_pos"]], tokens: Int[Tensor, "batch pos"]):
+    return previous_token_scores(patterns)
+
+
+def bigram_matching(patterns: list[Float[Tensor, "batch head query_pos key_pos"]], tokens: Int[Tensor, "batch pos"]):
+    """Attention mass on the keys whose previous token matches the query's, over the queries that have one."""
+    matching = bigram_matching_scores(patterns, tokens)
+    return Score(matching.mass, len(tokens) * matching.fraction_with_match)
+
+
+def bigram_matching_ideal(patterns: list[Float[Tensor, "batch head query_pos key_pos"]], tokens: Int[Tensor, "batch pos"]):
+    """1 − TV of each attention row to uniform attention over the matching keys, same queries."""
+    matching = bigram_matching_scores(patterns, tokens)
+    return Score(matching.ideal, len(tokens) * matching.fraction_with_match)
+
+
+def chunk_scores(patterns: list[Tensor], tokens: Tensor) -> dict[str, Score]:
+    """Every registered probe on one chunk, each with its weight."""
+    scores = {}
+    for name, probe in PROBES.items():
+        value = probe(patterns, tokens)
+        scores[name] = value if isinstance(value, Score) else Score(list(value), float(len(tokens)))
+    return scores
+
+
+def combine(chunks: list[dict[str, Score]]) -> dict[str, Score]:
+    """The chunks' scores as one: per probe, the weighted mean of each layer's values and the summed weight."""
+    combined = {}
+    for name in chunks[0]:
+        parts = [chunk[name] for chunk in chunks]
+        total = sum(part.weight for part in parts)
+        n_layers = len(parts[0].values)
+        values = [sum(part.weight * part.values[layer] for part in parts) / total for layer in range(n_layers)]
+        combined[name] = Score(values, total)
+    return combined
