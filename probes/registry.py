@@ -18,7 +18,7 @@ from induction_probes.circuits.common.registry import Registry
 
 _SCORES = "induction_probes.probes.scores"
 
-PROBES = Registry("probe")
+PROBES = Registry("probe", __name__)
 PROBES.register("previous_token", f"{_SCORES}:previous_token", calibrated=True)
 PROBES.register("bigram_matching", f"{_SCORES}:bigram_matching", calibrated=True)
 PROBES.register("bigram_matching_ideal", f"{_SCORES}:bigram_matching_ideal", calibrated=True)

@@ -8,7 +8,9 @@ from typing import NamedTuple
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from induction_probes.probes.attention import bigram_matching_scores, previous_token_scores
+import torch
+
+from induction_probes.probes.attention import bigram_matching_scores, pattern_hook, previous_token_scores, run_with_captures
 from induction_probes.probes.registry import PROBES
 
 
@@ -54,3 +56,18 @@ def combine(chunks: list[dict[str, Score]]) -> dict[str, Score]:
         values = [sum(part.weight * part.values[layer] for part in parts) / total for layer in range(n_layers)]
         combined[name] = Score(values, total)
     return combined
+
+
+def attention_probes(model, inputs: Tensor, chunk: int = 100, also: list[str] = ()):
+    """The model's outputs on ``inputs``, every registered probe's :class:`~induction_probes.probes.scores.Score`,
+    and the activations at the hook names ``also``, one per chunk of ``chunk`` sequences."""
+    pattern_names = [pattern_hook(layer) for layer in range(model.cfg.n_layers)]
+    outputs, chunks, captured = [], [], {name: [] for name in also}
+    for start in range(0, inputs.shape[0], chunk):
+        tokens = inputs[start : start + chunk]
+        output, activations = run_with_captures(model, tokens, pattern_names + list(also))
+        outputs.append(output)
+        chunks.append(chunk_scores([activations[name] for name in pattern_names], tokens))
+        for name in also:
+            captured[name].append(activations[name])
+    return torch.cat(outputs), combine(chunks), captured

@@ -18,18 +18,12 @@ from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
 from induction_probes.probes.ablation import heads_in_layer, reference_inputs_for, run_ablated
-from induction_probes.probes.attention import (
-    induction_score,
-    pattern_hook,
-    positional_profile,
-    previous_token_score,
-    run_with_captures,
-    run_with_patterns,
-)
+from induction_probes.probes.attention import induction_score, positional_profile, previous_token_score, run_with_patterns
 from induction_probes.probes.behaviour import Behaviour, behaviour
 from induction_probes.probes.progress import ProgressMeasures, progress_measures, unmeasurable_reason
 from induction_probes.probes.run_probes import RunProbes
-from induction_probes.probes.scores import chunk_scores, combine
+from induction_probes.probes.scores import attention_probes
+from induction_probes.probes.task_probes import probe_task_model
 from induction_probes.probes.tidy import Tidy, ablation_records, gaussian_records, probe_records
 
 QUERY_0 = "blocks.0.attn.hook_q"  # one forward pass also feeds layer 0's positional profile
@@ -96,21 +90,6 @@ def probe_model(model, eval_set: MarkovEvalSet, step: int = -1, chunk: int = 100
     )
 
 
-def attention_probes(model, inputs: Tensor, chunk: int = 100, also: list[str] = ()):
-    """The model's outputs on ``inputs``, every registered probe's :class:`~induction_probes.probes.scores.Score`,
-    and the activations at the hook names ``also``, one per chunk of ``chunk`` sequences."""
-    pattern_names = [pattern_hook(layer) for layer in range(model.cfg.n_layers)]
-    outputs, chunks, captured = [], [], {name: [] for name in also}
-    for start in range(0, inputs.shape[0], chunk):
-        tokens = inputs[start : start + chunk]
-        output, activations = run_with_captures(model, tokens, pattern_names + list(also))
-        outputs.append(output)
-        chunks.append(chunk_scores([activations[name] for name in pattern_names], tokens))
-        for name in also:
-            captured[name].append(activations[name])
-    return torch.cat(outputs), combine(chunks), captured
-
-
 def weighted_mean(parts: list[tuple[float, Tensor]]) -> Tensor:
     total = sum(weight for weight, _ in parts)
     return sum(weight * value for weight, value in parts) / total
@@ -137,9 +116,16 @@ def probe_run(
 ) -> RunProbes:
     """Probes of every checkpoint (or of ``steps``), loading one checkpoint at a time onto ``device``, as one
     :class:`~induction_probes.probes.run_probes.RunProbes` (iterate it, or ``.to_frame()``). Without
-    ``eval_set``, PROBE_SEQS fresh sequences of the run's task drawn with PROBE_SEED."""
-    eval_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if eval_set is None else eval_set
-    checkpoints = [probe_model(run.load(step=step, device=device), eval_set, step) for step in (run.steps if steps is None else steps)]
+    ``eval_set``, PROBE_SEQS fresh sequences of the run's task drawn with PROBE_SEED. An ICL-MC run's
+    checkpoints are :class:`CheckpointProbes`; a run of a registered task without probes of its own gets
+    :class:`~induction_probes.probes.task_probes.TaskProbes` (the registered attention probes and its task's
+    metrics); a Gaussian-task run is refused (:func:`probe_gaussian` probes it)."""
+    if isinstance(run.task, GaussianTask):
+        raise ValueError(f"run {run.path.name} is a Gaussian-task run, not a token task's: probe it with probe_gaussian")
+    if eval_set is None:
+        eval_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if isinstance(run.task, MarkovTask) else run.task.eval_set(PROBE_SEQS, PROBE_SEED)
+    probe = probe_model if isinstance(run.task, MarkovTask) else probe_task_model
+    checkpoints = [probe(run.load(step=step, device=device), eval_set, step) for step in (run.steps if steps is None else steps)]
     return RunProbes.collect(run, eval_set.inputs, checkpoints)
 
 

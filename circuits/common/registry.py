@@ -11,9 +11,9 @@ torch-free::
     @PROBES.register("first_token")
     def first_token(patterns, tokens): ...
 
-Entries registered from outside the package are remembered by the module that defines them
-(:func:`outside_modules`), so that a sweep's worker processes import those modules and see the same
-registries as the process that started them.
+A sweep's worker processes start with the package's own registrations only: :func:`outside_registrations`
+describes the others (each entry by the module and name that define it) and :func:`register_again` makes them
+in the worker, so that it sees the same registries as the process that started it.
 """
 
 from __future__ import annotations
@@ -41,16 +41,35 @@ class Registration:
 
     def resolve(self) -> Any:
         if isinstance(self.entry, str):
-            module, _, attribute = self.entry.partition(":")
-            self.entry = getattr(importlib.import_module(module), attribute)
+            self.entry = resolve(self.entry)
         return self.entry
+
+    def reference(self) -> str:
+        """``"module:attribute"`` of the entry, by which another process finds it."""
+        if isinstance(self.entry, str):
+            return self.entry
+        name = getattr(self.entry, "__qualname__", "")
+        if not self.module or not name or "<" in name:
+            raise ValueError(f"{self.name!r} is not defined at the top level of a module: another process "
+                             "(a sweep's worker) cannot find it; define it at a module's top level")
+        return f"{self.module}:{name}"
+
+
+def resolve(reference: str) -> Any:
+    """The object that ``"package.module:attribute"`` names (attributes may be dotted)."""
+    module, _, attribute = reference.partition(":")
+    value = importlib.import_module(module)
+    for part in attribute.split("."):
+        value = getattr(value, part)
+    return value
 
 
 class Registry:
     """Named entries of one kind, in registration order."""
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, home: str):
         self.kind = kind
+        self.home = home  # the module that holds this registry (which a worker process imports to find it)
         self._entries: dict[str, Registration] = {}
         _REGISTRIES.append(self)
 
@@ -132,16 +151,23 @@ class RegistryView:
         return len(self.registry.names(**self.info))
 
 
-def outside_modules() -> list[str]:
-    """The modules outside the package that registered anything, to import in a worker process."""
-    found = [r.module for registry in _REGISTRIES for r in registry._entries.values()]
-    return list(dict.fromkeys(m for m in found if m and m.split(".")[0] != PACKAGE and m != "__main__"))
+def outside_registrations() -> list[dict]:
+    """Every registration made from outside the package, as plain data a worker process can be sent."""
+    found = []
+    for registry in _REGISTRIES:
+        for r in registry._entries.values():
+            if not r.module or r.module.split(".")[0] != PACKAGE:
+                found.append({"registry": registry.home, "kind": registry.kind, "name": r.name,
+                              "entry": r.reference(), "info": r.info})
+    return found
 
 
-def import_modules(modules) -> None:
-    """Import each module (a sweep worker's copy of its parent's :func:`outside_modules`)."""
-    for module in modules:
-        importlib.import_module(module)
+def register_again(registrations: list[dict]) -> None:
+    """Make ``registrations`` (:func:`outside_registrations` of another process) here."""
+    for item in registrations:
+        importlib.import_module(item["registry"])
+        registry = next(r for r in _REGISTRIES if r.home == item["registry"] and r.kind == item["kind"])
+        registry.register(item["name"], item["entry"], replace=True, **item["info"])
 
 
 def load_plugins() -> None:
@@ -149,6 +175,7 @@ def load_plugins() -> None:
     tasks, recipes, probes and priors registered by modules outside the package."""
     names = [name.strip() for name in os.environ.get(PLUGINS_VARIABLE, "").split(",") if name.strip()]
     try:
-        import_modules(names)
+        for name in names:
+            importlib.import_module(name)
     except ImportError as error:
         raise ValueError(f"${PLUGINS_VARIABLE} names a module that cannot be imported: {error}") from None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from induction_probes.circuits.common.registry import Registry
 
-MODEL_CLASSES = Registry("model class")
+MODEL_CLASSES = Registry("model class", __name__)
 MODEL_CLASSES.register("HookedTransformer", "induction_probes.circuits.models.model:HookedTransformer")
 MODEL_CLASSES.register("MinimalModel", "induction_probes.circuits.models.minimal:MinimalModel")
 MODEL_CLASSES.register("ToyModel", "induction_probes.circuits.models.toy:ToyModel")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from induction_probes.circuits.common.registry import Registry
 
-RECIPES = Registry("recipe")
+RECIPES = Registry("recipe", __name__)
 RECIPES.register("markov", "induction_probes.circuits.recipes.markov:MarkovRecipe", command=True,
                  help="ICL-MC: the attention-only transformer (architecture options below)")
 RECIPES.register("minimal", "induction_probes.circuits.recipes.markov:MinimalRecipe", command=True,

@@ -8,6 +8,6 @@ from __future__ import annotations
 
 from induction_probes.circuits.common.registry import Registry
 
-TASKS = Registry("task")
+TASKS = Registry("task", __name__)
 TASKS.register("markov", "induction_probes.circuits.tasks.markov.task:MarkovTask")
 TASKS.register("gaussian", "induction_probes.circuits.tasks.gaussian.task:GaussianTask")

@@ -15,7 +15,7 @@ from induction_probes.circuits.common.registry import Registry
 
 _DRAWS = "induction_probes.circuits.tasks.markov.priors"
 
-PRIORS = Registry("prior")
+PRIORS = Registry("prior", __name__)
 PRIORS.register("dirichlet", f"{_DRAWS}:draw_dirichlet", simple=True)
 PRIORS.register("doubly-stochastic", f"{_DRAWS}:draw_doubly_stochastic_tables", simple=True, bigram_only=True)
 PRIORS.register("unigram", f"{_DRAWS}:draw_unigram", simple=True)
