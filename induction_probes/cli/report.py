@@ -10,23 +10,11 @@ from pathlib import Path
 
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.cli.common import device_of, figure_lines, format_table, json_text, provenance, spread_steps
+from induction_probes.cli.common import figure_lines, format_table, json_text, provenance, spread_steps
 from induction_probes.probes.behaviour import plateau_step, strategy_phases
 from induction_probes.probes.figures.plots import plot_distance_to_strategies, plot_loss_against_baselines, step_caption
 from induction_probes.probes.figures.plots_circuit import plot_gaussian_training, plot_minimal_parameters
 from induction_probes.probes.summary import run_task
-
-
-def markov_report(run, args: argparse.Namespace) -> str:
-    """An ICL-MC run's report: text and figures, or JSON; with --html, the one-page report too."""
-    from induction_probes.cli.report_html import write_html_report  # here: report_html imports this module
-
-    if args.json:
-        return json_text(report_json(run, args.plot))
-    text, figures = report_text(run, args.plot)
-    if args.html:
-        text += f"\nreport: {write_html_report(run, args.html, device_of(args))}"
-    return "\n".join([text] + figure_lines(figures))
 
 
 def gaussian_report(run, args: argparse.Namespace) -> str:

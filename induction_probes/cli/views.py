@@ -27,7 +27,7 @@ class TaskView:
 VIEWS = Registry("task view", __name__)
 VIEWS.register("markov", TaskView("induction_probes.cli.probe:probe_markov_text",
                                   "induction_probes.cli.probe:ablate_markov_text",
-                                  "induction_probes.cli.report:markov_report"))
+                                  "induction_probes.cli.report_html:markov_report"))
 VIEWS.register("gaussian", TaskView("induction_probes.cli.probe:probe_gaussian_text",
                                     "induction_probes.cli.probe:gaussian_ablation_text",
                                     "induction_probes.cli.report:gaussian_report"))
