@@ -140,6 +140,9 @@ def test_a_task_and_a_probe_from_outside_train_probe_sweep_and_report(registered
     assert 0.0 <= probes[-1].metrics["accuracy"] <= 1.0
 
     # the command line: train, probe, ablate and report the task it was never told of
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    assert "copy the first token (a test's task)" in capsys.readouterr().out
     out = cli(capsys, "train", "first-token", "--k", 3, "--steps", 4, "--out", tmp_path / "cli")
     assert "first-token k=3" in out
     answer = json.loads(cli(capsys, "probe", tmp_path / "api", "--json", "--n-seqs", 50))
