@@ -10,7 +10,12 @@ from torch import Tensor
 
 import torch
 
-from induction_probes.probes.attention import bigram_matching_scores, pattern_hook, previous_token_scores, run_with_captures
+from induction_probes.probes.attention import (
+    bigram_matching_scores,
+    pattern_hook,
+    previous_token_scores,
+    run_with_captures,
+)
 from induction_probes.probes.registry import PROBES
 
 
@@ -21,17 +26,20 @@ class Score(NamedTuple):
     weight: float
 
 
-def previous_token(patterns: list[Float[Tensor, "batch head query_pos key_pos"]], tokens: Int[Tensor, "batch pos"]):
+Patterns = list[Float[Tensor, "batch head query_pos key_pos"]]  # one per layer
+
+
+def previous_token(patterns: Patterns, tokens: Int[Tensor, "batch pos"]) -> list[Float[Tensor, " head"]]:
     return previous_token_scores(patterns)
 
 
-def bigram_matching(patterns: list[Float[Tensor, "batch head query_pos key_pos"]], tokens: Int[Tensor, "batch pos"]):
+def bigram_matching(patterns: Patterns, tokens: Int[Tensor, "batch pos"]) -> Score:
     """Attention mass on the keys whose previous token matches the query's, over the queries that have one."""
     matching = bigram_matching_scores(patterns, tokens)
     return Score(matching.mass, len(tokens) * matching.fraction_with_match)
 
 
-def bigram_matching_ideal(patterns: list[Float[Tensor, "batch head query_pos key_pos"]], tokens: Int[Tensor, "batch pos"]):
+def bigram_matching_ideal(patterns: Patterns, tokens: Int[Tensor, "batch pos"]) -> Score:
     """1 − TV of each attention row to uniform attention over the matching keys, same queries."""
     matching = bigram_matching_scores(patterns, tokens)
     return Score(matching.ideal, len(tokens) * matching.fraction_with_match)
@@ -48,6 +56,8 @@ def chunk_scores(patterns: list[Tensor], tokens: Tensor) -> dict[str, Score]:
 
 def combine(chunks: list[dict[str, Score]]) -> dict[str, Score]:
     """The chunks' scores as one: per probe, the weighted mean of each layer's values and the summed weight."""
+    if len(chunks) == 1:  # the values as they are (w·v / w may differ from v in the last bit)
+        return dict(chunks[0])
     combined = {}
     for name in chunks[0]:
         parts = [chunk[name] for chunk in chunks]

@@ -121,11 +121,14 @@ def probe_run(
     :class:`~induction_probes.probes.task_probes.TaskProbes` (the registered attention probes and its task's
     metrics); a Gaussian-task run is refused (:func:`probe_gaussian` probes it)."""
     if isinstance(run.task, GaussianTask):
-        raise ValueError(f"run {run.path.name} is a Gaussian-task run, not a token task's: probe it with probe_gaussian")
+        raise ValueError(f"run {run.path.name} is a Gaussian-task run, not a token task's: probe it with "
+                         "probe_gaussian")
+    markov = isinstance(run.task, MarkovTask)
     if eval_set is None:
-        eval_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if isinstance(run.task, MarkovTask) else run.task.eval_set(PROBE_SEQS, PROBE_SEED)
-    probe = probe_model if isinstance(run.task, MarkovTask) else probe_task_model
-    checkpoints = [probe(run.load(step=step, device=device), eval_set, step) for step in (run.steps if steps is None else steps)]
+        eval_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if markov else run.task.eval_set(PROBE_SEQS, PROBE_SEED)
+    probe = probe_model if markov else probe_task_model
+    steps = run.steps if steps is None else steps
+    checkpoints = [probe(run.load(step=step, device=device), eval_set, step) for step in steps]
     return RunProbes.collect(run, eval_set.inputs, checkpoints)
 
 

@@ -11,7 +11,8 @@ def model_class_name(config) -> str:
     for name in MODEL_CLASSES:
         if isinstance(config, MODEL_CLASSES.get(name).config_class):
             return name
-    raise ValueError(f"no registered model class is built from a {type(config).__name__} (known: {', '.join(MODEL_CLASSES)})")
+    known = ", ".join(MODEL_CLASSES)
+    raise ValueError(f"no registered model class is built from a {type(config).__name__} (known: {known})")
 
 
 def config_class(name: str) -> type:

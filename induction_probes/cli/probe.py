@@ -129,16 +129,20 @@ def probe_gaussian_text(run, args: argparse.Namespace) -> str:
     return "\n".join([title, format_table(headers, rows)] + figure_lines(figures))
 
 
+PROBE_LABELS = {"previous_token": "previous-token", "bigram_matching": "bigram-matching",
+                "bigram_matching_ideal": "bigram ideal (1-TV)"}  # a registered probe's column is its name
+
+
 def probe_text(run, result) -> str:
+    names = list(result.scores)  # every registered probe, in registration order
     rows = [
-        [f"{layer}.{head}", result.previous_token[layer][head].item(), result.bigram_matching[layer][head].item(),
-         result.bigram_matching_ideal[layer][head].item()]
+        [f"{layer}.{head}", *(result.scores[name][layer][head].item() for name in names)]
         for layer in range(len(result.previous_token)) for head in range(len(result.previous_token[layer]))
     ]
     b = result.behaviour
     lines = [
         f"run {run.path.name}, step {result.step}: {b.closest_strategy} is the closest strategy",
-        format_table(["head", "previous-token", "bigram-matching", "bigram ideal (1-TV)"], rows),
+        format_table(["head", *(PROBE_LABELS.get(name, name) for name in names)], rows),
         f"({100 * result.fraction_with_match:.1f}% of queries have a matching key)",
         format_table(["last-token KL(x||model)", "value"], [[k, v] for k, v in b.last_token_kl.items()]),
         f"loss {b.loss:.4f}, ICL score {b.icl_score:+.4f}{plus_minus(b.intervals['icl_score'])} (mean loss at "

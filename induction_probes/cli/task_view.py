@@ -84,7 +84,8 @@ def report_task_text(run, args: argparse.Namespace) -> str:
 def final_probes_text(run, args: argparse.Namespace) -> str:
     """Each registered probe's best head per layer at the last checkpoint, on REPORT_SEQS fresh sequences."""
     step = run.steps[-1]
-    result = probe_task_model(run.load(step=step, device=device_of(args)), run.task.eval_set(REPORT_SEQS, PROBE_SEED), step)
+    model = run.load(step=step, device=device_of(args))
+    result = probe_task_model(model, run.task.eval_set(REPORT_SEQS, PROBE_SEED), step)
     rows = [[name, layer, int(values.argmax()), values.max().item()]
             for name, layers in result.scores.items() for layer, values in enumerate(layers)]
     title = f"attention probes at step {step} on {REPORT_SEQS} fresh sequences (seed {PROBE_SEED}), best head per layer"

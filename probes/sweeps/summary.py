@@ -33,7 +33,8 @@ from induction_probes.circuits.common.untrusted import require_finite
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy, strategy_name
 from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.probes.attention import bigram_matching_score, positional_profiles, previous_token_score, run_with_patterns
+from induction_probes.probes.attention import positional_profiles
+from induction_probes.probes.scores import attention_probes
 from induction_probes.circuits.common.paths import portable
 from induction_probes.probes.sweeps.statistics import interval
 from induction_probes.probes.sweeps.sweep_statistics import add_statistics
@@ -82,15 +83,13 @@ def run_x(run: Run, count: str | None) -> list[float]:
 
 
 def final_probes(run: Run, n_seqs: int) -> dict:
-    """Previous-token and bigram-matching scores of every head at the final checkpoint, and the distance at
-    which each layer-0 head's positional profile peaks and its mass there (for relative positions)."""
+    """Every registered probe's scores of every head at the final checkpoint (previous-token and bigram-matching
+    among them), and the distance at which each layer-0 head's positional profile peaks and its mass there (for
+    relative positions)."""
     model = run.load()
     tokens = run.task.eval_set(n_seqs, PROBE_SEED).inputs
-    _, patterns = run_with_patterns(model, tokens)
-    probes = {
-        "previous_token": [previous_token_score(p).tolist() for p in patterns],
-        "bigram_matching": [bigram_matching_score(p, tokens)[0].tolist() for p in patterns],
-    }
+    _, scores, _ = attention_probes(model, tokens, chunk=len(tokens))  # one chunk: the whole set at once
+    probes = {name: [layer.tolist() for layer in score.values] for name, score in scores.items()}
     if getattr(model.blocks[0].attn, "W_rel", None) is not None:  # with the mass there: a flat profile has a peak too
         profiles = positional_profiles(model, tokens, 0)
         probes["positional_peaks_layer0"] = profiles.argmax(-1).tolist()

@@ -136,7 +136,8 @@ def test_a_task_and_a_probe_from_outside_train_probe_sweep_and_report(registered
     assert {"first_token", "previous_token", "bigram_matching"} <= set(probes[-1].scores)
     table = probes.to_frame()
     rows = table[(table.measure == "first_token") & (table.step == 6)]
-    assert sorted(rows["head"].tolist()) == [0, 1] and rows["value"].tolist() == probes[-1].scores["first_token"][0].tolist()
+    assert sorted(rows["head"].tolist()) == [0, 1]
+    assert rows["value"].tolist() == probes[-1].scores["first_token"][0].tolist()
     assert 0.0 <= probes[-1].metrics["accuracy"] <= 1.0
 
     # the command line: train, probe, ablate and report the task it was never told of

@@ -33,7 +33,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.tasks.markov.prior_registry import PRIORS  # names and facts, torch-free, for the task config
+from induction_probes.circuits.tasks.markov.prior_registry import PRIORS  # torch-free: the task config reads it too
 from induction_probes.circuits.tasks.draws import sample_dirichlet
 
 BLOCK = 64  # sequences per seeded block of a counted stream
