@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 PACKAGE = "induction_probes"
 PLUGINS_VARIABLE = "INDUCTION_PROBES_PLUGINS"  # modules to import (comma-separated) before a command runs
-_REGISTRIES: list[Registry] = []
+_REGISTRIES: weakref.WeakSet[Registry] = weakref.WeakSet()  # every registry alive, to send to workers
 
 
 class UnknownName(ValueError):
@@ -71,7 +73,7 @@ class Registry:
         self.kind = kind
         self.home = home  # the module that holds this registry (which a worker process imports to find it)
         self._entries: dict[str, Registration] = {}
-        _REGISTRIES.append(self)
+        _REGISTRIES.add(self)
 
     def register(self, name: str, entry: Any = None, *, replace: bool = False, **info: Any):
         """Register ``entry`` under ``name`` (with ``info``); without ``entry``, a decorator that registers
@@ -154,7 +156,10 @@ class RegistryView:
 def outside_registrations() -> list[dict]:
     """Every registration made from outside the package, as plain data a worker process can be sent."""
     found = []
-    for registry in _REGISTRIES:
+    for registry in sorted(_REGISTRIES, key=lambda r: (r.home, r.kind)):
+        home = getattr(sys.modules.get(registry.home), "__dict__", {})
+        if not any(value is registry for value in home.values()):
+            continue  # not a module's registry (a throwaway one): no worker could find it
         for r in registry._entries.values():
             if not r.module or r.module.split(".")[0] != PACKAGE:
                 found.append({"registry": registry.home, "kind": registry.kind, "name": r.name,
@@ -165,8 +170,9 @@ def outside_registrations() -> list[dict]:
 def register_again(registrations: list[dict]) -> None:
     """Make ``registrations`` (:func:`outside_registrations` of another process) here."""
     for item in registrations:
-        importlib.import_module(item["registry"])
-        registry = next(r for r in _REGISTRIES if r.home == item["registry"] and r.kind == item["kind"])
+        module = importlib.import_module(item["registry"])
+        registry = next(value for value in vars(module).values()
+                        if isinstance(value, Registry) and value.kind == item["kind"])
         registry.register(item["name"], item["entry"], replace=True, **item["info"])
 
 
