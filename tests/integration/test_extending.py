@@ -178,3 +178,32 @@ def test_without_its_registration_the_task_is_an_unknown_name_that_lists_the_kno
         TASKS.get("first-token")
     assert main(["train", "first-token", "--out", str(tmp_path / "x")]) == 2
     assert "invalid choice: 'first-token'" in capsys.readouterr().err
+
+
+PLUGIN = """from induction_probes import PROBES, RECIPES, TASKS
+from test_extending import FirstTokenRecipe, FirstTokenTask, first_token
+
+TASKS.register("first-token", FirstTokenTask)
+RECIPES.register("first-token", FirstTokenRecipe, command=True, help="copy the first token (a plugin)")
+PROBES.register("first_token", first_token)
+"""
+
+
+def test_a_shell_command_sees_the_modules_named_in_the_plugins_variable(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "first_token_plugin.py").write_text(PLUGIN)
+    command = Path(sys.executable).with_name("induction-probes")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).parent)]),
+           "INDUCTION_PROBES_PLUGINS": "first_token_plugin"}
+    out = subprocess.run([str(command), "train", "first-token", "--steps", "2", "--n-checkpoints", "2", "--out",
+                          str(tmp_path / "run")], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "first-token k=4" in out.stdout and (tmp_path / "run" / "config.json").is_file()
+    env["INDUCTION_PROBES_PLUGINS"] = "no_such_plugin"
+    out = subprocess.run([str(command), "--help"], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "$INDUCTION_PROBES_PLUGINS names a module that cannot be imported: No module named 'no_such_plugin'" in out.stderr
