@@ -132,7 +132,7 @@ def test_a_task_and_a_probe_from_outside_train_probe_sweep_and_report(registered
     model = run.load()
     _, patterns = model.run_with_cache(probe_set.inputs, names_filter=lambda name: name.endswith("hook_pattern"))
     by_hand = patterns["blocks.0.attn.hook_pattern"][..., 0].mean(dim=(0, 2))
-    torch.testing.assert_close(probes[-1].scores["first_token"][0], by_hand, rtol=1e-6, atol=1e-7)  # chunk sums
+    assert torch.equal(probes[-1].scores["first_token"][0], by_hand)  # one chunk of 50: the same forward, exactly
     assert {"first_token", "previous_token", "bigram_matching"} <= set(probes[-1].scores)
     table = probes.to_frame()
     rows = table[(table.measure == "first_token") & (table.step == 6)]
@@ -145,7 +145,7 @@ def test_a_task_and_a_probe_from_outside_train_probe_sweep_and_report(registered
         main(["train", "--help"])
     assert "copy the first token (a test's task)" in capsys.readouterr().out
     out = cli(capsys, "train", "first-token", "--k", 3, "--steps", 4, "--out", tmp_path / "cli")
-    assert "first-token k=3" in out
+    assert "task: first-token k=3" in out and "accuracy" in out  # the info text, with the task's own metrics
     answer = json.loads(cli(capsys, "probe", tmp_path / "api", "--json", "--n-seqs", 50))
     assert answer["checkpoints"][-1]["first_token"] == [probes[-1].scores["first_token"][0].tolist()]
     assert any(r["measure"] == "first_token" for r in answer["records"])
