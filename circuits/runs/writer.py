@@ -18,7 +18,7 @@ from safetensors.torch import save
 
 from induction_probes.circuits.common.untrusted import CheckpointError, refuse_links
 from induction_probes.circuits.models.classes import model_class_name
-from induction_probes.circuits.runs.layout import checkpoint_file
+from induction_probes.circuits.runs.layout import LOCK_FILE, checkpoint_file
 from induction_probes.circuits.runs.reader import read_manifest, read_metrics_lines
 
 
@@ -139,7 +139,7 @@ def left_by_a_killed_start(entry: Path) -> bool:
     """What a writer killed before its run's config.json was in place leaves in a directory: the lock, and
     the temporary file of config.json (a directory holding only these is still empty for a new run)."""
     name = entry.name
-    return name == "lock" or (name.startswith(".config.json.") and name.endswith(".tmp") and entry.is_file())
+    return name == LOCK_FILE or (name.startswith(".config.json.") and name.endswith(".tmp") and entry.is_file())
 
 
 def remove_unfinished_writes(path: Path) -> None:

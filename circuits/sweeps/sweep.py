@@ -42,7 +42,8 @@ def cell_status(path: Path, recipe, root: Path) -> str:
 def is_finished(path: Path) -> bool:
     """Whether ``path`` holds a run that trained every step of its recipe and saved its last resume state."""
     from induction_probes.circuits.runs.reader import read_manifest
-    from induction_probes.circuits.training.train import RESUME_FILE, saved_recipe
+    from induction_probes.circuits.runs.layout import RESUME_FILE
+    from induction_probes.circuits.training.train import saved_recipe
 
     if not (path / "config.json").is_file() or not (path / "manifest.json").is_file():
         return False

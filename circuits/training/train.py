@@ -28,6 +28,7 @@ from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
 from induction_probes.circuits.common.untrusted import CheckpointError, refuse_links
+from induction_probes.circuits.runs.layout import LOCK_FILE, RESUME_FILE
 from induction_probes.circuits.runs.reader import Run, read_json, read_manifest
 from induction_probes.circuits.runs.writer import RunWriter, run_config, save_tensors, write_json
 from induction_probes.circuits.models.classes import build_model
@@ -36,9 +37,6 @@ from induction_probes.circuits.recipes.base import Recipe
 from induction_probes.circuits.recipes import recipe_from_json
 from induction_probes.circuits.tasks.base import EvalSet, Stream
 from induction_probes.circuits.common.validation import require_int
-
-RESUME_FILE = "resume/state.safetensors"
-LOCK_FILE = "lock"
 
 
 def checkpoint_schedule(steps: int, n_checkpoints: int) -> list[int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from induction_probes.cli import lm
+import induction_probes.cli.lm as lm
 from induction_probes.cli.common import add_probe_set_options, add_run_argument, device_of, figure_lines, format_table, json_text, provenance, spread_steps
 from induction_probes.cli.views import view_of
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.cli import lm
+import induction_probes.cli.lm as lm
 from induction_probes.cli.common import path, add_device_option, add_output_options, add_run_argument, format_table, json_text
 from induction_probes.cli.views import view_of
 
