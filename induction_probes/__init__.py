@@ -40,6 +40,14 @@ EXPORTS = {
     "ablation_study": "induction_probes.probes.summary",
     "single_heads": "induction_probes.probes.summary",
     "compare_with_prop21": "induction_probes.probes.compare",
+    # extension points (docs/extending.md): register a task, recipe, model class, probe or prior from outside
+    "TASKS": "induction_probes.circuits.tasks.registry",
+    "RECIPES": "induction_probes.circuits.recipes.registry",
+    "MODEL_CLASSES": "induction_probes.circuits.models.registry",
+    "PROBES": "induction_probes.probes.registry",
+    "PRIORS": "induction_probes.circuits.tasks.markov.prior_registry",
+    "TaskConfig": "induction_probes.circuits.tasks.base",
+    "Recipe": "induction_probes.circuits.recipes.base",
 }
 
 __all__ = sorted(EXPORTS)

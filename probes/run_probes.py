@@ -15,9 +15,10 @@ from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.attention import chance_scores
 from induction_probes.probes.caveats import initial_model_of, progress_warnings
 from induction_probes.probes.progress import Measure
+from induction_probes.probes.registry import PROBES
 from induction_probes.probes.tidy import COLUMNS, Tidy
 
-PROBE_MEASURES = ("previous_token", "bigram_matching", "bigram_matching_ideal")
+PROBE_MEASURES = PROBES.where(calibrated=True)  # the probes whose chance level chance_scores gives
 
 
 def probe_calibration(chance: dict[str, float]) -> dict[str, Measure]:
@@ -74,7 +75,7 @@ def run_warnings(run: Run, checkpoints: list, chance: dict[str, float]) -> list[
     lines = progress_warnings(last, initial if initial is not None else initial_model_of(last))
     start = next((c for c in checkpoints if c.step == first), None)
     for name, measure in probe_calibration(chance).items() if start is not None else ():
-        for layer, values in enumerate(getattr(start, name)):
+        for layer, values in enumerate(start.scores[name]):
             if values.max().item() >= measure.threshold:
                 lines.append(f"{name} of layer {layer} is {values.max().item():.3f} at step {first}, at or past its "
                              f"threshold {measure.threshold:.3f}: its first crossing says nothing about training")

@@ -18,19 +18,12 @@ from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
 from induction_probes.probes.ablation import heads_in_layer, reference_inputs_for, run_ablated
-from induction_probes.probes.attention import (
-    bigram_matching_scores,
-    induction_score,
-    pattern_hook,
-    positional_profile,
-    previous_token_score,
-    previous_token_scores,
-    run_with_captures,
-    run_with_patterns,
-)
+from induction_probes.probes.attention import induction_score, positional_profile, previous_token_score, run_with_patterns
 from induction_probes.probes.behaviour import Behaviour, behaviour
 from induction_probes.probes.progress import ProgressMeasures, progress_measures, unmeasurable_reason
 from induction_probes.probes.run_probes import RunProbes
+from induction_probes.probes.scores import attention_probes
+from induction_probes.probes.task_probes import probe_task_model
 from induction_probes.probes.tidy import Tidy, ablation_records, gaussian_records, probe_records
 
 QUERY_0 = "blocks.0.attn.hook_q"  # one forward pass also feeds layer 0's positional profile
@@ -39,20 +32,28 @@ QUERY_0 = "blocks.0.attn.hook_q"  # one forward pass also feeds layer 0's positi
 @dataclass(frozen=True)
 class CheckpointProbes(Tidy):
     step: int
-    previous_token: list[Tensor]  # per layer, [heads of that layer]
-    bigram_matching: list[Tensor]  # per layer: attention mass on matching keys
-    bigram_matching_ideal: list[Tensor]  # per layer: 1 − TV to uniform over matching keys
+    scores: dict[str, list[Tensor]]  # per registered probe (probes/registry.py), per layer: [heads of that layer]
     fraction_with_match: float
     positional_profile: Tensor | None  # [n_heads, distance] of layer 0, if it has relative positions
     behaviour: Behaviour
     progress: ProgressMeasures | None  # the circuit's pieces read from the weights, where they apply
 
+    @property
+    def previous_token(self) -> list[Tensor]:
+        return self.scores["previous_token"]
+
+    @property
+    def bigram_matching(self) -> list[Tensor]:  # attention mass on matching keys
+        return self.scores["bigram_matching"]
+
+    @property
+    def bigram_matching_ideal(self) -> list[Tensor]:  # 1 − TV to uniform over matching keys
+        return self.scores["bigram_matching_ideal"]
+
     def to_json(self) -> dict:
         return {
             "step": self.step,
-            "previous_token": [layer.tolist() for layer in self.previous_token],
-            "bigram_matching": [layer.tolist() for layer in self.bigram_matching],
-            "bigram_matching_ideal": [layer.tolist() for layer in self.bigram_matching_ideal],
+            **{name: [layer.tolist() for layer in layers] for name, layers in self.scores.items()},
             "fraction_with_match": self.fraction_with_match,
             "last_token_kl": self.behaviour.last_token_kl,
             "loss": self.behaviour.loss,
@@ -68,40 +69,25 @@ class CheckpointProbes(Tidy):
 
 
 def probe_model(model, eval_set: MarkovEvalSet, step: int = -1, chunk: int = 100) -> CheckpointProbes:
-    """Attention and behaviour probes of ``model`` on the evaluation set.
+    """The registered attention probes (:mod:`~induction_probes.probes.registry`) and the behaviour probes of
+    ``model`` on the evaluation set.
 
     Runs ``chunk`` sequences at a time: [chunk, head, T, T] patterns stay small enough for the
     allocator to reuse (1000-sequence patterns made the kernel page memory in and out, doubling the
     time), and every score is an exact weighted mean of the chunks' scores.
     """
     inputs = eval_set.sample.inputs
-    pattern_names = [pattern_hook(layer) for layer in range(model.cfg.n_layers)]
     W_rel = getattr(model.blocks[0].attn, "W_rel", None)
-    logits, parts = [], []
-    for start in range(0, inputs.shape[0], chunk):
-        tokens = inputs[start : start + chunk]
-        output, captured = run_with_captures(model, tokens, pattern_names + [QUERY_0])
-        patterns = [captured[name] for name in pattern_names]
-        matching = bigram_matching_scores(patterns, tokens)
-        profile = None if W_rel is None else positional_profile(captured[QUERY_0], W_rel)
-        logits.append(output)
-        parts.append((len(tokens), previous_token_scores(patterns), matching, profile))
+    outputs, scores, captured = attention_probes(model, inputs, chunk, [QUERY_0])
+    profiles = [(len(q), positional_profile(q, W_rel)) for q in captured[QUERY_0]] if W_rel is not None else []
     return CheckpointProbes(
         step=step,
-        previous_token=per_layer_mean([(n, prev) for n, prev, _, _ in parts]),
-        bigram_matching=per_layer_mean([(n * m.fraction_with_match, m.mass) for n, _, m, _ in parts]),
-        bigram_matching_ideal=per_layer_mean([(n * m.fraction_with_match, m.ideal) for n, _, m, _ in parts]),
-        fraction_with_match=sum(n * m.fraction_with_match for n, _, m, _ in parts) / inputs.shape[0],
-        positional_profile=None if W_rel is None else weighted_mean([(n, prof) for n, _, _, prof in parts]),
-        behaviour=behaviour(torch.cat(logits), eval_set),
+        scores={name: score.values for name, score in scores.items()},
+        fraction_with_match=scores["bigram_matching"].weight / inputs.shape[0],
+        positional_profile=weighted_mean(profiles) if profiles else None,
+        behaviour=behaviour(outputs, eval_set),
         progress=None if unmeasurable_reason(model) else progress_measures(on_cpu(model), step),  # weights only
     )
-
-
-def per_layer_mean(parts: list[tuple[float, list[Tensor]]]) -> list[Tensor]:
-    """The weighted mean of per-layer scores, layer by layer."""
-    n_layers = len(parts[0][1])
-    return [weighted_mean([(weight, layers[layer]) for weight, layers in parts]) for layer in range(n_layers)]
 
 
 def weighted_mean(parts: list[tuple[float, Tensor]]) -> Tensor:
@@ -130,9 +116,19 @@ def probe_run(
 ) -> RunProbes:
     """Probes of every checkpoint (or of ``steps``), loading one checkpoint at a time onto ``device``, as one
     :class:`~induction_probes.probes.run_probes.RunProbes` (iterate it, or ``.to_frame()``). Without
-    ``eval_set``, PROBE_SEQS fresh sequences of the run's task drawn with PROBE_SEED."""
-    eval_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if eval_set is None else eval_set
-    checkpoints = [probe_model(run.load(step=step, device=device), eval_set, step) for step in (run.steps if steps is None else steps)]
+    ``eval_set``, PROBE_SEQS fresh sequences of the run's task drawn with PROBE_SEED. An ICL-MC run's
+    checkpoints are :class:`CheckpointProbes`; a run of a registered task without probes of its own gets
+    :class:`~induction_probes.probes.task_probes.TaskProbes` (the registered attention probes and its task's
+    metrics); a Gaussian-task run is refused (:func:`probe_gaussian` probes it)."""
+    if isinstance(run.task, GaussianTask):
+        raise ValueError(f"run {run.path.name} is a Gaussian-task run, not a token task's: probe it with "
+                         "probe_gaussian")
+    markov = isinstance(run.task, MarkovTask)
+    if eval_set is None:
+        eval_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if markov else run.task.eval_set(PROBE_SEQS, PROBE_SEED)
+    probe = probe_model if markov else probe_task_model
+    steps = run.steps if steps is None else steps
+    checkpoints = [probe(run.load(step=step, device=device), eval_set, step) for step in steps]
     return RunProbes.collect(run, eval_set.inputs, checkpoints)
 
 

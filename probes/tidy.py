@@ -56,12 +56,11 @@ def behaviour_records(behaviour, step=None, seen=None) -> list[dict]:
 
 
 def probe_records(probes, seen=None) -> list[dict]:
-    """A checkpoint's attention, positional, behaviour and (where they apply) progress rows."""
+    """A checkpoint's attention (every registered probe's), positional, behaviour and (where they apply)
+    progress rows."""
     step = probes.step
-    rows = (per_head(step, seen, "previous_token", probes.previous_token)
-            + per_head(step, seen, "bigram_matching", probes.bigram_matching)
-            + per_head(step, seen, "bigram_matching_ideal", probes.bigram_matching_ideal)
-            + [row(step, seen, None, None, "fraction_with_match", probes.fraction_with_match)])
+    rows = [r for name, layers in probes.scores.items() for r in per_head(step, seen, name, layers)]
+    rows += [row(step, seen, None, None, "fraction_with_match", probes.fraction_with_match)]
     if probes.positional_profile is not None:
         profile = probes.positional_profile
         rows += per_head(step, seen, "positional_profile_at_1", [profile[:, 1]])

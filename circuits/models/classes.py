@@ -1,24 +1,24 @@
-"""The model classes a run may hold, by the name written in its ``config.json`` (``model_class``): what
-run loading needs to rebuild a model from its config, kept beside the models.
-"""
+"""Rebuilding a run's model: the registered model class (:mod:`~induction_probes.circuits.models.registry`) whose
+``config_class`` a config is, by the name written in its ``config.json`` (``model_class``)."""
 
 from __future__ import annotations
 
-from induction_probes.circuits.models.minimal import MinimalConfig, MinimalModel
-from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
-from induction_probes.circuits.models.toy import ToyConfig, ToyModel
-
-# The model classes a run may hold, by the name written in config.json ("model_class").
-MODEL_CLASSES = {
-    "HookedTransformer": (HookedTransformer, HookedTransformerConfig),
-    "MinimalModel": (MinimalModel, MinimalConfig),
-    "ToyModel": (ToyModel, ToyConfig),
-}
+from induction_probes.circuits.models.registry import MODEL_CLASSES
 
 
-def model_class_name(config: HookedTransformerConfig | MinimalConfig) -> str:
-    return next(name for name, (_, config_class) in MODEL_CLASSES.items() if isinstance(config, config_class))
+def model_class_name(config) -> str:
+    """The registered name of the model class built from ``config`` (the first whose config class it is)."""
+    for name in MODEL_CLASSES:
+        if isinstance(config, MODEL_CLASSES.get(name).config_class):
+            return name
+    known = ", ".join(MODEL_CLASSES)
+    raise ValueError(f"no registered model class is built from a {type(config).__name__} (known: {known})")
 
 
-def build_model(config: HookedTransformerConfig | MinimalConfig) -> HookedTransformer | MinimalModel:
-    return MODEL_CLASSES[model_class_name(config)][0](config)
+def config_class(name: str) -> type:
+    """The config class of the model class registered as ``name``."""
+    return MODEL_CLASSES.get(name).config_class
+
+
+def build_model(config):
+    return MODEL_CLASSES.get(model_class_name(config))(config)

@@ -75,6 +75,8 @@ class MinimalConfig(Config):
 class MinimalModel(KnowsItsDevice, HookedRootModule):
     """The minimal model; parameters ``v`` ([n_ctx], v_d for distance d) and ``W`` ([k, k])."""
 
+    config_class = MinimalConfig  # what the model is built from (circuits/models/registry.py)
+
     def __init__(self, cfg: MinimalConfig):
         super().__init__()
         cfg = self.cfg = copy.copy(cfg)  # the model's own: its device changes with the model

@@ -241,6 +241,8 @@ class TransformerBlock(nn.Module):
 class HookedTransformer(TransformerLensInterface, HookedRootModule):
     """Attention-first transformer with TransformerLens names; see the module docstring for the maths."""
 
+    config_class = HookedTransformerConfig  # what the model is built from (circuits/models/registry.py)
+
     def __init__(self, cfg: HookedTransformerConfig):
         super().__init__()
         # the model's own config, shared by its layers: its device and hook switches change with the model

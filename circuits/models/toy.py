@@ -42,6 +42,8 @@ def past_weights(slope: Tensor, n_pos: int) -> Tensor:
 class ToyModel(nn.Module):
     """``params`` = (p1, p2, w_V1, w_K, w_Q, w_V2), float64."""
 
+    config_class = ToyConfig  # what the model is built from (circuits/models/registry.py)
+
     def __init__(self, cfg: ToyConfig):
         super().__init__()
         self.cfg = cfg

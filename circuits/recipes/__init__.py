@@ -8,7 +8,8 @@ checks, help text, model and optimiser.
 - :class:`ToyRecipe` — Wang et al.'s six-parameter toy model (§5), full-batch gradient descent.
 
 Like the tasks, these classes import torch only inside their methods, so that the command line builds
-its options from them without loading torch.
+its options from them without loading torch. A recipe from outside the package registers in
+:mod:`~induction_probes.circuits.recipes.registry` and is then read back from its runs like these.
 """
 
 from __future__ import annotations
@@ -16,19 +17,16 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from induction_probes.circuits.recipes.gaussian import GaussianRecipe, ToyRecipe
-from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.recipes.registry import RECIPES
 from induction_probes.circuits.tasks import task_from_json
-
-RECIPES: dict[str, type] = {recipe.name: recipe for recipe in (MarkovRecipe, MinimalRecipe, GaussianRecipe, ToyRecipe)}
 
 
 def recipe_from_json(recipe: Any, task: Any):
     """The recipe of a run from its ``config.json`` entries ``recipe`` and ``task``."""
-    if not isinstance(recipe, dict) or recipe.get("name") not in RECIPES:
+    if not isinstance(recipe, dict) or not isinstance(recipe.get("name"), str) or recipe["name"] not in RECIPES:
         raise ValueError(f"not a known recipe (recipes: {', '.join(RECIPES)}): {recipe!r}")
     values = {key: value for key, value in recipe.items() if key != "name"}
-    recipe_class = RECIPES[recipe["name"]]
+    recipe_class = RECIPES.get(recipe["name"])
     if any(f.name == "task" for f in fields(recipe_class)):
         values["task"] = task_from_json(task)
     return recipe_class.from_dict(values)

@@ -23,7 +23,8 @@ from induction_probes.circuits.common.untrusted import (
     read_text,
     refuse_links,
 )
-from induction_probes.circuits.models.classes import MODEL_CLASSES, build_model
+from induction_probes.circuits.models.classes import build_model, config_class
+from induction_probes.circuits.models.registry import MODEL_CLASSES
 from induction_probes.circuits.models.minimal import MinimalConfig
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 from induction_probes.circuits.recipes import recipe_from_json
@@ -135,7 +136,7 @@ class Run:
 
     @property
     def kind(self) -> str:
-        """The recipe's name: markov, minimal, gaussian or toy."""
+        """The recipe's name: markov, minimal, gaussian, toy or a registered recipe's."""
         return self.config["recipe"].get("name", "") if isinstance(self.config["recipe"], dict) else ""
 
     @property
@@ -148,7 +149,7 @@ class Run:
         if name not in MODEL_CLASSES:
             raise CheckpointError(f"unknown model class {name!r} in {self.path / 'config.json'}")
         try:
-            return MODEL_CLASSES[name][1].from_dict(self.config["model"])
+            return config_class(name).from_dict(self.config["model"])
         except (TypeError, ValueError) as error:
             raise CheckpointError(f"invalid model config in {self.path}: {error}") from None
 

@@ -14,6 +14,7 @@ import os
 import time
 from pathlib import Path
 
+from induction_probes.circuits.common.registry import outside_registrations, register_again
 from induction_probes.circuits.recipes import recipe_from_json
 from induction_probes.circuits.sweeps.sweep_spec import (  # noqa: F401 (the sweep's API: spec and running in one import)
     LOG_FILE, SPEC_FILE, Cell, Spec, SpecError, parse_spec, read_spec,
@@ -59,6 +60,7 @@ def run_cell(root: str, cell_json: dict) -> dict:
 
     torch.set_num_threads(1)
     started = time.perf_counter()
+    register_again(cell_json.get("registrations", []))  # the tasks, recipes, probes, priors its parent registered
     recipe = recipe_from_json(cell_json["recipe"], cell_json["task"])
     path = Path(root) / cell_json["path"]
     result = {"cell": cell_json["path"], "status": "", "seconds": 0.0, "error": None}
@@ -84,7 +86,8 @@ def died(cell: dict, error: Exception) -> dict:
 
 
 def cell_json(cell: Cell) -> dict:
-    return {"path": cell.relative_path, "recipe": cell.recipe.to_json(), "task": cell.recipe.task.to_json()}
+    return {"path": cell.relative_path, "recipe": cell.recipe.to_json(), "task": cell.recipe.task.to_json(),
+            "registrations": outside_registrations()}
 
 
 def prepare(spec: Spec, out: Path) -> None:

@@ -3,7 +3,7 @@ standard run directory.
 
 A spec is a TOML file::
 
-    recipe = "markov"                  # markov, minimal or gaussian (the `train` sub-commands)
+    recipe = "markov"                  # markov, minimal, gaussian or a registered recipe (the `train` sub-commands)
     seeds = [0, 1, 2]                  # seed S sets the model, data and eval seeds to S, S+1, S+2
     description = "free text"          # optional
     count = "doubly-stochastic"        # optional: summaries count training sequences of this prior only
@@ -39,12 +39,11 @@ from typing import Any
 
 from induction_probes.circuits.common.config import config_from_options, option_names
 from induction_probes.circuits.common.limits import MAX_CELLS, MAX_NAME, MAX_SPEC_BYTES
-from induction_probes.circuits.recipes.gaussian import GaussianRecipe
-from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
-from induction_probes.circuits.tasks.markov.parameters import PRIOR_NAMES
+from induction_probes.circuits.recipes.registry import RECIPES, TRAINED
+from induction_probes.circuits.tasks.markov.prior_registry import PRIORS
 from induction_probes.circuits.common.untrusted import read_text
 
-SWEEP_RECIPES = {recipe.name: recipe for recipe in (MarkovRecipe, MinimalRecipe, GaussianRecipe)}
+SWEEP_RECIPES = TRAINED  # the registered recipes with a train sub-command (circuits/recipes/registry.py)
 SPEC_KEYS = {"recipe", "seeds", "description", "count", "base", "conditions", "grid"}
 SEED_KEYS = ("model_seed", "data_seed", "eval_seed")
 SPEC_FILE, LOG_FILE = "spec.toml", "sweep.jsonl"
@@ -90,7 +89,7 @@ class Spec:
 
     def cells(self) -> list[Cell]:
         """Every cell in a fixed order: condition, then grid point, then seed."""
-        recipe_class = SWEEP_RECIPES[self.recipe]
+        recipe_class = RECIPES.get(self.recipe)
         cells = []
         for name, overrides in self.conditions.items():
             for point in self.grid_points():
@@ -155,8 +154,8 @@ def parse_spec(text: str, source: str = "spec") -> Spec:
         raise SpecError(f"{source}: seeds must be a non-empty list of integers >= 0")
     if len(set(seeds)) != len(seeds):
         raise SpecError(f"{source}: seeds repeat")
-    if raw.get("count") is not None and raw["count"] not in PRIOR_NAMES:
-        raise SpecError(f"{source}: count must name a prior ({', '.join(PRIOR_NAMES)}), got {raw['count']!r}")
+    if raw.get("count") is not None and raw["count"] not in PRIORS:
+        raise SpecError(f"{source}: count must name a prior ({', '.join(PRIORS)}), got {raw['count']!r}")
     tables = {key: raw.get(key, {}) for key in ("base", "conditions", "grid")}
     for key, table in tables.items():
         if not isinstance(table, dict):
@@ -167,7 +166,7 @@ def parse_spec(text: str, source: str = "spec") -> Spec:
     if not all(isinstance(values, list) and values for values in tables["grid"].values()):
         raise SpecError(f"{source}: each [grid] entry must be a non-empty list of values")
     check_cell_count(source, len(seeds), len(conditions), [len(values) for values in tables["grid"].values()])
-    known = set(option_names(SWEEP_RECIPES[raw["recipe"]])) - set(SEED_KEYS)
+    known = set(option_names(RECIPES.get(raw["recipe"]))) - set(SEED_KEYS)
     for where, names in [("base", tables["base"]), ("grid", tables["grid"])] + [
         (f"conditions.{name}", overrides) for name, overrides in conditions.items()
     ]:

@@ -4,7 +4,8 @@
 A task draws training batches from a ``torch.Generator`` (a :class:`~induction_probes.circuits.tasks.base.Stream`),
 computes the training loss, and draws a fixed evaluation set (with a seed of its own) that scores a model's outputs;
 probes draw their inputs the same way, with another seed. ``to_json`` describes the task in a run's ``config.json``,
-and :func:`task_from_json` reads it back.
+and :func:`task_from_json` reads it back through the task registry (:mod:`~induction_probes.circuits.tasks.registry`),
+where a task from outside the package registers too.
 """
 
 from __future__ import annotations
@@ -12,15 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from induction_probes.circuits.tasks.base import TaskConfig
-from induction_probes.circuits.tasks.gaussian.task import GaussianTask
-from induction_probes.circuits.tasks.markov.task import MarkovTask
-
-TASKS: dict[str, type[TaskConfig]] = {task.name: task for task in (MarkovTask, GaussianTask)}
+from induction_probes.circuits.tasks.registry import TASKS
 
 
 def task_from_json(values: Any) -> TaskConfig:
     """The task a run's ``config.json`` describes (``{"name": ..., parameters}``)."""
-    if not isinstance(values, dict) or values.get("name") not in TASKS:
+    if not isinstance(values, dict) or not isinstance(values.get("name"), str) or values["name"] not in TASKS:
         raise ValueError(f"not a known task description (tasks: {', '.join(TASKS)}): {values!r}")
     parameters = {key: value for key, value in values.items() if key != "name"}
-    return TASKS[values["name"]].from_dict(parameters)
+    return TASKS.get(values["name"]).from_dict(parameters)

@@ -4,7 +4,8 @@ one library function and formats.
 Every sub-command prints a readable table, or JSON with ``--json``. Bad input of any kind ends with one
 line on stderr and exit status 2, never a traceback: argparse errors and the ``ValueError``s that the
 API raises for invalid arguments are both reported that way. Parsing imports no torch, so ``--help``
-and usage errors answer at once; torch is loaded only to run a command.
+and usage errors answer at once; torch is loaded only to run a command. The modules named in
+``$INDUCTION_PROBES_PLUGINS`` are imported first, so that what they register is on the command line.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from induction_probes.circuits.common.registry import load_plugins
 from induction_probes.cli import baselines, experiments, llc, paper, probe, runs, sweep, train, verify
 from induction_probes.cli.common import PROG, CommandFailed, Parser, UsageError
 
@@ -30,6 +32,10 @@ def build_parser() -> Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        load_plugins()  # tasks, recipes, probes and priors registered outside the package: before the parser
+    except ValueError as error:
+        return fail(error, 2)
     if not argv:  # a bare command: say what it can do
         print(build_parser().format_help(), file=sys.stderr)
         return 2

@@ -66,13 +66,15 @@ def add_config_options(parser: argparse.ArgumentParser, config_class: type) -> N
             continue
         default = "" if field.default is MISSING or field.default is None else f" (default {field.default})"
         text = field.metadata["help"].replace("%", "%%") + default
-        if field.type == "bool":
+        # a string under `from __future__ import annotations` (the package's configs), a type otherwise
+        type_name = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", str(field.type))
+        if type_name == "bool":
             action = argparse.BooleanOptionalAction
             parser.add_argument(flag(field.name), dest=field.name, action=action, default=argparse.SUPPRESS, help=text)
             continue
         extras = dict(field.metadata["argparse"])
         if "type" not in extras:  # per-layer fields name their own parser
-            extras["type"] = FIELD_TYPES[field.type.split(" | ")[0]]
+            extras["type"] = FIELD_TYPES[type_name.split(" | ")[0]]
         parser.add_argument(flag(field.name), dest=field.name, default=argparse.SUPPRESS, help=text, **extras)
 
 

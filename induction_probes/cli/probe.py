@@ -8,6 +8,7 @@ from pathlib import Path
 
 import induction_probes.cli.lm as lm
 from induction_probes.cli.common import add_probe_set_options, add_run_argument, device_of, figure_lines, format_table, json_text, provenance, spread_steps
+from induction_probes.cli.views import view_of
 
 # Loaded to build the parser, before a command is chosen: the handlers below import the library they call
 # (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
@@ -43,16 +44,20 @@ def open_hooked_run(name: str):
 
 
 def run_probe(args: argparse.Namespace) -> str:
-    """Attention and behaviour probes of one checkpoint (default the last) or of every checkpoint."""
-    from induction_probes.probes.summary import probe_eval_set, probe_run
-
+    """Attention and behaviour probes of one checkpoint (default the last) or of every checkpoint, as the
+    view of the run's task shows them (:mod:`induction_probes.cli.views`)."""
     if (model := lm.language_model(args)) is not None:
         return lm.run_probe(args, model)
     run = open_hooked_run(args.run)
     if args.all_steps and args.step is not None:
         raise ValueError("give --step or --all-steps, not both")
-    if run.task.name == "gaussian":
-        return probe_gaussian_text(run, args)
+    return view_of(run).show("probe", run, args)
+
+
+def probe_markov_text(run, args: argparse.Namespace) -> str:
+    """An ICL-MC run's probes: attention per head, behaviour, progress measures, figures."""
+    from induction_probes.probes.summary import probe_eval_set, probe_run
+
     steps = run.steps if args.all_steps else [run.entry(args.step)["step"]]
     probe_set = probe_eval_set(run, args.n_seqs, args.seed)
     results = probe_run(run, probe_set, steps, device=device_of(args))
@@ -124,16 +129,20 @@ def probe_gaussian_text(run, args: argparse.Namespace) -> str:
     return "\n".join([title, format_table(headers, rows)] + figure_lines(figures))
 
 
+PROBE_LABELS = {"previous_token": "previous-token", "bigram_matching": "bigram-matching",
+                "bigram_matching_ideal": "bigram ideal (1-TV)"}  # a registered probe's column is its name
+
+
 def probe_text(run, result) -> str:
+    names = list(result.scores)  # every registered probe, in registration order
     rows = [
-        [f"{layer}.{head}", result.previous_token[layer][head].item(), result.bigram_matching[layer][head].item(),
-         result.bigram_matching_ideal[layer][head].item()]
+        [f"{layer}.{head}", *(result.scores[name][layer][head].item() for name in names)]
         for layer in range(len(result.previous_token)) for head in range(len(result.previous_token[layer]))
     ]
     b = result.behaviour
     lines = [
         f"run {run.path.name}, step {result.step}: {b.closest_strategy} is the closest strategy",
-        format_table(["head", "previous-token", "bigram-matching", "bigram ideal (1-TV)"], rows),
+        format_table(["head", *(PROBE_LABELS.get(name, name) for name in names)], rows),
         f"({100 * result.fraction_with_match:.1f}% of queries have a matching key)",
         format_table(["last-token KL(x||model)", "value"], [[k, v] for k, v in b.last_token_kl.items()]),
         f"loss {b.loss:.4f}, ICL score {b.icl_score:+.4f}{plus_minus(b.intervals['icl_score'])} (mean loss at "
@@ -210,7 +219,7 @@ def varied_sequence(tokens, n_pos: int = 30, candidates: int = 100):
 
 def run_ablate(args: argparse.Namespace) -> str:
     from induction_probes.probes.ablation import heads_in_layer, parse_heads
-    from induction_probes.probes.summary import ablation_study, probe_eval_set, single_heads
+    from induction_probes.probes.summary import single_heads
 
     if (model := lm.language_model(args)) is not None:
         return lm.run_ablate(args, model)
@@ -218,8 +227,13 @@ def run_ablate(args: argparse.Namespace) -> str:
     model = run.load(step=args.step, device=device_of(args))
     cfg = model.cfg
     head_sets = [parse_heads(args.heads, cfg.n_layers, lambda layer: heads_in_layer(cfg, layer))] if args.heads else single_heads(model)
-    if run.task.name == "gaussian":
-        return gaussian_ablation_text(run, head_sets, args)
+    return view_of(run).show("ablate", run, model, head_sets, args)
+
+
+def ablate_markov_text(run, model, head_sets, args: argparse.Namespace) -> str:
+    """KL to the truth, loss, ICL score and closest strategy of an ICL-MC model with each head set ablated."""
+    from induction_probes.probes.summary import ablation_study, probe_eval_set
+
     eval_set = probe_eval_set(run, args.n_seqs, args.seed)
     reference = probe_eval_set(run, args.n_seqs, args.seed + 1).inputs  # other sequences
     baseline, results = ablation_study(model, eval_set, head_sets, args.mode, reference, args.seed)
@@ -244,8 +258,8 @@ def ablation_text(run, step: int, mode: str, n_seqs: int, baseline, results) -> 
     return "\n".join([title, format_table(["ablated heads", "KL(true||model)", "loss", "ICL score", "closest"], rows)])
 
 
-def gaussian_ablation_text(run, head_sets, args: argparse.Namespace) -> str:
-    from induction_probes.probes.summary import gaussian_ablation_study
+def gaussian_ablation_text(run, model, head_sets, args: argparse.Namespace) -> str:
+    from induction_probes.probes.summary import gaussian_ablation_study  # loads the model on its own device
 
     baseline, ablated = gaussian_ablation_study(run, head_sets, args.mode, args.step, args.n_seqs, args.seed,
                                                 device=device_of(args))

@@ -1,8 +1,9 @@
 """``induction-probes report RUN --html DIR``: a run's argument on one offline page, in its order: the
 phases the model passes through, the circuit the probes find forming, what ablating its heads costs, and
 how close it comes to the hand-made construction. One HTML file; every figure is embedded as a PNG data
-URI, so the page opens anywhere, with nothing fetched. Imported only once ``report --html`` runs, so it loads
-torch and matplotlib at the top."""
+URI, so the page opens anywhere, with nothing fetched. :func:`markov_report` is the ``report`` view of an ICL-MC
+run (:mod:`induction_probes.cli.views`), text or page. Imported only once ``report`` runs on such a run, so it
+loads torch and matplotlib at the top."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pathlib import Path
 
 from induction_probes.circuits.runs.writer import write_atomic
 from induction_probes.cli.probe import ablation_text, plot_ablations, plot_probes, probe_text, probe_trajectory, progress_text
-from induction_probes.cli.report import report_text
+from induction_probes.cli.common import device_of, figure_lines, json_text
+from induction_probes.cli.report import report_json, report_text
 from induction_probes.cli.verify import comparison_text, figure_steps, plot_comparison
 from induction_probes.probes.compare import compare_with_prop21
 from induction_probes.probes.summary import ablation_study, probe_eval_set, probe_run, single_heads
@@ -110,3 +112,13 @@ def write_html_report(run, directory: Path, device=None) -> Path:
     path = directory.resolve() / f"{name}_report.html"  # the user's folder may be a link; nothing below it is
     write_atomic(path, page.encode("utf-8"))  # a rename: a link planted at the page's name is replaced, not followed
     return path
+
+
+def markov_report(run, args) -> str:
+    """An ICL-MC run's report: text and figures, or JSON; with --html, the one-page report too."""
+    if args.json:
+        return json_text(report_json(run, args.plot))
+    text, figures = report_text(run, args.plot)
+    if args.html:
+        text += f"\nreport: {write_html_report(run, args.html, device_of(args))}"
+    return "\n".join([text] + figure_lines(figures))

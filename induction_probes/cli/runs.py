@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 import induction_probes.cli.lm as lm
-from induction_probes.cli.common import path, add_device_option, add_output_options, add_run_argument, device_of, figure_lines, format_table, json_text
+from induction_probes.cli.common import path, add_device_option, add_output_options, add_run_argument, format_table, json_text
+from induction_probes.cli.views import view_of
 
 # Loaded to build the parser, before a command is chosen: the handlers below import the library they call
 # (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
@@ -71,7 +72,11 @@ def final_metrics_text(last: dict) -> str:
         return head + "\n" + format_table(["last-token KL(x||model)", "value"], rows)
     if "relative_mse" in last:
         return f"final step {last['step']}: eval MSE {last['eval_loss']:.4g}, MSE / target variance {last['relative_mse']:.4g}"
-    return f"final step {last['step']}: loss {last['loss']:.4g}"
+    if "loss" in last:  # a toy-model run
+        return f"final step {last['step']}: loss {last['loss']:.4g}"
+    shown = [f"{name} {value:.4g}" for name, value in last.items()  # a registered task's own metrics
+             if name not in ("step", "sequences_seen") and isinstance(value, float)]
+    return f"final step {last['step']} ({last['sequences_seen']} sequences): " + ", ".join(shown)
 
 
 def run_info(args: argparse.Namespace) -> str:
@@ -90,17 +95,7 @@ def run_info(args: argparse.Namespace) -> str:
 def run_report(args: argparse.Namespace) -> str:
     """The main job: a run's loss against the strategies over training, its phases and figures; with
     --html, the whole argument (phases, probes, ablations, construction) on one page."""
-    # torch and matplotlib come with these: imported once the command is chosen, so that --help needs neither
     from induction_probes.circuits.runs.reader import Run
-    import induction_probes.cli.report as report
-    import induction_probes.cli.report_html as report_html
 
     run = Run.open(args.run)
-    if run.task.name == "gaussian":
-        return report.gaussian_report(run, args)
-    if args.json:
-        return json_text(report.report_json(run, args.plot))
-    text, figures = report.report_text(run, args.plot)
-    if args.html:
-        text += f"\nreport: {report_html.write_html_report(run, args.html, device_of(args))}"
-    return "\n".join([text] + figure_lines(figures))
+    return view_of(run).show("report", run, args)  # its module brings torch and matplotlib, once chosen

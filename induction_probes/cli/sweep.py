@@ -77,10 +77,27 @@ def run_summarize(args: argparse.Namespace) -> str:
         summary = recompute_summary(args.sweep_dir)
     else:
         summary = summarize_sweep(args.sweep_dir, count=args.count, probe_seqs=args.probe_seqs)
+    if summary.get("summary") == "task":  # a registered task's sweep: its metrics and probes, no strategy phases
+        if args.plot:
+            raise ValueError("the sweep figures follow the ICL-MC strategy phases; drop --plot for this sweep")
+        return json_text(summary) if args.json else task_summary_table(summary)
     figures = plot_sweep_summary(summary, args.plot) if args.plot else []
     if args.json:
         return json_text(summary)
     return "\n".join([summary_table(summary), *(f"figure: {path}" for path in figures)])
+
+
+def task_summary_table(summary: dict) -> str:
+    """Per condition and seed count, each final metric and best-head probe score: mean [95% interval]."""
+    lines = [f"sweep {summary['sweep']} ({summary['recipe']}): mean [95% interval] over seeds, final checkpoint"]
+    for name, condition in summary["conditions"].items():
+        rows = [[f"final {key}", format_interval(value)] for key, value in condition["final"].items()]
+        rows += [[f"best {key}", format_interval(value)] for key, value in condition["probes"].items()]
+        seeds = ", ".join(map(str, condition["seeds"]))
+        lines += [f"{name}: {condition['task']}, seeds {seeds}", format_table(["measure", "value"], rows)]
+    if summary["unfinished"]:
+        lines.append(f"not finished (left out): {', '.join(summary['unfinished'])}")
+    return "\n".join(lines)
 
 
 def format_interval(value: dict, scale: float = 1.0, digits: int = 4) -> str:

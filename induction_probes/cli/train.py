@@ -1,12 +1,12 @@
-"""``induction-probes train``: one sub-command per recipe, its options generated from the recipe class."""
+"""``induction-probes train``: one sub-command per registered recipe with ``command=True``
+(:mod:`~induction_probes.circuits.recipes.registry`), its options generated from the recipe class."""
 
 from __future__ import annotations
 
 import argparse
 import shlex
 
-from induction_probes.circuits.recipes.gaussian import GaussianRecipe
-from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.recipes.registry import RECIPES, TRAINED
 from induction_probes.cli.common import (
     PROG, add_config_options, add_device_option, config_from_options, device_of, flag, path, seed, typed_options,
 )
@@ -14,19 +14,16 @@ from induction_probes.cli.common import (
 # Loaded to build the parser, before a command is chosen: the handlers below import the library they call
 # (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
 
-TRAINED = {
-    "markov": (MarkovRecipe, "ICL-MC: the attention-only transformer (architecture options below)"),
-    "minimal": (MinimalRecipe, "ICL-MC: Edelman et al.'s minimal model (eq. 6), SGD"),
-    "gaussian": (GaussianRecipe, "Wang et al.'s Gaussian induction task, MSE"),
-}
 SEED_FIELDS = ("model_seed", "data_seed", "eval_seed")
 
 
 def register(commands) -> None:
     train = commands.add_parser("train", help="train a model and write a run directory")
     recipes = train.add_subparsers(dest="recipe", required=True, parser_class=type(train))
-    for name, (recipe_class, help_text) in TRAINED.items():
-        parser = recipes.add_parser(name, help=help_text, description=(recipe_class.__doc__ or "").split("\n\n")[0])
+    for name in TRAINED:
+        recipe_class = RECIPES.get(name)  # recipe modules import no torch: resolving them keeps --help light
+        description = (recipe_class.__doc__ or "").split("\n\n")[0]
+        parser = recipes.add_parser(name, help=RECIPES.info(name).get("help", description), description=description)
         add_config_options(parser, recipe_class)
         parser.add_argument("--out", type=path, required=True, help="run directory to create (or continue)")
         parser.add_argument("--seed", type=seed, help="sets the model, data and eval seeds to S, S+1, S+2")
@@ -40,7 +37,7 @@ def run_train(args: argparse.Namespace) -> str:
     from induction_probes.circuits.training.train import TrainingInterrupted, saved_recipe, train_run
     from induction_probes.cli.runs import info_text
 
-    recipe_class = TRAINED[args.recipe][0]
+    recipe_class = RECIPES.get(args.recipe)
     typed = typed_options(args, recipe_class)
     recipe = None
     if args.resume:

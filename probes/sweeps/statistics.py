@@ -128,3 +128,16 @@ def split_into_kinds(values: list[float], bounded: bool) -> dict | None:
     if gaps[at] > spread / 2 and gaps[at] >= smallest and min(len(below), len(above)) >= MIN_GROUP:
         return {"gap": gaps[at], "low_group": below, "high_group": above}
     return None
+
+
+def interval(values: list[float]) -> dict:
+    """Mean and Student-t 95 % interval of the mean; low and high are None below two values."""
+    n = len(values)
+    if n == 0:
+        return {"mean": None, "low": None, "high": None, "n": 0}
+    mean = sum(values) / n
+    if n == 1:
+        return {"mean": mean, "low": None, "high": None, "n": 1}
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    return {"mean": mean, "low": mean - half, "high": mean + half, "n": n}

@@ -26,31 +26,22 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from scipy.stats import t
 
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.sweeps.sweep import SPEC_FILE, SpecError, cell_status, is_finished, read_spec  # noqa: F401
 from induction_probes.circuits.common.untrusted import require_finite
+from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy, strategy_name
-from induction_probes.probes.attention import bigram_matching_score, positional_profiles, previous_token_score, run_with_patterns
+from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.probes.attention import positional_profiles
+from induction_probes.probes.scores import attention_probes
 from induction_probes.circuits.common.paths import portable
+from induction_probes.probes.sweeps.statistics import interval
 from induction_probes.probes.sweeps.sweep_statistics import add_statistics
+from induction_probes.probes.sweeps.task_summary import summarize_task_sweep
 
 PROBE_SEED = 12345  # the probe sequences' seed, as `induction-probes probe` uses
 TRANSITION_KL_LEVEL = 0.05  # nats; markov-k3's KL(bigram ‖ model) is 0.13 on the plateau and 0.017 at the end
-
-
-def interval(values: list[float]) -> dict:
-    """Mean and Student-t 95 % interval of the mean; low and high are None below two values."""
-    n = len(values)
-    if n == 0:
-        return {"mean": None, "low": None, "high": None, "n": 0}
-    mean = sum(values) / n
-    if n == 1:
-        return {"mean": mean, "low": None, "high": None, "n": 1}
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
-    return {"mean": mean, "low": mean - half, "high": mean + half, "n": n}
 
 
 def transition_index(closest: list[str], target: str) -> int | None:
@@ -92,15 +83,13 @@ def run_x(run: Run, count: str | None) -> list[float]:
 
 
 def final_probes(run: Run, n_seqs: int) -> dict:
-    """Previous-token and bigram-matching scores of every head at the final checkpoint, and the distance at
-    which each layer-0 head's positional profile peaks and its mass there (for relative positions)."""
+    """Every registered probe's scores of every head at the final checkpoint (previous-token and bigram-matching
+    among them), and the distance at which each layer-0 head's positional profile peaks and its mass there (for
+    relative positions)."""
     model = run.load()
     tokens = run.task.eval_set(n_seqs, PROBE_SEED).inputs
-    _, patterns = run_with_patterns(model, tokens)
-    probes = {
-        "previous_token": [previous_token_score(p).tolist() for p in patterns],
-        "bigram_matching": [bigram_matching_score(p, tokens)[0].tolist() for p in patterns],
-    }
+    _, scores, _ = attention_probes(model, tokens, chunk=len(tokens))  # one chunk: the whole set at once
+    probes = {name: [layer.tolist() for layer in score.values] for name, score in scores.items()}
     if getattr(model.blocks[0].attn, "W_rel", None) is not None:  # with the mass there: a flat profile has a peak too
         profiles = positional_profiles(model, tokens, 0)
         probes["positional_peaks_layer0"] = profiles.argmax(-1).tolist()
@@ -181,28 +170,21 @@ def summarize_condition(runs: list[Run], count: str | None, probe_seqs: int) -> 
 
 def summarize_sweep(root: str | Path, *, count: str | None = None, probe_seqs: int = 500) -> dict:
     """The summary of the finished cells of the sweep in ``root`` (JSON-ready: no NaN, no tensors);
-    ``count`` defaults to the spec's own."""
+    ``count`` defaults to the spec's own. A sweep of a registered task other than ICL-MC and Gaussian gets
+    the task summary (:func:`~induction_probes.probes.sweeps.task_summary.summarize_task_sweep`)."""
     root = Path(root)
     if not (root / SPEC_FILE).exists():
         raise SpecError(f"{root} is not a sweep directory (it has no {SPEC_FILE})")
     spec = read_spec(root / SPEC_FILE, root)
-    if spec.recipe not in ("markov", "minimal"):
+    task = spec.cells()[0].recipe.task
+    if isinstance(task, GaussianTask):
         raise SpecError(f"summaries follow the ICL-MC strategy phases; this sweep trains {spec.recipe} runs")
+    done, missing = finished_cells(root, spec)
+    if not isinstance(task, MarkovTask):
+        return summarize_task_sweep(root, spec, done, missing, probe_seqs)
     count = count if count is not None else spec.count
-    cells: dict[str, list] = {}
-    for cell in spec.cells():
-        cells.setdefault(cell.condition, []).append(cell)
-    conditions, missing = {}, []
-    for name, group in cells.items():
-        # a cell counts only if its own files say it is this spec's cell, finished (a run of another
-        # recipe, or a link on the way, is refused by cell_status)
-        done = [root / c.relative_path for c in group if cell_status(root / c.relative_path, c.recipe, root) == "done"]
-        missing += [c.relative_path for c in group if root / c.relative_path not in done]
-        if done:
-            conditions[name] = summarize_condition([Run.open(path) for path in done], count, probe_seqs)
-    if not conditions:
-        raise SpecError(f"no cell of the sweep in {root} has finished yet: run the sweep first")
-
+    conditions = {name: summarize_condition([Run.open(path) for path in paths], count, probe_seqs)
+                  for name, paths in done.items()}
     return require_finite(add_statistics({
         "sweep": portable(root),
         "description": spec.description,
@@ -210,3 +192,21 @@ def summarize_sweep(root: str | Path, *, count: str | None = None, probe_seqs: i
         "unfinished": missing,
         "conditions": conditions,
     }), "the summary's value at ")
+
+
+def finished_cells(root: Path, spec) -> tuple[dict[str, list[Path]], list[str]]:
+    """The finished cells' directories by condition, and the unfinished cells; refuses a sweep with none."""
+    cells: dict[str, list] = {}
+    for cell in spec.cells():
+        cells.setdefault(cell.condition, []).append(cell)
+    done, missing = {}, []
+    for name, group in cells.items():
+        # a cell counts only if its own files say it is this spec's cell, finished (a run of another
+        # recipe, or a link on the way, is refused by cell_status)
+        paths = [root / c.relative_path for c in group if cell_status(root / c.relative_path, c.recipe, root) == "done"]
+        missing += [c.relative_path for c in group if root / c.relative_path not in paths]
+        if paths:
+            done[name] = paths
+    if not done:
+        raise SpecError(f"no cell of the sweep in {root} has finished yet: run the sweep first")
+    return done, missing

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from induction_probes.circuits.common.limits import require_numbers, require_power
 from induction_probes.circuits.common.validation import require_int, require_positive
+from induction_probes.circuits.tasks.markov.prior_registry import PRIORS, SIMPLE_PRIORS
 
-PRIOR_NAMES = ("dirichlet", "doubly-stochastic", "unigram", "spectrum", "mixture")  # see tasks/markov/priors.py
-SIMPLE_PRIOR_NAMES = PRIOR_NAMES[:3]
 DEFAULT_MIXTURE = ("doubly-stochastic", "unigram")
 
 
@@ -39,7 +38,7 @@ def numbers_per_sequence(k: int, seq_len: int, n: int) -> int:
 
 def components(prior: str, mixture: tuple[str, str] | None) -> tuple[str, ...]:
     """The priors a mixture mixes, first one first; empty for other priors."""
-    if prior != "mixture":
+    if prior not in PRIORS or not PRIORS.info(prior).get("mixes"):
         return ()
     return mixture if mixture is not None else DEFAULT_MIXTURE
 
@@ -47,23 +46,28 @@ def components(prior: str, mixture: tuple[str, str] | None) -> tuple[str, ...]:
 def check_prior(
     k: int, n: int, prior: str, p: float | None, mixture: tuple[str, str] | None = None, eval_prior: str | None = None
 ) -> None:
-    """The prior of the training chains (with its p and a mixture's two priors) and of the evaluation ones."""
-    if prior not in PRIOR_NAMES:
-        raise ValueError(f"prior must be one of {', '.join(PRIOR_NAMES)}; got {prior!r}")
-    if eval_prior is not None and eval_prior not in SIMPLE_PRIOR_NAMES:
-        raise ValueError(f"eval_prior must be one of {', '.join(SIMPLE_PRIOR_NAMES)}; got {eval_prior!r}")
-    needs_p = prior in ("spectrum", "mixture")
+    """The prior of the training chains (with its p and a mixture's two priors) and of the evaluation ones, by
+    what each prior's registration says of it (:mod:`~induction_probes.circuits.tasks.markov.prior_registry`)."""
+    if prior not in PRIORS:
+        raise ValueError(f"prior must be one of {', '.join(PRIORS)}; got {prior!r}")
+    if eval_prior is not None and eval_prior not in SIMPLE_PRIORS:
+        raise ValueError(f"eval_prior must be one of {', '.join(SIMPLE_PRIORS)}; got {eval_prior!r}")
+    info = PRIORS.info(prior)
+    needs_p = bool(info.get("needs_p"))
     if needs_p != (p is not None):
-        raise ValueError(f"p is for the spectrum and mixture priors only (and required by them); prior is {prior}")
+        with_p = PRIORS.names(needs_p=True)
+        listed = " and ".join([", ".join(with_p[:-1]), with_p[-1]] if len(with_p) > 1 else with_p)
+        raise ValueError(f"p is for the {listed} priors only (and required by them); prior is {prior}")
     if needs_p and not (isinstance(p, (int, float)) and 0.0 <= p <= 1.0):
         raise ValueError(f"p must be a number in [0, 1], got {p!r}")
-    if mixture is not None and prior != "mixture":
+    if mixture is not None and not info.get("mixes"):
         raise ValueError("mixture names the components of --prior mixture only")
     mixed = components(prior, mixture)
-    if prior == "mixture" and (len(set(mixed)) != 2 or not set(mixed) <= set(SIMPLE_PRIOR_NAMES)):
-        raise ValueError(f"a mixture mixes two different priors of {', '.join(SIMPLE_PRIOR_NAMES)}; got {mixture!r}")
-    orders = {name: n for name in (prior, *mixed)}
-    if orders.get("doubly-stochastic", 2) != 2 or orders.get("spectrum", 2) != 2:
-        raise ValueError(f"the {prior} prior is for bigram chains: n must be 2")
-    if prior == "spectrum" and k != 2:
-        raise ValueError("the spectrum prior is a family of 2-state chains: k must be 2")
+    if info.get("mixes") and (len(set(mixed)) != 2 or not all(name in SIMPLE_PRIORS for name in mixed)):
+        raise ValueError(f"a mixture mixes two different priors of {', '.join(SIMPLE_PRIORS)}; got {mixture!r}")
+    bigram_only = [name for name in (prior, *mixed) if PRIORS.info(name).get("bigram_only")]
+    if bigram_only and n != 2:
+        raise ValueError(f"the {bigram_only[0]} prior is for bigram chains: n must be 2")
+    states = info.get("states")
+    if states is not None and k != states:
+        raise ValueError(f"the {prior} prior is a family of {states}-state chains: k must be {states}")

@@ -15,6 +15,9 @@ training sequences drawn from them.
   (unigram nearly optimal), p = 1 nearly doubly stochastic.
 - ``mixture``: each batch holds round(p·B) sequences of a first prior and the rest of a second.
 
+Each is registered, with what the task's checks read of it, in
+:mod:`~induction_probes.circuits.tasks.markov.prior_registry`; a prior from outside registers its draw there.
+
 Streams: a plain Dir(α) run draws its sequences from one ``torch.Generator`` (the stream of every run
 before priors existed, which the shipped runs reproduce). Every other prior draws sequence i of a
 component from block i // BLOCK, whose generator is seeded by (seed, prior, block): the sequences do not
@@ -30,7 +33,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.tasks.markov.parameters import PRIOR_NAMES  # the names live with the task config, which imports no torch
+from induction_probes.circuits.tasks.markov.prior_registry import PRIORS  # torch-free: the task config reads it too
 from induction_probes.circuits.tasks.draws import sample_dirichlet
 
 BLOCK = 64  # sequences per seeded block of a counted stream
@@ -76,21 +79,30 @@ def draw_spectrum(n_seqs: int, p: float, generator: torch.Generator) -> Float[Te
     return torch.where(swap[:, None, None], rows.flip(1), rows)
 
 
+def draw_dirichlet(n_seqs: int, k: int, order: int, alpha: float, p, generator) -> Float[Tensor, "batch contexts k"]:
+    return sample_dirichlet((n_seqs, k**order), k, alpha, generator)
+
+
+def draw_unigram(n_seqs: int, k: int, order: int, alpha: float, p, generator) -> Float[Tensor, "batch contexts k"]:
+    return sample_dirichlet((n_seqs, 1), k, alpha, generator).expand(-1, k**order, -1).contiguous()
+
+
+def draw_doubly_stochastic_tables(n_seqs: int, k: int, order: int, alpha: float, p, generator) -> Tensor:
+    return draw_doubly_stochastic(n_seqs, k, generator)
+
+
+def draw_spectrum_tables(n_seqs: int, k: int, order: int, alpha: float, p, generator) -> Tensor:
+    return draw_spectrum(n_seqs, p, generator)
+
+
 def draw_table(
     prior: str, n_seqs: int, k: int, order: int, alpha: float, p: float | None, generator: torch.Generator
 ) -> Float[Tensor, "batch contexts k"]:
-    """Transition tables of ``n_seqs`` chains of order ``order`` from a prior (``mixture`` excepted: it is
-    a mix of sequences, not of tables)."""
-    n_contexts = k**order
-    if prior == "dirichlet":
-        return sample_dirichlet((n_seqs, n_contexts), k, alpha, generator)
-    if prior == "unigram":
-        return sample_dirichlet((n_seqs, 1), k, alpha, generator).expand(-1, n_contexts, -1).contiguous()
-    if prior == "doubly-stochastic":
-        return draw_doubly_stochastic(n_seqs, k, generator)
-    if prior == "spectrum":
-        return draw_spectrum(n_seqs, p, generator)
-    raise ValueError(f"prior must be one of {', '.join(PRIOR_NAMES)}; got {prior!r}")
+    """Transition tables of ``n_seqs`` chains of order ``order`` from a registered prior (a mixing one
+    excepted: it is a mix of sequences, not of tables), by its registered draw."""
+    if PRIORS.info(prior).get("mixes"):
+        raise ValueError(f"the {prior} prior mixes sequences of two priors: it draws no tables of its own")
+    return PRIORS.get(prior)(n_seqs, k, order, alpha, p, generator)
 
 
 def block_seed(seed: int, prior: str, block: int, purpose: str = "train") -> int:

@@ -15,7 +15,7 @@ from induction_probes.circuits.common.limits import require_seed, require_sequen
 from induction_probes.circuits.common.validation import require_int
 from induction_probes.circuits.tasks.base import TaskConfig
 from induction_probes.circuits.tasks.markov import parameters
-from induction_probes.circuits.tasks.markov.parameters import PRIOR_NAMES, SIMPLE_PRIOR_NAMES
+from induction_probes.circuits.tasks.markov.prior_registry import PRIORS, SIMPLE_PRIORS
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -36,13 +36,13 @@ class MarkovTask(TaskConfig):
     seq_len: int = option(100, "input tokens per sequence (>= 2)")
     n: int = option(2, "chains of order n-1 (2: the bigram task)")
     alpha: float = option(1.0, "Dirichlet parameter of the rows (dirichlet, unigram priors) and the strategies' pseudo-count")
-    prior: str = option("dirichlet", "prior of the training chains: " + ", ".join(PRIOR_NAMES), choices=PRIOR_NAMES)
+    prior: str = option("dirichlet", "prior of the training chains", choices=PRIORS)
     p: float | None = option(None, "mixture: share of its first prior in each batch; spectrum: the family's p")
     mixture: tuple[str, str] | None = option(
         None, "the two priors of a mixture (default doubly-stochastic,unigram)", type=prior_pair
     )
     eval_prior: str | None = option(
-        None, "prior of the evaluation and probe chains (default: the training prior)", choices=SIMPLE_PRIOR_NAMES
+        None, "prior of the evaluation and probe chains (default: the training prior)", choices=SIMPLE_PRIORS
     )
 
     name: ClassVar[str] = "markov"
@@ -67,7 +67,7 @@ class MarkovTask(TaskConfig):
 
     def sequences_per_batch(self, batch_size: int) -> dict[str, int]:
         """How many sequences of each prior a training batch holds."""
-        if self.prior != "mixture":
+        if not self.components:
             return {self.prior: batch_size}
         n_first = round(self.p * batch_size)
         return {self.components[0]: n_first, self.components[1]: batch_size - n_first}
@@ -77,10 +77,10 @@ class MarkovTask(TaskConfig):
         return f"KL(true||model) {metrics['last_token_kl']['true']:.4f}"
 
     def describe_prior(self) -> str:
-        if self.prior == "mixture":
+        if self.components:
             first, second = self.components
             return f"{self.p:g} {first} + {1 - self.p:g} {second}"
-        return f"spectrum p={self.p:g}" if self.prior == "spectrum" else self.prior
+        return self.prior if self.p is None else f"{self.prior} p={self.p:g}"
 
     def describe(self) -> str:
         text = f"ICL-MC k={self.k}, n={self.n}, T={self.seq_len}, alpha={self.alpha:g}, {self.describe_prior()} chains"
@@ -99,7 +99,7 @@ class MarkovTask(TaskConfig):
                 n_seqs, self.k, self.seq_len, n=self.n, alpha=self.alpha, generator=generator
             )
             return GeneratorStream(draw, seed)
-        if self.prior == "mixture":
+        if self.components:
             first, second = (CountedStream(self.with_prior(prior), seed, purpose) for prior in self.components)
             return MixtureStream(first, second, self.p)
         return CountedStream(self, seed, purpose)

@@ -1,0 +1,187 @@
+"""The registries that make the project extensible from outside: one per kind of thing (task, model class,
+recipe, probe, prior), each a :class:`Registry` in a small module beside what it registers.
+
+A registration is a name, an entry and any facts about it that its consumers read (a recipe's help text,
+whether a prior takes no parameter). The entry is the object itself, or a ``"package.module:attribute"``
+string resolved on first use, so that a registry module imports nothing heavy and ``--help`` stays
+torch-free::
+
+    TASKS.register("markov", "induction_probes.circuits.tasks.markov.task:MarkovTask")
+
+    @PROBES.register("first_token")
+    def first_token(patterns, tokens): ...
+
+A sweep's worker processes start with the package's own registrations only: :func:`outside_registrations`
+describes the others (each entry by the module and name that define it) and :func:`register_again` makes them
+in the worker, so that it sees the same registries as the process that started it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+PACKAGE = "induction_probes"
+PLUGINS_VARIABLE = "INDUCTION_PROBES_PLUGINS"  # modules to import (comma-separated) before a command runs
+_REGISTRIES: weakref.WeakSet[Registry] = weakref.WeakSet()  # every registry alive, to send to workers
+
+
+class UnknownName(ValueError):
+    """A name no registration of its kind has."""
+
+
+@dataclass
+class Registration:
+    name: str
+    entry: Any  # the object, or "package.module:attribute" until first resolved
+    info: dict = field(default_factory=dict)
+    module: str | None = None  # the module that defines the entry, once known
+
+    def resolve(self) -> Any:
+        if isinstance(self.entry, str):
+            self.entry = resolve(self.entry)
+        return self.entry
+
+    def reference(self) -> str:
+        """``"module:attribute"`` of the entry, by which another process finds it."""
+        if isinstance(self.entry, str):
+            return self.entry
+        name = getattr(self.entry, "__qualname__", "")
+        if not self.module or not name or "<" in name:
+            raise ValueError(f"{self.name!r} is not defined at the top level of a module: another process "
+                             "(a sweep's worker) cannot find it; define it at a module's top level")
+        return f"{self.module}:{name}"
+
+
+def resolve(reference: str) -> Any:
+    """The object that ``"package.module:attribute"`` names (attributes may be dotted)."""
+    module, _, attribute = reference.partition(":")
+    value = importlib.import_module(module)
+    for part in attribute.split("."):
+        value = getattr(value, part)
+    return value
+
+
+class Registry:
+    """Named entries of one kind, in registration order."""
+
+    def __init__(self, kind: str, home: str):
+        self.kind = kind
+        self.home = home  # the module that holds this registry (which a worker process imports to find it)
+        self._entries: dict[str, Registration] = {}
+        _REGISTRIES.add(self)
+
+    def register(self, name: str, entry: Any = None, *, replace: bool = False, **info: Any):
+        """Register ``entry`` under ``name`` (with ``info``); without ``entry``, a decorator that registers
+        what it decorates and returns it unchanged. A name already taken is refused unless ``replace``."""
+        if entry is None:
+            def decorator(decorated):
+                self.register(name, decorated, replace=replace, **info)
+                return decorated
+
+            return decorator
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a {self.kind} name must be a non-empty string, got {name!r}")
+        if name in self._entries and not replace:
+            raise ValueError(f"a {self.kind} named {name!r} is registered already (pass replace=True to replace it)")
+        if isinstance(entry, str) and ":" not in entry:
+            raise ValueError(f"a lazy {self.kind} entry is 'package.module:attribute', got {entry!r}")
+        module = entry.partition(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", None)
+        self._entries[name] = Registration(name, entry, dict(info), module)
+        return self._entries[name]
+
+    def unregister(self, name: str) -> None:
+        self.registration(name)
+        del self._entries[name]
+
+    def registration(self, name: str) -> Registration:
+        if name not in self._entries:
+            known = ", ".join(self._entries) or "none"
+            raise UnknownName(f"unknown {self.kind} {name!r} (known: {known})")
+        return self._entries[name]
+
+    def get(self, name: str) -> Any:
+        """The entry registered as ``name`` (imported on first use); an :class:`UnknownName` otherwise."""
+        return self.registration(name).resolve()
+
+    __getitem__ = get
+
+    def info(self, name: str) -> dict:
+        return self.registration(name).info
+
+    def names(self, **info: Any) -> tuple[str, ...]:
+        """Every name, in registration order; with ``info``, those whose registration says so."""
+        return tuple(name for name, r in self._entries.items() if all(r.info.get(k) == v for k, v in info.items()))
+
+    def where(self, **info: Any) -> RegistryView:
+        """A live view of the names whose registration says ``info`` (argparse ``choices`` that follow
+        later registrations)."""
+        return RegistryView(self, info)
+
+    def items(self) -> list[tuple[str, Any]]:
+        return [(name, self.get(name)) for name in self.names()]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._entries
+
+    def __iter__(self):
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}: {', '.join(self._entries)})"
+
+
+@dataclass(frozen=True)
+class RegistryView:
+    registry: Registry
+    info: dict
+
+    def __iter__(self):
+        return iter(self.registry.names(**self.info))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.registry.names(**self.info)
+
+    def __len__(self) -> int:
+        return len(self.registry.names(**self.info))
+
+
+def outside_registrations() -> list[dict]:
+    """Every registration made from outside the package, as plain data a worker process can be sent."""
+    found = []
+    for registry in sorted(_REGISTRIES, key=lambda r: (r.home, r.kind)):
+        home = getattr(sys.modules.get(registry.home), "__dict__", {})
+        if not any(value is registry for value in home.values()):
+            continue  # not a module's registry (a throwaway one): no worker could find it
+        for r in registry._entries.values():
+            if not r.module or r.module.split(".")[0] != PACKAGE:
+                found.append({"registry": registry.home, "kind": registry.kind, "name": r.name,
+                              "entry": r.reference(), "info": r.info})
+    return found
+
+
+def register_again(registrations: list[dict]) -> None:
+    """Make ``registrations`` (:func:`outside_registrations` of another process) here."""
+    for item in registrations:
+        module = importlib.import_module(item["registry"])
+        registry = next(value for value in vars(module).values()
+                        if isinstance(value, Registry) and value.kind == item["kind"])
+        registry.register(item["name"], item["entry"], replace=True, **item["info"])
+
+
+def load_plugins() -> None:
+    """Import the modules named in ``$INDUCTION_PROBES_PLUGINS`` (comma-separated): how a shell command sees
+    tasks, recipes, probes and priors registered by modules outside the package."""
+    names = [name.strip() for name in os.environ.get(PLUGINS_VARIABLE, "").split(",") if name.strip()]
+    try:
+        for name in names:
+            importlib.import_module(name)
+    except ImportError as error:
+        raise ValueError(f"${PLUGINS_VARIABLE} names a module that cannot be imported: {error}") from None

@@ -1,0 +1,14 @@
+"""The model-class registry: the models a run may hold, by the name its ``config.json`` writes
+(``model_class``). A registration is the model class; its ``config_class`` attribute is the config it is built
+from, so that loading a run rebuilds the config from ``config.json`` and the model from the config.
+
+Imports nothing heavy: the entries are resolved on first use."""
+
+from __future__ import annotations
+
+from induction_probes.circuits.common.registry import Registry
+
+MODEL_CLASSES = Registry("model class", __name__)
+MODEL_CLASSES.register("HookedTransformer", "induction_probes.circuits.models.model:HookedTransformer")
+MODEL_CLASSES.register("MinimalModel", "induction_probes.circuits.models.minimal:MinimalModel")
+MODEL_CLASSES.register("ToyModel", "induction_probes.circuits.models.toy:ToyModel")

@@ -1,0 +1,13 @@
+"""The task registry: every task a run may be trained on, by the name its ``config.json`` writes
+(``task.name``). A registration is the task's config class (:class:`~induction_probes.circuits.tasks.base.TaskConfig`),
+whose ``name`` is the registered name.
+
+Imports nothing heavy: the entries are resolved on first use."""
+
+from __future__ import annotations
+
+from induction_probes.circuits.common.registry import Registry
+
+TASKS = Registry("task", __name__)
+TASKS.register("markov", "induction_probes.circuits.tasks.markov.task:MarkovTask")
+TASKS.register("gaussian", "induction_probes.circuits.tasks.gaussian.task:GaussianTask")

@@ -1,0 +1,48 @@
+"""The summary of a sweep of a registered task other than ICL-MC and Gaussian (a task from outside the package):
+per condition, the mean and 95 % interval over seeds of each of the task's final evaluation metrics and of
+each registered attention probe's best head per layer at the final checkpoint, on ``probe_seqs`` fresh
+sequences of the task; each seed's values in ``runs``. ICL-MC sweeps get the strategy summary of
+:mod:`induction_probes.probes.sweeps.summary`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from induction_probes.circuits.common.paths import portable
+from induction_probes.circuits.common.untrusted import require_finite
+from induction_probes.circuits.runs.reader import Run
+from induction_probes.probes.sweeps.statistics import interval
+from induction_probes.probes.task_probes import probe_task_model, scalar_metrics
+
+PROBE_SEED = 12345  # the probe sequences' seed, as `induction-probes probe` uses
+NOT_METRICS = ("step", "sequences_seen")
+
+
+def summarize_task_run(run: Run, probe_seqs: int) -> dict:
+    """One seed: its final metrics and, per registered probe, the best head of each layer at the end."""
+    probes = probe_task_model(run.load(), run.task.eval_set(probe_seqs, PROBE_SEED), run.steps[-1])
+    final = {k: v for k, v in scalar_metrics(run.metrics()[-1]).items() if k not in NOT_METRICS}
+    best = {f"{name}_layer{layer}": values.max().item()
+            for name, layers in probes.scores.items() for layer, values in enumerate(layers)}
+    return {"seed": run.recipe.model_seed, "final": final, "probes": best}
+
+
+def summarize_task_condition(runs: list[Run], probe_seqs: int) -> dict:
+    records = [summarize_task_run(run, probe_seqs) for run in runs]
+    over_seeds = lambda key: {name: interval([r[key][name] for r in records if name in r[key]])  # noqa: E731
+                              for name in records[0][key]}
+    return {"n_seeds": len(records), "seeds": [r["seed"] for r in records], "task": runs[0].task.describe(),
+            "final": over_seeds("final"), "probes": over_seeds("probes"), "runs": records}
+
+
+def summarize_task_sweep(root: Path, spec, done: dict[str, list[Path]], missing: list[str], probe_seqs: int) -> dict:
+    conditions = {name: summarize_task_condition([Run.open(path) for path in paths], probe_seqs)
+                  for name, paths in done.items()}
+    return require_finite({
+        "sweep": portable(root),
+        "summary": "task",  # not the ICL-MC strategy summary: no transition, plateau or comparisons
+        "description": spec.description,
+        "recipe": spec.recipe,
+        "unfinished": missing,
+        "conditions": conditions,
+    }, "the summary's value at ")

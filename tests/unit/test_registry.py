@@ -1,0 +1,140 @@
+"""The registries: one small class, lazy entries, refusals in one line, and the priors' facts in place of their
+order (``SIMPLE_PRIOR_NAMES = PRIOR_NAMES[:3]`` changed meaning if a name was inserted before the third)."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from induction_probes import MODEL_CLASSES, PRIORS, PROBES, RECIPES, TASKS, MarkovTask
+from induction_probes.circuits.common.registry import (
+    Registry,
+    UnknownName,
+    outside_registrations,
+    register_again,
+)
+from induction_probes.circuits.tasks.markov.prior_registry import SIMPLE_PRIORS
+
+
+def twice(x):
+    return 2 * x
+
+
+def test_an_entry_is_an_object_or_a_lazy_reference_and_register_is_also_a_decorator():
+    registry = Registry("thing", __name__)
+    registry.register("twice", twice, doubles=True)
+    registry.register("dumps", "json:dumps")
+    assert registry.registration("dumps").entry == "json:dumps"  # not imported until asked for
+    assert registry.get("dumps")([1]) == "[1]" and registry["twice"](3) == 6
+
+    @registry.register("thrice", doubles=False)
+    def thrice(x):
+        return 3 * x
+
+    assert thrice(2) == 6  # the decorator hands back what it decorates
+    assert registry.names() == ("twice", "dumps", "thrice") and list(registry) == list(registry.names())
+    assert registry.names(doubles=True) == ("twice",) and registry.info("thrice") == {"doubles": False}
+    assert "twice" in registry and "nothing" not in registry and ["unhashable"] not in registry
+
+
+def test_unknown_and_taken_names_are_refused_in_one_line():
+    registry = Registry("thing", __name__)
+    registry.register("a", twice)
+    with pytest.raises(UnknownName, match=r"^unknown thing 'b' \(known: a\)$"):
+        registry.get("b")
+    assert issubclass(UnknownName, ValueError)
+    with pytest.raises(ValueError, match="registered already"):
+        registry.register("a", thrice_of)
+    registry.register("a", thrice_of, replace=True)
+    assert registry.get("a") is thrice_of
+    with pytest.raises(ValueError, match="package.module:attribute"):
+        registry.register("c", "no_colon_here")
+    registry.unregister("a")
+    with pytest.raises(UnknownName):
+        registry.unregister("a")
+
+
+def thrice_of(x):
+    return 3 * x
+
+
+def test_a_view_follows_later_registrations():
+    registry = Registry("thing", __name__)
+    view = registry.where(kept=True)
+    registry.register("a", twice, kept=True)
+    registry.register("b", twice, kept=False)
+    assert list(view) == ["a"] and "a" in view and "b" not in view and len(view) == 1
+
+
+def test_the_registry_modules_import_no_torch():
+    code = ("import sys\n"
+            "from induction_probes.circuits.tasks.registry import TASKS\n"
+            "from induction_probes.circuits.recipes.registry import RECIPES\n"
+            "from induction_probes.circuits.models.registry import MODEL_CLASSES\n"
+            "from induction_probes.circuits.tasks.markov.prior_registry import PRIORS\n"
+            "from induction_probes.probes.registry import PROBES\n"
+            "assert 'torch' not in sys.modules, 'torch'\n"
+            "print(len(TASKS), len(RECIPES), len(MODEL_CLASSES), len(PRIORS), len(PROBES))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "4", "3", "5", "3"]
+
+
+def test_the_package_registers_what_config_json_names():
+    assert TASKS.names() == ("markov", "gaussian")
+    assert RECIPES.names() == ("markov", "minimal", "gaussian", "toy")
+    assert RECIPES.names(command=True) == ("markov", "minimal", "gaussian")  # toy trains with the toy command
+    assert MODEL_CLASSES.names() == ("HookedTransformer", "MinimalModel", "ToyModel")
+    for name in TASKS:
+        assert TASKS.get(name).name == name
+    for name in RECIPES:
+        assert RECIPES.get(name).name == name
+    assert PROBES.names() == ("previous_token", "bigram_matching", "bigram_matching_ideal")
+
+
+def test_a_simple_prior_is_what_its_registration_says_not_where_it_stands():
+    assert tuple(SIMPLE_PRIORS) == ("dirichlet", "doubly-stochastic", "unigram")
+    assert PRIORS.names(needs_p=True) == ("spectrum", "mixture")
+
+    def two_state_rows(n_seqs, k, order, alpha, p, generator):
+        top = torch.rand(n_seqs, k**order, k, generator=generator, dtype=torch.float64).topk(2, dim=-1).indices
+        return torch.zeros(n_seqs, k**order, k, dtype=torch.float64).scatter_(-1, top, 0.5)
+
+    PRIORS.register("two-state", two_state_rows, simple=True)
+    try:
+        assert "two-state" in SIMPLE_PRIORS and PRIORS.names(needs_p=True) == ("spectrum", "mixture")
+        task = MarkovTask(k=4, seq_len=20, prior="two-state", eval_prior="two-state")
+        sample = task.stream(seed=0).take(70)  # two seeded blocks of 64
+        assert set(sample.transitions.unique().tolist()) == {0.0, 0.5}  # drawn by the registered function
+        assert ((sample.transitions > 0).sum(-1) == 2).all()
+        assert task.describe_prior() == "two-state"
+        mixed = MarkovTask(k=4, seq_len=20, prior="mixture", p=0.25, mixture=("two-state", "unigram"))
+        assert mixed.sequences_per_batch(8) == {"two-state": 2, "unigram": 6}
+    finally:
+        PRIORS.unregister("two-state")
+    with pytest.raises(ValueError, match="prior must be one of dirichlet, doubly-stochastic, unigram, spectrum"):
+        MarkovTask(k=4, prior="two-state")
+
+
+def test_a_worker_makes_the_registrations_of_its_parent_again():
+    TASKS.register("twice", twice)  # not a task: the round trip is the registry's, whatever the entry
+    try:
+        sent = [item for item in outside_registrations() if item["name"] == "twice"]
+        assert sent == [{"registry": "induction_probes.circuits.tasks.registry", "kind": "task", "name": "twice",
+                         "entry": f"{__name__}:twice", "info": {}}]
+        TASKS.unregister("twice")
+        register_again(sent)
+        assert TASKS.get("twice") is twice  # found again from the module that defines it
+    finally:
+        TASKS.unregister("twice")
+
+    def local():
+        pass
+
+    PROBES.register("local", local)
+    try:
+        with pytest.raises(ValueError, match="not defined at the top level of a module"):
+            outside_registrations()
+    finally:
+        PROBES.unregister("local")
