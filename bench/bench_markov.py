@@ -18,8 +18,8 @@ import time
 import numpy as np
 import torch
 
-from induction_probes.circuits.tasks.markov.strategies import ngram_predictions
 from induction_probes.circuits.tasks.markov.chains import sample_markov
+from induction_probes.circuits.tasks.markov.strategies import ngram_predictions
 
 K, SEQ_LEN = 3, 100
 
@@ -77,8 +77,10 @@ def bench_sampler() -> None:
         tokens = np.bincount(states.ravel(), minlength=K) / states.size
         first = np.bincount(states[:, 0], minlength=K) / len(states)
         stay = (states[:, 1:] == states[:, :-1]).mean()
-        print(f"    sanity {name:14s} token freq {np.round(tokens, 3)}  first state {np.round(first, 3)}"
-              f"  P(repeat) {stay:.3f}")
+        print(
+            f"    sanity {name:14s} token freq {np.round(tokens, 3)}  first state {np.round(first, 3)}"
+            f"  P(repeat) {stay:.3f}"
+        )
 
 
 # --- (b) strategies ---------------------------------------------------------------------------
@@ -113,13 +115,15 @@ def bench_strategies() -> None:
         start = time.perf_counter()
         ref = reference_ngram(tokens, K, n)
         t_ref = time.perf_counter() - start
-        t_ours = best_time(lambda: ngram_predictions(tokens, K, n, alpha=1.0), repeats=5)
+        t_ours = best_time(lambda n=n: ngram_predictions(tokens, K, n, alpha=1.0), repeats=5)
         ours = ngram_predictions(tokens, K, n, alpha=1.0)
         same = torch.allclose(ours, ref, rtol=0.0, atol=1e-12)
         diff = (ours - ref).abs().max().item()
         ratio = t_ref / t_ours
-        print(f"    {n:3d}{t_ref:10.3f}{t_ours * 1e3:10.3f}{ratio:9.0f}x{diff:12.2e}  {str(same):8s}  "
-              f"{verdict(ratio, 50) if same else 'MISS (results differ)'}")
+        print(
+            f"    {n:3d}{t_ref:10.3f}{t_ours * 1e3:10.3f}{ratio:9.0f}x{diff:12.2e}  {str(same):8s}  "
+            f"{verdict(ratio, 50) if same else 'MISS (results differ)'}"
+        )
         assert same, f"ngram_predictions n={n} differs from the reference by {diff}"
 
 

@@ -117,22 +117,27 @@ def main() -> None:
     for threads in (1, 2):
         torch.set_num_threads(threads)
         ours, plain = make_models()  # fresh weights and optimizers for each thread count
-        rates = interleaved({
-            "train plain": trainer(plain, inputs, targets),
-            "train ours": trainer(ours, inputs, targets),
-            "fwd plain": forwarder(plain, inputs),
-            "cache ours": forwarder(ours.run_with_cache, inputs),
-        })
+        rates = interleaved(
+            {
+                "train plain": trainer(plain, inputs, targets),
+                "train ours": trainer(ours, inputs, targets),
+                "fwd plain": forwarder(plain, inputs),
+                "cache ours": forwarder(ours.run_with_cache, inputs),
+            }
+        )
         train_ratio = rates["train ours"] / rates["train plain"]
         fwd_ratio = rates["cache ours"] / rates["fwd plain"]
         train_rate[threads] = rates["train ours"]
-        print(f"{threads:7d}{rates['train plain']:13.1f}{rates['train ours']:12.1f}{train_ratio:7.3f} "
-              f"{verdict(train_ratio, 0.95)} {rates['fwd plain']:11.1f}{rates['cache ours']:12.1f}"
-              f"{fwd_ratio:7.3f} {verdict(fwd_ratio, 0.7)}")
+        print(
+            f"{threads:7d}{rates['train plain']:13.1f}{rates['train ours']:12.1f}{train_ratio:7.3f} "
+            f"{verdict(train_ratio, 0.95)} {rates['fwd plain']:11.1f}{rates['cache ours']:12.1f}"
+            f"{fwd_ratio:7.3f} {verdict(fwd_ratio, 0.7)}"
+        )
     print("targets: train ours/plain >= 0.95, run_with_cache/plain forward >= 0.7")
     best = max(train_rate, key=train_rate.get)
-    print(f"our training step is faster with {best} thread(s) "
-          f"({train_rate[best] / train_rate[3 - best]:.2f}x the other)")
+    print(
+        f"our training step is faster with {best} thread(s) ({train_rate[best] / train_rate[3 - best]:.2f}x the other)"
+    )
 
     bench_compile(best, inputs, targets)
     report_load("end")
@@ -175,12 +180,16 @@ def bench_compile(threads: int, inputs, targets) -> None:
     print(f"compile time (first forward + backward + step): {compile_s:.1f} s")
 
     diff = (logits - ours(inputs)).abs().max().item()
-    print(f"compiled vs eager logits (same weights): max|diff| = {diff:.2e}  "
-          f"({'OK' if diff < 1e-5 else 'MISMATCH'} at 1e-5)")
+    print(
+        f"compiled vs eager logits (same weights): max|diff| = {diff:.2e}  "
+        f"({'OK' if diff < 1e-5 else 'MISMATCH'} at 1e-5)"
+    )
     rates = interleaved({"train plain": trainer(plain, inputs, targets), "train compiled": step})
     ratio = rates["train compiled"] / rates["train plain"]
-    print(f"train plain eager {rates['train plain']:.1f} steps/s, compiled ours {rates['train compiled']:.1f} "
-          f"steps/s, ratio {ratio:.3f}  (kept as a fast path only if >= 1.2) {verdict(ratio, 1.2)}")
+    print(
+        f"train plain eager {rates['train plain']:.1f} steps/s, compiled ours {rates['train compiled']:.1f} "
+        f"steps/s, ratio {ratio:.3f}  (kept as a fast path only if >= 1.2) {verdict(ratio, 1.2)}"
+    )
 
 
 if __name__ == "__main__":

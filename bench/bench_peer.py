@@ -28,17 +28,18 @@ import time
 import torch
 
 from induction_probes.circuits.common.devices import visible_gpus
+from induction_probes.circuits.interop.transformer_lens_io import to_bridge
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.circuits.interop.transformer_lens_io import to_bridge
 from induction_probes.probes.attention import previous_token_scores, run_with_patterns
 
 ROUNDS, STEPS, CHECKPOINTS, BATCH, PROBE_SEQS = 5, 10, 8, 64, 200
 
 
 def our_model(positional: str, device: str) -> HookedTransformer:
-    cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_ctx=100, d_vocab=3, positional=positional,
-                                  normalization="LN")
+    cfg = HookedTransformerConfig(
+        n_layers=2, d_model=16, n_ctx=100, d_vocab=3, positional=positional, normalization="LN"
+    )
     return HookedTransformer(cfg).to(device)
 
 
@@ -70,6 +71,7 @@ def step_timer(model, tokens: torch.Tensor):
 def probe_timer(make_model, series: list[dict], tokens: torch.Tensor):
     """Seconds to probe every checkpoint of ``series``: build the model holding its weights, then the
     previous-token scores from its patterns on ``tokens``."""
+
     def timed() -> float:
         start = time.perf_counter()
         for weights in series:
@@ -91,8 +93,10 @@ def checkpoint_series(model: HookedTransformer) -> list[dict]:
     generator = torch.Generator().manual_seed(1)
     series, state = [], {name: t.detach().cpu().clone() for name, t in model.state_dict().items()}
     for _ in range(CHECKPOINTS):
-        state = {name: t + 0.01 * torch.randn(t.shape, generator=generator) if t.is_floating_point() else t
-                 for name, t in state.items()}
+        state = {
+            name: t + 0.01 * torch.randn(t.shape, generator=generator) if t.is_floating_point() else t
+            for name, t in state.items()
+        }
         series.append(state)
     return series
 

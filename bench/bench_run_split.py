@@ -93,18 +93,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         seconds, same = lockstep(recipe, Path(scratch))
     n_saved = len(checkpoint_schedule(recipe.steps, recipe.n_checkpoints))
-    print(f"default ICL-MC recipe, k=3, {recipe.steps} steps, {n_saved} checkpoints, {recipe.eval_seqs} evaluation "
-          "sequences; one torch thread; the two paths trained in lockstep")
+    print(
+        f"default ICL-MC recipe, k=3, {recipe.steps} steps, {n_saved} checkpoints, {recipe.eval_seqs} evaluation "
+        "sequences; one torch thread; the two paths trained in lockstep"
+    )
     print(f"{'part':<12}{'before (s)':>12}{'now (s)':>10}{'before/now':>12}{'share now':>11}")
     for run in seconds.values():
         run["total"] = sum(run[part] for part in PARTS)
     before, now = seconds["before"], seconds["now"]
     for part in (*PARTS, "total"):
-        print(f"{part:<12}{before[part]:>12.1f}{now[part]:>10.1f}{before[part] / now[part]:>12.2f}"
-              f"{now[part] / now['total']:>11.1%}")
+        print(
+            f"{part:<12}{before[part]:>12.1f}{now[part]:>10.1f}{before[part] / now[part]:>12.2f}"
+            f"{now[part] / now['total']:>11.1%}"
+        )
     share = {name: (run["evaluation"] + run["writes"]) / run["total"] for name, run in seconds.items()}
-    print(f"evaluation + writes: {share['before']:.1%} of the run before, {share['now']:.1%} now; end to end "
-          f"{before['total'] / now['total']:.2f}x faster; metrics.jsonl {'identical' if same else 'DIFFERENT'}")
+    print(
+        f"evaluation + writes: {share['before']:.1%} of the run before, {share['now']:.1%} now; end to end "
+        f"{before['total'] / now['total']:.2f}x faster; metrics.jsonl {'identical' if same else 'DIFFERENT'}"
+    )
 
 
 if __name__ == "__main__":

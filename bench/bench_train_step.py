@@ -23,9 +23,9 @@ from torch import Tensor
 from induction_probes.circuits.models.classes import build_model
 from induction_probes.circuits.models.model import Attention, softmax_over_allowed
 from induction_probes.circuits.recipes.markov import MarkovRecipe
-from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.circuits.tasks.markov import chains as markov_module
 from induction_probes.circuits.tasks.draws import sample_categorical, sample_dirichlet
+from induction_probes.circuits.tasks.markov import chains as markov_module
+from induction_probes.circuits.tasks.markov.task import MarkovTask
 
 STEPS, REPEATS, BATCH = 20, 7, 64
 
@@ -38,7 +38,11 @@ def v020_attention_forward(self: Attention, x: Tensor) -> Tensor:
         out = torch.einsum("bpd,hde->bphe", x, weight)
         return out + getattr(self, bias_name) if self.cfg.use_bias else out
 
-    q, k, v = self.hook_q(project(self.W_Q, "b_Q")), self.hook_k(project(self.W_K, "b_K")), self.hook_v(project(self.W_V, "b_V"))
+    q, k, v = (
+        self.hook_q(project(self.W_Q, "b_Q")),
+        self.hook_k(project(self.W_K, "b_K")),
+        self.hook_v(project(self.W_V, "b_V")),
+    )
     q_scaled = q * self.scale
     scores = torch.einsum("bqhe,bkhe->bhqk", q_scaled, k)
     distance = self.distance[:n_pos, :n_pos]

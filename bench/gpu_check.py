@@ -94,8 +94,8 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("gpu_check: this machine has no CUDA GPU; nothing to check (run it where one is)")
         return 0
-    from induction_probes.circuits.runs.reader import Run
     from induction_probes.circuits.recipes.markov import MarkovRecipe
+    from induction_probes.circuits.runs.reader import Run
     from induction_probes.circuits.sweeps.sweep import read_spec, run_sweep
     from induction_probes.circuits.tasks.markov.task import MarkovTask
 
@@ -110,12 +110,20 @@ def main() -> int:
         sweep_seconds = time.perf_counter() - start
         seeds = [Run.open(Path(scratch) / "sweep" / r["cell"]).metrics() for r in results if r["status"] != "failed"]
         problems = compare(cpu.metrics(), gpu.metrics(), seeds)
-    print(f"default ICL-MC run ({recipe.steps} steps): cpu {cpu_seconds:.1f} s, {torch.cuda.get_device_name()} "
-          f"{gpu_seconds:.1f} s ({cpu_seconds / gpu_seconds:.2f}x)")
-    print(f"seed-variance sweep, {len(spec.seeds)} seeds, --gpus-per-cell 0.25, 4 workers: {sweep_seconds:.1f} s "
-          f"({len(seeds)} finished)")
-    print("\n".join(problems) if problems else "the GPU run's phases, transition and final KL match the CPU run's "
-          "within two standard deviations over seeds")
+    print(
+        f"default ICL-MC run ({recipe.steps} steps): cpu {cpu_seconds:.1f} s, {torch.cuda.get_device_name()} "
+        f"{gpu_seconds:.1f} s ({cpu_seconds / gpu_seconds:.2f}x)"
+    )
+    print(
+        f"seed-variance sweep, {len(spec.seeds)} seeds, --gpus-per-cell 0.25, 4 workers: {sweep_seconds:.1f} s "
+        f"({len(seeds)} finished)"
+    )
+    print(
+        "\n".join(problems)
+        if problems
+        else "the GPU run's phases, transition and final KL match the CPU run's "
+        "within two standard deviations over seeds"
+    )
     return 1 if problems or len(seeds) < len(spec.seeds) else 0
 
 

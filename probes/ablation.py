@@ -109,8 +109,10 @@ def run_ablated(
         by_layer[layer].append(head)
     if mode != "zero" and reference_inputs is None:
         if task is None:
-            raise ValueError(f"{mode} ablation needs reference inputs: pass reference_inputs, or task=run.task "
-                             f"to draw {REFERENCE_SEQS} of its sequences (seed {REFERENCE_SEED})")
+            raise ValueError(
+                f"{mode} ablation needs reference inputs: pass reference_inputs, or task=run.task "
+                f"to draw {REFERENCE_SEQS} of its sequences (seed {REFERENCE_SEED})"
+            )
         reference_inputs = reference_inputs_for(task)
     references = reference_z(model, reference_inputs, set(by_layer)) if mode != "zero" else {}
     generator = torch.Generator().manual_seed(seed)

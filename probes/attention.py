@@ -66,8 +66,10 @@ def check_pattern(pattern: Tensor, tokens: Tensor | None = None) -> None:
     """A pattern the scores can read: [batch, head, q, k] with one key per query position (a non-square
     one has no diagonal to score), and as many positions as ``tokens`` where they are given."""
     if pattern.dim() != 4 or pattern.shape[-1] != pattern.shape[-2]:
-        raise ValueError(f"an attention pattern is [batch, head, query, key] with as many keys as queries, "
-                         f"got shape {tuple(pattern.shape)}")
+        raise ValueError(
+            f"an attention pattern is [batch, head, query, key] with as many keys as queries, "
+            f"got shape {tuple(pattern.shape)}"
+        )
     if tokens is not None and (tokens.dim() != 2 or tuple(tokens.shape) != (pattern.shape[0], pattern.shape[-1])):
         raise ValueError(f"tokens of shape {tuple(tokens.shape)} do not fit a pattern of shape {tuple(pattern.shape)}")
 
@@ -85,12 +87,16 @@ def previous_token_score(pattern: Float[Tensor, "batch head query_pos key_pos"])
     return torch.diagonal(pattern, offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1))
 
 
-def repeat_induction_score(pattern: Float[Tensor, "batch head query_pos key_pos"], length: int, prefix: int = 0) -> Float[Tensor, " head"]:
+def repeat_induction_score(
+    pattern: Float[Tensor, "batch head query_pos key_pos"], length: int, prefix: int = 0
+) -> Float[Tensor, " head"]:
     """On sequences ``prefix`` tokens + R + R with R of ``length`` tokens: the mean over sequences and the
     queries i of the second R of A[i, i − L + 1], the attention to the token that followed the current
     token's first occurrence (Olsson et al. 2022's induction score on repeated random tokens)."""
     if length < 1 or pattern.shape[-1] != prefix + 2 * length:
-        raise ValueError(f"an induction score needs {prefix} + 2 x {length} positions, the pattern has {pattern.shape[-1]}")
+        raise ValueError(
+            f"an induction score needs {prefix} + 2 x {length} positions, the pattern has {pattern.shape[-1]}"
+        )
     queries = torch.arange(prefix + length, prefix + 2 * length, device=pattern.device)
     return pattern[..., queries, queries - length + 1].mean(dim=(0, -1))
 
@@ -124,7 +130,9 @@ def bigram_matching_score(
     match = matching_keys(tokens) if match is None else match  # [batch, q, k]; computed once per layer set
     if skip_first_key:
         rest = pattern[..., 1:]
-        pattern = torch.cat([torch.zeros_like(pattern[..., :1]), rest / rest.sum(-1, keepdim=True).clamp_min(1e-30)], -1)
+        pattern = torch.cat(
+            [torch.zeros_like(pattern[..., :1]), rest / rest.sum(-1, keepdim=True).clamp_min(1e-30)], -1
+        )
     n_match = match.sum(-1)  # [batch, q]
     has_match = n_match > 0
     if not has_match.any():
@@ -136,7 +144,11 @@ def bigram_matching_score(
     ideal = torch.minimum(on_match, 1.0 / n_match.clamp_min(1)[:, None, :, None].to(pattern.dtype)).sum(-1)
     weights = has_match[:, None].to(pattern.dtype)
     count = weights.sum(dim=(0, 2))
-    return (mass * weights).sum(dim=(0, 2)) / count, (ideal * weights).sum(dim=(0, 2)) / count, has_match.double().mean().item()
+    return (
+        (mass * weights).sum(dim=(0, 2)) / count,
+        (ideal * weights).sum(dim=(0, 2)) / count,
+        has_match.double().mean().item(),
+    )
 
 
 def bigram_matching_scores(
@@ -158,11 +170,16 @@ def chance_scores(tokens: Int[Tensor, "batch pos"]) -> dict[str, float]:
     uniform = torch.tril(torch.ones(n_pos, n_pos, dtype=torch.float64))
     uniform = (uniform / uniform.sum(-1, keepdim=True))[None, None]  # [1, 1, q, k]
     mass, ideal, _ = bigram_matching_score(uniform.expand(tokens.shape[0], 1, n_pos, n_pos), tokens)
-    return {"previous_token": previous_token_score(uniform).item(), "bigram_matching": mass.item(),
-            "bigram_matching_ideal": ideal.item()}
+    return {
+        "previous_token": previous_token_score(uniform).item(),
+        "bigram_matching": mass.item(),
+        "bigram_matching_ideal": ideal.item(),
+    }
 
 
-def positional_profile(q: Float[Tensor, "batch pos head d_head"], W_rel: Float[Tensor, "head distance d_head"]) -> Float[Tensor, "head distance"]:
+def positional_profile(
+    q: Float[Tensor, "batch pos head d_head"], W_rel: Float[Tensor, "head distance d_head"]
+) -> Float[Tensor, "head distance"]:
     """Effective positional encoding of a relative-position head: softmax over distance d of
     q·r_d / sqrt(d_head), averaged over every query in ``q`` (Edelman et al.'s profile, but with the
     query, as the forward pass uses it; their code dots r with the key). All n_ctx distances enter the

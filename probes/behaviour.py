@@ -112,15 +112,16 @@ def icl_positions(n_pos: int, early: int, late: int, window: int = 1) -> tuple[i
             raise ValueError(f"ICL {name} position {position} is outside 0..{n_pos - 1}")
         position %= n_pos
         if position - window + 1 < 0:
-            raise ValueError(f"an ICL window of {window} positions ending at {name} position {position} "
-                             "starts before 0")
+            raise ValueError(
+                f"an ICL window of {window} positions ending at {name} position {position} starts before 0"
+            )
         resolved.append(position)
     return resolved[0], resolved[1]
 
 
 def icl_scores(
     loss: Float[Tensor, "... pos"], early: int = ICL_EARLY, late: int = ICL_LATE, window: int = ICL_WINDOW
-) -> Float[Tensor, "..."]:
+) -> Float[Tensor, ...]:
     """The windowed ICL score of each row of ``loss`` (per sequence, or already averaged): the mean over
     positions late − window + 1..late minus the mean over early − window + 1..early (window 1: the
     single-position score)."""
@@ -154,8 +155,11 @@ def behaviour(
     if early >= 0 and early >= loss.shape[-1] // 2:
         early = loss.shape[-1] // 2
         window = min(window, early + 1)
-    per_sequence = {"loss": loss.mean(-1), "icl_score": icl_scores(loss, early, late, window),
-                    "icl_score_single_position": icl_scores(loss, early, late, 1)}
+    per_sequence = {
+        "loss": loss.mean(-1),
+        "icl_score": icl_scores(loss, early, late, window),
+        "icl_score_single_position": icl_scores(loss, early, late, 1),
+    }
     per_sequence |= {f"last_token_kl.{name}": values[:, -1] for name, values in kl.items()}
     intervals = {name: mean_interval(values) for name, values in per_sequence.items()}
     last = {name: intervals[f"last_token_kl.{name}"].value for name in kl}

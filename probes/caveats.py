@@ -21,8 +21,11 @@ def coarse_warnings(k: int, measures=COUNTED_OUT_OF_K) -> list[str]:
     """One line per measure of ``measures`` that counts tokens out of k, if k + 1 ≤ FEW_VALUES."""
     if k + 1 > FEW_VALUES:
         return []
-    return [f"{name} takes only {k + 1} values (multiples of 1/{k}): one token's argmax moves it by {1 / k:.3g}, "
-            "so its crossing is one token flipping" for name in measures]
+    return [
+        f"{name} takes only {k + 1} values (multiples of 1/{k}): one token's argmax moves it by {1 / k:.3g}, "
+        "so its crossing is one token flipping"
+        for name in measures
+    ]
 
 
 def initial_warnings(cfg, initial) -> list[str]:
@@ -32,8 +35,10 @@ def initial_warnings(cfg, initial) -> list[str]:
     for name, measure in config_calibration(cfg).items():
         value = initial.value(name)
         if value >= measure.threshold:
-            lines.append(f"{name} is {value:.3f} at initialisation, at or past its threshold {measure.threshold:.3f}: "
-                         "its first crossing says nothing about training")
+            lines.append(
+                f"{name} is {value:.3f} at initialisation, at or past its threshold {measure.threshold:.3f}: "
+                "its first crossing says nothing about training"
+            )
     return lines
 
 
@@ -44,8 +49,14 @@ def progress_warnings(model, initial_model) -> list[str]:
         return []
     initial = initial_warnings(model.cfg, progress_measures(initial_model))
     k = model.cfg.d_vocab
-    sign_only = ["ov_copying_score takes only the values -1 and 1 at k = 2: on the k - 1 = 1 direction that "
-                 "changes a softmax its one eigenvalue is a sign"] if k == 2 else []
+    sign_only = (
+        [
+            "ov_copying_score takes only the values -1 and 1 at k = 2: on the k - 1 = 1 direction that "
+            "changes a softmax its one eigenvalue is a sign"
+        ]
+        if k == 2
+        else []
+    )
     return initial + coarse_warnings(k, ("ov_copying_accuracy",)) + sign_only
 
 

@@ -11,8 +11,8 @@ import torch
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import on_cpu
-from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.constructions.edelman import prop21
+from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.tasks.markov.strategies import causal_mask, previous_tokens
 from induction_probes.probes.attention import positional_profiles, run_with_captures, run_with_patterns
 from induction_probes.probes.caveats import coarse_warnings, initial_model_of, progress_warnings
@@ -61,16 +61,22 @@ class Prop21Comparison(Tidy):
         """Which of the construction's signatures the trained model lacks, in words."""
         problems = []
         if int(self.positional_profile.argmax()) != 1:
-            problems.append(f"layer 0's positional profile peaks at distance {int(self.positional_profile.argmax())}, not 1")
+            problems.append(
+                f"layer 0's positional profile peaks at distance {int(self.positional_profile.argmax())}, not 1"
+            )
         if self.diagonal_is_row_max < 1.0:
-            problems.append(f"layer 1's token matching is diagonal-dominant in only {self.diagonal_is_row_max:.0%} of rows")
+            problems.append(
+                f"layer 1's token matching is diagonal-dominant in only {self.diagonal_is_row_max:.0%} of rows"
+            )
         if self.ov_top1_diagonal < 1.0:
             problems.append(f"layer 1's OV circuit copies only {self.ov_top1_diagonal:.0%} of tokens")
         if not (self.ov_eigenvalues.real > 0).all():
             problems.append("layer 1's OV circuit has a non-positive eigenvalue")
         # an argmax is passed by a nearly flat pattern too: each piece must also be halfway from chance
-        problems += [f"{name.replace('_', ' ')} is {value:.3f}, short of its threshold {threshold:.3f}"
-                     for name, (value, threshold) in self.below_threshold.items()]
+        problems += [
+            f"{name.replace('_', ' ')} is {value:.3f}, short of its threshold {threshold:.3f}"
+            for name, (value, threshold) in self.below_threshold.items()
+        ]
         return problems
 
 
@@ -111,8 +117,10 @@ def compare_with_prop21(model, tokens: Tensor, k: int, c: float = 100.0) -> Prop
     _, trained_patterns = run_with_patterns(model, tokens)
     _, analytic_patterns = run_with_patterns(analytic, tokens)
     if not all(torch.isfinite(pattern).all() for pattern in analytic_patterns):
-        raise ValueError(f"c = {c:g} is too large to compute in {model.cfg.dtype}: the construction's attention "
-                         "scores (~c^2) overflow")
+        raise ValueError(
+            f"c = {c:g} is too large to compute in {model.cfg.dtype}: the construction's attention "
+            "scores (~c^2) overflow"
+        )
     attention_tv = [
         (0.5 * (t[:, 0] - a[:, 0]).abs().sum(-1)).mean().item() for t, a in zip(trained_patterns, analytic_patterns)
     ]

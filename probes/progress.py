@@ -73,7 +73,9 @@ def calibration(k: int, n_ctx: int, d_model: int) -> dict[str, Measure]:
     rank-k identities, so the score is ‖I_k‖/(‖I_k‖‖I_k‖) = 1/√k.
     """
     return {
-        "previous_token_match": Measure("previous_token_match", sum(1 / (i + 1) for i in range(1, n_ctx)) / (n_ctx - 1), 1.0),
+        "previous_token_match": Measure(
+            "previous_token_match", sum(1 / (i + 1) for i in range(1, n_ctx)) / (n_ctx - 1), 1.0
+        ),
         "k_composition_match": Measure("k_composition_match", 1 / k, 1.0),
         "ov_copying_accuracy": Measure("ov_copying_accuracy", 1 / k, 1.0),
         "ov_copying_score": Measure("ov_copying_score", 0.0, 1.0),
@@ -93,7 +95,11 @@ class ProgressMeasures(Tidy):
     composition: dict[str, list[list[float]]]
 
     def to_json(self) -> dict:
-        return {"step": self.step} | {name: getattr(self, name) for name in SCALAR_MEASURES} | {"composition": self.composition}
+        return (
+            {"step": self.step}
+            | {name: getattr(self, name) for name in SCALAR_MEASURES}
+            | {"composition": self.composition}
+        )
 
     def to_records(self, sequences_seen: int | None = None) -> list[dict]:
         return progress_records(self, sequences_seen)

@@ -81,9 +81,19 @@ def first_crossings(probes):
     def add(measure, layer, head, values, calibrated):
         step = crossing_step(steps, values, calibrated.threshold)
         caveat = next((line for line in probes.warnings if line.startswith(f"{measure} ")), None)
-        rows.append({"measure": measure, "layer": layer, "head": head, "chance": calibrated.chance,
-                     "ideal": calibrated.construction, "threshold": calibrated.threshold, "step": step,
-                     "sequences_seen": seen.get(step), "caveat": caveat})
+        rows.append(
+            {
+                "measure": measure,
+                "layer": layer,
+                "head": head,
+                "chance": calibrated.chance,
+                "ideal": calibrated.construction,
+                "threshold": calibrated.threshold,
+                "step": step,
+                "sequences_seen": seen.get(step),
+                "caveat": caveat,
+            }
+        )
 
     for name, measure in probes.calibration().items():
         for layer, heads in enumerate(getattr(probes[0], name)):
@@ -110,8 +120,10 @@ def metrics_records(run: Run) -> list[dict]:
     for entry in run.metrics():
         step, seen = entry["step"], entry["sequences_seen"]
         rows.append(row(step, seen, None, None, "eval_loss", entry["eval_loss"]))
-        rows += [row(step, seen, None, None, f"last_token_kl.{name}", value)
-                 for name, value in entry["last_token_kl"].items()]
+        rows += [
+            row(step, seen, None, None, f"last_token_kl.{name}", value)
+            for name, value in entry["last_token_kl"].items()
+        ]
     return rows
 
 
@@ -141,8 +153,9 @@ def aligner(run: Run, by: str):
     phases and transition read once."""
     found, moment = phases(run), transition(run)
     if by == "transition" and moment is None:
-        raise ValueError(f"run {run.path.name} never leaves its first phase ({found[0].strategy}): "
-                         "no transition to align by")
+        raise ValueError(
+            f"run {run.path.name} never leaves its first phase ({found[0].strategy}): no transition to align by"
+        )
 
     def coordinates(step: int, seen: int) -> dict:
         index = next(i for i, p in enumerate(found) if p.first_step <= step <= p.last_step)
@@ -151,7 +164,9 @@ def aligner(run: Run, by: str):
         if by == "phase":
             span = phase.last_step - phase.first_step
             return place | {"phase_fraction": 0.0 if span == 0 else (step - phase.first_step) / span}
-        return place | {"steps_from_transition": step - moment.step,
-                        "sequences_from_transition": seen - moment.sequences_seen}
+        return place | {
+            "steps_from_transition": step - moment.step,
+            "sequences_from_transition": seen - moment.sequences_seen,
+        }
 
     return coordinates

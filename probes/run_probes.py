@@ -60,8 +60,13 @@ class RunProbes(Tidy, Sequence):
         return [r for c in self.checkpoints for r in c.to_records(self.run.entry(c.step)["sequences_seen"])]
 
     def to_json(self) -> dict:
-        return {"run": self.run.path.name, "columns": COLUMNS, "records": self.to_records(),
-                "chance": self.chance, "warnings": self.warnings}
+        return {
+            "run": self.run.path.name,
+            "columns": COLUMNS,
+            "records": self.to_records(),
+            "chance": self.chance,
+            "warnings": self.warnings,
+        }
 
 
 def run_warnings(run: Run, checkpoints: list, chance: dict[str, float]) -> list[str]:
@@ -77,6 +82,8 @@ def run_warnings(run: Run, checkpoints: list, chance: dict[str, float]) -> list[
     for name, measure in probe_calibration(chance).items() if start is not None else ():
         for layer, values in enumerate(start.scores[name]):
             if values.max().item() >= measure.threshold:
-                lines.append(f"{name} of layer {layer} is {values.max().item():.3f} at step {first}, at or past its "
-                             f"threshold {measure.threshold:.3f}: its first crossing says nothing about training")
+                lines.append(
+                    f"{name} of layer {layer} is {values.max().item():.3f} at step {first}, at or past its "
+                    f"threshold {measure.threshold:.3f}: its first crossing says nothing about training"
+                )
     return lines

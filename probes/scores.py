@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import torch
 from jaxtyping import Float, Int
 from torch import Tensor
-
-import torch
 
 from induction_probes.probes.attention import (
     bigram_matching_scores,

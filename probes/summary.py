@@ -11,14 +11,19 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.common.devices import model_device, on_cpu
 from induction_probes.circuits.common.metrics import mse_over_variance
+from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
-from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
+from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.ablation import heads_in_layer, reference_inputs_for, run_ablated
-from induction_probes.probes.attention import induction_score, positional_profile, previous_token_score, run_with_patterns
+from induction_probes.probes.attention import (
+    induction_score,
+    positional_profile,
+    previous_token_score,
+    run_with_patterns,
+)
 from induction_probes.probes.behaviour import Behaviour, behaviour
 from induction_probes.probes.progress import ProgressMeasures, progress_measures, unmeasurable_reason
 from induction_probes.probes.run_probes import RunProbes
@@ -121,8 +126,9 @@ def probe_run(
     :class:`~induction_probes.probes.task_probes.TaskProbes` (the registered attention probes and its task's
     metrics); a Gaussian-task run is refused (:func:`probe_gaussian` probes it)."""
     if isinstance(run.task, GaussianTask):
-        raise ValueError(f"run {run.path.name} is a Gaussian-task run, not a token task's: probe it with "
-                         "probe_gaussian")
+        raise ValueError(
+            f"run {run.path.name} is a Gaussian-task run, not a token task's: probe it with probe_gaussian"
+        )
     markov = isinstance(run.task, MarkovTask)
     if eval_set is None:
         eval_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if markov else run.task.eval_set(PROBE_SEQS, PROBE_SEED)
@@ -161,8 +167,13 @@ def single_heads(model) -> list[list[tuple[int, int]]]:
 
 
 def ablation_study(
-    model, eval_set: MarkovEvalSet, head_sets: list[list[tuple[int, int]]], mode: str,
-    reference_inputs: Tensor | None = None, seed: int = 0, task=None,
+    model,
+    eval_set: MarkovEvalSet,
+    head_sets: list[list[tuple[int, int]]],
+    mode: str,
+    reference_inputs: Tensor | None = None,
+    seed: int = 0,
+    task=None,
 ) -> tuple[Behaviour, list[AblationResult]]:
     """The clean model's behaviour and the behaviour with each set of heads ablated; mean and resample
     take ``reference_inputs``, or the default set of ``task``
@@ -172,7 +183,11 @@ def ablation_study(
     with torch.no_grad():
         baseline = behaviour(model(eval_set.sample.inputs.to(model_device(model))).cpu(), eval_set)
     results = [
-        AblationResult(heads, mode, behaviour(run_ablated(model, eval_set.sample.inputs, heads, mode, reference_inputs, seed), eval_set))
+        AblationResult(
+            heads,
+            mode,
+            behaviour(run_ablated(model, eval_set.sample.inputs, heads, mode, reference_inputs, seed), eval_set),
+        )
         for heads in head_sets
     ]
     return baseline, results
@@ -210,8 +225,13 @@ def probe_gaussian(
 
 
 def gaussian_ablation_study(
-    run: Run, head_sets: list[list[tuple[int, int]]], mode: str, step: int | None = None, n_seqs: int = 1000,
-    seed: int = 12345, device=None,
+    run: Run,
+    head_sets: list[list[tuple[int, int]]],
+    mode: str,
+    step: int | None = None,
+    n_seqs: int = 1000,
+    seed: int = 12345,
+    device=None,
 ) -> tuple[float, list[tuple[list[tuple[int, int]], float]]]:
     """Relative MSE of a Gaussian-task model at the last position, clean and with each head set ablated
     (the Gaussian counterpart of :func:`ablation_study`, MSE in place of KL)."""
@@ -222,7 +242,12 @@ def gaussian_ablation_study(
     with torch.no_grad():
         baseline = mse_over_variance(model(probe_set.inputs.to(model_device(model))).cpu()[:, -1], probe_set.targets)
     ablated = [
-        (heads, mse_over_variance(run_ablated(model, probe_set.inputs, heads, mode, reference, seed)[:, -1], probe_set.targets))
+        (
+            heads,
+            mse_over_variance(
+                run_ablated(model, probe_set.inputs, heads, mode, reference, seed)[:, -1], probe_set.targets
+            ),
+        )
         for heads in head_sets
     ]
     return baseline, ablated

@@ -20,8 +20,11 @@ from induction_probes.probes.tidy import Tidy, per_head, row
 
 def scalar_metrics(metrics: dict) -> dict[str, float]:
     """The finite numbers among a task's metrics (what a table or a summary can show)."""
-    return {name: float(value) for name, value in metrics.items()
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)}
+    return {
+        name: float(value)
+        for name, value in metrics.items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    }
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,10 @@ class TaskProbes(Tidy):
 
     def to_records(self, sequences_seen: int | None = None) -> list[dict]:
         rows = [r for name, values in self.scores.items() for r in per_head(self.step, sequences_seen, name, values)]
-        return rows + [row(self.step, sequences_seen, None, None, name, value)
-                       for name, value in scalar_metrics(self.metrics).items()]
+        return rows + [
+            row(self.step, sequences_seen, None, None, name, value)
+            for name, value in scalar_metrics(self.metrics).items()
+        ]
 
 
 def probe_task_model(model, eval_set, step: int = -1, chunk: int = 100) -> TaskProbes:
@@ -56,6 +61,8 @@ def task_ablation_study(
     ``reference_inputs``: other sequences of the task)."""
     with torch.no_grad():
         baseline = eval_set.metrics(model(eval_set.inputs.to(model_device(model))).cpu())
-    ablated = [(heads, eval_set.metrics(run_ablated(model, eval_set.inputs, heads, mode, reference_inputs, seed)))
-               for heads in head_sets]
+    ablated = [
+        (heads, eval_set.metrics(run_ablated(model, eval_set.inputs, heads, mode, reference_inputs, seed)))
+        for heads in head_sets
+    ]
     return baseline, ablated

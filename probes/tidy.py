@@ -18,8 +18,16 @@ ABLATION_COLUMNS = COLUMNS + ["ablated", "mode"]
 
 
 def row(step, seen, layer, head, measure: str, value, low=None, high=None) -> dict:
-    return {"step": step, "sequences_seen": seen, "layer": layer, "head": head, "measure": measure,
-            "value": float(value), "low": low, "high": high}
+    return {
+        "step": step,
+        "sequences_seen": seen,
+        "layer": layer,
+        "head": head,
+        "measure": measure,
+        "value": float(value),
+        "low": low,
+        "high": high,
+    }
 
 
 def frame(records: list[dict], columns: list[str] | None = None):
@@ -46,8 +54,11 @@ class Tidy:
 
 def per_head(step, seen, measure: str, layers, first_layer: int = 0) -> list[dict]:
     """Rows of a per-layer list of per-head values (tensors or lists), from layer ``first_layer`` on."""
-    return [row(step, seen, first_layer + layer, head, measure, value)
-            for layer, values in enumerate(layers) for head, value in enumerate(list(values))]
+    return [
+        row(step, seen, first_layer + layer, head, measure, value)
+        for layer, values in enumerate(layers)
+        for head, value in enumerate(list(values))
+    ]
 
 
 def behaviour_records(behaviour, step=None, seen=None) -> list[dict]:
@@ -85,28 +96,34 @@ def ablation_records(result, step=None, seen=None) -> list[dict]:
     """The behaviour with ``result.heads`` ablated; a single ablated head is also the row's layer and head."""
     single = result.heads[0] if len(result.heads) == 1 else (None, None)
     ablated = ",".join(f"{layer}.{head}" for layer, head in result.heads)
-    return [r | {"layer": single[0], "head": single[1], "ablated": ablated, "mode": result.mode}
-            for r in behaviour_records(result.behaviour, step, seen)]
+    return [
+        r | {"layer": single[0], "head": single[1], "ablated": ablated, "mode": result.mode}
+        for r in behaviour_records(result.behaviour, step, seen)
+    ]
 
 
 def comparison_records(comparison, step=None, seen=None) -> list[dict]:
     """A trained model against Proposition 2.1: per-layer attention TV and the construction's signatures."""
     rows = [row(step, seen, layer, 0, "attention_tv", value) for layer, value in enumerate(comparison.attention_tv)]
     eigenvalues = comparison.ov_eigenvalues.real
-    scalars = {"positional_profile_tv": comparison.positional_profile_tv,
-               "positional_profile_at_1": comparison.positional_profile[1].item(),
-               "diagonal_is_row_max": comparison.diagonal_is_row_max,
-               "ov_top1_diagonal": comparison.ov_top1_diagonal,
-               "ov_eigenvalue_min_real": eigenvalues.min().item()}
+    scalars = {
+        "positional_profile_tv": comparison.positional_profile_tv,
+        "positional_profile_at_1": comparison.positional_profile[1].item(),
+        "diagonal_is_row_max": comparison.diagonal_is_row_max,
+        "ov_top1_diagonal": comparison.ov_top1_diagonal,
+        "ov_eigenvalue_min_real": eigenvalues.min().item(),
+    }
     layers = {"positional_profile_tv": 0, "positional_profile_at_1": 0}
     return rows + [row(step, seen, layers.get(name, 1), 0, name, value) for name, value in scalars.items()]
 
 
 def gaussian_records(probes, seen=None) -> list[dict]:
     step = probes.step
-    return ([row(step, seen, None, None, "relative_mse", probes.relative_mse)]
-            + per_head(step, seen, "previous_token", probes.previous_token)
-            + per_head(step, seen, "induction", [probes.induction], first_layer=1))
+    return (
+        [row(step, seen, None, None, "relative_mse", probes.relative_mse)]
+        + per_head(step, seen, "previous_token", probes.previous_token)
+        + per_head(step, seen, "induction", [probes.induction], first_layer=1)
+    )
 
 
 def ablation_frame(baseline, results: list, step: int | None = None, sequences_seen: int | None = None):

@@ -23,14 +23,14 @@ import torch
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import model_device
+from induction_probes.circuits.common.metrics import kl_divergence, linear_fit, mse_over_mean_square
+from induction_probes.circuits.common.validation import require_int, require_positive
 from induction_probes.circuits.constructions.edelman import empirical_bigram, prop21, prop21_limit
 from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.constructions.wang import wang_ih2, wang_ihn
-from induction_probes.circuits.common.metrics import kl_divergence, linear_fit, mse_over_mean_square
 from induction_probes.circuits.tasks.gaussian.sequences import induction_head, sample_sequences
-from induction_probes.circuits.tasks.markov.strategies import matching_keys, strategy_predictions
 from induction_probes.circuits.tasks.markov.chains import sample_markov
-from induction_probes.circuits.common.validation import require_int, require_positive
+from induction_probes.circuits.tasks.markov.strategies import matching_keys, strategy_predictions
 from induction_probes.probes.attention import bigram_matching_score, previous_token_score, run_with_patterns
 
 DEFAULT_CS = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
@@ -54,8 +54,12 @@ class Prop21Check:
 
     def to_json(self) -> dict:
         return {
-            "k": self.k, "c": self.c, "seq_len": self.seq_len, "n_seqs": self.n_seqs,
-            "max_abs_error": self.max_abs_error, "mean_abs_error": self.mean_abs_error,
+            "k": self.k,
+            "c": self.c,
+            "seq_len": self.seq_len,
+            "n_seqs": self.n_seqs,
+            "max_abs_error": self.max_abs_error,
+            "mean_abs_error": self.mean_abs_error,
             "error_by_c": [[c, worst] for c, worst, _ in self.error_by_c],
             "mean_error_by_c": [[c, mean] for c, _, mean in self.error_by_c],
             "bigram_gap": self.bigram_gap,
@@ -99,8 +103,15 @@ def self_key_prediction(tokens: Tensor) -> float:
     return (n_match[has] / (n_match[has] + self_key[has])).double().mean().item()
 
 
-def check_prop21(k: int, c: float = 100.0, seq_len: int = 100, n_seqs: int = 500, seed: int = 0,
-                 cs: tuple[float, ...] = DEFAULT_CS, device=None) -> Prop21Check:
+def check_prop21(
+    k: int,
+    c: float = 100.0,
+    seq_len: int = 100,
+    n_seqs: int = 500,
+    seed: int = 0,
+    cs: tuple[float, ...] = DEFAULT_CS,
+    device=None,
+) -> Prop21Check:
     """Verify Proposition 2.1 on ICL-MC sequences: exactness, the error as c grows, how its output
     compares with the Bayes bigram predictor, and the probe scores it earns."""
     require_int("k", k, 2)
@@ -120,8 +131,12 @@ def check_prop21(k: int, c: float = 100.0, seq_len: int = 100, n_seqs: int = 500
     model = load_construction(*prop21(k, c, seq_len), device=device)
     _, patterns = run_with_patterns(model, tokens)
     return Prop21Check(
-        k=k, c=c, seq_len=seq_len, n_seqs=n_seqs,
-        max_abs_error=error.max().item(), mean_abs_error=error.mean().item(),
+        k=k,
+        c=c,
+        seq_len=seq_len,
+        n_seqs=n_seqs,
+        max_abs_error=error.max().item(),
+        mean_abs_error=error.mean().item(),
         error_by_c=error_by_c,
         bigram_gap=(limit - pure)[defined].abs().max().item(),
         kl_bigram_by_position=kl,
@@ -149,15 +164,25 @@ class WangIH2Check:
 
     def to_json(self) -> dict:
         return {
-            "d": self.d, "beta": self.beta, "seq_len": self.seq_len, "n_seqs": self.n_seqs,
+            "d": self.d,
+            "beta": self.beta,
+            "seq_len": self.seq_len,
+            "n_seqs": self.n_seqs,
             "relative_error": self.relative_error,
             "error_by_beta": [list(pair) for pair in self.error_by_beta],
             "probe_scores": {"previous_token_layer0": self.previous_token},
         }
 
 
-def check_wang_ih2(d: int = 2, beta: float = 20.0, seq_len: int = 20, n_seqs: int = 1000, seed: int = 0,
-                   betas: tuple[float, ...] = DEFAULT_BETAS, device=None) -> WangIH2Check:
+def check_wang_ih2(
+    d: int = 2,
+    beta: float = 20.0,
+    seq_len: int = 20,
+    n_seqs: int = 1000,
+    seed: int = 0,
+    betas: tuple[float, ...] = DEFAULT_BETAS,
+    device=None,
+) -> WangIH2Check:
     """Theorem 4.1's construction against IH_2 (W* = I) on fresh Gaussian sequences, over a grid of β."""
     require_positive("beta", beta)
     require_int("seq_len", seq_len, 4)
@@ -171,7 +196,10 @@ def check_wang_ih2(d: int = 2, beta: float = 20.0, seq_len: int = 20, n_seqs: in
     error_by_beta = [(value, mse_over_mean_square(last_output(value), target)) for value in sorted(set(betas) | {beta})]
     _, patterns = run_with_patterns(load_construction(*wang_ih2(d, beta, W_star, seq_len), device=device), x)
     return WangIH2Check(
-        d=d, beta=beta, seq_len=seq_len, n_seqs=n_seqs,
+        d=d,
+        beta=beta,
+        seq_len=seq_len,
+        n_seqs=n_seqs,
         relative_error=dict(error_by_beta)[beta],
         error_by_beta=error_by_beta,
         previous_token=previous_token_score(patterns[0]).item(),
@@ -196,15 +224,21 @@ class WangIHnCheck:
 
     def to_json(self) -> dict:
         return {
-            "d": self.d, "n": self.n, "heads": self.heads, "seq_len": self.seq_len, "n_seqs": self.n_seqs,
+            "d": self.d,
+            "n": self.n,
+            "heads": self.heads,
+            "seq_len": self.seq_len,
+            "n_seqs": self.n_seqs,
             "relative_error": self.relative_error,
             "error_by_heads": [list(pair) for pair in self.error_by_heads],
-            "fitted_q": self.fitted_q, "paper_scale_n_e": self.paper_scale,
+            "fitted_q": self.fitted_q,
+            "paper_scale_n_e": self.paper_scale,
         }
 
 
-def check_wang_ihn(d: int = 1, n: int = 3, heads: int | None = None, seq_len: int = 20, n_seqs: int = 1000,
-                   seed: int = 0, device=None) -> WangIHnCheck:
+def check_wang_ihn(
+    d: int = 1, n: int = 3, heads: int | None = None, seq_len: int = 20, n_seqs: int = 1000, seed: int = 0, device=None
+) -> WangIHnCheck:
     """Theorem 4.3's construction against IH_n (W* = I) over a grid of head counts, from the minimum
     n(n − 1)/2 upward in steps of n − 1, with a power law fitted to the error."""
     require_int("n", n, 2)
@@ -223,6 +257,13 @@ def check_wang_ihn(d: int = 1, n: int = 3, heads: int | None = None, seq_len: in
     log_h = torch.tensor([math.log(h) for h, _ in error_by_heads], dtype=torch.float64)
     log_e = torch.tensor([math.log(max(e, 1e-300)) for _, e in error_by_heads], dtype=torch.float64)
     slope, _, _ = linear_fit(log_h, log_e)
-    return WangIHnCheck(d=d, n=n, heads=heads, seq_len=seq_len, n_seqs=n_seqs,
-                        relative_error=dict(error_by_heads)[heads], error_by_heads=error_by_heads,
-                        fitted_q=-slope)
+    return WangIHnCheck(
+        d=d,
+        n=n,
+        heads=heads,
+        seq_len=seq_len,
+        n_seqs=n_seqs,
+        relative_error=dict(error_by_heads)[heads],
+        error_by_heads=error_by_heads,
+        fitted_q=-slope,
+    )

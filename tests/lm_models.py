@@ -21,14 +21,31 @@ def config(architecture: str):
     from transformers import GPT2Config, GPTNeoXConfig, LlamaConfig
 
     if architecture == "gpt2":
-        return GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB, n_positions=N_CTX, bos_token_id=None,
-                          eos_token_id=None)
+        return GPT2Config(
+            n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB, n_positions=N_CTX, bos_token_id=None, eos_token_id=None
+        )
     if architecture == "neox":
-        return GPTNeoXConfig(num_hidden_layers=2, hidden_size=48, num_attention_heads=4, intermediate_size=96,
-                             vocab_size=VOCAB, max_position_embeddings=N_CTX, rotary_pct=0.25)
-    return LlamaConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
-                       intermediate_size=128, vocab_size=VOCAB, max_position_embeddings=N_CTX, bos_token_id=1,
-                       eos_token_id=2, pad_token_id=None)
+        return GPTNeoXConfig(
+            num_hidden_layers=2,
+            hidden_size=48,
+            num_attention_heads=4,
+            intermediate_size=96,
+            vocab_size=VOCAB,
+            max_position_embeddings=N_CTX,
+            rotary_pct=0.25,
+        )
+    return LlamaConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        vocab_size=VOCAB,
+        max_position_embeddings=N_CTX,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=None,
+    )
 
 
 def word_tokenizer():

@@ -64,8 +64,8 @@ class Config:
 def option_names(config_class: type) -> list[str]:
     """The namespace names :func:`add_config_options` can set for ``config_class``."""
     names = []
-    for field in fields(config_class):
-        names += option_names(field.metadata["config"]) if "config" in field.metadata else [field.name]
+    for spec in fields(config_class):
+        names += option_names(spec.metadata["config"]) if "config" in spec.metadata else [spec.name]
     return names
 
 
@@ -73,15 +73,15 @@ def config_from_options(config_class: type, options: dict):
     """``config_class`` built from flat option values, the configs it holds from theirs: the same object
     that ``config_class(task=TaskClass(...), ...)`` makes from the same arguments in Python."""
     values = {}
-    for field in fields(config_class):
-        inner = field.metadata.get("config")
+    for spec in fields(config_class):
+        inner = spec.metadata.get("config")
         if inner is None:
-            if field.name in options:
-                values[field.name] = options[field.name]
+            if spec.name in options:
+                values[spec.name] = options[spec.name]
             continue
         inner_options = {name: options[name] for name in option_names(inner) if name in options}
-        if inner_options or field.default_factory is MISSING:
-            values[field.name] = config_from_options(inner, inner_options)
+        if inner_options or spec.default_factory is MISSING:
+            values[spec.name] = config_from_options(inner, inner_options)
     required = [f.name for f in fields(config_class) if f.default is MISSING and f.default_factory is MISSING]
     missing = [name for name in required if name not in values]
     if missing:

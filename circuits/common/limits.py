@@ -41,7 +41,9 @@ def require_seed(name: str, value: object) -> int:
 def require_numbers(what: str, count: int) -> int:
     """Refuse a tensor of ``count`` numbers above :data:`MAX_NUMBERS`, before it is made."""
     if count > MAX_NUMBERS:
-        raise ValueError(f"{what} would hold {count:.3g} numbers, above the limit of {MAX_NUMBERS:,} (circuits/common/limits.py)")
+        raise ValueError(
+            f"{what} would hold {count:.3g} numbers, above the limit of {MAX_NUMBERS:,} (circuits/common/limits.py)"
+        )
     return count
 
 
@@ -50,8 +52,9 @@ def require_power(what: str, base: int, exponent: int, factor: int = 1) -> int:
     the power itself of a hostile base and exponent would take Python ages to compute."""
     if exponent * math.log2(base) + math.log2(factor) > math.log2(MAX_NUMBERS) + 1:
         size = f"{base}^{exponent}" if factor == 1 else f"{factor} x {base}^{exponent}"
-        raise ValueError(f"{what} would hold {size} numbers, above the limit of "
-                         f"{MAX_NUMBERS:,} (circuits/common/limits.py)")
+        raise ValueError(
+            f"{what} would hold {size} numbers, above the limit of {MAX_NUMBERS:,} (circuits/common/limits.py)"
+        )
     return require_numbers(what, factor * base**exponent)
 
 

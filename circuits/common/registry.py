@@ -52,8 +52,10 @@ class Registration:
             return self.entry
         name = getattr(self.entry, "__qualname__", "")
         if not self.module or not name or "<" in name:
-            raise ValueError(f"{self.name!r} is not defined at the top level of a module: another process "
-                             "(a sweep's worker) cannot find it; define it at a module's top level")
+            raise ValueError(
+                f"{self.name!r} is not defined at the top level of a module: another process "
+                "(a sweep's worker) cannot find it; define it at a module's top level"
+            )
         return f"{self.module}:{name}"
 
 
@@ -79,6 +81,7 @@ class Registry:
         """Register ``entry`` under ``name`` (with ``info``); without ``entry``, a decorator that registers
         what it decorates and returns it unchanged. A name already taken is refused unless ``replace``."""
         if entry is None:
+
             def decorator(decorated):
                 self.register(name, decorated, replace=replace, **info)
                 return decorated
@@ -162,8 +165,15 @@ def outside_registrations() -> list[dict]:
             continue  # not a module's registry (a throwaway one): no worker could find it
         for r in registry._entries.values():
             if not r.module or r.module.split(".")[0] != PACKAGE:
-                found.append({"registry": registry.home, "kind": registry.kind, "name": r.name,
-                              "entry": r.reference(), "info": r.info})
+                found.append(
+                    {
+                        "registry": registry.home,
+                        "kind": registry.kind,
+                        "name": r.name,
+                        "entry": r.reference(),
+                        "info": r.info,
+                    }
+                )
     return found
 
 
@@ -171,8 +181,9 @@ def register_again(registrations: list[dict]) -> None:
     """Make ``registrations`` (:func:`outside_registrations` of another process) here."""
     for item in registrations:
         module = importlib.import_module(item["registry"])
-        registry = next(value for value in vars(module).values()
-                        if isinstance(value, Registry) and value.kind == item["kind"])
+        registry = next(
+            value for value in vars(module).values() if isinstance(value, Registry) and value.kind == item["kind"]
+        )
         registry.register(item["name"], item["entry"], replace=True, **item["info"])
 
 

@@ -38,8 +38,15 @@ def prop21(k: int, c: float, n_ctx: int, dtype: str = "float64") -> tuple[Hooked
     layout = ResidualLayout(("current", "previous", "output"), width=k)
     d = layout.d_model
     cfg = HookedTransformerConfig(
-        n_layers=2, d_model=d, d_head=d, n_heads=1, n_ctx=n_ctx, d_vocab=k,
-        positional=("relative", "none"), mask="causal", dtype=dtype,
+        n_layers=2,
+        d_model=d,
+        d_head=d,
+        n_heads=1,
+        n_ctx=n_ctx,
+        d_vocab=k,
+        positional=("relative", "none"),
+        mask="causal",
+        dtype=dtype,
     )
     relative = torch.zeros(1, n_ctx, d, dtype=torch.float64)
     relative[0, 1] = 1.0  # r at distance 1

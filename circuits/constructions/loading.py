@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 from induction_probes.circuits.common.devices import resolve_device
+from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 
 
 def load_construction(cfg: HookedTransformerConfig, weights: dict[str, Tensor], device=None) -> HookedTransformer:

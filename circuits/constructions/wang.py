@@ -15,7 +15,9 @@ from induction_probes.circuits.models.model import HookedTransformerConfig
 from induction_probes.circuits.models.model_config import transformer_config
 
 
-def wang_ih2(d: int, beta: float, W_star: Tensor, n_ctx: int, dtype: str = "float64") -> tuple[HookedTransformerConfig, dict[str, Tensor]]:
+def wang_ih2(
+    d: int, beta: float, W_star: Tensor, n_ctx: int, dtype: str = "float64"
+) -> tuple[HookedTransformerConfig, dict[str, Tensor]]:
     """Wang et al.'s Theorem 4.1: two layers, one head each, whose last-position output tends to
     IH_2 = Σ_{s=2}^{L−1} softmax_s(x_Lᵀ W* x_{s−1}) x_s as the ALiBi slope β grows.
 
@@ -34,8 +36,17 @@ def wang_ih2(d: int, beta: float, W_star: Tensor, n_ctx: int, dtype: str = "floa
     layout = ResidualLayout(("current", "previous", "output"), width=d)
     D = layout.d_model
     cfg = HookedTransformerConfig(
-        n_layers=2, d_model=D, d_head=D, n_heads=1, n_ctx=n_ctx, d_vocab=d, input_type="vectors",
-        positional=("alibi", "none"), mask="strict", skip_first_keys=(0, 1), dtype=dtype,
+        n_layers=2,
+        d_model=D,
+        d_head=D,
+        n_heads=1,
+        n_ctx=n_ctx,
+        d_vocab=d,
+        input_type="vectors",
+        positional=("alibi", "none"),
+        mask="strict",
+        skip_first_keys=(0, 1),
+        dtype=dtype,
     )
     sqrt_d_head = D**0.5  # the model divides q·k by sqrt(d_head); the query carries it back
     weights = {
@@ -95,7 +106,9 @@ def previous_token_groups(layout: ResidualLayout, n: int, n_heads: int, width: i
     return W_V, W_O, slopes
 
 
-def wang_ihn(d: int, n: int, n_heads: int, W_star: Tensor, n_ctx: int, dtype: str = "float64") -> tuple[HookedTransformerConfig, dict[str, Tensor]]:
+def wang_ihn(
+    d: int, n: int, n_heads: int, W_star: Tensor, n_ctx: int, dtype: str = "float64"
+) -> tuple[HookedTransformerConfig, dict[str, Tensor]]:
     """Wang et al.'s Theorem 4.3: IH_n from a first layer of ``n_heads`` ALiBi heads in n − 1 groups.
 
     Named residual blocks of d: [current (x_s) | back 1 (≈x_{s−1}) | … | back n−1 | output]. Group i (heads
@@ -116,8 +129,18 @@ def wang_ihn(d: int, n: int, n_heads: int, W_star: Tensor, n_ctx: int, dtype: st
     layout = ResidualLayout(("current", *(back(i) for i in range(1, n)), "output"), width=d)
     D = layout.d_model
     cfg = transformer_config(
-        n_layers=2, d_model=D, d_head=width, layer_heads=(n_heads, 1), n_heads=1, n_ctx=n_ctx, d_vocab=d,
-        input_type="vectors", positional=("alibi", "none"), mask="strict", skip_first_keys=(0, n - 1), dtype=dtype,
+        n_layers=2,
+        d_model=D,
+        d_head=width,
+        layer_heads=(n_heads, 1),
+        n_heads=1,
+        n_ctx=n_ctx,
+        d_vocab=d,
+        input_type="vectors",
+        positional=("alibi", "none"),
+        mask="strict",
+        skip_first_keys=(0, n - 1),
+        dtype=dtype,
     )
     eye = layout.identity()
     W_V0, W_O0, slopes = previous_token_groups(layout, n, n_heads, width)

@@ -142,7 +142,8 @@ def find_source(name: str) -> ModelSource | Series | None:
         raise LanguageModelError(
             f"no run directory or shipped run named {name!r} (shipped runs: {shipped}), nor a Hugging Face model "
             f"directory or a model in the local Hugging Face cache; nothing is downloaded "
-            f"(fetch it first: hf download {name})")
+            f"(fetch it first: hf download {name})"
+        )
     steps = sorted((int(m.group(1)), ref) for ref in revisions if (m := STEP_FOLDER.fullmatch(ref)))
     if steps:
         return Series(name, tuple(ModelSource(name, revision=ref, step=step) for step, ref in steps))
@@ -177,8 +178,9 @@ def refuse_linked_files(source: ModelSource) -> None:
         if path.is_symlink():
             raise LanguageModelError(f"{path} is a symbolic link: a model directory is read through its own files only")
     if not any(directory.glob("*.safetensors")):
-        raise LanguageModelError(f"{directory} has no safetensors weights: only safetensors are loaded "
-                                 "(never a pickle)")
+        raise LanguageModelError(
+            f"{directory} has no safetensors weights: only safetensors are loaded (never a pickle)"
+        )
 
 
 def has_tokenizer(source: ModelSource) -> bool:
@@ -186,8 +188,10 @@ def has_tokenizer(source: ModelSource) -> bool:
         return any((Path(source.location) / name).is_file() for name in TOKENIZER_FILES)
     from huggingface_hub import try_to_load_from_cache  # only for a model in the cache
 
-    return any(isinstance(try_to_load_from_cache(source.location, name, revision=source.revision), str)
-               for name in TOKENIZER_FILES)
+    return any(
+        isinstance(try_to_load_from_cache(source.location, name, revision=source.revision), str)
+        for name in TOKENIZER_FILES
+    )
 
 
 def load_pretrained(source: ModelSource, device: str = "cpu"):
@@ -201,15 +205,22 @@ def load_pretrained(source: ModelSource, device: str = "cpu"):
     options = {"revision": source.revision, "local_files_only": True, "trust_remote_code": False}
     try:
         model, info = AutoModelForCausalLM.from_pretrained(
-            source.location, use_safetensors=True, attn_implementation="eager", dtype=torch.float32,
-            output_loading_info=True, **options)
+            source.location,
+            use_safetensors=True,
+            attn_implementation="eager",
+            dtype=torch.float32,
+            output_loading_info=True,
+            **options,
+        )
         tokenizer = AutoTokenizer.from_pretrained(source.location, **options) if has_tokenizer(source) else None
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, SafetensorError) as error:
         raise LanguageModelError(f"cannot load {source.describe()}: {first_line(error)}") from None
     if info["missing_keys"]:
         missing = sorted(info["missing_keys"])
-        raise LanguageModelError(f"{source.describe()}: its weights lack {len(missing)} parameter(s) of its config "
-                                 f"(e.g. {missing[0]}); refusing to probe randomly initialised weights")
+        raise LanguageModelError(
+            f"{source.describe()}: its weights lack {len(missing)} parameter(s) of its config "
+            f"(e.g. {missing[0]}); refusing to probe randomly initialised weights"
+        )
     return model.to(device).eval(), tokenizer
 
 
@@ -227,8 +238,9 @@ def bridge_from_hf(model, tokenizer=None, name: str = "in-memory model"):
 
     force_eager_attention(model)
     try:
-        bridge = build_bridge_from_module(model, architecture(model), hf_config=model.config, tokenizer=tokenizer,
-                                          model_name=name)
+        bridge = build_bridge_from_module(
+            model, architecture(model), hf_config=model.config, tokenizer=tokenizer, model_name=name
+        )
     except (ValueError, KeyError, AttributeError, NotImplementedError, TypeError) as error:
         message = f"TransformerBridge cannot boot {name} ({architecture(model)}): {first_line(error)}"
         raise LanguageModelError(message) from None
@@ -256,8 +268,9 @@ def as_hooked(model, device: str = "cpu"):
         if source is None:
             raise LanguageModelError(f"{os.fspath(model)} is a run of ours: open it with Run.open(...).load()")
         if isinstance(source, Series):
-            raise LanguageModelError(f"{source.name} is a checkpoint series (steps {format_steps(source.steps)}): "
-                                     "give one checkpoint")
+            raise LanguageModelError(
+                f"{source.name} is a checkpoint series (steps {format_steps(source.steps)}): give one checkpoint"
+            )
         return load_bridge(source, device)
     from transformers import PreTrainedModel  # only once the model is not one of ours
 
@@ -265,8 +278,10 @@ def as_hooked(model, device: str = "cpu"):
         return bridge_from_hf(copy.deepcopy(model), None, type(model).__name__)
     if hasattr(model, "run_with_hooks") and hasattr(getattr(model, "cfg", None), "n_layers"):
         return model
-    raise LanguageModelError(f"cannot probe a {type(model).__name__}: give a model directory or cache name, a "
-                             "Hugging Face model, a TransformerBridge or a hooked model")
+    raise LanguageModelError(
+        f"cannot probe a {type(model).__name__}: give a model directory or cache name, a "
+        "Hugging Face model, a TransformerBridge or a hooked model"
+    )
 
 
 def describe(bridge) -> dict:
@@ -277,8 +292,13 @@ def describe(bridge) -> dict:
     return {
         "architecture": architecture(original) if original is not None else type(bridge).__name__,
         "model_type": getattr(hf_config, "model_type", None),
-        "n_layers": cfg.n_layers, "n_heads": cfg.n_heads, "n_key_value_heads": getattr(cfg, "n_key_value_heads", None),
-        "d_model": cfg.d_model, "d_head": cfg.d_head, "d_vocab": cfg.d_vocab, "n_ctx": cfg.n_ctx,
+        "n_layers": cfg.n_layers,
+        "n_heads": cfg.n_heads,
+        "n_key_value_heads": getattr(cfg, "n_key_value_heads", None),
+        "d_model": cfg.d_model,
+        "d_head": cfg.d_head,
+        "d_vocab": cfg.d_vocab,
+        "n_ctx": cfg.n_ctx,
         "parameters": sum(p.numel() for p in bridge.parameters()),
         "dtype": str(next(bridge.parameters()).dtype).removeprefix("torch."),
         "positional": getattr(cfg, "positional_embedding_type", None),

@@ -67,8 +67,9 @@ def load_transformer_lens_state_dict(model: HookedTransformer, state_dict: dict[
         elif name.endswith(".mask") and name in droppable:
             causal = torch.ones(model.cfg.n_ctx, model.cfg.n_ctx, dtype=torch.bool).tril()
             if tensor.shape != causal.shape or not torch.equal(tensor.bool(), causal):
-                raise ValueError(f"{name} is not the causal mask of {model.cfg.n_ctx} positions: "
-                                 "this model cannot hold it")
+                raise ValueError(
+                    f"{name} is not the causal mask of {model.cfg.n_ctx} positions: this model cannot hold it"
+                )
         elif name not in droppable or (not name.endswith(".IGNORE") and tensor.any()):
             raise ValueError(f"{name} has no place in this model (nonzero, or unknown); build it with use_bias=True?")
     missing = sorted(set(ours) - set(kept))
@@ -94,10 +95,18 @@ def bridge_config(cfg: HookedTransformerConfig):
 
     check_expressible(cfg)
     return TransformerBridgeConfig(
-        n_layers=cfg.n_layers, d_model=cfg.d_model, n_heads=cfg.heads(0), d_head=cfg.d_head, n_ctx=cfg.n_ctx,
-        d_vocab=cfg.d_vocab, d_vocab_out=cfg.d_vocab_out, attn_only=cfg.attn_only,
-        d_mlp=cfg.d_mlp if cfg.d_mlp is not None else 4 * cfg.d_model, act_fn=cfg.act_fn or "relu",
-        normalization_type=cfg.normalization_type, positional_embedding_type="standard",
+        n_layers=cfg.n_layers,
+        d_model=cfg.d_model,
+        n_heads=cfg.heads(0),
+        d_head=cfg.d_head,
+        n_ctx=cfg.n_ctx,
+        d_vocab=cfg.d_vocab,
+        d_vocab_out=cfg.d_vocab_out,
+        attn_only=cfg.attn_only,
+        d_mlp=cfg.d_mlp if cfg.d_mlp is not None else 4 * cfg.d_model,
+        act_fn=cfg.act_fn or "relu",
+        normalization_type=cfg.normalization_type,
+        positional_embedding_type="standard",
     )
 
 
@@ -117,7 +126,13 @@ def state_dict_from_bridge(bridge) -> dict[str, Tensor]:
     return {name: tensor.detach().clone() for name, tensor in bridge.get_params().items()}
 
 
-PROCESSING = ("fold_ln", "center_writing_weights", "center_unembed", "fold_value_biases", "refactor_factored_attn_matrices")
+PROCESSING = (
+    "fold_ln",
+    "center_writing_weights",
+    "center_unembed",
+    "fold_value_biases",
+    "refactor_factored_attn_matrices",
+)
 
 
 def process_weights(model: HookedTransformer, **options: bool) -> HookedTransformer:
@@ -167,7 +182,8 @@ def unsound_steps(cfg: HookedTransformerConfig) -> dict[str, str]:
         reasons["fold_value_biases"] = "needs every query to attend somewhere; a strict mask leaves some without keys"
     if cfg.positional != "standard":
         reasons["refactor_factored_attn_matrices"] = (
-            f"changes the queries, which the {cfg.positional} positional term reads: standard positions only")
+            f"changes the queries, which the {cfg.positional} positional term reads: standard positions only"
+        )
     if cfg.normalization == "LN" and cfg.d_vocab_out == cfg.d_model:
         reasons["fold_ln"] = "TransformerLens folds the final LayerNorm along the wrong axis when d_vocab == d_model"
     return reasons

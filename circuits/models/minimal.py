@@ -31,10 +31,10 @@ from transformer_lens import ActivationCache, HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 from induction_probes.circuits.common.config import Config
-from induction_probes.circuits.models.model import DTYPES
-from induction_probes.circuits.models.tl_interface import KnowsItsDevice
 from induction_probes.circuits.common.limits import require_numbers
 from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.models.model import DTYPES
+from induction_probes.circuits.models.tl_interface import KnowsItsDevice
 
 FIRST_LAYERS = ("linear", "softmax")
 
@@ -86,7 +86,9 @@ class MinimalModel(KnowsItsDevice, HookedRootModule):
         for layer, block in enumerate(self.blocks):
             block.attn = nn.Module()
             is_distribution = layer == 0 and cfg.first_layer == "softmax"
-            setattr(block.attn, "hook_pattern" if is_distribution else "hook_attn_scores", HookPoint())  # [batch, 1, q, k]
+            setattr(
+                block.attn, "hook_pattern" if is_distribution else "hook_attn_scores", HookPoint()
+            )  # [batch, 1, q, k]
             block.attn.hook_z = HookPoint()  # [batch, pos, 1, k]
         position = torch.arange(cfg.n_ctx)
         self.register_buffer("distance", (position[:, None] - position[None, :]).clamp_min(0), persistent=False)

@@ -30,9 +30,8 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from induction_probes.circuits.models.tl_interface import FactoredCircuits, TransformerLensInterface
-
 from induction_probes.circuits.models.model_config import DTYPES, HookedTransformerConfig, dtype_name  # noqa: F401 (the model's config lives beside it)
+from induction_probes.circuits.models.tl_interface import FactoredCircuits, TransformerLensInterface
 
 
 def softmax_over_allowed(scores: Tensor, allowed: torch.BoolTensor) -> Tensor:
@@ -115,7 +114,8 @@ class Attention(FactoredCircuits, nn.Module):
         # as TransformerLens 4's direct-path patching hooks them; fired by the block
         self.hook_attn_in = SwitchedHookPoint(cfg, "use_attn_in")
         self.hook_q_input, self.hook_k_input, self.hook_v_input = (
-            SwitchedHookPoint(cfg, "use_split_qkv_input") for _ in range(3))
+            SwitchedHookPoint(cfg, "use_split_qkv_input") for _ in range(3)
+        )
         self.dropout = nn.Dropout(cfg.dropout)
 
     def _project(self, x: Tensor, weight: Tensor, bias_name: str) -> Float[Tensor, "batch pos head d_head"]:
@@ -128,7 +128,9 @@ class Attention(FactoredCircuits, nn.Module):
             out = (x @ weight.transpose(0, 1).reshape(d_model, n_heads * d_head)).unflatten(-1, (n_heads, d_head))
         return out + getattr(self, bias_name) if self.cfg.use_bias else out
 
-    def positional_scores(self, q_heads: Float[Tensor, "batch head pos d_head"]) -> Float[Tensor, "batch head query_pos key_pos"]:
+    def positional_scores(
+        self, q_heads: Float[Tensor, "batch head pos d_head"]
+    ) -> Float[Tensor, "batch head query_pos key_pos"]:
         """pos_ij: q_i·r_{i−j}/sqrt(d_head) (relative) or −β_h (i − j − 1) (alibi); takes q/sqrt(d_head).
 
         The relative term is one product q Rᵀ over distances, then "skewed" into [query, key] by reshaping
@@ -152,8 +154,9 @@ class Attention(FactoredCircuits, nn.Module):
         k = self.hook_k(self._project(x if key_input is None else key_input, self.W_K, "b_K"))
         v = self.hook_v(self._project(x if value_input is None else value_input, self.W_V, "b_V"))
         if self.fused():
-            z = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
-                                               scale=self.scale)
+            z = F.scaled_dot_product_attention(
+                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, scale=self.scale
+            )
             return self.output(self.hook_z(z.transpose(1, 2)))
         q_heads = (q * self.scale).transpose(1, 2)  # scale the [pos, d_head] query once, not [q, k] scores
         keys = k.permute(0, 2, 3, 1)  # [batch, head, d_head, pos]
@@ -174,9 +177,13 @@ class Attention(FactoredCircuits, nn.Module):
         mask, no dropout to draw, and no hook on the scores or the pattern, which it never forms (so
         ``run_with_cache`` and every hook on them see the eager maths). Relative and ALiBi terms would need
         a float mask, with which torch's kernel was slower than the eager maths; bench/bench_peer.py times it."""
-        return (self.positional == "none" and not self.strict and self.causal
-                and (self.dropout.p == 0 or not self.training)
-                and not (self.hook_attn_scores._forward_hooks or self.hook_pattern._forward_hooks))
+        return (
+            self.positional == "none"
+            and not self.strict
+            and self.causal
+            and (self.dropout.p == 0 or not self.training)
+            and not (self.hook_attn_scores._forward_hooks or self.hook_pattern._forward_hooks)
+        )
 
     def output(self, z: Float[Tensor, "batch pos head d_head"]) -> Float[Tensor, "batch pos d_model"]:
         """Σ_h z_h W_O + b_O, per head under ``hook_result`` when ``use_attn_result`` is on."""

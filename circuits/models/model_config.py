@@ -9,7 +9,13 @@ from dataclasses import dataclass
 import torch
 
 from induction_probes.circuits.common.config import Config
-from induction_probes.circuits.common.limits import MAX_HEADS, MAX_LAYERS, MAX_PARAMETERS, require_at_most, require_numbers
+from induction_probes.circuits.common.limits import (
+    MAX_HEADS,
+    MAX_LAYERS,
+    MAX_PARAMETERS,
+    require_at_most,
+    require_numbers,
+)
 from induction_probes.circuits.common.validation import require_int
 
 ATTENTION_POSITIONALS = ("relative", "alibi", "none")
@@ -81,8 +87,10 @@ class HookedTransformerConfig(Config):
             for heads in self.layer_heads:
                 require_int("heads per layer", heads, 1)
             if len(set(self.layer_heads)) > 1 and not isinstance(self, MixedHeadsConfig):
-                raise ValueError(f"layer_heads {self.layer_heads} differ between layers: build the config with "
-                                 "transformer_config(...) or MixedHeadsConfig(...), whose n_heads says why it has none")
+                raise ValueError(
+                    f"layer_heads {self.layer_heads} differ between layers: build the config with "
+                    "transformer_config(...) or MixedHeadsConfig(...), whose n_heads says why it has none"
+                )
         if self.positional == "standard":
             pass
         elif isinstance(self.positional, tuple) and "standard" in self.positional:
@@ -117,8 +125,10 @@ class HookedTransformerConfig(Config):
         require_numbers("the attention masks (n_layers x n_ctx^2)", self.n_layers * self.n_ctx**2)
         count = self.parameter_count()
         if count > MAX_PARAMETERS:
-            raise ValueError(f"this model would have {count:.3g} parameters, above the limit of {MAX_PARAMETERS:,} "
-                             "(circuits/common/limits.py)")
+            raise ValueError(
+                f"this model would have {count:.3g} parameters, above the limit of {MAX_PARAMETERS:,} "
+                "(circuits/common/limits.py)"
+            )
 
     @property
     def max_heads(self) -> int:
@@ -127,7 +137,8 @@ class HookedTransformerConfig(Config):
     def parameter_count(self) -> int:
         """The parameters of a model of this config (biases and LayerNorms included, a little generously)."""
         per_layer = [
-            self.heads(layer) * self.d_head * (4 * self.d_model + self.n_ctx + 4) + 3 * self.d_model
+            self.heads(layer) * self.d_head * (4 * self.d_model + self.n_ctx + 4)
+            + 3 * self.d_model
             + (2 * self.d_model * self.d_mlp + self.d_mlp if self.d_mlp else 0)
             for layer in range(self.n_layers)
         ]
@@ -210,8 +221,10 @@ class MixedHeadsConfig(HookedTransformerConfig):
     @property
     def n_heads(self) -> int:
         counts = ", ".join(f"{heads} in layer {layer}" for layer, heads in enumerate(self.layer_heads))
-        raise ValueError(f"this model's layers have different head counts ({counts}): a tool that reads one "
-                         "cfg.n_heads would skip heads; per-layer counts are cfg.heads(layer)")
+        raise ValueError(
+            f"this model's layers have different head counts ({counts}): a tool that reads one "
+            "cfg.n_heads would skip heads; per-layer counts are cfg.heads(layer)"
+        )
 
     @n_heads.setter
     def n_heads(self, value: int) -> None:  # the dataclass's __init__ stores the field through here

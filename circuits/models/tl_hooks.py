@@ -31,8 +31,10 @@ def missing_hook_error(model, name: str, what: str = "hook point") -> MissingHoo
     cfg = model.cfg
     absent = "" if getattr(cfg, "d_mlp", None) is not None or "mlp" not in name else " (it has no MLPs)"
     families = ", ".join(hook_families(model.hook_dict))
-    return MissingHookError(f"{type(model).__name__} has no {what} {name!r}{absent}; its hook points are "
-                            f"{families} (l = 0..{cfg.n_layers - 1})")
+    return MissingHookError(
+        f"{type(model).__name__} has no {what} {name!r}{absent}; its hook points are "
+        f"{families} (l = 0..{cfg.n_layers - 1})"
+    )
 
 
 class HookChecks:
@@ -91,8 +93,11 @@ class HeadLabels(list):
         return list.__getitem__(self, slice(None))  # a plain list, built without the warning below
 
     def _deprecated(self) -> None:
-        warnings.warn("all_head_labels is a method, as in TransformerLens: call model.all_head_labels()",
-                      DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            "all_head_labels is a method, as in TransformerLens: call model.all_head_labels()",
+            DeprecationWarning,
+            stacklevel=3,
+        )
 
     def __iter__(self):
         self._deprecated()

@@ -51,9 +51,17 @@ class GaussianRecipe(Recipe):
         from induction_probes.circuits.models.model_config import transformer_config
 
         return transformer_config(
-            n_layers=2, d_model=self.d_model, d_head=self.d_model, layer_heads=(self.heads, 1),
-            n_ctx=self.task.seq_len, d_vocab=self.task.d, input_type="vectors", positional=("alibi", "none"),
-            mask="strict", skip_first_keys=(0, self.task.order - 1), seed=self.model_seed,
+            n_layers=2,
+            d_model=self.d_model,
+            d_head=self.d_model,
+            layer_heads=(self.heads, 1),
+            n_ctx=self.task.seq_len,
+            d_vocab=self.task.d,
+            input_type="vectors",
+            positional=("alibi", "none"),
+            mask="strict",
+            skip_first_keys=(0, self.task.order - 1),
+            seed=self.model_seed,
         )
 
     def make_optimizer(self, model):
@@ -104,7 +112,7 @@ class ToyRecipe(Config):
         require_sequences("n_seqs", self.n_seqs, self.seq_len**2)  # the sequences, and the ALiBi weights over them
         if self.optimizer not in ("gd", "adam"):
             raise ValueError(f"optimizer must be gd or adam, got {self.optimizer!r}")
-        self.task  # L >= 4 and the target's own checks
+        _ = self.task  # L >= 4 and the target's own checks
 
     def model_config(self):
         from induction_probes.circuits.models.toy import ToyConfig
@@ -113,5 +121,11 @@ class ToyRecipe(Config):
 
     @property
     def task(self) -> GaussianTask:
-        return GaussianTask(target="mixed", d=1, seq_len=self.seq_len, w_star=self.w_star,
-                            alpha_star=self.alpha_star, boolean=self.boolean)
+        return GaussianTask(
+            target="mixed",
+            d=1,
+            seq_len=self.seq_len,
+            w_star=self.w_star,
+            alpha_star=self.alpha_star,
+            boolean=self.boolean,
+        )

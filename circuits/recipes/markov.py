@@ -36,17 +36,23 @@ class MarkovRecipe(Recipe):
     d_head: int = option(16, "width of each head")
     d_model: int | None = option(None, "residual width (default: d_head times the largest head count)")
     positional: str | tuple[str, ...] = option(
-        "relative", "relative, alibi, none (one, or one per layer as relative,none) or standard (absolute)",
+        "relative",
+        "relative, alibi, none (one, or one per layer as relative,none) or standard (absolute)",
         type=one_or_per_layer,
     )
-    mask: str | tuple[str, ...] = option("causal", "causal (j <= i) or strict (j < i), one or one per layer", type=one_or_per_layer)
+    mask: str | tuple[str, ...] = option(
+        "causal", "causal (j <= i) or strict (j < i), one or one per layer", type=one_or_per_layer
+    )
     d_mlp: int | None = option(None, "MLP width (default: attention-only)")
     layer_norm: bool = option(True, "pre-LayerNorm in every block and before the unembedding")
     dropout: float = option(0.0, "dropout probability")
     weight_decay: float = option(0.1, "AdamW weight decay on the linear maps")
     clamp: tuple[str, ...] | None = option(
-        None, "attention fixed to the ideal circuit's while training: previous-token (layer 0), induction "
-        "(layer 1) or previous-token,induction", type=name_tuple)
+        None,
+        "attention fixed to the ideal circuit's while training: previous-token (layer 0), induction "
+        "(layer 1) or previous-token,induction",
+        type=name_tuple,
+    )
     clamp_from: int = option(0, "the step from which the clamp applies")
 
     name: ClassVar[str] = "markov"
@@ -86,8 +92,9 @@ class MarkovRecipe(Recipe):
         require_at_most("n_layers", self.n_layers, MAX_LAYERS)  # before a tuple of n_layers head counts is made
         if self.heads is not None:
             if not isinstance(self.heads, tuple) or not all(type(h) is int for h in self.heads):
-                raise ValueError(f"heads must be integers, one per layer (in a spec: heads = [2, 1]), "
-                                 f"got {self.heads!r}")
+                raise ValueError(
+                    f"heads must be integers, one per layer (in a spec: heads = [2, 1]), got {self.heads!r}"
+                )
             return self.heads
         return (max(self.task.n - 1, 1),) + (1,) * (self.n_layers - 1)  # one first-layer head per look-back
 

@@ -24,9 +24,9 @@ from induction_probes.circuits.common.untrusted import (
     refuse_links,
 )
 from induction_probes.circuits.models.classes import build_model, config_class
-from induction_probes.circuits.models.registry import MODEL_CLASSES
 from induction_probes.circuits.models.minimal import MinimalConfig
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.models.registry import MODEL_CLASSES
 from induction_probes.circuits.recipes import recipe_from_json
 from induction_probes.circuits.runs.layout import checkpoint_file
 from induction_probes.circuits.runs.shipped import resolve_run
@@ -171,7 +171,9 @@ class Run:
             above = [s for s in self.steps if s > step][:1]
             nearest = " and ".join(map(str, below + above))
             are = "steps are" if len(below + above) == 2 else "step is"
-            raise CheckpointError(f"step {step} is not saved in run {self.path.name}; the nearest saved {are} {nearest}")
+            raise CheckpointError(
+                f"step {step} is not saved in run {self.path.name}; the nearest saved {are} {nearest}"
+            )
         if index is not None:
             if not -len(self.manifest) <= index < len(self.manifest):
                 raise CheckpointError(f"index {index} is out of range for {len(self.manifest)} checkpoints")

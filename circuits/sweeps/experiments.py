@@ -18,8 +18,9 @@ SWEEP_LENGTHS, SWEEP_SIGMAS = (10, 20, 40), (1e-2, 1e-3, 1e-4)
 SWEEP_RECIPE = ToyRecipe(steps=6000, n_seqs=2048)
 
 
-def toy_sweep(out: str | Path, base: ToyRecipe = SWEEP_RECIPE, lengths=SWEEP_LENGTHS, sigmas=SWEEP_SIGMAS,
-              device=None) -> list[tuple[int, float, int]]:
+def toy_sweep(
+    out: str | Path, base: ToyRecipe = SWEEP_RECIPE, lengths=SWEEP_LENGTHS, sigmas=SWEEP_SIGMAS, device=None
+) -> list[tuple[int, float, int]]:
     """Wang et al.'s plateau-length sweep: the toy model over L × σ; (L, σ, plateau length in steps) per cell."""
 
     rows = []
@@ -38,7 +39,9 @@ def ih4_capacity(out: str | Path, steps: int = 10_000, device=None) -> list[tupl
     residual stream of n·d; (model, heads, width, final MSE over the target's variance) per model."""
     rows = []
     for label, heads, width in IH4_MODELS:
-        recipe = GaussianRecipe(task=GaussianTask(target="ihn", n=4, d=2), heads=heads, d_model=width, steps=steps, n_checkpoints=20)
+        recipe = GaussianRecipe(
+            task=GaussianTask(target="ihn", n=4, d=2), heads=heads, d_model=width, steps=steps, n_checkpoints=20
+        )
         run = train_run(recipe, Path(out) / f"heads{heads}_D{width}", progress=False, device=device)
         rows.append((label, heads, width, run.metrics()[-1]["relative_mse"]))
     return rows

@@ -17,9 +17,14 @@ from pathlib import Path
 from induction_probes.circuits.common.registry import outside_registrations, register_again
 from induction_probes.circuits.recipes import recipe_from_json
 from induction_probes.circuits.sweeps.sweep_spec import (  # noqa: F401 (the sweep's API: spec and running in one import)
-    LOG_FILE, SPEC_FILE, Cell, Spec, SpecError, parse_spec, read_spec,
+    LOG_FILE,
+    SPEC_FILE,
+    Cell,
+    Spec,
+    SpecError,
+    parse_spec,
+    read_spec,
 )
-
 
 
 def cell_status(path: Path, recipe, root: Path) -> str:
@@ -41,8 +46,8 @@ def cell_status(path: Path, recipe, root: Path) -> str:
 
 def is_finished(path: Path) -> bool:
     """Whether ``path`` holds a run that trained every step of its recipe and saved its last resume state."""
-    from induction_probes.circuits.runs.reader import read_manifest
     from induction_probes.circuits.runs.layout import RESUME_FILE
+    from induction_probes.circuits.runs.reader import read_manifest
     from induction_probes.circuits.training.train import saved_recipe
 
     if not (path / "config.json").is_file() or not (path / "manifest.json").is_file():
@@ -68,8 +73,13 @@ def run_cell(root: str, cell_json: dict) -> dict:
         status = cell_status(path, recipe, Path(root))
         if status == "done":  # finished by another sweep since this one looked
             return result | {"status": "skipped"}
-        run = train_run(recipe if status == "new" else None, path, resume=status == "partial", progress=False,
-                        device=cell_json.get("device"))
+        run = train_run(
+            recipe if status == "new" else None,
+            path,
+            resume=status == "partial",
+            progress=False,
+            device=cell_json.get("device"),
+        )
         final_kl = run.metrics()[-1].get("last_token_kl", {}).get("true")
         result |= {"status": "trained" if status == "new" else "resumed", "final_kl": final_kl}
     except RunLocked:  # another sweep (or trainer) is training it now: its status is that one's to report
@@ -86,8 +96,12 @@ def died(cell: dict, error: Exception) -> dict:
 
 
 def cell_json(cell: Cell) -> dict:
-    return {"path": cell.relative_path, "recipe": cell.recipe.to_json(), "task": cell.recipe.task.to_json(),
-            "registrations": outside_registrations()}
+    return {
+        "path": cell.relative_path,
+        "recipe": cell.recipe.to_json(),
+        "task": cell.recipe.task.to_json(),
+        "registrations": outside_registrations(),
+    }
 
 
 def prepare(spec: Spec, out: Path) -> None:
@@ -120,10 +134,14 @@ def check_placement(device: str | None, gpus_per_cell: float, n_gpus: int | None
     """Refuse, before anything is written, a GPU share that is not a number in (0, 1] or a whole number
     of GPUs, a share beside a non-CUDA ``device``, and GPUs asked of a machine without one (``n_gpus``
     None: not known here, a Ray cluster's)."""
-    if isinstance(gpus_per_cell, bool) or not isinstance(gpus_per_cell, (int, float)) or not (
-            gpus_per_cell == 0 or 0 < gpus_per_cell <= 1 or float(gpus_per_cell).is_integer() and gpus_per_cell > 0):
-        raise SpecError(f"--gpus-per-cell must be a fraction in (0, 1] or a whole number of GPUs, "
-                        f"got {gpus_per_cell!r}")
+    if (
+        isinstance(gpus_per_cell, bool)
+        or not isinstance(gpus_per_cell, (int, float))
+        or not (gpus_per_cell == 0 or 0 < gpus_per_cell <= 1 or float(gpus_per_cell).is_integer() and gpus_per_cell > 0)
+    ):
+        raise SpecError(
+            f"--gpus-per-cell must be a fraction in (0, 1] or a whole number of GPUs, got {gpus_per_cell!r}"
+        )
     if gpus_per_cell and device is not None and not device.startswith("cuda"):
         raise SpecError(f"--gpus-per-cell places cells on CUDA GPUs; it cannot go with --device {device}")
     if gpus_per_cell and n_gpus == 0:
@@ -182,8 +200,10 @@ def ray_address_answers(address: str) -> None:
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_SECONDS).close()
     except OSError as error:
-        raise SpecError(f"no Ray cluster answers at {address} ({error.strerror or error}): start one with "
-                        "`ray start --head`, or leave out --address for a local instance") from None
+        raise SpecError(
+            f"no Ray cluster answers at {address} ({error.strerror or error}): start one with "
+            "`ray start --head`, or leave out --address for a local instance"
+        ) from None
 
 
 def keep_local_ray_on_loopback() -> None:
@@ -196,8 +216,9 @@ def keep_local_ray_on_loopback() -> None:
         ray_constants.ENABLE_RAY_CLUSTER = False
 
 
-def ray_results(root: Path, cells: list[dict], workers: int, address: str | None, report=print,
-                gpus_per_cell: float = 0.0):
+def ray_results(
+    root: Path, cells: list[dict], workers: int, address: str | None, report=print, gpus_per_cell: float = 0.0
+):
     """Run cells as Ray tasks of one CPU (and ``gpus_per_cell`` GPUs) each: on the cluster at ``address``,
     or on a local Ray instance of ``workers`` CPUs, bound to this machine's loopback address only. Every node
     must see ``root`` at the same path (a shared filesystem). Ray gives a task its GPU share through
@@ -246,8 +267,17 @@ def already_done(out: Path, cell: dict, recipe) -> bool:
         return False
 
 
-def run_sweep(spec: Spec, out: str | Path, *, workers: int = 1, backend: str = "local", address: str | None = None,
-              report=print, device: str | None = None, gpus_per_cell: float = 0.0) -> list[dict]:
+def run_sweep(
+    spec: Spec,
+    out: str | Path,
+    *,
+    workers: int = 1,
+    backend: str = "local",
+    address: str | None = None,
+    report=print,
+    device: str | None = None,
+    gpus_per_cell: float = 0.0,
+) -> list[dict]:
     """Train every cell of ``spec`` under ``out``; finished cells are skipped, interrupted ones resumed.
     ``report`` gets one line per finished cell. Returns the cells' results in spec order. Cells train on
     ``device`` (default cpu), or with ``gpus_per_cell`` on a share of a GPU each: Ray's ``num_gpus``, or

@@ -39,9 +39,9 @@ from typing import Any
 
 from induction_probes.circuits.common.config import config_from_options, option_names
 from induction_probes.circuits.common.limits import MAX_CELLS, MAX_NAME, MAX_SPEC_BYTES
+from induction_probes.circuits.common.untrusted import read_text
 from induction_probes.circuits.recipes.registry import RECIPES, TRAINED
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS
-from induction_probes.circuits.common.untrusted import read_text
 
 SWEEP_RECIPES = TRAINED  # the registered recipes with a train sub-command (circuits/recipes/registry.py)
 SPEC_KEYS = {"recipe", "seeds", "description", "count", "base", "conditions", "grid"}
@@ -112,12 +112,16 @@ def condition_label(name: str, grid_point: dict) -> str:
     parts = [name, *(f"{key}={as_text(value)}" for key, value in grid_point.items())]
     bad = [part for part in parts if not PATH_PART.fullmatch(part) or part in (SPEC_FILE, LOG_FILE)]
     if bad:
-        raise SpecError(f"{bad[0]!r} cannot name a directory of the sweep: use letters, digits and ._,=+- "
-                        "(not starting with a dot or a sign)")
+        raise SpecError(
+            f"{bad[0]!r} cannot name a directory of the sweep: use letters, digits and ._,=+- "
+            "(not starting with a dot or a sign)"
+        )
     long = [part for part in parts if len(part) > MAX_NAME]
     if long:
-        raise SpecError(f"{long[0][:20]!r}... ({len(long[0])} characters) cannot name a directory of the sweep: "
-                        f"at most {MAX_NAME} characters (circuits/common/limits.py)")
+        raise SpecError(
+            f"{long[0][:20]!r}... ({len(long[0])} characters) cannot name a directory of the sweep: "
+            f"at most {MAX_NAME} characters (circuits/common/limits.py)"
+        )
     return "/".join(parts)
 
 
@@ -127,8 +131,10 @@ def check_distinct(cells: list[Cell]) -> None:
     for cell in cells:
         for key in (cell.relative_path, cell.recipe):
             if key in seen:
-                raise SpecError(f"cells {seen[key].relative_path} and {cell.relative_path} are the same run; "
-                                "remove the repeated condition or grid value")
+                raise SpecError(
+                    f"cells {seen[key].relative_path} and {cell.relative_path} are the same run; "
+                    "remove the repeated condition or grid value"
+                )
             seen[key] = cell
 
 
@@ -173,8 +179,9 @@ def parse_spec(text: str, source: str = "spec") -> Spec:
         wrong = sorted(set(names) - known)
         if wrong:
             hint = " (seeds come from `seeds`)" if set(wrong) & set(SEED_KEYS) else ""
-            raise SpecError(f"{source}: [{where}] has keys the {raw['recipe']} recipe does not know: "
-                            f"{', '.join(wrong)}{hint}")
+            raise SpecError(
+                f"{source}: [{where}] has keys the {raw['recipe']} recipe does not know: {', '.join(wrong)}{hint}"
+            )
     spec = Spec(
         recipe=raw["recipe"],
         seeds=tuple(seeds),
@@ -195,8 +202,10 @@ def check_cell_count(source: str, n_seeds: int, n_conditions: int, grid_sizes: l
     log_cells = math.log(n_seeds) + math.log(n_conditions) + sum(map(math.log, grid_sizes))
     if log_cells > math.log(MAX_CELLS) + 1e-9:
         sizes = " x ".join(map(str, [n_conditions, *grid_sizes, n_seeds]))
-        raise SpecError(f"{source}: {sizes} (conditions x grid values x seeds) cells is above the limit of "
-                        f"{MAX_CELLS:,} (circuits/common/limits.py)")
+        raise SpecError(
+            f"{source}: {sizes} (conditions x grid values x seeds) cells is above the limit of "
+            f"{MAX_CELLS:,} (circuits/common/limits.py)"
+        )
 
 
 def read_spec(path: str | Path, sweep_dir: Path | None = None) -> Spec:

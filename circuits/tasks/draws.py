@@ -10,9 +10,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 
-def sample_log_gamma(
-    shape: tuple[int, ...], alpha: float, generator: torch.Generator
-) -> Float[Tensor, "..."]:
+def sample_log_gamma(shape: tuple[int, ...], alpha: float, generator: torch.Generator) -> Float[Tensor, ...]:
     """log of Gamma(alpha, 1) draws, by Marsaglia and Tsang's squeeze method.
 
     Written here because torch's Gamma and Dirichlet samplers take no ``torch.Generator``. For alpha < 1
@@ -44,9 +42,7 @@ def sample_dirichlet(
     return torch.softmax(sample_log_gamma((*shape, k), alpha, generator), dim=-1)
 
 
-def sample_categorical(
-    probs: Float[Tensor, "batch k"], uniforms: Float[Tensor, " batch"]
-) -> Int[Tensor, " batch"]:
+def sample_categorical(probs: Float[Tensor, "batch k"], uniforms: Float[Tensor, " batch"]) -> Int[Tensor, " batch"]:
     """Inverse-CDF draw: the first b with cumsum(probs)[b] > u (clamped against rounding at 1)."""
     below = probs.cumsum(-1) <= uniforms.unsqueeze(-1)
     return below.sum(-1).clamp_max(probs.shape[-1] - 1)

@@ -33,7 +33,11 @@ def train_toy(recipe: ToyRecipe, out: str | Path | None = None, device: torch.de
     x = x[..., 0].to(device)
     model = ToyModel(recipe.model_config()).to(device)
     params = model.params
-    optimizer = torch.optim.Adam([params], lr=recipe.lr) if recipe.optimizer == "adam" else torch.optim.SGD([params], lr=recipe.lr)
+    optimizer = (
+        torch.optim.Adam([params], lr=recipe.lr)
+        if recipe.optimizer == "adam"
+        else torch.optim.SGD([params], lr=recipe.lr)
+    )
     config = run_config(recipe) | {"devices": [device_kind(device)]}
     writer = RunWriter.create(Path(out), config) if out is not None else None
     layer_1 = LAYER_1.to(device)

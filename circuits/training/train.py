@@ -27,16 +27,16 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
+from induction_probes.circuits.common.devices import device_kind, resolve_device
 from induction_probes.circuits.common.untrusted import CheckpointError, refuse_links
+from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.models.classes import build_model
+from induction_probes.circuits.recipes import recipe_from_json
+from induction_probes.circuits.recipes.base import Recipe
 from induction_probes.circuits.runs.layout import LOCK_FILE, RESUME_FILE
 from induction_probes.circuits.runs.reader import Run, read_json, read_manifest
 from induction_probes.circuits.runs.writer import RunWriter, run_config, save_tensors, write_json
-from induction_probes.circuits.models.classes import build_model
-from induction_probes.circuits.common.devices import device_kind, resolve_device
-from induction_probes.circuits.recipes.base import Recipe
-from induction_probes.circuits.recipes import recipe_from_json
 from induction_probes.circuits.tasks.base import EvalSet, Stream
-from induction_probes.circuits.common.validation import require_int
 
 
 def checkpoint_schedule(steps: int, n_checkpoints: int) -> list[int]:
@@ -54,10 +54,10 @@ def checkpoint_schedule(steps: int, n_checkpoints: int) -> list[int]:
 EVAL_CHUNK_NUMBERS = 1 << 20
 
 
-def eval_chunk_size(model_config, n_seqs: int, device: torch.device = torch.device("cpu")) -> int:
+def eval_chunk_size(model_config, n_seqs: int, device: torch.device | None = None) -> int:
     """How many evaluation sequences go through the model at once: on the CPU as many as fit in
     :data:`EVAL_CHUNK_NUMBERS` (at least one), on a GPU all of them (its memory and parallelism are wide)."""
-    if device.type != "cpu":
+    if device is not None and device.type != "cpu":
         return n_seqs
     return max(1, min(n_seqs, EVAL_CHUNK_NUMBERS // model_config.numbers_per_sequence()))
 
@@ -80,8 +80,9 @@ class Trainer:
     eval_chunk: int | None = None  # sequences per evaluation forward pass; None: eval_chunk_size's
 
     @classmethod
-    def create(cls, recipe: Recipe, writer: RunWriter, device: torch.device | str | None = None,
-               eval_chunk: int | None = None) -> Trainer:
+    def create(
+        cls, recipe: Recipe, writer: RunWriter, device: torch.device | str | None = None, eval_chunk: int | None = None
+    ) -> Trainer:
         """The trainer at step 0. Weights, data and the evaluation set are drawn on the CPU from the seeds
         (the same on every device), then the model and the evaluation inputs move to ``device``."""
         device = resolve_device(device)
@@ -135,7 +136,11 @@ class Trainer:
         self.model.train()
         train_loss = self.loss_sum / self.loss_count if self.loss_count else metrics["eval_loss"]
         self.loss_sum, self.loss_count = 0.0, 0
-        return {"step": self.step, "sequences_seen": self.step * self.recipe.batch_size, "train_loss": train_loss} | metrics
+        return {
+            "step": self.step,
+            "sequences_seen": self.step * self.recipe.batch_size,
+            "train_loss": train_loss,
+        } | metrics
 
     def save_checkpoint(self) -> dict:
         metrics = self.evaluate()
@@ -229,13 +234,17 @@ def only_writer(out: Path):
         descriptor = os.open(out / LOCK_FILE, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     except OSError as error:
         if error.errno == errno.ELOOP:
-            raise CheckpointError(f"{out / LOCK_FILE} is a symbolic link: a run writes only inside its own directory") from None
+            raise CheckpointError(
+                f"{out / LOCK_FILE} is a symbolic link: a run writes only inside its own directory"
+            ) from None
         raise
     with os.fdopen(descriptor, "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RunLocked(f"another trainer is writing {out}; wait for it to finish or choose another --out") from None
+            raise RunLocked(
+                f"another trainer is writing {out}; wait for it to finish or choose another --out"
+            ) from None
         yield
 
 
@@ -271,7 +280,9 @@ class TrainingInterrupted(KeyboardInterrupt):
     """Ctrl-C during training, raised once the run is saved at the last finished step."""
 
     def __init__(self, step: int, out: Path):
-        super().__init__(f"interrupted at step {step}; the run in {out} is saved up to there: continue it with --resume")
+        super().__init__(
+            f"interrupted at step {step}; the run in {out} is saved up to there: continue it with --resume"
+        )
         self.step, self.out = step, out
 
 
@@ -301,8 +312,11 @@ def interrupts_between_steps():
 
 def progress_bar(total: int, initial: int, description: str, enabled: bool):
     """A tqdm bar; into a log (stderr not a terminal) it writes at most one line per 10 % of the work."""
-    into_log = {} if sys.stderr.isatty() else {
-        "miniters": max(1, total // 10), "mininterval": 0, "maxinterval": float("inf"), "ascii": True}
+    into_log = (
+        {}
+        if sys.stderr.isatty()
+        else {"miniters": max(1, total // 10), "mininterval": 0, "maxinterval": float("inf"), "ascii": True}
+    )
     return tqdm(total=total, initial=initial, desc=description, disable=not enabled, unit="step", **into_log)
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 
 from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.cli.common import seed, add_config_options, add_output_options, config_from_options, format_table, json_text, typed_options
+from induction_probes.cli.common import (
+    add_config_options,
+    add_output_options,
+    config_from_options,
+    format_table,
+    json_text,
+    seed,
+    typed_options,
+)
 
 # Loaded to build the parser, before a command is chosen: the handlers below import the library they call
 # (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).

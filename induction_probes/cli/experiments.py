@@ -10,7 +10,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from induction_probes.circuits.recipes.gaussian import ToyRecipe
-from induction_probes.cli.common import path, add_config_options, add_device_option, add_output_options, device_of, config_from_options, figure_lines, flag, format_table, json_text, typed_options
+from induction_probes.cli.common import (
+    add_config_options,
+    add_device_option,
+    add_output_options,
+    config_from_options,
+    device_of,
+    figure_lines,
+    flag,
+    format_table,
+    json_text,
+    path,
+    typed_options,
+)
 
 # Loaded to build the parser, before a command is chosen: the handlers below import the library they call
 # (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
@@ -19,9 +31,12 @@ from induction_probes.cli.common import path, add_config_options, add_device_opt
 def register(commands) -> None:
     toy = commands.add_parser("toy", help="Wang et al.'s toy model: four phases, and the plateau sweep")
     add_config_options(toy, ToyRecipe)
-    toy.add_argument("--sweep", action="store_true",
-                     help="plateau length over L in {10,20,40} x sigma in {1e-2,1e-3,1e-4} (--seq-len and --sigma "
-                          "are the grid's; the sweep's own defaults: --steps 6000, --n-seqs 2048)")
+    toy.add_argument(
+        "--sweep",
+        action="store_true",
+        help="plateau length over L in {10,20,40} x sigma in {1e-2,1e-3,1e-4} (--seq-len and --sigma "
+        "are the grid's; the sweep's own defaults: --steps 6000, --n-seqs 2048)",
+    )
     toy.add_argument("--out", type=path, help="write the run directory (one per cell with --sweep) here")
     add_output_options(toy)
     add_device_option(toy)
@@ -66,9 +81,13 @@ def run_toy(args: argparse.Namespace) -> str:
         from induction_probes.probes.figures.plots_toy import plot_toy
 
         kind = ("_boolean" if recipe.boolean else "") + ("_adam" if recipe.optimizer == "adam" else "")
-        title = f"toy model: L={recipe.seq_len}, σ={recipe.sigma:g}, α*={recipe.alpha_star:g}, {recipe.optimizer}" + (", ±1 tokens" if recipe.boolean else "")
+        title = f"toy model: L={recipe.seq_len}, σ={recipe.sigma:g}, α*={recipe.alpha_star:g}, {recipe.optimizer}" + (
+            ", ±1 tokens" if recipe.boolean else ""
+        )
         title += "" if phases else " (the four phases did not all appear)"
-        figures = [plot_toy(history, phases, title, args.plot / f"toy_L{recipe.seq_len}_sigma{recipe.sigma:g}{kind}.png")]
+        figures = [
+            plot_toy(history, phases, title, args.plot / f"toy_L{recipe.seq_len}_sigma{recipe.sigma:g}{kind}.png")
+        ]
     if args.json:
         phases_json = phases.to_json() if phases else {"missing": missing}
         return json_text({"config": recipe.to_dict(), "phases": phases_json, "final": history[-1]})
@@ -78,7 +97,8 @@ def run_toy(args: argparse.Namespace) -> str:
         f"{recipe.optimizer} steps, lr {recipe.lr:g}" + (", ±1 tokens" if recipe.boolean else ""),
         f"phase I ends at step {phases.end_of_I}, the plateau (II) at {phases.end_of_II} "
         f"(length {phases.plateau}), the emergence (III) at {phases.end_of_III}; IV after"
-        if phases else f"the four phases did not all appear in {recipe.steps} steps: {missing}",
+        if phases
+        else f"the four phases did not all appear in {recipe.steps} steps: {missing}",
         f"final loss {last['loss']:.2e} (4-gram part {last['loss_4gram']:.2e}, induction part {last['loss_induction']:.2e})",
         "final parameters: " + ", ".join(f"{name} {last[name]:.3f}" for name in PARAMETERS),
     ]
@@ -88,12 +108,15 @@ def run_toy(args: argparse.Namespace) -> str:
 def run_toy_sweep(args: argparse.Namespace) -> str:
     from dataclasses import replace
 
-    from induction_probes.circuits.sweeps.experiments import SWEEP_RECIPE, toy_sweep
     from induction_probes.circuits.models.toy import fit_plateau
+    from induction_probes.circuits.sweeps.experiments import SWEEP_RECIPE, toy_sweep
 
     options = typed_options(args, ToyRecipe)
     if {"seq_len", "sigma"} & options.keys():
-        raise ValueError("the sweep runs its own grid of L and sigma: drop " + ", ".join(flag(n) for n in ("seq_len", "sigma") if n in options))
+        raise ValueError(
+            "the sweep runs its own grid of L and sigma: drop "
+            + ", ".join(flag(n) for n in ("seq_len", "sigma") if n in options)
+        )
     with output_directory(args.out) as out:
         rows = toy_sweep(out, replace(SWEEP_RECIPE, **options), device=device_of(args))
     fit = fit_plateau(rows)
@@ -103,8 +126,12 @@ def run_toy_sweep(args: argparse.Namespace) -> str:
 
         figures = [plot_plateau_sweep(rows, fit, args.plot / "toy_plateau_sweep.png")]
     if args.json:
-        return json_text({"rows": [{"seq_len": L, "sigma": s, "plateau": p} for L, s, p in rows],
-                           "fit": {"slope": fit[0], "intercept": fit[1], "r2": fit[2]}})
+        return json_text(
+            {
+                "rows": [{"seq_len": L, "sigma": s, "plateau": p} for L, s, p in rows],
+                "fit": {"slope": fit[0], "intercept": fit[1], "r2": fit[2]},
+            }
+        )
     table = format_table(["L", "sigma", "plateau (steps)"], [[L, f"{s:g}", p] for L, s, p in rows])
     summary = f"plateau ≈ {fit[0]:.2f}·L·log(1/σ) {fit[1]:+.0f} steps, R² = {fit[2]:.3f}"
     return "\n".join([table, summary] + figure_lines(figures))

@@ -10,8 +10,15 @@ import argparse
 from pathlib import Path
 
 from induction_probes.cli.common import (
-    add_device_option, add_output_options, add_run_argument, device_of, figure_lines, format_table, json_text,
-    provenance, seed,
+    add_device_option,
+    add_output_options,
+    add_run_argument,
+    device_of,
+    figure_lines,
+    format_table,
+    json_text,
+    provenance,
+    seed,
 )
 
 # Loaded to build the parser, before a command is chosen: the handlers below import the library they call
@@ -23,10 +30,15 @@ OVERRIDES = ("lr", "localization", "n_beta", "chains", "draws", "burn_in", "batc
 def register(commands) -> None:
     llc = commands.add_parser("llc", help="the local learning coefficient over training (calibrated SGLD estimator)")
     add_run_argument(llc)
-    llc.add_argument("--checkpoints", type=int, default=12,
-                     help="checkpoints to estimate, spread evenly in log(sequences seen), step 0 included (default 12)")
-    llc.add_argument("--steps", type=step_list,
-                     help="comma-separated checkpoint steps to estimate instead of --checkpoints")
+    llc.add_argument(
+        "--checkpoints",
+        type=int,
+        default=12,
+        help="checkpoints to estimate, spread evenly in log(sequences seen), step 0 included (default 12)",
+    )
+    llc.add_argument(
+        "--steps", type=step_list, help="comma-separated checkpoint steps to estimate instead of --checkpoints"
+    )
     rule = "(default: the estimator's rule, see docs/learning-coefficient.md)"
     llc.add_argument("--lr", type=float, help=f"SGLD step size {rule}")
     llc.add_argument("--localization", type=float, help=f"pull towards the checkpoint, gamma {rule}")
@@ -35,8 +47,12 @@ def register(commands) -> None:
     llc.add_argument("--draws", type=int, help=f"draws per chain after the burn-in {rule}")
     llc.add_argument("--burn-in", type=int, help=f"SGLD steps per chain before the draws {rule}")
     llc.add_argument("--batch-size", type=int, help="sequences per SGLD step (default min(n, 256))")
-    llc.add_argument("--n-seqs", type=int, default=4096, help="fresh sequences the sampler draws its batches from (default 4096)")
-    llc.add_argument("--seed", type=seed, default=12345, help="seed of those sequences and of the sampler (default 12345)")
+    llc.add_argument(
+        "--n-seqs", type=int, default=4096, help="fresh sequences the sampler draws its batches from (default 4096)"
+    )
+    llc.add_argument(
+        "--seed", type=seed, default=12345, help="seed of those sequences and of the sampler (default 12345)"
+    )
     add_device_option(llc)
     add_output_options(llc)
     llc.set_defaults(handler=run_llc)
@@ -71,15 +87,17 @@ def estimator_settings(args: argparse.Namespace) -> dict:
 
 
 def run_llc(args: argparse.Namespace) -> str:
-    from induction_probes.circuits.runs.reader import Run
     from induction_probes.circuits.common.limits import MAX_CHECKPOINTS, require_at_most
-    from induction_probes.probes.llc.markov import checkpoint_llc, construction_estimates
+    from induction_probes.circuits.runs.reader import Run
     from induction_probes.probes.llc.calibration import calibrate
+    from induction_probes.probes.llc.markov import checkpoint_llc, construction_estimates
 
     settings = estimator_settings(args)
     require_at_most("--checkpoints", args.checkpoints, MAX_CHECKPOINTS)
     if args.batch_size is not None and args.batch_size > args.n_seqs:
-        raise ValueError(f"--batch-size {args.batch_size} is more than the {args.n_seqs} sequences (--n-seqs) to draw from")
+        raise ValueError(
+            f"--batch-size {args.batch_size} is more than the {args.n_seqs} sequences (--n-seqs) to draw from"
+        )
     run = Run.open(args.run)
     if run.task.name != "markov":
         raise ValueError(f"run {run.path.name} is not an ICL-MC run: the llc command samples a next-token loss")
@@ -89,15 +107,20 @@ def run_llc(args: argparse.Namespace) -> str:
     device = device_of(args)
     tokens = run.task.eval_set(args.n_seqs, args.seed).inputs.to(device)  # drawn on the CPU, then moved once
     metrics = {m["step"]: m for m in run.metrics()}
-    estimates = [{"step": step, "sequences_seen": metrics[step]["sequences_seen"], "closest": closest(metrics[step])}
-                 | checkpoint_llc(run.load(step=step, device=device), tokens, **settings).to_json() for step in steps]
+    estimates = [
+        {"step": step, "sequences_seen": metrics[step]["sequences_seen"], "closest": closest(metrics[step])}
+        | checkpoint_llc(run.load(step=step, device=device), tokens, **settings).to_json()
+        for step in steps
+    ]
     refuse_broken_sampler(estimates)
     construction = construction_estimates(run.task.k, run.task.seq_len, tokens, **settings)
     calibration = {"settings": settings, "cases": calibrate(**settings)}
     figures = plot(run, estimates, construction, args.plot) if args.plot else []
     if args.json:
-        return json_text(provenance(run, steps, args.n_seqs, args.seed) | {
-            "settings": settings, "calibration": calibration, "checkpoints": estimates, "construction": construction})
+        return json_text(
+            provenance(run, steps, args.n_seqs, args.seed)
+            | {"settings": settings, "calibration": calibration, "checkpoints": estimates, "construction": construction}
+        )
     lines = [text(run, settings, estimates, construction, calibration), *figure_lines(figures)]
     return "\n".join(lines)
 
@@ -124,18 +147,41 @@ def number(value, digits: int = 3) -> str:
 
 
 def text(run, settings, estimates, construction, calibration) -> str:
-    rows = [[e["step"], e["sequences_seen"], e["closest"], number(e["llc"]), number(e["llc_std"]),
-             *setting_cells(e["settings"]),
-             "; ".join(e["problems"] + e["flags"]) or "-"] for e in estimates]
+    rows = [
+        [
+            e["step"],
+            e["sequences_seen"],
+            e["closest"],
+            number(e["llc"]),
+            number(e["llc_std"]),
+            *setting_cells(e["settings"]),
+            "; ".join(e["problems"] + e["flags"]) or "-",
+        ]
+        for e in estimates
+    ]
     for name, e in construction.items():
-        rows.append([f"Prop. 2.1 {name}", "-", "-", number(e["llc"]), number(e["llc_std"]), "-", "-",
-                     "; ".join(e["problems"] + e["flags"]) or "-"])
+        rows.append(
+            [
+                f"Prop. 2.1 {name}",
+                "-",
+                "-",
+                number(e["llc"]),
+                number(e["llc_std"]),
+                "-",
+                "-",
+                "; ".join(e["problems"] + e["flags"]) or "-",
+            ]
+        )
     cases = ", ".join(f"{c['name']} {number(c['estimate'])} (truth {c['truth']:g})" for c in calibration["cases"])
-    return "\n".join([
-        f"run {run.path.name}: local learning coefficient (settings given: {settings or 'none'}; the rest by the rule)",
-        format_table(["step", "sequences", "closest", "LLC", "sd over chains", "n*beta", "gamma", "diagnostics"], rows),
-        f"calibration at the same settings: {cases}",
-    ])
+    return "\n".join(
+        [
+            f"run {run.path.name}: local learning coefficient (settings given: {settings or 'none'}; the rest by the rule)",
+            format_table(
+                ["step", "sequences", "closest", "LLC", "sd over chains", "n*beta", "gamma", "diagnostics"], rows
+            ),
+            f"calibration at the same settings: {cases}",
+        ]
+    )
 
 
 def closest(metrics: dict) -> str:

@@ -27,16 +27,22 @@ def add_options(parser: argparse.ArgumentParser, ablate: bool = False) -> None:
     """The options only a language model reads. Their defaults are filled in by :func:`language_model`, so
     that one given for a run of ours is refused instead of ignored."""
     group = parser.add_argument_group("language models (a Hugging Face model directory or cache name)")
-    group.add_argument("--length", type=int,
-                       help=f"tokens of R in the repeated random sequences [BOS] + R + R (default {DEFAULT_LENGTH})")
+    group.add_argument(
+        "--length",
+        type=int,
+        help=f"tokens of R in the repeated random sequences [BOS] + R + R (default {DEFAULT_LENGTH})",
+    )
     default = ABLATE_THRESHOLD if ablate else PROBE_THRESHOLD
     what = "share of the induction gap an ablation removes" if ablate else "attention score"
     group.add_argument("--threshold", type=float, help=f"mark heads whose {what} reaches this (default {default})")
     parser.set_defaults(lm_threshold=default)
     if not ablate:
-        group.add_argument("--text", type=path, metavar="FILE",
-                           help="also the ICL score on this UTF-8 text: loss at token 500 minus token 50 "
-                                "(Olsson et al.)")
+        group.add_argument(
+            "--text",
+            type=path,
+            metavar="FILE",
+            help="also the ICL score on this UTF-8 text: loss at token 500 minus token 50 (Olsson et al.)",
+        )
 
 
 LM_OPTIONS = ("length", "threshold", "text")
@@ -100,8 +106,12 @@ def figure_stem(source, model) -> str:
 def header(source, model, args: argparse.Namespace) -> dict:
     """What every JSON answer about a language model starts with."""
     series = getattr(source, "steps", None)
-    return {"model": model.describe() if model is not None else source.name, "steps": series,
-            "protocol": "repeated random tokens [BOS] + R + R", **protocol(args)}
+    return {
+        "model": model.describe() if model is not None else source.name,
+        "steps": series,
+        "protocol": "repeated random tokens [BOS] + R + R",
+        **protocol(args),
+    }
 
 
 def run_probe(args: argparse.Namespace, source) -> str:
@@ -122,8 +132,11 @@ def run_probe(args: argparse.Namespace, source) -> str:
         from induction_probes.probes.lm.plots import plot_lm_scores
 
         stem = figure_stem(source, model)
-        figures = [plot_lm_scores(result.scores, f"{stem}: head scores on repeated random tokens",
-                                  args.plot / f"{stem}_head_scores.png")]
+        figures = [
+            plot_lm_scores(
+                result.scores, f"{stem}: head scores on repeated random tokens", args.plot / f"{stem}_head_scores.png"
+            )
+        ]
     if args.json:
         extra = {"text_icl": text_icl.to_json()} if text_icl else {}
         body = {"threshold": args.threshold, **result.to_json(), **extra, "figures": [str(f) for f in figures]}
@@ -148,8 +161,10 @@ def read_text_icl(bridge, file: Path):
 def head_rows(scores, marked: set, score: str = "induction") -> list[list]:
     ranked = scores.ranked(score)
     other = "previous_token" if score == "induction" else "induction"
-    rows = [[f"{layer}.{head}" + (" *" if (layer, head) in marked else ""), value, getattr(scores, other)[layer][head]]
-            for layer, head, value in ranked[: max(TABLE_ROWS, len(marked))]]
+    rows = [
+        [f"{layer}.{head}" + (" *" if (layer, head) in marked else ""), value, getattr(scores, other)[layer][head]]
+        for layer, head, value in ranked[: max(TABLE_ROWS, len(marked))]
+    ]
     return rows
 
 
@@ -169,8 +184,10 @@ def probe_text(source, model, bridge, result, text_icl, args: argparse.Namespace
     ]
     if text_icl:
         t = text_icl
-        lines.append(f"text ICL score {t.icl_score:+.4f}: loss at token {t.late} ({t.late_loss:.4f}) minus token "
-                     f"{t.early} ({t.early_loss:.4f}), {t.windows} window(s) of {args.text}")
+        lines.append(
+            f"text ICL score {t.icl_score:+.4f}: loss at token {t.late} ({t.late_loss:.4f}) minus token "
+            f"{t.early} ({t.early_loss:.4f}), {t.windows} window(s) of {args.text}"
+        )
     return "\n".join(lines)
 
 
@@ -192,12 +209,34 @@ def series_text(source, results: list, args: argparse.Namespace) -> str:
     rows = []
     for r in results:
         prev, ind = r.best("previous_token"), r.best("induction")
-        rows.append([r.step, f"{prev[0]}.{prev[1]}", prev[2], f"{ind[0]}.{ind[1]}", ind[2],
-                     len(r.scores.above(args.threshold)), r.loss.first_half, r.loss.repeated_half, r.loss.icl_score])
-    headers = ["step", "prev-token head", "score", "induction head", "score", f"heads >= {args.threshold}",
-               "loss first copy", "loss repeat", "ICL score"]
-    heading = (f"{source.name}: {len(results)} checkpoints, {args.n_seqs} sequences of repeated random tokens "
-               f"(L = {args.length})")
+        rows.append(
+            [
+                r.step,
+                f"{prev[0]}.{prev[1]}",
+                prev[2],
+                f"{ind[0]}.{ind[1]}",
+                ind[2],
+                len(r.scores.above(args.threshold)),
+                r.loss.first_half,
+                r.loss.repeated_half,
+                r.loss.icl_score,
+            ]
+        )
+    headers = [
+        "step",
+        "prev-token head",
+        "score",
+        "induction head",
+        "score",
+        f"heads >= {args.threshold}",
+        "loss first copy",
+        "loss repeat",
+        "ICL score",
+    ]
+    heading = (
+        f"{source.name}: {len(results)} checkpoints, {args.n_seqs} sequences of repeated random tokens "
+        f"(L = {args.length})"
+    )
     return "\n".join([heading, format_table(headers, rows)] + figure_lines(figures))
 
 
@@ -226,20 +265,38 @@ def run_ablate(args: argparse.Namespace, source) -> str:
         from induction_probes.probes.lm.plots import plot_lm_ablation
 
         name = figure_stem(source, model)
-        figures = [plot_lm_ablation(baseline, results[:TABLE_ROWS], f"{name}: {args.mode} ablation",
-                                    args.plot / f"{name}_ablation_{args.mode}.png")]
+        figures = [
+            plot_lm_ablation(
+                baseline,
+                results[:TABLE_ROWS],
+                f"{name}: {args.mode} ablation",
+                args.plot / f"{name}_ablation_{args.mode}.png",
+            )
+        ]
     if args.json:
-        body = {"mode": args.mode, "threshold": args.threshold, "baseline": baseline.to_json(),
-                "ablations": [r.to_json() for r in results], "marked": [heads_text(h) for h in marked]}
+        body = {
+            "mode": args.mode,
+            "threshold": args.threshold,
+            "baseline": baseline.to_json(),
+            "ablations": [r.to_json() for r in results],
+            "marked": [heads_text(h) for h in marked],
+        }
         return json_text(header(source, model, args) | body | {"figures": [str(f) for f in figures]})
     return "\n".join(ablation_lines(title(source, model), args, baseline, results, marked) + figure_lines(figures))
 
 
 def ablation_lines(name: str, args: argparse.Namespace, baseline, results: list, marked: list) -> list[str]:
     rows = [["none", baseline.repeated_half, 0.0, "", baseline.icl_score]]
-    rows += [[heads_text(r.heads) + (" *" if r.heads in marked else ""), r.loss.repeated_half, r.loss_increase,
-              f"{100 * r.gap_removed:.1f}%" if baseline.gap > 0 else "-", r.loss.icl_score]
-             for r in results[: max(TABLE_ROWS, len(marked))]]
+    rows += [
+        [
+            heads_text(r.heads) + (" *" if r.heads in marked else ""),
+            r.loss.repeated_half,
+            r.loss_increase,
+            f"{100 * r.gap_removed:.1f}%" if baseline.gap > 0 else "-",
+            r.loss.icl_score,
+        ]
+        for r in results[: max(TABLE_ROWS, len(marked))]
+    ]
     lines = [
         f"{name}: {args.mode} ablation on {args.n_seqs} sequences of repeated random tokens "
         f"(R of {args.length} tokens, seed {args.seed})",
@@ -273,8 +330,12 @@ def run_info(args: argparse.Namespace, source) -> str:
         f"{about['n_heads']} head(s) per layer{kv}, d_model {about['d_model']}, d_head {about['d_head']}, "
         f"vocabulary {about['d_vocab']}, context {about['n_ctx']}, positions {about['positional']}",
         f"parameters: {about['parameters']:,} ({about['dtype']})",
-        "tokenizer: " + (f"{tokenizer['class']}, {tokenizer['size']} tokens" if tokenizer
-                         else "none (the random-token probes need none; --text needs one)"),
+        "tokenizer: "
+        + (
+            f"{tokenizer['class']}, {tokenizer['size']} tokens"
+            if tokenizer
+            else "none (the random-token probes need none; --text needs one)"
+        ),
     ]
     if steps is not None:
         lines.append(f"checkpoint series: {len(steps)} steps from {steps[0]} to {steps[-1]}; loaded step {model.step}")

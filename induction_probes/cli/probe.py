@@ -7,7 +7,16 @@ import argparse
 from pathlib import Path
 
 import induction_probes.cli.lm as lm
-from induction_probes.cli.common import add_probe_set_options, add_run_argument, device_of, figure_lines, format_table, json_text, provenance, spread_steps
+from induction_probes.cli.common import (
+    add_probe_set_options,
+    add_run_argument,
+    device_of,
+    figure_lines,
+    format_table,
+    json_text,
+    provenance,
+    spread_steps,
+)
 from induction_probes.cli.views import view_of
 
 # Loaded to build the parser, before a command is chosen: the handlers below import the library they call
@@ -82,9 +91,14 @@ def progress_thresholds(run, progress: list) -> dict:
     rows = {}
     for name, measure in config_calibration(run.model_config).items():
         step = first_crossing(progress, measure)
-        rows[name] = {"chance": measure.chance, "construction": measure.construction, "threshold": measure.threshold,
-                      "value": progress[-1].value(name), "first_step": step,
-                      "first_sequences": None if step is None else run.entry(step)["sequences_seen"]}
+        rows[name] = {
+            "chance": measure.chance,
+            "construction": measure.construction,
+            "threshold": measure.threshold,
+            "value": progress[-1].value(name),
+            "first_step": step,
+            "first_sequences": None if step is None else run.entry(step)["sequences_seen"],
+        }
     return rows
 
 
@@ -94,9 +108,15 @@ def progress_text(run, progress: list) -> str:
     rows = progress_thresholds(run, progress)
     several = len(progress) > 1
     headers = ["measure (best head)", f"step {progress[-1].step}", "chance", "construction", "threshold"]
-    table = [[name, r["value"], r["chance"], r["construction"], r["threshold"]]
-             + ([f"{r['first_step']} ({r['first_sequences']} seqs)" if r["first_step"] is not None else "never"] if several else [])
-             for name, r in rows.items()]
+    table = [
+        [name, r["value"], r["chance"], r["construction"], r["threshold"]]
+        + (
+            [f"{r['first_step']} ({r['first_sequences']} seqs)" if r["first_step"] is not None else "never"]
+            if several
+            else []
+        )
+        for name, r in rows.items()
+    ]
     composition = progress[-1].composition
     lines = [
         "progress measures from the weights (threshold: halfway from chance to Proposition 2.1)",
@@ -118,26 +138,37 @@ def probe_gaussian_text(run, args: argparse.Namespace) -> str:
         from induction_probes.probes.figures.plots_circuit import plot_gaussian_scores
 
         sequences = [run.entry(step)["sequences_seen"] for step in steps]
-        figures = [plot_gaussian_scores(results, sequences, run.path.name, args.plot / figure_name(run.path.name, "scores", steps))]
+        figures = [
+            plot_gaussian_scores(
+                results, sequences, run.path.name, args.plot / figure_name(run.path.name, "scores", steps)
+            )
+        ]
     if args.json:
         header = provenance(run, steps, args.n_seqs, args.seed)
         return json_text(header | {"checkpoints": [r.to_json() for r in results]})
-    rows = [[r.step, r.relative_mse, max(r.previous_token[0]), max(r.induction)] for r in results
-            if r.step in spread_steps([x.step for x in results])]
+    rows = [
+        [r.step, r.relative_mse, max(r.previous_token[0]), max(r.induction)]
+        for r in results
+        if r.step in spread_steps([x.step for x in results])
+    ]
     headers = ["step", "MSE / target variance", "layer 0 previous-token", "layer 1 induction (1-TV)"]
     title = f"run {run.path.name}: Gaussian induction task, {args.n_seqs} fresh sequences"
     return "\n".join([title, format_table(headers, rows)] + figure_lines(figures))
 
 
-PROBE_LABELS = {"previous_token": "previous-token", "bigram_matching": "bigram-matching",
-                "bigram_matching_ideal": "bigram ideal (1-TV)"}  # a registered probe's column is its name
+PROBE_LABELS = {
+    "previous_token": "previous-token",
+    "bigram_matching": "bigram-matching",
+    "bigram_matching_ideal": "bigram ideal (1-TV)",
+}  # a registered probe's column is its name
 
 
 def probe_text(run, result) -> str:
     names = list(result.scores)  # every registered probe, in registration order
     rows = [
         [f"{layer}.{head}", *(result.scores[name][layer][head].item() for name in names)]
-        for layer in range(len(result.previous_token)) for head in range(len(result.previous_token[layer]))
+        for layer in range(len(result.previous_token))
+        for head in range(len(result.previous_token[layer]))
     ]
     b = result.behaviour
     lines = [
@@ -149,27 +180,38 @@ def probe_text(run, result) -> str:
         f"positions 90-99 minus 1-10; at 99 minus at 10: {b.icl_score_single_position:+.4f})",
     ]
     if result.positional_profile is not None:
-        peaks = ", ".join(f"head {h}: distance {int(p.argmax())} ({p.max():.3f})" for h, p in enumerate(result.positional_profile))
+        peaks = ", ".join(
+            f"head {h}: distance {int(p.argmax())} ({p.max():.3f})" for h, p in enumerate(result.positional_profile)
+        )
         lines.append(f"layer 0 positional profile peaks at {peaks}")
     return "\n".join(lines)
 
 
 def plus_minus(estimate) -> str:
-    """" ± half-width" of an interval over sequences (nothing for one sequence, which has none)."""
+    """ " ± half-width" of an interval over sequences (nothing for one sequence, which has none)."""
     return "" if estimate.half_width is None else f" ± {estimate.half_width:.4f}"
 
 
 def probe_trajectory(results) -> str:
     """Scores over training at spread-out steps and wherever the closest strategy changes."""
-    changes = {b.step for a, b in zip(results, results[1:]) if a.behaviour.closest_strategy != b.behaviour.closest_strategy}
+    changes = {
+        b.step for a, b in zip(results, results[1:]) if a.behaviour.closest_strategy != b.behaviour.closest_strategy
+    }
     wanted = spread_steps([r.step for r in results]) | changes
     rows = [
-        [r.step, r.previous_token[0].max().item(), r.bigram_matching[-1].max().item(), r.behaviour.last_token_kl["true"],
-         r.behaviour.closest_strategy]
+        [
+            r.step,
+            r.previous_token[0].max().item(),
+            r.bigram_matching[-1].max().item(),
+            r.behaviour.last_token_kl["true"],
+            r.behaviour.closest_strategy,
+        ]
         for r in results
         if r.step in wanted
     ]
-    return format_table(["step", "layer 0 prev-token", "last layer bigram-matching", "KL(true||model)", "closest"], rows)
+    return format_table(
+        ["step", "layer 0 prev-token", "last layer bigram-matching", "KL(true||model)", "closest"], rows
+    )
 
 
 def plot_probes(run, results, tokens, directory: Path) -> list[Path]:
@@ -188,21 +230,41 @@ def plot_probes(run, results, tokens, directory: Path) -> list[Path]:
     captions = {step: step_caption(metrics[step]) for step in shown}
     example = varied_sequence(tokens)
     patterns = {step: run_with_patterns(run.load(step=step), example[None])[1] for step in shown}
-    figures = [plot_attention_heatmaps(patterns, example, captions, name, directory / figure_name(name, "attention", shown))]
-    profiles = {step: by_step[step].positional_profile[0].numpy() for step in shown if by_step[step].positional_profile is not None}
+    figures = [
+        plot_attention_heatmaps(patterns, example, captions, name, directory / figure_name(name, "attention", shown))
+    ]
+    profiles = {
+        step: by_step[step].positional_profile[0].numpy()
+        for step in shown
+        if by_step[step].positional_profile is not None
+    }
     if profiles:
-        figures.append(plot_positional_profiles(profiles, captions, name, directory / figure_name(name, "positional", list(profiles))))
+        figures.append(
+            plot_positional_profiles(
+                profiles, captions, name, directory / figure_name(name, "positional", list(profiles))
+            )
+        )
     if len(results) > 1:
         steps = [r.step for r in results]
-        figures.append(plot_scores_over_training(results, [metrics[s] for s in steps], chance_scores(tokens[:100]), name,
-                                                 directory / figure_name(name, "scores", steps)))
+        figures.append(
+            plot_scores_over_training(
+                results,
+                [metrics[s] for s in steps],
+                chance_scores(tokens[:100]),
+                name,
+                directory / figure_name(name, "scores", steps),
+            )
+        )
     progress = [r.progress for r in results if r.progress is not None]
     if len(progress) > 1:
         from induction_probes.probes.figures.plots import plot_progress_measures
 
         thresholds = progress_thresholds(run, progress)
-        figures.append(plot_progress_measures(progress, [metrics[p.step] for p in progress], thresholds, name,
-                                              directory / f"{name}_progress.png"))
+        figures.append(
+            plot_progress_measures(
+                progress, [metrics[p.step] for p in progress], thresholds, name, directory / f"{name}_progress.png"
+            )
+        )
     return figures
 
 
@@ -226,7 +288,11 @@ def run_ablate(args: argparse.Namespace) -> str:
     run = open_hooked_run(args.run)
     model = run.load(step=args.step, device=device_of(args))
     cfg = model.cfg
-    head_sets = [parse_heads(args.heads, cfg.n_layers, lambda layer: heads_in_layer(cfg, layer))] if args.heads else single_heads(model)
+    head_sets = (
+        [parse_heads(args.heads, cfg.n_layers, lambda layer: heads_in_layer(cfg, layer))]
+        if args.heads
+        else single_heads(model)
+    )
     return view_of(run).show("ablate", run, model, head_sets, args)
 
 
@@ -240,8 +306,12 @@ def ablate_markov_text(run, model, head_sets, args: argparse.Namespace) -> str:
     step = run.entry(args.step)["step"]
     figures = plot_ablations(run, step, baseline, results, eval_set, args.mode, args.plot) if args.plot else []
     if args.json:
-        base = {"last_token_kl": baseline.last_token_kl, "loss": baseline.loss, "icl_score": baseline.icl_score,
-                "closest_strategy": baseline.closest_strategy}
+        base = {
+            "last_token_kl": baseline.last_token_kl,
+            "loss": baseline.loss,
+            "icl_score": baseline.icl_score,
+            "closest_strategy": baseline.closest_strategy,
+        }
         header = provenance(run, [step], args.n_seqs, args.seed)
         return json_text(header | {"mode": args.mode, "baseline": base, "ablations": [r.to_json() for r in results]})
     return "\n".join([ablation_text(run, step, args.mode, args.n_seqs, baseline, results)] + figure_lines(figures))
@@ -250,8 +320,13 @@ def ablate_markov_text(run, model, head_sets, args: argparse.Namespace) -> str:
 def ablation_text(run, step: int, mode: str, n_seqs: int, baseline, results) -> str:
     rows = [["none", baseline.last_token_kl["true"], baseline.loss, baseline.icl_score, baseline.closest_strategy]]
     rows += [
-        [",".join(f"{l}.{h}" for l, h in r.heads), r.behaviour.last_token_kl["true"], r.behaviour.loss,
-         r.behaviour.icl_score, r.behaviour.closest_strategy]
+        [
+            ",".join(f"{l}.{h}" for l, h in r.heads),
+            r.behaviour.last_token_kl["true"],
+            r.behaviour.loss,
+            r.behaviour.icl_score,
+            r.behaviour.closest_strategy,
+        ]
         for r in results
     ]
     title = f"run {run.path.name}, step {step}: {mode} ablation on {n_seqs} sequences"
@@ -261,14 +336,23 @@ def ablation_text(run, step: int, mode: str, n_seqs: int, baseline, results) -> 
 def gaussian_ablation_text(run, model, head_sets, args: argparse.Namespace) -> str:
     from induction_probes.probes.summary import gaussian_ablation_study  # loads the model on its own device
 
-    baseline, ablated = gaussian_ablation_study(run, head_sets, args.mode, args.step, args.n_seqs, args.seed,
-                                                device=device_of(args))
+    baseline, ablated = gaussian_ablation_study(
+        run, head_sets, args.mode, args.step, args.n_seqs, args.seed, device=device_of(args)
+    )
     names = [",".join(f"{l}.{h}" for l, h in heads) for heads, _ in ablated]
     if args.json:
         header = provenance(run, [run.entry(args.step)["step"]], args.n_seqs, args.seed)
-        return json_text(header | {"mode": args.mode, "baseline": {"relative_mse": baseline},
-                           "ablations": [{"heads": name.split(","), "mode": args.mode, "relative_mse": value}
-                                         for name, (_, value) in zip(names, ablated)]})
+        return json_text(
+            header
+            | {
+                "mode": args.mode,
+                "baseline": {"relative_mse": baseline},
+                "ablations": [
+                    {"heads": name.split(","), "mode": args.mode, "relative_mse": value}
+                    for name, (_, value) in zip(names, ablated)
+                ],
+            }
+        )
     rows = [["none", baseline]] + [[name, value] for name, (_, value) in zip(names, ablated)]
     title = f"run {run.path.name}: {args.mode} ablation on {args.n_seqs} Gaussian sequences"
     figures = []
@@ -290,4 +374,8 @@ def plot_ablations(run, step: int, baseline, results, eval_set, mode: str, direc
     name = run.path.name
     strategy_kl = {strategy: kl.mean().item() for strategy, kl in eval_set.strategy_kl().items()}
     title = f"{name}, step {step}: {mode} ablation of each head"
-    return [plot_ablation_bars(baseline, results, strategy_kl, title, directory / figure_name(name, "ablation", [step], mode))]
+    return [
+        plot_ablation_bars(
+            baseline, results, strategy_kl, title, directory / figure_name(name, "ablation", [step], mode)
+        )
+    ]

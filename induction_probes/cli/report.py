@@ -24,13 +24,18 @@ def gaussian_report(run, args: argparse.Namespace) -> str:
     if args.html:
         raise ValueError(f"run {run.path.name} is a Gaussian-task run: the HTML report follows the ICL-MC argument")
     if args.json:
-        return json_text(provenance(run, [m["step"] for m in metrics], recipe.eval_seqs, recipe.eval_seed) | {"metrics": metrics})
+        return json_text(
+            provenance(run, [m["step"] for m in metrics], recipe.eval_seqs, recipe.eval_seed) | {"metrics": metrics}
+        )
     figures = []
     if args.plot:
         figures = [plot_gaussian_training(metrics, run.path.name, args.plot / f"{run.path.name}_error.png")]
     wanted = spread_steps([m["step"] for m in metrics])
-    rows = [[m["step"], f"{m['sequences_seen'] / 1000:.1f}", m["train_loss"], m["eval_loss"], m["relative_mse"]]
-            for m in metrics if m["step"] in wanted]
+    rows = [
+        [m["step"], f"{m['sequences_seen'] / 1000:.1f}", m["train_loss"], m["eval_loss"], m["relative_mse"]]
+        for m in metrics
+        if m["step"] in wanted
+    ]
     title = f"run {run.path.name}: {run.task.describe()}, {recipe.steps} steps of {recipe.batch_size} sequences"
     table = format_table(["step", "seqs (k)", "train loss", "eval loss", "MSE / target variance"], rows)
     hint = f"probes over training: induction-probes probe {run.path.name} --all-steps"
@@ -78,9 +83,16 @@ def metrics_table(metrics: list[dict], strategies: list[str], phases: list) -> s
     wanted = spread_steps([m["step"] for m in metrics]) | {p.first_step for p in phases}
     headers = ["step", "seqs (k)", "train loss", "KL(true||model)", *(f"KL({s}||model)" for s in strategies), "closest"]
     rows = [
-        [m["step"], f"{m['sequences_seen'] / 1000:.1f}", m["train_loss"], m["last_token_kl"]["true"],
-         *(m["last_token_kl"][s] for s in strategies), closest_strategy(m["last_token_kl"])]
-        for m in metrics if m["step"] in wanted
+        [
+            m["step"],
+            f"{m['sequences_seen'] / 1000:.1f}",
+            m["train_loss"],
+            m["last_token_kl"]["true"],
+            *(m["last_token_kl"][s] for s in strategies),
+            closest_strategy(m["last_token_kl"]),
+        ]
+        for m in metrics
+        if m["step"] in wanted
     ]
     return format_table(headers, rows)
 

@@ -13,8 +13,15 @@ import tempfile
 from pathlib import Path
 
 from induction_probes.circuits.runs.writer import write_atomic
-from induction_probes.cli.probe import ablation_text, plot_ablations, plot_probes, probe_text, probe_trajectory, progress_text
 from induction_probes.cli.common import device_of, figure_lines, json_text
+from induction_probes.cli.probe import (
+    ablation_text,
+    plot_ablations,
+    plot_probes,
+    probe_text,
+    probe_trajectory,
+    progress_text,
+)
 from induction_probes.cli.report import report_json, report_text
 from induction_probes.cli.verify import comparison_text, figure_steps, plot_comparison
 from induction_probes.probes.compare import compare_with_prop21
@@ -45,24 +52,31 @@ def section(title: str, intro: str, text: str, figures: list[Path]) -> str:
 
 def phases_section(run, directory: Path) -> str:
     text, figures = report_text(run, directory)
-    return section("1. Phases: what the model predicts over training",
-                   "The distance from each strategy to the model at the last token, with the strategies' own losses. "
-                   "Edelman et al.'s models pass from the uniform strategy to the unigram one (a plateau), then to the "
-                   "bigram one; the phases below say which this run passes and when.",
-                   text, figures)
+    return section(
+        "1. Phases: what the model predicts over training",
+        "The distance from each strategy to the model at the last token, with the strategies' own losses. "
+        "Edelman et al.'s models pass from the uniform strategy to the unigram one (a plateau), then to the "
+        "bigram one; the phases below say which this run passes and when.",
+        text,
+        figures,
+    )
 
 
 def probes_section(run, steps: list[int], probe_set, directory: Path, device=None) -> str:
     results = list(probe_run(run, probe_set, steps, device=device))
     progress = [r.progress for r in results if r.progress is not None]
-    text = "\n\n".join([probe_text(run, results[-1]), probe_trajectory(results)]
-                       + ([progress_text(run, progress)] if progress else []))
-    return section("2. Probes: which circuit forms, and when",
-                   f"Attention scores and progress measures from the weights at {len(steps)} checkpoints, on "
-                   f"{PROBE_SEQS} fresh sequences (seed {PROBE_SEED}). Look for the order in which the pieces form: "
-                   "in markov-k3 layer 1 matches tokens on the plateau and layer 0's previous-token head forms only "
-                   "after the transition.",
-                   text, plot_probes(run, results, probe_set.inputs, directory))
+    text = "\n\n".join(
+        [probe_text(run, results[-1]), probe_trajectory(results)] + ([progress_text(run, progress)] if progress else [])
+    )
+    return section(
+        "2. Probes: which circuit forms, and when",
+        f"Attention scores and progress measures from the weights at {len(steps)} checkpoints, on "
+        f"{PROBE_SEQS} fresh sequences (seed {PROBE_SEED}). Look for the order in which the pieces form: "
+        "in markov-k3 layer 1 matches tokens on the plateau and layer 0's previous-token head forms only "
+        "after the transition.",
+        text,
+        plot_probes(run, results, probe_set.inputs, directory),
+    )
 
 
 def ablation_section(run, probe_set, directory: Path, device=None) -> str:
@@ -70,20 +84,25 @@ def ablation_section(run, probe_set, directory: Path, device=None) -> str:
     model = run.load(step=step, device=device)
     reference = probe_eval_set(run, PROBE_SEQS, PROBE_SEED + 1).inputs
     baseline, results = ablation_study(model, probe_set, single_heads(model), "zero", reference, PROBE_SEED)
-    return section("3. Ablations: does in-context learning need these heads?",
-                   "Zero-ablating each head of the final model; each bar is coloured by the strategy the ablated "
-                   "model is then closest to.",
-                   ablation_text(run, step, "zero", PROBE_SEQS, baseline, results),
-                   plot_ablations(run, step, baseline, results, probe_set, "zero", directory))
+    return section(
+        "3. Ablations: does in-context learning need these heads?",
+        "Zero-ablating each head of the final model; each bar is coloured by the strategy the ablated "
+        "model is then closest to.",
+        ablation_text(run, step, "zero", PROBE_SEQS, baseline, results),
+        plot_ablations(run, step, baseline, results, probe_set, "zero", directory),
+    )
 
 
 def construction_section(run, steps: list[int], probe_set, directory: Path) -> str:
     k, c = run.task.k, 100.0
     results = {step: compare_with_prop21(run.load(step=step), probe_set.inputs, k, c) for step in steps}
-    return section("4. Against the construction: Edelman et al.'s Proposition 2.1",
-                   "The trained model's attention, positional profile, token matching and OV circuit against the "
-                   "hand-made two-layer circuit, over training and at the end.",
-                   comparison_text(run, results, k, c, PROBE_SEQS), plot_comparison(run, results, k, directory))
+    return section(
+        "4. Against the construction: Edelman et al.'s Proposition 2.1",
+        "The trained model's attention, positional profile, token matching and OV circuit against the "
+        "hand-made two-layer circuit, over training and at the end.",
+        comparison_text(run, results, k, c, PROBE_SEQS),
+        plot_comparison(run, results, k, directory),
+    )
 
 
 def write_html_report(run, directory: Path, device=None) -> Path:
@@ -96,18 +115,27 @@ def write_html_report(run, directory: Path, device=None) -> Path:
         if run.config.get("model_class") == "HookedTransformer":
             steps = figure_steps(run)
             probe_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED)
-            sections += [probes_section(run, steps, probe_set, figures, device),
-                         ablation_section(run, probe_set, figures, device)]
+            sections += [
+                probes_section(run, steps, probe_set, figures, device),
+                ablation_section(run, probe_set, figures, device),
+            ]
             if run.task.n == 2:
                 sections.append(construction_section(run, steps, probe_set, figures))
         else:
-            sections.append(f"<p>{html.escape(name)} is a {html.escape(run.config.get('model_class', ''))}: "
-                            "it has no attention patterns to probe, ablate or compare.</p>")
-        page = "\n".join([
-            "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-            f"<title>{html.escape(name)}: report</title><style>{STYLE}</style></head><body>",
-            f"<h1>{html.escape(name)}: from phases to circuit</h1>", *sections, "</body></html>",
-        ])
+            sections.append(
+                f"<p>{html.escape(name)} is a {html.escape(run.config.get('model_class', ''))}: "
+                "it has no attention patterns to probe, ablate or compare.</p>"
+            )
+        page = "\n".join(
+            [
+                "<!DOCTYPE html>",
+                '<html lang="en"><head><meta charset="utf-8">',
+                f"<title>{html.escape(name)}: report</title><style>{STYLE}</style></head><body>",
+                f"<h1>{html.escape(name)}: from phases to circuit</h1>",
+                *sections,
+                "</body></html>",
+            ]
+        )
     directory.mkdir(parents=True, exist_ok=True)
     path = directory.resolve() / f"{name}_report.html"  # the user's folder may be a link; nothing below it is
     write_atomic(path, page.encode("utf-8"))  # a rename: a link planted at the page's name is replaced, not followed

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 
 import induction_probes.cli.lm as lm
-from induction_probes.cli.common import path, add_device_option, add_output_options, add_run_argument, format_table, json_text
+from induction_probes.cli.common import (
+    add_device_option,
+    add_output_options,
+    add_run_argument,
+    format_table,
+    json_text,
+    path,
+)
 from induction_probes.cli.views import view_of
 
 # Loaded to build the parser, before a command is chosen: the handlers below import the library they call
@@ -22,9 +29,13 @@ def register(commands) -> None:
     report = commands.add_parser("report", help="loss against the strategies over an ICL-MC run, phases, figures")
     add_run_argument(report)
     add_output_options(report)
-    report.add_argument("--html", type=path, metavar="DIR",
-                        help="write RUN_report.html into DIR: phases, probes, ablations and the construction on one "
-                             "offline page (about half a minute)")
+    report.add_argument(
+        "--html",
+        type=path,
+        metavar="DIR",
+        help="write RUN_report.html into DIR: phases, probes, ablations and the construction on one "
+        "offline page (about half a minute)",
+    )
     add_device_option(report)
     report.set_defaults(handler=run_report)
 
@@ -35,8 +46,12 @@ def describe_model(model_class: str, model: dict) -> str:
         return f"{model_class}: " + ", ".join(f"{key}={value}" for key, value in model.items())
     heads = model.get("layer_heads") or [model["n_heads"]] * model["n_layers"]
     parts = [
-        f"{model['n_layers']} layers", "heads " + ",".join(map(str, heads)), f"d_model {model['d_model']}",
-        f"d_head {model['d_head']}", f"positional {model['positional']}", f"mask {model['mask']}",
+        f"{model['n_layers']} layers",
+        "heads " + ",".join(map(str, heads)),
+        f"d_model {model['d_model']}",
+        f"d_head {model['d_head']}",
+        f"positional {model['positional']}",
+        f"mask {model['mask']}",
         "pre-LN" if model["normalization"] == "LN" else "no LayerNorm",
         f"MLP {model['d_mlp']}" if model["d_mlp"] else "attention-only",
     ]
@@ -74,8 +89,11 @@ def final_metrics_text(last: dict) -> str:
         return f"final step {last['step']}: eval MSE {last['eval_loss']:.4g}, MSE / target variance {last['relative_mse']:.4g}"
     if "loss" in last:  # a toy-model run
         return f"final step {last['step']}: loss {last['loss']:.4g}"
-    shown = [f"{name} {value:.4g}" for name, value in last.items()  # a registered task's own metrics
-             if name not in ("step", "sequences_seen") and isinstance(value, float)]
+    shown = [
+        f"{name} {value:.4g}"
+        for name, value in last.items()  # a registered task's own metrics
+        if name not in ("step", "sequences_seen") and isinstance(value, float)
+    ]
     return f"final step {last['step']} ({last['sequences_seen']} sequences): " + ", ".join(shown)
 
 

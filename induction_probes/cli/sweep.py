@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from induction_probes.cli.common import path, CommandFailed, add_device_option, add_output_options, format_table, json_text
+from induction_probes.cli.common import (
+    CommandFailed,
+    add_device_option,
+    add_output_options,
+    format_table,
+    json_text,
+    path,
+)
 
 # Loaded to build the parser, before a command is chosen: the handlers below import the library they call
 # (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
@@ -17,31 +24,53 @@ class SomeCellsFailed(CommandFailed):
 
 def register(commands) -> None:
     sweep = commands.add_parser(
-        "sweep", help="train every cell of an experiment spec (TOML): conditions x grid x seeds",
+        "sweep",
+        help="train every cell of an experiment spec (TOML): conditions x grid x seeds",
         description="Train every cell of a spec into DIR/<condition>/seed-<S>; rerun the same command to "
         "continue an interrupted sweep (finished cells are skipped, interrupted ones resumed).",
     )
     sweep.add_argument("spec", type=path, help="experiment spec (TOML; see the README)")
     sweep.add_argument("--out", type=path, required=True, help="sweep directory (new, empty, or this spec's)")
     sweep.add_argument("--workers", type=int, default=1, help="cells trained at once (default 1)")
-    sweep.add_argument("--backend", choices=("local", "ray"), default="local",
-                       help="local process pool (default) or Ray")
-    sweep.add_argument("--address", help="with --backend ray: the address of a running Ray cluster "
-                       "(default: start a local Ray instance)")
+    sweep.add_argument(
+        "--backend", choices=("local", "ray"), default="local", help="local process pool (default) or Ray"
+    )
+    sweep.add_argument(
+        "--address",
+        help="with --backend ray: the address of a running Ray cluster (default: start a local Ray instance)",
+    )
     add_device_option(sweep)
-    sweep.add_argument("--gpus-per-cell", type=float, default=0.0, metavar="F",
-                       help="GPUs per cell, fractions allowed (0.25: four cells share a GPU): Ray's num_gpus, or "
-                            "the local pool's visible GPUs in turn (default 0: --device, cpu)")
+    sweep.add_argument(
+        "--gpus-per-cell",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="GPUs per cell, fractions allowed (0.25: four cells share a GPU): Ray's num_gpus, or "
+        "the local pool's visible GPUs in turn (default 0: --device, cpu)",
+    )
     sweep.set_defaults(handler=run_sweep_command)
 
     summarize = commands.add_parser("summarize", help="mean and 95%% intervals over seeds of a sweep's runs")
-    summarize.add_argument("sweep_dir", type=path, metavar="DIR", help="a sweep directory, or a summary.json whose "
-                           "statistics (comparisons, bounded intervals, kinds of solution) are recomputed from its "
-                           "per-seed runs records")
-    summarize.add_argument("--count", metavar="PRIOR", help="x-axis: training sequences of this prior only "
-                           "(e.g. doubly-stochastic, as Edelman et al.'s mixture figure counts them; default: the spec's count)")
-    summarize.add_argument("--probe-seqs", type=int, default=500,
-                           help="fresh sequences for the final checkpoints' probe scores (default 500)")
+    summarize.add_argument(
+        "sweep_dir",
+        type=path,
+        metavar="DIR",
+        help="a sweep directory, or a summary.json whose "
+        "statistics (comparisons, bounded intervals, kinds of solution) are recomputed from its "
+        "per-seed runs records",
+    )
+    summarize.add_argument(
+        "--count",
+        metavar="PRIOR",
+        help="x-axis: training sequences of this prior only "
+        "(e.g. doubly-stochastic, as Edelman et al.'s mixture figure counts them; default: the spec's count)",
+    )
+    summarize.add_argument(
+        "--probe-seqs",
+        type=int,
+        default=500,
+        help="fresh sequences for the final checkpoints' probe scores (default 500)",
+    )
     add_output_options(summarize)
     summarize.set_defaults(handler=run_summarize)
 
@@ -51,13 +80,24 @@ def run_sweep_command(args: argparse.Namespace) -> str:
 
     spec = read_spec(args.spec)
     try:
-        results = run_sweep(spec, args.out, workers=args.workers, backend=args.backend, address=args.address,
-                            report=lambda line: print(line, file=sys.stderr, flush=True),
-                            device=getattr(args, "device", None), gpus_per_cell=args.gpus_per_cell)
+        results = run_sweep(
+            spec,
+            args.out,
+            workers=args.workers,
+            backend=args.backend,
+            address=args.address,
+            report=lambda line: print(line, file=sys.stderr, flush=True),
+            device=getattr(args, "device", None),
+            gpus_per_cell=args.gpus_per_cell,
+        )
     except KeyboardInterrupt:
-        raise KeyboardInterrupt(f"interrupted: run the same command again to continue the sweep in {args.out}") from None
-    counts = {status: sum(r["status"] == status for r in results)
-              for status in ("trained", "resumed", "skipped", "busy", "failed")}
+        raise KeyboardInterrupt(
+            f"interrupted: run the same command again to continue the sweep in {args.out}"
+        ) from None
+    counts = {
+        status: sum(r["status"] == status for r in results)
+        for status in ("trained", "resumed", "skipped", "busy", "failed")
+    }
     line = f"sweep {args.out}: {len(results)} cells, " + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
     if counts["failed"] or counts["busy"]:
         failed = ", ".join(r["cell"] for r in results if r["status"] == "failed") or "none"
@@ -70,8 +110,8 @@ def run_sweep_command(args: argparse.Namespace) -> str:
 
 def run_summarize(args: argparse.Namespace) -> str:
     from induction_probes.probes.figures.plots import plot_sweep_summary
-    from induction_probes.probes.sweeps.sweep_statistics import recompute_summary
     from induction_probes.probes.sweeps.summary import summarize_sweep
+    from induction_probes.probes.sweeps.sweep_statistics import recompute_summary
 
     if args.sweep_dir.suffix == ".json":
         summary = recompute_summary(args.sweep_dir)
@@ -112,16 +152,26 @@ def summary_table(summary: dict) -> str:
     rows = []
     for name, condition in summary["conditions"].items():
         transition = condition["transition"]
-        rows.append([
-            name,
-            condition["n_seeds"],
-            f"{format_interval(transition, 1e3, 3)} ({transition['n_reached']}/{condition['n_seeds']})",
-            format_interval(condition["plateau"], 1e3, 3),
-            format_interval(condition["final_kl"], 1.0, 3),
-        ])
-    headers = ["condition", "seeds", "transition (k seq.) [95% CI] (reached)", "plateau (k seq.)", "final KL(true||model)"]
-    lines = [f"sweep {summary['sweep']}: mean [95% interval] over seeds; x-axis: {summary['x_axis']}",
-             format_table(headers, rows)]
+        rows.append(
+            [
+                name,
+                condition["n_seeds"],
+                f"{format_interval(transition, 1e3, 3)} ({transition['n_reached']}/{condition['n_seeds']})",
+                format_interval(condition["plateau"], 1e3, 3),
+                format_interval(condition["final_kl"], 1.0, 3),
+            ]
+        )
+    headers = [
+        "condition",
+        "seeds",
+        "transition (k seq.) [95% CI] (reached)",
+        "plateau (k seq.)",
+        "final KL(true||model)",
+    ]
+    lines = [
+        f"sweep {summary['sweep']}: mean [95% interval] over seeds; x-axis: {summary['x_axis']}",
+        format_table(headers, rows),
+    ]
     if summary["unfinished"]:
         lines.append(f"not finished (left out): {', '.join(summary['unfinished'])}")
     return "\n".join(lines + comparison_lines(summary))
@@ -129,16 +179,27 @@ def summary_table(summary: dict) -> str:
 
 def comparison_lines(summary: dict) -> list[str]:
     """The comparisons (b − a, 95 % interval, t-test and rank-test p-values) and the kinds of solution."""
+
     def p(value) -> str:
         return "-" if value is None else f"{value:.3g}"
 
-    rows = [[f"{c['b']} - {c['a']}", c["measure"], format_interval(c["difference"], 1.0, 3), f"{p(c['p_value'])} "
-             f"({c['test']})", f"{p(c['rank_p_value'])} ({c['rank_test']})", c["n"] if isinstance(c["n"], int)
-             else "/".join(map(str, c["n"]))] for c in summary.get("comparisons", [])]
+    rows = [
+        [
+            f"{c['b']} - {c['a']}",
+            c["measure"],
+            format_interval(c["difference"], 1.0, 3),
+            f"{p(c['p_value'])} ({c['test']})",
+            f"{p(c['rank_p_value'])} ({c['rank_test']})",
+            c["n"] if isinstance(c["n"], int) else "/".join(map(str, c["n"])),
+        ]
+        for c in summary.get("comparisons", [])
+    ]
     lines = [format_table(["comparison", "measure", "difference [95%]", "p", "rank p", "n"], rows)] if rows else []
     for name, condition in summary["conditions"].items():
         for measure, split in condition.get("kinds_of_solution", {}).items():
-            lines.append(f"{name}: {measure} splits into two kinds of solution: {len(split['low_group'])} seeds at "
-                         f"{min(split['low_group']):.3g}-{max(split['low_group']):.3g}, {len(split['high_group'])} at "
-                         f"{min(split['high_group']):.3g}-{max(split['high_group']):.3g}")
+            lines.append(
+                f"{name}: {measure} splits into two kinds of solution: {len(split['low_group'])} seeds at "
+                f"{min(split['low_group']):.3g}-{max(split['low_group']):.3g}, {len(split['high_group'])} at "
+                f"{min(split['high_group']):.3g}-{max(split['high_group']):.3g}"
+            )
     return lines

@@ -16,8 +16,10 @@ REPORT_SEQS = 200  # the report's probe set, as the HTML report's
 
 def refuse_figures(run, args: argparse.Namespace) -> None:
     if getattr(args, "plot", None) or getattr(args, "html", None):
-        raise ValueError(f"run {run.path.name} is a {run.task.name} run: figures and the HTML report follow the "
-                         "ICL-MC and Gaussian tasks; drop --plot and --html")
+        raise ValueError(
+            f"run {run.path.name} is a {run.task.name} run: figures and the HTML report follow the "
+            "ICL-MC and Gaussian tasks; drop --plot and --html"
+        )
 
 
 def probe_task_text(run, args: argparse.Namespace) -> str:
@@ -27,21 +29,34 @@ def probe_task_text(run, args: argparse.Namespace) -> str:
     results = probe_run(run, probe_set, steps, device=device_of(args))
     if args.json:
         tidy = {"records": results.to_records(), "warnings": results.warnings}
-        return json_text(provenance(run, steps, args.n_seqs, args.seed)
-                         | {"checkpoints": [r.to_json() for r in results]} | tidy)
+        return json_text(
+            provenance(run, steps, args.n_seqs, args.seed) | {"checkpoints": [r.to_json() for r in results]} | tidy
+        )
     last = results[-1]
     names = list(last.scores)
     n_layers = len(last.scores[names[0]])
-    rows = [[f"{layer}.{head}", *(last.scores[name][layer][head].item() for name in names)]
-            for layer in range(n_layers) for head in range(len(last.scores[names[0]][layer]))]
+    rows = [
+        [f"{layer}.{head}", *(last.scores[name][layer][head].item() for name in names)]
+        for layer in range(n_layers)
+        for head in range(len(last.scores[names[0]][layer]))
+    ]
     metrics = scalar_metrics(last.metrics)
-    lines = [f"run {run.path.name}, step {last.step}: {run.task.describe()}, {args.n_seqs} fresh sequences",
-             format_table(["head", *names], rows),
-             "task metrics: " + ", ".join(f"{name} {value:.4f}" for name, value in metrics.items())]
+    lines = [
+        f"run {run.path.name}, step {last.step}: {run.task.describe()}, {args.n_seqs} fresh sequences",
+        format_table(["head", *names], rows),
+        "task metrics: " + ", ".join(f"{name} {value:.4f}" for name, value in metrics.items()),
+    ]
     if args.all_steps:
         wanted = spread_steps([r.step for r in results])
-        table = [[r.step, *(max(layer.max().item() for layer in r.scores[name]) for name in names),
-                  scalar_metrics(r.metrics).get("eval_loss", float("nan"))] for r in results if r.step in wanted]
+        table = [
+            [
+                r.step,
+                *(max(layer.max().item() for layer in r.scores[name]) for name in names),
+                scalar_metrics(r.metrics).get("eval_loss", float("nan")),
+            ]
+            for r in results
+            if r.step in wanted
+        ]
         lines.append(format_table(["step", *(f"best {name}" for name in names), "eval_loss"], table))
     return "\n".join(lines + [f"warning: {line}" for line in results.warnings])
 
@@ -54,13 +69,23 @@ def ablate_task_text(run, model, head_sets, args: argparse.Namespace) -> str:
     names = [",".join(f"{layer}.{head}" for layer, head in heads) for heads, _ in ablated]
     if args.json:
         header = provenance(run, [run.entry(args.step)["step"]], args.n_seqs, args.seed)
-        return json_text(header | {"mode": args.mode, "baseline": baseline, "ablations": [
-            {"heads": name.split(","), "mode": args.mode, "metrics": metrics}
-            for name, (_, metrics) in zip(names, ablated)]})
+        return json_text(
+            header
+            | {
+                "mode": args.mode,
+                "baseline": baseline,
+                "ablations": [
+                    {"heads": name.split(","), "mode": args.mode, "metrics": metrics}
+                    for name, (_, metrics) in zip(names, ablated)
+                ],
+            }
+        )
     columns = list(scalar_metrics(baseline))
     rows = [["none", *scalar_metrics(baseline).values()]]
-    rows += [[name, *(scalar_metrics(metrics).get(c, float("nan")) for c in columns)]
-             for name, (_, metrics) in zip(names, ablated)]
+    rows += [
+        [name, *(scalar_metrics(metrics).get(c, float("nan")) for c in columns)]
+        for name, (_, metrics) in zip(names, ablated)
+    ]
     title = f"run {run.path.name}: {args.mode} ablation on {args.n_seqs} sequences of {run.task.describe()}"
     return "\n".join([title, format_table(["ablated heads", *columns], rows)])
 
@@ -75,8 +100,11 @@ def report_task_text(run, args: argparse.Namespace) -> str:
         return json_text(header | {"metrics": metrics})
     columns = [name for name in scalar_metrics(metrics[-1]) if name not in ("step", "sequences_seen")]
     wanted = spread_steps([m["step"] for m in metrics])
-    rows = [[m["step"], f"{m['sequences_seen'] / 1000:.1f}", *(scalar_metrics(m).get(c, float("nan")) for c in columns)]
-            for m in metrics if m["step"] in wanted]
+    rows = [
+        [m["step"], f"{m['sequences_seen'] / 1000:.1f}", *(scalar_metrics(m).get(c, float("nan")) for c in columns)]
+        for m in metrics
+        if m["step"] in wanted
+    ]
     title = f"run {run.path.name}: {run.task.describe()}, {recipe.steps} steps of {recipe.batch_size} sequences"
     return "\n".join([title, format_table(["step", "seqs (k)", *columns], rows), final_probes_text(run, args)])
 
@@ -86,7 +114,10 @@ def final_probes_text(run, args: argparse.Namespace) -> str:
     step = run.steps[-1]
     model = run.load(step=step, device=device_of(args))
     result = probe_task_model(model, run.task.eval_set(REPORT_SEQS, PROBE_SEED), step)
-    rows = [[name, layer, int(values.argmax()), values.max().item()]
-            for name, layers in result.scores.items() for layer, values in enumerate(layers)]
+    rows = [
+        [name, layer, int(values.argmax()), values.max().item()]
+        for name, layers in result.scores.items()
+        for layer, values in enumerate(layers)
+    ]
     title = f"attention probes at step {step} on {REPORT_SEQS} fresh sequences (seed {PROBE_SEED}), best head per layer"
     return "\n".join([title, format_table(["probe", "layer", "head", "value"], rows)])

@@ -8,7 +8,15 @@ import shlex
 
 from induction_probes.circuits.recipes.registry import RECIPES, TRAINED
 from induction_probes.cli.common import (
-    PROG, add_config_options, add_device_option, config_from_options, device_of, flag, path, seed, typed_options,
+    PROG,
+    add_config_options,
+    add_device_option,
+    config_from_options,
+    device_of,
+    flag,
+    path,
+    seed,
+    typed_options,
 )
 
 # Loaded to build the parser, before a command is chosen: the handlers below import the library they call
@@ -54,5 +62,7 @@ def run_train(args: argparse.Namespace) -> str:
         run = train_run(recipe, args.out, resume=args.resume, stop_after=args.stop_after, device=device_of(args))
     except TrainingInterrupted as interrupt:  # main prints this line and exits 130
         again = shlex.join([PROG, "train", args.recipe, "--out", str(args.out), "--resume"])
-        raise KeyboardInterrupt(f"interrupted at step {interrupt.step}, which is saved: continue with {again}") from None
+        raise KeyboardInterrupt(
+            f"interrupted at step {interrupt.step}, which is saved: continue with {again}"
+        ) from None
     return info_text(run)

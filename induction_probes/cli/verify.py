@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.cli.common import seed, add_device_option, add_output_options, device_of, figure_lines, format_table, json_text, provenance, spread_steps
+from induction_probes.cli.common import (
+    add_device_option,
+    add_output_options,
+    device_of,
+    figure_lines,
+    format_table,
+    json_text,
+    provenance,
+    seed,
+    spread_steps,
+)
 
 # Loaded to build the parser, before a command is chosen: the handlers below import the library they call
 # (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
@@ -110,8 +120,16 @@ def run_compare_prop21(args: argparse.Namespace) -> str:
 def comparison_text(run, results: dict, k: int, c: float, n_seqs: int) -> str:
     """The measures at each compared step, and the last step's verdict."""
     rows = [
-        [step, r.attention_tv[0], r.attention_tv[1], r.positional_profile[1].item(), int(r.positional_profile.argmax()),
-         r.diagonal_is_row_max, r.ov_top1_diagonal, "yes" if (r.ov_eigenvalues.real > 0).all() else "no"]
+        [
+            step,
+            r.attention_tv[0],
+            r.attention_tv[1],
+            r.positional_profile[1].item(),
+            int(r.positional_profile.argmax()),
+            r.diagonal_is_row_max,
+            r.ov_top1_diagonal,
+            "yes" if (r.ov_eigenvalues.real > 0).all() else "no",
+        ]
         for step, r in results.items()
     ]
     headers = ["step", "attn TV L0", "attn TV L1", "profile@1", "peak", "diag-dominant rows", "OV top-1", "OV eig > 0"]
@@ -119,8 +137,14 @@ def comparison_text(run, results: dict, k: int, c: float, n_seqs: int) -> str:
     failures = results[final_step].failures()
     verdict = "matches the construction's signatures" if not failures else "differs: " + "; ".join(failures)
     caveats = [f"warning: {line}" for line in results[final_step].warnings]
-    return "\n".join([f"{run.path.name} against Proposition 2.1 (k={k}, c={c:g}) on {n_seqs} sequences",
-                      format_table(headers, rows), f"step {final_step}: {verdict}"] + caveats)
+    return "\n".join(
+        [
+            f"{run.path.name} against Proposition 2.1 (k={k}, c={c:g}) on {n_seqs} sequences",
+            format_table(headers, rows),
+            f"step {final_step}: {verdict}",
+        ]
+        + caveats
+    )
 
 
 def figure_steps(run) -> list[int]:
@@ -139,12 +163,22 @@ def plot_comparison(run, results: dict, k: int, directory) -> list:
 
     name, steps = run.path.name, list(results)
     final = steps[-1]
-    figures = [plot_prop21_comparison(results[final], f"{name}, step {final}",
-                                      directory / figure_name(f"prop21_vs_{name}", "matrices", [final]))]
+    figures = [
+        plot_prop21_comparison(
+            results[final], f"{name}, step {final}", directory / figure_name(f"prop21_vs_{name}", "matrices", [final])
+        )
+    ]
     if len(steps) > 1:
         metrics = {m["step"]: m for m in run.metrics()}
-        figures.append(plot_prop21_over_training(results, [metrics[s] for s in steps], k, name,
-                                                 directory / figure_name(f"prop21_vs_{name}", "over_training", steps)))
+        figures.append(
+            plot_prop21_over_training(
+                results,
+                [metrics[s] for s in steps],
+                k,
+                name,
+                directory / figure_name(f"prop21_vs_{name}", "over_training", steps),
+            )
+        )
     return figures
 
 
@@ -156,12 +190,14 @@ def run_verify_wang_ih2(args: argparse.Namespace) -> str:
     if args.json:
         return json_text(result.to_json())
     rows = [[f"{beta:g}", f"{error:.2e}"] for beta, error in result.error_by_beta]
-    return "\n".join([
-        f"Theorem 4.1 (IH_2, W* = I), d={result.d}, L={result.seq_len}, {result.n_seqs} Gaussian sequences",
-        format_table(["beta", "relative error"], rows),
-        f"at beta={result.beta:g}: relative error {result.relative_error:.2e}, "
-        f"layer 0 previous-token {result.previous_token:.4f}",
-    ])
+    return "\n".join(
+        [
+            f"Theorem 4.1 (IH_2, W* = I), d={result.d}, L={result.seq_len}, {result.n_seqs} Gaussian sequences",
+            format_table(["beta", "relative error"], rows),
+            f"at beta={result.beta:g}: relative error {result.relative_error:.2e}, "
+            f"layer 0 previous-token {result.previous_token:.4f}",
+        ]
+    )
 
 
 def run_verify_wang_ihn(args: argparse.Namespace) -> str:
@@ -172,9 +208,11 @@ def run_verify_wang_ihn(args: argparse.Namespace) -> str:
     if args.json:
         return json_text(result.to_json())
     rows = [[heads, f"{error:.2e}"] for heads, error in result.error_by_heads]
-    return "\n".join([
-        f"Theorem 4.3 (IH_{result.n}, W* = I), d={result.d}, L={result.seq_len}, {result.n_seqs} Gaussian sequences",
-        format_table(["heads H", "relative error"], rows),
-        f"at H={result.heads}: relative error {result.relative_error:.2e}; fitted error ~ C / H^{result.fitted_q:.1f} "
-        f"(paper: C (n e^(1+0.01n) / H)^q, n e^(1+0.01n) = {result.paper_scale:.1f})",
-    ])
+    return "\n".join(
+        [
+            f"Theorem 4.3 (IH_{result.n}, W* = I), d={result.d}, L={result.seq_len}, {result.n_seqs} Gaussian sequences",
+            format_table(["heads H", "relative error"], rows),
+            f"at H={result.heads}: relative error {result.relative_error:.2e}; fitted error ~ C / H^{result.fitted_q:.1f} "
+            f"(paper: C (n e^(1+0.01n) / H)^q, n e^(1+0.01n) = {result.paper_scale:.1f})",
+        ]
+    )

@@ -25,15 +25,27 @@ class TaskView:
 
 
 VIEWS = Registry("task view", __name__)
-VIEWS.register("markov", TaskView("induction_probes.cli.probe:probe_markov_text",
-                                  "induction_probes.cli.probe:ablate_markov_text",
-                                  "induction_probes.cli.report_html:markov_report"))
-VIEWS.register("gaussian", TaskView("induction_probes.cli.probe:probe_gaussian_text",
-                                    "induction_probes.cli.probe:gaussian_ablation_text",
-                                    "induction_probes.cli.report:gaussian_report"))
-TASK_VIEW = TaskView("induction_probes.cli.task_view:probe_task_text",
-                     "induction_probes.cli.task_view:ablate_task_text",
-                     "induction_probes.cli.task_view:report_task_text")
+VIEWS.register(
+    "markov",
+    TaskView(
+        "induction_probes.cli.probe:probe_markov_text",
+        "induction_probes.cli.probe:ablate_markov_text",
+        "induction_probes.cli.report_html:markov_report",
+    ),
+)
+VIEWS.register(
+    "gaussian",
+    TaskView(
+        "induction_probes.cli.probe:probe_gaussian_text",
+        "induction_probes.cli.probe:gaussian_ablation_text",
+        "induction_probes.cli.report:gaussian_report",
+    ),
+)
+TASK_VIEW = TaskView(
+    "induction_probes.cli.task_view:probe_task_text",
+    "induction_probes.cli.task_view:ablate_task_text",
+    "induction_probes.cli.task_view:report_task_text",
+)
 
 
 def view_of(run) -> TaskView:

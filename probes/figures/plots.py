@@ -85,7 +85,11 @@ def log_limits(ax: Axes, values: list[float]) -> None:
 def figure_name(run: str, what: str, steps: list[int], mode: str = "") -> str:
     """A figure's file name says its run, what it shows, its mode and its checkpoints:
     markov-k3_ablation_zero_step4000.png, markov-k3_attention_steps0-297-4000.png."""
-    tag = f"step{steps[0]}" if len(steps) == 1 else "steps" + "-".join(map(str, steps if len(steps) <= 3 else steps[::len(steps) - 1]))
+    tag = (
+        f"step{steps[0]}"
+        if len(steps) == 1
+        else "steps" + "-".join(map(str, steps if len(steps) <= 3 else steps[:: len(steps) - 1]))
+    )
     return "_".join(part for part in (run, what, mode, tag) if part) + ".png"
 
 
@@ -124,9 +128,7 @@ def strategy_curves(ax: Axes, x: list[float], metrics: list[dict], strategies) -
     ax.plot(x, [m["last_token_kl"]["true"] for m in metrics], color="black", ls="--", lw=1.5, label="KL(true ‖ model)")
 
 
-def plot_loss_against_baselines(
-    metrics: list[dict], baselines: dict[str, float], title: str, path: Path
-) -> Path:
+def plot_loss_against_baselines(metrics: list[dict], baselines: dict[str, float], title: str, path: Path) -> Path:
     """KL(true ‖ model) at the last token, with each strategy's KL(true ‖ strategy) as a dashed line."""
     theme()
     kept = with_sequences(metrics)
@@ -163,8 +165,13 @@ def as_plain_text(fig: Figure) -> None:
     """Every text of ``fig`` but the tick labels read as plain text, not mathtext: titles, labels and legends
     hold run and condition names, and a "$" in one must not start a formula. Tick labels keep mathtext,
     which the log axes' 10^k labels are written in."""
-    ticks = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
-             for tick in axis.get_major_ticks() + axis.get_minor_ticks() for label in (tick.label1, tick.label2)}
+    ticks = {
+        id(label)
+        for ax in fig.axes
+        for axis in (ax.xaxis, ax.yaxis)
+        for tick in axis.get_major_ticks() + axis.get_minor_ticks()
+        for label in (tick.label1, tick.label2)
+    }
     for text in fig.findobj(Text):
         if id(text) not in ticks:
             text.set_parse_math(False)
@@ -176,10 +183,14 @@ def thousands(n: int) -> str:
 
 def step_caption(entry: dict) -> str:
     """A checkpoint as a figure names it: step, sequences seen and closest strategy (a metrics entry)."""
-    return f"step {entry['step']} ({thousands(entry['sequences_seen'])} seqs, {closest_strategy(entry['last_token_kl'])})"
+    return (
+        f"step {entry['step']} ({thousands(entry['sequences_seen'])} seqs, {closest_strategy(entry['last_token_kl'])})"
+    )
 
 
-def plot_scores_over_training(results: list, metrics: list[dict], chance: dict[str, float], title: str, path: Path) -> Path:
+def plot_scores_over_training(
+    results: list, metrics: list[dict], chance: dict[str, float], title: str, path: Path
+) -> Path:
     """Layer 0's previous-token and the last layer's bigram-matching scores (best head) against sequences
     seen, shaded by phase, each with its chance level (attention spread evenly over the keys).
     ``metrics`` holds the run's metrics entry of each result's step."""
@@ -187,8 +198,14 @@ def plot_scores_over_training(results: list, metrics: list[dict], chance: dict[s
     kept = [(r, m) for r, m in zip(results, metrics) if m["sequences_seen"] > 0]
     x = [m["sequences_seen"] for _, m in kept]
     last = len(results[0].bigram_matching) - 1
-    curves = {"previous_token": ("tab:purple", "layer 0 previous-token", [r.previous_token[0].max().item() for r, _ in kept]),
-              "bigram_matching": ("tab:brown", f"layer {last} bigram-matching", [r.bigram_matching[-1].max().item() for r, _ in kept])}
+    curves = {
+        "previous_token": ("tab:purple", "layer 0 previous-token", [r.previous_token[0].max().item() for r, _ in kept]),
+        "bigram_matching": (
+            "tab:brown",
+            f"layer {last} bigram-matching",
+            [r.bigram_matching[-1].max().item() for r, _ in kept],
+        ),
+    }
     fig, ax = subplots(figsize=(8, 4.6))
     shade_closest_strategy(ax, x, [m for _, m in kept])
     for name, (colour, label, values) in curves.items():
@@ -282,8 +299,10 @@ def plot_progress_measures(progress: list, metrics: list[dict], thresholds: dict
     keep = [i for i, m in enumerate(metrics) if m["sequences_seen"] > 0]  # the checkpoints the x-axis holds
     colours = dict(zip(thresholds, sns.color_palette("dark", len(thresholds))))
     styles = {"ov_copying_accuracy": (0, (4, 2))}  # dashed: it sits on the copying score once both reach 1
-    scaled = {name: [(progress[i].value(name) - row["chance"]) / (row["construction"] - row["chance"]) for i in keep]
-              for name, row in thresholds.items()}
+    scaled = {
+        name: [(progress[i].value(name) - row["chance"]) / (row["construction"] - row["chance"]) for i in keep]
+        for name, row in thresholds.items()
+    }
     for name, row in thresholds.items():
         bottom.plot(x, scaled[name], color=colours[name], lw=2, ls=styles.get(name, "-"), label=name.replace("_", " "))
         if row["first_sequences"]:
@@ -306,19 +325,32 @@ def plot_llc(estimates: list[dict], metrics: list[dict], construction: dict, tit
     fig, top, bottom, x, kept = strategies_above(metrics, height=6.5)
     trained = [e for e in estimates if e["sequences_seen"] > 0]
     accepted = [e for e in trained if e["llc"] is not None]
-    bottom.errorbar([e["sequences_seen"] for e in accepted], [e["llc"] for e in accepted],
-                    yerr=[e["llc_std"] for e in accepted], color="black", marker="o", capsize=3, lw=1.5,
-                    label="LLC (± sd over chains)")
+    bottom.errorbar(
+        [e["sequences_seen"] for e in accepted],
+        [e["llc"] for e in accepted],
+        yerr=[e["llc_std"] for e in accepted],
+        color="black",
+        marker="o",
+        capsize=3,
+        lw=1.5,
+        label="LLC (± sd over chains)",
+    )
     refused = [e["sequences_seen"] for e in trained if e["llc"] is None]
     if refused:
         bottom.plot(refused, [0] * len(refused), "rx", ms=8, label="refused by the diagnostics")
     for e in estimates:
         if e["sequences_seen"] == 0 and e["llc"] is not None:
-            bottom.axhline(e["llc"], color="tab:blue", ls=":", lw=1.5,
-                           label=f"at initialisation, step 0 ({e['llc']:.2f})")
+            bottom.axhline(
+                e["llc"], color="tab:blue", ls=":", lw=1.5, label=f"at initialisation, step 0 ({e['llc']:.2f})"
+            )
     if construction["llc"] is not None and not construction["flags"]:  # a flagged estimate is no reference
-        bottom.axhline(construction["llc"], color="tab:purple", ls="--", lw=1.5,
-                       label=f"Prop. 2.1 construction ({construction['llc']:.1f})")
+        bottom.axhline(
+            construction["llc"],
+            color="tab:purple",
+            ls="--",
+            lw=1.5,
+            label=f"Prop. 2.1 construction ({construction['llc']:.1f})",
+        )
     else:
         verdict = "refused" if construction["llc"] is None else "flagged"
         bottom.plot([], [], " ", label=f"Prop. 2.1 construction: {verdict} by the diagnostics, not drawn")

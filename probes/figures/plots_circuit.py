@@ -11,6 +11,7 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
+from induction_probes.circuits.tasks.markov.strategies import matching_keys
 from induction_probes.probes.figures import plots
 from induction_probes.probes.figures.plots import (
     figure_name,
@@ -23,11 +24,11 @@ from induction_probes.probes.figures.plots import (
     strategy_colour,
     theme,
 )
-from induction_probes.circuits.tasks.markov.strategies import matching_keys
 
 
-def plot_positional_profiles(profiles_by_step: dict[int, np.ndarray], captions: dict[int, str], title: str, path: Path,
-                             n_distances: int = 20) -> Path:
+def plot_positional_profiles(
+    profiles_by_step: dict[int, np.ndarray], captions: dict[int, str], title: str, path: Path, n_distances: int = 20
+) -> Path:
     """Layer 0's effective positional encoding (softmax over distance of q·r_d, head 0) at a few steps,
     against the uniform profile of a head that ignores position."""
     theme()
@@ -57,16 +58,24 @@ def plot_ablation_bars(baseline, results: list, strategy_kl: dict[str, float], t
     fig, ax = plots.subplots(figsize=(max(6, 1.5 * len(labels) + 3), 4.4))
     bars = ax.bar(labels, values, color=[strategy_colour(c) for c in closest], width=0.6)
     ax.bar_label(bars, labels=[f"{v:.3f}" for v in values], fontsize=10)
-    lines = [ax.axhline(v, color=strategy_colour(name), ls="--", lw=1.3, label=f"{name} strategy ({v:.3f})")
-             for name, v in strategy_kl.items()]
+    lines = [
+        ax.axhline(v, color=strategy_colour(name), ls="--", lw=1.3, label=f"{name} strategy ({v:.3f})")
+        for name, v in strategy_kl.items()
+    ]
     ax.set_ylim(0, 1.35 * max(*values, *strategy_kl.values()))  # room for the key above the bars
     ax.set_xlabel("ablated heads (none: the clean model)")
     ax.set_ylabel("KL(true ‖ model), last token (nats)")
     ax.set_title(title)
     keys = [Patch(color=strategy_colour(c), label=f"closest: {c}") for c in dict.fromkeys(closest)]
     ax.add_artist(ax.legend(handles=keys, loc="upper left", fontsize=9, title="bar colour", title_fontsize=9))
-    ax.legend(handles=lines, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9, title="KL(true ‖ strategy)",
-              title_fontsize=9)
+    ax.legend(
+        handles=lines,
+        loc="upper left",
+        bbox_to_anchor=(1.0, 1.0),
+        fontsize=9,
+        title="KL(true ‖ strategy)",
+        title_fontsize=9,
+    )
     return plots.save(fig, path)
 
 
@@ -78,10 +87,22 @@ def plot_gaussian_scores(results: list, sequences: list[int], title: str, path: 
     x = [max(n, 1) for _, n in kept]
     fig, ax = plots.subplots(figsize=(8, 4.6))
     marker = "o-" if len(x) < 20 else "-"
-    ax.plot(x, [max(r.previous_token[0]) for r, _ in kept], marker, color="tab:purple", lw=2,
-            label="layer 0 previous-token (best head)")
-    ax.plot(x, [max(r.induction) for r, _ in kept], marker, color="tab:brown", lw=2,
-            label="layer 1 induction, 1 − TV to IH₂ (best head)")
+    ax.plot(
+        x,
+        [max(r.previous_token[0]) for r, _ in kept],
+        marker,
+        color="tab:purple",
+        lw=2,
+        label="layer 0 previous-token (best head)",
+    )
+    ax.plot(
+        x,
+        [max(r.induction) for r, _ in kept],
+        marker,
+        color="tab:brown",
+        lw=2,
+        label="layer 1 induction, 1 − TV to IH₂ (best head)",
+    )
     ax.set(ylabel="score (attention mass)", ylim=(-0.03, 1.08))
     error = ax.twinx()
     error.plot(x, [r.relative_mse for r, _ in kept], "--", color="black", lw=1.5, label="MSE / target variance")
@@ -109,8 +130,9 @@ def plot_error_bars(rows: list[tuple[str, float]], title: str, path: Path) -> Pa
     return plots.save(fig, path)
 
 
-def plot_attention_heatmaps(patterns_by_step: dict[int, list], tokens, captions: dict[int, str], title: str, path: Path,
-                            n_pos: int = 30) -> Path:
+def plot_attention_heatmaps(
+    patterns_by_step: dict[int, list], tokens, captions: dict[int, str], title: str, path: Path, n_pos: int = 30
+) -> Path:
     """Attention of head 0 on one sequence, every layer (rows) at each step (columns), keys after the
     query masked. Ticks give each position's token; on layers ≥ 1 a ring marks every key whose previous
     token is the query's token, where a statistical induction head should attend."""
@@ -121,17 +143,26 @@ def plot_attention_heatmaps(patterns_by_step: dict[int, list], tokens, captions:
     tokens = tokens[:n_pos]
     match = matching_keys(tokens[None])[0].numpy()
     ring_q, ring_k = np.nonzero(match)
-    fig, axes = plots.subplots(n_layers, len(steps), figsize=(5 * len(steps) + 1, 5 * n_layers), squeeze=False,
-                             layout="constrained")
+    fig, axes = plots.subplots(
+        n_layers, len(steps), figsize=(5 * len(steps) + 1, 5 * n_layers), squeeze=False, layout="constrained"
+    )
     upper = np.triu(np.ones((n_pos, n_pos), dtype=bool), k=1)
     for col, step in enumerate(steps):
         for layer, pattern in enumerate(patterns_by_step[step]):
             ax = axes[layer][col]
-            image = ax.imshow(np.ma.masked_array(pattern[0, 0, :n_pos, :n_pos].numpy(), upper), cmap="viridis",
-                              vmin=0, vmax=1)
+            image = ax.imshow(
+                np.ma.masked_array(pattern[0, 0, :n_pos, :n_pos].numpy(), upper), cmap="viridis", vmin=0, vmax=1
+            )
             if layer > 0:
-                ax.scatter(ring_k, ring_q, s=14, facecolors="none", edgecolors="white", linewidths=0.7,
-                           label="key's previous token = query's token")
+                ax.scatter(
+                    ring_k,
+                    ring_q,
+                    s=14,
+                    facecolors="none",
+                    edgecolors="white",
+                    linewidths=0.7,
+                    label="key's previous token = query's token",
+                )
             ax.set_xticks(range(n_pos), [str(t) for t in tokens.tolist()], fontsize=7)
             ax.set_yticks(range(n_pos), [str(t) for t in tokens.tolist()], fontsize=7)
             ax.set_title(f"layer {layer}, {captions[step]}", fontsize=11)
@@ -152,13 +183,21 @@ def plot_prop21(result, path: Path) -> Path:
     cs = [c for c, _, _ in result.error_by_c]
     left.plot(cs, [max(worst, 1e-17) for _, worst, _ in result.error_by_c], "o-", label="max |error|")
     left.plot(cs, [max(mean, 1e-17) for _, _, mean in result.error_by_c], "s-", label="mean |error|")
-    left.set(xscale="log", yscale="log", xlabel="scale c of the construction's weights (log)",
-             ylabel="|output − its c → ∞ limit|", title=f"k={result.k}: error against the c → ∞ limit")
+    left.set(
+        xscale="log",
+        yscale="log",
+        xlabel="scale c of the construction's weights (log)",
+        ylabel="|output − its c → ∞ limit|",
+        title=f"k={result.k}: error against the c → ∞ limit",
+    )
     left.margins(x=0.08)
     left.legend()
     right.plot(result.kl_bigram_by_position.numpy(), color="tab:green")
-    right.set(xlabel="position in the sequence (0-indexed)", ylabel="KL(Bayes bigram ‖ softmax), nats",
-              title=f"c={result.c:g}: statistics, not calibrated logits")
+    right.set(
+        xlabel="position in the sequence (0-indexed)",
+        ylabel="KL(Bayes bigram ‖ softmax), nats",
+        title=f"c={result.c:g}: statistics, not calibrated logits",
+    )
     right.margins(x=0.02)
     return plots.save(fig, path)
 
@@ -169,8 +208,18 @@ def annotated_heatmap(ax: Axes, matrix: np.ndarray, title: str, xlabel: str, yla
     k = matrix.shape[0]
     limit = float(abs(matrix).max()) or 1.0
     annot = np.vectorize(lambda v: meaningful(v, limit))(matrix) if k <= 6 else False
-    sns.heatmap(matrix, ax=ax, cmap="RdBu_r", vmin=-limit, vmax=limit, annot=annot, fmt="", square=True,
-                annot_kws={"fontsize": 13 if k <= 3 else 10}, cbar_kws={"label": colourbar, "shrink": 0.85})
+    sns.heatmap(
+        matrix,
+        ax=ax,
+        cmap="RdBu_r",
+        vmin=-limit,
+        vmax=limit,
+        annot=annot,
+        fmt="",
+        square=True,
+        annot_kws={"fontsize": 13 if k <= 3 else 10},
+        cbar_kws={"label": colourbar, "shrink": 0.85},
+    )
     ax.set_title(title, fontsize=11)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -184,7 +233,9 @@ def plot_prop21_comparison(result, title: str, path: Path) -> Path:
     matching = ("key's previous token b", "query token a", "mean attention score")
     ov = ("logit of token b", "attended token a", "logit change")
     annotated_heatmap(axes[0][0], result.token_matching.numpy(), "trained: layer 1 token matching", *matching)
-    annotated_heatmap(axes[0][1], result.token_matching_analytic.numpy(), "Prop. 2.1: token matching (c²/√d · I)", *matching)
+    annotated_heatmap(
+        axes[0][1], result.token_matching_analytic.numpy(), "Prop. 2.1: token matching (c²/√d · I)", *matching
+    )
     annotated_heatmap(axes[1][0], result.ov_circuit.numpy(), "trained: layer 1 OV circuit", *ov)
     annotated_heatmap(axes[1][1], result.ov_circuit_analytic.numpy(), "Prop. 2.1: OV circuit (I)", *ov)
     fig.suptitle(f"{title} against Proposition 2.1: both should be diagonal")
@@ -219,7 +270,9 @@ def plot_prop21_over_training(results: dict, metrics: list[dict], k: int, title:
     return plots.save(fig, path)
 
 
-def plot_minimal_parameters(models_by_step: dict, captions: dict[int, str], title: str, directory: Path, name: str) -> list[Path]:
+def plot_minimal_parameters(
+    models_by_step: dict, captions: dict[int, str], title: str, directory: Path, name: str
+) -> list[Path]:
     """The minimal model's v (bars over distance, odd distances red) and W (heatmaps with colour bars),
     each at the given steps. v_1 dwarfs the rest, so the y-axis is scaled to the other distances and v_1's
     bar is cut and labelled with its value: the odd/even asymmetry stays visible."""
@@ -234,8 +287,15 @@ def plot_minimal_parameters(models_by_step: dict, captions: dict[int, str], titl
         v = vs[step]
         ax.bar(range(len(v)), v, color=["tab:red" if d % 2 else "tab:blue" for d in range(len(v))])
         ax.axhline(0, color="black", lw=0.8)
-        ax.text(1.5, high + 0.5 * pad, f"← v₁ = {v[1]:.2f}, cut" if v[1] > high + pad else f"← v₁ = {v[1]:.2f}",
-                ha="left", va="center", fontsize=10, bbox={"facecolor": "white", "edgecolor": "tab:red", "pad": 2})
+        ax.text(
+            1.5,
+            high + 0.5 * pad,
+            f"← v₁ = {v[1]:.2f}, cut" if v[1] > high + pad else f"← v₁ = {v[1]:.2f}",
+            ha="left",
+            va="center",
+            fontsize=10,
+            bbox={"facecolor": "white", "edgecolor": "tab:red", "pad": 2},
+        )
         ax.set_ylim(low - pad, high + 1.2 * pad)
         ax.set_title(captions[step], fontsize=11)
         ax.set_xlabel("distance d (positions; red: odd)")
@@ -246,8 +306,14 @@ def plot_minimal_parameters(models_by_step: dict, captions: dict[int, str], titl
     theme("white")
     fig, axes = plots.subplots(1, len(steps), figsize=(4.8 * len(steps), 4.2), squeeze=False)
     for ax, step in zip(axes[0], steps):
-        annotated_heatmap(ax, models_by_step[step].W.detach().numpy(), captions[step], "key's previous token b", "query token a",
-                          "W_ab")
+        annotated_heatmap(
+            ax,
+            models_by_step[step].W.detach().numpy(),
+            captions[step],
+            "key's previous token b",
+            "query token a",
+            "W_ab",
+        )
     fig.suptitle(f"{title}: second-layer matrix W turning diagonal")
     paths.append(plots.save(fig, directory / figure_name(name, "W", steps)))
     return paths

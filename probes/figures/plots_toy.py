@@ -14,13 +14,20 @@ from induction_probes.circuits.models.toy import PARAMETERS as TOY_PARAMETERS
 from induction_probes.probes.figures import plots
 from induction_probes.probes.figures.plots import sequences_axis, theme
 
-
 TOY_PHASES = {"I": "tab:blue", "II": "tab:orange", "III": "tab:red", "IV": "tab:green"}
 # Pairs of the toy's curves that coincide (p1 and p2, w_K and w_Q, the total loss and its 4-gram part):
 # the second of each is dashed over the first, drawn wider, so both stay visible.
-TOY_STYLES = {"p1": ("tab:blue", "-", 4), "p2": ("tab:orange", (0, (3, 2)), 2), "w_V1": ("tab:green", "-", 2),
-              "w_K": ("tab:red", "-", 4), "w_Q": ("black", (0, (3, 2)), 2), "w_V2": ("tab:brown", "-", 2),
-              "loss": ("tab:blue", "-", 4), "loss_4gram": ("tab:orange", (0, (3, 2)), 2), "loss_induction": ("tab:green", "-", 2)}
+TOY_STYLES = {
+    "p1": ("tab:blue", "-", 4),
+    "p2": ("tab:orange", (0, (3, 2)), 2),
+    "w_V1": ("tab:green", "-", 2),
+    "w_K": ("tab:red", "-", 4),
+    "w_Q": ("black", (0, (3, 2)), 2),
+    "w_V2": ("tab:brown", "-", 2),
+    "loss": ("tab:blue", "-", 4),
+    "loss_4gram": ("tab:orange", (0, (3, 2)), 2),
+    "loss_induction": ("tab:green", "-", 2),
+}
 
 
 def shade_toy_phases(ax: Axes, bounds: list[int]) -> list:
@@ -55,8 +62,11 @@ def plot_toy(history: list[dict], phases, title: str, path: Path) -> Path:
     if phases:
         bounds = [0, phases.end_of_I, phases.end_of_II, phases.end_of_III, steps[-1]]
         shade_toy_phases(bottom, bounds)
-        top.add_artist(top.legend(handles=shade_toy_phases(top, bounds), loc="lower left", fontsize=9, title="phase",
-                                  title_fontsize=9))
+        top.add_artist(
+            top.legend(
+                handles=shade_toy_phases(top, bounds), loc="lower left", fontsize=9, title="phase", title_fontsize=9
+            )
+        )
     top.set_title(f"{title}\nloss parts and parameters through the phases")
     return plots.save(fig, path)
 
@@ -70,8 +80,12 @@ def plot_plateau_sweep(rows: list[tuple[int, float, int]], fit: tuple[float, flo
         ax.plot(*zip(*points), "o", ms=7, label=f"L = {length}")
     x = [r[0] * math.log(1 / r[1]) for r in rows]
     slope, intercept, r2 = fit
-    ax.plot([min(x), max(x)], [slope * min(x) + intercept, slope * max(x) + intercept], "k--",
-            label=f"{slope:.1f}·L·log(1/σ) {intercept:+.0f}, R² = {r2:.3f}")
+    ax.plot(
+        [min(x), max(x)],
+        [slope * min(x) + intercept, slope * max(x) + intercept],
+        "k--",
+        label=f"{slope:.1f}·L·log(1/σ) {intercept:+.0f}, R² = {r2:.3f}",
+    )
     ax.set(xlabel="L · log(1/σ)", ylabel="plateau length (steps)", title="toy model: plateau (phase II) length")
     ax.legend()
     return plots.save(fig, path)

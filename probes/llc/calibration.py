@@ -25,6 +25,7 @@ from fractions import Fraction
 
 import torch
 from torch import Tensor, nn
+
 from induction_probes.probes.llc.estimator import estimate_llc
 
 
@@ -85,8 +86,9 @@ def linear_regression(d: int, n: int = 2000, seed: int = 0) -> tuple[nn.Module, 
     return Linear(w).double(), (x, y), d / 2
 
 
-def reduced_rank_regression(M: int, N: int, H: int, r: int, n: int = 2000,
-                            seed: int = 0) -> tuple[nn.Module, tuple[Tensor, Tensor], float]:
+def reduced_rank_regression(
+    M: int, N: int, H: int, r: int, n: int = 2000, seed: int = 0
+) -> tuple[nn.Module, tuple[Tensor, Tensor], float]:
     """(model at the most singular true parameter, data, Aoyagi-Watanabe λ); the truth's r singular values are
     1, 2, ..., r (well away from 0, so that the rank is r at the sampler's scale)."""
     generator = torch.Generator().manual_seed(seed)
@@ -119,6 +121,14 @@ def calibrate(names=None, **settings) -> list[dict]:
         builder, arguments = CASES[name]
         model, data, truth = builder(*arguments)
         result = estimate_llc(model, squared_error, data, **settings)
-        cases.append({"name": name, "truth": truth, "estimate": result.llc, "llc_std": result.llc_std,
-                      "problems": result.problems, "flags": result.flags})
+        cases.append(
+            {
+                "name": name,
+                "truth": truth,
+                "estimate": result.llc,
+                "llc_std": result.llc_std,
+                "problems": result.problems,
+                "flags": result.flags,
+            }
+        )
     return cases

@@ -95,10 +95,13 @@ class LLCSettings:
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise LLCError(f"{name} must be a finite number > 0, got {value!r}")
         if self.lr < SMALLEST_STEP:
-            raise LLCError(f"lr {self.lr:g} is below float32's smallest normal number {SMALLEST_STEP:.3g}: the "
-                           "sampler's float32 weights cannot move by such a step")
-        if not (isinstance(self.localization, (int, float)) and math.isfinite(self.localization)
-                and self.localization >= 0):
+            raise LLCError(
+                f"lr {self.lr:g} is below float32's smallest normal number {SMALLEST_STEP:.3g}: the "
+                "sampler's float32 weights cannot move by such a step"
+            )
+        if not (
+            isinstance(self.localization, (int, float)) and math.isfinite(self.localization) and self.localization >= 0
+        ):
             raise LLCError(f"localization must be a finite number >= 0, got {self.localization!r}")
 
     def to_json(self) -> dict:
@@ -119,8 +122,10 @@ class LLCResult:
     flags: list[str]  # warnings
 
     def to_json(self) -> dict:
-        return {key: (value.to_json() if key == "settings" and value is not None else value)
-                for key, value in vars(self).items()}
+        return {
+            key: (value.to_json() if key == "settings" and value is not None else value)
+            for key, value in vars(self).items()
+        }
 
 
 def sampled_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
@@ -143,7 +148,7 @@ def full_loss(model, loss_fn, data, create_graph: bool = False) -> Tensor:
     n = len(data[0])
     total = 0.0
     for start in range(0, n, CHUNK):
-        batch = tuple(t[start:start + CHUNK] for t in data)
+        batch = tuple(t[start : start + CHUNK] for t in data)
         total = total + loss_fn(model, batch) * (len(batch[0]) / n)
     return total
 
@@ -177,8 +182,18 @@ def largest_eigenvalue(model, loss_fn, data, params, seed: int) -> float:
     start = np.random.default_rng(seed).standard_normal(dimension)
     operator = LinearOperator((dimension, dimension), matvec=matvec, dtype=np.float64)
     try:
-        return float(eigsh(operator, k=1, which="LA", tol=1e-3, v0=start, maxiter=300,
-                           ncv=min(dimension, 20), return_eigenvectors=False)[0])
+        return float(
+            eigsh(
+                operator,
+                k=1,
+                which="LA",
+                tol=1e-3,
+                v0=start,
+                maxiter=300,
+                ncv=min(dimension, 20),
+                return_eigenvectors=False,
+            )[0]
+        )
     except ArpackError:  # no convergence (a Hessian with non-finite entries, say): no curvature to set a step by
         return math.nan
 
@@ -191,10 +206,14 @@ def curvature(model, loss_fn, data, seed: int = 0) -> dict:
     grads = [g.detach() for g in torch.autograd.grad(loss, params)]
     subset = tuple(t[:CURVATURE_SAMPLES] for t in data)
     finite = math.isfinite(float(loss.detach())) and all(bool(torch.isfinite(g).all()) for g in grads)
-    return {"loss": float(loss.detach()),
-            "lambda_max": largest_eigenvalue(model, loss_fn, subset, params, seed) if finite else math.nan,
-            "grads": grads, "subset": subset, "grad_norm": math.sqrt(sum(float((g * g).sum()) for g in grads)),
-            "n_params": sum(p.numel() for p in params)}
+    return {
+        "loss": float(loss.detach()),
+        "lambda_max": largest_eigenvalue(model, loss_fn, subset, params, seed) if finite else math.nan,
+        "grads": grads,
+        "subset": subset,
+        "grad_norm": math.sqrt(sum(float((g * g).sum()) for g in grads)),
+        "n_params": sum(p.numel() for p in params),
+    }
 
 
 def gradient_shift(model, loss_fn, point: dict, n_beta: float, gamma: float, iterations: int = 10) -> float | None:
@@ -227,8 +246,10 @@ def gradient_shift(model, loss_fn, point: dict, n_beta: float, gamma: float, ite
 def default_settings(n: int, lambda_max: float, **overrides) -> LLCSettings:
     """The documented rule (module docstring); any field given in ``overrides`` replaces its default."""
     if not (math.isfinite(lambda_max) and lambda_max > 0):
-        raise LLCError(f"the Hessian's largest eigenvalue is {lambda_max:g}: the loss does not curve upward at "
-                       "this point, so no step size or localization follows from it")
+        raise LLCError(
+            f"the Hessian's largest eigenvalue is {lambda_max:g}: the loss does not curve upward at "
+            "this point, so no step size or localization follows from it"
+        )
     unknown = set(overrides) - (set(LLCSettings.__dataclass_fields__) - {"rule"})
     if unknown:
         raise LLCError(f"unknown settings: {sorted(unknown)}")
@@ -236,15 +257,22 @@ def default_settings(n: int, lambda_max: float, **overrides) -> LLCSettings:
     gamma = overrides.get("localization", GAMMA_SHARE * n_beta * lambda_max)
     lr = overrides.get("lr", STEP_SHARE / (n_beta * lambda_max + gamma))
     if "lr" not in overrides and not lr >= SMALLEST_STEP:
-        raise LLCError(f"n_beta {n_beta:.3g} gives the rule's step size {lr:.3g}, below float32's smallest normal "
-                       "number: give a smaller n_beta or an lr")
+        raise LLCError(
+            f"n_beta {n_beta:.3g} gives the rule's step size {lr:.3g}, below float32's smallest normal "
+            "number: give a smaller n_beta or an lr"
+        )
     values = {"n_beta": n_beta, "localization": gamma, "lr": lr, "batch_size": min(n, MAX_BATCH)}
     if not {"burn_in", "draws"} <= set(overrides):
         relax = relaxation_steps(lr, gamma)
         values |= {"burn_in": relax, "draws": relax}
     values |= overrides
-    rule = {"n": n, "lambda_max": lambda_max, "gamma_share": GAMMA_SHARE, "step_share": STEP_SHARE,
-            "overridden": sorted(overrides)}
+    rule = {
+        "n": n,
+        "lambda_max": lambda_max,
+        "gamma_share": GAMMA_SHARE,
+        "step_share": STEP_SHARE,
+        "overridden": sorted(overrides),
+    }
     return LLCSettings(**values, rule=rule)
 
 
@@ -255,8 +283,10 @@ def relaxation_steps(lr: float, gamma: float) -> int:
         return 1000
     rate = lr * gamma  # compared before dividing: it underflows to 0 for a subnormal product
     if not rate * MAX_RULE_STEPS >= 1:
-        raise LLCError(f"lr {lr:.3g} with localization {gamma:.3g} needs {1 / rate if rate else math.inf:.3g} "
-                       f"steps per e-fold, more than {MAX_RULE_STEPS:,}: give burn_in and draws (--burn-in, --draws) or a larger lr")
+        raise LLCError(
+            f"lr {lr:.3g} with localization {gamma:.3g} needs {1 / rate if rate else math.inf:.3g} "
+            f"steps per e-fold, more than {MAX_RULE_STEPS:,}: give burn_in and draws (--burn-in, --draws) or a larger lr"
+        )
     return math.ceil(1.0 / rate)
 
 
@@ -288,7 +318,7 @@ def run_chain(model, loss_fn, data, settings: LLCSettings, chain: int) -> dict:
             if (step - settings.burn_in) % FORCE_EVERY == 0:
                 with torch.no_grad():
                     force_loc += sum(float(((p - s) ** 2).sum()) for p, s in zip(params, start))
-                    force_data += sum(float((p.grad ** 2).sum()) for p in params if p.grad is not None)
+                    force_data += sum(float((p.grad**2).sum()) for p in params if p.grad is not None)
         try:
             sampler.step(noise_generator=generator)
         except RuntimeError as error:  # a step size past float32's range: the update itself overflows
@@ -296,20 +326,25 @@ def run_chain(model, loss_fn, data, settings: LLCSettings, chain: int) -> dict:
                 raise
             return {"rises": rises, "diverged_at": step}
     # the two forces' ratio, (γ √force_loc) / (nβ √force_data), without squaring γ or nβ (nβ = 1e300 overflows)
-    ratio = settings.localization * math.sqrt(force_loc) / settings.n_beta / math.sqrt(force_data) if force_data > 0 else None
+    ratio = (
+        settings.localization * math.sqrt(force_loc) / settings.n_beta / math.sqrt(force_data)
+        if force_data > 0
+        else None
+    )
     return {"rises": rises, "diverged_at": None, "force_ratio": ratio}
 
 
 def settling(rises: Float[Tensor, "chain draw"]) -> tuple[float, float]:
     """Mean over chains of (last third − middle third) of each chain's draws, and its standard error."""
     third = rises.shape[1] // 3
-    differences = rises[:, -third:].mean(1) - rises[:, -2 * third:-third].mean(1)
+    differences = rises[:, -third:].mean(1) - rises[:, -2 * third : -third].mean(1)
     stderr = float(differences.std() / math.sqrt(len(differences))) if len(differences) > 1 else 0.0
     return float(differences.mean()), stderr
 
 
-def diagnose(point: dict, rises: Float[Tensor, "chain draw"], settings: LLCSettings,
-             force_ratio: float | None) -> tuple[dict, list, list]:
+def diagnose(
+    point: dict, rises: Float[Tensor, "chain draw"], settings: LLCSettings, force_ratio: float | None
+) -> tuple[dict, list, list]:
     """The diagnostics of the module docstring: (values, problems that refuse, flags that warn)."""
     rise = float(rises.mean())
     llc = settings.n_beta * rise
@@ -320,28 +355,42 @@ def diagnose(point: dict, rises: Float[Tensor, "chain draw"], settings: LLCSetti
     chain_stderr = 0.0
     if len(chain_rises) > 1:
         chain_stderr = settings.n_beta * float(chain_rises.std()) / math.sqrt(len(chain_rises))
-    values = {"gradient_shift": shift, "grad_norm": point["grad_norm"],
-              "lambda_max": point["lambda_max"], "drift": drift, "drift_stderr": drift_se,
-              "force_ratio": force_ratio, "rise_bound": bound / settings.n_beta}
+    values = {
+        "gradient_shift": shift,
+        "grad_norm": point["grad_norm"],
+        "lambda_max": point["lambda_max"],
+        "drift": drift,
+        "drift_stderr": drift_se,
+        "force_ratio": force_ratio,
+        "rise_bound": bound / settings.n_beta,
+    }
     problems, flags = [], []
     if shift is None:
         problems.append("not a minimum: the Hessian has a direction of negative curvature")
     elif shift > 0.1 * max(abs(llc), 5.0):
-        problems.append(f"not a minimum: the gradient (norm {point['grad_norm']:.3g}) shifts the sampled loss by "
-                        f"about {shift:.3g} in LLC units, more than 10 % of the estimate {llc:.3g}")
+        problems.append(
+            f"not a minimum: the gradient (norm {point['grad_norm']:.3g}) shifts the sampled loss by "
+            f"about {shift:.3g} in LLC units, more than 10 % of the estimate {llc:.3g}"
+        )
     if llc + 2 * chain_stderr < 0:
         problems.append(f"the chains found lower loss than the point's (rise {rise:.3g}): not a local minimum")
     if float(chain_rises.max()) * settings.n_beta > 2 * bound:
-        problems.append(f"diverged: a chain's LLC {float(chain_rises.max()) * settings.n_beta:.3g} exceeds d = "
-                        f"{2 * bound:g}, twice the largest possible value: the chain left the point's neighbourhood")
+        problems.append(
+            f"diverged: a chain's LLC {float(chain_rises.max()) * settings.n_beta:.3g} exceeds d = "
+            f"{2 * bound:g}, twice the largest possible value: the chain left the point's neighbourhood"
+        )
     elif llc > 1.1 * bound + 2 * chain_stderr:  # 1.1: the step size's and minibatches' bias (docstring)
         flags.append(f"far above: the estimate {llc:.3g} exceeds d/2 = {bound:g}, which no learning coefficient does")
     if abs(drift) > 0.1 * abs(rise) + 2 * drift_se:
-        flags.append(f"not settled: the last third of the draws differs from the middle third by {drift:.3g} "
-                     f"(rise {rise:.3g}); more draws or a smaller step are needed")
+        flags.append(
+            f"not settled: the last third of the draws differs from the middle third by {drift:.3g} "
+            f"(rise {rise:.3g}); more draws or a smaller step are needed"
+        )
     if force_ratio is None or force_ratio > 1:
-        flags.append("localization-bound: the pull to the point is stronger than the data's gradient (ratio "
-                     f"{'infinite' if force_ratio is None else f'{force_ratio:.3g}'})")
+        flags.append(
+            "localization-bound: the pull to the point is stronger than the data's gradient (ratio "
+            f"{'infinite' if force_ratio is None else f'{force_ratio:.3g}'})"
+        )
     return values, problems, flags
 
 
@@ -362,24 +411,43 @@ def estimate_llc(model: torch.nn.Module, loss_fn, data: tuple[Tensor, ...], **se
         return refused(point, chosen, [f"diverged: chain {diverged[0]} reached a non-finite loss at step {at}"])
     rises = torch.tensor([c["rises"] for c in chains], dtype=torch.float64)  # [chain, draw]
     if not bool(rises.any()):  # every draw is w* itself: the step cannot change a float32 weight
-        return refused(point, chosen, ["never moved: every sampled loss equals the point's (the step size is too "
-                                       "small to change a weight)"])
+        return refused(
+            point,
+            chosen,
+            ["never moved: every sampled loss equals the point's (the step size is too small to change a weight)"],
+        )
     ratios = [c["force_ratio"] for c in chains]
-    force = None if None in ratios else math.sqrt(sum(r ** 2 for r in ratios) / len(ratios))
+    force = None if None in ratios else math.sqrt(sum(r**2 for r in ratios) / len(ratios))
     values, problems, flags = diagnose(point, rises, chosen, force)
     per_chain = [chosen.n_beta * float(chain.mean()) for chain in rises]
     mean = sum(per_chain) / len(per_chain)
     std = float(torch.tensor(per_chain).std()) if len(per_chain) > 1 else 0.0
     if not all(map(math.isfinite, (*per_chain, mean, std))):  # finite draws whose nβ-scaled mean overflows
         return refused(point, chosen, [f"diverged: the estimate overflows (n_beta {chosen.n_beta:.3g})"])
-    return LLCResult(llc=None if problems else mean, llc_std=None if problems else std,
-                     llc_stderr=None if problems else std / math.sqrt(len(per_chain)), per_chain=per_chain,
-                     init_loss=point["loss"], loss_rise=float(rises.mean()), settings=chosen,
-                     diagnostics=values | {"estimate_if_accepted": mean}, problems=problems, flags=flags)
+    return LLCResult(
+        llc=None if problems else mean,
+        llc_std=None if problems else std,
+        llc_stderr=None if problems else std / math.sqrt(len(per_chain)),
+        per_chain=per_chain,
+        init_loss=point["loss"],
+        loss_rise=float(rises.mean()),
+        settings=chosen,
+        diagnostics=values | {"estimate_if_accepted": mean},
+        problems=problems,
+        flags=flags,
+    )
 
 
 def refused(point: dict, settings: LLCSettings | None, problems: list[str]) -> LLCResult:
-    return LLCResult(llc=None, llc_std=None, llc_stderr=None, per_chain=[], init_loss=point["loss"],
-                     loss_rise=None, settings=settings,
-                     diagnostics={"lambda_max": point["lambda_max"] if math.isfinite(point["lambda_max"]) else None},
-                     problems=problems, flags=[])
+    return LLCResult(
+        llc=None,
+        llc_std=None,
+        llc_stderr=None,
+        per_chain=[],
+        init_loss=point["loss"],
+        loss_rise=None,
+        settings=settings,
+        diagnostics={"lambda_max": point["lambda_max"] if math.isfinite(point["lambda_max"]) else None},
+        problems=problems,
+        flags=[],
+    )

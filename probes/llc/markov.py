@@ -53,8 +53,10 @@ def construction_at_best_scales(k: int, seq_len: int, tokens: Tensor, c: float =
 
     def scaled(values: Tensor) -> dict:
         factors = {"c": values[0].exp(), "unembed": values[1].exp()}
-        return {name: w * next((factors[s] for s, names in SCALED.items() if name in names), 1.0)
-                for name, w in base.items()}
+        return {
+            name: w * next((factors[s] for s, names in SCALED.items() if name in names), 1.0)
+            for name, w in base.items()
+        }
 
     def loss() -> Tensor:
         return functional_call(model, scaled(logs), (tokens,), {"return_type": "loss"})
@@ -71,8 +73,12 @@ def construction_at_best_scales(k: int, seq_len: int, tokens: Tensor, c: float =
     optimiser.step(closure)
     model.load_state_dict({name: w.detach() for name, w in scaled(logs).items()})
     after = float(loss().detach())
-    scales = {"c": c * math.exp(float(logs[0])), "unembed": math.exp(float(logs[1])),
-              "loss_before": before, "loss_after": after}
+    scales = {
+        "c": c * math.exp(float(logs[0])),
+        "unembed": math.exp(float(logs[1])),
+        "loss_before": before,
+        "loss_after": after,
+    }
     return model, scales
 
 
@@ -86,8 +92,10 @@ def construction_estimates(k: int, seq_len: int, tokens: Tensor, **settings) -> 
     model, scales = construction_at_best_scales(k, seq_len, tokens)
     descent = scales["loss_before"] - scales["loss_after"]
     if as_written["loss_rise"] is not None and descent > 0.1 * abs(as_written["loss_rise"]):
-        as_written["problems"].append(f"not a minimum: fitting the construction's scales lowers the loss by "
-                                      f"{descent:.3g}, more than 10 % of the sampled rise {as_written['loss_rise']:.3g}")
+        as_written["problems"].append(
+            f"not a minimum: fitting the construction's scales lowers the loss by "
+            f"{descent:.3g}, more than 10 % of the sampled rise {as_written['loss_rise']:.3g}"
+        )
         as_written |= {"llc": None, "llc_std": None, "llc_stderr": None}
     best = checkpoint_llc(model, tokens, **settings)
     return {"as_written": as_written, "best_scales": scales | best.to_json()}

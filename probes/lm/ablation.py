@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+
 import torch
 
 from induction_probes.probes.ablation import check_heads, run_ablated
@@ -37,9 +38,13 @@ class HeadAblation:
         return self.loss_increase / self.baseline.gap if self.baseline.gap > 0 else float("nan")
 
     def to_json(self) -> dict:
-        return {"heads": [f"{layer}.{head}" for layer, head in self.heads], "mode": self.mode,
-                **self.loss.to_json(), "loss_increase": self.loss_increase,
-                "gap_removed": self.gap_removed if self.baseline.gap > 0 else None}
+        return {
+            "heads": [f"{layer}.{head}" for layer, head in self.heads],
+            "mode": self.mode,
+            **self.loss.to_json(),
+            "loss_increase": self.loss_increase,
+            "gap_removed": self.gap_removed if self.baseline.gap > 0 else None,
+        }
 
 
 def ablated_loss(
@@ -69,8 +74,13 @@ def run_clean(model, tokens):
 
 
 def ablation_study(
-    model, repeated: RepeatedTokens, head_sets: list[list[tuple[int, int]]], mode: str = "zero",
-    reference: RepeatedTokens | None = None, seed: int = 0, progress=None,
+    model,
+    repeated: RepeatedTokens,
+    head_sets: list[list[tuple[int, int]]],
+    mode: str = "zero",
+    reference: RepeatedTokens | None = None,
+    seed: int = 0,
+    progress=None,
 ) -> tuple[InductionLoss, list[HeadAblation]]:
     """The clean model's :class:`InductionLoss` and each head set's ablation, ranked by how much of the gap
     it removes (largest first). ``reference`` (mean, resample): other repeated random sequences, e.g. the

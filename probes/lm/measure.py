@@ -145,5 +145,11 @@ def text_icl_score(model, text: str, early: int = TEXT_EARLY, late: int = TEXT_L
     windows = text_windows(model, text, late).to(model_device(model))
     with torch.no_grad():
         mean = chunked_loss(model, windows, chunk_size(model, windows.shape[1])).cpu()
-    return TextICL((mean[late - 1] - mean[early - 1]).item(), mean[early - 1].item(), mean[late - 1].item(),
-                   windows.shape[0], early, late)
+    return TextICL(
+        (mean[late - 1] - mean[early - 1]).item(),
+        mean[early - 1].item(),
+        mean[late - 1].item(),
+        windows.shape[0],
+        early,
+        late,
+    )

@@ -4,6 +4,7 @@ on the same axes conventions as our runs' figures (probes/figures/plots.py)."""
 from __future__ import annotations
 
 from pathlib import Path
+
 import numpy as np
 
 from induction_probes.probes.figures.plots import head_label, heads_label, save, sns, subplots, theme
@@ -27,8 +28,16 @@ def score_panel(ax, results: list, score: str, title: str) -> None:
         for head in range(len(row)):
             curve = [v[layer][head] for v in values]
             shown = (layer, head) in best
-            ax.plot(steps, curve, lw=2 if shown else 0.8, color=None if shown else "0.75", zorder=3 if shown else 1,
-                    label=f"head {head_label(layer, head)}" if shown else None, marker="o" if shown else None, ms=3)
+            ax.plot(
+                steps,
+                curve,
+                lw=2 if shown else 0.8,
+                color=None if shown else "0.75",
+                zorder=3 if shown else 1,
+                label=f"head {head_label(layer, head)}" if shown else None,
+                marker="o" if shown else None,
+                ms=3,
+            )
     step_axis(ax, steps)
     ax.set_ylim(-0.03, 1.03)
     ax.set_ylabel("attention score")
@@ -43,10 +52,18 @@ def plot_lm_series(results: list, name: str, path: Path) -> Path:
     score_panel(axes[0], results, "induction", "induction score A[i, i-L+1]")
     score_panel(axes[1], results, "previous_token", "previous-token score A[i, i-1]")
     steps = [r.step for r in results]
-    axes[2].plot(steps, [r.loss.first_half for r in results], color="tab:blue", lw=2, marker="o", ms=3,
-                 label="first copy of R")
-    axes[2].plot(steps, [r.loss.repeated_half for r in results], color="tab:red", lw=2, marker="o", ms=3,
-                 label="repeated copy (induction loss)")
+    axes[2].plot(
+        steps, [r.loss.first_half for r in results], color="tab:blue", lw=2, marker="o", ms=3, label="first copy of R"
+    )
+    axes[2].plot(
+        steps,
+        [r.loss.repeated_half for r in results],
+        color="tab:red",
+        lw=2,
+        marker="o",
+        ms=3,
+        label="repeated copy (induction loss)",
+    )
     step_axis(axes[2], steps)
     axes[2].set_ylabel("loss (nats per token)")
     axes[2].set_title("loss on repeated random tokens")
@@ -62,10 +79,12 @@ def plot_lm_ablation(baseline, results: list, title: str, path: Path) -> Path:
     values = [baseline.repeated_half] + [r.loss.repeated_half for r in results]
     fig, ax = subplots(figsize=(max(6, 0.9 * len(labels) + 3), 4.4))
     ax.bar(labels, values, color=["0.5"] + ["tab:red"] * len(results))
-    ax.axhline(baseline.first_half, color="tab:blue", ls="--", lw=1.5,
-               label=f"first copy, clean ({baseline.first_half:.2f})")
-    ax.axhline(baseline.repeated_half, color="0.3", ls=":", lw=1.5,
-               label=f"repeat, clean ({baseline.repeated_half:.2f})")
+    ax.axhline(
+        baseline.first_half, color="tab:blue", ls="--", lw=1.5, label=f"first copy, clean ({baseline.first_half:.2f})"
+    )
+    ax.axhline(
+        baseline.repeated_half, color="0.3", ls=":", lw=1.5, label=f"repeat, clean ({baseline.repeated_half:.2f})"
+    )
     ax.set_xlabel("ablated heads")
     ax.set_ylabel("loss on the repeated copy (nats per token)")
     ax.set_title(title)
@@ -83,8 +102,17 @@ def plot_lm_scores(scores, title: str, path: Path) -> Path:
     n_layers, n_heads = len(scores.induction), len(scores.induction[0])
     fig, axes = subplots(1, 2, figsize=(2 * max(4.0, 0.45 * n_heads + 2), max(3.2, 0.35 * n_layers + 1.6)))
     for ax, name, label in zip(axes, ("induction", "previous_token"), ("induction score", "previous-token score")):
-        sns.heatmap(np.array(getattr(scores, name)), ax=ax, vmin=0, vmax=1, cmap="viridis", square=n_heads <= 16,
-                    cbar_kws={"label": "attention"}, annot=n_layers * n_heads <= 64, fmt=".2f")
+        sns.heatmap(
+            np.array(getattr(scores, name)),
+            ax=ax,
+            vmin=0,
+            vmax=1,
+            cmap="viridis",
+            square=n_heads <= 16,
+            cbar_kws={"label": "attention"},
+            annot=n_layers * n_heads <= 64,
+            fmt=".2f",
+        )
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
         ax.set_title(label)

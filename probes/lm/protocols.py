@@ -139,8 +139,12 @@ class InductionLoss:
         return self.first_half - self.repeated_half
 
     def to_json(self) -> dict:
-        return {"first_half_loss": self.first_half, "induction_loss": self.repeated_half,
-                "gap": self.gap, "icl_score": self.icl_score}
+        return {
+            "first_half_loss": self.first_half,
+            "induction_loss": self.repeated_half,
+            "gap": self.gap,
+            "icl_score": self.icl_score,
+        }
 
 
 def induction_loss(mean_loss: Float[Tensor, " pos_1"], length: int, prefix: int = 0) -> InductionLoss:

@@ -26,8 +26,9 @@ class StepProbes:
         return {"step": self.step, **self.scores.to_json(), **self.loss.to_json()}
 
 
-def probe_model(model, step: int | None = None, length: int = 50, batch: int = 16, seed: int = 0,
-                bos: bool | None = None) -> StepProbes:
+def probe_model(
+    model, step: int | None = None, length: int = 50, batch: int = 16, seed: int = 0, bos: bool | None = None
+) -> StepProbes:
     """Head scores and induction losses of one booted model on :func:`repeated_random_tokens`."""
     scores, loss = evaluate(model, repeated_random_tokens(model, length, batch, seed, bos))
     return StepProbes(step, scores, loss)

@@ -270,8 +270,7 @@ def prop21_entries(k3: MarkovFacts, directory: Path) -> list[Entry]:
     construction = Entry(
         PAPER,
         "Prop. 2.1",
-        "A two-layer attention-only transformer (d = 3k, scale c) outputs the in-context bigram statistics as "
-        "c → ∞.",
+        "A two-layer attention-only transformer (d = 3k, scale c) outputs the in-context bigram statistics as c → ∞.",
         f"k = 3, c = 100, 200 sequences of 100 tokens: max |output − limit| {check.max_abs_error:.1e}; "
         f"the limit differs from pure bigram frequencies by up to {check.bigram_gap:.3f} (the first "
         "position keys itself); the output is a frequency vector, not calibrated logits",

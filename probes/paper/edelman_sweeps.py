@@ -201,8 +201,7 @@ def missing_entries() -> list[Entry]:
         ("rebuttal (batch size)", "Results barely depend on the batch size at equal sequences seen.", "nothing yet"),
         (
             "blog (tetragram)",
-            "With 3 first-layer heads: uniform → unigram → bigram → trigram → tetragram, heads at distances "
-            "1, 2, 3.",
+            "With 3 first-layer heads: uniform → unigram → bigram → trigram → tetragram, heads at distances 1, 2, 3.",
             "nothing yet",
         ),
     ]

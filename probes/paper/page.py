@@ -80,13 +80,17 @@ def entry_html(index: int, entry: Entry, shown: dict[str, int]) -> str:
     drawn = []
     for path in entry.figures:
         if path.name in shown:
-            parts.append(f'<p class="sources">Figure {text(path.name)}: shown with '
-                         f'<a href="#{anchor(shown[path.name])}">an entry above</a>.</p>')
+            parts.append(
+                f'<p class="sources">Figure {text(path.name)}: shown with '
+                f'<a href="#{anchor(shown[path.name])}">an entry above</a>.</p>'
+            )
             continue
         shown[path.name] = index
         src = text(figure_src(path))  # the figure links to itself: a click shows it at full size
-        drawn.append(f'<figure><a href="{src}"><img src="{src}" alt="{text(path.name)}"></a>'
-                     f"<figcaption>{text(path.name)}</figcaption></figure>")
+        drawn.append(
+            f'<figure><a href="{src}"><img src="{src}" alt="{text(path.name)}"></a>'
+            f"<figcaption>{text(path.name)}</figcaption></figure>"
+        )
     if drawn:
         parts.append('<div class="figures">' + "".join(drawn) + "</div>")
     if entry.sources:

@@ -48,8 +48,8 @@ def markov_facts(name: str, directory: Path, circuit_figures: bool = True) -> Ma
     ``directory``); with attention heads, the probes too, and (``circuit_figures``) the attention and score
     figures; for the minimal model, v and W."""
     from induction_probes.probes.behaviour import illustrative_steps, strategy_phases
-    from induction_probes.probes.paper.shipped import open_run
     from induction_probes.probes.figures.plots import plot_distance_to_strategies, plot_loss_against_baselines
+    from induction_probes.probes.paper.shipped import open_run
 
     run = open_run(name)
     metrics, recipe = run.metrics(), run.recipe

@@ -70,7 +70,11 @@ def theorem_entries(directory: Path) -> list[Entry]:
 
 def trained_entries(directory: Path) -> list[Entry]:
     from induction_probes.probes.figures.plots import figure_name, heads_label
-    from induction_probes.probes.figures.plots_circuit import plot_error_bars, plot_gaussian_scores, plot_gaussian_training
+    from induction_probes.probes.figures.plots_circuit import (
+        plot_error_bars,
+        plot_gaussian_scores,
+        plot_gaussian_training,
+    )
     from induction_probes.probes.summary import gaussian_ablation_study, probe_gaussian, single_heads
 
     run, name = open_run("gaussian-ih2"), "gaussian-ih2"

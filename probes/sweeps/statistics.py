@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import math
-from itertools import combinations
 
 import numpy as np
 from scipy.stats import mannwhitneyu, t, ttest_ind, ttest_rel, wilcoxon
@@ -50,8 +49,9 @@ def bootstrap_interval(groups: list[np.ndarray], paired: bool) -> tuple[float, f
         means = values[index].mean(1)
     else:
         a, b = groups
-        means = (b[rng.integers(len(b), size=(BOOTSTRAP, len(b)))].mean(1)
-                 - a[rng.integers(len(a), size=(BOOTSTRAP, len(a)))].mean(1))
+        means = b[rng.integers(len(b), size=(BOOTSTRAP, len(b)))].mean(1) - a[
+            rng.integers(len(a), size=(BOOTSTRAP, len(a)))
+        ].mean(1)
     low, high = np.percentile(means, [2.5, 97.5])
     return float(low), float(high)
 
@@ -71,8 +71,14 @@ def paired_comparison(a: list[float], b: list[float], bounded: bool) -> dict:
     x, y = np.asarray(a, float), np.asarray(b, float)
     d = y - x
     n = len(d)
-    result = {"test": "paired t", "rank_test": "Wilcoxon signed-rank", "n": n, "p_value": None, "rank_p_value": None,
-              "difference": {"mean": float(d.mean()) if n else None, "low": None, "high": None}}
+    result = {
+        "test": "paired t",
+        "rank_test": "Wilcoxon signed-rank",
+        "n": n,
+        "p_value": None,
+        "rank_p_value": None,
+        "difference": {"mean": float(d.mean()) if n else None, "low": None, "high": None},
+    }
     if n < 2:
         return result
     sd = float(d.std(ddof=1))
@@ -92,8 +98,14 @@ def paired_comparison(a: list[float], b: list[float], bounded: bool) -> dict:
 def welch_comparison(a: list[float], b: list[float], bounded: bool) -> dict:
     """mean(B) − mean(A), unpaired: Welch's t and Mann-Whitney U."""
     x, y = np.asarray(a, float), np.asarray(b, float)
-    result = {"test": "Welch t", "rank_test": "Mann-Whitney U", "n": [len(x), len(y)], "p_value": None,
-              "rank_p_value": None, "difference": {"mean": None, "low": None, "high": None}}
+    result = {
+        "test": "Welch t",
+        "rank_test": "Mann-Whitney U",
+        "n": [len(x), len(y)],
+        "p_value": None,
+        "rank_p_value": None,
+        "difference": {"mean": None, "low": None, "high": None},
+    }
     if len(x) == 0 or len(y) == 0:
         return result
     result["difference"]["mean"] = float(y.mean() - x.mean())
@@ -103,7 +115,7 @@ def welch_comparison(a: list[float], b: list[float], bounded: bool) -> dict:
     if bounded:
         low, high = bootstrap_interval([x, y], False)
     elif va + vb > 0:
-        df = (va + vb) ** 2 / (va ** 2 / (len(x) - 1) + vb ** 2 / (len(y) - 1))
+        df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
         half = t_half_width(math.sqrt(va + vb), 1, df)
         low, high = float(y.mean() - x.mean()) - half, float(y.mean() - x.mean()) + half
     else:
@@ -124,7 +136,7 @@ def split_into_kinds(values: list[float], bounded: bool) -> dict | None:
     gaps = [ordered[i + 1] - ordered[i] for i in range(len(ordered) - 1)]
     at = max(range(len(gaps)), key=gaps.__getitem__)
     smallest = MIN_GAP_SCORE if bounded else MIN_GAP_SHARE * abs(float(np.median(ordered)))
-    below, above = ordered[:at + 1], ordered[at + 1:]
+    below, above = ordered[: at + 1], ordered[at + 1 :]
     if gaps[at] > spread / 2 and gaps[at] >= smallest and min(len(below), len(above)) >= MIN_GROUP:
         return {"gap": gaps[at], "low_group": below, "high_group": above}
     return None

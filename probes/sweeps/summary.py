@@ -27,15 +27,15 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from induction_probes.circuits.common.paths import portable
+from induction_probes.circuits.common.untrusted import require_finite
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.sweeps.sweep import SPEC_FILE, SpecError, cell_status, is_finished, read_spec  # noqa: F401
-from induction_probes.circuits.common.untrusted import require_finite
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy, strategy_name
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.attention import positional_profiles
 from induction_probes.probes.scores import attention_probes
-from induction_probes.circuits.common.paths import portable
 from induction_probes.probes.sweeps.statistics import interval
 from induction_probes.probes.sweeps.sweep_statistics import add_statistics
 from induction_probes.probes.sweeps.task_summary import summarize_task_sweep
@@ -103,10 +103,18 @@ def checked_metrics(run: Run) -> list[dict]:
     metrics = run.metrics()
     for m in metrics:
         kl = m.get("last_token_kl")
-        if not isinstance(m.get("sequences_seen"), int) or not isinstance(kl, dict) or "true" not in kl or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in kl.values()):
-            raise SpecError(f"{run.path / 'metrics.jsonl'} step {m['step']}: no sequences_seen or no finite "
-                            "last_token_kl for the truth and the strategies: not an ICL-MC run's evaluation")
+        if (
+            not isinstance(m.get("sequences_seen"), int)
+            or not isinstance(kl, dict)
+            or "true" not in kl
+            or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in kl.values()
+            )
+        ):
+            raise SpecError(
+                f"{run.path / 'metrics.jsonl'} step {m['step']}: no sequences_seen or no finite "
+                "last_token_kl for the truth and the strategies: not an ICL-MC run's evaluation"
+            )
     return metrics
 
 
@@ -147,8 +155,9 @@ def summarize_condition(runs: list[Run], count: str | None, probe_seqs: int) -> 
     records = [summarize_run(run, count, probe_seqs) for run in runs]
     steps = {tuple((m["step"], tuple(m["last_token_kl"])) for m in run.metrics()) for run in runs}
     if len(steps) != 1:
-        raise SpecError(f"the runs of {runs[0].path.parent} have different checkpoint steps or strategies: "
-                        "they cannot be averaged")
+        raise SpecError(
+            f"the runs of {runs[0].path.parent} have different checkpoint steps or strategies: they cannot be averaged"
+        )
     reached = [r["transition"] for r in records if r["transition"] is not None]
     summary = {
         "n_seeds": len(runs),
@@ -183,15 +192,21 @@ def summarize_sweep(root: str | Path, *, count: str | None = None, probe_seqs: i
     if not isinstance(task, MarkovTask):
         return summarize_task_sweep(root, spec, done, missing, probe_seqs)
     count = count if count is not None else spec.count
-    conditions = {name: summarize_condition([Run.open(path) for path in paths], count, probe_seqs)
-                  for name, paths in done.items()}
-    return require_finite(add_statistics({
-        "sweep": portable(root),
-        "description": spec.description,
-        "x_axis": f"training sequences of the {count} prior" if count else "training sequences seen",
-        "unfinished": missing,
-        "conditions": conditions,
-    }), "the summary's value at ")
+    conditions = {
+        name: summarize_condition([Run.open(path) for path in paths], count, probe_seqs) for name, paths in done.items()
+    }
+    return require_finite(
+        add_statistics(
+            {
+                "sweep": portable(root),
+                "description": spec.description,
+                "x_axis": f"training sequences of the {count} prior" if count else "training sequences seen",
+                "unfinished": missing,
+                "conditions": conditions,
+            }
+        ),
+        "the summary's value at ",
+    )
 
 
 def finished_cells(root: Path, spec) -> tuple[dict[str, list[Path]], list[str]]:

@@ -15,10 +15,13 @@ from __future__ import annotations
 from itertools import combinations
 from pathlib import Path
 
-from induction_probes.probes.sweeps.statistics import (
-    bounded_interval, paired_comparison, split_into_kinds, welch_comparison,
-)
 from induction_probes.circuits.runs.reader import read_json
+from induction_probes.probes.sweeps.statistics import (
+    bounded_interval,
+    paired_comparison,
+    split_into_kinds,
+    welch_comparison,
+)
 
 BOUNDED = ("previous_token_layer0", "bigram_matching_last_layer")  # scores in [0, 1]
 MEASURES = ("transition", "transition_kl", "plateau", "final_kl", *BOUNDED)
@@ -74,15 +77,23 @@ def add_statistics(summary: dict) -> dict:
         conditions[name] = condition
     out = dict(summary) | {"conditions": conditions}
     if len(conditions) >= 2:
-        out["comparisons"] = [entry for (na, a), (nb, b) in combinations(conditions.items(), 2)
-                              for measure in MEASURES if (entry := compare(na, a, nb, b, measure)) is not None]
+        out["comparisons"] = [
+            entry
+            for (na, a), (nb, b) in combinations(conditions.items(), 2)
+            for measure in MEASURES
+            if (entry := compare(na, a, nb, b, measure)) is not None
+        ]
     missing = [name for name, c in conditions.items() if any("curve" not in r for r in c["runs"])]
     out["statistics_note"] = (
         "comparisons, bounded intervals and kinds of solution computed from the per-seed runs records "
-        "(probes/sweeps/sweep_statistics.py)" + (
+        "(probes/sweeps/sweep_statistics.py)"
+        + (
             f"; conditions {', '.join(missing)} have no per-seed curves and no transition_kl: the summary was "
             "recomputed from a file written before they were recorded, without its run directories"
-            if missing else ""))
+            if missing
+            else ""
+        )
+    )
     return out
 
 
@@ -106,5 +117,6 @@ def recompute_summary(path) -> dict:
             condition["seeds"]
         return add_statistics(summary)
     except (KeyError, TypeError, IndexError, ValueError) as error:
-        raise SummaryError(f"{path} is not a sweep summary with per-seed runs "
-                           f"({type(error).__name__}: {error})") from None
+        raise SummaryError(
+            f"{path} is not a sweep summary with per-seed runs ({type(error).__name__}: {error})"
+        ) from None

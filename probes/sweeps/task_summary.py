@@ -22,27 +22,42 @@ def summarize_task_run(run: Run, probe_seqs: int) -> dict:
     """One seed: its final metrics and, per registered probe, the best head of each layer at the end."""
     probes = probe_task_model(run.load(), run.task.eval_set(probe_seqs, PROBE_SEED), run.steps[-1])
     final = {k: v for k, v in scalar_metrics(run.metrics()[-1]).items() if k not in NOT_METRICS}
-    best = {f"{name}_layer{layer}": values.max().item()
-            for name, layers in probes.scores.items() for layer, values in enumerate(layers)}
+    best = {
+        f"{name}_layer{layer}": values.max().item()
+        for name, layers in probes.scores.items()
+        for layer, values in enumerate(layers)
+    }
     return {"seed": run.recipe.model_seed, "final": final, "probes": best}
 
 
 def summarize_task_condition(runs: list[Run], probe_seqs: int) -> dict:
     records = [summarize_task_run(run, probe_seqs) for run in runs]
-    over_seeds = lambda key: {name: interval([r[key][name] for r in records if name in r[key]])  # noqa: E731
-                              for name in records[0][key]}
-    return {"n_seeds": len(records), "seeds": [r["seed"] for r in records], "task": runs[0].task.describe(),
-            "final": over_seeds("final"), "probes": over_seeds("probes"), "runs": records}
+
+    def over_seeds(key: str) -> dict:
+        return {name: interval([r[key][name] for r in records if name in r[key]]) for name in records[0][key]}
+
+    return {
+        "n_seeds": len(records),
+        "seeds": [r["seed"] for r in records],
+        "task": runs[0].task.describe(),
+        "final": over_seeds("final"),
+        "probes": over_seeds("probes"),
+        "runs": records,
+    }
 
 
 def summarize_task_sweep(root: Path, spec, done: dict[str, list[Path]], missing: list[str], probe_seqs: int) -> dict:
-    conditions = {name: summarize_task_condition([Run.open(path) for path in paths], probe_seqs)
-                  for name, paths in done.items()}
-    return require_finite({
-        "sweep": portable(root),
-        "summary": "task",  # not the ICL-MC strategy summary: no transition, plateau or comparisons
-        "description": spec.description,
-        "recipe": spec.recipe,
-        "unfinished": missing,
-        "conditions": conditions,
-    }, "the summary's value at ")
+    conditions = {
+        name: summarize_task_condition([Run.open(path) for path in paths], probe_seqs) for name, paths in done.items()
+    }
+    return require_finite(
+        {
+            "sweep": portable(root),
+            "summary": "task",  # not the ICL-MC strategy summary: no transition, plateau or comparisons
+            "description": spec.description,
+            "recipe": spec.recipe,
+            "unfinished": missing,
+            "conditions": conditions,
+        },
+        "the summary's value at ",
+    )

@@ -6,9 +6,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.recipes.clamps import induction_pattern, previous_token_pattern
 from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.training.train import Trainer, train_run
 
@@ -51,7 +51,9 @@ def used_patterns(trainer: Trainer, layer: int) -> list[tuple[torch.Tensor, torc
     return records
 
 
-@pytest.mark.parametrize("clamp, layer, target", [("previous-token", 0, previous_token_pattern), ("induction", 1, induction_pattern)])
+@pytest.mark.parametrize(
+    "clamp, layer, target", [("previous-token", 0, previous_token_pattern), ("induction", 1, induction_pattern)]
+)
 def test_the_clamped_pattern_is_exactly_the_target_during_training(tmp_path, clamp, layer, target):
     recipe = replace(TINY, clamp=(clamp,))
     trainer = Trainer.create(recipe, writer=None)
@@ -95,14 +97,17 @@ def test_a_clamped_run_records_its_clamp_and_trains_differently(tmp_path):
     assert run.metrics()[-1]["eval_loss"] != free.metrics()[-1]["eval_loss"]
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"clamp": ("bogus",)}, "previous-token, induction"),
-    ({"clamp_from": 3}, "needs a clamp"),
-    ({"clamp": ("induction",), "n_layers": 1}, "layer 1"),
-    ({"clamp": ("previous-token",), "mask": "strict"}, "causal"),
-    ({"clamp": ("induction",), "task": MarkovTask(k=3, seq_len=20, n=3)}, "n = 2"),
-    ({"clamp": ("previous-token",), "clamp_from": 6}, "below steps"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"clamp": ("bogus",)}, "previous-token, induction"),
+        ({"clamp_from": 3}, "needs a clamp"),
+        ({"clamp": ("induction",), "n_layers": 1}, "layer 1"),
+        ({"clamp": ("previous-token",), "mask": "strict"}, "causal"),
+        ({"clamp": ("induction",), "task": MarkovTask(k=3, seq_len=20, n=3)}, "n = 2"),
+        ({"clamp": ("previous-token",), "clamp_from": 6}, "below steps"),
+    ],
+)
 def test_clamps_that_cannot_apply_are_refused(changes, message):
     with pytest.raises(ValueError, match=message):
         replace(TINY, **changes)

@@ -6,10 +6,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.common.devices import DeviceError, resolve_device
 from induction_probes.circuits.recipes.gaussian import GaussianRecipe
 from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.sweeps.sweep import SpecError, check_placement, place_cells
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.task import MarkovTask
@@ -63,8 +63,31 @@ def test_device_cpu_gives_the_same_files_as_no_device(tmp_path):
     default = train_run(TINY, tmp_path / "default", progress=False)
     cpu = train_run(TINY, tmp_path / "cpu", progress=False, device="cpu")
     assert run_files(default.path) == run_files(cpu.path)
-    assert main(["train", "markov", "--k", "3", "--seq-len", "20", "--steps", "30", "--batch-size", "16",
-                 "--eval-seqs", "100", "--n-checkpoints", "7", "--device", "cpu", "--out", str(tmp_path / "cli")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "markov",
+                "--k",
+                "3",
+                "--seq-len",
+                "20",
+                "--steps",
+                "30",
+                "--batch-size",
+                "16",
+                "--eval-seqs",
+                "100",
+                "--n-checkpoints",
+                "7",
+                "--device",
+                "cpu",
+                "--out",
+                str(tmp_path / "cli"),
+            ]
+        )
+        == 0
+    )
     assert run_files(tmp_path / "cli") == run_files(default.path)
     assert Run.open(default.path).config["devices"] == ["cpu"]
 
@@ -93,15 +116,18 @@ def test_a_missing_device_is_one_line_exit_2_and_nothing_is_written(tmp_path, ca
     assert not out.exists()
 
 
-@pytest.mark.parametrize("name, message", [
-    ("gpu", "not a device"), ("xla", "only cpu, cuda and mps"), ("", "not a device")])
+@pytest.mark.parametrize(
+    "name, message", [("gpu", "not a device"), ("xla", "only cpu, cuda and mps"), ("", "not a device")]
+)
 def test_a_device_torch_does_not_know_is_refused(name, message):
     with pytest.raises(DeviceError, match=message):
         resolve_device(name)
 
 
-SWEEP_SPEC = ('recipe = "markov"\nseeds = [0, 1]\n[base]\nk = 3\nseq_len = 12\nsteps = 4\nbatch_size = 8\n'
-              'eval_seqs = 20\nn_checkpoints = 2\n')
+SWEEP_SPEC = (
+    'recipe = "markov"\nseeds = [0, 1]\n[base]\nk = 3\nseq_len = 12\nsteps = 4\nbatch_size = 8\n'
+    "eval_seqs = 20\nn_checkpoints = 2\n"
+)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
@@ -118,11 +144,15 @@ def test_a_sweep_asking_for_a_gpu_without_one_is_one_line_exit_2_and_writes_noth
     assert "no CUDA GPU" in capsys.readouterr().err and not out.exists()
 
 
-@pytest.mark.parametrize("share, device, message", [
-    (1.5, None, "a fraction in (0, 1] or a whole number"), (-0.25, None, "a fraction"),
-    (float("nan"), None, "a fraction"),
-    (0.5, "cpu", "cannot go with --device cpu"),
-])
+@pytest.mark.parametrize(
+    "share, device, message",
+    [
+        (1.5, None, "a fraction in (0, 1] or a whole number"),
+        (-0.25, None, "a fraction"),
+        (float("nan"), None, "a fraction"),
+        (0.5, "cpu", "cannot go with --device cpu"),
+    ],
+)
 def test_a_gpu_share_that_cannot_be_placed_is_refused(share, device, message):
     with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
         check_placement(device, share, 1)
@@ -146,9 +176,21 @@ def test_a_sweep_on_the_cpu_device_writes_the_same_runs_as_one_without(tmp_path)
         assert run_files(tmp_path / "default" / cell) == run_files(tmp_path / "cpu" / cell)
 
 
-MODEL_COMMANDS = [["train", "markov"], ["train", "minimal"], ["train", "gaussian"], ["sweep"], ["probe"], ["ablate"],
-                  ["verify", "prop21"], ["verify", "wang-ih2"], ["verify", "wang-ihn"], ["llc"], ["report"],
-                  ["experiment", "ih4"], ["toy"]]
+MODEL_COMMANDS = [
+    ["train", "markov"],
+    ["train", "minimal"],
+    ["train", "gaussian"],
+    ["sweep"],
+    ["probe"],
+    ["ablate"],
+    ["verify", "prop21"],
+    ["verify", "wang-ih2"],
+    ["verify", "wang-ihn"],
+    ["llc"],
+    ["report"],
+    ["experiment", "ih4"],
+    ["toy"],
+]
 
 
 @pytest.mark.parametrize("command", MODEL_COMMANDS, ids=" ".join)
@@ -174,8 +216,11 @@ def test_a_probe_on_a_missing_device_is_refused_before_it_runs(capsys):
 
 
 def test_device_cpu_probes_and_verifies_the_same_numbers_as_no_device(capsys):
-    for command in (["probe", "markov-k3", "--n-seqs", "50", "--json"], ["ablate", "markov-k3", "--n-seqs", "50", "--json"],
-                    ["verify", "wang-ih2", "--n-seqs", "50", "--json"]):
+    for command in (
+        ["probe", "markov-k3", "--n-seqs", "50", "--json"],
+        ["ablate", "markov-k3", "--n-seqs", "50", "--json"],
+        ["verify", "wang-ih2", "--n-seqs", "50", "--json"],
+    ):
         assert main(command) == 0
         default = capsys.readouterr().out
         assert main([*command, "--device", "cpu"]) == 0
@@ -185,8 +230,21 @@ def test_device_cpu_probes_and_verifies_the_same_numbers_as_no_device(capsys):
 def absolute_model(**changes):
     from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 
-    cfg = HookedTransformerConfig(**({"n_layers": 2, "d_model": 16, "n_ctx": 40, "d_vocab": 5, "n_heads": 2,
-                                      "positional": "standard", "normalization": "LN", "init_range": 0.1} | changes))
+    cfg = HookedTransformerConfig(
+        **(
+            {
+                "n_layers": 2,
+                "d_model": 16,
+                "n_ctx": 40,
+                "d_vocab": 5,
+                "n_heads": 2,
+                "positional": "standard",
+                "normalization": "LN",
+                "init_range": 0.1,
+            }
+            | changes
+        )
+    )
     return HookedTransformer(cfg)
 
 

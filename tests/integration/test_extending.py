@@ -85,8 +85,15 @@ class FirstTokenRecipe(Recipe):
     def model_config(self):
         from induction_probes import HookedTransformerConfig
 
-        return HookedTransformerConfig(n_layers=1, d_model=self.d_model, n_heads=2, n_ctx=self.task.seq_len,
-                                       d_vocab=self.task.k, positional="standard", seed=self.model_seed)
+        return HookedTransformerConfig(
+            n_layers=1,
+            d_model=self.d_model,
+            n_heads=2,
+            n_ctx=self.task.seq_len,
+            d_vocab=self.task.k,
+            positional="standard",
+            seed=self.model_seed,
+        )
 
     def make_optimizer(self, model):
         return torch.optim.Adam(model.parameters(), lr=self.lr), [self.lr]
@@ -169,7 +176,8 @@ def test_a_task_and_a_probe_from_outside_train_probe_sweep_and_report(registered
     (tmp_path / "spec.toml").write_text(SPEC)
     assert "2 skipped" in cli(capsys, "sweep", tmp_path / "spec.toml", "--out", tmp_path / "sweep")
     assert json.loads(cli(capsys, "summarize", tmp_path / "sweep", "--json", "--probe-seqs", 40)) == json.loads(
-        json.dumps(summary))
+        json.dumps(summary)
+    )
     assert "best first_token_layer0" in cli(capsys, "summarize", tmp_path / "sweep", "--probe-seqs", 40)
 
 
@@ -197,13 +205,25 @@ def test_a_shell_command_sees_the_modules_named_in_the_plugins_variable(tmp_path
 
     (tmp_path / "first_token_plugin.py").write_text(PLUGIN)
     command = Path(sys.executable).with_name("induction-probes")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).parent)]),
-           "INDUCTION_PROBES_PLUGINS": "first_token_plugin"}
-    out = subprocess.run([str(command), "train", "first-token", "--steps", "2", "--n-checkpoints", "2", "--out",
-                          str(tmp_path / "run")], env=env, capture_output=True, text=True, timeout=120, check=False)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).parent)]),
+        "INDUCTION_PROBES_PLUGINS": "first_token_plugin",
+    }
+    out = subprocess.run(
+        [str(command), "train", "first-token", "--steps", "2", "--n-checkpoints", "2", "--out", str(tmp_path / "run")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     assert "first-token k=4" in out.stdout and (tmp_path / "run" / "config.json").is_file()
     env["INDUCTION_PROBES_PLUGINS"] = "no_such_plugin"
     out = subprocess.run([str(command), "--help"], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
-    assert "$INDUCTION_PROBES_PLUGINS names a module that cannot be imported: No module named 'no_such_plugin'" in out.stderr
+    assert (
+        "$INDUCTION_PROBES_PLUGINS names a module that cannot be imported: No module named 'no_such_plugin'"
+        in out.stderr
+    )

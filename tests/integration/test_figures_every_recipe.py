@@ -13,10 +13,12 @@ from induction_probes.circuits.training.train import train_run
 from induction_probes.cli import main
 
 RECIPES = {
-    "markov": lambda L: MarkovRecipe(task=MarkovTask(k=2, seq_len=L), steps=3, batch_size=4, eval_seqs=10,
-                                     n_checkpoints=2),
-    "minimal": lambda L: MinimalRecipe(task=MarkovTask(k=2, seq_len=L), steps=3, batch_size=4, eval_seqs=10,
-                                       n_checkpoints=2),
+    "markov": lambda L: MarkovRecipe(
+        task=MarkovTask(k=2, seq_len=L), steps=3, batch_size=4, eval_seqs=10, n_checkpoints=2
+    ),
+    "minimal": lambda L: MinimalRecipe(
+        task=MarkovTask(k=2, seq_len=L), steps=3, batch_size=4, eval_seqs=10, n_checkpoints=2
+    ),
     "gaussian": lambda L: GaussianRecipe(task=GaussianTask(seq_len=L), steps=3, batch_size=8, n_checkpoints=2),
     "toy": lambda L: ToyRecipe(seq_len=L, steps=3, n_seqs=16, log_every=1),
 }
@@ -41,8 +43,10 @@ def train(kind: str, seq_len: int, path):
 @pytest.mark.parametrize("kind", list(RECIPES))
 def test_probe_plot_and_report_html_on_short_and_long_runs(kind, seq_len, tmp_path, capsys):
     run = train(kind, seq_len, tmp_path / f"{kind}-{seq_len}")
-    for command, argv in (("probe", ["probe", str(run), "--plot", str(tmp_path / "figures"), "--n-seqs", "20"]),
-                          ("report", ["report", str(run), "--html", str(tmp_path / "html")])):
+    for command, argv in (
+        ("probe", ["probe", str(run), "--plot", str(tmp_path / "figures"), "--n-seqs", "20"]),
+        ("report", ["report", str(run), "--html", str(tmp_path / "html")]),
+    ):
         status = main(argv)
         err = capsys.readouterr().err
         assert "Traceback" not in err

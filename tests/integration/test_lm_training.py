@@ -21,9 +21,17 @@ def train(directory):
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
     torch.manual_seed(0)
-    config = GPTNeoXConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=1, intermediate_size=64,
-                           vocab_size=VOCAB, max_position_embeddings=32, rotary_pct=1.0, bos_token_id=None,
-                           eos_token_id=None)
+    config = GPTNeoXConfig(
+        num_hidden_layers=2,
+        hidden_size=32,
+        num_attention_heads=1,
+        intermediate_size=64,
+        vocab_size=VOCAB,
+        max_position_embeddings=32,
+        rotary_pct=1.0,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
     model = GPTNeoXForCausalLM(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3, weight_decay=0.0)
     generator = torch.Generator().manual_seed(100)

@@ -127,19 +127,35 @@ def test_chromium_loads_every_image_and_fetches_nothing_else(paper, tmp_path):
     timing records http, not file, addresses), which logs each request, and the DOM is read back."""
     _, out = paper
     probe = out / "probe.html"
-    script = ("<script>window.addEventListener('load', () => { const b = document.body;"
-              " b.dataset.widths = Array.from(document.images).map(i => i.naturalWidth).join(',');"
-              " b.dataset.resources = performance.getEntriesByType('resource').map(e => e.name).join(' ');"
-              " });</script>")
-    probe.write_text((out / "index.html").read_text(encoding="utf-8").replace("</body>", script + "</body>"),
-                     encoding="utf-8")
+    script = (
+        "<script>window.addEventListener('load', () => { const b = document.body;"
+        " b.dataset.widths = Array.from(document.images).map(i => i.naturalWidth).join(',');"
+        " b.dataset.resources = performance.getEntriesByType('resource').map(e => e.name).join(' ');"
+        " });</script>"
+    )
+    probe.write_text(
+        (out / "index.html").read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8"
+    )
     server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Recorder, directory=str(out)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     origin = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                              f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=20000",
-                              "--dump-dom", f"{origin}/probe.html"], capture_output=True, text=True, timeout=120).stdout
+        dom = subprocess.run(
+            [
+                "chromium",
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                f"--user-data-dir={tmp_path / 'profile'}",
+                "--virtual-time-budget=20000",
+                "--dump-dom",
+                f"{origin}/probe.html",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
     finally:
         server.shutdown()
         probe.unlink()
@@ -208,13 +224,14 @@ def test_a_folder_below_a_file_is_refused(tmp_path, fails_with_one_line):
 
 
 @pytest.mark.shipped
-@pytest.mark.parametrize("name, options", [("gd", {}), ("boolean", {"boolean": True}),
-                                           ("adam", {"optimizer": "adam", "lr": 0.01})])
+@pytest.mark.parametrize(
+    "name, options", [("gd", {}), ("boolean", {"boolean": True}), ("adam", {"optimizer": "adam", "lr": 0.01})]
+)
 def test_the_shipped_toy_runs_are_the_makefiles_commands(name, options):
     """experiments/results/toy/NAME was written by `toy [options] --out ...` (the Makefile's experiments target),
     to its last step."""
-    from induction_probes.circuits.runs.reader import Run
     from induction_probes.circuits.recipes.gaussian import ToyRecipe
+    from induction_probes.circuits.runs.reader import Run
     from induction_probes.probes.paper.shipped import result_path
 
     run = Run.open(result_path("toy", name))

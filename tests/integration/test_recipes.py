@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.recipes.gaussian import GaussianRecipe, ToyRecipe
 from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.training.toy import train_toy
@@ -19,28 +19,129 @@ from induction_probes.cli import main
 # The same run given as Python arguments and as command-line arguments, with non-default options.
 SAME_RUNS = {
     "markov": (
-        MarkovRecipe(task=MarkovTask(k=3, n=3, seq_len=16), heads=(2, 1), steps=12, batch_size=8, lr=2e-3,
-                     layer_norm=False, eval_seqs=30, n_checkpoints=5, data_seed=5),
-        ["--k", "3", "--n", "3", "--seq-len", "16", "--heads", "2,1", "--steps", "12", "--batch-size", "8",
-         "--lr", "2e-3", "--no-layer-norm", "--eval-seqs", "30", "--n-checkpoints", "5", "--data-seed", "5"],
+        MarkovRecipe(
+            task=MarkovTask(k=3, n=3, seq_len=16),
+            heads=(2, 1),
+            steps=12,
+            batch_size=8,
+            lr=2e-3,
+            layer_norm=False,
+            eval_seqs=30,
+            n_checkpoints=5,
+            data_seed=5,
+        ),
+        [
+            "--k",
+            "3",
+            "--n",
+            "3",
+            "--seq-len",
+            "16",
+            "--heads",
+            "2,1",
+            "--steps",
+            "12",
+            "--batch-size",
+            "8",
+            "--lr",
+            "2e-3",
+            "--no-layer-norm",
+            "--eval-seqs",
+            "30",
+            "--n-checkpoints",
+            "5",
+            "--data-seed",
+            "5",
+        ],
     ),
     "markov-mixture": (
-        MarkovRecipe(task=MarkovTask(k=4, seq_len=16, prior="mixture", p=0.75, eval_prior="dirichlet"), steps=12,
-                     batch_size=8, eval_seqs=30, n_checkpoints=5),
-        ["--k", "4", "--seq-len", "16", "--prior", "mixture", "--p", "0.75", "--eval-prior", "dirichlet", "--steps",
-         "12", "--batch-size", "8", "--eval-seqs", "30", "--n-checkpoints", "5"],
+        MarkovRecipe(
+            task=MarkovTask(k=4, seq_len=16, prior="mixture", p=0.75, eval_prior="dirichlet"),
+            steps=12,
+            batch_size=8,
+            eval_seqs=30,
+            n_checkpoints=5,
+        ),
+        [
+            "--k",
+            "4",
+            "--seq-len",
+            "16",
+            "--prior",
+            "mixture",
+            "--p",
+            "0.75",
+            "--eval-prior",
+            "dirichlet",
+            "--steps",
+            "12",
+            "--batch-size",
+            "8",
+            "--eval-seqs",
+            "30",
+            "--n-checkpoints",
+            "5",
+        ],
     ),
     "minimal": (
-        MinimalRecipe(task=MarkovTask(k=3, seq_len=16), first_layer="linear", steps=12, batch_size=8, lr_v=0.5,
-                      eval_seqs=30, n_checkpoints=5),
-        ["--k", "3", "--seq-len", "16", "--first-layer", "linear", "--steps", "12", "--batch-size", "8",
-         "--lr-v", "0.5", "--eval-seqs", "30", "--n-checkpoints", "5"],
+        MinimalRecipe(
+            task=MarkovTask(k=3, seq_len=16),
+            first_layer="linear",
+            steps=12,
+            batch_size=8,
+            lr_v=0.5,
+            eval_seqs=30,
+            n_checkpoints=5,
+        ),
+        [
+            "--k",
+            "3",
+            "--seq-len",
+            "16",
+            "--first-layer",
+            "linear",
+            "--steps",
+            "12",
+            "--batch-size",
+            "8",
+            "--lr-v",
+            "0.5",
+            "--eval-seqs",
+            "30",
+            "--n-checkpoints",
+            "5",
+        ],
     ),
     "gaussian": (
-        GaussianRecipe(task=GaussianTask(target="ihn", n=3, d=1, seq_len=10, boolean=True), heads=3, steps=12,
-                       batch_size=16, eval_seqs=30, n_checkpoints=5),
-        ["--target", "ihn", "--n", "3", "--d", "1", "--seq-len", "10", "--boolean", "--heads", "3", "--steps", "12",
-         "--batch-size", "16", "--eval-seqs", "30", "--n-checkpoints", "5"],
+        GaussianRecipe(
+            task=GaussianTask(target="ihn", n=3, d=1, seq_len=10, boolean=True),
+            heads=3,
+            steps=12,
+            batch_size=16,
+            eval_seqs=30,
+            n_checkpoints=5,
+        ),
+        [
+            "--target",
+            "ihn",
+            "--n",
+            "3",
+            "--d",
+            "1",
+            "--seq-len",
+            "10",
+            "--boolean",
+            "--heads",
+            "3",
+            "--steps",
+            "12",
+            "--batch-size",
+            "16",
+            "--eval-seqs",
+            "30",
+            "--n-checkpoints",
+            "5",
+        ],
     ),
 }
 
@@ -95,12 +196,15 @@ def test_two_first_layer_heads_and_a_single_layer(tmp_path, capsys):
     assert Run.open(tmp_path / "one").load().cfg.n_layers == 1
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--k", "3", "--heads", "2,1,1"], "layer_heads has 3 entries for 2 layers"),
-    (["--k", "3", "--positional", "relative,sideways"], "positional must be one of"),
-    (["--k", "3", "--heads", "two"], "invalid int_tuple value"),
-    (["--n", "3"], "--k is required"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--k", "3", "--heads", "2,1,1"], "layer_heads has 3 entries for 2 layers"),
+        (["--k", "3", "--positional", "relative,sideways"], "positional must be one of"),
+        (["--k", "3", "--heads", "two"], "invalid int_tuple value"),
+        (["--n", "3"], "--k is required"),
+    ],
+)
 def test_bad_architecture_is_one_line_before_anything_is_written(argv, message, tmp_path, capsys):
     assert main(["train", "markov", *argv, "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err

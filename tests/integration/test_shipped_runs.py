@@ -53,8 +53,12 @@ def test_phases_go_uniform_then_unigram_then_bigram(name):
 
 
 def build_wheel(source: Path, out: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(out), "."],
-                   check=True, cwd=source, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(out), "."],
+        check=True,
+        cwd=source,
+        capture_output=True,
+    )
     (wheel,) = out.glob("*.whl")
     return wheel
 
@@ -64,7 +68,9 @@ def a_probes_distribution(root: Path) -> Path:
     build with current setuptools, so the test builds one of the same shape)."""
     (root / "probes").mkdir(parents=True)
     (root / "probes" / "__init__.py").write_text('WHOSE = "another project"\n')
-    (root / "pyproject.toml").write_text('[project]\nname = "probes"\nversion = "0.1.0"\n[tool.setuptools]\npackages = ["probes"]\n')
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "probes"\nversion = "0.1.0"\n[tool.setuptools]\npackages = ["probes"]\n'
+    )
     return build_wheel(root, root / "dist")
 
 
@@ -82,8 +88,22 @@ def test_the_wheel_installs_one_name_beside_other_projects_circuits_and_probes(t
         top = {name.split("/")[0] for name in wheel.namelist()}
     assert {name for name in top if not name.endswith(".dist-info")} == {"induction_probes"}
     theirs = a_probes_distribution(tmp_path / "other")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(theirs), str(ours)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(theirs),
+            str(ours),
+        ],
+        check=True,
+        capture_output=True,
+    )
     code = (
         "import circuits, probes\n"
         "from induction_probes.circuits.runs.reader import Run\n"
@@ -91,7 +111,9 @@ def test_the_wheel_installs_one_name_beside_other_projects_circuits_and_probes(t
         "print(run.path); print(circuits.Component.__module__); print(probes.WHOSE)"
     )
     env = os.environ | {"PYTHONPATH": str(target)}
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+    )
     run_path, component, whose = out.stdout.strip().splitlines()
     assert run_path.startswith(str(target / "induction_probes" / "checkpoints"))
     assert component == "circuits.core.components" and whose == "another project"

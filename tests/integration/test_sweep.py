@@ -45,26 +45,48 @@ def write_spec(tmp_path: Path, steps: int = 12, checkpoints: int = 4, extra: str
 
 def run_files(root: Path) -> dict[str, bytes]:
     """Every file of every run directory under ``root`` (not the sweep's own log, which holds wall times)."""
-    return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file() and f.name != "sweep.jsonl"}
+    return {
+        str(f.relative_to(root)): f.read_bytes()
+        for f in sorted(root.rglob("*"))
+        if f.is_file() and f.name != "sweep.jsonl"
+    }
 
 
-@pytest.mark.parametrize("text,message", [
-    ('recipe = "markov"\nseeds = [0]\nbase = 3', "[base] must be a table"),
-    ('recipe = "toy"\nseeds = [0]', "recipe must be one of markov, minimal, gaussian"),
-    ('recipe = "markov"\nseeds = []', "seeds must be a non-empty list"),
-    ('recipe = "markov"\nseeds = [0, 0]\n[base]\nk = 3', "seeds repeat"),
-    ('recipe = "markov"\nseeds = [0]\nsteps = 3', "unknown keys steps"),
-    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\nwidth = 9', "[base] has keys the markov recipe does not know: width"),
-    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\ndata_seed = 4', "(seeds come from `seeds`)"),
-    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[grid]\nlr = 0.1', "each [grid] entry must be a non-empty list"),
-    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions.a]\nprior = "spectrum"', "condition a: p is for"),
-    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions.a', "is not valid TOML"),
-    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions."../escaped"]', "cannot name a directory of the sweep"),
-    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions."/tmp/evil"]', "cannot name a directory of the sweep"),
-    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions."spec.toml"]', "cannot name a directory of the sweep"),
-    ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[grid]\nlr = [1, 1.0]', "are the same run"),
-    ('recipe = "markov"\nseeds = [0]\ncount = "dirichelt"\n[base]\nk = 3', "count must name a prior"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ('recipe = "markov"\nseeds = [0]\nbase = 3', "[base] must be a table"),
+        ('recipe = "toy"\nseeds = [0]', "recipe must be one of markov, minimal, gaussian"),
+        ('recipe = "markov"\nseeds = []', "seeds must be a non-empty list"),
+        ('recipe = "markov"\nseeds = [0, 0]\n[base]\nk = 3', "seeds repeat"),
+        ('recipe = "markov"\nseeds = [0]\nsteps = 3', "unknown keys steps"),
+        (
+            'recipe = "markov"\nseeds = [0]\n[base]\nk = 3\nwidth = 9',
+            "[base] has keys the markov recipe does not know: width",
+        ),
+        ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\ndata_seed = 4', "(seeds come from `seeds`)"),
+        (
+            'recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[grid]\nlr = 0.1',
+            "each [grid] entry must be a non-empty list",
+        ),
+        ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions.a]\nprior = "spectrum"', "condition a: p is for"),
+        ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions.a', "is not valid TOML"),
+        (
+            'recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions."../escaped"]',
+            "cannot name a directory of the sweep",
+        ),
+        (
+            'recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions."/tmp/evil"]',
+            "cannot name a directory of the sweep",
+        ),
+        (
+            'recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[conditions."spec.toml"]',
+            "cannot name a directory of the sweep",
+        ),
+        ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[grid]\nlr = [1, 1.0]', "are the same run"),
+        ('recipe = "markov"\nseeds = [0]\ncount = "dirichelt"\n[base]\nk = 3', "count must name a prior"),
+    ],
+)
 def test_a_bad_spec_is_refused_by_name_before_anything_runs(text, message, tmp_path, capsys):
     with pytest.raises(SpecError) as error:
         parse_spec(text, "spec.toml")
@@ -80,8 +102,10 @@ def test_cells_are_conditions_times_grid_times_seeds_with_the_seed_convention_of
     spec = parse_spec(SPEC.format(steps=5, checkpoints=2) + "[grid]\nlr = [0.001, 0.003]\n")
     cells = spec.cells()
     assert [cell.relative_path for cell in cells[:4]] == [
-        "doubly-stochastic/lr=0.001/seed-0", "doubly-stochastic/lr=0.001/seed-1",
-        "doubly-stochastic/lr=0.003/seed-0", "doubly-stochastic/lr=0.003/seed-1",
+        "doubly-stochastic/lr=0.001/seed-0",
+        "doubly-stochastic/lr=0.001/seed-1",
+        "doubly-stochastic/lr=0.003/seed-0",
+        "doubly-stochastic/lr=0.003/seed-1",
     ]
     assert len(cells) == 8
     recipe = cells[3].recipe
@@ -95,10 +119,16 @@ def test_cells_are_conditions_times_grid_times_seeds_with_the_seed_convention_of
 def test_a_sweep_killed_mid_way_finishes_with_the_files_of_an_uninterrupted_one(tmp_path):
     spec = write_spec(tmp_path, steps=300, checkpoints=30)
     whole = tmp_path / "whole"
-    assert subprocess.run([COMMAND, "sweep", spec, "--out", whole, "--workers", "2"], capture_output=True).returncode == 0
+    assert (
+        subprocess.run([COMMAND, "sweep", spec, "--out", whole, "--workers", "2"], capture_output=True).returncode == 0
+    )
     split = tmp_path / "split"
-    process = subprocess.Popen([COMMAND, "sweep", spec, "--out", split, "--workers", "2"], start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [COMMAND, "sweep", spec, "--out", split, "--workers", "2"],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # kill once some cell has written a few checkpoints
         manifests = list(split.glob("*/seed-*/manifest.json"))
@@ -114,12 +144,14 @@ def test_a_sweep_killed_mid_way_finishes_with_the_files_of_an_uninterrupted_one(
 
 
 def test_a_failing_cell_is_reported_and_the_others_finish(tmp_path, capsys):
-    spec = write_spec(tmp_path, extra='[conditions.diverges]\nlr = 1e30\n')
+    spec = write_spec(tmp_path, extra="[conditions.diverges]\nlr = 1e30\n")
     assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--workers", "2"]) == 1
     err = capsys.readouterr().err
     assert "diverges/seed-0: failed: FloatingPointError" in err
     assert "failed: diverges/seed-0, diverges/seed-1" in err.splitlines()[-1]
-    finished = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").glob("*/seed-*") if is_finished(p))
+    finished = sorted(
+        str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").glob("*/seed-*") if is_finished(p)
+    )
     assert finished == [f"{name}/seed-{seed}" for name in ("doubly-stochastic", "mixture") for seed in (0, 1)]
 
 
@@ -169,15 +201,20 @@ def test_summarize_gives_every_condition_its_intervals_and_curves(tmp_path, caps
     assert set(summary["conditions"]) == {"doubly-stochastic", "mixture"}
     for name, condition in summary["conditions"].items():
         assert condition["n_seeds"] == 2 and condition["seeds"] == [0, 1]
-        assert {"mean", "low", "high"} <= condition["transition"].keys() and {"mean", "low", "high"} <= condition["final_kl"].keys()
-        finals = [json.loads((tmp_path / "out" / name / f"seed-{s}" / "metrics.jsonl").read_text().splitlines()[-1])
-                  for s in (0, 1)]
+        assert {"mean", "low", "high"} <= condition["transition"].keys() and {"mean", "low", "high"} <= condition[
+            "final_kl"
+        ].keys()
+        finals = [
+            json.loads((tmp_path / "out" / name / f"seed-{s}" / "metrics.jsonl").read_text().splitlines()[-1])
+            for s in (0, 1)
+        ]
         assert condition["final_kl"] == interval([f["last_token_kl"]["true"] for f in finals])
         per_batch = 8 if name == "doubly-stochastic" else 6  # round(0.75 * 8) doubly stochastic sequences a step
         assert condition["curves"]["x"] == [f * per_batch for f in condition["curves"]["steps"]]
         assert len(condition["curves"]["kl"]["bigram"]["mean"]) == len(condition["curves"]["steps"])
-        assert all(math.isfinite(v) for v in condition["probes"]["previous_token_layer0"].values()
-                   if isinstance(v, float))
+        assert all(
+            math.isfinite(v) for v in condition["probes"]["previous_token_layer0"].values() if isinstance(v, float)
+        )
         for run in condition["runs"]:  # per-seed curves at the checkpoint steps, and the fixed-level transition
             assert run["curve"]["steps"] == condition["curves"]["steps"]
             assert len(run["curve"]["kl"]["bigram"]) == len(condition["curves"]["steps"])

@@ -12,7 +12,15 @@ import time
 
 import pytest
 
-from induction_probes.circuits.sweeps.sweep import SpecError, cell_json, parse_spec, prepare, read_spec, run_cell, run_sweep
+from induction_probes.circuits.sweeps.sweep import (
+    SpecError,
+    cell_json,
+    parse_spec,
+    prepare,
+    read_spec,
+    run_cell,
+    run_sweep,
+)
 from induction_probes.cli import main
 
 TINY = """
@@ -39,13 +47,23 @@ def one_line(argv, capsys, status=2) -> str:
     return err
 
 
-@pytest.mark.parametrize("base, extra, message", [
-    ("", "[grid]\n" + "".join(f"{key} = [{', '.join(str(v) for v in range(1, 2001))}]\n"
-                              for key in ("steps", "eval_seqs", "batch_size")), "above the limit of 10,000"),
-    ("", "[conditions." + "a" * 300 + "]\n", "300 characters"),
-    ('heads = "2,1"', "", "heads = [2, 1]"),
-    ("heads = " + "[" * 5000 + "]" * 5000, "", "nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "base, extra, message",
+    [
+        (
+            "",
+            "[grid]\n"
+            + "".join(
+                f"{key} = [{', '.join(str(v) for v in range(1, 2001))}]\n"
+                for key in ("steps", "eval_seqs", "batch_size")
+            ),
+            "above the limit of 10,000",
+        ),
+        ("", "[conditions." + "a" * 300 + "]\n", "300 characters"),
+        ('heads = "2,1"', "", "heads = [2, 1]"),
+        ("heads = " + "[" * 5000 + "]" * 5000, "", "nested too deeply"),
+    ],
+)
 def test_a_spec_that_would_be_too_big_or_is_badly_named_is_refused_at_once(base, extra, message, tmp_path, capsys):
     spec = tmp_path / "spec.toml"
     spec.write_text(tiny(extra=extra).replace("k = 2", f"k = 2\n{base}"))
@@ -160,8 +178,9 @@ def test_a_ray_address_where_nothing_listens_is_one_line_within_a_minute(tmp_pat
     spec.write_text(tiny())
     started = time.monotonic()
     address = f"127.0.0.1:{unused_loopback_port()}"
-    err = one_line(["sweep", str(spec), "--out", str(tmp_path / "out"), "--backend", "ray", "--address", address],
-                   capsys)
+    err = one_line(
+        ["sweep", str(spec), "--out", str(tmp_path / "out"), "--backend", "ray", "--address", address], capsys
+    )
     assert time.monotonic() - started < 60 and f"no Ray cluster answers at {address}" in err
     assert not (tmp_path / "out").exists()  # refused before the folder was claimed
 
@@ -202,16 +221,22 @@ def test_a_summary_counts_only_this_specs_finished_runs(sweep_dir, tmp_path, cap
     cell.symlink_to(moved, target_is_directory=True)  # the same run, linked from outside the sweep
     assert "symbolic link" in one_line(["summarize", str(sweep_dir)], capsys)
     cell.unlink()
-    train_run(MarkovRecipe(task=MarkovTask(k=3, seq_len=8), steps=2, batch_size=4, eval_seqs=10, n_checkpoints=2),
-              cell, progress=False)  # a k = 3 run in a k = 2 sweep
+    train_run(
+        MarkovRecipe(task=MarkovTask(k=3, seq_len=8), steps=2, batch_size=4, eval_seqs=10, n_checkpoints=2),
+        cell,
+        progress=False,
+    )  # a k = 3 run in a k = 2 sweep
     assert "another recipe" in one_line(["summarize", str(sweep_dir)], capsys)
 
 
 @pytest.mark.parametrize("tamper", ["no kl", "nan", "infinity"])
 def test_tampered_metrics_are_one_line_not_a_number(sweep_dir, tamper, capsys):
     value = {"nan": float("nan"), "infinity": float("inf")}.get(tamper)
-    edit = (lambda m: {k: v for k, v in m.items() if k != "last_token_kl"}) if tamper == "no kl" else (
-        lambda m: m | {"last_token_kl": m["last_token_kl"] | {"true": value}})
+    edit = (
+        (lambda m: {k: v for k, v in m.items() if k != "last_token_kl"})
+        if tamper == "no kl"
+        else (lambda m: m | {"last_token_kl": m["last_token_kl"] | {"true": value}})
+    )
     edit_metrics(sweep_dir / "base" / "seed-0", edit)
     for argv in (["summarize", str(sweep_dir)], ["summarize", str(sweep_dir), "--json"]):
         err = one_line(argv, capsys)
@@ -221,6 +246,7 @@ def test_tampered_metrics_are_one_line_not_a_number(sweep_dir, tamper, capsys):
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the ray extra is not installed")
 def test_a_local_ray_instance_listens_on_loopback_only_and_says_where(tmp_path):
     import ray  # noqa: F401 -- imported before the sweep, as a program using Ray would: it must still stay on loopback
+
     lines = []
     results = run_sweep(parse_spec(tiny()), tmp_path / "out", backend="ray", report=lines.append)
     assert [r["status"] for r in results] == ["trained"]

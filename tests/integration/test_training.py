@@ -2,28 +2,34 @@
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
 import induction_probes.circuits.runs.writer as checkpoint_module
-from induction_probes.circuits.runs.reader import Run, sha256_of
-from induction_probes.circuits.runs.layout import checkpoint_file
-from dataclasses import replace
-
 from induction_probes.circuits.recipes.gaussian import GaussianRecipe
 from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.runs.layout import checkpoint_file
+from induction_probes.circuits.runs.reader import Run, sha256_of
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.training.train import checkpoint_schedule, train_run
 
-TINY = MarkovRecipe(task=MarkovTask(k=3, seq_len=20), steps=40, batch_size=16, eval_seqs=100, n_checkpoints=9, dropout=0.1)
+TINY = MarkovRecipe(
+    task=MarkovTask(k=3, seq_len=20), steps=40, batch_size=16, eval_seqs=100, n_checkpoints=9, dropout=0.1
+)
 
 
 def run_files(path: Path) -> dict[str, bytes]:
     """Everything a run promises to reproduce: config, manifest, metrics and weights (not resume/)."""
-    files = [path / "config.json", path / "manifest.json", path / "metrics.jsonl", *sorted((path / "checkpoints").iterdir())]
+    files = [
+        path / "config.json",
+        path / "manifest.json",
+        path / "metrics.jsonl",
+        *sorted((path / "checkpoints").iterdir()),
+    ]
     return {str(f.relative_to(path)): f.read_bytes() for f in files}
 
 
@@ -50,9 +56,22 @@ def test_run_directory_layout_and_metrics(tmp_path):
         assert set(m["last_token_kl"]) == {"true", "uniform", "unigram", "bigram"}
         assert all(v >= 0 for v in m["last_token_kl"].values())
     config = json.loads((run.path / "config.json").read_text())
-    assert config["task"] == {"name": "markov", "k": 3, "seq_len": 20, "n": 2, "alpha": 1.0, "prior": "dirichlet",
-                              "p": None, "mixture": None, "eval_prior": None}
-    assert config["recipe"]["name"] == "markov" and config["recipe"]["model_seed"] == 0 and config["recipe"]["data_seed"] == 1
+    assert config["task"] == {
+        "name": "markov",
+        "k": 3,
+        "seq_len": 20,
+        "n": 2,
+        "alpha": 1.0,
+        "prior": "dirichlet",
+        "p": None,
+        "mixture": None,
+        "eval_prior": None,
+    }
+    assert (
+        config["recipe"]["name"] == "markov"
+        and config["recipe"]["model_seed"] == 0
+        and config["recipe"]["data_seed"] == 1
+    )
     assert run.recipe == TINY and run.task == TINY.task
     # At initialisation the model is nearly uniform: KL(uniform ‖ model) is tiny.
     assert metrics[0]["last_token_kl"]["uniform"] < 0.01
@@ -109,7 +128,9 @@ class Killed(BaseException):
 
 def every_file(root: Path) -> dict[str, bytes]:
     """Every file of a run, resume/ included (not the lock, which only marks who is writing)."""
-    return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file() and f.name != "lock"}
+    return {
+        str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file() and f.name != "lock"
+    }
 
 
 def written_paths(tmp_path, monkeypatch) -> list[str]:
@@ -126,7 +147,9 @@ def written_paths(tmp_path, monkeypatch) -> list[str]:
     return names
 
 
-def test_killed_at_any_write_point_of_the_first_or_a_later_checkpoint_resume_finishes_byte_for_byte(tmp_path, monkeypatch):
+def test_killed_at_any_write_point_of_the_first_or_a_later_checkpoint_resume_finishes_byte_for_byte(
+    tmp_path, monkeypatch
+):
     whole = every_file(train_run(TINY, tmp_path / "whole", progress=False).path)
     names = written_paths(tmp_path, monkeypatch)
     resume_writes = [i for i, name in enumerate(names) if name == "state.safetensors"]
@@ -136,7 +159,7 @@ def test_killed_at_any_write_point_of_the_first_or_a_later_checkpoint_resume_fin
     for point in [*first, *later]:
         calls = {"n": 0}
 
-        def die_at_the_write_point(source, target, point=point):
+        def die_at_the_write_point(source, target, point=point, calls=calls):
             if calls["n"] == point:
                 raise Killed  # the temporary file is written and fsync'ed, the rename never happens
             calls["n"] += 1
@@ -213,8 +236,7 @@ def test_a_run_that_crashed_before_its_first_resume_state_starts_over_on_resume(
     train_run(TINY, crashed, stop_after=0, progress=False)
     (crashed / "resume" / "state.safetensors").unlink()  # as if killed between the step-0 files
     train_run(None, crashed, resume=True, progress=False)
-    files = lambda root: {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()}
-    assert files(crashed) == files(whole.path)
+    assert every_file(crashed) == every_file(whole.path)
 
 
 def test_a_second_trainer_on_the_same_directory_stops_at_once(tmp_path):
@@ -232,7 +254,13 @@ def test_a_second_trainer_on_the_same_directory_stops_at_once(tmp_path):
 
 
 # Every name a writer of this or an earlier version could write through, relative to the run.
-OLD_TEMPORARY_NAMES = ["config.json.tmp", "manifest.json.tmp", "metrics.jsonl.tmp", "resume/state.safetensors.tmp", "lock.tmp"]
+OLD_TEMPORARY_NAMES = [
+    "config.json.tmp",
+    "manifest.json.tmp",
+    "metrics.jsonl.tmp",
+    "resume/state.safetensors.tmp",
+    "lock.tmp",
+]
 
 
 def plant_links(run: Path, target: Path) -> list[Path]:
@@ -303,7 +331,9 @@ def test_a_link_at_the_lock_or_a_run_folder_is_refused_in_one_line(tmp_path, cap
 
 def test_checkpoints_are_written_with_the_mode_of_the_json_files(tmp_path):
     run = train_run(TINY, tmp_path / "run", stop_after=1, progress=False)
-    modes = {path.name: path.stat().st_mode & 0o777 for path in run.path.rglob("*") if path.is_file() and path.name != "lock"}
+    modes = {
+        path.name: path.stat().st_mode & 0o777 for path in run.path.rglob("*") if path.is_file() and path.name != "lock"
+    }
     assert len(set(modes.values())) == 1, modes
     assert modes["config.json"] & 0o044 == 0o044  # readable by others, as files open() creates under the usual umask
 
@@ -318,11 +348,33 @@ def test_ctrl_c_saves_the_step_it_reached_and_resume_finishes_byte_for_byte(tmp_
     recipe = replace(TINY, steps=300)
     whole = train_run(recipe, tmp_path / "whole", progress=False)
     out = tmp_path / "interrupted"
-    options = ["--k", "3", "--seq-len", "20", "--steps", "300", "--batch-size", "16", "--eval-seqs", "100",
-               "--n-checkpoints", "9", "--dropout", "0.1", "--out", str(out)]
+    options = [
+        "--k",
+        "3",
+        "--seq-len",
+        "20",
+        "--steps",
+        "300",
+        "--batch-size",
+        "16",
+        "--eval-seqs",
+        "100",
+        "--n-checkpoints",
+        "9",
+        "--dropout",
+        "0.1",
+        "--out",
+        str(out),
+    ]
     command = [str(Path(sys.executable).with_name("induction-probes")), "train", "markov", *options]
-    trainer = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    trainer = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ | {"OMP_NUM_THREADS": "1"},
+    )
     deadline = time.monotonic() + 120
     while len(json.loads((out / "manifest.json").read_text() or "[]") if (out / "manifest.json").is_file() else []) < 2:
         assert trainer.poll() is None and time.monotonic() < deadline, trainer.communicate()
@@ -335,5 +387,4 @@ def test_ctrl_c_saves_the_step_it_reached_and_resume_finishes_byte_for_byte(tmp_
     stopped = int(last_line.split("step ")[1].split(",")[0])
     assert 1 <= stopped < 300
     train_run(None, out, resume=True, progress=False)
-    files = lambda root: {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()}
-    assert files(out) == files(whole.path)  # resume/ included: the state saved at the stop was exact
+    assert every_file(out) == every_file(whole.path)  # resume/ included: the state saved at the stop was exact

@@ -9,9 +9,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from induction_probes.circuits.common.untrusted import CheckpointError
+from induction_probes.circuits.recipes.markov import MarkovRecipe
 from induction_probes.circuits.runs.reader import Run, sha256_of
 from induction_probes.circuits.runs.shipped import resolve_run
-from induction_probes.circuits.recipes.markov import MarkovRecipe
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.training.train import train_run
 from induction_probes.cli import main
@@ -62,8 +62,10 @@ def test_sha256_mismatch_is_refused(run_dir):
         Run.open(run_dir).load()
 
 
-@pytest.mark.parametrize("file", ["/etc/passwd", "../../outside.safetensors", "checkpoints/../config.json",
-                                  "checkpoints/step_00000001.safetensors"])
+@pytest.mark.parametrize(
+    "file",
+    ["/etc/passwd", "../../outside.safetensors", "checkpoints/../config.json", "checkpoints/step_00000001.safetensors"],
+)
 def test_a_manifest_cannot_point_outside_the_run_or_at_another_checkpoint(run_dir, file, tmp_path):
     outside = tmp_path / "outside.safetensors"
     save_file({"x": torch.zeros(1)}, outside)
@@ -189,15 +191,20 @@ def test_a_run_prints_as_its_path_not_its_manifest():
     assert "markov-k3" in text and "sha256" not in text and len(text) < 300
 
 
-@pytest.mark.parametrize("section,key,value", [
-    ("model", "n_layers", 1_000_000),  # built first, this grew to gigabytes
-    ("model", "d_vocab", 10**10),
-    ("model", "d_vocab", 1e10),
-    ("model", "n_ctx", 10**9),
-    ("recipe", "eval_seqs", 10**9),
-    ("task", "seq_len", 10**8),
-])
-def test_sizes_in_a_config_are_checked_against_the_limits_before_anything_is_built(run_dir, capsys, section, key, value):
+@pytest.mark.parametrize(
+    "section,key,value",
+    [
+        ("model", "n_layers", 1_000_000),  # built first, this grew to gigabytes
+        ("model", "d_vocab", 10**10),
+        ("model", "d_vocab", 1e10),
+        ("model", "n_ctx", 10**9),
+        ("recipe", "eval_seqs", 10**9),
+        ("task", "seq_len", 10**8),
+    ],
+)
+def test_sizes_in_a_config_are_checked_against_the_limits_before_anything_is_built(
+    run_dir, capsys, section, key, value
+):
     import resource
 
     config = json.loads((run_dir / "config.json").read_text())

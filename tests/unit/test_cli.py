@@ -86,7 +86,10 @@ def test_ablate_json_has_the_documented_keys(capsys):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["probe", "markov-k3", "--step", "4001"], "step 4001 is not saved in run markov-k3; the nearest saved step is 4000"),
+        (
+            ["probe", "markov-k3", "--step", "4001"],
+            "step 4001 is not saved in run markov-k3; the nearest saved step is 4000",
+        ),
         (["probe", "markov-k3", "--step", "0", "--all-steps"], "give --step or --all-steps, not both"),
         (["ablate", "markov-k3", "--heads", "0.3"], "head 0.3 is out of range"),
         (["ablate", "markov-k3", "--heads", "x"], "heads must look like L.H"),
@@ -157,25 +160,49 @@ def test_a_missing_step_names_the_nearest_saved_ones():
 def test_a_bare_command_shows_its_usage_and_a_closed_pipe_is_no_traceback():
     bare = run()
     assert bare.returncode == 2 and "usage: induction-probes" in bare.stderr and "sweep" in bare.stderr
-    piped = subprocess.run(f"{COMMAND} probe markov-k3 --n-seqs 50 --json | head -1", shell=True, capture_output=True,
-                           text=True, timeout=120)
+    piped = subprocess.run(
+        f"{COMMAND} probe markov-k3 --n-seqs 50 --json | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert piped.stdout.strip() == "{" and "Traceback" not in piped.stderr
 
 
 def test_training_into_a_log_writes_a_progress_line_per_tenth_of_the_work(tmp_path):
-    result = run("train", "markov", "--k", "3", "--seq-len", "8", "--steps", "200", "--batch-size", "4",
-                 "--eval-seqs", "5", "--n-checkpoints", "20", "--out", str(tmp_path / "run"))
+    result = run(
+        "train",
+        "markov",
+        "--k",
+        "3",
+        "--seq-len",
+        "8",
+        "--steps",
+        "200",
+        "--batch-size",
+        "4",
+        "--eval-seqs",
+        "5",
+        "--n-checkpoints",
+        "20",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert result.returncode == 0, result.stderr
     progress_lines = [line for line in result.stderr.replace("\r", "\n").splitlines() if line.startswith("train run")]
     assert 2 <= len(progress_lines) <= 12
 
 
-@pytest.mark.parametrize("argv,steps", [
-    (["probe", "markov-k3", "--n-seqs", "40", "--seed", "5"], [4000]),
-    (["ablate", "markov-k3", "--n-seqs", "40", "--seed", "5", "--step", "1010"], [1010]),
-    (["verify", "prop21", "--against", "markov-k3", "--n-seqs", "40", "--seed", "5"], [4000]),
-    (["probe", "gaussian-ih2", "--n-seqs", "40", "--seed", "5"], [600]),
-])
+@pytest.mark.parametrize(
+    "argv,steps",
+    [
+        (["probe", "markov-k3", "--n-seqs", "40", "--seed", "5"], [4000]),
+        (["ablate", "markov-k3", "--n-seqs", "40", "--seed", "5", "--step", "1010"], [1010]),
+        (["verify", "prop21", "--against", "markov-k3", "--n-seqs", "40", "--seed", "5"], [4000]),
+        (["probe", "gaussian-ih2", "--n-seqs", "40", "--seed", "5"], [600]),
+    ],
+)
 def test_json_answers_say_which_run_checkpoints_and_sequences(argv, steps, capsys):
     assert main([*argv, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -28,8 +28,13 @@ SECONDS_PER_EXAMPLE = 3
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "40"))  # more for a longer hunt: FUZZ_EXAMPLES=2000 pytest ...
 # CI draws the same examples every run (a submission's CI must not fail on an example no one has seen);
 # elsewhere every run draws new ones, which is how the last two findings of this file were made.
-FUZZ_SETTINGS = dict(max_examples=EXAMPLES, deadline=None, database=None, derandomize=os.environ.get("CI") == "true",
-                     suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ_SETTINGS = dict(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize=os.environ.get("CI") == "true",
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 MEMORY_HEADROOM = 2 << 30  # bytes of address space a child may add to what the test process already holds
 
 
@@ -51,10 +56,23 @@ NUMBERS = st.one_of(
     st.sampled_from(["0", "1", "2", "3", "-1", "1e9", "1e308", "1e-320", "nan", "inf", "-inf", "0.5", "10000000"]),
 )
 NON_UTF8 = "run\udcff"  # what Python makes of the byte 0xff in an argument
-PLACES = st.sampled_from([
-    "a-file", "missing", "empty", "run", "markov-k3", "spec.toml", "sweep", "", ".", NON_UTF8,
-    "/proc/self/no-such-place", "/proc/version", "a-file/below-a-file",
-])
+PLACES = st.sampled_from(
+    [
+        "a-file",
+        "missing",
+        "empty",
+        "run",
+        "markov-k3",
+        "spec.toml",
+        "sweep",
+        "",
+        ".",
+        NON_UTF8,
+        "/proc/self/no-such-place",
+        "/proc/version",
+        "a-file/below-a-file",
+    ]
+)
 VALUES = st.one_of(NUMBERS, PLACES, st.text(max_size=6), st.sampled_from(["2,1", "relative,none", "x", " "]))
 
 
@@ -106,9 +124,10 @@ def finished_sweep(out: Path) -> None:
     assert all(run_cell(str(out), cell_json(cell))["status"] == "trained" for cell in spec.cells())
 
 
-SWEEP_SPEC = ('recipe = "markov"\nseeds = [0, 1]\n[base]\nk = 2\nseq_len = 8\nsteps = 2\nbatch_size = 4\n'
-              'eval_seqs = 10\nn_checkpoints = 2\n')
-
+SWEEP_SPEC = (
+    'recipe = "markov"\nseeds = [0, 1]\n[base]\nk = 2\nseq_len = 8\nsteps = 2\nbatch_size = 4\n'
+    "eval_seqs = 10\nn_checkpoints = 2\n"
+)
 
 
 def run_in_child(argv: list[str], scratch: Path, seconds: int = SECONDS_PER_EXAMPLE) -> tuple[int | None, str, str]:
@@ -170,8 +189,9 @@ def check_answer(argv: list[str], status: int | None, stdout: str, stderr: str, 
         strict_json(stdout)
 
 
-def answer_in_scratch(argv: list[str], template: Path, tmp_path: Path, prepare=None, seconds=SECONDS_PER_EXAMPLE,
-                      numbers: bool = False):
+def answer_in_scratch(
+    argv: list[str], template: Path, tmp_path: Path, prepare=None, seconds=SECONDS_PER_EXAMPLE, numbers: bool = False
+):
     scratch = Path(tempfile.mkdtemp(dir=tmp_path))
     try:
         shutil.copytree(template, scratch, dirs_exist_ok=True, symlinks=True)
@@ -190,10 +210,39 @@ def test_no_arguments_make_a_traceback_or_an_unknown_status(argv, template, tmp_
 
 # --- sweep specs, tampered sweeps and llc settings (issue 26) ------------------------------------------
 
-HOSTILE_NAMES = ["../x", "a/b", "a\\u0000b", "é", "ｆｕｌｌ", "\\u202ex", "-x", ".hidden", "a" * 300, "spec.toml",
-                 "sweep.jsonl", "run$_$x", "", " ", "base", "ok-name"]
-TOML_VALUES = ["3", "0", "-1", '"2,1"', "[2, 1]", "1e400", "nan", "inf", '"x"', "{a = 1}", "true", "[]",
-               "[" * 3000 + "]" * 3000]
+HOSTILE_NAMES = [
+    "../x",
+    "a/b",
+    "a\\u0000b",
+    "é",
+    "ｆｕｌｌ",
+    "\\u202ex",
+    "-x",
+    ".hidden",
+    "a" * 300,
+    "spec.toml",
+    "sweep.jsonl",
+    "run$_$x",
+    "",
+    " ",
+    "base",
+    "ok-name",
+]
+TOML_VALUES = [
+    "3",
+    "0",
+    "-1",
+    '"2,1"',
+    "[2, 1]",
+    "1e400",
+    "nan",
+    "inf",
+    '"x"',
+    "{a = 1}",
+    "true",
+    "[]",
+    "[" * 3000 + "]" * 3000,
+]
 SPEC_KEYS = ["k", "seq_len", "steps", "heads", "lr", "prior", "n_layers", "batch_size", "width", "data_seed"]
 
 
@@ -201,21 +250,46 @@ SPEC_KEYS = ["k", "seq_len", "steps", "heads", "lr", "prior", "n_layers", "batch
 def spec_texts(draw) -> str:
     """Specs of every shape: valid tiny ones, hostile condition names, grids of up to 3 x 2,000 values,
     20,000 seeds, tables and arrays nested thousands deep, values of the wrong type."""
-    lines = [draw(st.sampled_from(['recipe = "markov"', 'recipe = "minimal"', 'recipe = "gaussian"', 'recipe = "toy"',
-                                   "", "recipe = 3"]))]
-    lines.append(draw(st.sampled_from(["seeds = [0]", "seeds = [1, 0]", "seeds = [-1]", 'seeds = "0"', "",
-                                       "seeds = [" + ", ".join(map(str, range(20_000))) + "]"])))
+    lines = [
+        draw(
+            st.sampled_from(
+                ['recipe = "markov"', 'recipe = "minimal"', 'recipe = "gaussian"', 'recipe = "toy"', "", "recipe = 3"]
+            )
+        )
+    ]
+    lines.append(
+        draw(
+            st.sampled_from(
+                [
+                    "seeds = [0]",
+                    "seeds = [1, 0]",
+                    "seeds = [-1]",
+                    'seeds = "0"',
+                    "",
+                    "seeds = [" + ", ".join(map(str, range(20_000))) + "]",
+                ]
+            )
+        )
+    )
     depth = draw(st.sampled_from([0, 0, 10, 3000, 100_000]))
     if depth:
         lines.append("deep = " + "[" * depth + "]" * depth)
     lines.append("[base]\nk = 2\nseq_len = 8\nsteps = 2\nbatch_size = 4\neval_seqs = 10\nn_checkpoints = 2")
-    for key, value in draw(st.lists(st.tuples(st.sampled_from(SPEC_KEYS), st.sampled_from(TOML_VALUES)), max_size=2,
-                                    unique_by=lambda kv: kv[0])):
+    for key, value in draw(
+        st.lists(
+            st.tuples(st.sampled_from(SPEC_KEYS), st.sampled_from(TOML_VALUES)), max_size=2, unique_by=lambda kv: kv[0]
+        )
+    ):
         lines.append(f"{key} = {value}")
     for name in draw(st.lists(st.sampled_from(HOSTILE_NAMES), max_size=2, unique=True)):
         lines.append(f'[conditions."{name}"]\nlr = 0.01')
-    grid = draw(st.lists(st.tuples(st.sampled_from(["steps", "eval_seqs", "lr"]), st.sampled_from([1, 2, 2000])),
-                         max_size=3, unique_by=lambda kv: kv[0]))
+    grid = draw(
+        st.lists(
+            st.tuples(st.sampled_from(["steps", "eval_seqs", "lr"]), st.sampled_from([1, 2, 2000])),
+            max_size=3,
+            unique_by=lambda kv: kv[0],
+        )
+    )
     if grid:
         lines.append("[grid]")
         lines += [f"{key} = [{', '.join(str(v + 2) for v in range(n))}]" for key, n in grid]
@@ -257,11 +331,13 @@ def tamper(scratch: Path, how: str) -> None:
         return  # an earlier tampering made one a pipe (or moved the cell): nothing left to edit, and reading would block
     elif how.startswith("metrics "):
         text = (cell / "metrics.jsonl").read_text()
-        replace = {"metrics nan": ('"true": ', '"true": NaN, "x": '),
-                   "metrics inf": ('"true": ', '"true": -Infinity, "x": '),
-                   "metrics no kl": ('"last_token_kl"', '"other"'),
-                   "metrics string": ('"true": ', '"true": "x", "y": '),
-                   "metrics torn": (text[len(text) // 2:], "")}[how]
+        replace = {
+            "metrics nan": ('"true": ', '"true": NaN, "x": '),
+            "metrics inf": ('"true": ', '"true": -Infinity, "x": '),
+            "metrics no kl": ('"last_token_kl"', '"other"'),
+            "metrics string": ('"true": ', '"true": "x", "y": '),
+            "metrics torn": (text[len(text) // 2 :], ""),
+        }[how]
         (cell / "metrics.jsonl").write_text(text.replace(*replace))
     elif how in ("config pipe", "manifest pipe"):
         name = how.split()[0] + ".json"
@@ -276,15 +352,35 @@ def tamper(scratch: Path, how: str) -> None:
         (cell / "config.json").write_text(json.dumps(config))
 
 
-TAMPERINGS = ["spec link", "spec pipe", "spec huge", "spec deep", "cell link", "condition link", "metrics nan",
-              "metrics inf", "metrics no kl", "metrics string", "metrics torn", "config pipe", "manifest pipe",
-              "config model class", "config other recipe"]
+TAMPERINGS = [
+    "spec link",
+    "spec pipe",
+    "spec huge",
+    "spec deep",
+    "cell link",
+    "condition link",
+    "metrics nan",
+    "metrics inf",
+    "metrics no kl",
+    "metrics string",
+    "metrics torn",
+    "config pipe",
+    "manifest pipe",
+    "config model class",
+    "config other recipe",
+]
 
 
 @settings(**FUZZ_SETTINGS)
-@given(how=st.lists(st.sampled_from(TAMPERINGS), min_size=1, max_size=2, unique=True),
-       extra=st.lists(st.sampled_from([["--json"], ["--count", "dirichlet"], ["--count", "unigram"],
-                                       ["--probe-seqs", "3"], ["--probe-seqs", "0"]]), max_size=2))
+@given(
+    how=st.lists(st.sampled_from(TAMPERINGS), min_size=1, max_size=2, unique=True),
+    extra=st.lists(
+        st.sampled_from(
+            [["--json"], ["--count", "dirichlet"], ["--count", "unigram"], ["--probe-seqs", "3"], ["--probe-seqs", "0"]]
+        ),
+        max_size=2,
+    ),
+)
 def test_no_tampered_sweep_makes_a_traceback_or_a_number_that_is_not_one(how, extra, template, tmp_path):
     def apply(scratch: Path) -> None:
         for one in how:
@@ -306,11 +402,22 @@ def sampler_loaded():
 LLC_FAST = ["--checkpoints", "1", "--chains", "1", "--batch-size", "4", "--n-seqs", "8"]
 
 
-@settings(max_examples=max(EXAMPLES // 4, 5), deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(options=st.lists(st.tuples(st.sampled_from(["--lr", "--n-beta", "--localization", "--draws", "--chains"]),
-                                  NUMBERS), max_size=3, unique_by=lambda kv: kv[0]), as_json=st.booleans())
-def test_no_llc_settings_make_a_traceback_or_print_a_diverged_chain(options, as_json, template, tmp_path,
-                                                                    sampler_loaded):
+@settings(
+    max_examples=max(EXAMPLES // 4, 5),
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    options=st.lists(
+        st.tuples(st.sampled_from(["--lr", "--n-beta", "--localization", "--draws", "--chains"]), NUMBERS),
+        max_size=3,
+        unique_by=lambda kv: kv[0],
+    ),
+    as_json=st.booleans(),
+)
+def test_no_llc_settings_make_a_traceback_or_print_a_diverged_chain(
+    options, as_json, template, tmp_path, sampler_loaded
+):
     argv = ["llc", "run", *LLC_FAST, "--draws", "4", *sum(map(list, options), []), *(["--json"] if as_json else [])]
     answer_in_scratch(argv, template, tmp_path, seconds=20, numbers=True)

@@ -58,9 +58,14 @@ def test_weights_have_the_documented_blocks():
     assert weights["blocks.0.attn.W_rel"][0].sum(-1).tolist() == [0.0, 6.0] + [0.0] * 8
 
 
-@pytest.mark.parametrize("args,message", [(["--k", "3", "--c", "0"], "c must be a finite number > 0"),
-                                          (["--k", "1"], "k must be an integer >= 2"),
-                                          (["--k", "2", "--against", "markov-k3"], "has k=3, but --k is 2")])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--k", "3", "--c", "0"], "c must be a finite number > 0"),
+        (["--k", "1"], "k must be an integer >= 2"),
+        (["--k", "2", "--against", "markov-k3"], "has k=3, but --k is 2"),
+    ],
+)
 def test_bad_input(args, message, capsys):
     assert main(["verify", "prop21", *args]) == 2
     assert message in capsys.readouterr().err
@@ -75,7 +80,9 @@ def test_the_construction_compared_with_itself_is_perfect():
     tokens = sequences("markov", k, 40)
     result = compare_with_prop21(model, tokens, k)
     assert max(result.attention_tv) < 1e-9 and result.positional_profile_tv < 1e-9
-    assert torch.allclose(result.token_matching, 100.0**2 / (3 * k) ** 0.5 * torch.eye(k, dtype=torch.float64), atol=1e-6)
+    assert torch.allclose(
+        result.token_matching, 100.0**2 / (3 * k) ** 0.5 * torch.eye(k, dtype=torch.float64), atol=1e-6
+    )
     assert torch.allclose(result.ov_circuit, torch.eye(k, dtype=torch.float64))
     assert torch.allclose(result.ov_eigenvalues.real, torch.ones(k - 1, dtype=torch.float64))
     assert result.failures() == []
@@ -114,9 +121,14 @@ def test_wang_theorem_4_1_with_a_general_w_star():
     assert torch.allclose(out, induction_head(x, 2, W), atol=1e-8)
 
 
-@pytest.mark.parametrize("args,message", [(["--beta", "0"], "beta must be a finite number > 0"),
-                                          (["--seq-len", "3"], "seq_len must be an integer >= 4"),
-                                          (["--d", "0"], "d must be an integer >= 1")])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--beta", "0"], "beta must be a finite number > 0"),
+        (["--seq-len", "3"], "seq_len must be an integer >= 4"),
+        (["--d", "0"], "d must be an integer >= 1"),
+    ],
+)
 def test_wang_bad_input(args, message, capsys):
     assert main(["verify", "wang-ih2", *args]) == 2
     assert message in capsys.readouterr().err
@@ -161,9 +173,13 @@ def test_a_residual_layouts_map_moves_one_named_block_into_another():
 
     layout = ResidualLayout(("current", "previous", "output"), width=2)
     x = torch.arange(1.0, 7.0, dtype=torch.float64)  # current = (1, 2), previous = (3, 4), output = (5, 6)
-    moved = x @ layout.map(("current", "output", 3.0), ("previous", "current", torch.tensor([[0.0, 1], [1, 0]], dtype=torch.float64)))
+    moved = x @ layout.map(
+        ("current", "output", 3.0), ("previous", "current", torch.tensor([[0.0, 1], [1, 0]], dtype=torch.float64))
+    )
     assert moved.tolist() == [4.0, 3.0, 0.0, 0.0, 3.0, 6.0]  # previous swapped into current; 3·current in output
-    assert (torch.tensor([[7.0, 8.0]], dtype=torch.float64) @ layout.embedding("previous")).tolist() == [[0, 0, 7, 8, 0, 0]]
+    assert (torch.tensor([[7.0, 8.0]], dtype=torch.float64) @ layout.embedding("previous")).tolist() == [
+        [0, 0, 7, 8, 0, 0]
+    ]
     assert (x @ layout.readout("output")).tolist() == [5.0, 6.0] and layout.d_model == 6
     with pytest.raises(ValueError, match="repeat"):
         ResidualLayout(("current", "current"), width=2)

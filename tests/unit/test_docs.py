@@ -61,7 +61,9 @@ def test_the_pages_have_the_code_blocks_this_test_expects():
     assert sum(b.language == "python" for b in blocks) >= 8, "the docs lost their Python examples"
     assert any(b.language == "sh" and b.marker == "run" for b in blocks), "no runnable shell block left"
     for b in blocks:
-        assert b.language in ("", "python", "sh", "toml", "json"), f"{page_id(b.page)}:{b.line} unknown language {b.language!r}"
+        assert b.language in ("", "python", "sh", "toml", "json"), (
+            f"{page_id(b.page)}:{b.line} unknown language {b.language!r}"
+        )
         if b.language == "json":  # shown output: it must at least be JSON
             json.loads(b.code)
         if b.marker == "skip":

@@ -20,8 +20,8 @@ import torch
 
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.cli import main
-from induction_probes.probes.figures import plots, plots_circuit, plots_toy
 from induction_probes.probes.behaviour import illustrative_steps, plateau_step, strategy_phases
+from induction_probes.probes.figures import plots, plots_circuit, plots_toy
 
 
 @pytest.fixture
@@ -62,7 +62,9 @@ def test_the_middle_checkpoint_of_a_figure_is_on_the_plateau_not_at_the_middle_i
 def test_attention_heatmaps_label_positions_with_their_tokens_and_ring_the_matching_keys(caught):
     tokens = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
     pattern = torch.full((1, 1, 8, 8), 0.125)
-    plots_circuit.plot_attention_heatmaps({0: [pattern, pattern]}, tokens, {0: "step 0"}, "run", Path("unused.png"), n_pos=8)
+    plots_circuit.plot_attention_heatmaps(
+        {0: [pattern, pattern]}, tokens, {0: "step 0"}, "run", Path("unused.png"), n_pos=8
+    )
     layer0, layer1 = caught[0].axes[:2]
     assert [t.get_text() for t in layer1.get_xticklabels()] == ["0", "1", "2", "0", "1", "2", "0", "1"]
     assert "key position" in layer1.get_xlabel() and "query position" in layer1.get_ylabel()
@@ -75,8 +77,10 @@ def test_ablation_bars_name_heads_like_transformer_lens_and_key_their_colours(ca
     def behaviour(kl, closest):
         return SimpleNamespace(last_token_kl={"true": kl}, closest_strategy=closest)
 
-    results = [SimpleNamespace(heads=[(0, 0)], behaviour=behaviour(0.19, "unigram")),
-               SimpleNamespace(heads=[(1, 0)], behaviour=behaviour(0.27, "uniform"))]
+    results = [
+        SimpleNamespace(heads=[(0, 0)], behaviour=behaviour(0.19, "unigram")),
+        SimpleNamespace(heads=[(1, 0)], behaviour=behaviour(0.27, "uniform")),
+    ]
     baselines = {"uniform": 0.28, "unigram": 0.17, "bigram": 0.03}
     plots_circuit.plot_ablation_bars(behaviour(0.04, "bigram"), results, baselines, "markov-k3", Path("unused.png"))
     (ax,) = caught[0].axes
@@ -92,20 +96,28 @@ def test_figure_names_say_run_what_mode_and_steps():
     assert plots.figure_name("markov-k3", "scores", list(range(0, 4001, 10))) == "markov-k3_scores_steps0-4000.png"
 
 
-@pytest.mark.parametrize("value, scale, text", [(1.4e-10, 3333.3, "0"), (3333.3, 3333.3, "3300"),
-                                                 (-0.8123, 1.7, "-0.8"), (0.094, 0.1, "0.09"), (0.0, 0.0, "0")])
+@pytest.mark.parametrize(
+    "value, scale, text",
+    [(1.4e-10, 3333.3, "0"), (3333.3, 3333.3, "3300"), (-0.8123, 1.7, "-0.8"), (0.094, 0.1, "0.09"), (0.0, 0.0, "0")],
+)
 def test_annotations_are_rounded_to_the_panels_scale(value, scale, text):
     assert plots.meaningful(value, scale) == text
 
 
 def test_prop21_over_training_draws_every_compared_step_against_sequences(caught):
     def comparison(x):
-        return SimpleNamespace(attention_tv=[1 - x, 1 - x], positional_profile=torch.tensor([0.0, x]),
-                               diagonal_is_row_max=x, ov_top1_diagonal=x)
+        return SimpleNamespace(
+            attention_tv=[1 - x, 1 - x],
+            positional_profile=torch.tensor([0.0, x]),
+            diagonal_is_row_max=x,
+            ov_top1_diagonal=x,
+        )
 
     results = {0: comparison(0.0), 10: comparison(0.3), 100: comparison(0.9)}
-    metrics = [{"step": s, "sequences_seen": 64 * s, "last_token_kl": {"uniform": 0.1, "unigram": 0.2, "bigram": 0.3}}
-               for s in results]
+    metrics = [
+        {"step": s, "sequences_seen": 64 * s, "last_token_kl": {"uniform": 0.1, "unigram": 0.2, "bigram": 0.3}}
+        for s in results
+    ]
     plots_circuit.plot_prop21_over_training(results, metrics, 3, "run", Path("unused.png"))
     (ax,) = caught[0].axes
     curves = [line for line in ax.get_lines() if line.get_marker() == "o"]
@@ -126,8 +138,16 @@ def test_the_minimal_models_v_is_cut_above_the_other_distances_and_each_W_has_a_
 
 
 def test_toy_curves_that_coincide_are_told_apart_and_phases_have_a_key_not_colliding_labels(caught):
-    history = [{"step": s, "loss": 1 / (s + 1), "loss_4gram": 1 / (s + 1), "loss_induction": 0.01,
-                **{name: 1.0 for name in ("p1", "p2", "w_V1", "w_K", "w_Q", "w_V2")}} for s in range(0, 400, 20)]
+    history = [
+        {
+            "step": s,
+            "loss": 1 / (s + 1),
+            "loss_4gram": 1 / (s + 1),
+            "loss_induction": 0.01,
+            **{name: 1.0 for name in ("p1", "p2", "w_V1", "w_K", "w_Q", "w_V2")},
+        }
+        for s in range(0, 400, 20)
+    ]
     phases = SimpleNamespace(end_of_I=20, end_of_II=40, end_of_III=60)
     plots_toy.plot_toy(history, phases, "toy", Path("unused.png"))
     top, bottom = caught[0].axes
@@ -171,7 +191,12 @@ def test_the_html_report_is_one_offline_page_with_every_figure_embedded(tmp_path
     links = [value for _, name, value in page.attributes if name in ("src", "href")]
     assert all(value.startswith("data:") for value in links)  # nothing fetched from anywhere
     assert not re.search(r"url\(|@import|https?://", text.replace("http://www.w3.org", ""))
-    assert [h.split(":")[0] for h in page.headings] == ["1. Phases", "2. Probes", "3. Ablations", "4. Against the construction"]
+    assert [h.split(":")[0] for h in page.headings] == [
+        "1. Phases",
+        "2. Probes",
+        "3. Ablations",
+        "4. Against the construction",
+    ]
     shown = html.unescape(text)
     assert "progress measures from the weights" in shown and "matches the construction's signatures" in shown
 

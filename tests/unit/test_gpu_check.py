@@ -16,15 +16,19 @@ def metrics(closest: list[str], final_kl: float) -> list[dict]:
     """One checkpoint per entry every 100 steps, whose closest strategy is the named one (KL 0.01 to it,
     0.5 to the others) and whose last KL(true || model) is ``final_kl``."""
     names = ("uniform", "unigram", "bigram")
-    rows = [{"step": 100 * i, "last_token_kl": {"true": 0.3} | {n: 0.01 if n == c else 0.5 for n in names}}
-            for i, c in enumerate(closest)]
+    rows = [
+        {"step": 100 * i, "last_token_kl": {"true": 0.3} | {n: 0.01 if n == c else 0.5 for n in names}}
+        for i, c in enumerate(closest)
+    ]
     rows[-1]["last_token_kl"]["true"] = final_kl
     return rows
 
 
 STORY = ["uniform"] * 3 + ["unigram"] * 4 + ["bigram"] * 5  # transition at step 700
-SEEDS = [metrics(["uniform"] * 3 + ["unigram"] * (4 + shift) + ["bigram"] * (5 - shift), kl)
-         for shift, kl in ((-1, 0.010), (0, 0.012), (1, 0.014), (2, 0.011))]  # transitions 600..900: sd 129 steps
+SEEDS = [
+    metrics(["uniform"] * 3 + ["unigram"] * (4 + shift) + ["bigram"] * (5 - shift), kl)
+    for shift, kl in ((-1, 0.010), (0, 0.012), (1, 0.014), (2, 0.011))
+]  # transitions 600..900: sd 129 steps
 
 
 def test_the_same_story_within_seed_noise_passes():

@@ -15,25 +15,28 @@ def refused(argv: list[str], capsys) -> str:
     return err
 
 
-@pytest.mark.parametrize("argv", [
-    ["baselines", "markov", "--k", "100000"],
-    ["baselines", "markov", "--k", "50", "--n", "5"],
-    ["baselines", "markov", "--k", "3", "--n-seqs", "1000000000"],
-    [*TRAIN, "--n-layers", "1000000"],
-    [*TRAIN, "--batch-size", "1000000000"],
-    [*TRAIN, "--d-model", "1000000"],
-    [*TRAIN, "--seq-len", "10000000"],
-    [*TRAIN, "--n-checkpoints", "1000000000"],
-    [*TRAIN, "--steps", "1000000000000000000000"],
-    [*TRAIN, "--heads", "100000,1"],
-    ["train", "gaussian", "--seq-len", "100000"],
-    ["verify", "wang-ihn", "--n", "3", "--heads", "100000000"],
-    ["verify", "wang-ih2", "--d", "100000000"],
-    ["verify", "prop21", "--k", "100000"],
-    ["verify", "prop21", "--k", "3", "--n-seqs", "1000000000"],
-    ["toy", "--n-seqs", "1000000000"],
-    ["toy", "--steps", "1000000000000"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["baselines", "markov", "--k", "100000"],
+        ["baselines", "markov", "--k", "50", "--n", "5"],
+        ["baselines", "markov", "--k", "3", "--n-seqs", "1000000000"],
+        [*TRAIN, "--n-layers", "1000000"],
+        [*TRAIN, "--batch-size", "1000000000"],
+        [*TRAIN, "--d-model", "1000000"],
+        [*TRAIN, "--seq-len", "10000000"],
+        [*TRAIN, "--n-checkpoints", "1000000000"],
+        [*TRAIN, "--steps", "1000000000000000000000"],
+        [*TRAIN, "--heads", "100000,1"],
+        ["train", "gaussian", "--seq-len", "100000"],
+        ["verify", "wang-ihn", "--n", "3", "--heads", "100000000"],
+        ["verify", "wang-ih2", "--d", "100000000"],
+        ["verify", "prop21", "--k", "100000"],
+        ["verify", "prop21", "--k", "3", "--n-seqs", "1000000000"],
+        ["toy", "--n-seqs", "1000000000"],
+        ["toy", "--steps", "1000000000000"],
+    ],
+)
 def test_sizes_above_the_limits_are_refused_before_anything_is_written(argv, tmp_path, capsys):
     out = tmp_path / "run"
     writes = ["--out", str(out)] if argv[0] in ("train", "toy") else []
@@ -41,15 +44,18 @@ def test_sizes_above_the_limits_are_refused_before_anything_is_written(argv, tmp
     assert not out.exists()
 
 
-@pytest.mark.parametrize("argv", [
-    ["baselines", "markov", "--k", "3"],
-    ["train", "markov", "--k", "3", "--out", "unused"],
-    ["probe", "markov-k3"],
-    ["ablate", "markov-k3"],
-    ["verify", "prop21", "--k", "3"],
-    ["verify", "wang-ih2"],
-    ["verify", "wang-ihn", "--n", "3"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["baselines", "markov", "--k", "3"],
+        ["train", "markov", "--k", "3", "--out", "unused"],
+        ["probe", "markov-k3"],
+        ["ablate", "markov-k3"],
+        ["verify", "prop21", "--k", "3"],
+        ["verify", "wang-ih2"],
+        ["verify", "wang-ihn", "--n", "3"],
+    ],
+)
 @pytest.mark.parametrize("value", ["-1", "1e3", str(2**64)])
 def test_every_command_that_takes_a_seed_refuses_the_same_seeds(argv, value, capsys):
     assert "argument --seed: a seed" in refused([*argv, "--seed", value], capsys)
@@ -61,7 +67,9 @@ def test_a_path_that_is_not_utf8_is_refused_before_training(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("argv", [["verify", "wang-ihn", "--n", "3", "--heads", ""], [*TRAIN, "--heads", "", "--out", "x"]])
+@pytest.mark.parametrize(
+    "argv", [["verify", "wang-ihn", "--n", "3", "--heads", ""], [*TRAIN, "--heads", "", "--out", "x"]]
+)
 def test_empty_heads_are_refused(argv, capsys):
     refused(argv, capsys)
 
@@ -70,7 +78,9 @@ def test_empty_heads_are_refused(argv, capsys):
 def test_a_scale_that_cannot_be_computed_is_refused_not_printed_as_nan(c, capsys):
     message = refused(["verify", "prop21", "--k", "3", "--c", c, "--n-seqs", "10"], capsys)
     assert "too large to compute" in message or "finite number" in message
-    assert "too large to compute" in refused(["verify", "prop21", "--against", "markov-k3", "--c", "1e100", "--n-seqs", "10"], capsys)
+    assert "too large to compute" in refused(
+        ["verify", "prop21", "--against", "markov-k3", "--c", "1e100", "--n-seqs", "10"], capsys
+    )
 
 
 def test_a_small_alpha_computes_its_baselines(capsys):
@@ -89,7 +99,15 @@ def test_an_unwritable_place_or_a_full_stdout_is_one_line_with_status_1(tmp_path
     assert main([*TRAIN, "--steps", "2", "--out", str(afile / "run")]) == 1
     out, err = capsys.readouterr()
     assert err.count("\n") == 1 and "Not a directory" in err
-    command = [str(Path(sys.executable).with_name("induction-probes")), "baselines", "markov", "--k", "2", "--n-seqs", "10"]
+    command = [
+        str(Path(sys.executable).with_name("induction-probes")),
+        "baselines",
+        "markov",
+        "--k",
+        "2",
+        "--n-seqs",
+        "10",
+    ]
     with open("/dev/full", "w") as full:
         result = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
     assert result.returncode == 1 and result.stderr == "induction-probes: error: No space left on device\n"

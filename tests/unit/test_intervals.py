@@ -46,9 +46,11 @@ def test_every_behavioural_score_carries_its_interval_over_sequences():
     logits = eval_set.strategies["unigram"].log()
     result = behaviour(logits, eval_set)
     per_sequence_loss = token_cross_entropy(torch.log_softmax(logits.double(), -1), eval_set.sample.targets)  # by hand
-    for name, values in {"loss": per_sequence_loss.mean(-1),
-                         "icl_score": per_sequence_loss[:, 20:].mean(-1) - per_sequence_loss[:, 1:11].mean(-1),
-                         "icl_score_single_position": per_sequence_loss[:, -1] - per_sequence_loss[:, 10]}.items():
+    for name, values in {
+        "loss": per_sequence_loss.mean(-1),
+        "icl_score": per_sequence_loss[:, 20:].mean(-1) - per_sequence_loss[:, 1:11].mean(-1),
+        "icl_score_single_position": per_sequence_loss[:, -1] - per_sequence_loss[:, 10],
+    }.items():
         expected = mean_interval(values)
         assert result.intervals[name].value == pytest.approx(expected.value, rel=1e-12)
         assert result.intervals[name].low == pytest.approx(expected.low, rel=1e-12)

@@ -176,7 +176,10 @@ def test_probe_json_info_and_one_line_errors_from_the_command_line(models, tmp_p
     code, out, err = cli(capsys, *argv)
     assert code == 0, err
     answer = json.loads(out)
-    assert answer["figures"] == [str(tmp_path / "llama_head_scores.png")] and (tmp_path / "llama_head_scores.png").is_file()
+    assert (
+        answer["figures"] == [str(tmp_path / "llama_head_scores.png")]
+        and (tmp_path / "llama_head_scores.png").is_file()
+    )
     assert len(answer["induction"]) == 2 and len(answer["previous_token"][1]) == 4
     assert answer["first_half_loss"] > 0 and answer["model"] == str(models["llama"])
     code, out, _ = cli(capsys, "info", str(models["llama"]))
@@ -187,7 +190,11 @@ def test_probe_json_info_and_one_line_errors_from_the_command_line(models, tmp_p
     (broken / "model.safetensors").write_bytes(b"\x00" * 64)
     text = tmp_path / "text.txt"
     text.write_text(" ".join(WORDS[3:]))
-    for argv in (["nobody/no-such-model"], [str(broken)], [str(models["llama"]), "--length", "10", "--text", str(text)]):
+    for argv in (
+        ["nobody/no-such-model"],
+        [str(broken)],
+        [str(models["llama"]), "--length", "10", "--text", str(text)],
+    ):
         code, out, err = cli(capsys, "probe", *argv)
         assert code == 2 and out == "", err
         assert len(err.strip().splitlines()) == 1 and err.startswith("induction-probes: error: "), err
@@ -207,14 +214,18 @@ def test_revisions_in_the_local_hugging_face_cache_are_a_checkpoint_series(model
     repo = tmp_path / "hub" / "models--local--tiny"
     for n, revision in enumerate(["step10", "step0", "main"]):
         commit = f"{n + 1:040x}"
-        shutil.copytree(models["gpt2"] if revision != "step0" else save_model("gpt2", tmp_path / "other", 1),
-                        repo / "snapshots" / commit)
+        shutil.copytree(
+            models["gpt2"] if revision != "step0" else save_model("gpt2", tmp_path / "other", 1),
+            repo / "snapshots" / commit,
+        )
         (repo / "refs").mkdir(parents=True, exist_ok=True)
         (repo / "refs" / revision).write_text(commit)
-    code = ("import sys; from induction_probes.cli import main\n"
-            "for argv in (['probe', 'local/tiny', '--all-steps', '--json', '--n-seqs', '2', '--length', '8'],"
-            " ['info', 'local/tiny', '--step', '0'], ['probe', 'local/absent']):\n"
-            "    print('exit', main(argv), flush=True)")
+    code = (
+        "import sys; from induction_probes.cli import main\n"
+        "for argv in (['probe', 'local/tiny', '--all-steps', '--json', '--n-seqs', '2', '--length', '8'],"
+        " ['info', 'local/tiny', '--step', '0'], ['probe', 'local/absent']):\n"
+        "    print('exit', main(argv), flush=True)"
+    )
     env = os.environ | {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert result.stdout.count("exit 0") == 2 and "exit 2" in result.stdout, result.stderr

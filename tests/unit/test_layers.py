@@ -170,8 +170,12 @@ def circles(edges: list[Import]) -> list[list[Import]]:
 
 
 def layer_of(module: str, layers: list[list[str]]) -> int:
-    matches = [(len(entry), i) for i, layer in enumerate(layers) for entry in layer
-               if module == entry or module.startswith(entry + ".")]
+    matches = [
+        (len(entry), i)
+        for i, layer in enumerate(layers)
+        for entry in layer
+        if module == entry or module.startswith(entry + ".")
+    ]
     assert matches, f"{module} is in no layer of the contract: add its folder to LAYERS"
     return max(matches)[1]
 
@@ -182,6 +186,7 @@ def upward(edges: list[Import], layers: list[list[str]]) -> list[Import]:
 
 def forbidden(edges: list[Import]) -> list[Import]:
     """circuits never imports probes; probes never train; nothing outside the command line imports it."""
+
     def under(module: str, package: str) -> bool:
         return module == package or module.startswith(package + ".")
 
@@ -240,13 +245,16 @@ def synthetic(tmp_path: Path, files: dict[str, str]) -> dict[str, Path]:
 
 
 def test_a_circle_is_found_and_named_by_file_and_line_even_through_a_function_level_import(tmp_path):
-    modules = synthetic(tmp_path, {
-        "pkg": "",
-        "pkg.a": "from pkg.b import f\n",
-        "pkg.b": "def f():\n    from pkg.c import g\n",
-        "pkg.c": "import pkg.a\n",
-        "pkg.d": "from pkg.a import x\n",  # imports into the circle, is not part of it
-    })
+    modules = synthetic(
+        tmp_path,
+        {
+            "pkg": "",
+            "pkg.a": "from pkg.b import f\n",
+            "pkg.b": "def f():\n    from pkg.c import g\n",
+            "pkg.c": "import pkg.a\n",
+            "pkg.d": "from pkg.a import x\n",  # imports into the circle, is not part of it
+        },
+    )
     (found,) = circles(import_graph(modules))
     assert {e.importer for e in found} == {"pkg.a", "pkg.b", "pkg.c"}
     assert any(str(e).endswith("pkg_b.py:2: pkg.b imports pkg.c") for e in found), found
@@ -259,11 +267,14 @@ def test_a_package_init_and_its_module_importing_each_other_is_a_circle(tmp_path
 
 
 def test_type_checking_imports_are_left_out_and_an_upward_import_is_named(tmp_path):
-    modules = synthetic(tmp_path, {
-        "low": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from high import T\n",
-        "high": "import low\n",
-        "lower": "def f():\n    import high\n",
-    })
+    modules = synthetic(
+        tmp_path,
+        {
+            "low": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from high import T\n",
+            "high": "import low\n",
+            "lower": "def f():\n    import high\n",
+        },
+    )
     edges = import_graph(modules)
     assert not circles(edges)
     layers = [["low", "lower"], ["high"]]
@@ -271,11 +282,14 @@ def test_type_checking_imports_are_left_out_and_an_upward_import_is_named(tmp_pa
 
 
 def test_the_walls_are_enforced(tmp_path):
-    modules = synthetic(tmp_path, {
-        "induction_probes.circuits.x": "from induction_probes.probes.y import z\n",
-        "induction_probes.probes.y": "from induction_probes.circuits.training.t import train_run\n",
-        "induction_probes.circuits.training.t": "",
-        "induction_probes.lm": "import induction_probes.cli\n",
-        "induction_probes.cli": "",
-    })
+    modules = synthetic(
+        tmp_path,
+        {
+            "induction_probes.circuits.x": "from induction_probes.probes.y import z\n",
+            "induction_probes.probes.y": "from induction_probes.circuits.training.t import train_run\n",
+            "induction_probes.circuits.training.t": "",
+            "induction_probes.lm": "import induction_probes.cli\n",
+            "induction_probes.cli": "",
+        },
+    )
     assert len(forbidden(import_graph(modules))) == 3

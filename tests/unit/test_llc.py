@@ -20,8 +20,25 @@ def test_checkpoints_are_spread_in_log_sequences_with_step_0():
 
 
 def test_llc_command_reports_settings_calibration_diagnostics_and_the_construction(capsys, tmp_path):
-    status = main(["llc", "markov-k3", "--steps", "4000", "--draws", "6", "--burn-in", "3", "--chains", "2",
-                   "--n-seqs", "64", "--json", "--plot", str(tmp_path)])
+    status = main(
+        [
+            "llc",
+            "markov-k3",
+            "--steps",
+            "4000",
+            "--draws",
+            "6",
+            "--burn-in",
+            "3",
+            "--chains",
+            "2",
+            "--n-seqs",
+            "64",
+            "--json",
+            "--plot",
+            str(tmp_path),
+        ]
+    )
     assert status == 0
     assert (tmp_path / "markov-k3_llc.png").stat().st_size > 10_000
     out = json.loads(capsys.readouterr().out)
@@ -39,8 +56,18 @@ def test_llc_command_reports_settings_calibration_diagnostics_and_the_constructi
     assert best["loss_after"] <= best["loss_before"]  # the fitted scales lower the construction's loss
 
 
-@pytest.mark.parametrize("option", [["--lr", "0"], ["--chains", "0"], ["--localization", "nan"], ["--n-beta", "-1"],
-                                    ["--draws", "2"], ["--steps", "5,x"], ["--steps", "5000"]])
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--lr", "0"],
+        ["--chains", "0"],
+        ["--localization", "nan"],
+        ["--n-beta", "-1"],
+        ["--draws", "2"],
+        ["--steps", "5,x"],
+        ["--steps", "5000"],
+    ],
+)
 def test_llc_command_refuses_bad_settings_in_one_line(capsys, option):
     assert main(["llc", "markov-k3", *option]) == 2
     err = capsys.readouterr().err

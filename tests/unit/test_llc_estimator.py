@@ -8,17 +8,34 @@ import pytest
 import torch
 
 from induction_probes.probes.llc.calibration import (
-    CASES, linear_regression, rrr_learning_coefficient, squared_error,
+    CASES,
+    linear_regression,
+    rrr_learning_coefficient,
+    squared_error,
 )
 from induction_probes.probes.llc.estimator import (
-    GAMMA_SHARE, STEP_SHARE, LLCError, curvature, default_settings, estimate_llc, gradient_shift,
+    GAMMA_SHARE,
+    STEP_SHARE,
+    LLCError,
+    curvature,
+    default_settings,
+    estimate_llc,
+    gradient_shift,
 )
 
 # Drton & Plummer (2017), Table 1: the Aoyagi-Watanabe coefficient of reduced-rank regression with N = 5
 # responses, M = 3 covariates, model rank H = i and true rank r = j
-DRTON_PLUMMER = {(1, 0): Fraction(3, 2), (1, 1): Fraction(7, 2), (2, 0): Fraction(3), (2, 1): Fraction(9, 2),
-                 (2, 2): Fraction(6), (3, 0): Fraction(9, 2), (3, 1): Fraction(11, 2), (3, 2): Fraction(13, 2),
-                 (3, 3): Fraction(15, 2)}
+DRTON_PLUMMER = {
+    (1, 0): Fraction(3, 2),
+    (1, 1): Fraction(7, 2),
+    (2, 0): Fraction(3),
+    (2, 1): Fraction(9, 2),
+    (2, 2): Fraction(6),
+    (3, 0): Fraction(9, 2),
+    (3, 1): Fraction(11, 2),
+    (3, 2): Fraction(13, 2),
+    (3, 3): Fraction(15, 2),
+}
 
 
 @pytest.mark.parametrize("H, r", DRTON_PLUMMER)
@@ -55,7 +72,8 @@ def test_curvature_and_gradient_shift_against_the_exact_quadratic():
     model, (x, y), _ = linear_regression(4, n=200)
     hessian = x.T @ x / len(x)
     assert curvature(model, squared_error, (x, y))["lambda_max"] == pytest.approx(
-        float(torch.linalg.eigvalsh(hessian).max()), rel=1e-3)  # Lanczos to a relative tolerance of 1e-3
+        float(torch.linalg.eigvalsh(hessian).max()), rel=1e-3
+    )  # Lanczos to a relative tolerance of 1e-3
     with torch.no_grad():
         model.w += 0.1
     point = curvature(model, squared_error, (x, y))

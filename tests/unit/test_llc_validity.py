@@ -3,6 +3,7 @@ whose losses are NaN or infinite, estimates that overflow, chains that never mov
 status 1; and it runs on every shipped ICL-MC run, the minimal model's included."""
 
 import pytest
+
 from induction_probes.cli import main
 from induction_probes.probes.llc.estimator import LLCSettings
 
@@ -21,9 +22,14 @@ def test_fewer_than_three_draws_have_no_settling_test():
         LLCSettings(n_beta=1.0, localization=1.0, lr=1.0, burn_in=0, draws=1)
 
 
-@pytest.mark.parametrize("option, why", [(["--lr", "1e6"], "diverged"),
-                                         (["--n-beta", "1e300", "--lr", "1e-3"], "diverged"),
-                                         (["--lr", "1e-30"], "never moved")])
+@pytest.mark.parametrize(
+    "option, why",
+    [
+        (["--lr", "1e6"], "diverged"),
+        (["--n-beta", "1e300", "--lr", "1e-3"], "diverged"),
+        (["--lr", "1e-30"], "never moved"),
+    ],
+)
 def test_the_command_says_why_instead_of_printing_a_number(option, why, capsys):
     for json_flag in ([], ["--json"]):
         assert why in one_line(["llc", "markov-k2", *FAST, *option, *json_flag], capsys, 1)
@@ -35,16 +41,21 @@ def test_the_minimal_models_run_has_an_llc(capsys):
     assert "Prop. 2.1" in out and "nan" not in out
 
 
-@pytest.mark.parametrize("option, why", [(["--lr", "1e-320"], "smallest normal"),  # found by a drawn example
-                                         (["--lr", "1e-300"], "smallest normal"),
-                                         (["--n-beta", "1e300"], "the rule's step size"),
-                                         (["--lr", "1e-30"], "steps per e-fold")])
+@pytest.mark.parametrize(
+    "option, why",
+    [
+        (["--lr", "1e-320"], "smallest normal"),  # found by a drawn example
+        (["--lr", "1e-300"], "smallest normal"),
+        (["--n-beta", "1e300"], "the rule's step size"),
+        (["--lr", "1e-30"], "steps per e-fold"),
+    ],
+)
 def test_a_step_too_small_to_sample_with_is_bad_input(option, why, capsys):
     """A subnormal step made the rule's burn-in 1 / (εγ) overflow, a traceback; a step below float32's smallest
     normal number cannot move a float32 weight; 1e-30 with the rule's burn-in would sample about 1e32 steps.
     Each is refused in one line with status 2, before any chain runs."""
     at = FAST.index("--burn-in")
-    without_burn_in = FAST[:at] + FAST[at + 2:]
+    without_burn_in = FAST[:at] + FAST[at + 2 :]
     assert why in one_line(["llc", "markov-k2", *without_burn_in, *option], capsys, 2)
 
 

@@ -6,16 +6,28 @@ import logging
 import pytest
 import torch
 
+from induction_probes.circuits.interop.transformer_lens_io import (
+    load_transformer_lens_state_dict,
+    transformer_lens_state_dict,
+)
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
-from induction_probes.circuits.interop.transformer_lens_io import load_transformer_lens_state_dict, transformer_lens_state_dict
 from induction_probes.probes.attention import bigram_matching_score, previous_token_score
 
 logging.getLogger("transformer_lens").setLevel(logging.ERROR)
 
 
 def model() -> HookedTransformer:
-    cfg = HookedTransformerConfig(n_layers=2, d_model=8, n_heads=1, n_ctx=6, d_vocab=3, positional="standard",
-                                  normalization="LN", init_range=0.3, seed=1)
+    cfg = HookedTransformerConfig(
+        n_layers=2,
+        d_model=8,
+        n_heads=1,
+        n_ctx=6,
+        d_vocab=3,
+        positional="standard",
+        normalization="LN",
+        init_range=0.3,
+        seed=1,
+    )
     return HookedTransformer(cfg)
 
 
@@ -34,16 +46,19 @@ def test_the_untampered_format_still_loads_exactly():
     assert all(torch.equal(a, b) for a, b in zip(source.state_dict().values(), target.state_dict().values()))
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda s: s["embed.W_E"].view(-1).__setitem__(0, float("nan")), "embed.W_E is not finite"),
-    (lambda s: s["embed.W_E"].view(-1).__setitem__(0, float("inf")), "embed.W_E is not finite"),
-    (lambda s: s.__setitem__("junk.b_Q", torch.zeros(3)), "junk.b_Q has no place"),
-    (lambda s: s.__setitem__("blocks.7.attn.b_Q", torch.zeros(3)), "blocks.7.attn.b_Q has no place"),
-    (lambda s: s.__setitem__("blocks.0.attn.mask", torch.ones(6, 6, dtype=torch.bool)), "not the causal mask"),
-    (lambda s: s.__setitem__("blocks.0.attn.mask", torch.zeros(6, 6, dtype=torch.bool)), "not the causal mask"),
-    (lambda s: s.__setitem__("embed.W_E", torch.zeros(4, 8)), "embed.W_E has shape (4, 8)"),
-    (lambda s: s.pop("embed.W_E"), "has no embed.W_E"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda s: s["embed.W_E"].view(-1).__setitem__(0, float("nan")), "embed.W_E is not finite"),
+        (lambda s: s["embed.W_E"].view(-1).__setitem__(0, float("inf")), "embed.W_E is not finite"),
+        (lambda s: s.__setitem__("junk.b_Q", torch.zeros(3)), "junk.b_Q has no place"),
+        (lambda s: s.__setitem__("blocks.7.attn.b_Q", torch.zeros(3)), "blocks.7.attn.b_Q has no place"),
+        (lambda s: s.__setitem__("blocks.0.attn.mask", torch.ones(6, 6, dtype=torch.bool)), "not the causal mask"),
+        (lambda s: s.__setitem__("blocks.0.attn.mask", torch.zeros(6, 6, dtype=torch.bool)), "not the causal mask"),
+        (lambda s: s.__setitem__("embed.W_E", torch.zeros(4, 8)), "embed.W_E has shape (4, 8)"),
+        (lambda s: s.pop("embed.W_E"), "has no embed.W_E"),
+    ],
+)
 def test_a_tampered_transformer_lens_state_dict_is_one_value_error(edit, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_transformer_lens_state_dict(model(), tampered(edit))

@@ -6,7 +6,6 @@ import math
 import pytest
 import torch
 
-from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.tasks.draws import sample_dirichlet
 from induction_probes.circuits.tasks.markov.chains import (
     lift_transitions,
@@ -19,6 +18,7 @@ from induction_probes.circuits.tasks.markov.strategies import (
     strategy_baselines,
     strategy_predictions,
 )
+from induction_probes.circuits.tasks.markov.task import MarkovTask
 
 # An order-1 chain far from uniform and from symmetric, so a wrong start distribution shows.
 CHAIN = torch.tensor([[0.90, 0.05, 0.05], [0.30, 0.40, 0.30], [0.10, 0.10, 0.80]], dtype=torch.float64)
@@ -140,7 +140,9 @@ def test_named_strategies():
     # Bigram after "0 1 0 1 1": the last token 1 was followed by 0 once and by 1 once → (1+1)/(2+2).
     assert strategy_predictions("bigram", tokens, 2)[0, -1].tolist() == [0.5, 0.5]
     # Unigram: two 0s and three 1s → (3/7, 4/7).
-    assert torch.allclose(strategy_predictions("unigram", tokens, 2)[0, -1], torch.tensor([3 / 7, 4 / 7], dtype=torch.float64))
+    assert torch.allclose(
+        strategy_predictions("unigram", tokens, 2)[0, -1], torch.tensor([3 / 7, 4 / 7], dtype=torch.float64)
+    )
     assert torch.equal(strategy_predictions("trigram", tokens, 2), ngram_predictions(tokens, 2, 3))
     assert torch.equal(strategy_predictions("4-gram", tokens, 2), ngram_predictions(tokens, 2, 4))
     with pytest.raises(ValueError, match="unknown strategy"):
@@ -207,12 +209,17 @@ def test_bad_transitions_are_refused():
 def test_a_reducible_chain_gets_the_stationary_distribution_a_uniform_start_settles_into():
     from induction_probes.circuits.tasks.markov.chains import stationary_distribution
 
-    chains = torch.tensor([
-        [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.0, 0.0, 1.0]],  # 0 and 2 absorb; 1 drains into 0: singular
-        [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]],  # a cycle: irreducible, periodic
-        [[0.9, 0.1, 0.0], [0.2, 0.7, 0.1], [0.3, 0.3, 0.4]],  # irreducible: the unique solution
-    ], dtype=torch.float64)
+    chains = torch.tensor(
+        [
+            [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.0, 0.0, 1.0]],  # 0 and 2 absorb; 1 drains into 0: singular
+            [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]],  # a cycle: irreducible, periodic
+            [[0.9, 0.1, 0.0], [0.2, 0.7, 0.1], [0.3, 0.3, 0.4]],  # irreducible: the unique solution
+        ],
+        dtype=torch.float64,
+    )
     pi = stationary_distribution(chains)
     assert torch.allclose(pi[0], torch.tensor([2 / 3, 0.0, 1 / 3], dtype=torch.float64), atol=1e-12)
     assert torch.allclose(pi[1], torch.full((3,), 1 / 3, dtype=torch.float64), atol=1e-12)
-    assert torch.allclose(pi[2] @ chains[2], pi[2], atol=1e-12) and torch.isclose(pi[2].sum(), torch.tensor(1.0, dtype=torch.float64))
+    assert torch.allclose(pi[2] @ chains[2], pi[2], atol=1e-12) and torch.isclose(
+        pi[2].sum(), torch.tensor(1.0, dtype=torch.float64)
+    )

@@ -27,7 +27,9 @@ def brute_force(m: MinimalModel, tokens: torch.Tensor) -> torch.Tensor:
                 written = sum(m.v[j - l] * torch.eye(3, dtype=torch.float64)[tokens[b, l]] for l in range(j + 1))
             else:
                 weights = torch.softmax(torch.stack([m.v[j - l] for l in range(j + 1)]), 0)
-                written = sum(w * torch.eye(3, dtype=torch.float64)[tokens[b, l]] for w, l in zip(weights, range(j + 1)))
+                written = sum(
+                    w * torch.eye(3, dtype=torch.float64)[tokens[b, l]] for w, l in zip(weights, range(j + 1))
+                )
             score = m.W[tokens[b, i]] @ written
             out[b, i, tokens[b, j]] += score
     return out

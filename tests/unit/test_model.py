@@ -166,7 +166,7 @@ def test_per_layer_heads():
     _, cache = model.run_with_cache(tokens())
     assert cache["pattern", 0].shape[1] == 3 and cache["pattern", 1].shape[1] == 1
     with pytest.raises(ValueError, match="different head counts"):
-        model.W_Q
+        _ = model.W_Q
 
 
 def test_a_config_never_changes_its_class_and_json_picks_the_mixed_one():
@@ -197,8 +197,14 @@ def test_hand_made_weights_load_with_load_state_dict():
     eye = torch.eye(2, dtype=torch.float64)
     zeros = torch.zeros(1, 2, 2, dtype=torch.float64)
     model.load_state_dict(
-        {"embed.W_E": eye, "unembed.W_U": eye, "blocks.0.attn.W_Q": zeros, "blocks.0.attn.W_K": zeros,
-         "blocks.0.attn.W_V": eye[None], "blocks.0.attn.W_O": eye[None]}
+        {
+            "embed.W_E": eye,
+            "unembed.W_U": eye,
+            "blocks.0.attn.W_Q": zeros,
+            "blocks.0.attn.W_K": zeros,
+            "blocks.0.attn.W_V": eye[None],
+            "blocks.0.attn.W_O": eye[None],
+        }
     )
     # Zero scores → uniform attention over the prefix: output = one-hot + running mean of one-hots.
     out = model(torch.tensor([[0, 1, 1, 0]]))
@@ -208,7 +214,9 @@ def test_hand_made_weights_load_with_load_state_dict():
 
 def test_gradients_reach_every_parameter():
     for positional in ("relative", "alibi", "standard"):
-        model = make_model(positional=positional, normalization="LN", d_mlp=8, use_bias=True, dropout=0.1, dtype="float32")
+        model = make_model(
+            positional=positional, normalization="LN", d_mlp=8, use_bias=True, dropout=0.1, dtype="float32"
+        )
         model.train()
         logits = model(tokens())
         torch.nn.functional.cross_entropy(logits.flatten(0, 1), tokens(seed=5).flatten()).backward()

@@ -39,14 +39,21 @@ def parsed(path: Path):
 def test_the_pattern_finds_absolute_paths_and_nothing_else():
     assert ABSOLUTE.search("/work/main/checkpoints/markov-k3") and ABSOLUTE.search("run at /home/x/y")
     assert ABSOLUTE.search("C:\\Users\\x")
-    for fine in ("experiments/runs/clamps", "KL(true || model) / n", "https://example.org/a/b", "1/2", "a/b/c",
-                 "*/checkpoints/*.safetensors"):
+    for fine in (
+        "experiments/runs/clamps",
+        "KL(true || model) / n",
+        "https://example.org/a/b",
+        "1/2",
+        "a/b/c",
+        "*/checkpoints/*.safetensors",
+    ):
         assert not ABSOLUTE.search(fine), fine
 
 
 def test_no_tracked_data_file_records_an_absolute_path():
-    tracked = subprocess.run(["git", "ls-files", "*.json", "*.jsonl", "*.toml"], cwd=ROOT, capture_output=True,
-                             text=True, check=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.json", "*.jsonl", "*.toml"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     assert any(name.endswith("llc.json") for name in tracked) and len(tracked) > 10
     for name in tracked:
         for document in parsed(ROOT / name):

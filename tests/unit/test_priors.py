@@ -4,11 +4,11 @@ on how they are batched."""
 import pytest
 import torch
 
-from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.tasks.draws import sample_categorical
 from induction_probes.circuits.tasks.markov.chains import sample_markov, stationary_distribution
-from induction_probes.circuits.tasks.markov.strategies import strategy_baselines
 from induction_probes.circuits.tasks.markov.priors import draw_doubly_stochastic, draw_spectrum, draw_table, sinkhorn
+from induction_probes.circuits.tasks.markov.strategies import strategy_baselines
+from induction_probes.circuits.tasks.markov.task import MarkovTask
 
 
 def generator(seed: int = 0) -> torch.Generator:
@@ -21,7 +21,9 @@ def test_doubly_stochastic_chains_have_unit_row_and_column_sums_and_a_uniform_st
     assert (tables > 0).all()
     assert torch.allclose(tables.sum(-1), torch.ones(400, k, dtype=torch.float64), atol=1e-12)
     assert torch.allclose(tables.sum(-2), torch.ones(400, k, dtype=torch.float64), atol=1e-10)
-    assert torch.allclose(stationary_distribution(tables), torch.full((400, k), 1.0 / k, dtype=torch.float64), atol=1e-9)
+    assert torch.allclose(
+        stationary_distribution(tables), torch.full((400, k), 1.0 / k, dtype=torch.float64), atol=1e-9
+    )
     # the uniform measure on the polytope is symmetric under permutations of rows and of columns:
     # every entry has mean 1/k (within 5 standard errors)
     standard_error = tables.std(0) / 400**0.5
@@ -47,6 +49,7 @@ def test_unigram_chains_have_identical_rows_and_start_from_them():
 def test_spectrum_chains_follow_their_formula(p):
     tables = draw_spectrum(2000, p, generator(2))
     assert torch.allclose(tables.sum(-1), torch.ones(2000, 2, dtype=torch.float64))
+
     # one row is (a, 1 − a) and the other (b, 1 − b) with b = clip(a + p(1 − 2a) + U(−0.2, 0.2), 0, 1)
     def fits(a, b):
         mu = a + p * (1 - 2 * a)
@@ -131,18 +134,21 @@ def test_evaluation_chains_can_come_from_another_prior():
     assert torch.equal(tables, tables[:, :1].expand_as(tables))
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    (dict(prior="spectrum"), "p is for the spectrum and mixture priors only"),
-    (dict(prior="dirichlet", p=0.5), "p is for the spectrum and mixture priors only"),
-    (dict(prior="mixture", p=1.5), "p must be a number in"),
-    (dict(prior="dirichlet", mixture=("unigram", "dirichlet")), "mixture names the components"),
-    (dict(prior="mixture", p=0.5, mixture=("spectrum", "unigram")), "a mixture mixes two different priors of"),
-    (dict(prior="mixture", p=0.5, mixture=("unigram", "unigram")), "a mixture mixes two different priors of"),
-    (dict(prior="doubly-stochastic", n=3), "for bigram chains"),
-    (dict(prior="spectrum", p=0.5), "k must be 2"),
-    (dict(prior="sideways"), "prior must be one of"),
-    (dict(eval_prior="mixture"), "eval_prior must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(prior="spectrum"), "p is for the spectrum and mixture priors only"),
+        (dict(prior="dirichlet", p=0.5), "p is for the spectrum and mixture priors only"),
+        (dict(prior="mixture", p=1.5), "p must be a number in"),
+        (dict(prior="dirichlet", mixture=("unigram", "dirichlet")), "mixture names the components"),
+        (dict(prior="mixture", p=0.5, mixture=("spectrum", "unigram")), "a mixture mixes two different priors of"),
+        (dict(prior="mixture", p=0.5, mixture=("unigram", "unigram")), "a mixture mixes two different priors of"),
+        (dict(prior="doubly-stochastic", n=3), "for bigram chains"),
+        (dict(prior="spectrum", p=0.5), "k must be 2"),
+        (dict(prior="sideways"), "prior must be one of"),
+        (dict(eval_prior="mixture"), "eval_prior must be one of"),
+    ],
+)
 def test_bad_prior_settings_are_refused_by_name(kwargs, message):
     with pytest.raises(ValueError, match=message):
         MarkovTask(3, **kwargs)

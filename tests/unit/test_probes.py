@@ -83,7 +83,9 @@ def brute_force_bigram(pattern, tokens):
 def test_bigram_matching_against_brute_force_on_random_patterns():
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, 3, (4, 12), generator=g)
-    scores = torch.randn(4, 1, 12, 12, generator=g).masked_fill(~torch.ones(12, 12, dtype=torch.bool).tril(), -torch.inf)
+    scores = torch.randn(4, 1, 12, 12, generator=g).masked_fill(
+        ~torch.ones(12, 12, dtype=torch.bool).tril(), -torch.inf
+    )
     pattern = torch.softmax(scores, -1).double()
     mass, ideal, fraction = bigram_matching_score(pattern, tokens)
     expected = brute_force_bigram(pattern, tokens)
@@ -187,7 +189,7 @@ def test_mean_and_resample_ablation_write_reference_values():
     written = {"mean": ref.mean(dim=(0, 1)).expand(4, 16, -1), "resample": ref[picks]}
     for mode, value in written.items():
 
-        def overwrite(z, hook):
+        def overwrite(z, hook, value=value):
             z = z.clone()
             z[:, :, 1] = value
             return z
@@ -208,7 +210,9 @@ def test_positional_profile_peaks_where_r_points():
         attn.W_rel[0, 1, 0] = 4.0  # only distance 1 scores
     profile = positional_profiles(model, torch.randint(0, 3, (2, 10)), 0)[0]
     score = 8 * 4.0 / 8**0.5  # q·r_1 / sqrt(d_head), d_head = 8
-    expected_peak = torch.exp(torch.tensor(score, dtype=torch.float64)) / (torch.exp(torch.tensor(score, dtype=torch.float64)) + 19)
+    expected_peak = torch.exp(torch.tensor(score, dtype=torch.float64)) / (
+        torch.exp(torch.tensor(score, dtype=torch.float64)) + 19
+    )
     assert profile.argmax().item() == 1
     assert profile[1].item() == pytest.approx(expected_peak.item())
 
@@ -232,8 +236,11 @@ def test_behaviour_probes():
 
 @pytest.mark.parametrize(
     "text,message",
-    [("0.0,2.0", r"layer 2 \(in head 2.0\) is out of range: the model has 2 layers"),
-     ("0.5", "head 0.5 is out of range: layer 0 has 2 head"), ("a.b", "must look like L.H")],
+    [
+        ("0.0,2.0", r"layer 2 \(in head 2.0\) is out of range: the model has 2 layers"),
+        ("0.5", "head 0.5 is out of range: layer 0 has 2 head"),
+        ("a.b", "must look like L.H"),
+    ],
 )
 def test_bad_heads(text, message):
     with pytest.raises(ValueError, match=message):

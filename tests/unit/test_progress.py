@@ -7,10 +7,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from induction_probes.circuits.recipes.clamps import previous_token_pattern
-from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.constructions.edelman import prop21
+from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.models.model import HookedTransformer
+from induction_probes.circuits.recipes.clamps import previous_token_pattern
 from induction_probes.circuits.recipes.markov import MarkovRecipe
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.progress import (
@@ -135,7 +135,9 @@ def test_composition_scores_are_transformer_lens_scores_with_layernorm_folded():
     centred = x - x.mean(-1, keepdim=True)
     scale = (centred.pow(2).mean(-1, keepdim=True) + block.ln1.eps).sqrt()
     direct = block.ln1(x) @ block.attn.W_Q[0]
-    assert torch.allclose(direct, (x / scale) @ folded(block, block.attn.W_Q)[0] + block.ln1.b @ block.attn.W_Q[0], atol=1e-12)
+    assert torch.allclose(
+        direct, (x / scale) @ folded(block, block.attn.W_Q)[0] + block.ln1.b @ block.attn.W_Q[0], atol=1e-12
+    )
 
 
 def test_models_the_measures_do_not_apply_to_are_named():

@@ -68,14 +68,16 @@ def test_a_view_follows_later_registrations():
 
 
 def test_the_registry_modules_import_no_torch():
-    code = ("import sys\n"
-            "from induction_probes.circuits.tasks.registry import TASKS\n"
-            "from induction_probes.circuits.recipes.registry import RECIPES\n"
-            "from induction_probes.circuits.models.registry import MODEL_CLASSES\n"
-            "from induction_probes.circuits.tasks.markov.prior_registry import PRIORS\n"
-            "from induction_probes.probes.registry import PROBES\n"
-            "assert 'torch' not in sys.modules, 'torch'\n"
-            "print(len(TASKS), len(RECIPES), len(MODEL_CLASSES), len(PRIORS), len(PROBES))")
+    code = (
+        "import sys\n"
+        "from induction_probes.circuits.tasks.registry import TASKS\n"
+        "from induction_probes.circuits.recipes.registry import RECIPES\n"
+        "from induction_probes.circuits.models.registry import MODEL_CLASSES\n"
+        "from induction_probes.circuits.tasks.markov.prior_registry import PRIORS\n"
+        "from induction_probes.probes.registry import PROBES\n"
+        "assert 'torch' not in sys.modules, 'torch'\n"
+        "print(len(TASKS), len(RECIPES), len(MODEL_CLASSES), len(PRIORS), len(PROBES))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["2", "4", "3", "5", "3"]
@@ -121,8 +123,15 @@ def test_a_worker_makes_the_registrations_of_its_parent_again():
     TASKS.register("twice", twice)  # not a task: the round trip is the registry's, whatever the entry
     try:
         sent = [item for item in outside_registrations() if item["name"] == "twice"]
-        assert sent == [{"registry": "induction_probes.circuits.tasks.registry", "kind": "task", "name": "twice",
-                         "entry": f"{__name__}:twice", "info": {}}]
+        assert sent == [
+            {
+                "registry": "induction_probes.circuits.tasks.registry",
+                "kind": "task",
+                "name": "twice",
+                "entry": f"{__name__}:twice",
+                "info": {},
+            }
+        ]
         TASKS.unregister("twice")
         register_again(sent)
         assert TASKS.get("twice") is twice  # found again from the module that defines it

@@ -11,7 +11,10 @@ from scipy import stats
 
 from induction_probes.cli import main
 from induction_probes.probes.sweeps.statistics import (
-    bounded_interval, paired_comparison, split_into_kinds, welch_comparison,
+    bounded_interval,
+    paired_comparison,
+    split_into_kinds,
+    welch_comparison,
 )
 from induction_probes.probes.sweeps.sweep_statistics import BOUNDED, MEASURES, recompute_summary
 
@@ -43,7 +46,7 @@ def test_welch_by_its_formula():
     a, b = [1.0, 2.0, 3.0, 4.0], [2.0, 6.0, 9.0]
     va, vb = np.var(a, ddof=1) / 4, np.var(b, ddof=1) / 3
     t = (np.mean(b) - np.mean(a)) / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / 3 + vb ** 2 / 2)  # Welch-Satterthwaite
+    df = (va + vb) ** 2 / (va**2 / 3 + vb**2 / 2)  # Welch-Satterthwaite
     result = welch_comparison(a, b, bounded=False)
     assert result["p_value"] == pytest.approx(2 * stats.t.sf(abs(t), df), rel=1e-10)
     assert result["p_value"] == pytest.approx(stats.ttest_ind(b, a, equal_var=False).pvalue, rel=1e-10)

@@ -12,12 +12,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from induction_probes.circuits.common.untrusted import CheckpointError
-from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.common.untrusted import CheckpointError, read_bytes, refuse_links_below, require_finite
 from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.training.train import train_run
-from induction_probes.circuits.common.untrusted import read_bytes, refuse_links_below, require_finite
 from induction_probes.cli import main
 
 TINY = MarkovRecipe(task=MarkovTask(k=2, seq_len=8), steps=4, batch_size=4, eval_seqs=20, n_checkpoints=3)
@@ -47,9 +46,11 @@ def one_line(argv, capsys, status=2) -> str:
     return err
 
 
-@pytest.mark.parametrize("name, command", [
-    (name, command) for name in ("config.json", "manifest.json") for command in (["info"], ["report"], ["probe"])
-] + [("metrics.jsonl", ["info"]), ("metrics.jsonl", ["report"])])
+@pytest.mark.parametrize(
+    "name, command",
+    [(name, command) for name in ("config.json", "manifest.json") for command in (["info"], ["report"], ["probe"])]
+    + [("metrics.jsonl", ["info"]), ("metrics.jsonl", ["report"])],
+)
 def test_a_named_pipe_in_a_run_is_refused_not_waited_on(run_dir, name, command, capsys):
     (run_dir / name).unlink()
     os.mkfifo(run_dir / name)

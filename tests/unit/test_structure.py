@@ -60,7 +60,9 @@ def test_nothing_in_the_repository_points_outside_it():
             assert not any(word in text for word in outside), f"{name} names a file outside the repository"
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["train", "markov", "--help"], ["baselines", "markov", "--k", "x"], ["frobnicate"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["train", "markov", "--help"], ["baselines", "markov", "--k", "x"], ["frobnicate"]]
+)
 def test_parsing_imports_no_torch(argv):
     code = (
         "import sys\nfrom induction_probes.cli import main\n"
@@ -112,7 +114,9 @@ def test_the_code_imports_only_what_the_declared_oldest_python_has_and_pyproject
         if name == "induction_probes":
             continue
         providers = {d.lower().replace("-", "_") for d in distributions.get(name, [name])}
-        assert providers & declared, f"{where} imports {name} ({', '.join(providers)}), which pyproject does not declare"
+        assert providers & declared, (
+            f"{where} imports {name} ({', '.join(providers)}), which pyproject does not declare"
+        )
 
 
 def test_every_runtime_requirement_is_imported_by_the_package():
@@ -127,15 +131,33 @@ def test_every_runtime_requirement_is_imported_by_the_package():
 # The jaxtyping dimension names of the package, one name per meaning: an axis named "seq" in some functions
 # and "pos" in others reads as two different axes.
 DIMENSIONS = {
-    "batch": "sequences (or chains) in a batch", "pos": "token positions", "pos_1": "positions but the last",
-    "pos_plus_one": "positions and the one after", "new_pos": "generated positions", "length": "steps of a walk",
-    "query_pos": "an attention pattern's query positions", "key_pos": "its key positions",
-    "head": "heads of a layer", "d_model": "residual width", "d_head": "head width", "d_vocab": "vocabulary",
-    "d_in": "a linear map's input width", "d_out": "its output width", "width": "a residual block's width",
-    "k": "ICL-MC states", "contexts": "(n − 1)-token contexts", "state": "states of a lifted n-gram chain",
-    "windows": "n-token windows", "distance": "look-back distances", "d": "the Gaussian task's dimensions",
-    "chain": "SGLD chains", "draw": "SGLD draws", "n": "points of a fit", "token": "a vocabulary's tokens",
-    "...": "any leading axes", "2": "the two states of a k = 2 chain",
+    "batch": "sequences (or chains) in a batch",
+    "pos": "token positions",
+    "pos_1": "positions but the last",
+    "pos_plus_one": "positions and the one after",
+    "new_pos": "generated positions",
+    "length": "steps of a walk",
+    "query_pos": "an attention pattern's query positions",
+    "key_pos": "its key positions",
+    "head": "heads of a layer",
+    "d_model": "residual width",
+    "d_head": "head width",
+    "d_vocab": "vocabulary",
+    "d_in": "a linear map's input width",
+    "d_out": "its output width",
+    "width": "a residual block's width",
+    "k": "ICL-MC states",
+    "contexts": "(n − 1)-token contexts",
+    "state": "states of a lifted n-gram chain",
+    "windows": "n-token windows",
+    "distance": "look-back distances",
+    "d": "the Gaussian task's dimensions",
+    "chain": "SGLD chains",
+    "draw": "SGLD draws",
+    "n": "points of a fit",
+    "token": "a vocabulary's tokens",
+    "...": "any leading axes",
+    "2": "the two states of a k = 2 chain",
 }
 
 
@@ -143,9 +165,13 @@ def test_every_tensor_annotation_names_its_axes_from_one_vocabulary():
     unknown = {}
     for path in SOURCES:
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
-                    and node.value.id in ("Float", "Int", "Bool", "Shaped") and isinstance(node.slice, ast.Tuple)
-                    and isinstance(node.slice.elts[-1], ast.Constant)):
+            if (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("Float", "Int", "Bool", "Shaped")
+                and isinstance(node.slice, ast.Tuple)
+                and isinstance(node.slice.elts[-1], ast.Constant)
+            ):
                 for dim in node.slice.elts[-1].value.split():
                     if dim not in DIMENSIONS:
                         unknown.setdefault(dim, f"{path.relative_to(ROOT)}:{node.lineno}")

@@ -11,19 +11,29 @@ from induction_probes.circuits.models.tl_hooks import MissingHookError
 
 
 def small(positional="relative", d_mlp=None, input_type="tokens") -> HookedTransformer:
-    cfg = HookedTransformerConfig(n_layers=2, d_model=8, n_heads=2, n_ctx=12, d_vocab=4, positional=positional,
-                                  d_mlp=d_mlp, input_type=input_type, init_range=0.5, seed=1)
+    cfg = HookedTransformerConfig(
+        n_layers=2,
+        d_model=8,
+        n_heads=2,
+        n_ctx=12,
+        d_vocab=4,
+        positional=positional,
+        d_mlp=d_mlp,
+        input_type=input_type,
+        init_range=0.5,
+        seed=1,
+    )
     return HookedTransformer(cfg).eval()
 
 
 def test_w_pos_of_a_relative_model_says_why_and_hasattr_still_answers():
     model = small()
     with pytest.raises(AttributeError, match="a model with relative positions has no W_pos"):
-        model.W_pos
+        _ = model.W_pos
     assert not hasattr(model, "W_pos")
     assert small("standard").W_pos.shape == (12, 8)
     with pytest.raises(AttributeError, match="no attribute 'nonsense'"):  # ordinary misses are unchanged
-        model.nonsense
+        _ = model.nonsense
 
 
 def test_all_head_labels_is_called_as_in_transformer_lens_and_the_old_list_warns():
@@ -82,13 +92,19 @@ def test_a_hook_the_model_lacks_is_one_error_naming_the_hooks_it_has():
         lambda: model.run_with_cache(tokens)[1]["mlp_out", 0],
     ]
     for ask in asks:
-        with pytest.raises(MissingHookError, match=r"no hook point 'blocks\.0\.(mlp\.hook_post|hook_mlp_out)' \(it has "
-                                                   r"no MLPs\); its hook points are .*blocks\.\{l\}\.attn\.hook_pattern"):
+        with pytest.raises(
+            MissingHookError,
+            match=r"no hook point 'blocks\.0\.(mlp\.hook_post|hook_mlp_out)' \(it has "
+            r"no MLPs\); its hook points are .*blocks\.\{l\}\.attn\.hook_pattern",
+        ):
             ask()
     assert isinstance(MissingHookError("x"), ValueError) and isinstance(MissingHookError("x"), KeyError)
     _, cache = model.run_with_cache(tokens, names_filter=["blocks.0.attn.hook_z"])
-    with pytest.raises(MissingHookError, match="the cache holds no activation 'blocks.1.attn.hook_pattern'; it holds "
-                                               r"blocks\.\{l\}\.attn\.hook_z"):
+    with pytest.raises(
+        MissingHookError,
+        match="the cache holds no activation 'blocks.1.attn.hook_pattern'; it holds "
+        r"blocks\.\{l\}\.attn\.hook_z",
+    ):
         cache["pattern", 1]
     _, cache = small(d_mlp=16).run_with_cache(tokens)
     assert cache["mlp_out", 0].shape == (1, 3, 8)  # a model with MLPs has the hook

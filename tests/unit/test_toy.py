@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
+from induction_probes.circuits.models.toy import ToyConfig, ToyModel, fit_plateau, toy_phases
 from induction_probes.circuits.recipes.gaussian import ToyRecipe
 from induction_probes.circuits.tasks.gaussian.sequences import induction_head, sample_sequences
-from induction_probes.circuits.models.toy import ToyConfig, ToyModel, fit_plateau, toy_phases
 from induction_probes.circuits.training.toy import train_toy
 from induction_probes.cli import main
 
@@ -42,7 +42,10 @@ def test_fit_plateau_recovers_an_exact_line():
     assert slope == pytest.approx(3.0) and intercept == pytest.approx(50.0) and r2 == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("args,message", [(["--sigma", "0"], "sigma must be a finite number > 0"), (["--seq-len", "3"], "seq_len must be an integer >= 4")])
+@pytest.mark.parametrize(
+    "args,message",
+    [(["--sigma", "0"], "sigma must be a finite number > 0"), (["--seq-len", "3"], "seq_len must be an integer >= 4")],
+)
 def test_toy_bad_input(args, message, capsys):
     assert main(["toy", *args]) == 2
     assert message in capsys.readouterr().err

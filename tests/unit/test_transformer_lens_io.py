@@ -7,10 +7,8 @@ import logging
 import pytest
 import torch
 
-from induction_probes.circuits.runs.reader import Run
-from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.constructions.edelman import prop21
-from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.interop.transformer_lens_io import (
     PROCESSING,
     load_transformer_lens_state_dict,
@@ -19,6 +17,8 @@ from induction_probes.circuits.interop.transformer_lens_io import (
     to_bridge,
     transformer_lens_state_dict,
 )
+from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.ablation import run_ablated
 from induction_probes.probes.attention import bigram_matching_score, previous_token_score, run_with_patterns
 
@@ -26,8 +26,18 @@ logging.getLogger("transformer_lens").setLevel(logging.ERROR)
 
 
 def standard_model(use_bias=True) -> HookedTransformer:
-    cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_heads=2, n_ctx=30, d_vocab=4, positional="standard",
-                                  normalization="LN", use_bias=use_bias, init_range=0.3, seed=1)
+    cfg = HookedTransformerConfig(
+        n_layers=2,
+        d_model=16,
+        n_heads=2,
+        n_ctx=30,
+        d_vocab=4,
+        positional="standard",
+        normalization="LN",
+        use_bias=use_bias,
+        init_range=0.3,
+        seed=1,
+    )
     model = HookedTransformer(cfg)
     generator = torch.Generator().manual_seed(2)
     with torch.no_grad():  # LayerNorm gains and biases away from 1 and 0, so the affine step shows
@@ -50,8 +60,13 @@ def test_a_natively_booted_bridge_computes_what_our_model_computes_hook_by_hook(
     assert torch.allclose(bridge_logits, logits, atol=1e-5)
     # the native bridge fires hook_attn_scores with the softmaxed pattern (a TransformerLens 4.3 bug): left out
     shared = [name for name in set(ours.keys()) & set(theirs.keys()) if not name.endswith("hook_attn_scores")]
-    assert {"blocks.0.ln1.hook_scale", "blocks.1.ln1.hook_normalized", "ln_final.hook_normalized",
-            "blocks.1.attn.hook_z", "blocks.0.attn.hook_pattern"} <= set(shared)
+    assert {
+        "blocks.0.ln1.hook_scale",
+        "blocks.1.ln1.hook_normalized",
+        "ln_final.hook_normalized",
+        "blocks.1.attn.hook_z",
+        "blocks.0.attn.hook_pattern",
+    } <= set(shared)
     for name in shared:
         assert torch.allclose(ours[name], theirs[name], atol=1e-5), name
 
@@ -87,7 +102,9 @@ def test_our_probes_on_a_bridge_equal_ours_on_the_same_weights():
     _, theirs = run_with_patterns(bridge, inputs)
     for mine, other in zip(ours, theirs):
         assert torch.allclose(previous_token_score(mine), previous_token_score(other), atol=1e-5)
-        assert torch.allclose(bigram_matching_score(mine, inputs)[0], bigram_matching_score(other, inputs)[0], atol=1e-5)
+        assert torch.allclose(
+            bigram_matching_score(mine, inputs)[0], bigram_matching_score(other, inputs)[0], atol=1e-5
+        )
     for mode in ("zero", "mean", "resample"):
         ablated = run_ablated(model, inputs, [(0, 1), (1, 0)], mode, reference)
         assert torch.allclose(run_ablated(bridge, inputs, [(0, 1), (1, 0)], mode, reference), ablated, atol=1e-5), mode
@@ -110,7 +127,9 @@ def test_each_weight_processing_step_keeps_the_log_probabilities(name):
         try:
             processed = process_weights(model, **{other: other == step for other in PROCESSING})
         except ValueError as refusal:  # only where the maths cannot hold, saying why
-            assert str(refusal).startswith(f"{step}: ") and ("LayerNorm" in str(refusal) or "positional" in str(refusal))
+            assert str(refusal).startswith(f"{step}: ") and (
+                "LayerNorm" in str(refusal) or "positional" in str(refusal)
+            )
             continue
         applied += 1
         assert torch.allclose(processed(inputs).log_softmax(-1), reference, atol=1e-5), step

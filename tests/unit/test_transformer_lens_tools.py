@@ -8,8 +8,8 @@ from transformer_lens import patching
 from transformer_lens.head_detector import detect_head
 from transformer_lens.tools.analysis.direct_logit_attribution import direct_logit_attribution
 
-from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.tasks.markov.strategies import matching_keys
 from induction_probes.probes.attention import bigram_matching_score, previous_token_score
 
@@ -18,8 +18,19 @@ T = 16
 
 def standard_model(d_mlp=None) -> HookedTransformer:
     """Absolute positions, LayerNorm with random gains and biases (so the affine step shows), biases."""
-    cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_heads=2, n_ctx=50, d_vocab=5, positional="standard",
-                                  normalization="LN", use_bias=True, d_mlp=d_mlp, init_range=0.3, seed=3)
+    cfg = HookedTransformerConfig(
+        n_layers=2,
+        d_model=16,
+        n_heads=2,
+        n_ctx=50,
+        d_vocab=5,
+        positional="standard",
+        normalization="LN",
+        use_bias=True,
+        d_mlp=d_mlp,
+        init_range=0.3,
+        seed=3,
+    )
     model = HookedTransformer(cfg)
     generator = torch.Generator().manual_seed(4)
     with torch.no_grad():
@@ -115,12 +126,18 @@ def test_composition_scores_match_their_definition(model):
         for (l0, h0), (l1, h1) in [((0, 0), (1, 0)), ((0, model.cfg.heads(0) - 1), (1, 0))]:
             ov = model.blocks[l0].attn.W_V[h0] @ model.blocks[l0].attn.W_O[h0]
             w_q, w_k = model.blocks[l1].attn.W_Q[h1], model.blocks[l1].attn.W_K[h1]
-            right = {"Q": w_q @ w_k.T, "K": w_k @ w_q.T, "V": model.blocks[l1].attn.W_V[h1] @ model.blocks[l1].attn.W_O[h1]}[mode]
+            right = {
+                "Q": w_q @ w_k.T,
+                "K": w_k @ w_q.T,
+                "V": model.blocks[l1].attn.W_V[h1] @ model.blocks[l1].attn.W_O[h1],
+            }[mode]
             expected = torch.linalg.norm(ov @ right) / (torch.linalg.norm(ov) * torch.linalg.norm(right))
             assert scores[l0, h0, l1, h1].item() == pytest.approx(expected.item(), rel=1e-4)
         assert (scores[1, :, 0] == 0).all() and (scores[0, :, 0] == 0).all()  # only earlier → later
     attn = model.blocks[1].attn
-    assert torch.allclose(attn.OV.AB, attn.W_V @ attn.W_O) and torch.allclose(attn.QK.AB, attn.W_Q @ attn.W_K.transpose(-2, -1))
+    assert torch.allclose(attn.OV.AB, attn.W_V @ attn.W_O) and torch.allclose(
+        attn.QK.AB, attn.W_Q @ attn.W_K.transpose(-2, -1)
+    )
 
 
 def test_forward_options_of_transformer_lens(model):
@@ -155,7 +172,13 @@ def test_layer_norm_hooks_hold_the_scale_and_the_input_before_the_affine_step():
 
 def test_the_config_answers_what_transformer_lens_reads_and_saves_plain_json():
     cfg = standard_model(d_mlp=8).cfg
-    assert (cfg.device, cfg.attn_only, cfg.normalization_type, cfg.n_key_value_heads, cfg.act_fn) == ("cpu", False, "LN", None, "relu")
+    assert (cfg.device, cfg.attn_only, cfg.normalization_type, cfg.n_key_value_heads, cfg.act_fn) == (
+        "cpu",
+        False,
+        "LN",
+        None,
+        "relu",
+    )
     assert cfg.dtype is torch.float32 and cfg.positional_embedding_type == "standard"
     assert cfg.to_dict()["dtype"] == "float32"
     assert HookedTransformerConfig.from_dict(cfg.to_dict()) == cfg
@@ -169,8 +192,9 @@ def test_direct_path_patching_of_a_run_onto_itself_gives_the_clean_metric(model,
     def metric(out):
         return out[:, -1].log_softmax(-1)[:, 0].mean()
 
-    result = patching.get_act_patch_direct_path(model, tokens, cache, cache, metric, src_layer=0, src_head=0,
-                                                component=component, verbose=False)
+    result = patching.get_act_patch_direct_path(
+        model, tokens, cache, cache, metric, src_layer=0, src_head=0, component=component, verbose=False
+    )
     assert torch.allclose(result[1:], metric(logits).expand_as(result[1:]), atol=1e-5)
     assert not model.cfg.use_split_qkv_input  # the tool switched the split inputs back off
 
@@ -182,8 +206,11 @@ def test_switched_hooks_fire_only_when_on_and_change_nothing_else(model):
         model.run_with_hooks(tokens, fwd_hooks=[("blocks.1.attn.hook_result", lambda act, hook: None)])
     with pytest.raises(ValueError, match="call model.set_use_split_qkv_input\\(True\\) first"):
         model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_q_input", lambda act, hook: None)])
-    for setter, name in [("set_use_split_qkv_input", "blocks.1.attn.hook_v_input"), ("set_use_attn_in", "blocks.0.attn.hook_attn_in"),
-                         ("set_use_attn_result", "blocks.1.attn.hook_result")]:
+    for setter, name in [
+        ("set_use_split_qkv_input", "blocks.1.attn.hook_v_input"),
+        ("set_use_attn_in", "blocks.0.attn.hook_attn_in"),
+        ("set_use_attn_result", "blocks.1.attn.hook_result"),
+    ]:
         getattr(model, setter)(True)
         try:
             switched, cache = model.run_with_cache(tokens)

@@ -23,8 +23,8 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.common.metrics import mse_over_variance
 from induction_probes.circuits.common.limits import require_sequences
+from induction_probes.circuits.common.metrics import mse_over_variance
 from induction_probes.circuits.common.validation import require_int, require_positive
 
 Similarity = Callable[[Tensor, Tensor], Tensor]  # (query [batch, w], keys [batch, n_keys, w]) -> [batch, n_keys]
@@ -57,12 +57,16 @@ def windows(x: Float[Tensor, "batch pos d"], n: int) -> tuple[Tensor, Tensor, Te
     return all_windows[:, -1], all_windows[:, : seq_len - n], x[:, n - 1 : seq_len - 1]
 
 
-def generalized_induction_head(x: Float[Tensor, "batch pos d"], n: int, similarity: Similarity) -> Float[Tensor, "batch d"]:
+def generalized_induction_head(
+    x: Float[Tensor, "batch pos d"], n: int, similarity: Similarity
+) -> Float[Tensor, "batch d"]:
     """GIH_n: softmax over s of g(query window, key window s), weighting x_s."""
     query, keys, values = windows(x, n)
     scores = similarity(query, keys)
     if scores.shape != keys.shape[:2]:
-        raise ValueError(f"the similarity must return [batch, n_keys] = {tuple(keys.shape[:2])}, got {tuple(scores.shape)}")
+        raise ValueError(
+            f"the similarity must return [batch, n_keys] = {tuple(keys.shape[:2])}, got {tuple(scores.shape)}"
+        )
     return torch.einsum("bs,bsd->bd", torch.softmax(scores, dim=-1), values)
 
 

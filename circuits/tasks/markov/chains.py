@@ -68,7 +68,9 @@ def stationary_distribution(transitions: Float[Tensor, "batch state state"]) -> 
     return pi / pi.sum(-1, keepdim=True)
 
 
-def stationary_from_uniform_start(transitions: Float[Tensor, "batch state state"], squarings: int = 64) -> Float[Tensor, "batch state"]:
+def stationary_from_uniform_start(
+    transitions: Float[Tensor, "batch state state"], squarings: int = 64
+) -> Float[Tensor, "batch state"]:
     """The limit of a uniform start under the lazy chain (P + I) / 2, which has P's stationary
     distributions and no period: P_lazy^(2^64) by repeated squaring, applied to the uniform vector.
     Defined for every chain, reducible or not; for an irreducible one it is the unique π."""

@@ -33,8 +33,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.tasks.markov.prior_registry import PRIORS  # torch-free: the task config reads it too
 from induction_probes.circuits.tasks.draws import sample_dirichlet
+from induction_probes.circuits.tasks.markov.prior_registry import PRIORS  # torch-free: the task config reads it too
 
 BLOCK = 64  # sequences per seeded block of a counted stream
 REJECTION_MAX_K = 4

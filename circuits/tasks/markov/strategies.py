@@ -52,7 +52,9 @@ def causal_mask(n_pos: int, device: torch.device | str = "cpu") -> torch.BoolTen
     return torch.ones(n_pos, n_pos, dtype=torch.bool, device=device).tril()
 
 
-def matching_keys(tokens: Int[Tensor, "batch pos"], previous: Int[Tensor, "batch pos"] | None = None) -> torch.BoolTensor:
+def matching_keys(
+    tokens: Int[Tensor, "batch pos"], previous: Int[Tensor, "batch pos"] | None = None
+) -> torch.BoolTensor:
     """[batch, query, key]: the keys j ≤ i whose previous token equals the query's, x_{j−1} = x_i; their
     tokens x_j are the samples of "what follows x_i" that a statistical induction head averages.
     ``previous`` defaults to :func:`previous_tokens` (key 0 never matches)."""
@@ -145,7 +147,9 @@ class MarkovEvalSet:
         predictors = {"true": self.truth} | self.strategies
         return {name: token_cross_entropy(q.log(), targets).mean(-1) for name, q in predictors.items()}
 
-    def per_position(self, logits: Float[Tensor, "batch pos k"], per_sequence=False) -> tuple[Tensor, dict[str, Tensor]]:
+    def per_position(
+        self, logits: Float[Tensor, "batch pos k"], per_sequence=False
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         """The model's loss at each input position, and KL(x ‖ model) at each position for x = "true"
         and every strategy, averaged over sequences (``per_sequence``: [batch, seq] each, not averaged)."""
         log_q = torch.log_softmax(logits.double(), dim=-1)
@@ -156,8 +160,10 @@ class MarkovEvalSet:
     def metrics(self, logits: Float[Tensor, "batch pos k"]) -> dict:
         """:meth:`per_position`'s mean loss and last-token KLs, to the bit, the KLs computed at the last token only."""
         log_q = torch.log_softmax(logits.double(), dim=-1)
-        last = {name: last_column_mean(kl_divergence(p[:, -1], log_q[:, -1]), log_q.shape[1])
-                for name, p in ({"true": self.truth} | self.strategies).items()}
+        last = {
+            name: last_column_mean(kl_divergence(p[:, -1], log_q[:, -1]), log_q.shape[1])
+            for name, p in ({"true": self.truth} | self.strategies).items()
+        }
         loss = token_cross_entropy(log_q, self.sample.targets).mean(0).mean().item()  # per_position's, then its mean
         return {"eval_loss": loss, "last_token_kl": last}
 

@@ -35,7 +35,9 @@ class MarkovTask(TaskConfig):
     k: int = option(help="number of states (>= 2)")
     seq_len: int = option(100, "input tokens per sequence (>= 2)")
     n: int = option(2, "chains of order n-1 (2: the bigram task)")
-    alpha: float = option(1.0, "Dirichlet parameter of the rows (dirichlet, unigram priors) and the strategies' pseudo-count")
+    alpha: float = option(
+        1.0, "Dirichlet parameter of the rows (dirichlet, unigram priors) and the strategies' pseudo-count"
+    )
     prior: str = option("dirichlet", "prior of the training chains", choices=PRIORS)
     p: float | None = option(None, "mixture: share of its first prior in each batch; spectrum: the family's p")
     mixture: tuple[str, str] | None = option(
