@@ -106,6 +106,19 @@ def previous_token_groups(layout: ResidualLayout, n: int, n_heads: int, width: i
     return W_V, W_O, slopes
 
 
+def window_selections(layout: ResidualLayout, n: int, width: int) -> tuple[Tensor, Tensor]:
+    """Theorem 4.3's second layer reads two windows of n − 1 blocks: the query's (x_{L−n+2}, …, x_L) and the
+    key's (x_{s−n+1}, …, x_{s−1}), each a d_model × width selection from the residual stream."""
+    d, eye = layout.width, layout.identity()
+    window = [layout[name] for name in ("current", *(back(i) for i in range(1, n)))]  # x_s, x_{s−1}, …
+    select_query = torch.zeros(layout.d_model, width, dtype=torch.float64)
+    select_key = torch.zeros(layout.d_model, width, dtype=torch.float64)
+    for slot in range(n - 1):
+        select_query[window[n - 2 - slot], slot * d : (slot + 1) * d] = eye
+        select_key[window[n - 1 - slot], slot * d : (slot + 1) * d] = eye
+    return select_query, select_key
+
+
 def wang_ihn(
     d: int, n: int, n_heads: int, W_star: Tensor, n_ctx: int, dtype: str = "float64"
 ) -> tuple[HookedTransformerConfig, dict[str, Tensor]]:
@@ -144,12 +157,7 @@ def wang_ihn(
     )
     eye = layout.identity()
     W_V0, W_O0, slopes = previous_token_groups(layout, n, n_heads, width)
-    window = [layout[name] for name in ("current", *(back(i) for i in range(1, n)))]  # x_s, x_{s−1}, …
-    select_query = torch.zeros(D, width, dtype=torch.float64)  # residual → (x_{L−n+2}, …, x_L)
-    select_key = torch.zeros(D, width, dtype=torch.float64)  # residual → (x_{s−n+1}, …, x_{s−1})
-    for slot in range(n - 1):
-        select_query[window[n - 2 - slot], slot * d : (slot + 1) * d] = eye
-        select_key[window[n - 1 - slot], slot * d : (slot + 1) * d] = eye
+    select_query, select_key = window_selections(layout, n, width)
     W_V1, W_O1 = torch.zeros(1, D, width, dtype=torch.float64), torch.zeros(1, width, D, dtype=torch.float64)
     W_V1[0, layout["current"], :d] = eye
     W_O1[0, :d, layout["output"]] = eye

@@ -13,15 +13,8 @@ from induction_probes.probes.llc.calibration import (
     rrr_learning_coefficient,
     squared_error,
 )
-from induction_probes.probes.llc.estimator import (
-    GAMMA_SHARE,
-    STEP_SHARE,
-    LLCError,
-    curvature,
-    default_settings,
-    estimate_llc,
-    gradient_shift,
-)
+from induction_probes.probes.llc.curvature import curvature, gradient_shift
+from induction_probes.probes.llc.estimator import GAMMA_SHARE, STEP_SHARE, LLCError, default_settings, estimate_llc
 
 # Drton & Plummer (2017), Table 1: the Aoyagi-Watanabe coefficient of reduced-rank regression with N = 5
 # responses, M = 3 covariates, model rank H = i and true rank r = j

@@ -171,6 +171,7 @@ def test_every_tensor_annotation_names_its_axes_from_one_vocabulary():
                 and node.value.id in ("Float", "Int", "Bool", "Shaped")
                 and isinstance(node.slice, ast.Tuple)
                 and isinstance(node.slice.elts[-1], ast.Constant)
+                and isinstance(node.slice.elts[-1].value, str)  # not Float[Tensor, ...]
             ):
                 for dim in node.slice.elts[-1].value.split():
                     if dim not in DIMENSIONS:
