@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Shaped
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import model_device
@@ -31,7 +31,7 @@ MODES = ("zero", "mean", "resample")
 REFERENCE_SEQS, REFERENCE_SEED = 1000, 12346
 
 
-def reference_inputs_for(task, n_seqs: int = REFERENCE_SEQS, seed: int = REFERENCE_SEED) -> Tensor:
+def reference_inputs_for(task, n_seqs: int = REFERENCE_SEQS, seed: int = REFERENCE_SEED) -> Shaped[Tensor, "batch ..."]:
     """The default reference set of mean and resample ablation: ``n_seqs`` fresh sequences of ``task``
     (a run's ``run.task``) drawn with ``seed``, the same for the same seed."""
     return task.eval_set(n_seqs, seed).inputs
@@ -74,7 +74,9 @@ def reference_z(model, reference_inputs: Tensor, layers: set[int]) -> dict[int, 
     return {layer: captured[z_hook(layer)] for layer in layers}
 
 
-def replacement(mode: str, z: Tensor, reference: Tensor | None, heads: list[int], generator: torch.Generator) -> Tensor:
+def replacement(
+    mode: str, z: Tensor, reference: Tensor | None, heads: list[int], generator: torch.Generator
+) -> Float[Tensor, "batch pos head d_head"]:
     """What the ablated heads' z becomes, [batch, pos, len(heads), d_head]."""
     if mode == "zero":
         return torch.zeros_like(z[:, :, heads])

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import on_cpu
@@ -80,7 +81,7 @@ class Prop21Comparison(Tidy):
         return problems
 
 
-def token_matching_matrix(model, tokens: Tensor, k: int) -> Tensor:
+def token_matching_matrix(model, tokens: Tensor, k: int) -> Float[Tensor, "k k"]:
     """Mean content score q_i·k_j/√d_head of layer 1 over the pairs j ≤ i with x_i = a and x_{j−1} = b.
 
     Measured on the model's own activations, so LayerNorm, the layer-0 output and any basis change
@@ -99,7 +100,7 @@ def token_matching_matrix(model, tokens: Tensor, k: int) -> Tensor:
     return matrix
 
 
-def ov_circuit(model) -> Tensor:
+def ov_circuit(model) -> Float[Tensor, "k k"]:
     """W_E (through layer 1's LayerNorm, if any) W_V W_O (through the final LayerNorm's centring and
     gain, if any) W_U for layer 1's head: what attending to token a adds to the logit of b. The
     LayerNorms' positive scale factors are left out; they change no sign and no argmax."""

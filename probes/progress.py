@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 from transformer_lens import FactoredMatrix
 from transformer_lens.utilities import composition_scores
@@ -66,8 +67,9 @@ def calibration(k: int, n_ctx: int, d_model: int) -> dict[str, Measure]:
     the construction does not use them, its value there is 0, the same as a model that ignores layer 0).
 
     Chance: a uniform softmax over the i + 1 keys of position i, averaged over i = 1..n_ctx−1; 1/k for a
-    match or an argmax among k tokens; 0 for the copying score (eigenvalues of a random matrix are as often negative as positive); 1/√d_model for
-    a composition score (independent random matrices: E‖AB‖² = ‖A‖²‖B‖²/d when B is rotation-invariant).
+    match or an argmax among k tokens; 0 for the copying score (eigenvalues of a random matrix are as often
+    negative as positive); 1/√d_model for a composition score (independent random matrices: E‖AB‖² =
+    ‖A‖²‖B‖²/d when B is rotation-invariant).
     Construction (Proposition 2.1 at c = 100): the measure's ideal value 1, except K composition:
     layer 0's OV maps the token block onto the previous-token block, layer 1's QKᵀ maps it back, both
     rank-k identities, so the score is ‖I_k‖/(‖I_k‖‖I_k‖) = 1/√k.
@@ -123,7 +125,7 @@ def unmeasurable_reason(model) -> str | None:
     return None
 
 
-def head_outputs(attn, normed: Tensor) -> Tensor:
+def head_outputs(attn, normed: Tensor) -> Float[Tensor, "head row d_model"]:
     """[head, rows, d_model]: what each head writes when it attends wholly to positions with input ``normed``."""
     out = torch.einsum("xd,hde,hem->hxm", normed, attn.W_V, attn.W_O)
     if attn.cfg.use_bias:
@@ -131,7 +133,7 @@ def head_outputs(attn, normed: Tensor) -> Tensor:
     return out
 
 
-def layer1_residuals(model) -> Tensor:
+def layer1_residuals(model) -> Float[Tensor, "k k d_model"]:
     """[x, y, d_model]: the residual entering layer 1 at a position holding x after y, with every layer-0
     head attending wholly to the previous token."""
     W_E = model.W_E.detach()
@@ -142,7 +144,7 @@ def layer1_residuals(model) -> Tensor:
     return W_E[:, None, :] + copied[None, :, :]
 
 
-def project(block, residual: Tensor, weight: Tensor, bias: str) -> Tensor:
+def project(block, residual: Tensor, weight: Tensor, bias: str) -> Float[Tensor, "head ... d_head"]:
     """[head, ..., d_head]: ln1 (as the model applies it) then one projection of every head."""
     out = torch.einsum("...d,hde->h...e", block.ln1(residual), weight)
     if block.attn.cfg.use_bias:
@@ -167,7 +169,7 @@ def k_composition_match(model, residual: Tensor) -> list[float]:
     return torch.softmax(scores, -1).diagonal(dim1=-2, dim2=-1).mean(-1).tolist()
 
 
-def ov_circuits(model, residual: Tensor) -> Tensor:
+def ov_circuits(model, residual: Tensor) -> Float[Tensor, "head k k"]:
     """[head, a, b]: what attending to a position holding a adds to the logit of b, per layer-1 head,
     through the final LayerNorm's centring and gain (its positive scale changes no argmax or sign)."""
     block = model.blocks[1]
@@ -180,7 +182,7 @@ def copying_score(circuit: Tensor) -> float:
     return (eigenvalues.real.sum() / eigenvalues.abs().sum()).item()
 
 
-def folded(block, weight: Tensor) -> Tensor:
+def folded(block, weight: Tensor) -> Float[Tensor, "head d_model d_head"]:
     """[head, d_model, d_head]: ln1's centring and gain folded into the weight it feeds."""
     if not hasattr(block.ln1, "w"):
         return weight

@@ -5,10 +5,11 @@ direction that no prediction depends on."""
 from __future__ import annotations
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
 
-def through_final_norm(model, out: Tensor) -> Tensor:
+def through_final_norm(model, out: Tensor) -> Float[Tensor, "... d_model"]:
     """``out`` (rows in the residual stream) through the final LayerNorm's centring and gain, if the model
     has one; its positive per-row scale is left out: it changes no sign and no argmax of the logits."""
     if not hasattr(model.ln_final, "w"):
@@ -16,7 +17,7 @@ def through_final_norm(model, out: Tensor) -> Tensor:
     return (out - out.mean(-1, keepdim=True)) * model.ln_final.w.to(out.dtype)
 
 
-def shift_free(matrix: Tensor) -> Tensor:
+def shift_free(matrix: Tensor) -> Float[Tensor, "k_1 k_1"]:
     """``matrix`` on the k − 1 directions orthogonal to all-ones, in both its input and its output.
 
     Adding a constant to every logit changes no prediction, and a final LayerNorm removes exactly that

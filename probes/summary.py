@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import model_device, on_cpu
@@ -95,7 +96,7 @@ def probe_model(model, eval_set: MarkovEvalSet, step: int = -1, chunk: int = 100
     )
 
 
-def weighted_mean(parts: list[tuple[float, Tensor]]) -> Tensor:
+def weighted_mean(parts: list[tuple[float, Tensor]]) -> Float[Tensor, ...]:
     total = sum(weight for weight, _ in parts)
     return sum(weight * value for weight, value in parts) / total
 

@@ -1,8 +1,8 @@
 """Hand-made constructions against their exact limits: Edelman et al.'s Proposition 2.1 and Wang et al.'s
 Theorems 4.1 and 4.3. (Trained runs against the constructions: :mod:`induction_probes.probes.compare`.)
 
-Proposition 2.1's output tends to :func:`induction_probes.circuits.constructions.edelman.prop21_limit` as c grows. How the
-error behaves on the way is worth knowing before comparing a trained model with it:
+Proposition 2.1's output tends to :func:`induction_probes.circuits.constructions.edelman.prop21_limit` as c
+grows. How the error behaves on the way is worth knowing before comparing a trained model with it:
 
 - For small c (≲ 5 at k = 3) both layers are nearly uniform: the output is close to the unigram
   frequencies of the prefix, a fair guess of the bigram limit, so the mean error is moderate.
@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import model_device
@@ -73,7 +74,7 @@ class Prop21Check:
         }
 
 
-def output_on(construction, inputs: Tensor, device=None) -> Tensor:
+def output_on(construction, inputs: Tensor, device=None) -> Float[Tensor, "batch ..."]:
     """A construction's output on ``inputs``, computed on ``device`` (default cpu), back on the CPU."""
     model = load_construction(*construction, device=device)
     with torch.no_grad():

@@ -25,8 +25,8 @@ def wang_ih2(
     (W_Q = W_K = 0), ALiBi slope β under the strict mask, so position s averages x_{s−j} with weights
     ∝ e^{−β(j−1)}, j ≥ 1, and writes h_s ≈ x_{s−1} into previous. Layer 1: no positional term, keys
     s = 2..L−1 only (strict mask and skip_first_keys = 1: not key 1, whose h is empty, and not itself),
-    score x_Lᵀ W* h_s, value x_s written into output, which the unembedding reads. The paper uses D = 2d and reads the attention
-    output directly; our readout sees the whole residual stream, so the output gets its own block.
+    score x_Lᵀ W* h_s, value x_s written into output, which the unembedding reads. The paper uses D = 2d and
+    reads the attention output directly; our readout sees the whole residual stream, so the output gets its own block.
     """
     require_int("d", d, 1)
     require_positive("beta", beta)

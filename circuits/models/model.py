@@ -34,7 +34,7 @@ from induction_probes.circuits.models.model_config import DTYPES, HookedTransfor
 from induction_probes.circuits.models.tl_interface import FactoredCircuits, TransformerLensInterface
 
 
-def softmax_over_allowed(scores: Tensor, allowed: torch.BoolTensor) -> Tensor:
+def softmax_over_allowed(scores: Tensor, allowed: torch.BoolTensor) -> Float[Tensor, "batch head query_pos key_pos"]:
     """Softmax over the last dimension of ``scores`` that are −inf where not ``allowed``; a query with no
     allowed key at all (the first under a strict mask) gets a row of zeros instead of NaN."""
     has_key = allowed.any(-1, keepdim=True)
@@ -70,7 +70,7 @@ class LayerNorm(nn.Module):
         self.hook_scale = HookPoint()  # [batch, pos, 1]
         self.hook_normalized = HookPoint()  # [batch, pos, d_model]
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor) -> Float[Tensor, "... d_model"]:
         centred = x - x.mean(-1, keepdim=True)
         scale = self.hook_scale((centred.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
         return self.hook_normalized(centred / scale) * self.w + self.b
@@ -146,7 +146,9 @@ class Attention(FactoredCircuits, nn.Module):
         offset = (self.distance[:n_pos, :n_pos] - 1).to(q_heads.dtype)
         return (-self.alibi_slope[:, None, None] * offset).expand(q_heads.shape[0], -1, -1, -1)
 
-    def forward(self, x: Tensor, key_input: Tensor | None = None, value_input: Tensor | None = None) -> Tensor:
+    def forward(
+        self, x: Tensor, key_input: Tensor | None = None, value_input: Tensor | None = None
+    ) -> Float[Tensor, "batch pos d_model"]:
         """[batch, pos, d_model] out from one input, or from separate query, key and value inputs (each
         [batch, pos, d_model] or per head [batch, pos, head, d_model], as split inputs give them)."""
         n_pos = x.shape[1]
@@ -204,7 +206,7 @@ class MLP(nn.Module):
         self.b_out = nn.Parameter(torch.zeros(cfg.d_model))
         self.hook_pre, self.hook_post = HookPoint(), HookPoint()  # [batch, pos, d_mlp]
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor) -> Float[Tensor, "batch pos d_model"]:
         pre = self.hook_pre(x @ self.W_in + self.b_in)
         return self.hook_post(F.relu(pre)) @ self.W_out + self.b_out
 
@@ -236,7 +238,7 @@ class TransformerBlock(nn.Module):
         normed = self.ln1(attn.hook_attn_in(per_head))
         return normed, normed, normed
 
-    def forward(self, resid: Tensor) -> Tensor:
+    def forward(self, resid: Tensor) -> Float[Tensor, "batch pos d_model"]:
         resid = self.hook_resid_pre(resid)
         attn_out = self.attn(*self.attention_inputs(resid))
         resid = self.hook_resid_mid(resid + self.hook_attn_out(self.dropout(attn_out)))
@@ -342,7 +344,9 @@ class HookedTransformer(TransformerLensInterface, HookedRootModule):
         loss = self.next_token_loss(out, tokens, loss_per_token)
         return loss if return_type == "loss" else (out, loss)
 
-    def next_token_loss(self, logits: Tensor, tokens: Tensor | None, per_token: bool) -> Tensor:
+    def next_token_loss(
+        self, logits: Tensor, tokens: Tensor | None, per_token: bool
+    ) -> Float[Tensor, ""] | Float[Tensor, "batch pos_1"]:
         """Cross-entropy of token t + 1 given the logits at t, as TransformerLens's loss."""
         if self.cfg.input_type != "tokens" or tokens is None:
             raise ValueError("a loss needs token inputs (with start_at_layer, pass tokens=...)")

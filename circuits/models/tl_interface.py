@@ -1,14 +1,15 @@
 """What TransformerLens's analysis tools read from a model, under their names: stacked weights and biases,
 factored circuits, token helpers, accumulated biases, head labels and composition scores.
 
-A mixin of :class:`induction_probes.circuits.models.model.HookedTransformer`, kept apart from the model's maths. TransformerLens 4
-checks no types at run time; its patching, head detection, residual decompositions and logit attribution
-read exactly these attributes (README, "TransformerLens's tools on our models").
+A mixin of :class:`induction_probes.circuits.models.model.HookedTransformer`, kept apart from the model's
+maths. TransformerLens 4 checks no types at run time; its patching, head detection, residual decompositions
+and logit attribution read exactly these attributes (README, "TransformerLens's tools on our models").
 """
 
 from __future__ import annotations
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 from transformer_lens import FactoredMatrix
 from transformer_lens.utilities import composition_scores
@@ -73,21 +74,21 @@ class TransformerLensInterface(KnowsItsDevice, HookChecks, TokenInterface, Facto
     # --- weights [n_layers, n_heads, ...] and biases, as in TransformerLens ---------------------------
 
     @property
-    def W_E(self) -> Tensor:
+    def W_E(self) -> Float[Tensor, "d_vocab d_model"]:
         return self.embed.W_E
 
     @property
-    def W_pos(self) -> Tensor:
+    def W_pos(self) -> Float[Tensor, "pos d_model"]:
         if not hasattr(self, "pos_embed"):
             raise AttributeError(f"a model with {self.cfg.positional} positions has no W_pos (only 'standard' has)")
         return self.pos_embed.W_pos
 
     @property
-    def W_U(self) -> Tensor:
+    def W_U(self) -> Float[Tensor, "d_model d_vocab"]:
         return self.unembed.W_U
 
     @property
-    def b_U(self) -> Tensor:
+    def b_U(self) -> Float[Tensor, " d_vocab"]:
         return getattr(self.unembed, "b_U", self.W_U.new_zeros(self.cfg.d_vocab_out))
 
     W_Q = property(lambda self: self._stack("W_Q"))
@@ -108,7 +109,7 @@ class TransformerLensInterface(KnowsItsDevice, HookChecks, TokenInterface, Facto
         cfg = self.cfg
         return HeadLabels(f"L{layer}H{head}" for layer in range(cfg.n_layers) for head in range(cfg.heads(layer)))
 
-    def all_composition_scores(self, mode: str) -> Tensor:
+    def all_composition_scores(self, mode: str) -> Float[Tensor, "layer head layer head"]:
         """[n_layers, n_heads, n_layers, n_heads]: ‖M_right M_left‖_F / (‖M_left‖_F ‖M_right‖_F) of every
         earlier head's OV (left) against every later head's QK (mode "Q" or "K") or OV ("V"); zero where
         the left head is not in an earlier layer. Computed by TransformerLens's ``composition_scores``."""
@@ -159,14 +160,16 @@ class TransformerLensInterface(KnowsItsDevice, HookChecks, TokenInterface, Facto
 
     # --- tokens and the residual stream ----------------------------------------------------------------
 
-    def tokens_to_residual_directions(self, tokens) -> Tensor:
+    def tokens_to_residual_directions(self, tokens) -> Float[Tensor, "... d_model"]:
         """The unembedding direction of each token, [..., d_model] (one token: [d_model])."""
         tokens = torch.as_tensor(tokens)
         if tokens.numel() == 1:
             return self.W_U[:, tokens.item()]
         return self.W_U[:, tokens].movedim(0, -1)
 
-    def accumulated_bias(self, layer: int, mlp_input: bool = False, include_mlp_biases: bool = True) -> Tensor:
+    def accumulated_bias(
+        self, layer: int, mlp_input: bool = False, include_mlp_biases: bool = True
+    ) -> Float[Tensor, " d_model"]:
         """[d_model]: the sum of the biases written into the residual stream before ``layer`` (before its
         MLP with ``mlp_input``): attention b_O and MLP b_out."""
         total = self.W_E.new_zeros(self.cfg.d_model)

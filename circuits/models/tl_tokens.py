@@ -16,7 +16,7 @@ from torch import Tensor
 class TokenInterface:
     """Needs ``cfg`` (``input_type``, ``n_ctx``, ``d_vocab``) and a forward pass giving logits."""
 
-    def to_tokens(self, tokens, **_: object) -> Tensor:
+    def to_tokens(self, tokens, **_: object) -> Int[Tensor, "batch pos"]:
         """Token tensors pass through (a 1-D one gains a batch dimension): these models have no tokenizer."""
         if not isinstance(tokens, Tensor):
             raise ValueError("this model has no tokenizer: pass token ids as a tensor")

@@ -30,7 +30,7 @@ class ToyConfig(Config):
     slope_init: float = 1.0
 
 
-def past_weights(slope: Tensor, n_pos: int) -> Tensor:
+def past_weights(slope: Tensor, n_pos: int) -> Float[Tensor, "query_pos key_pos"]:
     """[query s, key t]: softmax over t < s of −slope·(s − t − 1), an ALiBi head under the strict mask;
     row 0 has no key and is all zeros."""
     position = torch.arange(n_pos, device=slope.device)

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jaxtyping import Float
+
 if TYPE_CHECKING:  # torch is imported where it is used: recipes read the names without loading it
     from torch import Tensor
 
 CLAMP_LAYERS = {"previous-token": 0, "induction": 1}
 
 
-def previous_token_pattern(tokens: Tensor) -> Tensor:
+def previous_token_pattern(tokens: Tensor) -> Float[Tensor, "batch query_pos key_pos"]:
     """[batch, query, key]."""
     import torch
 
@@ -33,7 +35,7 @@ def previous_token_pattern(tokens: Tensor) -> Tensor:
     return pattern.expand(tokens.shape[0], n_pos, n_pos)
 
 
-def induction_pattern(tokens: Tensor) -> Tensor:
+def induction_pattern(tokens: Tensor) -> Float[Tensor, "batch query_pos key_pos"]:
     """[batch, query, key]."""
     import torch
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from jaxtyping import UInt8
 from torch import Tensor
 
 
@@ -22,7 +23,7 @@ class GeneratorStream:
     def take(self, n_seqs: int) -> Any:
         return self.draw(n_seqs, self.generator)
 
-    def get_state(self) -> Tensor:
+    def get_state(self) -> UInt8[Tensor, " rng_state"]:
         return self.generator.get_state()
 
     def set_state(self, state: Tensor) -> None:

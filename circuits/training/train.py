@@ -23,8 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from jaxtyping import Float
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
+from torch import Tensor
 from tqdm.auto import tqdm
 
 from induction_probes.circuits.common.devices import device_kind, resolve_device
@@ -121,7 +123,7 @@ class Trainer:
         self.loss_sum += loss.item()
         self.loss_count += 1
 
-    def eval_outputs(self) -> torch.Tensor:
+    def eval_outputs(self) -> Float[Tensor, "batch ..."]:
         """The model's outputs on the evaluation set, ``eval_chunk`` sequences per forward pass (any chunk
         gives the same outputs, to the bit: each sequence's arithmetic does not depend on its batch)."""
         inputs = self.eval_inputs

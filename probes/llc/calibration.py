@@ -24,6 +24,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import torch
+from jaxtyping import Float
 from torch import Tensor, nn
 
 from induction_probes.probes.llc.estimator import estimate_llc
@@ -44,7 +45,7 @@ def rrr_learning_coefficient(M: int, N: int, H: int, r: int) -> tuple[Fraction, 
     return Fraction(M * N, 2), 1  # M + N < H + r: the only case left
 
 
-def orthogonal_noise(x: Tensor, out: int, generator: torch.Generator) -> Tensor:
+def orthogonal_noise(x: Tensor, out: int, generator: torch.Generator) -> Float[Tensor, "n d_out"]:
     """Gaussian noise [n, out] with its least-squares fit on ``x`` removed, so that xᵀ noise = 0."""
     noise = torch.randn(len(x), out, generator=generator, dtype=x.dtype)
     return noise - x @ torch.linalg.lstsq(x, noise).solution
@@ -58,7 +59,7 @@ class ReducedRank(nn.Module):
         self.A = nn.Parameter(A.clone())
         self.B = nn.Parameter(B.clone())
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor) -> Float[Tensor, "n d_out"]:
         return x @ self.A.T @ self.B.T
 
 
@@ -67,11 +68,11 @@ class Linear(nn.Module):
         super().__init__()
         self.w = nn.Parameter(w.clone())
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor) -> Float[Tensor, "n d_out"]:
         return x @ self.w
 
 
-def squared_error(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
+def squared_error(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Float[Tensor, ""]:
     """½ ‖y − f(x)‖² averaged over the batch: the Gaussian negative log-likelihood (unit noise) up to a constant."""
     x, y = batch
     return 0.5 * ((y - model(x)) ** 2).sum(-1).mean()

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import torch
+from jaxtyping import Float
 from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh
 from torch import Tensor
 
@@ -21,7 +22,7 @@ def sampled_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
 
-def full_loss(model, loss_fn, data, create_graph: bool = False) -> Tensor:
+def full_loss(model, loss_fn, data, create_graph: bool = False) -> Float[Tensor, ""]:
     """The mean loss over all of ``data``, in chunks of :data:`CHUNK` samples, weighted by their sizes."""
     n = len(data[0])
     total = 0.0

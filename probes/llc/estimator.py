@@ -179,7 +179,8 @@ def relaxation_steps(lr: float, gamma: float) -> int:
     if not rate * MAX_RULE_STEPS >= 1:
         raise LLCError(
             f"lr {lr:.3g} with localization {gamma:.3g} needs {1 / rate if rate else math.inf:.3g} "
-            f"steps per e-fold, more than {MAX_RULE_STEPS:,}: give burn_in and draws (--burn-in, --draws) or a larger lr"
+            f"steps per e-fold, more than {MAX_RULE_STEPS:,}: give burn_in and draws (--burn-in, --draws) "
+            "or a larger lr"
         )
     return math.ceil(1.0 / rate)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 from torch.func import functional_call
 
@@ -29,7 +30,7 @@ from induction_probes.probes.llc.estimator import estimate_llc
 SCALED = {"c": ("blocks.0.attn.W_Q", "blocks.1.attn.W_Q", "blocks.1.attn.W_K"), "unembed": ("unembed.W_U",)}
 
 
-def next_token_loss(model, batch: tuple[Tensor]) -> Tensor:
+def next_token_loss(model, batch: tuple[Tensor]) -> Float[Tensor, ""]:
     """Mean next-token cross-entropy of a batch of sequences [batch, pos], from the logits, so that any model
     of tokens is sampled the same way (the minimal model returns logits only)."""
     tokens = batch[0]

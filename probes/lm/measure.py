@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from jaxtyping import Int
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from induction_probes.circuits.interop.language_models import as_hooked
@@ -65,7 +65,7 @@ def chunk_size(model, n_pos: int) -> int:
     return max(1, CHUNK_NUMBERS // per_sequence)
 
 
-def chunked_loss(forward: Callable[[Tensor], Tensor], tokens: Tensor, size: int) -> Tensor:
+def chunked_loss(forward: Callable[[Tensor], Tensor], tokens: Tensor, size: int) -> Float[Tensor, " pos_1"]:
     """The per-token loss averaged over sequences, ``forward`` (tokens → logits) run ``size`` at a time."""
     total = 0.0
     for start in range(0, tokens.shape[0], size):
@@ -116,7 +116,7 @@ def check_ids(model, tokens: Tensor) -> None:
         raise ValueError(f"token ids must lie in 0..{model.cfg.d_vocab - 1}, the model's vocabulary")
 
 
-def text_windows(model, text: str, late: int) -> Tensor:
+def text_windows(model, text: str, late: int) -> Int[Tensor, "batch pos"]:
     """The text's tokens in consecutive windows of ``late + 1`` tokens, each opened by the BOS token when
     the model has one (the remainder of the text is dropped)."""
     tokenizer = getattr(model, "tokenizer", None)

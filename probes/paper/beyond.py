@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from induction_probes.probes.paper.edelman_sweeps import PAPER, k_seqs, redraw, source
-from induction_probes.probes.paper.entries import AGREE, EXTRA, PARTLY, Entry
+from induction_probes.probes.paper.entries import EXTRA, PARTLY, Entry, judged
 from induction_probes.probes.paper.shipped import open_run, read_json
 
 
@@ -21,13 +21,14 @@ def clamps_entry(directory: Path) -> Entry:
         + ", ".join(f"{k_seqs(stat)} with {name}" for name, stat in clamped.items())
         + " (Singh et al.'s clamps: the layer's attention set to its ideal pattern from the first step)"
     )
-    return Entry(
+    return judged(
         PAPER,
         "§3 (the layers click together)",
         "Neither layer has much signal until the other forms: the plateau ends when the two layers click together.",
         ours,
-        AGREE if together else PARTLY,
-        "" if together else "one clamp leaves most of the plateau",
+        together,
+        PARTLY,
+        "one clamp leaves most of the plateau",
         figures,
         source("clamps"),
     )

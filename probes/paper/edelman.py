@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry
+from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, judged
 from induction_probes.probes.paper.runs import (
     MarkovFacts,
     around_transition,
@@ -60,15 +60,16 @@ def phase_entries(k3: MarkovFacts, k2: MarkovFacts, minimal: MarkovFacts) -> lis
     ours = "; ".join(f"{f.name}: {phases_text(f)}" for f in runs)
     failing = [f.name for f in runs if not passes(f, order)]
     return [
-        Entry(
+        judged(
             PAPER,
             "Fig. 1; Fig. 3 right",
             "Over training the model's last-token predictions move from the uniform "
             "strategy to the unigram one (a plateau), then to the bigram one (the statistical induction head); "
             "the minimal model passes the same phases.",
             ours,
-            AGREE if not failing else DIFFER,
-            "" if not failing else "no unigram plateau in " + ", ".join(failing),
+            not failing,
+            DIFFER,
+            "no unigram plateau in " + ", ".join(failing),
             [f.figures["strategies"] for f in runs],
             [f"checkpoints/{f.name}/metrics.jsonl" for f in runs],
         )
@@ -121,14 +122,15 @@ def baselines_entry(k3: MarkovFacts, k2: MarkovFacts) -> Entry:
             rows.append(f"k = {k} {name} {ours:.4f} (theirs {theirs})")
             if abs(ours - theirs) > bound:
                 outside.append(f"k = {k} {name} by {ours - theirs:+.3f} (2 s.e. {bound:.3f})")
-    return Entry(
+    return judged(
         PAPER,
         "Fig. 3 (strategy lines)",
         "The strategies' last-token KL(true ‖ strategy): uniform, unigram "
         "(Laplace counts) and bigram (Laplace counts of transitions), drawn as baselines.",
         "; ".join(rows) + f"; on each run's {k3.n_eval:,} evaluation sequences",
-        AGREE if not outside else DIFFER,
-        "" if not outside else "outside the authors' sampling noise (not explained here): " + "; ".join(outside),
+        not outside,
+        DIFFER,
+        "outside the authors' sampling noise (not explained here): " + "; ".join(outside),
         [k2.figures["loss"]],
         ["checkpoints/markov-k3/config.json", "checkpoints/markov-k2/config.json"],
     )
@@ -144,14 +146,15 @@ def attention_entry(k3: MarkovFacts) -> Entry:
         f"{chance.bigram_matching[-1].max().item():.3f}); the heatmaps show both patterns forming"
     )
     formed = previous > 0.5 and matching > 0.5
-    return Entry(
+    return judged(
         PAPER,
         "Fig. 2",
         "The first layer becomes a previous-token head; the second, from the last token, "
         "attends to the tokens that followed earlier occurrences of the current token.",
         ours,
-        AGREE if formed else DIFFER,
-        "" if formed else "a score stays at or below one half",
+        formed,
+        DIFFER,
+        "a score stays at or below one half",
         [k3.figures["attention"], k3.figures["scores"]],
         ["checkpoints/markov-k3 (probed)"],
     )
@@ -186,15 +189,16 @@ def positional_entries(k3: MarkovFacts, k2: MarkovFacts, directory: Path) -> lis
         excess = {s: odd_even_excess(facts.probes[s].positional_profile[0]) for s in steps}
         rows.append(f"{facts.name}: " + ", ".join(f"{v:+.4f} at step {s}" for s, v in excess.items()))
         signs.append(excess[steps[1]] > max(0.0, excess[steps[0]]))
-    alternation = Entry(
+    alternation = judged(
         PAPER,
         "Fig. 3 middle; ICML Fig. 11 (k = 2)",
         "During the transition the positional weights at "
         "odd distances grow above those at even distances, the bias fading with distance.",
         "mean weight at odd distances 3–19 minus even 2–18 (distance 1 left out; a uniform profile gives "
         "each distance about 0.01), plateau / transition / end: " + "; ".join(rows),
-        AGREE if all(signs) else DIFFER,
-        "" if all(signs) else "at the transition checkpoint the odd distances do not lead in every run",
+        all(signs),
+        DIFFER,
+        "at the transition checkpoint the odd distances do not lead in every run",
         figures,
         ["checkpoints/markov-k3, checkpoints/markov-k2 (probed)"],
     )
@@ -220,7 +224,7 @@ def minimal_entries(minimal: MarkovFacts) -> list[Entry]:
     drop = minimal.probes[minimal.shown[1]]
     excess = odd_even_excess(drop.v.detach().numpy())
     diagonal_ok, previous_ok = diagonal > off, int(v.argmax()) == 1
-    parameters = Entry(
+    parameters = judged(
         PAPER,
         "Fig. 4 centre and right; Fig. 5 (ICML)",
         "The minimal model's second-layer matrix W turns "
@@ -229,8 +233,9 @@ def minimal_entries(minimal: MarkovFacts) -> list[Entry]:
         f"minimal-k3, last step: W diagonal {diagonal:.3f} against off-diagonal {off:.3f}; v peaks at "
         f"distance {int(v.argmax())} (v_1 = {v[1]:.2f}, v_0 = {v[0]:.2f}); at step {minimal.shown[1]} "
         f"(the drop) mean v at odd distances 3–19 minus even 2–18: {excess:+.4f}",
-        AGREE if diagonal_ok and previous_ok and excess > 0 else PARTLY,
-        "" if diagonal_ok and previous_ok and excess > 0 else "odd distances do not lead at the drop",
+        diagonal_ok and previous_ok and excess > 0,
+        PARTLY,
+        "odd distances do not lead at the drop",
         [minimal.figures["v"], minimal.figures["W"]],
         ["checkpoints/minimal-k3 (loaded)"],
     )
@@ -246,14 +251,15 @@ def order_entry(k3: MarkovFacts, directory: Path) -> Entry:
         f"{name.replace('_', ' ')} {step if step is not None else 'never'}" for name, step in first.items()
     )
     ordered = layer1 is not None and (layer0 is None or layer1 < layer0)
-    return Entry(
+    return judged(
         PAPER,
         "§3 (rebuttal on Fig. 2)",
         "The second layer forms before the first: its token matching "
         "appears on the plateau, the previous-token head only at the transition.",
         ours,
-        AGREE if ordered else DIFFER,
-        "" if ordered else "layer 0's previous-token head forms first",
+        ordered,
+        DIFFER,
+        "layer 0's previous-token head forms first",
         [k3.figures["progress"]],
         ["checkpoints/markov-k3 (all 137 checkpoints' weights)"],
     )
@@ -267,15 +273,16 @@ def prop21_entries(k3: MarkovFacts, directory: Path) -> list[Entry]:
 
     check = check_prop21(3, 100.0, 100, 200, 0)
     exact = check.max_abs_error < 1e-6  # float64: the c = 100 construction is within 2e-11 of its limit
-    construction = Entry(
+    construction = judged(
         PAPER,
         "Prop. 2.1",
         "A two-layer attention-only transformer (d = 3k, scale c) outputs the in-context bigram statistics as c → ∞.",
         f"k = 3, c = 100, 200 sequences of 100 tokens: max |output − limit| {check.max_abs_error:.1e}; "
         f"the limit differs from pure bigram frequencies by up to {check.bigram_gap:.3f} (the first "
         "position keys itself); the output is a frequency vector, not calibrated logits",
-        AGREE if exact else DIFFER,
-        "" if exact else "the construction is not at its limit at c = 100",
+        exact,
+        DIFFER,
+        "the construction is not at its limit at c = 100",
         [plot_prop21(check, directory / "prop21_k3.png")],
         ["computed (seed 0)"],
     )

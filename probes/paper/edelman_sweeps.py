@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, interval_text, not_yet
+from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, interval_text, judged, not_yet
 from induction_probes.probes.paper.shipped import summary
 
 PAPER = "Edelman et al. 2024"
@@ -79,13 +79,14 @@ def seed_entry(directory: Path) -> Entry:
         f"{k_seqs(base['transition'])} sequences (per seed {transitions[0] / 1000:.1f}k to "
         f"{transitions[-1] / 1000:.1f}k); final KL {interval_text(base['final_kl'])}"
     )
-    return Entry(
+    return judged(
         PAPER,
         "appendix (10 seeds)",
         "Across seeds the transition time varies; the two-drop shape does not.",
         ours,
-        AGREE if three else PARTLY,
-        "" if three else "not every seed passes the three phases",
+        three,
+        PARTLY,
+        "not every seed passes the three phases",
         figures,
         source("seed-variance"),
     )
@@ -100,13 +101,14 @@ def layers_entry(directory: Path) -> Entry:
         f"{one['transition']['n_reached']}/{one['n_seeds']}, final KL {interval_text(one['final_kl'])}; two layers "
         f"{interval_text(two['final_kl'])}"
     )
-    return Entry(
+    return judged(
         PAPER,
         "appendix (one layer)",
         "A single-layer transformer stays at or above the unigram level, even trained much longer.",
         ours,
-        AGREE if stuck else DIFFER,
-        "" if stuck else "a one-layer run reaches the bigram strategy",
+        stuck,
+        DIFFER,
+        "a one-layer run reaches the bigram strategy",
         figures,
         source("layers"),
     )
@@ -124,13 +126,14 @@ def context_entry(directory: Path) -> Entry:
         f"final KL {interval_text(short['final_kl'])} (T = 100) against {interval_text(long['final_kl'])} (T = 200)"
     )
     ok = all(plateau) and none_short
-    return Entry(
+    return judged(
         PAPER,
         "appendix (k = 8)",
         "With 8 states the unigram phase is visible only with a longer context (T = 200).",
         ours,
-        AGREE if ok else PARTLY,
-        "" if ok else "the unigram phase does not split by T",
+        ok,
+        PARTLY,
+        "the unigram phase does not split by T",
         figures,
         source("k8-context"),
     )
@@ -142,15 +145,16 @@ def trigram_entries(directory: Path) -> list[Entry]:
     peaks = [tuple(run["probes"]["positional_peaks_layer0"]) for run in two["runs"]]
     specialised = all(sorted(p) == [1, 2] for p in peaks)
     four = all(run["phases"][-1] == "trigram" and "bigram" in run["phases"] for run in two["runs"])
-    heads = Entry(
+    heads = judged(
         PAPER,
         "Fig. on p. 8 (multi-head)",
         "With n − 1 first-layer heads the model learns second-order "
         "chains through uniform → unigram → bigram → trigram, its first-layer heads looking back 1 and 2.",
         f"two first-layer heads, 5 seeds: ends at trigram through bigram in all: {four}; transition "
         f"{k_seqs(two['transition'])} sequences; positional peaks per seed {peaks}",
-        AGREE if four and specialised else PARTLY,
-        "" if four and specialised else "not every seed specialises",
+        four and specialised,
+        PARTLY,
+        "not every seed specialises",
         figures,
         source("trigram"),
     )

@@ -33,6 +33,24 @@ class Entry:
             raise ValueError(f"{self.paper} {self.where}: a verdict of {self.verdict!r} needs its reason")
 
 
+def judged(
+    paper: str,
+    where: str,
+    claim: str,
+    ours: str,
+    holds: bool,
+    otherwise: str,
+    why: str,
+    figures: list[Path] | None = None,
+    sources: list[str] | None = None,
+) -> Entry:
+    """The entry of a claim checked by one test: agree when ``holds``, else the verdict ``otherwise`` with the
+    reason ``why``."""
+    return Entry(
+        paper, where, claim, ours, AGREE if holds else otherwise, "" if holds else why, figures or [], sources or []
+    )
+
+
 def not_yet(paper: str, where: str, claim: str, issue: str, today: str = "nothing yet") -> Entry:
     """A figure or claim the project does not reproduce yet, with the issue that would add it."""
     return Entry(paper, where, claim, today, NOT_YET, reason=issue)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, not_yet
+from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, judged, not_yet
 from induction_probes.probes.paper.shipped import open_run, read_json
 
 PAPER = "Wang et al. 2024"
@@ -21,7 +21,7 @@ def theorem_entries(directory: Path) -> list[Entry]:
     ih2 = check_wang_ih2(d=2, beta=20.0, seq_len=20, n_seqs=1000, seed=0)
     errors = [error for _, error in ih2.error_by_beta]
     falls = all(b <= a for a, b in zip(errors, errors[1:])) and errors[-1] < 1e-3
-    first = Entry(
+    first = judged(
         PAPER,
         "Thm 4.1",
         "A two-layer single-head transformer without FFN (an ALiBi previous-token head, "
@@ -29,8 +29,9 @@ def theorem_entries(directory: Path) -> list[Entry]:
         "d = 2, L = 20, 1,000 Gaussian sequences: relative error "
         + ", ".join(f"{error:.1e} at β = {beta:g}" for beta, error in ih2.error_by_beta)
         + f"; layer 0 previous-token score {ih2.previous_token:.4f} at β = 20",
-        AGREE if falls else DIFFER,
-        "" if falls else "the error does not fall with β",
+        falls,
+        DIFFER,
+        "the error does not fall with β",
         [
             plot_error_curve(
                 ih2.error_by_beta,
@@ -44,7 +45,7 @@ def theorem_entries(directory: Path) -> list[Entry]:
     ihn = check_wang_ihn(d=1, n=3, seq_len=20, n_seqs=1000, seed=0)
     errors = [error for _, error in ihn.error_by_heads]
     falls = all(b <= a for a, b in zip(errors, errors[1:]))
-    second = Entry(
+    second = judged(
         PAPER,
         "Thm 4.3",
         "IH_n from a two-layer transformer with H first-layer heads: error ≤ C (n e^{1+0.01n} "
@@ -52,8 +53,9 @@ def theorem_entries(directory: Path) -> list[Entry]:
         "n = 3, d = 1, L = 20: relative error "
         + ", ".join(f"{e:.1e} at H = {h}" for h, e in ihn.error_by_heads)
         + f"; fitted error ∝ H^-{ihn.fitted_q:.1f} (the bound starts to fall past H = {ihn.paper_scale:.1f})",
-        AGREE if falls else DIFFER,
-        "" if falls else "the error does not fall with H",
+        falls,
+        DIFFER,
+        "the error does not fall with H",
         [
             plot_error_curve(
                 ihn.error_by_heads,
@@ -101,13 +103,14 @@ def trained_entries(directory: Path) -> list[Entry]:
         f"sequences; layer 0 previous-token {previous:.3f}, layer 1 induction (1 − TV to IH_2's attention) "
         f"{induction:.3f}; zero-ablating " + ", ".join(f"{label} gives {value:.2f}" for label, value in bars[1:])
     )
-    trained = Entry(
+    trained = judged(
         PAPER,
         "Thm 4.1 trained; rebuttal Fig. 7 (for IH_2)",
         "Training finds the construction's roles: layer 1 extracts the previous token, layer 2 produces the output.",
         ours,
-        AGREE if formed else PARTLY,
-        "" if formed else "a score or an ablation falls short",
+        formed,
+        PARTLY,
+        "a score or an ablation falls short",
         figures,
         [f"checkpoints/{name}"],
     )
@@ -242,15 +245,16 @@ def plateau_entry(directory: Path) -> Entry:
     rows = [(row["seq_len"], row["sigma"], row["plateau"]) for row in result["rows"]]
     fit = (result["fit"]["slope"], result["fit"]["intercept"], result["fit"]["r2"])
     ok = fit[0] > 0 and fit[2] > 0.9
-    return Entry(
+    return judged(
         PAPER,
         "Thm 5.5; §5",
         "The plateau and the emergence last ~ L · log(1/σ_init): longer contexts and "
         "smaller initialisations delay the transition.",
         f"{len(rows)} toy runs, L in {sorted({r[0] for r in rows})}, σ in {sorted({r[1] for r in rows})}: "
         f"plateau ≈ {fit[0]:.2f}·L·log(1/σ) {fit[1]:+.0f} steps, R² = {fit[2]:.3f}",
-        AGREE if ok else DIFFER,
-        "" if ok else "the plateau length is not linear in L·log(1/σ)",
+        ok,
+        DIFFER,
+        "the plateau length is not linear in L·log(1/σ)",
         [plot_plateau_sweep(rows, fit, directory / "toy_plateau_sweep.png")],
         ["experiments/results/toy/plateau-sweep.json"],
     )

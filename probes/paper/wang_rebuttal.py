@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.paper.entries import AGREE, DIFFER, NOT_YET, Entry, not_yet
+from induction_probes.probes.paper.entries import DIFFER, NOT_YET, Entry, judged, not_yet
 from induction_probes.probes.paper.shipped import read_json
 from induction_probes.probes.paper.wang import ISSUE, PAPER, draw_toy, phases_text, toy_history
 
@@ -14,15 +14,16 @@ CAPACITY_LINE = 0.3  # MSE / target variance below which plots_toy.plot_capacity
 
 def boolean_entry(directory: Path) -> Entry:
     _, _, phases, figure = draw_toy("boolean", directory)
-    return Entry(
+    return judged(
         PAPER,
         "rebuttal Fig. 4",
         "With Boolean ±1 tokens the toy shows the same four phases and the same 4-gram → induction transition.",
         f"±1 tokens, one run: {phases_text(phases)}"
         if phases
         else "±1 tokens, one run: the four phases did not all appear",
-        AGREE if phases else DIFFER,
-        "" if phases else "a phase is missing",
+        phases,
+        DIFFER,
+        "a phase is missing",
         [figure],
         ["experiments/results/toy/boolean/metrics.jsonl"],
     )
@@ -58,14 +59,15 @@ def capacity_entry(directory: Path) -> Entry:
     ours = "IH_4, d = 2, L = 20, one seed each, 10,000 Adam steps: " + ", ".join(
         f"{label} {error:.3f}" for label, _, _, error in rows
     )
-    return Entry(
+    return judged(
         PAPER,
         "rebuttal Fig. 6",
         "A two-layer model with one first-layer head, or with width D = 2d, fails to "
         "represent IH_4; with enough heads and D = n·d it succeeds.",
         ours,
-        AGREE if learns == expected else DIFFER,
-        "" if learns == expected else "a model fails or succeeds against the claim",
+        learns == expected,
+        DIFFER,
+        "a model fails or succeeds against the claim",
         [plot_capacity_table(rows, directory / "ih4_capacity.png")],
         ["experiments/results/ih4/capacity.json"],
     )

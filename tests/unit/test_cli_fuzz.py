@@ -328,7 +328,8 @@ def tamper(scratch: Path, how: str) -> None:
         folder.rename(scratch / how.replace(" ", "-"))
         folder.symlink_to(scratch / how.replace(" ", "-"), target_is_directory=True)
     elif not all((cell / name).is_file() for name in ("config.json", "metrics.jsonl")):
-        return  # an earlier tampering made one a pipe (or moved the cell): nothing left to edit, and reading would block
+        # an earlier tampering made one a pipe (or moved the cell): nothing left to edit, and reading would block
+        return
     elif how.startswith("metrics "):
         text = (cell / "metrics.jsonl").read_text()
         replace = {

@@ -231,7 +231,8 @@ from pathlib import Path
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.figures import plots
 run = Run.open("markov-k3")
-plots.plot_distance_to_strategies(run.metrics(), ["uniform", "unigram", "bigram"], "markov-k3", Path({str(tmp_path)!r}) / "kl.png")
+out = Path({str(tmp_path)!r}) / "kl.png"
+plots.plot_distance_to_strategies(run.metrics(), ["uniform", "unigram", "bigram"], "markov-k3", out)
 print(matplotlib.get_backend(), plt.get_fignums())
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

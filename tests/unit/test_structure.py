@@ -156,6 +156,11 @@ DIMENSIONS = {
     "draw": "SGLD draws",
     "n": "points of a fit",
     "token": "a vocabulary's tokens",
+    "layer": "layers of a model",
+    "row": "rows of a matrix a function is given",
+    "k_1": "the k − 1 directions orthogonal to all-ones",
+    "history": "(n − 1)·d: the previous n − 1 vectors of IH_n side by side",
+    "rng_state": "a random generator's state, as bytes",
     "...": "any leading axes",
     "2": "the two states of a k = 2 chain",
 }
@@ -177,3 +182,23 @@ def test_every_tensor_annotation_names_its_axes_from_one_vocabulary():
                     if dim not in DIMENSIONS:
                         unknown.setdefault(dim, f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not unknown, f"axis names outside the vocabulary (add one with its meaning, or use one): {unknown}"
+
+
+def public_functions(tree: ast.Module):
+    """Module-level functions and the methods of module-level classes whose names do not start with _."""
+    for node in tree.body:
+        members = node.body if isinstance(node, ast.ClassDef) else [node]
+        for member in members:
+            if isinstance(member, ast.FunctionDef) and not member.name.startswith("_"):
+                yield member
+
+
+def test_no_public_function_returns_a_bare_tensor():
+    """A return type of plain ``Tensor`` says nothing of its axes; the reader then has to run the code."""
+    bare = [
+        f"{path.relative_to(ROOT)}:{function.lineno} {function.name}"
+        for path in SOURCES
+        for function in public_functions(ast.parse(path.read_text()))
+        if function.returns is not None and ast.unparse(function.returns) in ("Tensor", "torch.Tensor")
+    ]
+    assert not bare, f"public functions returning a bare Tensor (give its axes): {bare}"

@@ -17,6 +17,7 @@ from induction_probes.circuits.tasks.base import TaskConfig
 
 if TYPE_CHECKING:
     import torch
+    from jaxtyping import Float
     from torch import Tensor
 
 
@@ -66,19 +67,19 @@ class GaussianTask(TaskConfig):
     def describe(self) -> str:
         return f"Gaussian induction task {self.target} (n={self.order}), d={self.d}, L={self.seq_len}"
 
-    def W_star(self) -> Tensor:
+    def W_star(self) -> Float[Tensor, "history history"]:
         import torch
 
         return self.w_star * torch.eye((self.order - 1) * self.d, dtype=torch.float64)
 
-    def target_of(self, x: Tensor) -> Tensor:
+    def target_of(self, x: Tensor) -> Float[Tensor, "batch d"]:
         from induction_probes.circuits.tasks.gaussian.sequences import induction_head, mixed_target
 
         if self.target == "mixed":
             return mixed_target(x, self.alpha_star, self.W_star())
         return induction_head(x, self.order, self.W_star())
 
-    def sample(self, n_seqs: int, generator: torch.Generator) -> Tensor:
+    def sample(self, n_seqs: int, generator: torch.Generator) -> Float[Tensor, "batch pos d"]:
         """Sequences of this task, float64."""
         from induction_probes.circuits.tasks.gaussian.sequences import sample_sequences
 
@@ -93,13 +94,14 @@ class GaussianTask(TaskConfig):
     def inputs_and_targets(self, x: Tensor) -> tuple[Tensor, Tensor]:
         return x.float(), self.target_of(x).float()
 
-    def loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
+    def loss(self, outputs: Tensor, targets: Tensor) -> Float[Tensor, ""]:
         from torch.nn.functional import mse_loss
 
         return mse_loss(outputs[:, -1], targets)
 
     def eval_set(self, n_seqs: int, seed: int):
-        """A :class:`~induction_probes.circuits.tasks.gaussian.sequences.GaussianEvalSet` of ``n_seqs`` sequences and their targets."""
+        """A :class:`~induction_probes.circuits.tasks.gaussian.sequences.GaussianEvalSet` of ``n_seqs`` sequences
+        and their targets."""
         import torch
 
         from induction_probes.circuits.tasks.gaussian.sequences import GaussianEvalSet

@@ -59,7 +59,9 @@ def draw_doubly_stochastic(n_seqs: int, k: int, generator: torch.Generator) -> F
     return torch.cat(accepted)[:n_seqs]
 
 
-def sinkhorn(matrices: Float[Tensor, "batch k k"], tolerance: float = 1e-12, max_rounds: int = 10_000) -> Tensor:
+def sinkhorn(
+    matrices: Float[Tensor, "batch k k"], tolerance: float = 1e-12, max_rounds: int = 10_000
+) -> Float[Tensor, "batch k k"]:
     """Alternately normalise rows and columns until both sum to 1 within ``tolerance``."""
     for _ in range(max_rounds):
         matrices = matrices / matrices.sum(-2, keepdim=True)
@@ -87,11 +89,15 @@ def draw_unigram(n_seqs: int, k: int, order: int, alpha: float, p, generator) ->
     return sample_dirichlet((n_seqs, 1), k, alpha, generator).expand(-1, k**order, -1).contiguous()
 
 
-def draw_doubly_stochastic_tables(n_seqs: int, k: int, order: int, alpha: float, p, generator) -> Tensor:
+def draw_doubly_stochastic_tables(
+    n_seqs: int, k: int, order: int, alpha: float, p, generator
+) -> Float[Tensor, "batch contexts k"]:
     return draw_doubly_stochastic(n_seqs, k, generator)
 
 
-def draw_spectrum_tables(n_seqs: int, k: int, order: int, alpha: float, p, generator) -> Tensor:
+def draw_spectrum_tables(
+    n_seqs: int, k: int, order: int, alpha: float, p, generator
+) -> Float[Tensor, "batch contexts k"]:
     return draw_spectrum(n_seqs, p, generator)
 
 

@@ -118,7 +118,8 @@ def strategy_names(n: int) -> list[str]:
 class MarkovEvalSet:
     """A fixed evaluation set with everything a model is compared against, computed once.
 
-    Draw one with :meth:`induction_probes.circuits.tasks.markov.task.MarkovTask.eval_set`, with a seed kept apart from the training data's.
+    Draw one with :meth:`induction_probes.circuits.tasks.markov.task.MarkovTask.eval_set`, with a seed kept apart
+    from the training data's.
     """
 
     sample: MarkovSample

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import torch
+from jaxtyping import UInt8
 from torch import Tensor
 
 from induction_probes.circuits.tasks.markov.chains import MarkovSample, walk
@@ -39,7 +40,7 @@ class CountedStream:
             self.count, needed = self.count + stop - start, needed - (stop - start)
         return MarkovSample.concat(parts)
 
-    def get_state(self) -> Tensor:
+    def get_state(self) -> UInt8[Tensor, " rng_state"]:
         return torch.tensor([self.count], dtype=torch.int64)
 
     def set_state(self, state: Tensor) -> None:
@@ -61,7 +62,7 @@ class MixtureStream:
         parts = [stream.take(n) for stream, n in ((self.first, n_first), (self.second, n_second)) if n]
         return MarkovSample.concat(parts)
 
-    def get_state(self) -> Tensor:
+    def get_state(self) -> UInt8[Tensor, " rng_state"]:
         return torch.cat([self.first.get_state(), self.second.get_state()])
 
     def set_state(self, state: Tensor) -> None:

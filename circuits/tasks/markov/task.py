@@ -18,6 +18,7 @@ from induction_probes.circuits.tasks.markov import parameters
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS, SIMPLE_PRIORS
 
 if TYPE_CHECKING:
+    from jaxtyping import Float
     from torch import Tensor
 
 
@@ -109,7 +110,7 @@ class MarkovTask(TaskConfig):
     def inputs_and_targets(self, sample) -> tuple[Tensor, Tensor]:
         return sample.inputs, sample.targets
 
-    def loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
+    def loss(self, outputs: Tensor, targets: Tensor) -> Float[Tensor, ""]:
         from torch.nn.functional import cross_entropy
 
         return cross_entropy(outputs.flatten(0, 1), targets.flatten())
@@ -119,8 +120,8 @@ class MarkovTask(TaskConfig):
         return self if self.eval_prior is None else self.with_prior(self.eval_prior)
 
     def eval_set(self, n_seqs: int, seed: int):
-        """A :class:`~induction_probes.circuits.tasks.markov.strategies.MarkovEvalSet` of the evaluation prior's chains: the truth and
-        every strategy, computed once."""
+        """A :class:`~induction_probes.circuits.tasks.markov.strategies.MarkovEvalSet` of the evaluation prior's
+        chains: the truth and every strategy, computed once."""
         from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
 
         require_int("n_seqs", n_seqs, 1)
