@@ -54,6 +54,8 @@ EXPORTS = {
     # extension points (docs/extending.md): register a task, recipe, model class, probe or prior from outside
     "TASKS": "induction_probes.circuits.tasks.registry",
     "RECIPES": "induction_probes.circuits.recipes.registry",
+    "register_task": "induction_probes.circuits.recipes.registry",  # a task and its recipe, in one call
+    "unregister_task": "induction_probes.circuits.recipes.registry",
     "MODEL_CLASSES": "induction_probes.circuits.models.registry",
     "PROBES": "induction_probes.probes.registry",
     "RUN_PROBES": "induction_probes.probes.registry",

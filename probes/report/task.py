@@ -8,7 +8,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from induction_probes.probes.figures.plots import figure_name
+from induction_probes.probes.figures.plots import figure_name, heads_label
 from induction_probes.probes.figures.plots_task import plot_task_ablation, plot_task_metrics, plot_task_probes
 from induction_probes.probes.report.html import section, write_page
 from induction_probes.probes.report.tables import (
@@ -95,22 +95,25 @@ def ablate_task(
     return with_figures(ablation_text(run, mode, n_seqs, rows), figures)
 
 
-def ablation_rows(baseline: dict, ablated: list) -> list[tuple[str, dict]]:
-    """Each ablated head set's name ("none": the clean model) and its metrics, finite numbers only."""
-    return [("none", scalar_metrics(baseline))] + [(heads_name(heads), scalar_metrics(m)) for heads, m in ablated]
+def ablation_rows(baseline: dict, ablated: list) -> list[tuple[list | None, dict]]:
+    """Each ablated head set (None: the clean model) and its metrics, finite numbers only."""
+    return [(None, scalar_metrics(baseline))] + [(heads, scalar_metrics(metrics)) for heads, metrics in ablated]
 
 
-def ablation_text(run, mode: str, n_seqs: int, rows: list[tuple[str, dict]]) -> str:
-    """``rows``: each ablated head set's name ("none": the clean model) and its metrics."""
+def ablation_text(run, mode: str, n_seqs: int, rows: list[tuple[list | None, dict]]) -> str:
     columns = list(rows[0][1])
-    table = [[name, *(metrics.get(c, float("nan")) for c in columns)] for name, metrics in rows]
+    table = [
+        [heads_name(heads) if heads else "none", *(metrics.get(c, float("nan")) for c in columns)]
+        for heads, metrics in rows
+    ]
     title = f"run {run.path.name}: {mode} ablation on {n_seqs} sequences of {run.task.describe()}"
     return "\n".join([title, format_table(["ablated heads", *columns], table)])
 
 
-def plot_ablation(run, step: int, mode: str, rows: list[tuple[str, dict]], directory: Path) -> Path:
-    title = f"{run.path.name}, step {step}: {mode} ablation"
-    return plot_task_ablation(rows, title, directory / figure_name(run.path.name, "ablation", [step], mode))
+def plot_ablation(run, step: int, mode: str, rows: list[tuple[list | None, dict]], directory: Path) -> Path:
+    bars = [(heads_label(heads) if heads else "none", metrics) for heads, metrics in rows]
+    path = directory / figure_name(run.path.name, "ablation", [step], mode)
+    return plot_task_ablation(bars, f"{run.path.name}, step {step}: {mode} ablation", path)
 
 
 def task_report(run, *, device=None, plot: Path | None = None, as_json: bool = False) -> str | dict:
