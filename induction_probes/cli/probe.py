@@ -67,4 +67,4 @@ def run_ablate(args: argparse.Namespace) -> str:
         cfg = run.model_config
         head_sets = [parse_heads(args.heads, cfg.n_layers, lambda layer: heads_in_layer(cfg, layer))]
     options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
-    return answer(ablation_report(run, head_sets, args.step, args.mode, args.n_seqs, args.seed, **options))
+    return answer(ablation_report(run, head_sets, args.step, args.n_seqs, args.seed, args.mode, **options))

@@ -91,15 +91,16 @@ def ablation_report(
     run,
     head_sets: list[list[tuple[int, int]]] | None = None,
     step: int | None = None,
-    mode: str = "zero",
     n_seqs: int = PROBE_SEQS,
     seed: int = PROBE_SEED,
+    mode: str = "zero",
     *,
     device=None,
     plot: Path | None = None,
     as_json: bool = False,
 ) -> str | dict:
-    """The checkpoint at ``step`` (default the last) with each head set ablated (default: each head alone)."""
+    """The checkpoint at ``step`` (default the last) with each head set ablated (default: each head alone) in
+    ``mode`` (zero, mean or resample), on ``n_seqs`` fresh sequences drawn with ``seed``."""
     from induction_probes.probes.summary import single_heads
 
     step = run.entry(step)["step"]
