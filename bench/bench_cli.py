@@ -13,6 +13,7 @@ CASES = {
     "python -c 'import torch'": [sys.executable, "-c", "import torch"],
     "induction-probes --help": [COMMAND, "--help"],
     "induction-probes train markov --help": [COMMAND, "train", "markov", "--help"],
+    "induction-probes report --help": [COMMAND, "report", "--help"],
     "usage error (train markov --k three)": [COMMAND, "train", "markov", "--k", "three", "--out", "x"],
 }
 

@@ -3,9 +3,11 @@
 The names a notebook needs, importable from here::
 
     from induction_probes import Run, MarkovTask, MarkovRecipe, train_run, probe_model, ablation_study
+    from induction_probes import probe_report, run_report, html_report, run_sweep, summarize_sweep
 
 Each is defined in the layer it belongs to (:mod:`induction_probes.circuits` for tasks, models, recipes,
-training and run directories; :mod:`induction_probes.probes` for measurements) and resolved on first use,
+training, sweeps and run directories; :mod:`induction_probes.probes` for measurements, sweep summaries
+and the report) and resolved on first use,
 so ``import induction_probes`` loads neither torch nor matplotlib; the command line is
 :mod:`induction_probes.cli`.
 """
@@ -40,11 +42,24 @@ EXPORTS = {
     "ablation_study": "induction_probes.probes.summary",
     "single_heads": "induction_probes.probes.summary",
     "compare_with_prop21": "induction_probes.probes.compare",
+    # the report: what probe, ablate and report print (text, or a dict with as_json=True), figures, the page
+    "probe_report": "induction_probes.probes.report.views",
+    "ablation_report": "induction_probes.probes.report.views",
+    "run_report": "induction_probes.probes.report.views",
+    "html_report": "induction_probes.probes.report.views",
+    # sweeps: train every cell of a spec (many seeds and conditions), then summarize them over seeds
+    "parse_spec": "induction_probes.circuits.sweeps.sweep_spec",
+    "run_sweep": "induction_probes.circuits.sweeps.sweep",
+    "summarize_sweep": "induction_probes.probes.sweeps.summary",
     # extension points (docs/extending.md): register a task, recipe, model class, probe or prior from outside
     "TASKS": "induction_probes.circuits.tasks.registry",
     "RECIPES": "induction_probes.circuits.recipes.registry",
+    "register_task": "induction_probes.circuits.recipes.registry",  # a task and its recipe, in one call
+    "unregister_task": "induction_probes.circuits.recipes.registry",
     "MODEL_CLASSES": "induction_probes.circuits.models.registry",
     "PROBES": "induction_probes.probes.registry",
+    "RUN_PROBES": "induction_probes.probes.registry",
+    "VIEWS": "induction_probes.probes.report.views",
     "PRIORS": "induction_probes.circuits.tasks.markov.prior_registry",
     "TaskConfig": "induction_probes.circuits.tasks.base",
     "Recipe": "induction_probes.circuits.recipes.base",

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from jaxtyping import Float
+import torch
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet, closest_strategy
@@ -66,6 +67,15 @@ def log_spread_steps(sequences_by_step: dict[int, int], n: int = 12) -> set[int]
     low, high = math.log(min(seen.values())), math.log(max(seen.values()))
     grid = [low + (high - low) * i / (n - 1) for i in range(n)] if n > 1 else [high]
     return {min(seen, key=lambda step: abs(math.log(seen[step]) - point)) for point in grid}
+
+
+def even_sequence(tokens: Int[Tensor, "batch pos"], n_pos: int = 30, candidates: int = 100) -> Int[Tensor, " pos"]:
+    """The sequence of the first ``candidates`` whose first ``n_pos`` tokens are spread most evenly over the
+    states (the highest entropy of their counts): where one token dominates, nearly every key matches and
+    an attention heatmap shows no pattern."""
+    share = torch.nn.functional.one_hot(tokens[:candidates, :n_pos]).sum(1).double() / n_pos
+    entropy = -(share * share.clamp_min(1e-12).log()).sum(-1)
+    return tokens[int(entropy.argmax())]
 
 
 # --- behaviour of one model on an evaluation set -------------------------------------------------

@@ -230,3 +230,21 @@ def config_calibration(cfg) -> dict[str, Measure]:
 def first_crossing(results: list[ProgressMeasures], measure: Measure) -> int | None:
     """The first step at which the best head reaches the measure's threshold (None: never)."""
     return next((r.step for r in results if r.value(measure.name) >= measure.threshold), None)
+
+
+def threshold_crossings(progress: list[ProgressMeasures], cfg, sequences_seen: dict[int, int]) -> dict[str, dict]:
+    """Per calibrated measure of ``cfg``: its chance and construction values, its threshold, the value at
+    the last of ``progress``, and the first step at which the best head reaches the threshold with the
+    sequences seen by then (``sequences_seen`` by step; both None: never)."""
+    rows = {}
+    for name, measure in config_calibration(cfg).items():
+        step = first_crossing(progress, measure)
+        rows[name] = {
+            "chance": measure.chance,
+            "construction": measure.construction,
+            "threshold": measure.threshold,
+            "value": progress[-1].value(name),
+            "first_step": step,
+            "first_sequences": None if step is None else sequences_seen[step],
+        }
+    return rows

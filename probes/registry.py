@@ -10,6 +10,11 @@ not the chunk's sequence count): chunks are combined by the weighted mean. A reg
 - ``calibrated``: its chance level on the probe set is in
   :func:`~induction_probes.probes.attention.chance_scores`, so the run's warnings and thresholds use it.
 
+:data:`RUN_PROBES` says how a run is probed, by its task's registered name: an entry is a function
+``probe(run, eval_set, steps, device)`` returning a :class:`~induction_probes.probes.run_probes.RunProbes` of
+``steps`` on ``eval_set`` (``None``: the task's default probe set). ``probe_run`` calls it for every run of that
+task; a task without an entry gets the registered attention probes and its own metrics.
+
 Imports nothing heavy: the entries are resolved on first use."""
 
 from __future__ import annotations
@@ -22,3 +27,9 @@ PROBES = Registry("probe", __name__)
 PROBES.register("previous_token", f"{_SCORES}:previous_token", calibrated=True)
 PROBES.register("bigram_matching", f"{_SCORES}:bigram_matching", calibrated=True)
 PROBES.register("bigram_matching_ideal", f"{_SCORES}:bigram_matching_ideal", calibrated=True)
+
+_SUMMARY = "induction_probes.probes.summary"
+
+RUN_PROBES = Registry("run probe", __name__)
+RUN_PROBES.register("markov", f"{_SUMMARY}:probe_markov_run")
+RUN_PROBES.register("gaussian", f"{_SUMMARY}:probe_gaussian_run")

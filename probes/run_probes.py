@@ -23,8 +23,9 @@ PROBE_MEASURES = PROBES.where(calibrated=True)  # the probes whose chance level 
 
 def probe_calibration(chance: dict[str, float]) -> dict[str, Measure]:
     """Each attention probe's chance value (attention spread evenly over the keys j ≤ i, on the probe set),
-    its ideal value 1 (all attention where the score looks), and the threshold halfway between."""
-    return {name: Measure(name, chance[name], 1.0) for name in PROBE_MEASURES}
+    its ideal value 1 (all attention where the score looks), and the threshold halfway between (none where
+    ``chance`` has none: a Gaussian-task run's probes are not the token probes)."""
+    return {name: Measure(name, chance[name], 1.0) for name in PROBE_MEASURES if name in chance}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Every probe on one ICL-MC checkpoint, across a run, and head-ablation studies.
+"""Every probe on one ICL-MC or Gaussian-task checkpoint, across a run of any task, and head-ablation studies.
 
 One forward pass per checkpoint gives both the attention patterns and the logits, so probing a whole
 run costs one evaluation-set forward per checkpoint, loaded lazily one at a time.
@@ -27,6 +27,7 @@ from induction_probes.probes.attention import (
 )
 from induction_probes.probes.behaviour import Behaviour, behaviour
 from induction_probes.probes.progress import ProgressMeasures, progress_measures, unmeasurable_reason
+from induction_probes.probes.registry import RUN_PROBES
 from induction_probes.probes.run_probes import RunProbes
 from induction_probes.probes.scores import attention_probes
 from induction_probes.probes.task_probes import probe_task_model
@@ -122,20 +123,29 @@ def probe_run(
 ) -> RunProbes:
     """Probes of every checkpoint (or of ``steps``), loading one checkpoint at a time onto ``device``, as one
     :class:`~induction_probes.probes.run_probes.RunProbes` (iterate it, or ``.to_frame()``). Without
-    ``eval_set``, PROBE_SEQS fresh sequences of the run's task drawn with PROBE_SEED. An ICL-MC run's
-    checkpoints are :class:`CheckpointProbes`; a run of a registered task without probes of its own gets
+    ``eval_set``, PROBE_SEQS fresh sequences of the run's task drawn with PROBE_SEED. How a run is probed is
+    its task's entry in :data:`~induction_probes.probes.registry.RUN_PROBES`: an ICL-MC run's checkpoints are
+    :class:`CheckpointProbes` (:func:`probe_markov_run`), a Gaussian-task run's :class:`GaussianProbes`
+    (:func:`probe_gaussian_run`), and a run of a registered task without an entry of its own gets
     :class:`~induction_probes.probes.task_probes.TaskProbes` (the registered attention probes and its task's
-    metrics); a Gaussian-task run is refused (:func:`probe_gaussian` probes it)."""
-    if isinstance(run.task, GaussianTask):
-        raise ValueError(
-            f"run {run.path.name} is a Gaussian-task run, not a token task's: probe it with probe_gaussian"
-        )
-    markov = isinstance(run.task, MarkovTask)
-    if eval_set is None:
-        eval_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if markov else run.task.eval_set(PROBE_SEQS, PROBE_SEED)
-    probe = probe_model if markov else probe_task_model
-    steps = run.steps if steps is None else steps
-    checkpoints = [probe(run.load(step=step, device=device), eval_set, step) for step in steps]
+    metrics)."""
+    name = run.task.name
+    probe = RUN_PROBES.get(name) if name in RUN_PROBES else probe_task_run
+    return probe(run, eval_set, run.steps if steps is None else steps, device)
+
+
+def probe_markov_run(run: Run, eval_set: MarkovEvalSet | None, steps: list[int], device=None) -> RunProbes:
+    """:func:`probe_model` of each of ``steps``: the RUN_PROBES entry of ICL-MC runs."""
+    eval_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if eval_set is None else eval_set
+    checkpoints = [probe_model(run.load(step=step, device=device), eval_set, step) for step in steps]
+    return RunProbes.collect(run, eval_set.inputs, checkpoints)
+
+
+def probe_task_run(run: Run, eval_set, steps: list[int], device=None) -> RunProbes:
+    """:func:`~induction_probes.probes.task_probes.probe_task_model` of each of ``steps``: how a run of a task
+    without a RUN_PROBES entry is probed."""
+    eval_set = run.task.eval_set(PROBE_SEQS, PROBE_SEED) if eval_set is None else eval_set
+    checkpoints = [probe_task_model(run.load(step=step, device=device), eval_set, step) for step in steps]
     return RunProbes.collect(run, eval_set.inputs, checkpoints)
 
 
@@ -211,11 +221,13 @@ class GaussianProbes(Tidy):
 
 
 def probe_gaussian(
-    run: Run, step: int | None = None, n_seqs: int = 1000, seed: int = 12345, device=None
+    run: Run, step: int | None = None, n_seqs: int = 1000, seed: int = 12345, device=None, probe_set=None
 ) -> GaussianProbes:
+    """A Gaussian-task checkpoint (default the last) on ``probe_set``, or on ``n_seqs`` fresh sequences
+    drawn with ``seed``."""
     task = run_task(run, GaussianTask)
     model = run.load(step=step, device=device)
-    probe_set = task.eval_set(n_seqs, seed)
+    probe_set = task.eval_set(n_seqs, seed) if probe_set is None else probe_set
     output, patterns = run_with_patterns(model, probe_set.inputs)
     return GaussianProbes(
         step=run.entry(step)["step"],
@@ -223,6 +235,14 @@ def probe_gaussian(
         previous_token=[previous_token_score(p).tolist() for p in patterns],
         induction=induction_score(patterns[1], probe_set.x, task.W_star(), task.order).tolist(),
     )
+
+
+def probe_gaussian_run(run: Run, eval_set, steps: list[int], device=None) -> RunProbes:
+    """:func:`probe_gaussian` of each of ``steps`` (on ``eval_set``, or PROBE_SEQS fresh sequences drawn with
+    PROBE_SEED, its own defaults): the RUN_PROBES entry of Gaussian-task runs. Its chance levels are the
+    token probes' and do not apply, so the result carries none, nor their warnings."""
+    checkpoints = [probe_gaussian(run, step, PROBE_SEQS, PROBE_SEED, device, probe_set=eval_set) for step in steps]
+    return RunProbes(run, checkpoints, chance={}, warnings=[])
 
 
 def gaussian_ablation_study(

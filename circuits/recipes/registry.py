@@ -5,11 +5,17 @@ and sweeps read from it:
 - ``command``: a ``train`` sub-command and a sweep ``recipe`` (a minibatch recipe trained by ``train_run``);
 - ``help``: that sub-command's one-line help.
 
+A new task needs both registrations, its task and the recipe that trains it; :func:`register_task` makes both
+from the recipe class alone (the recipe names its task class in its ``task`` field).
+
 Imports nothing heavy: the entries are resolved on first use."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from induction_probes.circuits.common.registry import Registry
+from induction_probes.circuits.tasks.registry import TASKS
 
 RECIPES = Registry("recipe", __name__)
 RECIPES.register(
@@ -38,3 +44,27 @@ RECIPES.register(
 )
 
 TRAINED = RECIPES.where(command=True)  # the train sub-commands and the recipes a sweep may name
+
+
+def task_of(recipe: type) -> type:
+    """The task config class a recipe class trains on: its ``task`` field's (declared with ``nested``)."""
+    config = next((f.metadata.get("config") for f in fields(recipe) if f.name == "task"), None)
+    if config is None:
+        raise ValueError(f"recipe {recipe.__name__} declares no task class: give it `task: T = nested(T)`")
+    return config
+
+
+def register_task(recipe: type, *, replace: bool = False, **info):
+    """A new task in one call: ``recipe`` (a recipe class, with ``info``: ``command``, ``help``) under its
+    ``name``, and the task it trains (:func:`task_of`) under the task's ``name``, unless that very class is
+    registered there already (two recipes may train one task)."""
+    task = task_of(recipe)
+    if replace or task.name not in TASKS or TASKS.get(task.name) is not task:
+        TASKS.register(task.name, task, replace=replace)
+    return RECIPES.register(recipe.name, recipe, replace=replace, **info)
+
+
+def unregister_task(recipe: type) -> None:
+    """Undo :func:`register_task`: the recipe and its task."""
+    RECIPES.unregister(recipe.name)
+    TASKS.unregister(task_of(recipe).name)

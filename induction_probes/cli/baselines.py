@@ -8,6 +8,7 @@ from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.cli.common import (
     add_config_options,
     add_output_options,
+    add_subcommands,
     config_from_options,
     format_table,
     json_text,
@@ -21,7 +22,7 @@ from induction_probes.cli.common import (
 
 def register(commands) -> None:
     baselines = commands.add_parser("baselines", help="in-context strategy baselines of a task")
-    tasks = baselines.add_subparsers(dest="task", required=True, parser_class=type(baselines))
+    tasks = add_subcommands(baselines, "task")
     markov = tasks.add_parser("markov", help="ICL-MC: last-token KL and mean CE of each strategy")
     add_config_options(markov, MarkovTask)
     markov.add_argument("--n-seqs", type=int, default=20_000, help="sequences to average over (default 20000)")

@@ -1,15 +1,21 @@
 """What every command module shares: the one-line-error parser, options generated from config classes,
-tables, and the options of commands that read a run. Torch-free, so parsing never waits for torch."""
+the options of commands that read a run, and the report's tables (:mod:`induction_probes.probes.report.tables`). Torch-free, so parsing never waits for torch."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from dataclasses import MISSING, fields
 from pathlib import Path
 
 from induction_probes.circuits.common.config import config_from_options, option_names  # noqa: F401 (the command modules import them from here)
 from induction_probes.circuits.common.devices import DeviceOptions
+from induction_probes.probes.report.tables import (  # noqa: F401 (the command modules import them from here)
+    figure_lines,
+    format_table,
+    json_text,
+    provenance,
+    spread_steps,
+)
 
 # Loaded to build the parser, before a command is chosen: the handlers below import the library they call
 # (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
@@ -94,43 +100,18 @@ def typed_options(args: argparse.Namespace, config_class: type) -> dict:
     return {name: given[name] for name in option_names(config_class) if name in given}
 
 
-def json_text(value: object) -> str:
-    """Strict JSON (no NaN or infinity, which strict parsers reject): a number that could not be computed
-    is refused in one line, never printed."""
-    import json
-
-    try:
-        return json.dumps(value, indent=2, allow_nan=False)
-    except ValueError:
-        raise ValueError("a result is not a finite number (NaN or infinity); refusing to print it as JSON") from None
-
-
-def provenance(run, steps: list[int], n_seqs: int, seed: int) -> dict:
-    """What every JSON answer about a run starts with: which run, which checkpoints, which sequences."""
-    from induction_probes.circuits.common.paths import portable
-
-    return {"run": portable(run.path), "steps": list(steps), "n_seqs": n_seqs, "seed": seed}
-
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Left-aligned first column, right-aligned numbers, 4 decimals."""
-    cells = [[f"{c:.4f}" if isinstance(c, float) else str(c) for c in row] for row in rows]
-    widths = [max(len(str(h)), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
-
-    def line(values: Sequence[str]) -> str:
-        first = values[0].ljust(widths[0])
-        return "  ".join([first, *(v.rjust(w) for v, w in zip(values[1:], widths[1:]))])
-
-    return "\n".join([line(list(headers)), line(["-" * w for w in widths]), *map(line, cells)])
-
-
-def spread_steps(steps: list[int], n_rows: int = 12) -> set[int]:
-    """About ``n_rows`` of ``steps``, evenly spread in step value: a readable summary of a run."""
-    return {min(steps, key=lambda s: abs(s - steps[-1] * i / (n_rows - 1))) for i in range(n_rows)}
-
-
 def add_run_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="run directory or shipped run name (e.g. markov-k3)")
+
+
+def add_subcommands(parser: argparse.ArgumentParser, dest: str):
+    """The sub-commands of a command (``verify prop21``), one of which must be given."""
+    return parser.add_subparsers(dest=dest, required=True, parser_class=type(parser))
+
+
+def answer(value: str | dict) -> str:
+    """What a command prints: the report's text as it is, or its JSON-ready dict as strict JSON."""
+    return value if isinstance(value, str) else json_text(value)
 
 
 def add_output_options(parser: argparse.ArgumentParser, plot: bool = True) -> None:
@@ -146,7 +127,3 @@ def add_probe_set_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-seqs", type=int, default=1000, help="fresh sequences to probe on (default 1000)")
     parser.add_argument("--seed", type=seed, default=12345, help="seed of those sequences (default 12345)")
     add_output_options(parser)
-
-
-def figure_lines(figures: list[Path]) -> list[str]:
-    return [f"figure: {path}" for path in figures]

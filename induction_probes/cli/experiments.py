@@ -14,6 +14,7 @@ from induction_probes.cli.common import (
     add_config_options,
     add_device_option,
     add_output_options,
+    add_subcommands,
     config_from_options,
     device_of,
     figure_lines,
@@ -43,7 +44,7 @@ def register(commands) -> None:
     toy.set_defaults(handler=run_toy)
 
     experiment = commands.add_parser("experiment", help="the rebuttal experiments that need several runs")
-    experiments = experiment.add_subparsers(dest="experiment", required=True, parser_class=type(experiment))
+    experiments = add_subcommands(experiment, "experiment")
     ih4 = experiments.add_parser("ih4", help="IH_4: one head or D = 2d fails, enough heads and D = n·d succeed")
     ih4.add_argument("--steps", type=int, default=10_000, help="Adam steps per model (default 10000, ~8 min in all)")
     ih4.add_argument("--out", type=path, help="write the three run directories here")

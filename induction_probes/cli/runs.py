@@ -5,15 +5,17 @@ from __future__ import annotations
 import argparse
 
 import induction_probes.cli.lm as lm
+import induction_probes.probes.report.views as views
 from induction_probes.cli.common import (
     add_device_option,
     add_output_options,
     add_run_argument,
+    answer,
+    device_of,
     format_table,
     json_text,
     path,
 )
-from induction_probes.cli.views import view_of
 
 # Loaded to build the parser, before a command is chosen: the handlers below import the library they call
 # (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
@@ -112,8 +114,14 @@ def run_info(args: argparse.Namespace) -> str:
 
 def run_report(args: argparse.Namespace) -> str:
     """The main job: a run's loss against the strategies over training, its phases and figures; with
-    --html, the whole argument (phases, probes, ablations, construction) on one page."""
+    --html, the whole argument (phases, probes, ablations, construction) on one page. The text, figures and
+    page are the report's (:mod:`induction_probes.probes.report.views`: chosen by the run's task)."""
     from induction_probes.circuits.runs.reader import Run
 
     run = Run.open(args.run)
-    return view_of(run).show("report", run, args)  # its module brings torch and matplotlib, once chosen
+    device = device_of(args)
+    page = views.html_report(run, args.html, device) if args.html else None  # refused first where it does not apply
+    report = views.run_report(run, device=device, plot=args.plot, as_json=args.json)
+    if page is None:
+        return answer(report)
+    return answer(report | {"report": str(page)}) if args.json else f"{report}\nreport: {page}"

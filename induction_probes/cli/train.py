@@ -11,6 +11,7 @@ from induction_probes.cli.common import (
     PROG,
     add_config_options,
     add_device_option,
+    add_subcommands,
     config_from_options,
     device_of,
     flag,
@@ -27,7 +28,7 @@ SEED_FIELDS = ("model_seed", "data_seed", "eval_seed")
 
 def register(commands) -> None:
     train = commands.add_parser("train", help="train a model and write a run directory")
-    recipes = train.add_subparsers(dest="recipe", required=True, parser_class=type(train))
+    recipes = add_subcommands(train, "recipe")
     for name in TRAINED:
         recipe_class = RECIPES.get(name)  # recipe modules import no torch: resolving them keeps --help light
         description = (recipe_class.__doc__ or "").split("\n\n")[0]

@@ -90,6 +90,7 @@ def probe_steps(facts: MarkovFacts) -> list[int]:
 def probe_and_draw(facts: MarkovFacts, directory: Path, figures: bool = True) -> None:
     """Probes at :func:`probe_steps`, and (``figures``) the attention and score figures."""
     from induction_probes.probes.attention import chance_scores, run_with_patterns
+    from induction_probes.probes.behaviour import even_sequence
     from induction_probes.probes.figures.plots import figure_name, plot_scores_over_training, step_caption
     from induction_probes.probes.figures.plots_circuit import plot_attention_heatmaps
     from induction_probes.probes.summary import probe_eval_set, probe_run
@@ -114,15 +115,6 @@ def probe_and_draw(facts: MarkovFacts, directory: Path, figures: bool = True) ->
         name,
         directory / figure_name(name, "scores", steps),
     )
-
-
-def even_sequence(tokens, n_pos: int = 30, candidates: int = 100):
-    """The sequence of the first ``candidates`` whose first ``n_pos`` tokens are spread most evenly over the
-    states: where one token dominates, nearly every key matches and a heatmap shows no pattern."""
-    import torch
-
-    share = torch.nn.functional.one_hot(tokens[:candidates, :n_pos]).sum(1).double() / n_pos
-    return tokens[int((-(share * share.clamp_min(1e-12).log()).sum(-1)).argmax())]
 
 
 def draw_minimal(facts: MarkovFacts, directory: Path) -> None:
@@ -171,21 +163,12 @@ def progress_over_training(facts: MarkovFacts, directory: Path) -> dict:
     """The progress measures of every checkpoint (weights only), their figure, and per measure the first
     step at which the best head is halfway from chance to Proposition 2.1 (None: never)."""
     from induction_probes.probes.figures.plots import plot_progress_measures
-    from induction_probes.probes.progress import config_calibration, first_crossing, progress_measures
+    from induction_probes.probes.progress import progress_measures, threshold_crossings
 
     run = facts.run
     progress = [progress_measures(run.load(step=step), step) for step in run.steps]
     by_step = {m["step"]: m for m in facts.metrics}
-    rows = {}
-    for name, measure in config_calibration(run.model_config).items():
-        step = first_crossing(progress, measure)
-        rows[name] = {
-            "chance": measure.chance,
-            "construction": measure.construction,
-            "threshold": measure.threshold,
-            "first_step": step,
-            "first_sequences": None if step is None else by_step[step]["sequences_seen"],
-        }
+    rows = threshold_crossings(progress, run.model_config, {step: m["sequences_seen"] for step, m in by_step.items()})
     facts.figures["progress"] = plot_progress_measures(
         progress, [by_step[s] for s in run.steps], rows, facts.name, directory / f"{facts.name}_progress.png"
     )

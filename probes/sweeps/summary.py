@@ -31,7 +31,6 @@ from induction_probes.circuits.common.paths import portable
 from induction_probes.circuits.common.untrusted import require_finite
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.sweeps.sweep import SPEC_FILE, SpecError, cell_status, is_finished, read_spec  # noqa: F401
-from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy, strategy_name
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.attention import positional_profiles
@@ -179,15 +178,14 @@ def summarize_condition(runs: list[Run], count: str | None, probe_seqs: int) -> 
 
 def summarize_sweep(root: str | Path, *, count: str | None = None, probe_seqs: int = 500) -> dict:
     """The summary of the finished cells of the sweep in ``root`` (JSON-ready: no NaN, no tensors);
-    ``count`` defaults to the spec's own. A sweep of a registered task other than ICL-MC and Gaussian gets
-    the task summary (:func:`~induction_probes.probes.sweeps.task_summary.summarize_task_sweep`)."""
+    ``count`` defaults to the spec's own. A sweep of any other task (Gaussian, or a task registered from
+    outside) gets the task summary (:func:`~induction_probes.probes.sweeps.task_summary.summarize_task_sweep`):
+    there are no strategy phases to time."""
     root = Path(root)
     if not (root / SPEC_FILE).exists():
         raise SpecError(f"{root} is not a sweep directory (it has no {SPEC_FILE})")
     spec = read_spec(root / SPEC_FILE, root)
     task = spec.cells()[0].recipe.task
-    if isinstance(task, GaussianTask):
-        raise SpecError(f"summaries follow the ICL-MC strategy phases; this sweep trains {spec.recipe} runs")
     done, missing = finished_cells(root, spec)
     if not isinstance(task, MarkovTask):
         return summarize_task_sweep(root, spec, done, missing, probe_seqs)

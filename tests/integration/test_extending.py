@@ -1,5 +1,5 @@
-"""A task, its recipe and a probe defined here, outside the package, and registered with one call each: the
-package trains, probes, sweeps and reports them through its public API and its command line, with no edit.
+"""A task, its recipe and a probe defined here, outside the package, and registered with one call for the task
+and its recipe and one for the probe: the package trains, probes, sweeps and reports them through its public API and its command line, with no edit.
 
 The task: sequences of uniform tokens over k symbols, and at every position the target is the sequence's first
 token. Its best predictor attends to position 0 and copies it (accuracy 1, loss 0); a model that has not
@@ -9,8 +9,12 @@ queries and sequences.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -106,13 +110,24 @@ def first_token(patterns, tokens):
 
 @pytest.fixture
 def registered():
-    """The three registrations, undone afterwards so that no other test sees them."""
-    TASKS.register("first-token", FirstTokenTask)
-    RECIPES.register("first-token", FirstTokenRecipe, command=True, help="copy the first token (a test's task)")
+    """Two registration calls, the task with its recipe and the probe, undone afterwards so that no other test
+    sees them."""
+    induction_probes.register_task(FirstTokenRecipe, command=True, help="copy the first token (a test's task)")
     PROBES.register("first_token", first_token)
+    assert TASKS.get("first-token") is FirstTokenTask and RECIPES.get("first-token") is FirstTokenRecipe
     yield
-    for registry, name in ((TASKS, "first-token"), (RECIPES, "first-token"), (PROBES, "first_token")):
-        registry.unregister(name)
+    induction_probes.unregister_task(FirstTokenRecipe)
+    PROBES.unregister("first_token")
+    assert "first-token" not in TASKS and "first-token" not in RECIPES
+
+
+def assert_png(data: bytes) -> None:
+    """A whole PNG that decodes to an image of a figure's size (not an empty or truncated file)."""
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(data))
+    image.load()  # decodes every pixel: a truncated file fails here
+    assert image.format == "PNG" and min(image.size) >= 300, image.size
 
 
 def cli(capsys, *argv) -> str:
@@ -162,6 +177,28 @@ def test_a_task_and_a_probe_from_outside_train_probe_sweep_and_report(registered
     report = cli(capsys, "report", tmp_path / "api")
     assert "first_token" in report and "accuracy" in report
 
+    # figures and the one-page report, drawn from what every task has: the probes per head, its own metrics
+    figures = tmp_path / "figures"
+    out = cli(capsys, "probe", tmp_path / "api", "--all-steps", "--n-seqs", 50, "--plot", figures)
+    assert "best first_token" in out  # the table over training
+    out += cli(capsys, "ablate", tmp_path / "api", "--n-seqs", 50, "--plot", figures)
+    out += cli(capsys, "report", tmp_path / "api", "--plot", figures)
+    written = [Path(line.removeprefix("figure: ")) for line in out.splitlines() if line.startswith("figure: ")]
+    probed = "api_probes_steps" + "-".join(map(str, run.steps)) + ".png"  # probe and report both draw it
+    assert {p.name for p in written} == {probed, "api_ablation_zero_step6.png", "api_metrics.png"}
+    assert {p.name for p in written} == {p.name for p in figures.iterdir()}
+    for path in written:
+        assert_png(path.read_bytes())
+    page = induction_probes.html_report(run, tmp_path / "html")
+    assert page == tmp_path.resolve() / "html" / "api_report.html"
+    assert f"report: {page}" in cli(capsys, "report", tmp_path / "api", "--html", tmp_path / "html")
+    text = page.read_text()
+    embedded = re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)" alt="([^"]+)"', text)
+    assert sorted(name for _, name in embedded) == sorted({p.name for p in written})  # every figure, in the page
+    for data, _ in embedded:
+        assert_png(base64.b64decode(data))
+    assert "first_token" in text and "accuracy" in text and "zero-ablated" in text
+
     # sweep through the API (a spawned worker registers the same three) and summarize both seeds
     from induction_probes.circuits.sweeps.sweep import parse_spec, run_sweep
     from induction_probes.probes.sweeps.summary import summarize_sweep
@@ -188,11 +225,10 @@ def test_without_its_registration_the_task_is_an_unknown_name_that_lists_the_kno
     assert "invalid choice: 'first-token'" in capsys.readouterr().err
 
 
-PLUGIN = """from induction_probes import PROBES, RECIPES, TASKS
-from test_extending import FirstTokenRecipe, FirstTokenTask, first_token
+PLUGIN = """from induction_probes import PROBES, register_task
+from test_extending import FirstTokenRecipe, first_token
 
-TASKS.register("first-token", FirstTokenTask)
-RECIPES.register("first-token", FirstTokenRecipe, command=True, help="copy the first token (a plugin)")
+register_task(FirstTokenRecipe, command=True, help="copy the first token (a plugin)")
 PROBES.register("first_token", first_token)
 """
 
@@ -201,7 +237,6 @@ def test_a_shell_command_sees_the_modules_named_in_the_plugins_variable(tmp_path
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
     (tmp_path / "first_token_plugin.py").write_text(PLUGIN)
     command = Path(sys.executable).with_name("induction-probes")

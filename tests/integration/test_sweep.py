@@ -244,3 +244,31 @@ def test_links_planted_at_the_sweeps_own_files_are_not_followed(tmp_path):
     with pytest.raises(OSError):  # the journal refuses its link: one line, status 1, on the command line
         run_sweep(spec, out, report=lambda line: None)
     assert watched.read_text() == spec.text
+
+
+GAUSSIAN_SPEC = 'recipe = "gaussian"\nseeds = [0, 1]\n[base]\nsteps = 3\nbatch_size = 8\nn_checkpoints = 2\n'
+
+
+def test_a_gaussian_sweep_is_summarized_by_its_tasks_own_probes(tmp_path, capsys):
+    from induction_probes.circuits.runs.reader import Run
+    from induction_probes.probes.summary import probe_gaussian
+
+    run_sweep(parse_spec(GAUSSIAN_SPEC), tmp_path / "out", report=lambda line: None)
+    assert main(["summarize", str(tmp_path / "out"), "--json", "--probe-seqs", "40"]) == 0, capsys.readouterr().err
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["summary"] == "task" and summary["recipe"] == "gaussian"
+    (condition,) = summary["conditions"].values()
+    assert condition["seeds"] == [0, 1]
+    for record in condition["runs"]:  # each seed's best heads, as probe_gaussian gives them on the same sequences
+        run = Run.open(tmp_path / "out" / "base" / f"seed-{record['seed']}")
+        by_hand = probe_gaussian(run, probe_set=run.task.eval_set(40, 12345))
+        assert record["probes"] == {
+            "previous_token_layer0": max(by_hand.previous_token[0]),
+            "previous_token_layer1": max(by_hand.previous_token[1]),
+            "induction_layer1": max(by_hand.induction),
+        }
+        assert record["final"]["relative_mse"] == run.metrics()[-1]["relative_mse"]
+    values = [r["probes"]["induction_layer1"] for r in condition["runs"]]
+    assert condition["probes"]["induction_layer1"] == interval(values)
+    assert main(["summarize", str(tmp_path / "out"), "--probe-seqs", "40"]) == 0
+    assert "induction_layer1" in capsys.readouterr().out

@@ -23,7 +23,9 @@ import pytest
 #   training writes runs. Neither needs the other.
 # - sweeps: many trainings. The top of circuits.
 # - probes: measurements on models and runs, then the statistics of sweeps, the LLC and the figures,
-#   then language-model probes (their figures use the figures layer), then the papers' page.
+#   then language-model probes (their figures use the figures layer), then the papers' page and the report
+#   (the text, figures and HTML of probe, ablate, report and verify: it reads runs and probes them and never
+#   trains, so it is a probes layer; the command line above it only parses, calls and prints).
 # - the face (induction_probes.__init__ and .lm) and, last, the command line.
 LAYERS: list[list[str]] = [
     ["induction_probes.circuits", "induction_probes.circuits.common"],
@@ -37,7 +39,9 @@ LAYERS: list[list[str]] = [
     ["induction_probes.probes.llc", "induction_probes.probes.sweeps"],
     ["induction_probes.probes.figures"],
     ["induction_probes.probes.lm"],
-    ["induction_probes.probes.paper"],  # both papers' page: draws on every measurement and figure above
+    # both papers' page, and the report (what probe, ablate, report and verify show), side by side: each
+    # draws on every measurement and figure above, neither needs the other
+    ["induction_probes.probes.paper", "induction_probes.probes.report"],
     ["induction_probes", "induction_probes.lm"],
     ["induction_probes.cli"],
 ]

@@ -1,6 +1,7 @@
 """Probes on hand-made patterns and models, where the right answer is known exactly."""
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -289,3 +290,19 @@ def test_per_head_probes_report_every_head_of_layers_with_different_head_counts(
         assert torch.allclose(result.previous_token[layer], previous_token_score(pattern), atol=1e-6)
     assert model.all_head_labels() == ["L0H0", "L0H1", "L1H0"]
     assert [len(layer) for layer in result.to_json()["previous_token"]] == [2, 1]
+
+
+def test_even_sequence_is_the_one_whose_counts_have_the_most_entropy():
+    from induction_probes.probes.behaviour import even_sequence
+
+    tokens = torch.tensor([[0, 0, 0, 1, 0, 0], [0, 1, 2, 0, 1, 2], [0, 1, 1, 1, 2, 2], [2, 2, 2, 2, 2, 2]])
+    assert torch.equal(even_sequence(tokens, n_pos=6), tokens[1])  # two of each of three states
+
+    def entropy(row):  # by hand, over the states that occur
+        counts = [row.tolist().count(s) / len(row) for s in set(row.tolist())]
+        return -sum(p * math.log(p) for p in counts)
+
+    random = torch.randint(4, (50, 40), generator=torch.Generator().manual_seed(0))
+    chosen = even_sequence(random)
+    assert any(torch.equal(chosen, row) for row in random)
+    assert entropy(chosen[:30]) == pytest.approx(max(entropy(row[:30]) for row in random), abs=1e-12)

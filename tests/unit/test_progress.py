@@ -146,3 +146,23 @@ def test_models_the_measures_do_not_apply_to_are_named():
     assert unmeasurable_reason(HookedTransformer(CONFIG)) is None
     with pytest.raises(ValueError, match="relative positions"):
         progress_measures(HookedTransformer(replace(CONFIG, positional="alibi")))
+
+
+def test_threshold_crossings_name_the_first_step_at_threshold_and_its_sequences():
+    from induction_probes.probes.progress import threshold_crossings
+
+    # an initialisation (at chance), large random weights, and the construction (every measure ideal) last
+    construction = load_construction(*prop21(3, 100.0, 100))
+    cfg = construction.cfg
+    models = {10: HookedTransformer(cfg), 20: HookedTransformer(replace(cfg, seed=1, init_range=0.5)), 30: construction}
+    progress = [progress_measures(model, step) for step, model in models.items()]
+    seen = {10: 1000, 20: 2000, 30: 3000}
+    rows = threshold_crossings(progress, cfg, seen)
+    assert list(rows) == list(calibration(cfg.d_vocab, cfg.n_ctx, cfg.d_model))
+    for name, row in rows.items():
+        first = next((p.step for p in progress if p.value(name) >= row["threshold"]), None)  # by hand
+        assert row["first_step"] == first and row["first_sequences"] == (None if first is None else seen[first])
+        assert (
+            row["value"] == progress[-1].value(name) and row["threshold"] == (row["chance"] + row["construction"]) / 2
+        )
+    assert all(row["first_step"] is not None for row in rows.values())  # the construction reaches every threshold

@@ -26,3 +26,34 @@ def test_importing_the_package_loads_no_torch_and_an_unknown_name_is_an_attribut
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["module 'induction_probes' has no attribute 'frobnicate'", "markov-k3"]
+
+
+def test_the_report_from_python_is_what_the_command_line_prints(tmp_path, capsys):
+    """The report's entry points take plain arguments and return the command's text (or, with as_json, the
+    dict its --json prints): the command line adds nothing but the parsing."""
+    import json
+
+    from induction_probes.cli import main
+
+    run = induction_probes.Run.open("markov-k2")
+    step = run.steps[-1]
+    text = induction_probes.probe_report(run, [step], 40, 7)
+    assert main(["probe", "markov-k2", "--n-seqs", "40", "--seed", "7"]) == 0
+    assert capsys.readouterr().out == text + "\n"
+    assert text.startswith(f"run markov-k2, step {step}: ")
+    answer = induction_probes.ablation_report(run, [[(1, 0)]], n_seqs=40, seed=7, as_json=True)
+    assert main(["ablate", "markov-k2", "--n-seqs", "40", "--seed", "7", "--heads", "1.0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == answer and answer["ablations"][0]["heads"] == ["1.0"]
+    report = induction_probes.run_report(run, plot=tmp_path)
+    assert "phases (closest strategy)" in report and (tmp_path / "markov-k2_loss.png").stat().st_size > 1000
+    assert main(["report", "markov-k2"]) == 0
+    assert capsys.readouterr().out.splitlines() == [line for line in report.splitlines() if "figure: " not in line]
+
+
+def test_the_sweep_entry_points_are_the_sweep_layers():
+    from induction_probes.circuits.sweeps import sweep
+    from induction_probes.probes.sweeps import summary
+
+    assert induction_probes.run_sweep is sweep.run_sweep and induction_probes.summarize_sweep is summary.summarize_sweep
+    spec = induction_probes.parse_spec('recipe = "markov"\nseeds = [0, 1]\n[base]\nk = 3\nsteps = 2\n')
+    assert [cell.recipe.model_seed for cell in spec.cells()] == [0, 1]

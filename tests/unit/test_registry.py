@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from induction_probes import MODEL_CLASSES, PRIORS, PROBES, RECIPES, TASKS, MarkovTask
+from induction_probes import MODEL_CLASSES, PRIORS, PROBES, RECIPES, RUN_PROBES, TASKS, VIEWS, MarkovTask
 from induction_probes.circuits.common.registry import (
     Registry,
     UnknownName,
@@ -74,13 +74,14 @@ def test_the_registry_modules_import_no_torch():
         "from induction_probes.circuits.recipes.registry import RECIPES\n"
         "from induction_probes.circuits.models.registry import MODEL_CLASSES\n"
         "from induction_probes.circuits.tasks.markov.prior_registry import PRIORS\n"
-        "from induction_probes.probes.registry import PROBES\n"
+        "from induction_probes.probes.registry import PROBES, RUN_PROBES\n"
+        "from induction_probes.probes.report.views import VIEWS\n"
         "assert 'torch' not in sys.modules, 'torch'\n"
-        "print(len(TASKS), len(RECIPES), len(MODEL_CLASSES), len(PRIORS), len(PROBES))"
+        "print(len(TASKS), len(RECIPES), len(MODEL_CLASSES), len(PRIORS), len(PROBES), len(RUN_PROBES), len(VIEWS))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["2", "4", "3", "5", "3"]
+    assert out.stdout.split() == ["2", "4", "3", "5", "3", "2", "2"]
 
 
 def test_the_package_registers_what_config_json_names():
@@ -93,6 +94,25 @@ def test_the_package_registers_what_config_json_names():
     for name in RECIPES:
         assert RECIPES.get(name).name == name
     assert PROBES.names() == ("previous_token", "bigram_matching", "bigram_matching_ideal")
+    assert RUN_PROBES.names() == VIEWS.names() == ("markov", "gaussian")  # any other task gets the generic ones
+
+
+def test_probe_run_probes_a_gaussian_run_through_its_tasks_registration_as_probe_gaussian_does():
+    from induction_probes import Run, probe_run
+    from induction_probes.probes.summary import GaussianProbes, probe_gaussian
+
+    run = Run.open("gaussian-ih2")
+    steps = [run.steps[0], run.steps[-1]]
+    probes = probe_run(run, steps=steps)
+    # the same call in the same process (its default probe set is probe_gaussian's): exactly equal
+    assert list(probes) == [probe_gaussian(run, step) for step in steps]
+    assert all(isinstance(p, GaussianProbes) for p in probes) and probes.steps == steps
+    assert probes[-1].relative_mse < 0.1 < probes[0].relative_mse  # trained: the error fell (1 is the mean's)
+    (chosen,) = probe_run(run, run.task.eval_set(50, 3), [steps[-1]])
+    assert chosen == probe_gaussian(run, steps[-1], n_seqs=50, seed=3)  # a given probe set is the one used
+    table = probes.to_frame()
+    assert set(table.measure) == {"relative_mse", "previous_token", "induction"} and set(table.step) == set(steps)
+    assert probes.chance == {} and probes.calibration() == {}  # the token probes' chance levels do not apply
 
 
 def test_a_simple_prior_is_what_its_registration_says_not_where_it_stands():

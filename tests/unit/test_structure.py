@@ -61,7 +61,14 @@ def test_nothing_in_the_repository_points_outside_it():
 
 
 @pytest.mark.parametrize(
-    "argv", [["--help"], ["train", "markov", "--help"], ["baselines", "markov", "--k", "x"], ["frobnicate"]]
+    "argv",
+    [
+        ["--help"],
+        ["train", "markov", "--help"],
+        ["report", "--help"],
+        ["baselines", "markov", "--k", "x"],
+        ["frobnicate"],
+    ],
 )
 def test_parsing_imports_no_torch(argv):
     code = (

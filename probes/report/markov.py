@@ -1,45 +1,18 @@
-"""The text and figures of ``induction-probes report RUN``: an ICL-MC run's loss against the strategies over
-training, its strategy baselines and phases (or a Gaussian-task run's error); the one-page HTML report
-(:mod:`induction_probes.cli.report_html`) opens with them. Imported only once a command runs, so it loads
-torch and matplotlib at the top."""
+"""The report of an ICL-MC run over training: its loss against the strategies, its strategy baselines and its
+phases, as text, JSON or figures (the one-page HTML report, :mod:`~induction_probes.probes.report.markov_html`,
+opens with them)."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.cli.common import figure_lines, format_table, json_text, provenance, spread_steps
 from induction_probes.probes.behaviour import plateau_step, strategy_phases
 from induction_probes.probes.figures.plots import plot_distance_to_strategies, plot_loss_against_baselines, step_caption
-from induction_probes.probes.figures.plots_circuit import plot_gaussian_training, plot_minimal_parameters
+from induction_probes.probes.figures.plots_circuit import plot_minimal_parameters
+from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
 from induction_probes.probes.summary import run_task
-
-
-def gaussian_report(run, args: argparse.Namespace) -> str:
-    """A Gaussian-task run over training: its error on its evaluation set (no strategy phases here; the
-    probes are ``probe RUN --all-steps``)."""
-    metrics, recipe = run.metrics(), run.recipe
-    if args.html:
-        raise ValueError(f"run {run.path.name} is a Gaussian-task run: the HTML report follows the ICL-MC argument")
-    if args.json:
-        return json_text(
-            provenance(run, [m["step"] for m in metrics], recipe.eval_seqs, recipe.eval_seed) | {"metrics": metrics}
-        )
-    figures = []
-    if args.plot:
-        figures = [plot_gaussian_training(metrics, run.path.name, args.plot / f"{run.path.name}_error.png")]
-    wanted = spread_steps([m["step"] for m in metrics])
-    rows = [
-        [m["step"], f"{m['sequences_seen'] / 1000:.1f}", m["train_loss"], m["eval_loss"], m["relative_mse"]]
-        for m in metrics
-        if m["step"] in wanted
-    ]
-    title = f"run {run.path.name}: {run.task.describe()}, {recipe.steps} steps of {recipe.batch_size} sequences"
-    table = format_table(["step", "seqs (k)", "train loss", "eval loss", "MSE / target variance"], rows)
-    hint = f"probes over training: induction-probes probe {run.path.name} --all-steps"
-    return "\n".join([title, table, hint] + figure_lines(figures))
 
 
 def report_data(run):
@@ -51,6 +24,14 @@ def report_data(run):
     eval_set = task.eval_set(recipe.eval_seqs, recipe.eval_seed)
     baselines = {name: kl.mean().item() for name, kl in eval_set.strategy_kl().items()}
     return task, recipe, metrics, baselines, strategy_phases(metrics)
+
+
+def markov_report(run, *, device=None, plot: Path | None = None, as_json: bool = False) -> str | dict:
+    """An ICL-MC run's report: text and the figures written into ``plot``, or a JSON-ready dict."""
+    if as_json:
+        return report_json(run, plot)
+    text, figures = report_text(run, plot)
+    return with_figures(text, figures)
 
 
 def report_json(run, directory: Path | None) -> dict:
@@ -103,7 +84,6 @@ def phase_text(phase) -> str:
 
 
 def plot_report(run, metrics: list[dict], baselines: dict[str, float], phases: list, directory: Path) -> list[Path]:
-
     name = run.path.name
     figures = [
         plot_distance_to_strategies(metrics, list(baselines), name, directory / f"{name}_strategies.png"),

@@ -1,53 +1,21 @@
-"""``induction-probes report RUN --html DIR``: a run's argument on one offline page, in its order: the
-phases the model passes through, the circuit the probes find forming, what ablating its heads costs, and
-how close it comes to the hand-made construction. One HTML file; every figure is embedded as a PNG data
-URI, so the page opens anywhere, with nothing fetched. :func:`markov_report` is the ``report`` view of an ICL-MC
-run (:mod:`induction_probes.cli.views`), text or page. Imported only once ``report`` runs on such a run, so it
-loads torch and matplotlib at the top."""
+"""The one-page report of an ICL-MC run, its argument in order: the phases the model passes through, the circuit
+the probes find forming, what ablating its heads costs, and how close it comes to the hand-made construction
+(Edelman et al.'s Proposition 2.1). One HTML file, every figure embedded (:mod:`~induction_probes.probes.report.html`)."""
 
 from __future__ import annotations
 
-import base64
-import html
 import tempfile
 from pathlib import Path
 
-from induction_probes.circuits.runs.writer import write_atomic
-from induction_probes.cli.common import device_of, figure_lines, json_text
-from induction_probes.cli.probe import (
-    ablation_text,
-    plot_ablations,
-    plot_probes,
-    probe_text,
-    probe_trajectory,
-    progress_text,
-)
-from induction_probes.cli.report import report_json, report_text
-from induction_probes.cli.verify import comparison_text, figure_steps, plot_comparison
 from induction_probes.probes.compare import compare_with_prop21
+from induction_probes.probes.report.ablation import ablation_text, plot_ablations
+from induction_probes.probes.report.html import paragraph, section, write_page
+from induction_probes.probes.report.markov import report_text
+from induction_probes.probes.report.markov_probes import plot_probes, probe_text, probe_trajectory, progress_text
+from induction_probes.probes.report.verify import comparison_text, figure_steps, plot_comparison
 from induction_probes.probes.summary import ablation_study, probe_eval_set, probe_run, single_heads
 
 PROBE_SEQS, PROBE_SEED = 200, 12345  # enough for stable scores; the whole page takes about half a minute
-
-STYLE = """
-body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
-h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
-pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
-figure { margin: 1.5em 0; } img { max-width: 100%; } figcaption { color: #666; font-size: 0.85em; }
-"""
-
-
-def embedded_figure(path: Path) -> str:
-    """A PNG file as an <img> whose source is the file itself (a data URI), with its name as caption."""
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    name = html.escape(path.name)
-    return f'<figure><img src="data:image/png;base64,{data}" alt="{name}"><figcaption>{name}</figcaption></figure>'
-
-
-def section(title: str, intro: str, text: str, figures: list[Path]) -> str:
-    parts = [f"<h2>{html.escape(title)}</h2>", f"<p>{html.escape(intro)}</p>"]
-    parts += [f"<pre>{html.escape(text)}</pre>"] if text else []
-    return "\n".join(parts + [embedded_figure(path) for path in figures])
 
 
 def phases_section(run, directory: Path) -> str:
@@ -105,7 +73,7 @@ def construction_section(run, steps: list[int], probe_set, directory: Path) -> s
     )
 
 
-def write_html_report(run, directory: Path, device=None) -> Path:
+def markov_report_html(run, directory: Path, device=None) -> Path:
     """``directory/RUN_report.html``: every section that applies to the run (the probes, ablations and
     comparison need a two-layer attention model on bigram chains); probes and ablations run on ``device``."""
     name = run.path.name
@@ -122,31 +90,8 @@ def write_html_report(run, directory: Path, device=None) -> Path:
             if run.task.n == 2:
                 sections.append(construction_section(run, steps, probe_set, figures))
         else:
+            model_class = run.config.get("model_class", "")
             sections.append(
-                f"<p>{html.escape(name)} is a {html.escape(run.config.get('model_class', ''))}: "
-                "it has no attention patterns to probe, ablate or compare.</p>"
+                paragraph(f"{name} is a {model_class}: it has no attention patterns to probe, ablate or compare.")
             )
-        page = "\n".join(
-            [
-                "<!DOCTYPE html>",
-                '<html lang="en"><head><meta charset="utf-8">',
-                f"<title>{html.escape(name)}: report</title><style>{STYLE}</style></head><body>",
-                f"<h1>{html.escape(name)}: from phases to circuit</h1>",
-                *sections,
-                "</body></html>",
-            ]
-        )
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory.resolve() / f"{name}_report.html"  # the user's folder may be a link; nothing below it is
-    write_atomic(path, page.encode("utf-8"))  # a rename: a link planted at the page's name is replaced, not followed
-    return path
-
-
-def markov_report(run, args) -> str:
-    """An ICL-MC run's report: text and figures, or JSON; with --html, the one-page report too."""
-    if args.json:
-        return json_text(report_json(run, args.plot))
-    text, figures = report_text(run, args.plot)
-    if args.html:
-        text += f"\nreport: {write_html_report(run, args.html, device_of(args))}"
-    return "\n".join([text] + figure_lines(figures))
+        return write_page(name, f"{name}: from phases to circuit", sections, Path(directory))

@@ -1,0 +1,75 @@
+"""What ablating heads costs, as text, JSON and figures: an ICL-MC model's KL to the truth, loss, ICL score and
+closest strategy, or a Gaussian-task model's error, clean and with each set of heads ablated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from induction_probes.probes.figures.plots import figure_name, heads_label
+from induction_probes.probes.figures.plots_circuit import plot_ablation_bars, plot_error_bars
+from induction_probes.probes.report.tables import ablations_json, format_table, heads_name, provenance, with_figures
+from induction_probes.probes.summary import ablation_study, gaussian_ablation_study, probe_eval_set
+
+
+def ablate_markov(
+    run, model, head_sets, step: int, mode: str, n_seqs: int, seed: int, *, device=None, plot=None, as_json=False
+) -> str | dict:
+    """KL to the truth, loss, ICL score and closest strategy of an ICL-MC model (the run's checkpoint at
+    ``step``) with each head set ablated, on ``n_seqs`` fresh sequences drawn with ``seed``."""
+    eval_set = probe_eval_set(run, n_seqs, seed)
+    reference = probe_eval_set(run, n_seqs, seed + 1).inputs  # other sequences
+    baseline, results = ablation_study(model, eval_set, head_sets, mode, reference, seed)
+    figures = plot_ablations(run, step, baseline, results, eval_set, mode, plot) if plot else []
+    if as_json:
+        base = {
+            "last_token_kl": baseline.last_token_kl,
+            "loss": baseline.loss,
+            "icl_score": baseline.icl_score,
+            "closest_strategy": baseline.closest_strategy,
+        }
+        header = provenance(run, [step], n_seqs, seed)
+        return header | {"mode": mode, "baseline": base, "ablations": [r.to_json() for r in results]}
+    return with_figures(ablation_text(run, step, mode, n_seqs, baseline, results), figures)
+
+
+def ablation_text(run, step: int, mode: str, n_seqs: int, baseline, results) -> str:
+    rows = [["none", baseline.last_token_kl["true"], baseline.loss, baseline.icl_score, baseline.closest_strategy]]
+    rows += [
+        [
+            heads_name(r.heads),
+            r.behaviour.last_token_kl["true"],
+            r.behaviour.loss,
+            r.behaviour.icl_score,
+            r.behaviour.closest_strategy,
+        ]
+        for r in results
+    ]
+    title = f"run {run.path.name}, step {step}: {mode} ablation on {n_seqs} sequences"
+    return "\n".join([title, format_table(["ablated heads", "KL(true||model)", "loss", "ICL score", "closest"], rows)])
+
+
+def plot_ablations(run, step: int, baseline, results, eval_set, mode: str, directory: Path) -> list[Path]:
+    name = run.path.name
+    strategy_kl = {strategy: kl.mean().item() for strategy, kl in eval_set.strategy_kl().items()}
+    title = f"{name}, step {step}: {mode} ablation of each head"
+    path = directory / figure_name(name, "ablation", [step], mode)
+    return [plot_ablation_bars(baseline, results, strategy_kl, title, path)]
+
+
+def ablate_gaussian(
+    run, model, head_sets, step: int, mode: str, n_seqs: int, seed: int, *, device=None, plot=None, as_json=False
+) -> str | dict:
+    """A Gaussian-task model's relative MSE at the last position, clean and with each head set ablated."""
+    # gaussian_ablation_study loads the checkpoint on its own device
+    baseline, ablated = gaussian_ablation_study(run, head_sets, mode, step, n_seqs, seed, device=device)
+    if as_json:
+        rows = [(heads, {"relative_mse": value}) for heads, value in ablated]
+        return ablations_json(run, step, mode, n_seqs, seed, {"relative_mse": baseline}, rows)
+    rows = [["none", baseline]] + [[heads_name(heads), value] for heads, value in ablated]
+    title = f"run {run.path.name}: {mode} ablation on {n_seqs} Gaussian sequences"
+    figures = []
+    if plot:
+        path = plot / figure_name(run.path.name, "ablation", [step], mode)
+        bars = [("none", baseline)] + [(heads_label(heads), value) for heads, value in ablated]
+        figures = [plot_error_bars(bars, f"{run.path.name}, step {step}: {mode} ablation of each head", path)]
+    return with_figures("\n".join([title, format_table(["ablated heads", "MSE / target variance"], rows)]), figures)

@@ -1,0 +1,58 @@
+"""What a Gaussian-task run shows (Wang et al.'s task): its error over training, and its probes (the error, the
+previous-token heads and the induction head) at a few checkpoints or over training, as text, JSON or figures.
+Its one-page report is refused: the page follows the ICL-MC argument."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from induction_probes.probes.figures.plots import figure_name
+from induction_probes.probes.figures.plots_circuit import plot_gaussian_scores, plot_gaussian_training
+from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
+from induction_probes.probes.summary import probe_gaussian
+
+
+def gaussian_report(run, *, device=None, plot: Path | None = None, as_json: bool = False) -> str | dict:
+    """A Gaussian-task run over training: its error on its evaluation set (no strategy phases here; the
+    probes are :func:`probe_gaussian_report` over every step)."""
+    metrics, recipe = run.metrics(), run.recipe
+    if as_json:
+        return provenance(run, [m["step"] for m in metrics], recipe.eval_seqs, recipe.eval_seed) | {"metrics": metrics}
+    figures = [plot_gaussian_training(metrics, run.path.name, plot / f"{run.path.name}_error.png")] if plot else []
+    wanted = spread_steps([m["step"] for m in metrics])
+    rows = [
+        [m["step"], f"{m['sequences_seen'] / 1000:.1f}", m["train_loss"], m["eval_loss"], m["relative_mse"]]
+        for m in metrics
+        if m["step"] in wanted
+    ]
+    title = f"run {run.path.name}: {run.task.describe()}, {recipe.steps} steps of {recipe.batch_size} sequences"
+    table = format_table(["step", "seqs (k)", "train loss", "eval loss", "MSE / target variance"], rows)
+    hint = f"probes over training: induction-probes probe {run.path.name} --all-steps"
+    return with_figures("\n".join([title, table, hint]), figures)
+
+
+def refuse_gaussian_html(run, directory: Path, device=None) -> Path:
+    raise ValueError(f"run {run.path.name} is a Gaussian-task run: the HTML report follows the ICL-MC argument")
+
+
+def probe_gaussian_report(
+    run, steps: list[int], n_seqs: int, seed: int, *, device=None, plot: Path | None = None, as_json: bool = False
+) -> str | dict:
+    """The error, previous-token and induction scores of a Gaussian-task run at ``steps``, on ``n_seqs``
+    fresh sequences drawn with ``seed``; with ``plot``, their figure over the probed steps."""
+    results = [probe_gaussian(run, step, n_seqs, seed, device=device) for step in steps]
+    figures = []
+    if plot:
+        sequences = [run.entry(step)["sequences_seen"] for step in steps]
+        path = plot / figure_name(run.path.name, "scores", steps)
+        figures = [plot_gaussian_scores(results, sequences, run.path.name, path)]
+    if as_json:
+        return provenance(run, steps, n_seqs, seed) | {"checkpoints": [r.to_json() for r in results]}
+    rows = [
+        [r.step, r.relative_mse, max(r.previous_token[0]), max(r.induction)]
+        for r in results
+        if r.step in spread_steps([x.step for x in results])
+    ]
+    headers = ["step", "MSE / target variance", "layer 0 previous-token", "layer 1 induction (1-TV)"]
+    title = f"run {run.path.name}: Gaussian induction task, {n_seqs} fresh sequences"
+    return with_figures("\n".join([title, format_table(headers, rows)]), figures)

@@ -1,0 +1,120 @@
+"""What ``probe``, ``ablate`` and ``report`` show for a run, chosen by its task's registered name: ICL-MC and
+Gaussian-task runs have views of their own; a run of any other registered task gets the task view
+(:mod:`induction_probes.probes.report.task`: the registered attention probes and the task's own metrics, as
+text, figures and a page), so that a new task needs no edit here. A task from outside may register a view of
+its own.
+
+A view names four functions by ``"module:function"`` (resolved once asked for, so that the command line,
+which imports this module to build its options, imports none of them):
+
+- ``probe(run, steps, n_seqs, seed, *, device, plot, as_json)``: the probes of ``steps`` on ``n_seqs`` fresh
+  sequences drawn with ``seed``;
+- ``ablate(run, model, head_sets, step, mode, n_seqs, seed, *, device, plot, as_json)``: ``model`` (the run's
+  checkpoint at ``step``) with each head set ablated;
+- ``report(run, *, device, plot, as_json)``: the run over training;
+- ``html(run, directory, device)``: the one-page report, written into ``directory``; its path.
+
+Each returns its text (with a ``figure: PATH`` line per figure written into ``plot``), or with ``as_json`` a
+JSON-ready dict. The functions below dispatch to the run's view."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from induction_probes.circuits.common.registry import Registry, resolve
+
+PROBE_SEQS, PROBE_SEED = 1000, 12345  # the default probe set, as probes/summary.py's and the command line's
+
+
+@dataclass(frozen=True)
+class TaskView:
+    probe: str
+    ablate: str
+    report: str
+    html: str
+
+    def get(self, part: str):
+        return resolve(getattr(self, part))
+
+
+_HERE = "induction_probes.probes.report"
+VIEWS = Registry("task view", __name__)
+VIEWS.register(
+    "markov",
+    TaskView(
+        f"{_HERE}.markov_probes:probe_markov",
+        f"{_HERE}.ablation:ablate_markov",
+        f"{_HERE}.markov:markov_report",
+        f"{_HERE}.markov_html:markov_report_html",
+    ),
+)
+VIEWS.register(
+    "gaussian",
+    TaskView(
+        f"{_HERE}.gaussian:probe_gaussian_report",
+        f"{_HERE}.ablation:ablate_gaussian",
+        f"{_HERE}.gaussian:gaussian_report",
+        f"{_HERE}.gaussian:refuse_gaussian_html",
+    ),
+)
+TASK_VIEW = TaskView(
+    f"{_HERE}.task:probe_task",
+    f"{_HERE}.task:ablate_task",
+    f"{_HERE}.task:task_report",
+    f"{_HERE}.task:task_report_html",
+)
+
+
+def view_of(run) -> TaskView:
+    """The view of the run's task: its own, or the task view of any registered task."""
+    name = run.task.name
+    return VIEWS.get(name) if name in VIEWS else TASK_VIEW
+
+
+def probe_report(
+    run,
+    steps: list[int] | None = None,
+    n_seqs: int = PROBE_SEQS,
+    seed: int = PROBE_SEED,
+    *,
+    device=None,
+    plot: Path | None = None,
+    as_json: bool = False,
+) -> str | dict:
+    """The probes of ``steps`` (default: the last checkpoint) as the run's view shows them."""
+    steps = [run.steps[-1]] if steps is None else list(steps)
+    return view_of(run).get("probe")(run, steps, n_seqs, seed, device=device, plot=plot, as_json=as_json)
+
+
+def ablation_report(
+    run,
+    head_sets: list[list[tuple[int, int]]] | None = None,
+    step: int | None = None,
+    n_seqs: int = PROBE_SEQS,
+    seed: int = PROBE_SEED,
+    mode: str = "zero",
+    *,
+    device=None,
+    plot: Path | None = None,
+    as_json: bool = False,
+) -> str | dict:
+    """The checkpoint at ``step`` (default the last) with each head set ablated (default: each head alone) in
+    ``mode`` (zero, mean or resample), on ``n_seqs`` fresh sequences drawn with ``seed``."""
+    from induction_probes.probes.summary import single_heads
+
+    step = run.entry(step)["step"]
+    model = run.load(step=step, device=device)
+    head_sets = single_heads(model) if head_sets is None else head_sets
+    ablate = view_of(run).get("ablate")
+    return ablate(run, model, head_sets, step, mode, n_seqs, seed, device=device, plot=plot, as_json=as_json)
+
+
+def run_report(run, *, device=None, plot: Path | None = None, as_json: bool = False) -> str | dict:
+    """The run over training, as its view shows it."""
+    return view_of(run).get("report")(run, device=device, plot=plot, as_json=as_json)
+
+
+def html_report(run, directory: Path, device=None) -> Path:
+    """The run's one-page HTML report, written into ``directory`` (every figure embedded); its path."""
+    return view_of(run).get("html")(run, Path(directory), device)
