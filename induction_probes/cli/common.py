@@ -1,5 +1,6 @@
 """What every command module shares: the one-line-error parser, options generated from config classes,
-the options of commands that read a run, and the report's tables (:mod:`induction_probes.probes.report.tables`). Torch-free, so parsing never waits for torch."""
+the options of commands that read a run, and the report's tables (:mod:`induction_probes.probes.report.tables`).
+Torch-free, so parsing never waits for torch."""
 
 from __future__ import annotations
 

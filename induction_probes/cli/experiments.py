@@ -100,7 +100,8 @@ def run_toy(args: argparse.Namespace) -> str:
         f"(length {phases.plateau}), the emergence (III) at {phases.end_of_III}; IV after"
         if phases
         else f"the four phases did not all appear in {recipe.steps} steps: {missing}",
-        f"final loss {last['loss']:.2e} (4-gram part {last['loss_4gram']:.2e}, induction part {last['loss_induction']:.2e})",
+        f"final loss {last['loss']:.2e} (4-gram part {last['loss_4gram']:.2e}, "
+        f"induction part {last['loss_induction']:.2e})",
         "final parameters: " + ", ".join(f"{name} {last[name]:.3f}" for name in PARAMETERS),
     ]
     return "\n".join(lines + figure_lines(figures))

@@ -175,7 +175,8 @@ def text(run, settings, estimates, construction, calibration) -> str:
     cases = ", ".join(f"{c['name']} {number(c['estimate'])} (truth {c['truth']:g})" for c in calibration["cases"])
     return "\n".join(
         [
-            f"run {run.path.name}: local learning coefficient (settings given: {settings or 'none'}; the rest by the rule)",
+            f"run {run.path.name}: local learning coefficient (settings given: {settings or 'none'}; "
+            "the rest by the rule)",
             format_table(
                 ["step", "sequences", "closest", "LLC", "sd over chains", "n*beta", "gamma", "diagnostics"], rows
             ),

@@ -88,7 +88,10 @@ def final_metrics_text(last: dict) -> str:
         head = f"final step {last['step']} ({last['sequences_seen']} sequences), train loss {last['train_loss']:.4g}"
         return head + "\n" + format_table(["last-token KL(x||model)", "value"], rows)
     if "relative_mse" in last:
-        return f"final step {last['step']}: eval MSE {last['eval_loss']:.4g}, MSE / target variance {last['relative_mse']:.4g}"
+        return (
+            f"final step {last['step']}: eval MSE {last['eval_loss']:.4g}, "
+            f"MSE / target variance {last['relative_mse']:.4g}"
+        )
     if "loss" in last:  # a toy-model run
         return f"final step {last['step']}: loss {last['loss']:.4g}"
     shown = [

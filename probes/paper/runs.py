@@ -1,6 +1,7 @@
 """What the paper page reads from one shipped ICL-MC run: its metrics and phases, the strategies' losses on
 its evaluation set, probes at a few checkpoints, and the figures of its phases and circuit, drawn with
-the figure helpers of :mod:`induction_probes.probes.figures.plots` and :mod:`induction_probes.probes.figures.plots_circuit`.
+the figure helpers of :mod:`induction_probes.probes.figures.plots` and
+:mod:`induction_probes.probes.figures.plots_circuit`.
 Everything is read or computed from the shipped checkpoints in seconds; nothing trains."""
 
 from __future__ import annotations

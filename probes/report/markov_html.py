@@ -1,6 +1,7 @@
 """The one-page report of an ICL-MC run, its argument in order: the phases the model passes through, the circuit
 the probes find forming, what ablating its heads costs, and how close it comes to the hand-made construction
-(Edelman et al.'s Proposition 2.1). One HTML file, every figure embedded (:mod:`~induction_probes.probes.report.html`)."""
+(Edelman et al.'s Proposition 2.1). One HTML file, every figure embedded
+(:mod:`~induction_probes.probes.report.html`)."""
 
 from __future__ import annotations
 

@@ -148,9 +148,11 @@ def wang_ihn_report(
     rows = [[heads, f"{error:.2e}"] for heads, error in result.error_by_heads]
     return "\n".join(
         [
-            f"Theorem 4.3 (IH_{result.n}, W* = I), d={result.d}, L={result.seq_len}, {result.n_seqs} Gaussian sequences",
+            f"Theorem 4.3 (IH_{result.n}, W* = I), d={result.d}, L={result.seq_len}, "
+            f"{result.n_seqs} Gaussian sequences",
             format_table(["heads H", "relative error"], rows),
-            f"at H={result.heads}: relative error {result.relative_error:.2e}; fitted error ~ C / H^{result.fitted_q:.1f} "
+            f"at H={result.heads}: relative error {result.relative_error:.2e}; "
+            f"fitted error ~ C / H^{result.fitted_q:.1f} "
             f"(paper: C (n e^(1+0.01n) / H)^q, n e^(1+0.01n) = {result.paper_scale:.1f})",
         ]
     )

@@ -1,5 +1,6 @@
 """A task, its recipe and a probe defined here, outside the package, and registered with one call for the task
-and its recipe and one for the probe: the package trains, probes, sweeps and reports them through its public API and its command line, with no edit.
+and its recipe and one for the probe: the package trains, probes, sweeps and reports them through its public API
+and its command line, with no edit.
 
 The task: sequences of uniform tokens over k symbols, and at every position the target is the sequence's first
 token. Its best predictor attends to position 0 and copies it (accuracy 1, loss 0); a model that has not

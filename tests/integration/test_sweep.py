@@ -155,12 +155,16 @@ def test_a_failing_cell_is_reported_and_the_others_finish(tmp_path, capsys):
     assert finished == [f"{name}/seed-{seed}" for name in ("doubly-stochastic", "mixture") for seed in (0, 1)]
 
 
-def test_the_ray_backend_writes_the_same_run_directories_as_the_local_pool(tmp_path):
-    pytest.importorskip("ray", reason="the ray extra is not installed")  # make test installs it
+def test_the_ray_backend_listens_on_loopback_only_and_writes_the_same_run_directories_as_the_local_pool(tmp_path):
+    # one test for both, because starting a local Ray instance is the slowest step of the suite
+    pytest.importorskip("ray", reason="the ray extra is not installed")  # make test installs it; imported before
+    # the sweep, as a program using Ray would: the instance must still stay on loopback
     spec = parse_spec(write_spec(tmp_path).read_text())
     run_sweep(spec, tmp_path / "local", workers=2, report=lambda line: None)
-    results = run_sweep(spec, tmp_path / "ray", workers=2, backend="ray", report=lambda line: None)
+    lines = []
+    results = run_sweep(spec, tmp_path / "ray", workers=2, backend="ray", report=lines.append)
     assert {r["status"] for r in results} == {"trained"}
+    assert lines[0].startswith("a local Ray instance at 127.0.0.1:"), lines
     assert run_files(tmp_path / "ray") == run_files(tmp_path / "local")
 
 

@@ -3,7 +3,6 @@ anything is made, links at any level below the sweep, statuses that are what the
 summaries that count only this spec's runs and never print a number that is not one."""
 
 import fcntl
-import importlib.util
 import json
 import multiprocessing
 import os
@@ -241,13 +240,3 @@ def test_tampered_metrics_are_one_line_not_a_number(sweep_dir, tamper, capsys):
     for argv in (["summarize", str(sweep_dir)], ["summarize", str(sweep_dir), "--json"]):
         err = one_line(argv, capsys)
         assert "metrics.jsonl" in err and "Traceback" not in err
-
-
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the ray extra is not installed")
-def test_a_local_ray_instance_listens_on_loopback_only_and_says_where(tmp_path):
-    import ray  # noqa: F401 -- imported before the sweep, as a program using Ray would: it must still stay on loopback
-
-    lines = []
-    results = run_sweep(parse_spec(tiny()), tmp_path / "out", backend="ray", report=lines.append)
-    assert [r["status"] for r in results] == ["trained"]
-    assert lines[0].startswith("a local Ray instance at 127.0.0.1:"), lines
