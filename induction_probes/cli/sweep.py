@@ -121,6 +121,8 @@ def run_summarize(args: argparse.Namespace) -> str:
     from induction_probes.probes.sweeps.sweep_statistics import recompute_summary
 
     if args.sweep_dir.suffix == ".json":
+        if args.by_prior:
+            raise ValueError("--by-prior evaluates the runs' checkpoints: give the sweep directory, not a summary.json")
         summary = recompute_summary(args.sweep_dir)
     else:
         summary = summarize_sweep(args.sweep_dir, count=args.count, probe_seqs=args.probe_seqs, by_prior=args.by_prior)

@@ -111,3 +111,5 @@ def test_summarize_by_prior_adds_each_seed_s_losses_per_prior_and_their_paired_c
     assert "evaluated on" in capsys.readouterr().out
     assert main(["summarize", str(out), "--by-prior", "mixture"]) == 2
     assert "evaluated by prior on" in capsys.readouterr().err
+    assert main(["summarize", str(tmp_path / "summary.json"), "--by-prior", "unigram"]) == 2
+    assert "not a summary.json" in capsys.readouterr().err
