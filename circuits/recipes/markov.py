@@ -21,6 +21,15 @@ from induction_probes.circuits.recipes.clamps import CLAMP_LAYERS
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 
 
+def check_schedule(recipe: Recipe) -> None:
+    """A curriculum that ends before the run does: else the run never sees the task's own prior."""
+    if recipe.task.schedule is not None and recipe.task.schedule[1] >= recipe.steps * recipe.batch_size:
+        raise ValueError(
+            f"the curriculum's {recipe.task.schedule[1]} sequences must be fewer than the run's "
+            f"steps x batch_size = {recipe.steps * recipe.batch_size}"
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class MarkovRecipe(Recipe):
     """The ICL-MC transformer. Defaults: the paper's model (2 layers, 1 head each, learned relative
@@ -62,6 +71,7 @@ class MarkovRecipe(Recipe):
             raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
         super().__post_init__()
         self.check_clamp()
+        check_schedule(self)
 
     def check_clamp(self) -> None:
         require_int("clamp_from", self.clamp_from, 0)
@@ -153,6 +163,7 @@ class MinimalRecipe(Recipe):
         if self.task.n != 2:
             raise ValueError("the minimal model is for bigram chains: n must be 2")
         super().__post_init__()
+        check_schedule(self)
 
     def model_config(self):
         from induction_probes.circuits.models.minimal import MinimalConfig

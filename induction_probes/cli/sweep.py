@@ -69,7 +69,14 @@ def register(commands) -> None:
         "--probe-seqs",
         type=int,
         default=500,
-        help="fresh sequences for the final checkpoints' probe scores (default 500)",
+        help="fresh sequences for the final checkpoints' probe scores and --by-prior losses (default 500)",
+    )
+    summarize.add_argument(
+        "--by-prior",
+        metavar="PRIORS",
+        default="",
+        help="also evaluate each run's final checkpoint on fresh chains of these priors (e.g. "
+        "doubly-stochastic,unigram): its loss and KL(true||model) per prior, compared between conditions",
     )
     add_output_options(summarize)
     summarize.set_defaults(handler=run_summarize)
@@ -114,9 +121,11 @@ def run_summarize(args: argparse.Namespace) -> str:
     from induction_probes.probes.sweeps.sweep_statistics import recompute_summary
 
     if args.sweep_dir.suffix == ".json":
+        if args.by_prior:
+            raise ValueError("--by-prior evaluates the runs' checkpoints: give the sweep directory, not a summary.json")
         summary = recompute_summary(args.sweep_dir)
     else:
-        summary = summarize_sweep(args.sweep_dir, count=args.count, probe_seqs=args.probe_seqs)
+        summary = summarize_sweep(args.sweep_dir, count=args.count, probe_seqs=args.probe_seqs, by_prior=args.by_prior)
     if summary.get("summary") == "task":  # a registered task's sweep: its metrics and probes, no strategy phases
         if args.plot:
             raise ValueError("the sweep figures follow the ICL-MC strategy phases; drop --plot for this sweep")
@@ -172,9 +181,21 @@ def summary_table(summary: dict) -> str:
         f"sweep {summary['sweep']}: mean [95% interval] over seeds; x-axis: {summary['x_axis']}",
         format_table(headers, rows),
     ]
+    lines += by_prior_lines(summary)
     if summary["unfinished"]:
         lines.append(f"not finished (left out): {', '.join(summary['unfinished'])}")
     return "\n".join(lines + comparison_lines(summary))
+
+
+def by_prior_lines(summary: dict) -> list[str]:
+    """Per condition and prior, the final loss and KL(true||model) on that prior's chains (``--by-prior``)."""
+    rows = [
+        [name, prior, format_interval(values["loss"], 1.0, 4), format_interval(values["kl"], 1.0, 3)]
+        for name, condition in summary["conditions"].items()
+        for prior, values in condition.get("by_prior", {}).items()
+    ]
+    headers = ["condition", "evaluated on", "final loss [95% CI]", "final KL(true||model)"]
+    return [format_table(headers, rows)] if rows else []
 
 
 def comparison_lines(summary: dict) -> list[str]:

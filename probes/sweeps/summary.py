@@ -34,12 +34,12 @@ from induction_probes.circuits.sweeps.sweep import SPEC_FILE, SpecError, cell_st
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy, strategy_name
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.attention import positional_profiles
+from induction_probes.probes.by_prior import PROBE_SEED, evaluate_run_on_priors, prior_names, prior_task
 from induction_probes.probes.scores import attention_probes
 from induction_probes.probes.sweeps.statistics import interval
 from induction_probes.probes.sweeps.sweep_statistics import add_statistics
 from induction_probes.probes.sweeps.task_summary import summarize_task_sweep
 
-PROBE_SEED = 12345  # the probe sequences' seed, as `induction-probes probe` uses
 TRANSITION_KL_LEVEL = 0.05  # nats; markov-k3's KL(bigram ‖ model) is 0.13 on the plateau and 0.017 at the end
 
 
@@ -75,10 +75,11 @@ def run_x(run: Run, count: str | None) -> list[float]:
     """Each checkpoint's x: training sequences seen, or those of prior ``count`` only."""
     if count is None:
         return [float(m["sequences_seen"]) for m in run.metrics()]
-    per_batch = run.task.sequences_per_batch(run.recipe.batch_size).get(count, 0)
-    if per_batch == 0:
+    batch_size = run.recipe.batch_size
+    x = [float(run.task.sequences_of_prior(count, m["sequences_seen"], batch_size)) for m in run.metrics()]
+    if x[-1] == 0:
         raise SpecError(f"run {run.path} trains on no {count} sequences: --count {count} has no meaning for it")
-    return [float(m["step"] * per_batch) for m in run.metrics()]
+    return x
 
 
 def final_probes(run: Run, n_seqs: int) -> dict:
@@ -117,7 +118,7 @@ def checked_metrics(run: Run) -> list[dict]:
     return metrics
 
 
-def summarize_run(run: Run, count: str | None, probe_seqs: int) -> dict:
+def summarize_run(run: Run, count: str | None, probe_seqs: int, by_prior: tuple[str, ...] = ()) -> dict:
     metrics = checked_metrics(run)
     target = strategy_name(run.task.n)
     closest = [closest_strategy(m["last_token_kl"]) for m in metrics]
@@ -136,6 +137,9 @@ def summarize_run(run: Run, count: str | None, probe_seqs: int) -> dict:
     }
     if run.kind == "markov":
         record["probes"] = final_probes(run, probe_seqs)
+    if by_prior:
+        evaluations = evaluate_run_on_priors(run, by_prior, probe_seqs, PROBE_SEED)
+        record["by_prior"] = {prior: {"loss": e["loss"], "kl": e["kl"]} for prior, e in evaluations.items()}
     return record
 
 
@@ -150,8 +154,8 @@ def curves(runs: list[Run], x: list[float]) -> dict:
     return {"x": x, "steps": [m["step"] for m in metrics[0]], "kl": kl}
 
 
-def summarize_condition(runs: list[Run], count: str | None, probe_seqs: int) -> dict:
-    records = [summarize_run(run, count, probe_seqs) for run in runs]
+def summarize_condition(runs: list[Run], count: str | None, probe_seqs: int, by_prior: tuple[str, ...] = ()) -> dict:
+    records = [summarize_run(run, count, probe_seqs, by_prior) for run in runs]
     steps = {tuple((m["step"], tuple(m["last_token_kl"])) for m in run.metrics()) for run in runs}
     if len(steps) != 1:
         raise SpecError(
@@ -173,25 +177,41 @@ def summarize_condition(runs: list[Run], count: str | None, probe_seqs: int) -> 
             "previous_token_layer0": interval([max(r["probes"]["previous_token"][0]) for r in records]),
             "bigram_matching_last_layer": interval([max(r["probes"]["bigram_matching"][-1]) for r in records]),
         }
+    if by_prior:
+        summary["by_prior"] = {
+            prior: {key: interval([r["by_prior"][prior][key] for r in records]) for key in ("loss", "kl")}
+            for prior in by_prior
+        }
     return summary
 
 
-def summarize_sweep(root: str | Path, *, count: str | None = None, probe_seqs: int = 500) -> dict:
+def summarize_sweep(
+    root: str | Path, *, count: str | None = None, probe_seqs: int = 500, by_prior: str | tuple[str, ...] = ()
+) -> dict:
     """The summary of the finished cells of the sweep in ``root`` (JSON-ready: no NaN, no tensors);
-    ``count`` defaults to the spec's own. A sweep of any other task (Gaussian, or a task registered from
-    outside) gets the task summary (:func:`~induction_probes.probes.sweeps.task_summary.summarize_task_sweep`):
+    ``count`` defaults to the spec's own. ``by_prior`` (e.g. ``"doubly-stochastic,unigram"``) adds each run's
+    final loss and KL on ``probe_seqs`` fresh chains of each of those priors (:mod:`induction_probes.probes.by_prior`),
+    their intervals per condition and their comparisons. A sweep of any other task (Gaussian, or a task
+    registered from outside) gets the task summary
+    (:func:`~induction_probes.probes.sweeps.task_summary.summarize_task_sweep`):
     there are no strategy phases to time."""
     root = Path(root)
     if not (root / SPEC_FILE).exists():
         raise SpecError(f"{root} is not a sweep directory (it has no {SPEC_FILE})")
     spec = read_spec(root / SPEC_FILE, root)
     task = spec.cells()[0].recipe.task
+    by_prior = prior_names(by_prior) if by_prior else ()
+    if by_prior and not isinstance(task, MarkovTask):
+        raise SpecError("--by-prior evaluates ICL-MC models on chains of other priors; this sweep is not ICL-MC")
+    for prior in by_prior:  # a prior that does not suit the sweep's chains is refused before any run is read
+        prior_task(task, prior)
     done, missing = finished_cells(root, spec)
     if not isinstance(task, MarkovTask):
         return summarize_task_sweep(root, spec, done, missing, probe_seqs)
     count = count if count is not None else spec.count
     conditions = {
-        name: summarize_condition([Run.open(path) for path in paths], count, probe_seqs) for name, paths in done.items()
+        name: summarize_condition([Run.open(path) for path in paths], count, probe_seqs, by_prior)
+        for name, paths in done.items()
     }
     return require_finite(
         add_statistics(

@@ -7,7 +7,9 @@ A ``comparisons`` entry compares condition ``b`` with condition ``a`` on one mea
 b − a (its mean, and a 95 % interval), ``p_value`` the t-test's (paired where the two conditions share their
 seed list, Welch's otherwise), ``rank_p_value`` the rank test's (Wilcoxon signed-rank / Mann-Whitney U),
 ``n`` the pairs (paired) or the two sample sizes (unpaired) that entered: a run that never reached the
-transition has no transition and is left out of that measure's test.
+transition has no transition and is left out of that measure's test. A summary made with ``by_prior`` has two
+measures more per prior P, ``by_prior.P.loss`` and ``by_prior.P.kl`` (the final checkpoint's loss and last-token
+KL(true ‖ model) on fresh chains of P), compared the same way.
 """
 
 from __future__ import annotations
@@ -27,8 +29,29 @@ BOUNDED = ("previous_token_layer0", "bigram_matching_last_layer")  # scores in [
 MEASURES = ("transition", "transition_kl", "plateau", "final_kl", *BOUNDED)
 
 
+BY_PRIOR = ("loss", "kl")  # what a by-prior evaluation measures on each prior's chains
+
+
+def measures_of(summary: dict) -> tuple[str, ...]:
+    """The summary's measures: :data:`MEASURES`, and ``by_prior.P.loss`` / ``by_prior.P.kl`` for every prior P its
+    runs were evaluated on (in the order of the first run that has them)."""
+    priors: list[str] = []
+    for condition in summary["conditions"].values():
+        for record in condition["runs"]:
+            by_prior = record.get("by_prior")
+            if by_prior is None:
+                continue
+            if not isinstance(by_prior, dict) or not all(isinstance(values, dict) for values in by_prior.values()):
+                raise TypeError("by_prior must map each prior to its loss and kl")
+            priors += [prior for prior in by_prior if prior not in priors]
+    return MEASURES + tuple(f"by_prior.{prior}.{key}" for prior in priors for key in BY_PRIOR)
+
+
 def run_measure(record: dict, measure: str) -> float | None:
     """One seed's value of a measure (None where it has none: a transition never reached, an old summary)."""
+    if measure.startswith("by_prior."):
+        prior, key = measure[len("by_prior.") :].rsplit(".", 1)
+        return record.get("by_prior", {}).get(prior, {}).get(key)
     if measure == "previous_token_layer0":
         return max(record["probes"]["previous_token"][0]) if "probes" in record else None
     if measure == "bigram_matching_last_layer":
@@ -55,10 +78,10 @@ def compare(name_a: str, a: dict, name_b: str, b: dict, measure: str) -> dict | 
     return {"a": name_a, "b": name_b, "measure": measure} | result
 
 
-def kinds_of_solution(condition: dict) -> dict:
+def kinds_of_solution(condition: dict, measures: tuple[str, ...] = MEASURES) -> dict:
     """Per measure, the split into two kinds of solution where there is one (statistics' rule)."""
     kinds = {}
-    for measure in MEASURES:
+    for measure in measures:
         split = split_into_kinds(list(per_seed(condition, measure).values()), measure in BOUNDED)
         if split is not None:
             kinds[measure] = split
@@ -68,19 +91,19 @@ def kinds_of_solution(condition: dict) -> dict:
 def add_statistics(summary: dict) -> dict:
     """``summary`` with bounded probe intervals, kinds of solution per condition and, with two or more
     conditions, every pair's comparisons (a new dict; the per-seed records are left as they are)."""
-    conditions = {}
+    conditions, measures = {}, measures_of(summary)
     for name, condition in summary["conditions"].items():
         condition = dict(condition)
         if "probes" in condition:
             condition["probes"] = {m: bounded_interval(list(per_seed(condition, m).values())) for m in BOUNDED}
-        condition["kinds_of_solution"] = kinds_of_solution(condition)
+        condition["kinds_of_solution"] = kinds_of_solution(condition, measures)
         conditions[name] = condition
     out = dict(summary) | {"conditions": conditions}
     if len(conditions) >= 2:
         out["comparisons"] = [
             entry
             for (na, a), (nb, b) in combinations(conditions.items(), 2)
-            for measure in MEASURES
+            for measure in measures
             if (entry := compare(na, a, nb, b, measure)) is not None
         ]
     missing = [name for name, c in conditions.items() if any("curve" not in r for r in c["runs"])]
@@ -111,9 +134,10 @@ def recompute_summary(path) -> dict:
     try:
         if not isinstance(summary, dict) or not isinstance(summary["conditions"], dict):
             raise TypeError("conditions")
+        measures = measures_of(summary)
         for condition in summary["conditions"].values():
             for record in condition["runs"]:
-                [run_measure(record, m) for m in MEASURES], record["seed"]
+                [run_measure(record, m) for m in measures], record["seed"]
             condition["seeds"]
         return add_statistics(summary)
     except (KeyError, TypeError, IndexError, ValueError) as error:

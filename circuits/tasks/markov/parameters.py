@@ -71,3 +71,35 @@ def check_prior(
     states = info.get("states")
     if states is not None and k != states:
         raise ValueError(f"the {prior} prior is a family of {states}-state chains: k must be {states}")
+
+
+CURRICULUM_FORM = "PRIOR:SEQUENCES (e.g. doubly-stochastic:64000)"
+
+
+def parse_curriculum(curriculum: str | None) -> tuple[str, int] | None:
+    """``"doubly-stochastic:64000"`` → ``("doubly-stochastic", 64000)``: the first 64,000 training sequences
+    from that prior, the rest from the task's; None for no schedule."""
+    if curriculum is None:
+        return None
+    if not isinstance(curriculum, str) or curriculum.count(":") != 1:
+        raise ValueError(f"curriculum must be {CURRICULUM_FORM}, got {curriculum!r}")
+    prior, count = (part.strip() for part in curriculum.split(":"))
+    if prior not in SIMPLE_PRIORS:
+        raise ValueError(f"the curriculum's prior must be one of {', '.join(SIMPLE_PRIORS)}; got {prior!r}")
+    if not (count.isascii() and count.isdigit()) or int(count) < 1:
+        raise ValueError(f"the curriculum's sequences must be an integer >= 1, as in {CURRICULUM_FORM}; got {count!r}")
+    return prior, int(count)
+
+
+def check_curriculum(n: int, prior: str, curriculum: str | None) -> None:
+    """A schedule whose first prior suits the chains and differs from the training prior (else it is none)."""
+    schedule = parse_curriculum(curriculum)
+    if schedule is None:
+        return
+    first, _ = schedule
+    if first == prior:
+        raise ValueError(
+            f"the curriculum's prior must differ from the training prior ({prior}): it would change nothing"
+        )
+    if PRIORS.info(first).get("bigram_only") and n != 2:
+        raise ValueError(f"the {first} prior is for bigram chains: n must be 2")

@@ -3,6 +3,7 @@
 - :class:`CountedStream`: sequence i of a prior is a function of (seed, prior, i) alone, drawn by seeded
   blocks (:func:`induction_probes.circuits.tasks.markov.priors.block_seed`); its state is the count i.
 - :class:`MixtureStream`: round(p·B) sequences of one counted stream, then the rest from another.
+- :class:`CurriculumStream`: a prior schedule; the first N sequences of one counted stream, then another stream.
 """
 
 from __future__ import annotations
@@ -68,3 +69,34 @@ class MixtureStream:
     def set_state(self, state: Tensor) -> None:
         self.first.set_state(state[:1])
         self.second.set_state(state[1:])
+
+
+class CurriculumStream:
+    """The first ``switch`` sequences from ``early`` (a batch that straddles the switch takes its first rows from
+    ``early``, the rest from ``rest``), then ``rest``'s, from its first. A counted component of ``rest`` of
+    ``early``'s prior (a mixture holding it) goes on from sequence ``switch``, so no chain is seen twice. Its
+    state: the sequences taken, then ``rest``'s state (as int64; ``early``'s count follows from the first)."""
+
+    def __init__(self, early: CountedStream, rest, switch: int):
+        self.early, self.rest, self.switch, self.taken = early, rest, switch, 0
+        parts = (rest.first, rest.second) if isinstance(rest, MixtureStream) else (rest,)
+        for part in parts:
+            if isinstance(part, CountedStream) and part.task.prior == early.task.prior:
+                part.count = switch
+
+    def take(self, n_seqs: int) -> MarkovSample:
+        n_early = min(n_seqs, max(self.switch - self.taken, 0))
+        parts = [self.early.take(n_early)] if n_early else []
+        if n_seqs > n_early:
+            parts.append(self.rest.take(n_seqs - n_early))
+        self.taken += n_seqs
+        return MarkovSample.concat(parts)
+
+    def get_state(self) -> UInt8[Tensor, " rng_state"]:
+        rest = self.rest.get_state().to(torch.int64)  # a generator's bytes, 0..255, go through int64 unchanged
+        return torch.cat([torch.tensor([self.taken], dtype=torch.int64), rest])
+
+    def set_state(self, state: Tensor) -> None:
+        self.taken = int(state[0])
+        self.early.count = min(self.taken, self.switch)
+        self.rest.set_state(state[1:].to(self.rest.get_state().dtype))

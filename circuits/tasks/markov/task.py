@@ -7,7 +7,7 @@ so the methods that draw sequences import the samplers where they run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from induction_probes.circuits.common.config import option
@@ -47,6 +47,12 @@ class MarkovTask(TaskConfig):
     eval_prior: str | None = option(
         None, "prior of the evaluation and probe chains (default: the training prior)", choices=SIMPLE_PRIORS
     )
+    curriculum: str | None = option(
+        None,
+        "a prior schedule PRIOR:SEQUENCES, e.g. doubly-stochastic:64000: the first 64,000 training sequences "
+        "from that prior, the rest from --prior's (default: none)",
+        metavar="PRIOR:N",
+    )
 
     name: ClassVar[str] = "markov"
 
@@ -54,6 +60,19 @@ class MarkovTask(TaskConfig):
         parameters.check_chains(self.k, self.seq_len, self.n, self.alpha)
         parameters.check_prior(self.k, self.n, self.prior, self.p, self.mixture, self.eval_prior)
         parameters.check_sizes(self.k, self.seq_len, self.n)
+        parameters.check_curriculum(self.n, self.prior, self.curriculum)
+
+    def to_json(self) -> dict:
+        """The task's fields; ``curriculum`` only where there is one, so that the config.json of every run
+        without a schedule keeps the bytes it had before schedules existed (the shipped runs are verified
+        byte for byte)."""
+        own = super().to_json()
+        return own if self.curriculum is not None else {k: v for k, v in own.items() if k != "curriculum"}
+
+    @property
+    def schedule(self) -> tuple[str, int] | None:
+        """The curriculum as (prior, sequences), or None."""
+        return parameters.parse_curriculum(self.curriculum)
 
     def numbers_per_sequence(self) -> int:
         """About how many numbers one sequence costs in sampling, evaluating and probing it."""
@@ -75,6 +94,22 @@ class MarkovTask(TaskConfig):
         n_first = round(self.p * batch_size)
         return {self.components[0]: n_first, self.components[1]: batch_size - n_first}
 
+    def sequences_of_prior(self, prior: str, n_seen: int, batch_size: int) -> int:
+        """How many of the first ``n_seen`` training sequences (whole batches of ``batch_size``) are of ``prior``:
+        with a curriculum, its first sequences, then the batch that straddles the switch, whose remainder the
+        task's own stream splits as a batch of its own, then whole batches."""
+        if self.schedule is None:
+            return self.sequences_per_batch(batch_size).get(prior, 0) * (n_seen // batch_size)
+        first, switch = self.schedule
+        rest = replace(self, curriculum=None)
+        early = min(n_seen, switch)
+        partial = min(n_seen - early, -switch % batch_size)
+        whole = (n_seen - early - partial) // batch_size
+        count = early if prior == first else 0
+        if partial:
+            count += rest.sequences_per_batch(partial).get(prior, 0)
+        return count + whole * rest.sequences_per_batch(batch_size).get(prior, 0)
+
     def progress(self, metrics: dict) -> str:
         """The evaluation figure a training progress bar shows."""
         return f"KL(true||model) {metrics['last_token_kl']['true']:.4f}"
@@ -87,16 +122,24 @@ class MarkovTask(TaskConfig):
 
     def describe(self) -> str:
         text = f"ICL-MC k={self.k}, n={self.n}, T={self.seq_len}, alpha={self.alpha:g}, {self.describe_prior()} chains"
+        if self.schedule is not None:
+            text = f"{text}, the first {self.schedule[1]:,} from {self.schedule[0]}"
         return text if self.eval_prior is None else f"{text} (evaluated on {self.eval_prior})"
 
     def stream(self, seed: int, purpose: str = "train"):
         """The training (or, with ``purpose="eval"``, evaluation) sequences of ``seed``: a stream whose
         ``take(n)`` gives a :class:`MarkovSample` (see ``circuits/tasks/streams.py`` for why other priors
-        are counted, not drawn from one generator)."""
+        are counted, not drawn from one generator). With a curriculum, the first training sequences are those
+        of its prior's stream of ``seed``, then the task's own stream of ``seed`` from its start
+        (:class:`~induction_probes.circuits.tasks.markov.streams.CurriculumStream`)."""
         from induction_probes.circuits.tasks.markov.chains import sample_markov
-        from induction_probes.circuits.tasks.markov.streams import CountedStream, MixtureStream
+        from induction_probes.circuits.tasks.markov.streams import CountedStream, CurriculumStream, MixtureStream
         from induction_probes.circuits.tasks.streams import GeneratorStream
 
+        if self.schedule is not None and purpose == "train":  # evaluation chains are the task's prior's
+            first, switch = self.schedule
+            early = CountedStream(self.with_prior(first), seed, purpose)
+            return CurriculumStream(early, replace(self, curriculum=None).stream(seed, purpose), switch)
         if self.prior == "dirichlet":
             draw = lambda n_seqs, generator: sample_markov(  # noqa: E731
                 n_seqs, self.k, self.seq_len, n=self.n, alpha=self.alpha, generator=generator
