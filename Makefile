@@ -56,8 +56,10 @@ experiments: $(STAMP)
 paper: $(STAMP)
 	$(BIN)/induction-probes paper --out out/paper
 
+# Two test processes where the machine has two cores (pytest-xdist): the suite is CPU-bound and single-threaded,
+# so a second core halves it; no more than two, as on the 2-core machines it is sized for.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 2 tests
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_markov.py
