@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jaxtyping import Float
-
 if TYPE_CHECKING:  # torch is imported where it is used: recipes read the names without loading it
+    from jaxtyping import Float
     from torch import Tensor
 
 CLAMP_LAYERS = {"previous-token": 0, "induction": 1}
