@@ -87,6 +87,30 @@ def previous_token_score(pattern: Float[Tensor, "batch head query_pos key_pos"])
     return torch.diagonal(pattern, offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1))
 
 
+def previous_is_heaviest(pattern: Float[Tensor, "batch head query_pos key_pos"]) -> Float[Tensor, " head"]:
+    """Share of queries t ≥ 1 (over sequences) whose largest attention goes to key t − 1: the line that
+    Edelman et al.'s line plots draw fullest (a tie counts for the first key that reaches the maximum)."""
+    check_pattern(pattern)
+    n_pos = pattern.shape[-1]
+    heaviest = pattern[..., 1:, :].argmax(-1)  # [batch, head, query t = 1..n-1]
+    previous = torch.arange(n_pos - 1, device=pattern.device)
+    return (heaviest == previous).double().mean(dim=(0, -1))
+
+
+def last_token_matching_mass(
+    pattern: Float[Tensor, "batch head query_pos key_pos"], tokens: Int[Tensor, "batch pos"]
+) -> Float[Tensor, " head"]:
+    """Mean over sequences whose last token has a matching key (an earlier j with x_{j−1} = x_last) of the
+    last query's attention on those keys: the tokens that followed earlier occurrences of the last token."""
+    check_pattern(pattern, tokens)
+    match = matching_keys(tokens)[:, -1]  # [batch, key]
+    has_match = match.any(-1)
+    if not has_match.any():
+        raise ValueError("no sequence's last token occurs earlier with a successor")
+    mass = (pattern[:, :, -1] * match[:, None]).sum(-1)  # [batch, head]
+    return mass[has_match].mean(0)
+
+
 def repeat_induction_score(
     pattern: Float[Tensor, "batch head query_pos key_pos"], length: int, prefix: int = 0
 ) -> Float[Tensor, " head"]:

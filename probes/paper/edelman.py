@@ -10,6 +10,8 @@ from pathlib import Path
 
 from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, judged
 from induction_probes.probes.paper.runs import (
+    PROBE_SEED,
+    PROBE_SEQS,
     MarkovFacts,
     around_transition,
     draw_positional,
@@ -156,6 +158,41 @@ def attention_entry(k3: MarkovFacts) -> Entry:
         DIFFER,
         "a score stays at or below one half",
         [k3.figures["attention"], k3.figures["scores"]],
+        ["checkpoints/markov-k3 (probed)"],
+    )
+
+
+def attention_lines_entry(k3: MarkovFacts) -> Entry:
+    """Fig. 2 as the authors draw it, with the two things its lines show measured over the probe set."""
+    from induction_probes.probes.attention import last_token_matching_mass, previous_is_heaviest, run_with_patterns
+    from induction_probes.probes.summary import probe_eval_set
+
+    tokens = probe_eval_set(k3.run, PROBE_SEQS, PROBE_SEED).inputs
+    measured = {}
+    for step in (k3.run.steps[0], k3.run.steps[-1]):
+        patterns = run_with_patterns(k3.run.load(step=step), tokens)[1]
+        measured[step] = (
+            previous_is_heaviest(patterns[0])[0].item(),
+            last_token_matching_mass(patterns[-1], tokens)[0].item(),
+        )
+    (heaviest0, mass0), (heaviest, mass) = measured[k3.run.steps[0]], measured[k3.run.steps[-1]]
+    ours = (
+        f"markov-k3, {PROBE_SEQS} probe sequences, last step: layer 0's heaviest line goes to the previous "
+        f"token from {heaviest:.1%} of queries (step 0: {heaviest0:.1%}); layer 1's lines from the last token "
+        f"carry {mass:.3f} of its attention to the tokens that followed earlier occurrences of it (step 0: "
+        f"{mass0:.3f}); the figure draws one sequence's first 24 positions"
+    )
+    return judged(
+        PAPER,
+        "Fig. 2 (attention lines)",
+        "Drawn as lines (width 3a, opacity 0.45a, a normalised by each query's largest attention): the first "
+        "layer becomes previous-token; the second, from the last token, attends to the tokens that followed "
+        "earlier occurrences of the current token.",
+        ours,
+        heaviest > 0.5 and mass > 0.5,
+        DIFFER,
+        "a line pattern holds for at most half of the queries or of the attention",
+        [k3.figures["attention_lines"]],
         ["checkpoints/markov-k3 (probed)"],
     )
 
@@ -317,6 +354,7 @@ def edelman_run_entries(directory: Path) -> list[Entry]:
     return [
         *phase_entries(k3, k2, minimal),
         attention_entry(k3),
+        attention_lines_entry(k3),
         loss_entry(k3),
         baselines_entry(k3, k2),
         *positional_entries(k3, k2, directory),

@@ -182,11 +182,6 @@ def missing_entries() -> list[Entry]:
     """The paper's and rebuttal's experiments with no shipped result (issue 23's table)."""
     rows = [
         (
-            "Fig. 2 (attention lines)",
-            "Attention drawn as lines whose width and alpha are proportional to the attention, normalised per query.",
-            "heatmaps only (Fig. 2 row above)",
-        ),
-        (
             "ICML Fig. 4 (k = 2 spectrum)",
             "Where unigram is near Bayes-optimal the model can stay on the unigram "
             "plateau; where unigram ≈ uniform it moves on quickly.",

@@ -93,6 +93,7 @@ def probe_and_draw(facts: MarkovFacts, directory: Path, figures: bool = True) ->
     from induction_probes.probes.attention import chance_scores, run_with_patterns
     from induction_probes.probes.behaviour import even_sequence
     from induction_probes.probes.figures.plots import figure_name, plot_scores_over_training, step_caption
+    from induction_probes.probes.figures.plots_attention import plot_attention_lines
     from induction_probes.probes.figures.plots_circuit import plot_attention_heatmaps
     from induction_probes.probes.summary import probe_eval_set, probe_run
 
@@ -107,6 +108,9 @@ def probe_and_draw(facts: MarkovFacts, directory: Path, figures: bool = True) ->
     patterns = {step: run_with_patterns(run.load(step=step), example[None])[1] for step in facts.shown}
     facts.figures["attention"] = plot_attention_heatmaps(
         patterns, example, captions, name, directory / figure_name(name, "attention", facts.shown)
+    )
+    facts.figures["attention_lines"] = plot_attention_lines(
+        patterns, example, captions, name, directory / figure_name(name, "attention-lines", facts.shown)
     )
     results = [facts.probes[step] for step in steps]
     facts.figures["scores"] = plot_scores_over_training(

@@ -21,7 +21,7 @@ import torch
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.cli import main
 from induction_probes.probes.behaviour import illustrative_steps, plateau_step, strategy_phases
-from induction_probes.probes.figures import plots, plots_circuit, plots_toy
+from induction_probes.probes.figures import plots, plots_attention, plots_circuit, plots_toy
 
 
 @pytest.fixture
@@ -71,6 +71,35 @@ def test_attention_heatmaps_label_positions_with_their_tokens_and_ring_the_match
     rings = layer1.collections[0].get_offsets()
     assert len(rings) == 7 and not layer0.collections  # x_{j-1} = x_i, j <= i: queries 3, 4, 5 one each, 6 and 7 two
     assert [1, 3] in rings.tolist() and [4, 6] in rings.tolist()  # (key, query): key 4 follows the 0 at position 3
+
+
+def test_attention_lines_are_normalised_per_query_and_drawn_as_the_authors_draw_them(caught):
+    pattern = torch.tensor(
+        [
+            [1.0, 0.0, 0.0, 0.0],
+            [0.3, 0.7, 0.0, 0.0],
+            [0.2, 0.5, 0.3, 0.0],
+            [0.1, 0.4, 0.2, 0.3],
+        ]
+    )
+    every = plots_attention.attention_lines(pattern, last_only=False)
+    assert len(every) == 1 + 2 + 3 + 4  # no threshold: every causal key of every query, zero weights included
+    assert every[1:3] == [(1, 0, pytest.approx(0.3 / 0.7)), (1, 1, 1.0)]
+    last = plots_attention.attention_lines(pattern, last_only=True)
+    assert last == [(3, 0, pytest.approx(0.25)), (3, 1, 1.0), (3, 2, pytest.approx(0.5)), (3, 3, pytest.approx(0.75))]
+    assert plots_attention.attention_lines(torch.zeros(3, 3), last_only=False) == []  # no key, no line
+
+    tokens = torch.tensor([2, 0, 1, 2])
+    plots_attention.plot_attention_lines(
+        {0: [pattern[None, None], pattern[None, None]]}, tokens, {0: "step 0"}, "run", Path("unused.png")
+    )
+    layer0, layer1 = caught[0].axes[:2]
+    lines0, lines1 = layer0.collections[0], layer1.collections[0]
+    weights0 = np.array([a for _, _, a in every])
+    assert np.allclose(lines0.get_linewidths(), 3.0 * weights0)
+    assert np.allclose(lines0.get_colors()[:, 3], 0.45 * weights0)
+    assert [segment[0].tolist() for segment in lines1.get_segments()] == [[3.0, 1.0]] * 4  # from the last query
+    assert [text.get_text() for text in layer0.texts][::2] == ["2", "0", "1", "2"]
 
 
 def test_ablation_bars_name_heads_like_transformer_lens_and_key_their_colours(caught):

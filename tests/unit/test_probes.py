@@ -17,7 +17,9 @@ from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.ablation import parse_heads, run_ablated
 from induction_probes.probes.attention import (
     bigram_matching_score,
+    last_token_matching_mass,
     positional_profiles,
+    previous_is_heaviest,
     previous_token_score,
     run_with_patterns,
 )
@@ -306,3 +308,19 @@ def test_even_sequence_is_the_one_whose_counts_have_the_most_entropy():
     chosen = even_sequence(random)
     assert any(torch.equal(chosen, row) for row in random)
     assert entropy(chosen[:30]) == pytest.approx(max(entropy(row[:30]) for row in random), abs=1e-12)
+
+
+def test_the_heaviest_key_is_the_previous_one_for_the_queries_counted_by_hand():
+    # argmax per query t >= 1: t=1 -> key 1 (0.7, not 0); t=2 -> 1 = t-1; t=3 -> 2 = t-1; t=4 -> 1 (0.3), not 3
+    assert previous_is_heaviest(PATTERN).tolist() == [0.5]
+
+
+def test_last_token_matching_mass_by_hand_and_only_where_the_last_token_has_a_match():
+    # sequence 0: the last token 1 followed key 2's 0 at position 1 (x_1 = 1), so key 2 matches: mass 0.2;
+    # sequence 1 ends in a 1 that never occurred before: left out, whatever its pattern says
+    tokens = torch.cat([TOKENS, torch.tensor([[0, 0, 0, 0, 1]])])
+    other = torch.tril(torch.ones(5, 5)) / torch.arange(1, 6)[:, None]
+    pattern = torch.cat([PATTERN, other[None, None]])
+    assert last_token_matching_mass(pattern, tokens).item() == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="last token"):
+        last_token_matching_mass(other[None, None], tokens[1:])
