@@ -173,14 +173,23 @@ def toy_summary_table(summary: dict) -> str:
                 format_interval(c["n_plateaus"], 1, 2),
             ]
         )
-    headers = ["condition", "4 phases", "end of I", "end of II", "end of III", "half-way p1 p2 w_KQ",
-               "positions first", "plateaus"]
+    headers = [
+        "condition",
+        "4 phases",
+        "end of I",
+        "end of II",
+        "end of III",
+        "half-way p1 p2 w_KQ",
+        "positions first",
+        "plateaus",
+    ]
     lines = [f"toy sweep {summary['sweep']}: steps, mean [95% interval] over seeds", format_table(headers, rows)]
     for comparison in summary["comparisons"]:
-        d = comparison["difference"]
+        tests = f"{comparison['test']} p = {comparison['p_value']}, "
+        tests += f"{comparison['rank_test']} p = {comparison['rank_p_value']}"
         lines.append(
-            f"{comparison['b']} − {comparison['a']}, {comparison['measure']}: {format_interval(d, 1, 3)} "
-            f"({comparison['test']} p = {comparison['p_value']}, {comparison['rank_test']} p = {comparison['rank_p_value']})"
+            f"{comparison['b']} − {comparison['a']}, {comparison['measure']}: "
+            f"{format_interval(comparison['difference'], 1, 3)} ({tests})"
         )
     if summary["unfinished"]:
         lines.append(f"not finished (left out): {', '.join(summary['unfinished'])}")

@@ -152,8 +152,15 @@ def plot_toy_sweep_steps(summary: dict, path: Path) -> Path:
             values = [run[part].get(key) for run in summary["conditions"][name]["runs"]]
             values = [v for v in values if v]
             offset = (c - (len(names) - 1) / 2) * 0.18
-            ax.plot(values, [row + offset] * len(values), "o", color=SEED_COLOURS[c], alpha=0.7, ms=7,
-                    label=name if row == 0 else None)
+            ax.plot(
+                values,
+                [row + offset] * len(values),
+                "o",
+                color=SEED_COLOURS[c],
+                alpha=0.7,
+                ms=7,
+                label=name if row == 0 else None,
+            )
     ax.set_yticks(range(len(measures)), [label for label, *_ in measures])
     ax.set(xscale="log", xlabel="step (log scale)", title=f"toy sweep {Path(summary['sweep']).name}: per seed")
     ax.invert_yaxis()

@@ -1,10 +1,11 @@
 """The summary of a sweep of Wang et al.'s toy model (``recipe = "toy"``).
 
 - **Per seed** (``runs``): the phase boundaries of ``toy_phases`` and whether the four phases appear in the
-  paper's order (I < II < III < the last step, with a plateau longer than phase I); the step at which p1, p2
-  and w_KQ each make half their total change (``reach_step``), and whether the positions come first (both
-  slopes before w_KQ); the plateaus of the total loss and of its induction part (``count_plateaus``); the
-  logged loss curves.
+  paper's order (0 < end of I < end of II < end of III < the last step, so that phase IV is seen); the first
+  step at which each loss part is down to half its initial value, and whether the run goes lazy → rich (the
+  4-gram part halves before the induction part); the step at which p1, p2, w_V1 and w_KQ each make half
+  their total change (``reach_step``), and whether the positions come first (both slopes before w_KQ); the
+  plateaus of the total loss and of its induction part (``count_plateaus``); the logged loss curves.
 - **Per condition**: the mean and Student-t 95 % interval over seeds of each of these; the count of seeds
   with the four phases in order; the positions-first test over seeds: a one-sided sign test (binomial,
   p = 1/2) of "w_KQ after both slopes", and the paired t and Wilcoxon tests of step(w_KQ) − max(step p1, p2).
@@ -27,7 +28,7 @@ from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.sweeps.statistics import interval, paired_comparison, welch_comparison
 
 CURVES = ("loss", "loss_4gram", "loss_induction")
-LEARNED = ("p1", "p2", "w_KQ")
+LEARNED = ("p1", "p2", "w_V1", "w_KQ")
 PHASES = ("end_of_I", "end_of_II", "end_of_III", "plateau")
 # The recipe fields that fix a seed's sequences and starting point: equal in two conditions, seed s of each
 # trains on the same data from the same parameters, and their comparison is paired.
@@ -42,16 +43,17 @@ def toy_run_record(run: Run) -> dict:
     except ValueError as error:  # a run without all four phases is a result, recorded as such
         phases = {"missing": str(error)}
     last = history[-1]["step"]
-    in_order = "missing" not in phases and (
-        0 < phases["end_of_I"] < phases["end_of_II"] < phases["end_of_III"] < last
-        and phases["plateau"] > phases["end_of_I"]
-    )
+    in_order = "missing" not in phases and 0 < phases["end_of_I"] < phases["end_of_II"] < phases["end_of_III"] < last
     learned = {name: reach_step(history, [h[name] for h in history]) for name in LEARNED}
+    halved = {key: halving_step(history, key) for key in ("loss_4gram", "loss_induction")}
     return {
         "seed": run.recipe.model_seed,
         "data_seed": run.recipe.data_seed,
         "phases": phases,
         "four_phases_in_order": in_order,
+        "halved": halved,
+        "lazy_then_rich": halved["loss_induction"] is not None
+        and (halved["loss_4gram"] is not None and halved["loss_4gram"] < halved["loss_induction"]),
         "learned": learned,
         "positions_first": learned["w_KQ"] > max(learned["p1"], learned["p2"]),
         "plateaus": count_plateaus(history, "loss"),
@@ -59,6 +61,11 @@ def toy_run_record(run: Run) -> dict:
         "final": {key: history[-1][key] for key in CURVES + LEARNED},
         "curves": {"step": [h["step"] for h in history]} | {key: [h[key] for h in history] for key in CURVES},
     }
+
+
+def halving_step(history: list[dict], key: str) -> int | None:
+    """The first logged step at which ``key`` is at most half its value at step 0 (None if it never is)."""
+    return next((h["step"] for h in history if h[key] <= 0.5 * history[0][key]), None)
 
 
 def positions_first_test(records: list[dict]) -> dict:
@@ -86,6 +93,7 @@ def condition_statistics(condition: dict) -> dict:
     stats["transition"] = stats["end_of_II"] | {"n_reached": len(phased)}
     return stats | {
         "n_in_order": sum(r["four_phases_in_order"] for r in records),
+        "n_lazy_then_rich": sum(r["lazy_then_rich"] for r in records),
         "four_phases_in_order": all(r["four_phases_in_order"] for r in records),
         "learned": {name: interval([r["learned"][name] for r in records]) for name in LEARNED},
         "positions_first": positions_first_test(records),
@@ -97,7 +105,10 @@ def condition_statistics(condition: dict) -> dict:
 
 def compare_transitions(name_a: str, a: dict, name_b: str, b: dict) -> dict:
     """B's transition step against A's: paired by seed when ``a`` and ``b`` share :data:`SHARED` (and seeds)."""
-    steps = {name: {r["seed"]: r["phases"].get("end_of_II") for r in c["runs"]} for name, c in ((name_a, a), (name_b, b))}
+    steps = {
+        name: {r["seed"]: r["phases"].get("end_of_II") for r in condition["runs"]}
+        for name, condition in ((name_a, a), (name_b, b))
+    }
     paired = a["shared"] == b["shared"] and a["seeds"] == b["seeds"]
     if paired:
         seeds = [s for s in a["seeds"] if steps[name_a][s] is not None and steps[name_b][s] is not None]

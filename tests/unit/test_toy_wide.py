@@ -19,9 +19,11 @@ def brute_force(model: ToyModel, x: torch.Tensor) -> torch.Tensor:
     for b in range(n):
         X = {s: x[b, s - 1] for s in range(1, L + 1)}  # X[s] = x_s
 
-        def previous(slope, s, tokens):  # Σ_{j=1}^{s−1} softmax_j(−slope (j − 1)) tokens[s − j]
+        def previous(slope, s, tokens):  # Σ_{j=1}^{s−1} softmax_j(−slope (j − 1)) tokens[s − j]; 0 at s = 1
             weights = [math.exp(-slope * (j - 1)) for j in range(1, s)]
-            return sum(w * tokens[s - j] for j, w in zip(range(1, s), weights)) / sum(weights) if weights else 0 * X[1]
+            if not weights:
+                return torch.zeros(d, dtype=torch.float64)
+            return sum(w * tokens[s - j] for j, w in zip(range(1, s), weights)) / sum(weights)
 
         h = {s: previous(p1.item(), s, X) for s in range(1, L + 1)}
         g = W_V1 @ previous(p2.item(), L, h)
