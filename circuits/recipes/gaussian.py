@@ -80,8 +80,9 @@ class ToyRecipe(Config):
 
     Scalar tokens x_1..x_L (standard Gaussian, or ±1), target α*·x_{L−2} + IH_2 with W* = w*. The four
     weights start at σ, the two slopes at ``slope_init``. With ``d`` > 1, d-dimensional tokens, W* = w* I and
-    d × d weights drawn at scale σ from ``model_seed`` (the high-dimensional toy, circuits/models/toy.py). Full-batch gradient descent on a fixed set of
-    ``n_seqs`` sequences approximates gradient flow on the population loss ½E[(f − y)²].
+    d × d weights drawn at scale σ from ``model_seed`` (the high-dimensional toy, circuits/models/toy.py).
+    Full-batch gradient descent on a fixed set of ``n_seqs`` sequences approximates gradient flow on the
+    population loss ½E[(f − y)²].
     """
 
     seq_len: int = option(20, "L, tokens per sequence (>= 4)")

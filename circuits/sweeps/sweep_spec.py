@@ -3,7 +3,7 @@ standard run directory.
 
 A spec is a TOML file::
 
-    recipe = "markov"                  # markov, minimal, gaussian, toy or a registered recipe (the `train` sub-commands)
+    recipe = "markov"                  # markov, minimal, gaussian, toy, or a recipe registered with a train command
     seeds = [0, 1, 2]                  # seed S sets the model, data and eval seeds to S, S+1, S+2 (those it has)
     description = "free text"          # optional
     count = "doubly-stochastic"        # optional: summaries count training sequences of this prior only
@@ -44,9 +44,8 @@ from induction_probes.circuits.recipes.registry import RECIPES, SWEPT_ONLY, TRAI
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS
 
 
-
 def sweep_recipes() -> list[str]:
-    """The recipes a sweep may name: those with a train sub-command, and the toy model (circuits/recipes/registry.py)."""
+    """The recipes a sweep may name: those with a train sub-command, and the toy (circuits/recipes/registry.py)."""
     return [*TRAINED, *SWEPT_ONLY]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import device_kind, resolve_device
@@ -60,7 +61,7 @@ def train_toy(recipe: ToyRecipe, out: str | Path | None = None, device: torch.de
     return history
 
 
-def half_squared(error: Tensor) -> Tensor:
+def half_squared(error: Float[Tensor, "batch d_model"]) -> Float[Tensor, ""]:
     """½E‖error‖² over the sequences ([batch, d]: the squared norm of each sequence's error)."""
     return 0.5 * (error**2).sum(-1).mean()
 

@@ -20,10 +20,15 @@ def sweep_figures(name: str, directory: Path) -> tuple[dict, list[Path]]:
     return result, plot_toy_sweep(result, directory)
 
 
+def steps_text(stat: dict) -> str:
+    """A step count's interval, at four figures (steps run to thousands)."""
+    return interval_text(stat, digits=4)
+
+
 def comparison_text(comparison: dict) -> str:
     p, rank = comparison["p_value"], comparison["rank_p_value"]
     return (
-        f"{comparison['b']} − {comparison['a']} {interval_text(comparison['difference'])} steps "
+        f"{comparison['b']} − {comparison['a']} {steps_text(comparison['difference'])} steps "
         f"({comparison['test']} p = {'-' if p is None else f'{p:.2g}'}, "
         f"{comparison['rank_test']} p = {'-' if rank is None else f'{rank:.2g}'})"
     )
@@ -35,8 +40,9 @@ def boolean_sweep_entry(directory: Path) -> Entry:
     ours = (
         f"{boolean['n_seeds']} seeds each (L = 20, σ = 0.01, gradient descent): four phases in order in "
         f"{boolean['n_in_order']}/{boolean['n_seeds']} ±1 seeds and {gaussian['n_in_order']}/{gaussian['n_seeds']} "
-        f"Gaussian ones; end of the plateau (II) at {interval_text(boolean['transition'])} (±1) against "
-        f"{interval_text(gaussian['transition'])} (Gaussian); {comparison_text(result['comparisons'][0])}"
+        f"Gaussian ones; end of the plateau (II) at {steps_text(boolean['transition'])} (±1) against "
+        f"{steps_text(gaussian['transition'])} (Gaussian), end of III at {steps_text(boolean['end_of_III'])} "
+        f"against {steps_text(gaussian['end_of_III'])}; {comparison_text(result['comparisons'][0])}"
     )
     return judged(
         PAPER,
@@ -58,13 +64,15 @@ def layerwise_entry(directory: Path) -> Entry:
     gap = first["w_KQ_minus_positions"]
     ours = (
         f"joint training, {joint['n_seeds']} seeds: half of the total change made at step "
-        + ", ".join(f"{interval_text(learned[k])} ({k})" for k in ("p1", "p2", "w_KQ"))
+        + ", ".join(f"{steps_text(learned[k])} ({k})" for k in ("p1", "p2", "w_KQ"))
         + f"; w_KQ after both slopes in {first['n_first']}/{first['n']} seeds (sign test p = "
-        f"{first['sign_p_value']:.3f}), by {interval_text(gap['difference'])} steps (paired t p = "
-        f"{gap['p_value'] if gap['p_value'] is None else format(gap['p_value'], '.2g')}). Layerwise (layer 1 alone "
-        f"for 3,000 steps, then layer 2): four phases in {layerwise['n_in_order']}/{layerwise['n_seeds']} seeds"
+        f"{first['sign_p_value']:.3f}), by {steps_text(gap['difference'])} steps (paired t p = "
+        f"{gap['p_value']:.2g}). Layerwise (layer 1 alone for 3,000 steps, then layer 2 for 3,000): p1 half-way "
+        f"at {steps_text(layerwise['learned']['p1'])}, four phases in {layerwise['n_in_order']}/"
+        f"{layerwise['n_seeds']} seeds by step 6,000, final loss {interval_text(layerwise['final_loss'])} "
+        f"against {interval_text(joint['final_loss'])} jointly"
     )
-    if result["comparisons"] and joint["transition"]["n"] and layerwise["transition"]["n"]:
+    if joint["transition"]["n"] >= 2 and layerwise["transition"]["n"] >= 2:
         ours += f"; {comparison_text(result['comparisons'][0])}"
     holds = first["n_first"] == first["n"] and first["sign_p_value"] < SIGNIFICANT
     return judged(
@@ -91,8 +99,9 @@ def wide_adam_entry(directory: Path) -> Entry:
         f"part in {adam['n_lazy_then_rich']}/{adam['n_seeds']} seeds; plateaus of the total loss per seed "
         f"{plateaus} (gradient descent: {[len(run['plateaus']) for run in gd['runs']]}, lazy → rich in "
         f"{gd['n_lazy_then_rich']}/{gd['n_seeds']}); induction part halved at step "
-        f"{interval_text(interval_of(adam, 'loss_induction'))} (Adam) and "
-        f"{interval_text(interval_of(gd, 'loss_induction'))} (gradient descent)"
+        f"{steps_text(interval_of(adam, 'loss_induction'))} (Adam) and "
+        f"{steps_text(interval_of(gd, 'loss_induction'))} (gradient descent), w_KQ half-way at "
+        f"{steps_text(adam['learned']['w_KQ'])} under Adam, before both slopes ({steps_text(adam['learned']['p1'])})"
     )
     return judged(
         PAPER,
