@@ -11,6 +11,7 @@ from typing import ClassVar
 
 from induction_probes.circuits.common.config import Config, nested, option
 from induction_probes.circuits.common.limits import (
+    MAX_PARAMETERS,
     MAX_STEPS,
     require_at_most,
     require_seed,
@@ -111,6 +112,7 @@ class ToyRecipe(Config):
             require_int(name, getattr(self, name), 1)
         require_int("layerwise_steps", self.layerwise_steps, 0)
         require_int("d", self.d, 1)
+        require_at_most("parameters (2 + 4d²)", 2 + 4 * self.d**2, MAX_PARAMETERS)
         require_seed("data_seed", self.data_seed)
         require_seed("model_seed", self.model_seed)
         require_at_most("steps", self.steps, MAX_STEPS)

@@ -86,3 +86,11 @@ def test_a_high_dimensional_run_records_identity_components_and_falls():
     assert history[-1]["loss"] < history[0]["loss"]
     # at step 0 the 4-gram part is ½E‖g − 2 x_{L−2}‖² ≈ ½·α*²·d = 6 (g is tiny): 128 draws, within 25%
     assert abs(history[0]["loss_4gram"] - 6.0) < 1.5
+
+
+def test_a_toy_too_wide_to_hold_is_refused_in_one_line(capsys):
+    from induction_probes.cli import main
+
+    # 2 + 4·(10⁴)² = 4·10⁸ parameters, above the 2²⁶ limit: refused before anything is allocated
+    assert main(["toy", "--d", "10000", "--n-seqs", "1", "--seq-len", "4", "--steps", "1"]) == 2
+    assert "parameters (2 + 4d²)" in capsys.readouterr().err
