@@ -11,6 +11,7 @@ from typing import ClassVar
 
 from induction_probes.circuits.common.config import Config, nested, option
 from induction_probes.circuits.common.limits import (
+    MAX_PARAMETERS,
     MAX_STEPS,
     require_at_most,
     require_seed,
@@ -79,8 +80,10 @@ class ToyRecipe(Config):
     """Wang et al.'s toy model (§5) and its training; several choices are reconstructions (README).
 
     Scalar tokens x_1..x_L (standard Gaussian, or ±1), target α*·x_{L−2} + IH_2 with W* = w*. The four
-    weights start at σ, the two slopes at ``slope_init``. Full-batch gradient descent on a fixed set of
-    ``n_seqs`` sequences approximates gradient flow on the population loss ½E[(f − y)²].
+    weights start at σ, the two slopes at ``slope_init``. With ``d`` > 1, d-dimensional tokens, W* = w* I and
+    d × d weights drawn at scale σ from ``model_seed`` (the high-dimensional toy, circuits/models/toy.py).
+    Full-batch gradient descent on a fixed set of ``n_seqs`` sequences approximates gradient flow on the
+    population loss ½E[(f − y)²].
     """
 
     seq_len: int = option(20, "L, tokens per sequence (>= 4)")
@@ -89,6 +92,8 @@ class ToyRecipe(Config):
     alpha_star: float = option(2.0, "α*, the weight of the 4-gram term in the target")
     w_star: float = option(1.0, "w*, the induction head's weight in the target")
     boolean: bool = option(False, "uniform ±1 tokens instead of Gaussian ones")
+    d: int = option(1, "token dimension: 1 is the six-parameter toy, d > 1 the high-dimensional toy (d x d weights)")
+    model_seed: int = option(0, "the random initial matrices of the high-dimensional toy (unused at d = 1)")
     optimizer: str = option("gd", "gd (gradient descent) or adam", choices=("gd", "adam"))
     layerwise_steps: int = option(0, "train layer 1 alone for this many steps, then freeze it (0: joint training)")
     lr: float = option(0.1, "step size")
@@ -106,10 +111,14 @@ class ToyRecipe(Config):
         for name in ("steps", "n_seqs", "log_every"):
             require_int(name, getattr(self, name), 1)
         require_int("layerwise_steps", self.layerwise_steps, 0)
+        require_int("d", self.d, 1)
+        require_at_most("parameters (2 + 4d²)", 2 + 4 * self.d**2, MAX_PARAMETERS)
         require_seed("data_seed", self.data_seed)
+        require_seed("model_seed", self.model_seed)
         require_at_most("steps", self.steps, MAX_STEPS)
         require_at_most("records (steps / log_every)", self.steps // self.log_every, MAX_STEPS // 1000)
-        require_sequences("n_seqs", self.n_seqs, self.seq_len**2)  # the sequences, and the ALiBi weights over them
+        # the sequences, and the ALiBi weights over them
+        require_sequences("n_seqs", self.n_seqs, self.seq_len**2 + self.seq_len * self.d)
         if self.optimizer not in ("gd", "adam"):
             raise ValueError(f"optimizer must be gd or adam, got {self.optimizer!r}")
         _ = self.task  # L >= 4 and the target's own checks
@@ -117,13 +126,13 @@ class ToyRecipe(Config):
     def model_config(self):
         from induction_probes.circuits.models.toy import ToyConfig
 
-        return ToyConfig(self.sigma, self.slope_init)
+        return ToyConfig(self.sigma, self.slope_init, self.d, self.model_seed)
 
     @property
     def task(self) -> GaussianTask:
         return GaussianTask(
             target="mixed",
-            d=1,
+            d=self.d,
             seq_len=self.seq_len,
             w_star=self.w_star,
             alpha_star=self.alpha_star,

@@ -3,7 +3,8 @@ registration is the recipe's config class, whose ``name`` is the registered name
 and sweeps read from it:
 
 - ``command``: a ``train`` sub-command and a sweep ``recipe`` (a minibatch recipe trained by ``train_run``);
-- ``help``: that sub-command's one-line help.
+- ``help``: that sub-command's one-line help;
+- ``sweep``: a sweep ``recipe`` without a train sub-command (the toy model, trained by ``train_toy``).
 
 A new task needs both registrations, its task and the recipe that trains it; :func:`register_task` makes both
 from the recipe class alone (the recipe names its task class in its ``task`` field).
@@ -40,10 +41,12 @@ RECIPES.register(
     "toy",
     "induction_probes.circuits.recipes.gaussian:ToyRecipe",
     command=False,
+    sweep=True,
     help="Wang et al.'s six-parameter toy model (the toy command)",
 )
 
 TRAINED = RECIPES.where(command=True)  # the train sub-commands and the recipes a sweep may name
+SWEPT_ONLY = RECIPES.where(sweep=True)  # and the other recipes a sweep may name
 
 
 def task_of(recipe: type) -> type:

@@ -53,7 +53,9 @@ def is_finished(path: Path) -> bool:
     if not (path / "config.json").is_file() or not (path / "manifest.json").is_file():
         return False
     steps = [entry["step"] for entry in read_manifest(path)]
-    return bool(steps) and steps[-1] == saved_recipe(path).steps and (path / RESUME_FILE).is_file()
+    recipe = saved_recipe(path)
+    resumable = recipe.name != "toy"  # the toy's loop saves no resume state: its last checkpoint ends it
+    return bool(steps) and steps[-1] == recipe.steps and (not resumable or (path / RESUME_FILE).is_file())
 
 
 def run_cell(root: str, cell_json: dict) -> dict:
@@ -73,20 +75,34 @@ def run_cell(root: str, cell_json: dict) -> dict:
         status = cell_status(path, recipe, Path(root))
         if status == "done":  # finished by another sweep since this one looked
             return result | {"status": "skipped"}
-        run = train_run(
-            recipe if status == "new" else None,
-            path,
-            resume=status == "partial",
-            progress=False,
-            device=cell_json.get("device"),
-        )
-        final_kl = run.metrics()[-1].get("last_token_kl", {}).get("true")
+        if recipe.name == "toy":
+            final_kl = train_toy_cell(recipe, path, status, cell_json.get("device"))
+        else:
+            run = train_run(
+                recipe if status == "new" else None,
+                path,
+                resume=status == "partial",
+                progress=False,
+                device=cell_json.get("device"),
+            )
+            final_kl = run.metrics()[-1].get("last_token_kl", {}).get("true")
         result |= {"status": "trained" if status == "new" else "resumed", "final_kl": final_kl}
     except RunLocked:  # another sweep (or trainer) is training it now: its status is that one's to report
         result |= {"status": "busy", "error": "another process is training this cell"}
     except Exception as error:  # noqa: BLE001 -- reported per cell, the sweep goes on
         result |= {"status": "failed", "error": f"{type(error).__name__}: {error}".splitlines()[0]}
     return result | {"seconds": round(time.perf_counter() - started, 2)}
+
+
+def train_toy_cell(recipe, path: Path, status: str, device: str | None) -> None:
+    """A toy cell (``train_toy``: seconds, no resume state): trained from its first step; an interrupted one
+    is refused, since its files cannot be continued."""
+    from induction_probes.circuits.training.toy import train_toy
+
+    if status == "partial":
+        raise SpecError(f"{path} holds an interrupted toy run, which cannot be resumed: remove it and run again")
+    train_toy(recipe, path, device=device)
+    return None  # a toy run has no KL
 
 
 def died(cell: dict, error: Exception) -> dict:

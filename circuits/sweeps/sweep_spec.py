@@ -3,8 +3,8 @@ standard run directory.
 
 A spec is a TOML file::
 
-    recipe = "markov"                  # markov, minimal, gaussian or a registered recipe (the `train` sub-commands)
-    seeds = [0, 1, 2]                  # seed S sets the model, data and eval seeds to S, S+1, S+2
+    recipe = "markov"                  # markov, minimal, gaussian, toy, or a recipe registered with a train command
+    seeds = [0, 1, 2]                  # seed S sets the model, data and eval seeds to S, S+1, S+2 (those it has)
     description = "free text"          # optional
     count = "doubly-stochastic"        # optional: summaries count training sequences of this prior only
 
@@ -40,10 +40,15 @@ from typing import Any
 from induction_probes.circuits.common.config import config_from_options, option_names
 from induction_probes.circuits.common.limits import MAX_CELLS, MAX_NAME, MAX_SPEC_BYTES
 from induction_probes.circuits.common.untrusted import read_text
-from induction_probes.circuits.recipes.registry import RECIPES, TRAINED
+from induction_probes.circuits.recipes.registry import RECIPES, SWEPT_ONLY, TRAINED
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS
 
-SWEEP_RECIPES = TRAINED  # the registered recipes with a train sub-command (circuits/recipes/registry.py)
+
+def sweep_recipes() -> list[str]:
+    """The recipes a sweep may name: those with a train sub-command, and the toy (circuits/recipes/registry.py)."""
+    return [*TRAINED, *SWEPT_ONLY]
+
+
 SPEC_KEYS = {"recipe", "seeds", "description", "count", "base", "conditions", "grid"}
 SEED_KEYS = ("model_seed", "data_seed", "eval_seed")
 SPEC_FILE, LOG_FILE = "spec.toml", "sweep.jsonl"
@@ -90,11 +95,13 @@ class Spec:
     def cells(self) -> list[Cell]:
         """Every cell in a fixed order: condition, then grid point, then seed."""
         recipe_class = RECIPES.get(self.recipe)
+        seed_keys = [key for key in SEED_KEYS if key in option_names(recipe_class)]  # the toy has no eval seed
         cells = []
         for name, overrides in self.conditions.items():
             for point in self.grid_points():
                 for seed in self.seeds:
-                    options = dict(zip(SEED_KEYS, (seed, seed + 1, seed + 2))) | self.base | overrides | point
+                    seeds = {key: seed + SEED_KEYS.index(key) for key in seed_keys}
+                    options = seeds | self.base | overrides | point
                     label = condition_label(name, point)
                     try:
                         recipe = config_from_options(recipe_class, options)
@@ -153,8 +160,8 @@ def parse_spec(text: str, source: str = "spec") -> Spec:
     unknown = sorted(set(raw) - SPEC_KEYS)
     if unknown:
         raise SpecError(f"{source}: unknown keys {', '.join(unknown)} (a spec has {', '.join(sorted(SPEC_KEYS))})")
-    if raw.get("recipe") not in SWEEP_RECIPES:
-        raise SpecError(f"{source}: recipe must be one of {', '.join(SWEEP_RECIPES)}, got {raw.get('recipe')!r}")
+    if raw.get("recipe") not in sweep_recipes():
+        raise SpecError(f"{source}: recipe must be one of {', '.join(sweep_recipes())}, got {raw.get('recipe')!r}")
     seeds = raw.get("seeds")
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
         raise SpecError(f"{source}: seeds must be a non-empty list of integers >= 0")

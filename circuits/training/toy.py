@@ -7,15 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import device_kind, resolve_device
-from induction_probes.circuits.models.toy import PARAMETERS, ToyModel
+from induction_probes.circuits.models.toy import ToyModel
 from induction_probes.circuits.recipes.gaussian import ToyRecipe
 from induction_probes.circuits.runs.writer import RunWriter, run_config
 from induction_probes.circuits.tasks.gaussian.sequences import four_gram, induction_head
-
-LAYER_1 = torch.tensor([1.0, 0, 0, 0, 0, 0], dtype=torch.float64)  # p1 is layer 1's only parameter
 
 
 def train_toy(recipe: ToyRecipe, out: str | Path | None = None, device: torch.device | str | None = None) -> list[dict]:
@@ -28,9 +27,9 @@ def train_toy(recipe: ToyRecipe, out: str | Path | None = None, device: torch.de
     device = resolve_device(device)
     task = recipe.task
     x = task.sample(recipe.n_seqs, torch.Generator().manual_seed(recipe.data_seed))
-    target_g4 = (recipe.alpha_star * four_gram(x)[:, 0]).to(device)
-    target_ih = induction_head(x, 2, task.W_star())[:, 0].to(device)
-    x = x[..., 0].to(device)
+    target_g4 = (recipe.alpha_star * four_gram(x)).to(device)
+    target_ih = induction_head(x, 2, task.W_star()).to(device)
+    x = x.to(device)
     model = ToyModel(recipe.model_config()).to(device)
     params = model.params
     optimizer = (
@@ -40,13 +39,14 @@ def train_toy(recipe: ToyRecipe, out: str | Path | None = None, device: torch.de
     )
     config = run_config(recipe) | {"devices": [device_kind(device)]}
     writer = RunWriter.create(Path(out), config) if out is not None else None
-    layer_1 = LAYER_1.to(device)
+    layer_1 = torch.zeros_like(params.detach())
+    layer_1[0] = 1.0  # p1 is layer 1's only parameter
     history = []
     for step in range(recipe.steps + 1):
         g, i = model.parts(x)
-        loss = 0.5 * ((g + i - target_g4 - target_ih) ** 2).mean()
+        loss = half_squared(g + i - target_g4 - target_ih)
         if step % recipe.log_every == 0 or step == recipe.steps:
-            history.append(record(step, loss, g - target_g4, i - target_ih, params))
+            history.append(record(step, loss, g - target_g4, i - target_ih, model))
             if writer is not None:
                 save_record(writer, history, model, recipe)
         if step == recipe.steps:
@@ -61,13 +61,18 @@ def train_toy(recipe: ToyRecipe, out: str | Path | None = None, device: torch.de
     return history
 
 
-def record(step: int, loss: Tensor, error_g4: Tensor, error_ih: Tensor, params: Tensor) -> dict:
+def half_squared(error: Float[Tensor, "batch d_model"]) -> Float[Tensor, ""]:
+    """½E‖error‖² over the sequences ([batch, d]: the squared norm of each sequence's error)."""
+    return 0.5 * (error**2).sum(-1).mean()
+
+
+def record(step: int, loss: Tensor, error_g4: Tensor, error_ih: Tensor, model: ToyModel) -> dict:
     return {
         "step": step,
         "loss": loss.item(),
-        "loss_4gram": 0.5 * (error_g4**2).mean().item(),
-        "loss_induction": 0.5 * (error_ih**2).mean().item(),
-    } | dict(zip(PARAMETERS, params.tolist()))
+        "loss_4gram": half_squared(error_g4).item(),
+        "loss_induction": half_squared(error_ih).item(),
+    } | model.summary()
 
 
 def save_record(writer, history: list[dict], model: ToyModel, recipe: ToyRecipe) -> None:

@@ -82,9 +82,11 @@ def run_toy(args: argparse.Namespace) -> str:
         from induction_probes.probes.figures.plots_toy import plot_toy
 
         kind = ("_boolean" if recipe.boolean else "") + ("_adam" if recipe.optimizer == "adam" else "")
+        kind += f"_d{recipe.d}" if recipe.d > 1 else ""
         title = f"toy model: L={recipe.seq_len}, σ={recipe.sigma:g}, α*={recipe.alpha_star:g}, {recipe.optimizer}" + (
             ", ±1 tokens" if recipe.boolean else ""
         )
+        title += f", d={recipe.d}" if recipe.d > 1 else ""
         title += "" if phases else " (the four phases did not all appear)"
         figures = [
             plot_toy(history, phases, title, args.plot / f"toy_L{recipe.seq_len}_sigma{recipe.sigma:g}{kind}.png")
@@ -95,7 +97,11 @@ def run_toy(args: argparse.Namespace) -> str:
     last = history[-1]
     lines = [
         f"toy model, L={recipe.seq_len}, sigma={recipe.sigma:g}, alpha*={recipe.alpha_star:g}: {recipe.steps} "
-        f"{recipe.optimizer} steps, lr {recipe.lr:g}" + (", ±1 tokens" if recipe.boolean else ""),
+        f"{recipe.optimizer} steps, lr {recipe.lr:g}"
+        + (", ±1 tokens" if recipe.boolean else "")
+        + (
+            f", d = {recipe.d} (the high-dimensional toy; weights: identity components tr(W)/d)" if recipe.d > 1 else ""
+        ),
         f"phase I ends at step {phases.end_of_I}, the plateau (II) at {phases.end_of_II} "
         f"(length {phases.plateau}), the emergence (III) at {phases.end_of_III}; IV after"
         if phases

@@ -9,6 +9,7 @@ from induction_probes.cli.common import (
     CommandFailed,
     add_device_option,
     add_output_options,
+    figure_lines,
     format_table,
     json_text,
     path,
@@ -126,6 +127,11 @@ def run_summarize(args: argparse.Namespace) -> str:
         summary = recompute_summary(args.sweep_dir)
     else:
         summary = summarize_sweep(args.sweep_dir, count=args.count, probe_seqs=args.probe_seqs, by_prior=args.by_prior)
+    if summary.get("summary") == "toy":  # the toy model's sweep: its phases, half-way steps and plateaus per seed
+        from induction_probes.probes.figures.plots_toy import plot_toy_sweep
+
+        figures = plot_toy_sweep(summary, args.plot) if args.plot else []
+        return json_text(summary) if args.json else "\n".join([toy_summary_table(summary), *figure_lines(figures)])
     if summary.get("summary") == "task":  # a registered task's sweep: its metrics and probes, no strategy phases
         if args.plot:
             raise ValueError("the sweep figures follow the ICL-MC strategy phases; drop --plot for this sweep")
@@ -144,6 +150,47 @@ def task_summary_table(summary: dict) -> str:
         rows += [[f"best {key}", format_interval(value)] for key, value in condition["probes"].items()]
         seeds = ", ".join(map(str, condition["seeds"]))
         lines += [f"{name}: {condition['task']}, seeds {seeds}", format_table(["measure", "value"], rows)]
+    if summary["unfinished"]:
+        lines.append(f"not finished (left out): {', '.join(summary['unfinished'])}")
+    return "\n".join(lines)
+
+
+def toy_summary_table(summary: dict) -> str:
+    """Per condition: seeds with the four phases in order, the phase boundaries and the half-way steps (mean
+    [95% interval]), the positions-first sign test and the plateau count; then the comparisons."""
+    rows = []
+    for name, c in summary["conditions"].items():
+        first = c["positions_first"]
+        rows.append(
+            [
+                name,
+                f"{c['n_in_order']}/{c['n_seeds']}",
+                format_interval(c["end_of_I"], 1, 3),
+                format_interval(c["transition"], 1, 3),
+                format_interval(c["end_of_III"], 1, 3),
+                " ".join(format_interval(c["learned"][k], 1, 3) for k in ("p1", "p2", "w_KQ")),
+                f"{first['n_first']}/{first['n']} (p = {first['sign_p_value']:.3f})",
+                format_interval(c["n_plateaus"], 1, 2),
+            ]
+        )
+    headers = [
+        "condition",
+        "4 phases",
+        "end of I",
+        "end of II",
+        "end of III",
+        "half-way p1 p2 w_KQ",
+        "positions first",
+        "plateaus",
+    ]
+    lines = [f"toy sweep {summary['sweep']}: steps, mean [95% interval] over seeds", format_table(headers, rows)]
+    for comparison in summary["comparisons"]:
+        tests = f"{comparison['test']} p = {comparison['p_value']}, "
+        tests += f"{comparison['rank_test']} p = {comparison['rank_p_value']}"
+        lines.append(
+            f"{comparison['b']} − {comparison['a']}, {comparison['measure']}: "
+            f"{format_interval(comparison['difference'], 1, 3)} ({tests})"
+        )
     if summary["unfinished"]:
         lines.append(f"not finished (left out): {', '.join(summary['unfinished'])}")
     return "\n".join(lines)

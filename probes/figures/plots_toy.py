@@ -104,3 +104,73 @@ def plot_capacity_table(rows: list[tuple[str, int, int, float]], path: Path) -> 
 
 
 # --- sweeps: means over seeds with 95 % interval bands ---------------------------------------------
+
+
+SEED_COLOURS = sns.color_palette("tab10", 10)
+
+
+def plot_toy_sweep_losses(summary: dict, path: Path) -> Path:
+    """One column per condition: the total loss (top) and its induction part (bottom) of every seed against
+    steps (log-log), each seed's end of the plateau (II) marked with a dot where its phases appeared."""
+    theme()
+    names = list(summary["conditions"])
+    fig, axes = plots.subplots(2, len(names), figsize=(4.2 * len(names), 7), sharex=True, sharey="row", squeeze=False)
+    for column, name in enumerate(names):
+        for k, run in enumerate(summary["conditions"][name]["runs"]):
+            curves, colour = run["curves"], SEED_COLOURS[k % 10]
+            shown = [i for i, step in enumerate(curves["step"]) if step > 0]
+            steps = [curves["step"][i] for i in shown]
+            for row, key in enumerate(("loss", "loss_induction")):
+                values = [max(curves[key][i], 1e-12) for i in shown]
+                axes[row][column].plot(steps, values, color=colour, lw=1.5, label=f"seed {run['seed']}")
+                end = run["phases"].get("end_of_II")
+                if end:
+                    at = min(range(len(steps)), key=lambda i: abs(steps[i] - end))
+                    axes[row][column].plot([steps[at]], [values[at]], "o", color=colour, ms=6)
+        axes[0][column].set_title(name)
+        axes[1][column].set_xlabel("step (log scale)")
+        for ax in axes[:, column]:
+            ax.set(xscale="log", yscale="log")
+    axes[0][0].set_ylabel("total loss (½ MSE)")
+    axes[1][0].set_ylabel("induction part")
+    axes[0][0].legend(fontsize=8, title="dot: end of plateau (II)", title_fontsize=8)
+    fig.suptitle(f"toy sweep {Path(summary['sweep']).name}: every seed")
+    return plots.save(fig, path)
+
+
+def plot_toy_sweep_steps(summary: dict, path: Path) -> Path:
+    """Per condition, every seed's phase boundaries and the steps at which p1, p2 and w_KQ made half their
+    change, as dots on a log step axis (one row per measure, one colour per condition)."""
+    theme()
+    measures = [("end of I", "phases", "end_of_I"), ("end of II", "phases", "end_of_II")]
+    measures += [("end of III", "phases", "end_of_III")]
+    measures += [(f"{name} half-way", "learned", name) for name in ("p1", "p2", "w_KQ")]
+    names = list(summary["conditions"])
+    fig, ax = plots.subplots(figsize=(8, 4.5))
+    for c, name in enumerate(names):
+        for row, (_, part, key) in enumerate(measures):
+            values = [run[part].get(key) for run in summary["conditions"][name]["runs"]]
+            values = [v for v in values if v]
+            offset = (c - (len(names) - 1) / 2) * 0.18
+            ax.plot(
+                values,
+                [row + offset] * len(values),
+                "o",
+                color=SEED_COLOURS[c],
+                alpha=0.7,
+                ms=7,
+                label=name if row == 0 else None,
+            )
+    ax.set_yticks(range(len(measures)), [label for label, *_ in measures])
+    ax.set(xscale="log", xlabel="step (log scale)", title=f"toy sweep {Path(summary['sweep']).name}: per seed")
+    ax.invert_yaxis()
+    ax.legend(fontsize=9, title="condition", title_fontsize=9)
+    return plots.save(fig, path)
+
+
+def plot_toy_sweep(summary: dict, directory: Path) -> list[Path]:
+    name = Path(summary["sweep"]).name
+    return [
+        plot_toy_sweep_losses(summary, directory / f"{name}-losses.png"),
+        plot_toy_sweep_steps(summary, directory / f"{name}-steps.png"),
+    ]

@@ -57,6 +57,7 @@ def all_entries(figures: Path) -> list[Entry]:
     from induction_probes.probes.paper.edelman_sweeps import edelman_sweep_entries
     from induction_probes.probes.paper.wang import plateau_entry, theorem_entries, toy_entries, trained_entries
     from induction_probes.probes.paper.wang_rebuttal import wang_rebuttal_entries
+    from induction_probes.probes.paper.wang_toy_sweeps import layerwise_entry
 
     return [
         *edelman_run_entries(figures),
@@ -65,6 +66,7 @@ def all_entries(figures: Path) -> list[Entry]:
         *theorem_entries(figures),
         *trained_entries(figures),
         *toy_entries(figures),
+        layerwise_entry(figures),
         plateau_entry(figures),
         *wang_rebuttal_entries(figures),
         llc_entry(figures),

@@ -1,7 +1,8 @@
 """Wang et al. (How Transformers Implement Induction Heads), the figures and claims the project answers: the
 constructions of Theorems 4.1 and 4.3 (computed in seconds), the shipped IH_2 run, the toy model of §5 (its
-shipped runs and plateau sweep in ``experiments/results/toy/``), the rebuttal's IH_4 capacity experiment
-(``experiments/results/ih4/``), and the rebuttal experiments that no shipped result answers yet."""
+shipped runs and plateau sweep in ``experiments/results/toy/``; its sweeps over seeds in ``wang_toy_sweeps``),
+the rebuttal's IH_4 capacity experiment (``experiments/results/ih4/``), and the rebuttal experiments that no
+shipped result answers yet."""
 
 from __future__ import annotations
 
@@ -178,22 +179,7 @@ def toy_entries(directory: Path) -> list[Entry]:
         [figure],
         source,
     )
-    positions = positions_entry(history, phases, source)
-    joint = not_yet(
-        PAPER,
-        "Fig. 2 (layerwise training)",
-        "The paper trains layer 1 first, then layer 2; joint training also learns positions first, then W_K W_Q.",
-        ISSUE,
-        "joint training only (rows above); layerwise in "
-        "this reconstruction leaves p1 near its start and phase I never ends",
-    )
-    return [four, positions, joint]
-
-
-def halfway(history: list[dict], values: list[float]) -> int:
-    """The first logged step at which ``values`` has made half its change from the first record to the last."""
-    start, end = values[0], values[-1]
-    return next(h["step"] for h, v in zip(history, values) if abs(v - start) >= 0.5 * abs(end - start))
+    return [four, positions_entry(history, phases, source)]
 
 
 def positions_entry(history: list[dict], phases, source: list[str]) -> Entry:
@@ -204,10 +190,11 @@ def positions_entry(history: list[dict], phases, source: list[str]) -> Entry:
     import torch
 
     from induction_probes.circuits.common.metrics import linear_fit
+    from induction_probes.circuits.models.toy import reach_step
 
     kq = [h["w_K"] * h["w_Q"] for h in history]
-    steps = {name: halfway(history, [h[name] for h in history]) for name in ("p1", "p2")} | {
-        "w_K·w_Q": halfway(history, kq)
+    steps = {name: reach_step(history, [h[name] for h in history]) for name in ("p1", "p2")} | {
+        "w_K·w_Q": reach_step(history, kq)
     }
     plateau = [
         (h["step"], math.log(v)) for h, v in zip(history, kq) if phases.end_of_I <= h["step"] <= phases.end_of_II

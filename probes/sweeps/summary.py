@@ -194,7 +194,8 @@ def summarize_sweep(
     their intervals per condition and their comparisons. A sweep of any other task (Gaussian, or a task
     registered from outside) gets the task summary
     (:func:`~induction_probes.probes.sweeps.task_summary.summarize_task_sweep`):
-    there are no strategy phases to time."""
+    there are no strategy phases to time; a toy-model sweep its own
+    (:func:`~induction_probes.probes.sweeps.toy_summary.summarize_toy_sweep`)."""
     root = Path(root)
     if not (root / SPEC_FILE).exists():
         raise SpecError(f"{root} is not a sweep directory (it has no {SPEC_FILE})")
@@ -206,6 +207,10 @@ def summarize_sweep(
     for prior in by_prior:  # a prior that does not suit the sweep's chains is refused before any run is read
         prior_task(task, prior)
     done, missing = finished_cells(root, spec)
+    if spec.recipe == "toy":
+        from induction_probes.probes.sweeps.toy_summary import summarize_toy_sweep
+
+        return summarize_toy_sweep(root, spec, done, missing)
     if not isinstance(task, MarkovTask):
         return summarize_task_sweep(root, spec, done, missing, probe_seqs)
     count = count if count is not None else spec.count

@@ -134,6 +134,10 @@ def recompute_summary(path) -> dict:
     try:
         if not isinstance(summary, dict) or not isinstance(summary["conditions"], dict):
             raise TypeError("conditions")
+        if summary.get("summary") == "toy":  # a toy-model sweep's: its own statistics, from its own records
+            from induction_probes.probes.sweeps.toy_summary import add_toy_statistics
+
+            return add_toy_statistics(summary)
         measures = measures_of(summary)
         for condition in summary["conditions"].values():
             for record in condition["runs"]:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from induction_probes.circuits.sweeps.sweep import read_spec
+from induction_probes.probes.sweeps.toy_summary import add_toy_statistics
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 SUMMARIES = sorted((EXPERIMENTS / "results").glob("*/summary.json"))
@@ -22,6 +23,15 @@ def test_each_summary_holds_its_specs_seeds_and_conditions(summary_path):
     summary = json.loads(summary_path.read_text())
     assert summary["unfinished"] == []
     assert list(summary["conditions"]) == spec.condition_names()
+    if summary.get("summary") == "toy":
+        check_toy_summary(summary, spec)
+    else:
+        check_strategy_summary(summary, spec)
+    figures = list(summary_path.parent.glob("*.png"))
+    assert len(figures) == 2 and all(figure.stat().st_size > 10_000 for figure in figures)
+
+
+def check_strategy_summary(summary: dict, spec) -> None:
     for condition in summary["conditions"].values():
         assert condition["seeds"] == list(spec.seeds) and condition["n_seeds"] == len(spec.seeds)
         for key in ("transition", "plateau", "final_kl"):
@@ -35,8 +45,29 @@ def test_each_summary_holds_its_specs_seeds_and_conditions(summary_path):
         kl = condition["curves"]["kl"]
         assert all(run["phases"] and set(run["phases"]) <= set(kl) - {"true"} for run in condition["runs"])
         assert len(kl["true"]["mean"]) == len(condition["curves"]["x"]) == len(condition["curves"]["steps"])
-    figures = list(summary_path.parent.glob("*.png"))
-    assert len(figures) == 2 and all(figure.stat().st_size > 10_000 for figure in figures)
+
+
+def check_toy_summary(summary: dict, spec) -> None:
+    """A toy sweep's: every seed of the spec with its phases (or why they are missing), half-way steps and
+    curves, and statistics that its own records reproduce (to float rounding: made on another machine)."""
+    for condition in summary["conditions"].values():
+        assert condition["seeds"] == list(spec.seeds) and [run["seed"] for run in condition["runs"]] == list(spec.seeds)
+        for run in condition["runs"]:
+            assert set(run["phases"]) in ({"missing"}, {"end_of_I", "end_of_II", "end_of_III", "plateau"})
+            assert set(run["learned"]) == {"p1", "p2", "w_V1", "w_KQ"}
+            assert len(run["curves"]["step"]) == len(run["curves"]["loss"])
+    again = add_toy_statistics(json.loads(json.dumps(summary)))
+    for name, condition in summary["conditions"].items():
+        redone = again["conditions"][name]
+        assert redone["n_in_order"] == condition["n_in_order"]
+        for key in ("mean", "low", "high"):  # Student-t intervals: the same to float rounding anywhere
+            shipped = condition["transition"][key]  # None: no interval from fewer than two seeds
+            assert redone["transition"][key] == (None if shipped is None else pytest.approx(shipped, rel=1e-9))
+        first = condition["positions_first"]
+        assert redone["positions_first"]["sign_p_value"] == pytest.approx(first["sign_p_value"], rel=1e-9)
+    for shipped, redone in zip(summary["comparisons"], again["comparisons"], strict=True):
+        assert (redone["a"], redone["b"], redone["paired"]) == (shipped["a"], shipped["b"], shipped["paired"])
+        assert redone["difference"]["mean"] == pytest.approx(shipped["difference"]["mean"], rel=1e-9)
 
 
 # Summaries shipped before the summaries kept each seed's curve; each needs its sweep rerun (hours of CPU:
@@ -47,6 +78,9 @@ WITHOUT_PER_SEED_CURVES = {"clamps", "ds-mixture", "k8-context", "layers", "trig
 @pytest.mark.parametrize("summary_path", SUMMARIES, ids=lambda p: p.parent.name)
 def test_each_seed_ships_its_curves_at_the_conditions_steps(summary_path):
     summary = json.loads(summary_path.read_text())
+    if summary.get("summary") == "toy":  # a toy summary's seeds carry their loss curves (check_toy_summary)
+        assert all("curves" in run for condition in summary["conditions"].values() for run in condition["runs"])
+        return
     has_curves = ["curve" in run for condition in summary["conditions"].values() for run in condition["runs"]]
     if summary_path.parent.name in WITHOUT_PER_SEED_CURVES:  # the set says the truth: none of them has one yet
         assert not any(has_curves)

@@ -17,9 +17,9 @@ def test_the_toy_model_reaches_the_mixed_target_in_its_limit():
     model = ToyModel(ToyConfig())
     with torch.no_grad():
         model.params.copy_(torch.tensor([40.0, 40.0, 2.0, 1.0, 1.5, 1.0], dtype=torch.float64))  # w_K·w_Q = w* = 1.5
-    g, i = model.parts(x[..., 0])
-    assert torch.allclose(g, 2.0 * x[:, -3, 0], atol=1e-12)
-    assert torch.allclose(i, induction_head(x, 2, torch.tensor([[1.5]], dtype=torch.float64))[:, 0], atol=1e-12)
+    g, i = model.parts(x)
+    assert torch.allclose(g, 2.0 * x[:, -3], atol=1e-12)
+    assert torch.allclose(i, induction_head(x, 2, torch.tensor([[1.5]], dtype=torch.float64)), atol=1e-12)
 
 
 def plateau(length: int, sigma: float) -> int:
