@@ -153,3 +153,14 @@ def interval(values: list[float]) -> dict:
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     half = float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
     return {"mean": mean, "low": mean - half, "high": mean + half, "n": n}
+
+
+def nonnegative_interval(values: list[float]) -> dict:
+    """:func:`interval` for a quantity that cannot be negative (a length, a KL): the Student-t interval, or
+    where its low end falls below 0 (seeds split between 0 and more, say) the percentile bootstrap, which
+    stays inside [min, max] of the values, and then says so in ``method``."""
+    result = interval(values)
+    if result["low"] is None or result["low"] >= 0:
+        return result
+    low, high = bootstrap_interval([np.asarray(values, float)], False)
+    return result | {"low": low, "high": high, "method": "percentile bootstrap"}

@@ -36,7 +36,7 @@ from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.attention import positional_profiles
 from induction_probes.probes.by_prior import PROBE_SEED, evaluate_run_on_priors, prior_names, prior_task
 from induction_probes.probes.scores import attention_probes
-from induction_probes.probes.sweeps.statistics import interval
+from induction_probes.probes.sweeps.statistics import interval, nonnegative_interval
 from induction_probes.probes.sweeps.sweep_statistics import add_statistics
 from induction_probes.probes.sweeps.task_summary import summarize_task_sweep
 
@@ -166,9 +166,9 @@ def summarize_condition(runs: list[Run], count: str | None, probe_seqs: int, by_
         "n_seeds": len(runs),
         "seeds": [r["seed"] for r in records],
         "task": runs[0].task.describe(),
-        "transition": interval(reached) | {"n_reached": len(reached)},
-        "plateau": interval([r["plateau"] for r in records if r["plateau"] is not None]),
-        "final_kl": interval([r["final_kl"] for r in records]),
+        "transition": nonnegative_interval(reached) | {"n_reached": len(reached)},
+        "plateau": nonnegative_interval([r["plateau"] for r in records if r["plateau"] is not None]),
+        "final_kl": nonnegative_interval([r["final_kl"] for r in records]),
         "curves": curves(runs, run_x(runs[0], count)),
         "runs": records,
     }

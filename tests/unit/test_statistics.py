@@ -12,6 +12,8 @@ from scipy import stats
 from induction_probes.cli import main
 from induction_probes.probes.sweeps.statistics import (
     bounded_interval,
+    interval,
+    nonnegative_interval,
     paired_comparison,
     split_into_kinds,
     welch_comparison,
@@ -95,7 +97,9 @@ def test_shipped_summaries_hold_tests_intervals_in_bounds_and_per_seed_values(pa
         pairs = len(conditions) * (len(conditions) - 1) // 2
         assert len({(c["a"], c["b"]) for c in summary["comparisons"]}) == pairs
         for entry in summary["comparisons"]:
-            assert entry["measure"] in MEASURES and {"mean", "low", "high"} <= entry["difference"].keys()
+            # the fixed measures, and summarize --by-prior's loss and KL on each prior's chains
+            known = entry["measure"] in MEASURES or entry["measure"].split(".")[0] == "by_prior"
+            assert known and {"mean", "low", "high"} <= entry["difference"].keys()
             assert entry["p_value"] is None or 0 <= entry["p_value"] <= 1
             if entry["measure"] in BOUNDED and entry["n"] != 1:
                 assert -1 <= entry["difference"]["low"] <= entry["difference"]["high"] <= 1
@@ -128,3 +132,23 @@ def test_summarize_recomputes_a_summary_file_and_refuses_other_files(tmp_path, c
     assert main(["summarize", str(tmp_path / "bad.json")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not a sweep summary" in err
+
+
+def test_a_nonnegative_quantity_whose_t_interval_crosses_zero_gets_the_bootstrap_inside_its_values():
+    # seven seeds with no plateau and three of 2,624 sequences: mean 787.2, sd 1,267, t half-width 906.6,
+    # so the t interval would start at -119
+    values = [0.0] * 7 + [2624.0] * 3
+    assert interval(values)["low"] == pytest.approx(787.2 - 2.2622 * 1267.0 / 10**0.5, abs=1.0)
+    result = nonnegative_interval(values)
+    assert result["method"] == "percentile bootstrap" and result["mean"] == pytest.approx(787.2)
+    assert 0 <= result["low"] < result["mean"] < result["high"] <= 2624
+    assert nonnegative_interval([1.0, 2.0, 3.0, 4.0]) == interval([1.0, 2.0, 3.0, 4.0])  # inside: the t interval
+
+
+@pytest.mark.parametrize("path", SUMMARIES, ids=lambda p: p.parent.name)
+def test_no_shipped_length_or_kl_interval_goes_below_zero(path):
+    summary = json.loads(path.read_text())  # SUMMARIES holds the strategy summaries only
+    for condition in summary["conditions"].values():
+        for measure in ("transition", "plateau", "final_kl"):
+            low = condition[measure]["low"]
+            assert low is None or low >= 0, f"{measure}: {condition[measure]}"
