@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.paper.edelman_sweeps import PAPER, k_seqs, redraw, source
+from induction_probes.probes.paper.edelman_sweeps import PAPER, k_seqs, redraw
 from induction_probes.probes.paper.entries import EXTRA, PARTLY, Entry, judged
-from induction_probes.probes.paper.shipped import open_run, read_json
+from induction_probes.probes.paper.shipped import open_run, read_json, source
 
 
 def clamps_entry(directory: Path) -> Entry:

@@ -10,8 +10,6 @@ from pathlib import Path
 
 from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, judged
 from induction_probes.probes.paper.runs import (
-    PROBE_SEED,
-    PROBE_SEQS,
     MarkovFacts,
     around_transition,
     draw_positional,
@@ -165,9 +163,8 @@ def attention_entry(k3: MarkovFacts) -> Entry:
 def attention_lines_entry(k3: MarkovFacts) -> Entry:
     """Fig. 2 as the authors draw it, with the two things its lines show measured over the probe set."""
     from induction_probes.probes.attention import last_token_matching_mass, previous_is_heaviest, run_with_patterns
-    from induction_probes.probes.summary import probe_eval_set
 
-    tokens = probe_eval_set(k3.run, PROBE_SEQS, PROBE_SEED).inputs
+    tokens = k3.probe_set.inputs
     measured = {}
     for step in (k3.run.steps[0], k3.run.steps[-1]):
         patterns = run_with_patterns(k3.run.load(step=step), tokens)[1]
@@ -177,7 +174,7 @@ def attention_lines_entry(k3: MarkovFacts) -> Entry:
         )
     (heaviest0, mass0), (heaviest, mass) = measured[k3.run.steps[0]], measured[k3.run.steps[-1]]
     ours = (
-        f"markov-k3, {PROBE_SEQS} probe sequences, last step: layer 0's heaviest line goes to the previous "
+        f"markov-k3, {len(tokens)} probe sequences, last step: layer 0's heaviest line goes to the previous "
         f"token from {heaviest:.1%} of queries (step 0: {heaviest0:.1%}); layer 1's lines from the last token "
         f"carry {mass:.3f} of its attention to the tokens that followed earlier occurrences of it (step 0: "
         f"{mass0:.3f}); the figure draws one sequence's first 24 positions"
@@ -305,7 +302,6 @@ def order_entry(k3: MarkovFacts, directory: Path) -> Entry:
 def prop21_entries(k3: MarkovFacts, directory: Path) -> list[Entry]:
     from induction_probes.probes.compare import compare_with_prop21
     from induction_probes.probes.figures.plots_circuit import plot_prop21, plot_prop21_comparison
-    from induction_probes.probes.summary import probe_eval_set
     from induction_probes.probes.verify import check_prop21
 
     check = check_prop21(3, 100.0, 100, 200, 0)
@@ -323,7 +319,7 @@ def prop21_entries(k3: MarkovFacts, directory: Path) -> list[Entry]:
         [plot_prop21(check, directory / "prop21_k3.png")],
         ["computed (seed 0)"],
     )
-    tokens = probe_eval_set(k3.run, 200, 12345).inputs
+    tokens = k3.probe_set.inputs
     result = compare_with_prop21(k3.run.load(), tokens, 3, 100.0)
     failures = result.failures()
     figure = plot_prop21_comparison(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, interval_text, judged, not_yet
-from induction_probes.probes.paper.shipped import summary
+from induction_probes.probes.paper.shipped import source, summary
 
 PAPER = "Edelman et al. 2024"
 ISSUE = "issue 23"
@@ -18,10 +18,6 @@ def redraw(name: str, directory: Path) -> tuple[dict, list[Path]]:
 
     result = summary(name)
     return result, plot_sweep_summary(result, directory)
-
-
-def source(name: str) -> list[str]:
-    return [f"experiments/results/{name}/summary.json"]
 
 
 def ends(condition: dict) -> list[str]:

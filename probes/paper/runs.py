@@ -18,7 +18,8 @@ ODD, EVEN = list(range(3, 20, 2)), list(range(2, 19, 2))  # distances compared b
 @dataclass
 class MarkovFacts:
     """One ICL-MC run as the page quotes it. ``baselines``: mean last-token KL(true ‖ strategy) on the run's
-    evaluation set, ``baseline_sd`` its standard deviation over those sequences; ``probes`` by step."""
+    evaluation set, ``baseline_sd`` its standard deviation over those sequences; ``probes`` by step, on the
+    sequences of ``probe_set`` (the page's probe set, drawn once per run)."""
 
     name: str
     run: object
@@ -28,6 +29,7 @@ class MarkovFacts:
     baseline_sd: dict[str, float]
     n_eval: int
     probes: dict = field(default_factory=dict)
+    probe_set: object = None
     shown: list[int] = field(default_factory=list)
     figures: dict[str, Path] = field(default_factory=dict)
 
@@ -98,7 +100,7 @@ def probe_and_draw(facts: MarkovFacts, directory: Path, figures: bool = True) ->
     from induction_probes.probes.summary import probe_eval_set, probe_run
 
     run, name = facts.run, facts.name
-    probe_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED)
+    probe_set = facts.probe_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED)
     steps = probe_steps(facts)
     facts.probes = {r.step: r for r in probe_run(run, probe_set, steps)}
     if not figures:

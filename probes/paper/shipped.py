@@ -46,6 +46,11 @@ def summary(sweep: str) -> dict:
     return read_json(sweep, "summary.json")
 
 
+def source(sweep: str) -> list[str]:
+    """The sources an entry cites for a sweep: its summary, as the page names it."""
+    return [relative(RESULTS / sweep / "summary.json")]
+
+
 def open_run(name: str):
     """A shipped run of ``checkpoints/`` by name, or a toy run of ``experiments/results/toy/``."""
     from induction_probes.circuits.runs.reader import Run

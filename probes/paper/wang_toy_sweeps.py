@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from induction_probes.probes.paper.entries import DIFFER, PARTLY, Entry, interval_text, judged
-from induction_probes.probes.paper.shipped import summary
+from induction_probes.probes.paper.shipped import source, summary
 from induction_probes.probes.paper.wang import PAPER
 
 SIGNIFICANT = 0.05  # the sign test's level for "positions first in every seed, beyond chance"
@@ -53,7 +53,7 @@ def boolean_sweep_entry(directory: Path) -> Entry:
         DIFFER,
         "a ±1 (or Gaussian) seed lacks a phase, or shows them out of order",
         figures,
-        ["experiments/results/toy-boolean/summary.json"],
+        source("toy-boolean"),
     )
 
 
@@ -84,7 +84,7 @@ def layerwise_entry(directory: Path) -> Entry:
         PARTLY,
         "under joint training w_KQ does not come after both slopes in every seed",
         figures,
-        ["experiments/results/toy-layerwise/summary.json"],
+        source("toy-layerwise"),
     )
 
 
@@ -116,7 +116,7 @@ def wide_adam_entry(directory: Path) -> Entry:
         if several
         else "neither lazy → rich in every seed nor several plateaus",
         figures,
-        ["experiments/results/toy-wide/summary.json"],
+        source("toy-wide"),
     )
 
 
