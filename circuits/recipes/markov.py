@@ -6,18 +6,14 @@ Imports no torch at module level (see :mod:`induction_probes.circuits.recipes`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 from induction_probes.circuits.common.config import nested, option
-from induction_probes.circuits.common.limits import (
-    MAX_LAYERS,
-    require_at_most,
-)
 from induction_probes.circuits.common.validation import require_int, require_positive
-from induction_probes.circuits.recipes.base import SCHEDULES, Recipe, int_tuple, name_tuple, one_or_per_layer
+from induction_probes.circuits.recipes.base import SCHEDULES, Recipe, int_tuple, name_tuple
 from induction_probes.circuits.recipes.clamps import CLAMP_LAYERS
+from induction_probes.circuits.recipes.transformer import TransformerRecipe
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 
 
@@ -31,31 +27,16 @@ def check_schedule(recipe: Recipe) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class MarkovRecipe(Recipe):
+class MarkovRecipe(TransformerRecipe):
     """The ICL-MC transformer. Defaults: the paper's model (2 layers, 1 head each, learned relative
     positions, width 16, no MLP, AdamW β = (0.9, 0.95), weight decay 0.1 on the linear maps, batch 64,
     T = 100); pre-LayerNorm, lr 1e-3 with cosine decay and no dropout were measured to show the phases
     best on a 2-core CPU (README, "Training on ICL-MC")."""
 
     task: MarkovTask = nested(MarkovTask)
-    n_layers: int = option(2, "attention layers")
     heads: tuple[int, ...] | None = option(
         None, "heads per layer, e.g. 2,1 (default: n-1 in the first layer, one in each later layer)", type=int_tuple
     )
-    d_head: int = option(16, "width of each head")
-    d_model: int | None = option(None, "residual width (default: d_head times the largest head count)")
-    positional: str | tuple[str, ...] = option(
-        "relative",
-        "relative, alibi, none (one, or one per layer as relative,none) or standard (absolute)",
-        type=one_or_per_layer,
-    )
-    mask: str | tuple[str, ...] = option(
-        "causal", "causal (j <= i) or strict (j < i), one or one per layer", type=one_or_per_layer
-    )
-    d_mlp: int | None = option(None, "MLP width (default: attention-only)")
-    layer_norm: bool = option(True, "pre-LayerNorm in every block and before the unembedding")
-    dropout: float = option(0.0, "dropout probability")
-    weight_decay: float = option(0.1, "AdamW weight decay on the linear maps")
     clamp: tuple[str, ...] | None = option(
         None,
         "attention fixed to the ideal circuit's while training: previous-token (layer 0), induction "
@@ -67,11 +48,15 @@ class MarkovRecipe(Recipe):
     name: ClassVar[str] = "markov"
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.weight_decay) or self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
         super().__post_init__()
         self.check_clamp()
         check_schedule(self)
+
+    def vocabulary(self) -> int:
+        return self.task.k
+
+    def default_heads(self) -> tuple[int, ...]:
+        return (max(self.task.n - 1, 1),) + (1,) * (self.n_layers - 1)  # one first-layer head per look-back
 
     def check_clamp(self) -> None:
         require_int("clamp_from", self.clamp_from, 0)
@@ -96,51 +81,6 @@ class MarkovRecipe(Recipe):
         from induction_probes.circuits.recipes.clamps import clamp_hooks
 
         return clamp_hooks(self.clamp, inputs)
-
-    def layer_heads(self) -> tuple[int, ...]:
-        require_int("n_layers", self.n_layers, 1)
-        require_at_most("n_layers", self.n_layers, MAX_LAYERS)  # before a tuple of n_layers head counts is made
-        if self.heads is not None:
-            if not isinstance(self.heads, tuple) or not all(type(h) is int for h in self.heads):
-                raise ValueError(
-                    f"heads must be integers, one per layer (in a spec: heads = [2, 1]), got {self.heads!r}"
-                )
-            return self.heads
-        return (max(self.task.n - 1, 1),) + (1,) * (self.n_layers - 1)  # one first-layer head per look-back
-
-    def model_config(self):
-        from induction_probes.circuits.models.model_config import transformer_config
-
-        heads = self.layer_heads()
-        return transformer_config(
-            n_layers=self.n_layers,
-            d_model=self.d_head * max(heads) if self.d_model is None else self.d_model,
-            d_head=self.d_head,
-            n_ctx=self.task.seq_len,
-            d_vocab=self.task.k,
-            layer_heads=heads,
-            positional=self.positional,
-            mask=self.mask,
-            normalization="LN" if self.layer_norm else None,
-            dropout=self.dropout,
-            d_mlp=self.d_mlp,
-            seed=self.model_seed,
-        )
-
-    def make_optimizer(self, model):
-        """AdamW with weight decay on the linear maps only, as the authors' minGPT trainer does (not on
-        embeddings, relative positions, slopes, LayerNorm gains or biases)."""
-        import torch
-
-        decayed = ("W_Q", "W_K", "W_V", "W_O", "W_U", "W_in", "W_out")
-        groups: dict[bool, list] = {True: [], False: []}
-        for name, param in model.named_parameters():
-            groups[name.rsplit(".", 1)[-1] in decayed].append(param)
-        parameter_groups = [
-            {"params": groups[True], "weight_decay": self.weight_decay},
-            {"params": groups[False], "weight_decay": 0.0},
-        ]
-        return torch.optim.AdamW(parameter_groups, lr=self.lr, betas=(0.9, 0.95)), [self.lr, self.lr]
 
 
 @dataclass(frozen=True, kw_only=True)

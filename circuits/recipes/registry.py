@@ -38,6 +38,12 @@ RECIPES.register(
     help="Wang et al.'s Gaussian induction task, MSE",
 )
 RECIPES.register(
+    "text",
+    "induction_probes.circuits.recipes.text:TextRecipe",
+    command=True,
+    help="next-byte prediction on a UTF-8 text file: a standard transformer (Wang et al. Fig 3)",
+)
+RECIPES.register(
     "toy",
     "induction_probes.circuits.recipes.gaussian:ToyRecipe",
     command=False,

@@ -11,3 +11,4 @@ from induction_probes.circuits.common.registry import Registry
 TASKS = Registry("task", __name__)
 TASKS.register("markov", "induction_probes.circuits.tasks.markov.task:MarkovTask")
 TASKS.register("gaussian", "induction_probes.circuits.tasks.gaussian.task:GaussianTask")
+TASKS.register("text", "induction_probes.circuits.tasks.text:TextTask")

@@ -133,9 +133,10 @@ def run_summarize(args: argparse.Namespace) -> str:
         figures = plot_toy_sweep(summary, args.plot) if args.plot else []
         return json_text(summary) if args.json else "\n".join([toy_summary_table(summary), *figure_lines(figures)])
     if summary.get("summary") == "task":  # a registered task's sweep: its metrics and probes, no strategy phases
-        if args.plot:
-            raise ValueError("the sweep figures follow the ICL-MC strategy phases; drop --plot for this sweep")
-        return json_text(summary) if args.json else task_summary_table(summary)
+        from induction_probes.probes.figures.plots_task_sweep import plot_task_sweep
+
+        figures = plot_task_sweep(summary, args.plot) if args.plot else []
+        return json_text(summary) if args.json else "\n".join([task_summary_table(summary), *figure_lines(figures)])
     figures = plot_sweep_summary(summary, args.plot) if args.plot else []
     if args.json:
         return json_text(summary)
@@ -143,16 +144,33 @@ def run_summarize(args: argparse.Namespace) -> str:
 
 
 def task_summary_table(summary: dict) -> str:
-    """Per condition and seed count, each final metric and best-head probe score: mean [95% interval]."""
-    lines = [f"sweep {summary['sweep']} ({summary['recipe']}): mean [95% interval] over seeds, final checkpoint"]
+    """Per condition and seed count: each final metric and best-head probe score, the baselines' losses, the
+    half-way steps and the plateau (mean [95% interval]); then the tests of what comes first."""
+    lines = [f"sweep {summary['sweep']} ({summary['recipe']}): mean [95% interval] over seeds"]
     for name, condition in summary["conditions"].items():
         rows = [[f"final {key}", format_interval(value)] for key, value in condition["final"].items()]
         rows += [[f"best {key}", format_interval(value)] for key, value in condition["probes"].items()]
+        rows += [[f"{key} predictor's loss", format_interval(v)] for key, v in condition.get("baselines", {}).items()]
+        rows += [[f"half-way step of {key}", format_interval(v, 1, 3)] for key, v in condition["reached"].items()]
+        for key, value in condition.get("plateau", {}).items():
+            rows.append([f"plateau {key} (step; {value['n']} seeds)", format_interval(value, 1, 3)])
         seeds = ", ".join(map(str, condition["seeds"]))
         lines += [f"{name}: {condition['task']}, seeds {seeds}", format_table(["measure", "value"], rows)]
+        lines += [order_test_line(key, test) for key, test in condition["order_tests"].items()]
     if summary["unfinished"]:
         lines.append(f"not finished (left out): {', '.join(summary['unfinished'])}")
     return "\n".join(lines)
+
+
+ORDER_TESTS = {
+    "attention_minus_positions": "earliest W_Q / W_K half-way step − the positions'",
+    "escape_minus_last_keys": "the loss's escape below the bigram level − the last layer's W_K's half-way step",
+}
+
+
+def order_test_line(key: str, test: dict) -> str:
+    tests = f"{test['test']} p = {test['p_value']}, {test['rank_test']} p = {test['rank_p_value']}"
+    return f"{ORDER_TESTS[key]}: {format_interval(test['difference'], 1, 3)} steps ({tests})"
 
 
 def toy_summary_table(summary: dict) -> str:

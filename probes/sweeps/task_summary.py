@@ -1,9 +1,17 @@
-"""The summary of a sweep of a registered task other than ICL-MC (a Gaussian-task sweep, or a task from outside
-the package): per condition, the mean and 95 % interval over seeds of each of the task's final evaluation
-metrics and of each of its probes' best head per layer at the final checkpoint (what ``probe_run`` gives for
-the task: the registered attention probes, or a Gaussian run's previous-token and induction scores), on
-``probe_seqs`` fresh sequences of the task; each seed's values in ``runs``. ICL-MC sweeps get the strategy summary of
-:mod:`induction_probes.probes.sweeps.summary`."""
+"""The summary of a sweep of a registered task other than ICL-MC (a Gaussian-task sweep, the text task, or a task
+from outside the package).
+
+- **Per seed** (``runs``): the task's final evaluation metrics; each of its probes' best head per layer at the
+  final checkpoint (what ``probe_run`` gives for the task: the registered attention probes, or a Gaussian run's
+  previous-token and induction scores) on ``probe_seqs`` fresh sequences of the task; its metrics at every
+  checkpoint (``curves``); the norm of its positions and attention maps and how far each has moved from its
+  initial value at every checkpoint (``weights``, :mod:`induction_probes.probes.weights`); the half-way step of
+  each metric and of each weight's distance from its start (``reached``); for a task with baselines (the text
+  task), their losses on the run's own evaluation windows and the loss's plateau at the bigram level.
+- **Per condition**: the mean and 95 % interval over seeds of each of these, and the paired tests over seeds of
+  what comes first. The timing definitions are :mod:`induction_probes.probes.sweeps.task_timing`'s.
+
+ICL-MC sweeps get the strategy summary of :mod:`induction_probes.probes.sweeps.summary`."""
 
 from __future__ import annotations
 
@@ -14,18 +22,37 @@ from induction_probes.circuits.common.untrusted import require_finite
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.summary import probe_run
 from induction_probes.probes.sweeps.statistics import interval
+from induction_probes.probes.sweeps.task_timing import PLATEAU_BASELINE, order_tests, plateau, reached_steps
 from induction_probes.probes.task_probes import scalar_metrics
+from induction_probes.probes.weights import weight_curves
 
 PROBE_SEED = 12345  # the probe sequences' seed, as `induction-probes probe` uses
-NOT_METRICS = ("step", "sequences_seen")
+NOT_METRICS = ("step", "sequences_seen")  # what a metrics.jsonl line holds besides metrics
 
 
 def summarize_task_run(run: Run, probe_seqs: int) -> dict:
-    """One seed: its final metrics and, per probe of its task (``probe_run``'s), the best head of each layer
-    at the end."""
-    (probes,) = probe_run(run, run.task.eval_set(probe_seqs, PROBE_SEED), [run.steps[-1]])
-    final = {k: v for k, v in scalar_metrics(run.metrics()[-1]).items() if k not in NOT_METRICS}
-    return {"seed": run.recipe.model_seed, "final": final, "probes": best_per_layer(probes.to_records())}
+    """One seed: the module docstring's per-seed values."""
+    eval_set = run.task.eval_set(probe_seqs, PROBE_SEED)
+    (probes,) = probe_run(run, eval_set, [run.steps[-1]])
+    metrics = run.metrics()
+    final = {k: v for k, v in scalar_metrics(metrics[-1]).items() if k not in NOT_METRICS}
+    curves = {"steps": [m["step"] for m in metrics], "sequences_seen": [m["sequences_seen"] for m in metrics]}
+    curves |= {name: [m[name] for m in metrics] for name in final}
+    weights = weight_curves(run)
+    record = {
+        "seed": run.recipe.model_seed,
+        "final": final,
+        "probes": best_per_layer(probes.to_records()),
+        "curves": curves,
+        "weights": weights,
+        "reached": reached_steps(curves, weights),
+    }
+    if hasattr(run.task, "baselines"):  # on the windows the curves were measured on: the run's evaluation set
+        baselines = run.task.baselines(run.task.eval_set(run.recipe.eval_seqs, run.recipe.eval_seed))
+        record["baselines"] = baselines
+        if PLATEAU_BASELINE in baselines and "eval_loss" in curves:
+            record["plateau"] = plateau(curves["steps"], curves["eval_loss"], baselines[PLATEAU_BASELINE])
+    return record
 
 
 def best_per_layer(records: list[dict]) -> dict[str, float]:
@@ -36,6 +63,15 @@ def best_per_layer(records: list[dict]) -> dict[str, float]:
             name = f"{record['measure']}_layer{record['layer']}"
             best[name] = max(best.get(name, record["value"]), record["value"])
     return best
+
+
+def plateau_intervals(records: list[dict]) -> dict:
+    """Mean and interval of each plateau measure over the seeds that have it, with their count."""
+    return {
+        key: interval([v for v in values if v is not None]) | {"n": sum(v is not None for v in values)}
+        for key in ("arrival", "escape", "length")
+        for values in [[r["plateau"][key] for r in records]]
+    }
 
 
 def summarize_task_condition(runs: list[Run], probe_seqs: int) -> dict:
@@ -50,6 +86,10 @@ def summarize_task_condition(runs: list[Run], probe_seqs: int) -> dict:
         "task": runs[0].task.describe(),
         "final": over_seeds("final"),
         "probes": over_seeds("probes"),
+        "reached": over_seeds("reached"),
+        **({"baselines": over_seeds("baselines")} if "baselines" in records[0] else {}),
+        **({"plateau": plateau_intervals(records)} if "plateau" in records[0] else {}),
+        "order_tests": order_tests(records),
         "runs": records,
     }
 

@@ -220,7 +220,7 @@ def test_a_task_and_a_probe_from_outside_train_probe_sweep_and_report(registered
 
 
 def test_without_its_registration_the_task_is_an_unknown_name_that_lists_the_known_ones(tmp_path, capsys):
-    with pytest.raises(ValueError, match=r"unknown task 'first-token' \(known: markov, gaussian\)"):
+    with pytest.raises(ValueError, match=r"unknown task 'first-token' \(known: markov, gaussian, text\)"):
         TASKS.get("first-token")
     assert main(["train", "first-token", "--out", str(tmp_path / "x")]) == 2
     assert "invalid choice: 'first-token'" in capsys.readouterr().err

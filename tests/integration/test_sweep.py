@@ -56,7 +56,7 @@ def run_files(root: Path) -> dict[str, bytes]:
     "text,message",
     [
         ('recipe = "markov"\nseeds = [0]\nbase = 3', "[base] must be a table"),
-        ('recipe = "bogus"\nseeds = [0]', "recipe must be one of markov, minimal, gaussian, toy, got 'bogus'"),
+        ('recipe = "bogus"\nseeds = [0]', "recipe must be one of markov, minimal, gaussian, text, toy, got 'bogus'"),
         ('recipe = "markov"\nseeds = []', "seeds must be a non-empty list"),
         ('recipe = "markov"\nseeds = [0, 0]\n[base]\nk = 3', "seeds repeat"),
         ('recipe = "markov"\nseeds = [0]\nsteps = 3', "unknown keys steps"),

@@ -178,7 +178,8 @@ def test_a_config_never_changes_its_class_and_json_picks_the_mixed_one():
     assert type(HookedTransformerConfig.from_dict(mixed.to_dict())) is MixedHeadsConfig
     assert HookedTransformerConfig.from_dict(mixed.to_dict()) == mixed
     same = transformer_config(**(settings | {"layer_heads": (2, 2)}))
-    assert type(same) is HookedTransformerConfig and same.n_heads == 1 and same.max_heads == 2
+    # equal head counts: n_heads says them, as TransformerLens's tools read it (it said 1 here before)
+    assert type(same) is HookedTransformerConfig and same.n_heads == 2 and same.max_heads == 2
 
 
 def test_state_dict_round_trip_through_safetensors(tmp_path):

@@ -81,13 +81,13 @@ def test_the_registry_modules_import_no_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["2", "4", "3", "5", "3", "2", "2"]
+    assert out.stdout.split() == ["3", "5", "3", "5", "3", "2", "2"]
 
 
 def test_the_package_registers_what_config_json_names():
-    assert TASKS.names() == ("markov", "gaussian")
-    assert RECIPES.names() == ("markov", "minimal", "gaussian", "toy")
-    assert RECIPES.names(command=True) == ("markov", "minimal", "gaussian")  # toy trains with the toy command
+    assert TASKS.names() == ("markov", "gaussian", "text")
+    assert RECIPES.names() == ("markov", "minimal", "gaussian", "text", "toy")
+    assert RECIPES.names(command=True) == ("markov", "minimal", "gaussian", "text")  # toy trains with the toy command
     assert MODEL_CLASSES.names() == ("HookedTransformer", "MinimalModel", "ToyModel")
     for name in TASKS:
         assert TASKS.get(name).name == name

@@ -165,6 +165,7 @@ DIMENSIONS = {
     "draw": "SGLD draws",
     "n": "points of a fit",
     "token": "a vocabulary's tokens",
+    "byte": "a text's bytes, in order",
     "layer": "layers of a model",
     "row": "rows of a matrix a function is given",
     "k_1": "the k − 1 directions orthogonal to all-ones",

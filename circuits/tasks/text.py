@@ -1,0 +1,190 @@
+"""Next-byte prediction on a UTF-8 text file the user names: the natural-text task of Wang et al.'s Figure 3 (a
+standard transformer trained on text, whose loss plateaus before it escapes).
+
+The tokens are the file's bytes (256 symbols, whatever the text's alphabet: no vocabulary to save beside a run).
+The file's last ``held_out`` share is never trained on: the evaluation and probe windows come from it. A run keeps
+the file's SHA-256 and length in its config, so a run reads its own text back or refuses, and says which text it
+was trained on even where the path means nothing.
+
+Imports no torch at module level: the command line builds its options from these fields before torch is loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from induction_probes.circuits.common.config import option
+from induction_probes.circuits.common.limits import MAX_CORPUS_BYTES, require_seed, require_sequences
+from induction_probes.circuits.common.untrusted import read_bytes
+from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.tasks.base import TaskConfig
+
+if TYPE_CHECKING:
+    import torch
+    from jaxtyping import Float, Int, UInt8
+    from torch import Tensor
+
+BYTES = 256  # the vocabulary: every byte value, present in the text or not
+SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def read_corpus(file: str, sha256: str | None = None) -> bytes:
+    """The bytes of ``file``: a regular file (not a link) of at most :data:`MAX_CORPUS_BYTES`, valid UTF-8, and
+    the text whose SHA-256 is ``sha256`` where one is given (a run's own text)."""
+    path = Path(file)
+    try:
+        data = read_bytes(path, MAX_CORPUS_BYTES)
+    except FileNotFoundError:
+        raise ValueError(f"the text file {file} does not exist") from None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{file} is not UTF-8 text (byte {error.start} cannot be decoded)") from None
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise ValueError(f"{file} is not the text this run was trained on (its SHA-256 differs from {sha256[:12]}…)")
+    return data
+
+
+def windows(
+    tokens: UInt8[Tensor, " byte"], n_seqs: int, length: int, generator: torch.Generator
+) -> Int[Tensor, "batch pos"]:
+    """``n_seqs`` windows of ``length`` consecutive bytes at offsets drawn uniformly from every possible one."""
+    import torch
+
+    offsets = torch.randint(len(tokens) - length + 1, (n_seqs,), generator=generator)
+    return tokens[offsets.unsqueeze(1) + torch.arange(length)].long()
+
+
+@dataclass(frozen=True)
+class TextEvalSet:
+    """Fixed windows of the held-out text: inputs, and the next byte at every position."""
+
+    windows: Int[Tensor, "batch pos_plus_one"]
+
+    @property
+    def inputs(self) -> Int[Tensor, "batch pos"]:
+        return self.windows[:, :-1]
+
+    @property
+    def targets(self) -> Int[Tensor, "batch pos"]:
+        return self.windows[:, 1:]
+
+    def position_losses(self, outputs: Float[Tensor, "batch pos d_vocab"]) -> Float[Tensor, "batch pos"]:
+        """Cross-entropy of each next byte, in nats, computed in float64."""
+        log_probs = outputs.double().log_softmax(-1)
+        return -log_probs.gather(-1, self.targets.unsqueeze(-1)).squeeze(-1)
+
+    def metrics(self, outputs: Float[Tensor, "batch pos d_vocab"]) -> dict:
+        """``eval_loss`` (nats per byte, every position), ``accuracy`` (the most likely byte is the next one) and
+        ``late_minus_early_loss``: the mean loss over the last quarter of positions minus that over the first
+        quarter, Olsson et al.'s in-context learning score (negative: later bytes are predicted better, by what
+        the context holds)."""
+        losses = self.position_losses(outputs)
+        quarter = max(losses.shape[1] // 4, 1)
+        return {
+            "eval_loss": losses.mean().item(),
+            "accuracy": (outputs.argmax(-1) == self.targets).double().mean().item(),
+            "late_minus_early_loss": (losses[:, -quarter:].mean() - losses[:, :quarter].mean()).item(),
+        }
+
+
+@dataclass(frozen=True)
+class TextTask(TaskConfig):
+    """Next-byte cross-entropy at every position of windows of a UTF-8 text file: training windows drawn uniformly
+    from its first ``1 - held_out``, evaluation windows from the rest."""
+
+    file: str = option(help="the UTF-8 text file whose bytes are the tokens")
+    seq_len: int = option(128, "input bytes per sequence")
+    held_out: float = option(0.1, "the file's last share, never trained on: the evaluation and probe windows")
+    sha256: str | None = option(None)  # filled from the file when the task is made; a run's config keeps it
+    n_bytes: int | None = option(None)  # likewise: the file's length
+
+    name: ClassVar[str] = "text"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.file, str) or not self.file:
+            raise ValueError("file must name a UTF-8 text file")
+        require_int("seq_len", self.seq_len, 2)
+        if not isinstance(self.held_out, int | float) or not 0.0 < self.held_out < 1.0:
+            raise ValueError(f"held_out must be a share strictly between 0 and 1, got {self.held_out!r}")
+        if self.sha256 is None:  # a new task: the file itself says what it is
+            data = read_corpus(self.file)
+            object.__setattr__(self, "sha256", hashlib.sha256(data).hexdigest())
+            object.__setattr__(self, "n_bytes", len(data))
+        if not isinstance(self.sha256, str) or not SHA256.fullmatch(self.sha256):
+            raise ValueError(f"sha256 must be 64 lower-case hexadecimal digits, got {self.sha256!r}")
+        require_int("n_bytes", self.n_bytes, 1)
+        shortest = min(self.split(), self.n_bytes - self.split())
+        if shortest < self.seq_len + 1:
+            raise ValueError(
+                f"{self.file} has {self.n_bytes:,} bytes: its training and held-out parts must each hold a window "
+                f"of seq_len + 1 = {self.seq_len + 1} bytes (the shorter has {shortest:,})"
+            )
+
+    def split(self) -> int:
+        """The first held-out byte: the training text is everything before it."""
+        return math.floor(self.n_bytes * (1.0 - self.held_out))
+
+    def tokens(self, part: str) -> UInt8[Tensor, " byte"]:
+        """The bytes of the ``"train"`` or ``"held_out"`` part of the run's own text."""
+        import torch
+
+        data = read_corpus(self.file, self.sha256)
+        cut = self.split()
+        return torch.frombuffer(bytearray(data[:cut] if part == "train" else data[cut:]), dtype=torch.uint8)
+
+    def numbers_per_sequence(self) -> int:
+        """About how many numbers one sequence costs: its logits and one attention pattern."""
+        return self.seq_len * (BYTES + self.seq_len)
+
+    def describe(self) -> str:
+        return f"text {Path(self.file).name} ({self.n_bytes:,} bytes, sha256 {self.sha256[:12]}), T={self.seq_len}"
+
+    def progress(self, metrics: dict) -> str:
+        return f"eval loss {metrics['eval_loss']:.4f} nats/byte"
+
+    def stream(self, seed: int):
+        from induction_probes.circuits.tasks.streams import GeneratorStream
+
+        train = self.tokens("train")
+        return GeneratorStream(lambda n_seqs, generator: windows(train, n_seqs, self.seq_len + 1, generator), seed)
+
+    def inputs_and_targets(self, sample: Tensor) -> tuple[Tensor, Tensor]:
+        return sample[:, :-1], sample[:, 1:]
+
+    def loss(self, outputs: Tensor, targets: Tensor) -> Float[Tensor, ""]:
+        from torch.nn.functional import cross_entropy
+
+        return cross_entropy(outputs.flatten(0, 1), targets.flatten())
+
+    def eval_set(self, n_seqs: int, seed: int) -> TextEvalSet:
+        import torch
+
+        require_int("n_seqs", n_seqs, 1)
+        require_seed("seed", seed)
+        require_sequences("n_seqs", n_seqs, self.numbers_per_sequence())
+        generator = torch.Generator().manual_seed(seed)
+        return TextEvalSet(windows(self.tokens("held_out"), n_seqs, self.seq_len + 1, generator))
+
+    def baselines(self, eval_set: TextEvalSet) -> dict[str, float]:
+        """The loss on ``eval_set`` of two predictors fitted to the training text, what a model's loss is read
+        against: ``unigram`` (each byte's frequency) and ``bigram`` (each byte's frequency after the current
+        one), both with one pseudo-count per byte value (add-one)."""
+        import torch
+
+        train = self.tokens("train").long()
+        unigram = torch.bincount(train, minlength=BYTES).double() + 1.0
+        pairs = torch.bincount(train[:-1] * BYTES + train[1:], minlength=BYTES * BYTES).double().view(BYTES, BYTES)
+        bigram = pairs + 1.0
+        log_unigram = (unigram / unigram.sum()).log()
+        log_bigram = (bigram / bigram.sum(-1, keepdim=True)).log()
+        targets, inputs = eval_set.targets, eval_set.inputs
+        return {
+            "unigram": -log_unigram[targets].mean().item(),
+            "bigram": -log_bigram[inputs, targets].mean().item(),
+        }

@@ -1,0 +1,39 @@
+"""How a run's weights move over training: at every checkpoint, the Frobenius norm of each attention map (W_Q,
+W_K per layer, all heads together) and of the positions (W_pos, or each layer's W_rel), and the distance each has
+moved from its initial value, ‖W(t) − W(0)‖. Wang et al. read their natural-text run (Figure 3) this way: the
+positions are learned first, ‖W_K‖ and ‖W_Q‖ grow slowly, and the loss leaves its plateau when they do."""
+
+from __future__ import annotations
+
+from induction_probes.circuits.runs.reader import Run
+
+ATTENTION_MAPS = ("W_Q", "W_K")
+
+
+def tracked_weights(model) -> dict:
+    """The tensors :func:`weight_curves` follows, by name: ``W_pos``, ``W_rel_layerL``, ``W_Q_layerL`` and
+    ``W_K_layerL``, in float64."""
+    tracked = {}
+    if hasattr(model, "pos_embed"):
+        tracked["W_pos"] = model.pos_embed.W_pos
+    for layer, block in enumerate(model.blocks):
+        if getattr(block.attn, "W_rel", None) is not None:
+            tracked[f"W_rel_layer{layer}"] = block.attn.W_rel
+        for name in ATTENTION_MAPS:
+            tracked[f"{name}_layer{layer}"] = getattr(block.attn, name)
+    return {name: tensor.detach().double() for name, tensor in tracked.items()}
+
+
+def weight_curves(run: Run, steps: list[int] | None = None) -> dict:
+    """``{"steps": [...], "norm": {name: [...]}, "moved": {name: [...]}}`` over the run's checkpoints (or
+    ``steps``, whose first is the reference of ``moved``), one checkpoint loaded at a time."""
+    steps = run.steps if steps is None else steps
+    start = tracked_weights(run.load(step=steps[0]))
+    norm: dict[str, list[float]] = {name: [] for name in start}
+    moved: dict[str, list[float]] = {name: [] for name in start}
+    for step in steps:
+        weights = tracked_weights(run.load(step=step))
+        for name, tensor in weights.items():
+            norm[name].append(tensor.norm().item())
+            moved[name].append((tensor - start[name]).norm().item())
+    return {"steps": list(steps), "norm": norm, "moved": moved}
