@@ -32,6 +32,7 @@ from induction_probes.probes.run_probes import RunProbes
 from induction_probes.probes.scores import attention_probes
 from induction_probes.probes.task_probes import probe_task_model
 from induction_probes.probes.tidy import Tidy, ablation_records, gaussian_records, probe_records
+from induction_probes.probes.window_readout import window_readout
 
 QUERY_0 = "blocks.0.attn.hook_q"  # one forward pass also feeds layer 0's positional profile
 
@@ -212,6 +213,8 @@ class GaussianProbes(Tidy):
     relative_mse: float  # last-position MSE over the target's variance
     previous_token: list[list[float]]  # [layer][head]
     induction: list[float]  # layer 1's heads: 1 − TV to the target's attention
+    window_r2: list[float]  # held-out R² of x_{s−i} after layer 0, i = 0 … n (probes/window_readout.py)
+    target_r2_after_layer0: float  # and of the target at the last position
 
     def to_json(self) -> dict:
         return vars(self)
@@ -234,6 +237,7 @@ def probe_gaussian(
         relative_mse=mse_over_variance(output[:, -1], probe_set.targets),
         previous_token=[previous_token_score(p).tolist() for p in patterns],
         induction=induction_score(patterns[1], probe_set.x, task.W_star(), task.order).tolist(),
+        **window_readout(model, probe_set.x, probe_set.targets, task.order),
     )
 
 

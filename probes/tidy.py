@@ -123,6 +123,8 @@ def gaussian_records(probes, seen=None) -> list[dict]:
         [row(step, seen, None, None, "relative_mse", probes.relative_mse)]
         + per_head(step, seen, "previous_token", probes.previous_token)
         + per_head(step, seen, "induction", [probes.induction], first_layer=1)
+        + [row(step, seen, 0, None, f"window_r2_distance{i}", value) for i, value in enumerate(probes.window_r2)]
+        + [row(step, seen, 0, None, "target_r2_after_layer0", probes.target_r2_after_layer0)]
     )
 
 

@@ -1,7 +1,8 @@
 """How a run's weights move over training: at every checkpoint, the Frobenius norm of each attention map (W_Q,
-W_K per layer, all heads together) and of the positions (W_pos, or each layer's W_rel), and the distance each has
-moved from its initial value, ‖W(t) − W(0)‖. Wang et al. read their natural-text run (Figure 3) this way: the
-positions are learned first, ‖W_K‖ and ‖W_Q‖ grow slowly, and the loss leaves its plateau when they do."""
+W_K per layer, all heads together) and of the positions (W_pos, each layer's W_rel or ALiBi slopes), and the
+distance each has moved from its initial value, ‖W(t) − W(0)‖. Wang et al. read their natural-text run (Figure 3)
+this way: the positions are learned first, ‖W_K‖ and ‖W_Q‖ grow slowly, and the loss leaves its plateau when they
+do."""
 
 from __future__ import annotations
 
@@ -11,14 +12,16 @@ ATTENTION_MAPS = ("W_Q", "W_K")
 
 
 def tracked_weights(model) -> dict:
-    """The tensors :func:`weight_curves` follows, by name: ``W_pos``, ``W_rel_layerL``, ``W_Q_layerL`` and
-    ``W_K_layerL``, in float64."""
+    """The tensors :func:`weight_curves` follows, by name, in float64: the positions (``W_pos``, ``W_rel_layerL``,
+    ``alibi_layerL``: the ALiBi slopes) and the attention maps ``W_Q_layerL`` and ``W_K_layerL``."""
     tracked = {}
     if hasattr(model, "pos_embed"):
         tracked["W_pos"] = model.pos_embed.W_pos
     for layer, block in enumerate(model.blocks):
         if getattr(block.attn, "W_rel", None) is not None:
             tracked[f"W_rel_layer{layer}"] = block.attn.W_rel
+        if getattr(block.attn, "alibi_slope", None) is not None:
+            tracked[f"alibi_layer{layer}"] = block.attn.alibi_slope
         for name in ATTENTION_MAPS:
             tracked[f"{name}_layer{layer}"] = getattr(block.attn, name)
     return {name: tensor.detach().double() for name, tensor in tracked.items()}

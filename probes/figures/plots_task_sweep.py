@@ -118,10 +118,41 @@ def plot_task_sweep_order(summary: dict, name: str, condition: dict, path: Path)
     return plots.save(fig, path)
 
 
+WINDOW = "window_r2_distance"  # the Gaussian probes' read-out of x_{s−i} after layer 0 (probes/window_readout.py)
+
+
+def window_distances(probes: dict) -> list[int]:
+    return sorted(int(key[len(WINDOW) :].split("_")[0]) for key in probes if key.startswith(WINDOW))
+
+
+def plot_task_sweep_readout(summary: dict, name: str, condition: dict, path: Path) -> Path:
+    """Every seed's held-out R² of x_{s−i} from the residual stream after layer 0 against the distance i, and of
+    the target there and at the output (1 − MSE / variance)."""
+    plots.theme()
+    runs = condition["runs"]
+    distances = window_distances(runs[0]["probes"])
+    fig, (left, right) = plots.subplots(1, 2, figsize=(10, 4.2), width_ratios=(3, 2))
+    for k, run in enumerate(runs):
+        colour = SEED_COLOURS[k % 10]
+        values = [run["probes"][f"{WINDOW}{i}_layer0"] for i in distances]
+        left.plot(distances, values, "o-", color=colour, lw=1.5, label=f"seed {run['seed']}")
+        ends = [run["probes"]["target_r2_after_layer0_layer0"], 1 - run["final"]["relative_mse"]]
+        right.plot([0, 1], ends, "o-", color=colour, lw=1.5)
+    left.set(xticks=distances, xlabel="distance i back from position s", ylabel="held-out R²", ylim=(-0.1, 1.08))
+    left.set_title("x_{s−i} read from the residual stream after layer 0", fontsize=10)
+    left.legend(fontsize=8)
+    right.set(xticks=[0, 1], xticklabels=["after layer 0", "output"], ylim=(-0.1, 1.08), xlim=(-0.3, 1.3))
+    right.set_title("the target (R²; output: 1 − MSE / variance)", fontsize=10)
+    fig.suptitle(f"{Path(summary['sweep']).name} / {name}: {condition['task']}", fontsize=11)
+    return plots.save(fig, path)
+
+
 def plot_task_sweep(summary: dict, directory: Path) -> list[Path]:
     sweep = Path(summary["sweep"]).name
     paths = []
     for name, condition in summary["conditions"].items():
         paths.append(plot_task_sweep_training(summary, name, condition, directory / f"{sweep}-{name}-training.png"))
         paths.append(plot_task_sweep_order(summary, name, condition, directory / f"{sweep}-{name}-order.png"))
+        if window_distances(condition["runs"][0]["probes"]):
+            paths.append(plot_task_sweep_readout(summary, name, condition, directory / f"{sweep}-{name}-readout.png"))
     return paths

@@ -49,10 +49,18 @@ def probe_gaussian_report(
     if as_json:
         return provenance(run, steps, n_seqs, seed) | {"checkpoints": [r.to_json() for r in results]}
     rows = [
-        [r.step, r.relative_mse, max(r.previous_token[0]), max(r.induction)]
+        [
+            r.step,
+            r.relative_mse,
+            max(r.previous_token[0]),
+            max(r.induction),
+            " ".join(f"{value:.3f}" for value in r.window_r2),
+            r.target_r2_after_layer0,
+        ]
         for r in results
         if r.step in spread_steps([x.step for x in results])
     ]
     headers = ["step", "MSE / target variance", "layer 0 previous-token", "layer 1 induction (1-TV)"]
+    headers += ["R² of x_{s-i} after layer 0, i = 0..n", "R² of the target after layer 0"]
     title = f"run {run.path.name}: Gaussian induction task, {n_seqs} fresh sequences"
     return with_figures("\n".join([title, format_table(headers, rows)]), figures)

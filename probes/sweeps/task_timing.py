@@ -12,9 +12,9 @@ Definitions (steps are checkpoint steps):
   step with loss ≤ b + :data:`NEAR`; ``escape``, the first step from which on the loss stays ≤ b − NEAR;
   ``length`` = escape − arrival. None where the loss never settles below b − NEAR.
 - **tests** over seeds (paired t and Wilcoxon): ``attention_minus_positions``, the earliest half-way step of the
-  attention maps' distance from their start (W_Q, W_K of any layer) minus the positions' (W_pos or W_rel; Wang
-  et al.: positions first); ``escape_minus_last_keys``, the plateau's escape minus the half-way step of the last
-  layer's W_K (Wang et al.: the loss escapes when W_K and W_Q grow).
+  attention maps' distance from their start (W_Q, W_K of any layer) minus the positions' (W_pos, W_rel or the
+  ALiBi slopes; Wang et al.: positions first); ``escape_minus_last_keys``, the plateau's escape minus the half-way
+  step of the last layer's W_K (Wang et al.: the loss escapes when W_K and W_Q grow).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def layer_of(name: str) -> int:
 def order_tests(records: list[dict]) -> dict:
     """The paired tests of the module docstring, from the per-seed ``reached`` steps and plateaus."""
     reached = [r["reached"] for r in records]
-    positions = [name for name in reached[0] if name == "moved.W_pos" or name.startswith("moved.W_rel")]
+    positions = [name for name in reached[0] if name.startswith(("moved.W_pos", "moved.W_rel", "moved.alibi"))]
     maps = [name for name in reached[0] if name.startswith(("moved.W_Q", "moved.W_K"))]
     tests = {}
     if positions and maps:

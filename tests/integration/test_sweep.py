@@ -266,10 +266,13 @@ def test_a_gaussian_sweep_is_summarized_by_its_tasks_own_probes(tmp_path, capsys
     for record in condition["runs"]:  # each seed's best heads, as probe_gaussian gives them on the same sequences
         run = Run.open(tmp_path / "out" / "base" / f"seed-{record['seed']}")
         by_hand = probe_gaussian(run, probe_set=run.task.eval_set(40, 12345))
+        window = {f"window_r2_distance{i}_layer0": value for i, value in enumerate(by_hand.window_r2)}
         assert record["probes"] == {
             "previous_token_layer0": max(by_hand.previous_token[0]),
             "previous_token_layer1": max(by_hand.previous_token[1]),
             "induction_layer1": max(by_hand.induction),
+            **window,
+            "target_r2_after_layer0_layer0": by_hand.target_r2_after_layer0,
         }
         assert record["final"]["relative_mse"] == run.metrics()[-1]["relative_mse"]
     values = [r["probes"]["induction_layer1"] for r in condition["runs"]]
