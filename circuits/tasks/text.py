@@ -46,7 +46,7 @@ def read_corpus(file: str, sha256: str | None = None) -> bytes:
     except UnicodeDecodeError as error:
         raise ValueError(f"{file} is not UTF-8 text (byte {error.start} cannot be decoded)") from None
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
-        raise ValueError(f"{file} is not the text this run was trained on (its SHA-256 differs from {sha256[:12]}…)")
+        raise ValueError(f"{file} is not the text this task was made with (its SHA-256 differs from {sha256[:12]}…)")
     return data
 
 

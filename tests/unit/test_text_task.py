@@ -112,7 +112,7 @@ def test_a_run_refuses_a_text_that_is_not_its_own(text_file):
     same = TextTask.from_dict({key: value for key, value in task.to_json().items() if key != "name"})  # as runs do
     assert same == task and len(same.stream(0).take(2)) == 2
     text_file.write_text("another text entirely, " * 40, encoding="utf-8")
-    with pytest.raises(ValueError, match="not the text this run was trained on"):
+    with pytest.raises(ValueError, match="not the text this task was made with"):
         same.stream(0)
 
 
