@@ -74,24 +74,27 @@ def plateau_intervals(records: list[dict]) -> dict:
     }
 
 
-def summarize_task_condition(runs: list[Run], probe_seqs: int) -> dict:
-    records = [summarize_task_run(run, probe_seqs) for run in runs]
+def condition_statistics(records: list[dict]) -> dict:
+    """A condition's statistics from its per-seed records alone, so that a shipped summary can be checked
+    without its run directories."""
 
     def over_seeds(key: str) -> dict:
         return {name: interval([r[key][name] for r in records if name in r[key]]) for name in records[0][key]}
 
     return {
-        "n_seeds": len(records),
-        "seeds": [r["seed"] for r in records],
-        "task": runs[0].task.describe(),
         "final": over_seeds("final"),
         "probes": over_seeds("probes"),
         "reached": over_seeds("reached"),
         **({"baselines": over_seeds("baselines")} if "baselines" in records[0] else {}),
         **({"plateau": plateau_intervals(records)} if "plateau" in records[0] else {}),
         "order_tests": order_tests(records),
-        "runs": records,
     }
+
+
+def summarize_task_condition(runs: list[Run], probe_seqs: int) -> dict:
+    records = [summarize_task_run(run, probe_seqs) for run in runs]
+    head = {"n_seeds": len(records), "seeds": [r["seed"] for r in records], "task": runs[0].task.describe()}
+    return head | condition_statistics(records) | {"runs": records}
 
 
 def summarize_task_sweep(root: Path, spec, done: dict[str, list[Path]], missing: list[str], probe_seqs: int) -> dict:

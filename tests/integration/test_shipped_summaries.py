@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from induction_probes.circuits.sweeps.sweep import read_spec
+from induction_probes.probes.sweeps.task_summary import condition_statistics
 from induction_probes.probes.sweeps.toy_summary import add_toy_statistics
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
@@ -23,12 +24,12 @@ def test_each_summary_holds_its_specs_seeds_and_conditions(summary_path):
     summary = json.loads(summary_path.read_text())
     assert summary["unfinished"] == []
     assert list(summary["conditions"]) == spec.condition_names()
-    if summary.get("summary") == "toy":
-        check_toy_summary(summary, spec)
-    else:
-        check_strategy_summary(summary, spec)
+    kind = summary.get("summary")
+    {"toy": check_toy_summary, "task": check_task_summary}.get(kind, check_strategy_summary)(summary, spec)
     figures = list(summary_path.parent.glob("*.png"))
-    assert len(figures) == 2 and all(figure.stat().st_size > 10_000 for figure in figures)
+    # a task sweep draws two figures per condition (three with the Gaussian probes' read-out); the others two
+    expected = {len(summary["conditions"]) * n for n in (2, 3)} if kind == "task" else {2}
+    assert len(figures) in expected and all(figure.stat().st_size > 10_000 for figure in figures)
 
 
 def check_strategy_summary(summary: dict, spec) -> None:
@@ -70,6 +71,32 @@ def check_toy_summary(summary: dict, spec) -> None:
         assert redone["difference"]["mean"] == pytest.approx(shipped["difference"]["mean"], rel=1e-9)
 
 
+def check_task_summary(summary: dict, spec) -> None:
+    """A task sweep's: every seed of the spec with its curves and weights at one schedule, and statistics that its
+    own records reproduce (to float rounding: made on another machine)."""
+    for condition in summary["conditions"].values():
+        assert condition["seeds"] == list(spec.seeds) and [run["seed"] for run in condition["runs"]] == list(spec.seeds)
+        for run in condition["runs"]:
+            steps = run["curves"]["steps"]
+            assert all(len(values) == len(steps) for values in run["curves"].values())
+            assert run["weights"]["steps"] == steps
+            assert all(
+                len(values) == len(steps) for part in ("norm", "moved") for values in run["weights"][part].values()
+            )
+        redone = condition_statistics(json.loads(json.dumps(condition["runs"])))
+        for part in ("final", "probes", "reached", "baselines", "plateau"):
+            for name, stat in condition.get(part, {}).items():
+                for key in ("mean", "low", "high"):
+                    assert redone[part][name][key] == (
+                        None if stat[key] is None else pytest.approx(stat[key], rel=1e-9)
+                    )
+        for name, test in condition["order_tests"].items():
+            assert redone["order_tests"][name]["difference"]["mean"] == pytest.approx(test["difference"]["mean"])
+            assert redone["order_tests"][name]["p_value"] == (
+                None if test["p_value"] is None else pytest.approx(test["p_value"], rel=1e-9)
+            )
+
+
 # Summaries shipped before the summaries kept each seed's curve; each needs its sweep rerun (hours of CPU:
 # docs/results.md says which), and leaves this set when its rerun ships.
 WITHOUT_PER_SEED_CURVES = {"clamps", "ds-mixture", "k8-context", "trigram"}
@@ -78,7 +105,7 @@ WITHOUT_PER_SEED_CURVES = {"clamps", "ds-mixture", "k8-context", "trigram"}
 @pytest.mark.parametrize("summary_path", SUMMARIES, ids=lambda p: p.parent.name)
 def test_each_seed_ships_its_curves_at_the_conditions_steps(summary_path):
     summary = json.loads(summary_path.read_text())
-    if summary.get("summary") == "toy":  # a toy summary's seeds carry their loss curves (check_toy_summary)
+    if summary.get("summary") in ("toy", "task"):  # their seeds carry their curves (check_toy/task_summary)
         assert all("curves" in run for condition in summary["conditions"].values() for run in condition["runs"])
         return
     has_curves = ["curve" in run for condition in summary["conditions"].values() for run in condition["runs"]]
