@@ -18,6 +18,12 @@ def test_every_spec_has_its_summary_shipped():
     assert {path.stem for path in EXPERIMENTS.glob("*.toml")} == {path.parent.name for path in SUMMARIES}
 
 
+@pytest.mark.parametrize("path", sorted((EXPERIMENTS / "queued").glob("*.toml")), ids=lambda p: p.stem)
+def test_every_queued_spec_parses_and_has_not_shipped(path):
+    spec = read_spec(path)  # its recipe, conditions and every cell's config are checked here
+    assert spec.seeds and not (EXPERIMENTS / f"{path.stem}.toml").exists()
+
+
 @pytest.mark.parametrize("summary_path", SUMMARIES, ids=lambda p: p.parent.name)
 def test_each_summary_holds_its_specs_seeds_and_conditions(summary_path):
     spec = read_spec(EXPERIMENTS / f"{summary_path.parent.name}.toml")
