@@ -92,6 +92,8 @@ class HookedTransformerConfig(Config):
                     "transformer_config(...) or MixedHeadsConfig(...), whose n_heads says why it has none"
                 )
             if len(set(self.layer_heads)) == 1:  # TransformerLens's tools count a layer's heads with n_heads
+                if n_heads not in (1, self.layer_heads[0]):  # 1: the field's default, or a file from before
+                    raise ValueError(f"n_heads {n_heads} contradicts layer_heads {self.layer_heads}")
                 object.__setattr__(self, "n_heads", self.layer_heads[0])
         if self.positional == "standard":
             pass

@@ -169,8 +169,11 @@ ORDER_TESTS = {
 
 
 def order_test_line(key: str, test: dict) -> str:
-    tests = f"{test['test']} p = {test['p_value']}, {test['rank_test']} p = {test['rank_p_value']}"
-    return f"{ORDER_TESTS[key]}: {format_interval(test['difference'], 1, 3)} steps ({tests})"
+    """One paired test of a task sweep's summary, over the seeds that have both of its steps."""
+    p, rank = (test[name] for name in ("p_value", "rank_p_value"))
+    tests = f"{test['test']} p = {'-' if p is None else f'{p:.3g}'}, {test['rank_test']} p = "
+    tests += "-" if rank is None else f"{rank:.3g}"
+    return f"{ORDER_TESTS[key]}: {format_interval(test['difference'], 1, 3)} steps, {test['n']} seeds ({tests})"
 
 
 def toy_summary_table(summary: dict) -> str:

@@ -15,7 +15,13 @@ from induction_probes.probes.sweeps.task_timing import CURVE_AXES
 
 def weight_style(name: str) -> tuple[str, str]:
     """A colour per kind of weight (positions, W_Q, W_K) and a line style per layer."""
-    colour = "tab:green" if name.startswith(("W_pos", "W_rel")) else "tab:blue" if name.startswith("W_Q") else "tab:red"
+    colour = (
+        "tab:green"
+        if name.startswith(("W_pos", "W_rel", "alibi"))
+        else "tab:blue"
+        if name.startswith("W_Q")
+        else "tab:red"
+    )
     return colour, "--" if name.endswith("layer0") else "-"
 
 
@@ -85,7 +91,7 @@ def plot_task_sweep_training(summary: dict, name: str, condition: dict, path: Pa
 
 def timed_steps(run: dict) -> dict[str, int]:
     """A seed's half-way steps (but the training loss's, one batch's) and its escape from the bigram plateau."""
-    steps = {name: step for name, step in run["reached"].items() if name != "train_loss"}
+    steps = {name: step for name, step in run["reached"].items() if name != "train_loss" and step is not None}
     escape = run.get("plateau", {}).get("escape")
     return steps | ({"loss below the bigram level": escape} if escape is not None else {})
 

@@ -138,6 +138,12 @@ def recompute_summary(path) -> dict:
             from induction_probes.probes.sweeps.toy_summary import add_toy_statistics
 
             return add_toy_statistics(summary)
+        if summary.get("summary") == "task":  # a task sweep's (the text task, the Gaussian task): likewise
+            from induction_probes.probes.sweeps.task_summary import task_condition_statistics
+
+            for condition in summary["conditions"].values():
+                condition |= task_condition_statistics(condition["runs"])
+            return summary
         measures = measures_of(summary)
         for condition in summary["conditions"].values():
             for record in condition["runs"]:

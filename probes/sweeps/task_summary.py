@@ -74,12 +74,13 @@ def plateau_intervals(records: list[dict]) -> dict:
     }
 
 
-def condition_statistics(records: list[dict]) -> dict:
+def task_condition_statistics(records: list[dict]) -> dict:
     """A condition's statistics from its per-seed records alone, so that a shipped summary can be checked
     without its run directories."""
 
     def over_seeds(key: str) -> dict:
-        return {name: interval([r[key][name] for r in records if name in r[key]]) for name in records[0][key]}
+        values = {name: [r[key].get(name) for r in records] for name in records[0][key]}
+        return {name: interval([v for v in seeds if v is not None]) for name, seeds in values.items()}
 
     return {
         "final": over_seeds("final"),
@@ -94,7 +95,7 @@ def condition_statistics(records: list[dict]) -> dict:
 def summarize_task_condition(runs: list[Run], probe_seqs: int) -> dict:
     records = [summarize_task_run(run, probe_seqs) for run in runs]
     head = {"n_seeds": len(records), "seeds": [r["seed"] for r in records], "task": runs[0].task.describe()}
-    return head | condition_statistics(records) | {"runs": records}
+    return head | task_condition_statistics(records) | {"runs": records}
 
 
 def summarize_task_sweep(root: Path, spec, done: dict[str, list[Path]], missing: list[str], probe_seqs: int) -> dict:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from induction_probes.circuits.sweeps.sweep import read_spec
-from induction_probes.probes.sweeps.task_summary import condition_statistics
+from induction_probes.probes.sweeps.task_summary import task_condition_statistics
 from induction_probes.probes.sweeps.toy_summary import add_toy_statistics
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
@@ -89,7 +89,7 @@ def check_task_summary(summary: dict, spec) -> None:
             assert all(
                 len(values) == len(steps) for part in ("norm", "moved") for values in run["weights"][part].values()
             )
-        redone = condition_statistics(json.loads(json.dumps(condition["runs"])))
+        redone = task_condition_statistics(json.loads(json.dumps(condition["runs"])))
         for part in ("final", "probes", "reached", "baselines", "plateau"):
             for name, stat in condition.get(part, {}).items():
                 for key in ("mean", "low", "high"):

@@ -99,4 +99,6 @@ def test_the_summary_holds_each_seeds_curves_weights_and_tests(sweep, capsys):
     test = condition["order_tests"]["attention_minus_positions"]
     assert {k: v for k, v in test.items() if k != "n_positions_first"} == paired_comparison(positions, maps, False)
     assert test["n_positions_first"] == sum(p < m for p, m in zip(positions, maps))
-    assert [r["reached"]["moved.W_pos"] for r in records] == positions
+    assert main(["summarize", str(sweep), "--probe-seqs", "30"]) == 0
+    table = capsys.readouterr().out
+    assert "earliest W_Q / W_K half-way step − the positions': " in table and "bigram predictor's loss" in table

@@ -180,6 +180,8 @@ def test_a_config_never_changes_its_class_and_json_picks_the_mixed_one():
     same = transformer_config(**(settings | {"layer_heads": (2, 2)}))
     # equal head counts: n_heads says them, as TransformerLens's tools read it (it said 1 here before)
     assert type(same) is HookedTransformerConfig and same.n_heads == 2 and same.max_heads == 2
+    with pytest.raises(ValueError, match="contradicts"):
+        HookedTransformerConfig(**(settings | {"layer_heads": (2, 2), "n_heads": 3}))
 
 
 def test_state_dict_round_trip_through_safetensors(tmp_path):

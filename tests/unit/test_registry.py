@@ -111,7 +111,9 @@ def test_probe_run_probes_a_gaussian_run_through_its_tasks_registration_as_probe
     (chosen,) = probe_run(run, run.task.eval_set(50, 3), [steps[-1]])
     assert chosen == probe_gaussian(run, steps[-1], n_seqs=50, seed=3)  # a given probe set is the one used
     table = probes.to_frame()
-    assert set(table.measure) == {"relative_mse", "previous_token", "induction"} and set(table.step) == set(steps)
+    window = {f"window_r2_distance{i}" for i in range(3)} | {"target_r2_after_layer0"}  # the layer-0 read-out
+    assert set(table.measure) == {"relative_mse", "previous_token", "induction"} | window
+    assert set(table.step) == set(steps)
     assert probes.chance == {} and probes.calibration() == {}  # the token probes' chance levels do not apply
 
 

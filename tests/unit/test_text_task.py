@@ -135,6 +135,13 @@ def test_bad_texts_are_refused_in_one_line(tmp_path, make, message):
     assert "\n" not in str(error.value)
 
 
+def test_a_length_that_is_not_the_files_is_refused(text_file):
+    values = {key: value for key, value in TextTask(file=str(text_file), seq_len=16).to_json().items() if key != "name"}
+    wrong = TextTask.from_dict(values | {"n_bytes": values["n_bytes"] // 2})  # a spec's, say: its split would move
+    with pytest.raises(ValueError, match="not the 480 this task was made with"):
+        wrong.stream(0)
+
+
 def test_read_corpus_checks_the_hash(text_file):
     data = read_corpus(str(text_file), hashlib.sha256(text_file.read_bytes()).hexdigest())
     assert data == text_file.read_bytes()
