@@ -118,7 +118,7 @@ def plot_task_sweep_order(summary: dict, name: str, condition: dict, path: Path)
     ax.set(
         xscale="log",
         xlabel="step (log scale)",
-        title=f"{name}: half-way steps and the escape from the bigram level, per seed",
+        title=f"{name}: half-way steps, per seed",
     )
     ax.legend(fontsize=8, loc="lower left")
     return plots.save(fig, path)
@@ -145,7 +145,7 @@ def plot_task_sweep_readout(summary: dict, name: str, condition: dict, path: Pat
         ends = [run["probes"]["target_r2_after_layer0_layer0"], 1 - run["final"]["relative_mse"]]
         right.plot([0, 1], ends, "o-", color=colour, lw=1.5)
     left.set(xticks=distances, xlabel="distance i back from position s", ylabel="held-out R²", ylim=(-0.1, 1.08))
-    left.set_title("x_{s−i} read from the residual stream after layer 0", fontsize=10)
+    left.set_title("the token i back, x(s − i), read from the residual stream after layer 0", fontsize=10)
     left.legend(fontsize=8)
     right.set(xticks=[0, 1], xticklabels=["after layer 0", "output"], ylim=(-0.1, 1.08), xlim=(-0.3, 1.3))
     right.set_title("the target (R²; output: 1 − MSE / variance)", fontsize=10)

@@ -56,7 +56,7 @@ def all_entries(figures: Path) -> list[Entry]:
     from induction_probes.probes.paper.edelman import edelman_run_entries
     from induction_probes.probes.paper.edelman_sweeps import edelman_sweep_entries
     from induction_probes.probes.paper.wang import plateau_entry, theorem_entries, toy_entries, trained_entries
-    from induction_probes.probes.paper.wang_rebuttal import wang_rebuttal_entries
+    from induction_probes.probes.paper.wang_rebuttal import wang_rebuttal_entries, window_entry
     from induction_probes.probes.paper.wang_toy_sweeps import layerwise_entry
 
     return [
@@ -65,6 +65,7 @@ def all_entries(figures: Path) -> list[Entry]:
         *edelman_sweep_entries(figures),
         *theorem_entries(figures),
         *trained_entries(figures),
+        window_entry(figures),  # rebuttal Fig. 7 beyond IH_2, beside the IH_2 run's roles
         *toy_entries(figures),
         layerwise_entry(figures),
         plateau_entry(figures),

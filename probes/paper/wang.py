@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, judged, not_yet
+from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, judged
 from induction_probes.probes.paper.shipped import open_run, read_json
 
 PAPER = "Wang et al. 2024"
-ISSUE = "issue 23"
 
 
 def theorem_entries(directory: Path) -> list[Entry]:
@@ -115,14 +114,7 @@ def trained_entries(directory: Path) -> list[Entry]:
         figures,
         [f"checkpoints/{name}"],
     )
-    window = not_yet(
-        PAPER,
-        "rebuttal Fig. 7 (GIH_n)",
-        "In a trained GIH_n model layer 1 extracts the window X_{s−n+2:s} and layer 2 produces the output.",
-        ISSUE,
-        "shown for IH_2 only (row above)",
-    )
-    return [trained, window]
+    return [trained]
 
 
 def toy_history(name: str) -> tuple[object, list[dict], object]:

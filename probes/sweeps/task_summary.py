@@ -21,7 +21,7 @@ from induction_probes.circuits.common.paths import portable
 from induction_probes.circuits.common.untrusted import require_finite
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.summary import probe_run
-from induction_probes.probes.sweeps.statistics import interval
+from induction_probes.probes.sweeps.statistics import interval, nonnegative_interval
 from induction_probes.probes.sweeps.task_timing import PLATEAU_BASELINE, order_tests, plateau, reached_steps
 from induction_probes.probes.task_probes import scalar_metrics
 from induction_probes.probes.weights import weight_curves
@@ -66,9 +66,10 @@ def best_per_layer(records: list[dict]) -> dict[str, float]:
 
 
 def plateau_intervals(records: list[dict]) -> dict:
-    """Mean and interval of each plateau measure over the seeds that have it, with their count."""
+    """Mean and interval of each plateau measure (steps: never below 0) over the seeds that have it, with their
+    count."""
     return {
-        key: interval([v for v in values if v is not None]) | {"n": sum(v is not None for v in values)}
+        key: nonnegative_interval([v for v in values if v is not None]) | {"n": sum(v is not None for v in values)}
         for key in ("arrival", "escape", "length")
         for values in [[r["plateau"][key] for r in records]]
     }
@@ -78,14 +79,14 @@ def task_condition_statistics(records: list[dict]) -> dict:
     """A condition's statistics from its per-seed records alone, so that a shipped summary can be checked
     without its run directories."""
 
-    def over_seeds(key: str) -> dict:
+    def over_seeds(key: str, statistic=interval) -> dict:
         values = {name: [r[key].get(name) for r in records] for name in records[0][key]}
-        return {name: interval([v for v in seeds if v is not None]) for name, seeds in values.items()}
+        return {name: statistic([v for v in seeds if v is not None]) for name, seeds in values.items()}
 
     return {
         "final": over_seeds("final"),
         "probes": over_seeds("probes"),
-        "reached": over_seeds("reached"),
+        "reached": over_seeds("reached", nonnegative_interval),  # steps: an interval never reaches below 0
         **({"baselines": over_seeds("baselines")} if "baselines" in records[0] else {}),
         **({"plateau": plateau_intervals(records)} if "plateau" in records[0] else {}),
         "order_tests": order_tests(records),
