@@ -89,6 +89,8 @@ def check_task_summary(summary: dict, spec) -> None:
             assert all(
                 len(values) == len(steps) for part in ("norm", "moved") for values in run["weights"][part].values()
             )
+        for part in ("reached", "plateau"):  # steps: no interval reaches below 0
+            assert all(stat["low"] is None or stat["low"] >= 0 for stat in condition.get(part, {}).values())
         redone = task_condition_statistics(json.loads(json.dumps(condition["runs"])))
         for part in ("final", "probes", "reached", "baselines", "plateau"):
             for name, stat in condition.get(part, {}).items():
