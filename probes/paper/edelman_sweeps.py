@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, interval_text, judged, not_yet
+from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, interval_text, judged, not_yet, p_text
 from induction_probes.probes.paper.shipped import source, summary
 
 PAPER = "Edelman et al. 2024"
@@ -60,10 +60,6 @@ def mixture_entries(directory: Path) -> list[Entry]:
 
 
 SPLIT_CLAIM = "The mixture's lower final loss comes mostly from its unigram part."
-
-
-def p_text(p: float | None) -> str:
-    return "-" if p is None else f"{p:.2g}"
 
 
 def split_entry(result: dict) -> Entry:

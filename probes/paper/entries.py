@@ -56,6 +56,11 @@ def not_yet(paper: str, where: str, claim: str, issue: str, today: str = "nothin
     return Entry(paper, where, claim, today, NOT_YET, reason=issue)
 
 
+def p_text(p: float | None) -> str:
+    """A test's p-value at two figures, or "-" where the test is undefined (no spread, or one pair)."""
+    return "-" if p is None else f"{p:.2g}"
+
+
 def interval_text(stat: dict, scale: float = 1.0, digits: int = 3, unit: str = "") -> str:
     """A summary's {mean, low, high} as "mean [low, high]" at ``digits`` significant figures, divided by
     ``scale`` (1000 for thousands of sequences); a mean without an interval (one seed) alone."""

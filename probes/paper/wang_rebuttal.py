@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, interval_text, judged
+from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, interval_text, judged, p_text
 from induction_probes.probes.paper.shipped import read_json, source, summary
 from induction_probes.probes.paper.wang import PAPER
 
@@ -121,20 +121,16 @@ def text_condition_text(name: str, condition: dict) -> str:
         f"{interval_text(plateau['arrival'], digits=3)} to {interval_text(plateau['escape'], digits=3)} "
         f"({plateau['escape']['n']}/{condition['n_seeds']} seeds escape); earliest W_Q/W_K half-way − positions' "
         f"{interval_text(first['difference'], digits=3)} steps (positions first in {first['n_positions_first']}/"
-        f"{first['n']}, paired t p = {fmt(first['p_value'])})"
+        f"{first['n']}, paired t p = {p_text(first['p_value'])})"
     )
     if escape is not None:
         reached = condition["reached"]
         text += (
             f"; escape − last layer's W_K half-way {interval_text(escape['difference'], digits=3)} steps "
-            f"(paired t p = {fmt(escape['p_value'])}; that W_K half-way at "
+            f"(paired t p = {p_text(escape['p_value'])}; that W_K half-way at "
             f"{interval_text(reached['moved.W_K_layer1'])}, W_Q at {interval_text(reached['moved.W_Q_layer1'])})"
         )
     return text
-
-
-def fmt(p: float | None) -> str:
-    return "-" if p is None else f"{p:.2g}"
 
 
 def text_entry(directory: Path) -> Entry:

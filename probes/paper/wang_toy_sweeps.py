@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.paper.entries import DIFFER, PARTLY, Entry, interval_text, judged
+from induction_probes.probes.paper.entries import DIFFER, PARTLY, Entry, interval_text, judged, p_text
 from induction_probes.probes.paper.shipped import source, summary
 from induction_probes.probes.paper.wang import PAPER
 
@@ -29,8 +29,7 @@ def comparison_text(comparison: dict) -> str:
     p, rank = comparison["p_value"], comparison["rank_p_value"]
     return (
         f"{comparison['b']} − {comparison['a']} {steps_text(comparison['difference'])} steps "
-        f"({comparison['test']} p = {'-' if p is None else f'{p:.2g}'}, "
-        f"{comparison['rank_test']} p = {'-' if rank is None else f'{rank:.2g}'})"
+        f"({comparison['test']} p = {p_text(p)}, {comparison['rank_test']} p = {p_text(rank)})"
     )
 
 
