@@ -31,12 +31,11 @@ def weight_curves(run: Run, steps: list[int] | None = None) -> dict:
     """``{"steps": [...], "norm": {name: [...]}, "moved": {name: [...]}}`` over the run's checkpoints (or
     ``steps``, whose first is the reference of ``moved``), one checkpoint loaded at a time."""
     steps = run.steps if steps is None else steps
-    start = tracked_weights(run.load(step=steps[0]))
-    norm: dict[str, list[float]] = {name: [] for name in start}
-    moved: dict[str, list[float]] = {name: [] for name in start}
-    for step in steps:
+    start, norm, moved = None, {}, {}
+    for step in steps:  # each checkpoint loaded once, the first kept as the reference
         weights = tracked_weights(run.load(step=step))
+        start = weights if start is None else start
         for name, tensor in weights.items():
-            norm[name].append(tensor.norm().item())
-            moved[name].append((tensor - start[name]).norm().item())
+            norm.setdefault(name, []).append(tensor.norm().item())
+            moved.setdefault(name, []).append((tensor - start[name]).norm().item())
     return {"steps": list(steps), "norm": norm, "moved": moved}
