@@ -55,6 +55,7 @@ def all_entries(figures: Path) -> list[Entry]:
     from induction_probes.probes.paper.beyond import clamps_entry, llc_entry
     from induction_probes.probes.paper.edelman import edelman_run_entries
     from induction_probes.probes.paper.edelman_sweeps import edelman_sweep_entries
+    from induction_probes.probes.paper.edelman_variants import variant_entries
     from induction_probes.probes.paper.wang import plateau_entry, theorem_entries, toy_entries, trained_entries
     from induction_probes.probes.paper.wang_rebuttal import wang_rebuttal_entries, window_entry
     from induction_probes.probes.paper.wang_toy_sweeps import layerwise_entry
@@ -63,6 +64,7 @@ def all_entries(figures: Path) -> list[Entry]:
         *edelman_run_entries(figures),
         clamps_entry(figures),
         *edelman_sweep_entries(figures),
+        *variant_entries(figures),
         *theorem_entries(figures),
         *trained_entries(figures),
         window_entry(figures),  # rebuttal Fig. 7 beyond IH_2, beside the IH_2 run's roles

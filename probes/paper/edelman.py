@@ -46,7 +46,12 @@ def phases_text(facts: MarkovFacts) -> str:
 
 def passes(facts: MarkovFacts, order: tuple[str, ...]) -> bool:
     """Whether the closest strategy visits ``order`` in that order and ends at its last."""
-    visited = [p.strategy for p in facts.phases]
+    return visits_in_turn([p.strategy for p in facts.phases], order)
+
+
+def visits_in_turn(visited: list[str], order: tuple[str, ...]) -> bool:
+    """Whether the strategies ``visited`` (a run's closest ones, in time) pass ``order`` in that order, others
+    coming between or not, and end at its last."""
     position = 0
     for strategy in visited:
         if position < len(order) and strategy == order[position]:

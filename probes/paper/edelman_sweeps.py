@@ -1,6 +1,6 @@
 """Edelman et al. 2024, the figures that the shipped sweep summaries answer (mean curves and 95 % intervals
-over seeds, redrawn from ``experiments/results/<sweep>/summary.json`` by the figure helper that drew them),
-and the experiments of the paper and its rebuttal that no shipped result answers yet."""
+over seeds, redrawn from ``experiments/results/<sweep>/summary.json`` by the figure helper that drew them);
+the experiments that vary one setting of the recipe are in :mod:`induction_probes.probes.paper.edelman_variants`."""
 
 from __future__ import annotations
 
@@ -29,8 +29,12 @@ def k_seqs(stat: dict) -> str:
     return interval_text(stat, 1000, 3, "k")
 
 
-def comparison(result: dict, measure: str) -> dict:
-    return next(c for c in result["comparisons"] if c["measure"] == measure)
+def comparison(result: dict, measure: str, a: str | None = None, b: str | None = None) -> dict:
+    """The summary's test of ``measure`` (b − a), between conditions ``a`` and ``b`` where the sweep has more
+    than one pair."""
+    return next(
+        c for c in result["comparisons"] if c["measure"] == measure and a in (None, c["a"]) and b in (None, c["b"])
+    )
 
 
 def mixture_entries(directory: Path) -> list[Entry]:
@@ -273,30 +277,6 @@ def curriculum_entry(directory: Path) -> Entry:
     )
 
 
-def missing_entries() -> list[Entry]:
-    """The paper's and rebuttal's experiments with no shipped result (issue 23's table)."""
-    rows = [
-        (
-            "ICML Fig. 4 (k = 2 spectrum)",
-            "Where unigram is near Bayes-optimal the model can stay on the unigram "
-            "plateau; where unigram ≈ uniform it moves on quickly.",
-            "the prior and its baselines only",
-        ),
-        (
-            "rebuttal (attention + MLP)",
-            "Two-layer attention + MLP at k = 3: same phases and patterns, slightly lower loss, faster.",
-            "nothing yet (--d-mlp exists)",
-        ),
-        ("rebuttal (batch size)", "Results barely depend on the batch size at equal sequences seen.", "nothing yet"),
-        (
-            "blog (tetragram)",
-            "With 3 first-layer heads: uniform → unigram → bigram → trigram → tetragram, heads at distances 1, 2, 3.",
-            "nothing yet",
-        ),
-    ]
-    return [not_yet(PAPER, where, claim, ISSUE, today) for where, claim, today in rows]
-
-
 def edelman_sweep_entries(directory: Path) -> list[Entry]:
     return [
         *mixture_entries(directory),
@@ -306,5 +286,4 @@ def edelman_sweep_entries(directory: Path) -> list[Entry]:
         *trigram_entries(directory),
         authors_recipe_entry(directory),
         curriculum_entry(directory),
-        *missing_entries(),
     ]

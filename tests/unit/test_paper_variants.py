@@ -1,0 +1,155 @@
+"""The verdicts of Edelman et al.'s one-setting variants (attention + MLP, batch size, tetragram, the k = 2
+spectrum) against their specs' pass marks, on small summaries whose comparisons the real statistics compute
+(``add_statistics``): each mark is made to hold and to fail by one seed's or one interval's worth."""
+
+import numpy as np
+import pytest
+
+from induction_probes.probes.paper.edelman_variants import (
+    batch_verdict,
+    mlp_verdict,
+    spectrum_verdict,
+    tetragram_verdict,
+)
+from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY
+from induction_probes.probes.sweeps.sweep_statistics import add_statistics
+
+SEEDS = list(range(10))
+NOISE = np.array([-4.5, -3.5, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 4.5])  # mean 0, sd 3.03: t interval ±2.17
+
+
+def condition(transition, final_kl, *, plateau=None, previous=0.55, matching=0.6, phases=None, peaks=(1,), roll=0):
+    """One condition's summary: ten seeds at ``value + NOISE × scale`` per measure (None: no transition), the
+    noise rolled by ``roll`` seeds so that two conditions' paired differences have a spread (about ±2.3 × scale
+    for a roll of 1)."""
+    noise = np.roll(NOISE, roll)
+    runs = []
+    for i, seed in enumerate(SEEDS):
+        runs.append(
+            {
+                "seed": seed,
+                "transition": None if transition is None else transition + 1000 * noise[i],
+                "plateau": None if plateau is None else plateau + 1000 * noise[i],
+                "final_kl": final_kl + 0.001 * noise[i],
+                "phases": phases[i] if phases else ["uniform", "unigram", "bigram"],
+                "probes": {
+                    "previous_token": [[previous + 0.001 * noise[i]]],
+                    "bigram_matching": [[matching + 0.001 * noise[i]]],
+                    "positional_peaks_layer0": list(peaks),
+                },
+            }
+        )
+
+    def stat(key):
+        values = [r[key] for r in runs if r[key] is not None]
+        return {"mean": float(np.mean(values)) if values else None, "n": len(values)}
+
+    transition_stat = stat("transition") | {"n_reached": stat("transition")["n"]}
+    return {
+        "n_seeds": len(SEEDS),
+        "seeds": SEEDS,
+        "runs": runs,
+        "transition": transition_stat,
+        "plateau": stat("plateau"),
+        "final_kl": stat("final_kl"),
+    }
+
+
+def summary(**conditions):
+    return add_statistics({"conditions": conditions})
+
+
+def test_mlp_agrees_when_all_four_marks_hold():
+    result = summary(**{"attention-only": condition(40_000, 0.043), "attention-mlp": condition(30_000, 0.040, roll=1)})
+    assert mlp_verdict(result) == (AGREE, "")
+
+
+def test_mlp_is_partly_when_only_the_phases_and_the_speed_hold():
+    result = summary(**{"attention-only": condition(40_000, 0.040), "attention-mlp": condition(30_000, 0.043, roll=1)})
+    verdict, reason = mlp_verdict(result)
+    assert verdict == PARTLY and reason == "not shown: a lower final KL"
+
+
+def test_mlp_patterns_differing_by_more_than_the_margin_fail_their_mark():
+    # previous-token scores 0.55 against 0.70: difference 0.15, outside ±0.1
+    attention, mlp = condition(40_000, 0.043), condition(30_000, 0.040, previous=0.70, roll=1)
+    verdict, reason = mlp_verdict(summary(**{"attention-only": attention, "attention-mlp": mlp}))
+    assert verdict == PARTLY and reason == "not shown: similar attention scores"
+
+
+def test_mlp_differs_when_a_seed_skips_the_unigram_phase_and_nothing_else_holds():
+    phases = [["uniform", "bigram"]] + [["uniform", "unigram", "bigram"]] * 9
+    mlp = condition(50_000, 0.050, phases=phases, roll=1)
+    verdict, reason = mlp_verdict(summary(**{"attention-only": condition(40_000, 0.043), "attention-mlp": mlp}))
+    assert verdict == DIFFER
+    assert reason == "not shown: the same phases, a lower final KL, an earlier transition"
+
+
+def batch_summary(shift_32, shift_128):
+    """Batch 64 at transition 40k, plateau 38k, final KL 0.043; the others shifted by a share of each."""
+
+    def shifted(share, roll):
+        return condition(40_000 * (1 + share), 0.043 * (1 + share), plateau=38_000 * (1 + share), roll=roll)
+
+    return summary(
+        **{"batch-64": shifted(0.0, 0), "batch-32": shifted(shift_32, 1), "batch-128": shifted(shift_128, 2)}
+    )
+
+
+def test_batch_size_agrees_inside_the_band():
+    # shifts of 5 %: transition differences 2k ± 2.3k, inside ±8k (plateau and final KL alike)
+    assert batch_verdict(batch_summary(0.05, -0.05)) == (AGREE, "")
+
+
+def test_batch_size_differs_when_an_interval_lies_wholly_outside():
+    verdict, reason = batch_verdict(batch_summary(0.05, 0.3))
+    assert verdict == DIFFER
+    assert reason == "outside ±20 % of batch 64's mean: batch-128 transition, batch-128 plateau, batch-128 final_kl"
+
+
+def test_batch_size_is_partly_when_an_interval_straddles_the_band():
+    base = condition(40_000, 0.043, plateau=38_000)
+    wide = condition(40_000, 0.043, plateau=38_000, roll=1)
+    for run, noise in zip(wide["runs"], NOISE, strict=True):  # differences 4.5k × NOISE: mean 0, interval ±9.7k
+        run["transition"] = 40_000 + 1000 * noise + 4500 * noise
+    verdict, reason = batch_verdict(summary(**{"batch-64": base, "batch-32": wide, "batch-128": base}))
+    assert verdict == PARTLY and reason == "interval wider than ±20 % of batch 64's mean: batch-32 transition"
+
+
+TETRA = ["uniform", "unigram", "bigram", "trigram", "4-gram"]
+
+
+@pytest.mark.parametrize(
+    ("phases", "peaks", "verdict"),
+    [
+        ([TETRA] * 10, (1, 2, 3), AGREE),
+        ([TETRA] * 10, (3, 2, 1), AGREE),  # heads in any order
+        ([["uniform", "unigram", "bigram", "4-gram"]] + [TETRA] * 9, (1, 2, 3), PARTLY),  # one skips trigram
+        ([TETRA] * 10, (1, 1, 2), PARTLY),
+        ([["uniform", "unigram", "bigram", "trigram"]] * 10, (1, 2, 3), DIFFER),
+    ],
+)
+def test_tetragram_marks(phases, peaks, verdict):
+    result = summary(base=condition(40_000, 0.1, phases=phases, peaks=peaks))
+    assert tetragram_verdict(result)[0] == verdict
+
+
+def test_spectrum_agrees_when_p0_seeds_stay_and_every_p1_seed_moves_on():
+    result = summary(
+        p0=condition(None, 0.01), p05=condition(30_000, 0.02, roll=1), p1=condition(20_000, 0.02, plateau=5_000, roll=2)
+    )
+    assert spectrum_verdict(result) == (AGREE, "")
+
+
+def test_spectrum_agrees_on_a_longer_p0_plateau_and_differs_on_a_shorter_one():
+    p0 = condition(60_000, 0.01, plateau=50_000)
+    p1 = condition(20_000, 0.02, plateau=5_000, roll=1)
+    assert spectrum_verdict(summary(p0=p0, p05=p1, p1=p1)) == (AGREE, "")
+    assert spectrum_verdict(summary(p0=p1, p05=p1, p1=p0))[0] == DIFFER
+
+
+def test_spectrum_is_partly_when_a_p1_seed_never_moves_on():
+    p1 = condition(20_000, 0.02, plateau=5_000, roll=1)
+    p1["transition"]["n_reached"] = 9
+    result = summary(p0=condition(60_000, 0.01, plateau=50_000), p05=p1, p1=p1)
+    assert spectrum_verdict(result) == (PARTLY, "not shown: every p = 1 seed moves on")
