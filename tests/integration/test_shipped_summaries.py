@@ -107,7 +107,7 @@ def check_task_summary(summary: dict, spec) -> None:
 
 # Summaries shipped before the summaries kept each seed's curve; each needs its sweep rerun (hours of CPU:
 # docs/results.md says which), and leaves this set when its rerun ships.
-WITHOUT_PER_SEED_CURVES = {"k8-context", "trigram"}
+WITHOUT_PER_SEED_CURVES = {"trigram"}
 
 
 @pytest.mark.parametrize("summary_path", SUMMARIES, ids=lambda p: p.parent.name)
