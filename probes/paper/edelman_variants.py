@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from induction_probes.probes.paper.edelman import visits_in_turn
-from induction_probes.probes.paper.edelman_sweeps import ISSUE, PAPER, comparison, ends, k_seqs, redraw
+from induction_probes.probes.paper.edelman_sweeps import ISSUE, PAPER, comparison, k_seqs, redraw
 from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, interval_text, not_yet, p_text
 from induction_probes.probes.paper.shipped import RESULTS, source
 
@@ -57,7 +57,8 @@ def mlp_entry(directory: Path, where: str, claim: str) -> Entry:
     attention, mlp = result["conditions"]["attention-only"], result["conditions"]["attention-mlp"]
     tests = {m: comparison(result, m, "attention-only", "attention-mlp") for m in MLP_MEASURES}
     ours = (
-        f"k = 3, {mlp['n_seeds']} paired seeds, MLP width 64: ends at {', '.join(sorted(set(ends(mlp))))}; "
+        f"k = 3, {mlp['n_seeds']} paired seeds, MLP width 64: uniform → unigram → bigram in "
+        f"{sum(visits_in_turn(run['phases'], PHASES) for run in mlp['runs'])}/{mlp['n_seeds']}; "
         f"transition {k_seqs(mlp['transition'])} sequences against {k_seqs(attention['transition'])} "
         f"(difference {k_seqs(tests['transition']['difference'])}, paired t p = "
         f"{p_text(tests['transition']['p_value'])}); final KL {interval_text(mlp['final_kl'])} against "
