@@ -105,11 +105,6 @@ def check_task_summary(summary: dict, spec) -> None:
             )
 
 
-# Summaries shipped before the summaries kept each seed's curve; each needs its sweep rerun (hours of CPU:
-# docs/results.md says which), and leaves this set when its rerun ships.
-WITHOUT_PER_SEED_CURVES = {"trigram"}
-
-
 @pytest.mark.parametrize("summary_path", SUMMARIES, ids=lambda p: p.parent.name)
 def test_each_seed_ships_its_curves_at_the_conditions_steps(summary_path):
     summary = json.loads(summary_path.read_text())
@@ -117,9 +112,6 @@ def test_each_seed_ships_its_curves_at_the_conditions_steps(summary_path):
         assert all("curves" in run for condition in summary["conditions"].values() for run in condition["runs"])
         return
     has_curves = ["curve" in run for condition in summary["conditions"].values() for run in condition["runs"]]
-    if summary_path.parent.name in WITHOUT_PER_SEED_CURVES:  # the set says the truth: none of them has one yet
-        assert not any(has_curves)
-        return
     assert all(has_curves)
     for condition in summary["conditions"].values():
         for run in condition["runs"]:
