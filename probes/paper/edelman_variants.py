@@ -83,7 +83,7 @@ def batch_verdict(result: dict) -> tuple[str, str]:
     """Pass marks: each paired difference against batch 64 (transition, plateau, final KL; batches 32 and 128)
     inside ±20 % of batch 64's mean: agree if all six are, differ if one lies wholly outside, partly else."""
     base = result["conditions"]["batch-64"]
-    outside, undecided = [], []
+    outside, undecided, within = [], [], []
     for (size, measure), test in batch_tests(result).items():
         band = BATCH_MARGIN * base[measure]["mean"]
         low, high = test["difference"]["low"], test["difference"]["high"]
@@ -91,8 +91,11 @@ def batch_verdict(result: dict) -> tuple[str, str]:
             outside.append(f"{size} {measure}")
         elif not inside(test, band):
             undecided.append(f"{size} {measure}")
+        else:
+            within.append(f"{size} {measure}")
     if outside:
-        return DIFFER, "outside ±20 % of batch 64's mean: " + ", ".join(outside)
+        inside_text = f"; inside: {', '.join(within)}" if within else ""
+        return DIFFER, "outside ±20 % of batch 64's mean: " + ", ".join(outside) + inside_text
     if undecided:
         return PARTLY, "interval wider than ±20 % of batch 64's mean: " + ", ".join(undecided)
     return AGREE, ""
@@ -101,17 +104,21 @@ def batch_verdict(result: dict) -> tuple[str, str]:
 def batch_entry(directory: Path, where: str, claim: str) -> Entry:
     result, figures = redraw("batch-size", directory)
     conditions = result["conditions"]
+    runs = [run for condition in conditions.values() for run in condition["runs"]]
+    passing, total = sum(visits_in_turn(run["phases"], PHASES) for run in runs), len(runs)
     parts = [
         f"{size}: transition {k_seqs(conditions[size]['transition'])}, final KL "
         f"{interval_text(conditions[size]['final_kl'])}"
         for size in ("batch-32", "batch-64", "batch-128")
     ]
     differences = [
-        f"{size} − batch-64 {measure} {interval_text(test['difference'])}"
+        f"{size} − batch-64 {measure} "
+        + (interval_text(test["difference"]) if measure == "final_kl" else k_seqs(test["difference"]))
         for (size, measure), test in batch_tests(result).items()
     ]
     ours = (
-        f"k = 3, {conditions['batch-64']['n_seeds']} paired seeds, 256,000 sequences each, the same learning rate: "
+        f"k = 3, {conditions['batch-64']['n_seeds']} paired seeds, 256,000 sequences each, the same learning rate; "
+        f"uniform → unigram → bigram in {passing}/{total} runs: "
         + "; ".join(parts)
         + "; paired differences: "
         + "; ".join(differences)

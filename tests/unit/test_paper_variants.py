@@ -104,7 +104,10 @@ def test_batch_size_agrees_inside_the_band():
 def test_batch_size_differs_when_an_interval_lies_wholly_outside():
     verdict, reason = batch_verdict(batch_summary(0.05, 0.3))
     assert verdict == DIFFER
-    assert reason == "outside ±20 % of batch 64's mean: batch-128 transition, batch-128 plateau, batch-128 final_kl"
+    assert reason == (
+        "outside ±20 % of batch 64's mean: batch-128 transition, batch-128 plateau, batch-128 final_kl; "
+        "inside: batch-32 transition, batch-32 plateau, batch-32 final_kl"
+    )
 
 
 def test_batch_size_is_partly_when_an_interval_straddles_the_band():

@@ -17,8 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CLAIMS = tomllib.loads((ROOT / "tests" / "readme_claims.toml").read_text())["claim"]
 NUMBER = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")  # 38,784 and 0.0435, not "5," of "5, 6"
-# Numbers that name a condition rather than report a result: "layer 0 clamped"
-LABEL = re.compile(r"\blayer \d+\b")
+# Numbers that name a condition rather than report a result: "layer 0 clamped", "batch 128"
+LABEL = re.compile(r"\b(?:layer|batch) \d+\b")
 
 
 @cache
@@ -94,5 +94,5 @@ def test_the_results_table_prints_no_number_without_a_claim():
 
 def test_the_scan_sees_the_numbers_a_reader_sees():
     # the scanner itself: thousands separators, k suffixes, intervals and fractions, and condition labels
-    cell = "transition 39.6k [35.0k, 44.1k]; 38,784 sequences; 0/5 seeds; 6.72k with layer 0 clamped; 10, 104"
+    cell = "transition 39.6k [35.0k, 44.1k]; 38,784 sequences; 0/5 seeds; 6.72k with layer 0 clamped; 10, 104; batch 32"
     assert printed_numbers(cell) == ["39.6", "35.0", "44.1", "38,784", "0", "5", "6.72", "10", "104"]
