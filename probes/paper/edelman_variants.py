@@ -29,7 +29,8 @@ def inside(test: dict, margin: float) -> bool:
 
 
 def mlp_verdict(result: dict) -> tuple[str, str]:
-    """Pass marks: (1) every MLP seed passes uniform, unigram, bigram in turn (and ends at bigram); (2) the
+    """Pass marks: (1) every MLP seed passes uniform, unigram, bigram in turn (and, as the page's phase rule asks,
+    ends at bigram: stricter than the spec's words, so that (4) cannot leave seeds out unseen); (2) the
     attention scores' paired differences inside ±0.1; (3) a lower final KL and (4) an earlier transition, each by
     its paired difference's interval below 0. Agree with all four, partly with (1) and one more, differ else."""
     phases = all(visits_in_turn(run["phases"], PHASES) for run in result["conditions"]["attention-mlp"]["runs"])
@@ -81,23 +82,29 @@ def batch_tests(result: dict) -> dict[tuple[str, str], dict]:
 
 def batch_verdict(result: dict) -> tuple[str, str]:
     """Pass marks: each paired difference against batch 64 (transition, plateau, final KL; batches 32 and 128)
-    inside ±20 % of batch 64's mean: agree if all six are, differ if one lies wholly outside, partly else."""
+    inside ±20 % of batch 64's mean: agree if all six are, differ if one lies wholly outside, partly else. A
+    measure some seeds lack (a transition never reached) is tested on the pairs that have it, and the reason
+    then names how many; one with no interval (no pairs, or no batch-64 mean) decides nothing."""
     base = result["conditions"]["batch-64"]
     outside, undecided, within = [], [], []
     for (size, measure), test in batch_tests(result).items():
-        band = BATCH_MARGIN * base[measure]["mean"]
-        low, high = test["difference"]["low"], test["difference"]["high"]
-        if low is not None and (high < -band or low > band):
-            outside.append(f"{size} {measure}")
+        name = f"{size} {measure}" + (f" (n = {test['n']})" if test["n"] != base["n_seeds"] else "")
+        low, high, mean = test["difference"]["low"], test["difference"]["high"], base[measure]["mean"]
+        if low is None or mean is None:
+            undecided.append(name + " (no interval)")
+            continue
+        band = BATCH_MARGIN * mean
+        if high < -band or low > band:
+            outside.append(name)
         elif not inside(test, band):
-            undecided.append(f"{size} {measure}")
+            undecided.append(name)
         else:
-            within.append(f"{size} {measure}")
+            within.append(name)
     if outside:
         inside_text = f"; inside: {', '.join(within)}" if within else ""
         return DIFFER, "outside ±20 % of batch 64's mean: " + ", ".join(outside) + inside_text
     if undecided:
-        return PARTLY, "interval wider than ±20 % of batch 64's mean: " + ", ".join(undecided)
+        return PARTLY, "not inside ±20 % of batch 64's mean: " + ", ".join(undecided)
     return AGREE, ""
 
 
@@ -156,7 +163,9 @@ def tetragram_entry(directory: Path, where: str, claim: str) -> Entry:
 def spectrum_verdict(result: dict) -> tuple[str, str]:
     """Pass marks: (1) every p = 1 seed reaches the transition; (2) p = 0 stays longer on the unigram plateau:
     some p = 0 seeds never leave it while (1) holds, or the plateau's paired difference p0 − p1 is above 0.
-    Agree with both, differ where that difference is below 0, partly else."""
+    Differ where that difference is below 0 (checked first: it is the spec's one outcome against the claim, and
+    stands even where some p = 0 seeds stay, since the pairs that do move show the plateau shorter at p = 0);
+    agree with both marks; partly else."""
     p0, p1 = result["conditions"]["p0"], result["conditions"]["p1"]
     moves_on = p1["transition"]["n_reached"] == p1["n_seeds"]
     tests = [c for c in result.get("comparisons", []) if (c["a"], c["b"], c["measure"]) == ("p0", "p1", "plateau")]

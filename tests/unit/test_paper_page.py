@@ -6,9 +6,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from scipy.stats import norm
 
 from induction_probes.probes.behaviour import Phase
-from induction_probes.probes.paper.edelman import chance_z, difference_se, passes
+from induction_probes.probes.paper.edelman import AUTHORS_BASELINES, baselines_entry, chance_z, difference_se, passes
 from induction_probes.probes.paper.entries import AGREE, DIFFER, NOT_YET, Entry, interval_text, not_yet
 from induction_probes.probes.paper.page import page_html
 from induction_probes.probes.paper.runs import odd_even_excess
@@ -32,6 +33,29 @@ def test_the_chance_bound_is_crossed_by_its_share_of_chance_differences(comparis
     b = rng.normal(0, 0.3, (4000, 2000)).mean(1)
     crossed = np.mean(np.abs(a - b) > chance_z(comparisons) * difference_se(0.3, 2000, 768))
     assert abs(crossed - share) < tolerance
+
+
+def test_chance_z_is_the_two_sided_bonferroni_quantile():
+    assert chance_z(1) == pytest.approx(norm.isf(0.025), abs=1e-12)
+    assert chance_z(6) == pytest.approx(norm.isf(0.05 / 12), abs=1e-12)
+
+
+def facts_at(k3_unigram: float) -> tuple:
+    """Two runs whose baselines equal the authors' lines but for k = 3 unigram; spread 0.2, 2,000 sequences."""
+
+    def run(k, unigram):
+        lines = dict(AUTHORS_BASELINES[k]) | ({"unigram": unigram} if unigram is not None else {})
+        return SimpleNamespace(
+            baselines=lines, baseline_sd=dict.fromkeys(lines, 0.2), n_eval=2000, figures={"loss": Path("loss.png")}
+        )
+
+    return run(3, k3_unigram), run(2, None)
+
+
+@pytest.mark.parametrize(("z", "verdict"), [(-2.3, AGREE), (2.6, AGREE), (-2.7, DIFFER)])
+def test_the_strategy_lines_differ_only_past_the_bound_of_six(z, verdict):
+    unigram = AUTHORS_BASELINES[3]["unigram"] + z * difference_se(0.2, 2000)
+    assert baselines_entry(*facts_at(unigram)).verdict == verdict
 
 
 def phases(*strategies):

@@ -85,6 +85,29 @@ def test_mlp_differs_when_a_seed_skips_the_unigram_phase_and_nothing_else_holds(
     assert reason == "not shown: the same phases, a lower final KL, an earlier transition"
 
 
+def test_mlp_marks_are_read_from_intervals_not_means():
+    # final KL 0.0005 lower on average, but the paired differences spread ±0.003 (rolled noise × 3): the
+    # interval crosses 0, so "a lower final KL" is not shown
+    attention, mlp = condition(40_000, 0.043), condition(30_000, 0.0425, roll=1)
+    for run, noise in zip(mlp["runs"], np.roll(NOISE, 1), strict=True):
+        run["final_kl"] = 0.0425 + 0.003 * noise
+    verdict, reason = mlp_verdict(summary(**{"attention-only": attention, "attention-mlp": mlp}))
+    assert (verdict, reason) == (PARTLY, "not shown: a lower final KL")
+
+
+def test_mlp_without_the_phases_differs_even_when_the_rest_holds():
+    phases = [["uniform", "bigram"]] + [["uniform", "unigram", "bigram"]] * 9
+    mlp = condition(30_000, 0.040, phases=phases, roll=1)
+    verdict, reason = mlp_verdict(summary(**{"attention-only": condition(40_000, 0.043), "attention-mlp": mlp}))
+    assert (verdict, reason) == (DIFFER, "not shown: the same phases")
+
+
+def test_mlp_patterns_need_both_scores():
+    attention, mlp = condition(40_000, 0.043), condition(30_000, 0.040, matching=0.75, roll=1)
+    verdict, reason = mlp_verdict(summary(**{"attention-only": attention, "attention-mlp": mlp}))
+    assert (verdict, reason) == (PARTLY, "not shown: similar attention scores")
+
+
 def batch_summary(shift_32, shift_128):
     """Batch 64 at transition 40k, plateau 38k, final KL 0.043; the others shifted by a share of each."""
 
@@ -116,7 +139,7 @@ def test_batch_size_is_partly_when_an_interval_straddles_the_band():
     for run, noise in zip(wide["runs"], NOISE, strict=True):  # differences 4.5k × NOISE: mean 0, interval ±9.7k
         run["transition"] = 40_000 + 1000 * noise + 4500 * noise
     verdict, reason = batch_verdict(summary(**{"batch-64": base, "batch-32": wide, "batch-128": base}))
-    assert verdict == PARTLY and reason == "interval wider than ±20 % of batch 64's mean: batch-32 transition"
+    assert verdict == PARTLY and reason == "not inside ±20 % of batch 64's mean: batch-32 transition"
 
 
 TETRA = ["uniform", "unigram", "bigram", "trigram", "4-gram"]
@@ -156,3 +179,19 @@ def test_spectrum_is_partly_when_a_p1_seed_never_moves_on():
     p1["transition"]["n_reached"] = 9
     result = summary(p0=condition(60_000, 0.01, plateau=50_000), p05=p1, p1=p1)
     assert spectrum_verdict(result) == (PARTLY, "not shown: every p = 1 seed moves on")
+
+
+def test_spectrum_is_partly_when_every_p0_seed_moves_on_and_the_plateaus_do_not_separate():
+    p0 = condition(30_000, 0.01, plateau=20_000)
+    p1 = condition(30_000, 0.02, plateau=20_000, roll=3)  # the same plateau on average: interval across 0
+    verdict, reason = spectrum_verdict(summary(p0=p0, p05=p1, p1=p1))
+    assert (verdict, reason) == (PARTLY, "not shown: a longer plateau at p = 0")
+
+
+def test_spectrum_differs_on_a_shorter_p0_plateau_even_where_some_p0_seeds_stay():
+    p0 = condition(20_000, 0.01, plateau=5_000)
+    for run in p0["runs"][:3]:
+        run["transition"] = run["plateau"] = None
+    p0["transition"]["n_reached"] = 7
+    p1 = condition(60_000, 0.02, plateau=50_000, roll=1)
+    assert spectrum_verdict(summary(p0=p0, p05=p1, p1=p1))[0] == DIFFER
