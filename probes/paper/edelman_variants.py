@@ -17,6 +17,7 @@ PHASES = ("uniform", "unigram", "bigram")
 HIGHER_PHASES = ("uniform", "unigram", "bigram", "trigram", "4-gram")
 PATTERN_MARGIN = 0.1  # an attention score's paired difference counted as "similar" inside ±0.1
 BATCH_MARGIN = 0.2  # a batch size's paired difference counted as "barely" inside ±20 % of batch 64's mean
+MLP_MEASURES = ("transition", "final_kl", "previous_token_layer0", "bigram_matching_last_layer")
 
 
 def below_zero(test: dict) -> bool:
@@ -48,9 +49,6 @@ def mlp_verdict(result: dict) -> tuple[str, str]:
         return AGREE, ""
     verdict = PARTLY if phases and len(failed) < 3 else DIFFER
     return verdict, "not shown: " + ", ".join(failed)
-
-
-MLP_MEASURES = ("transition", "final_kl", "previous_token_layer0", "bigram_matching_last_layer")
 
 
 def mlp_entry(directory: Path, where: str, claim: str) -> Entry:
@@ -192,7 +190,8 @@ def spectrum_entry(directory: Path, where: str, claim: str) -> Entry:
         + (f"{k_seqs(c['plateau'])} sequences" if c["plateau"]["n"] else "in none")
         for name, c in conditions.items()
     ]
-    ours = "k = 2, 10 seeds per p (p0, p05, p1: p = 0, 0.5, 1), each evaluated on its own prior's chains: " + "; ".join(
+    seeds = conditions["p0"]["n_seeds"]
+    ours = f"k = 2, {seeds} seeds per p (p0, p05, p1: p = 0, 0.5, 1), each on its own prior's chains: " + "; ".join(
         parts
     )
     verdict, reason = spectrum_verdict(result)
