@@ -6,7 +6,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, interval_text, judged, not_yet, p_text
+from induction_probes.probes.paper.entries import (
+    AGREE,
+    DIFFER,
+    PARTLY,
+    Entry,
+    by_parts,
+    interval_text,
+    judged,
+    not_yet,
+    p_text,
+)
 from induction_probes.probes.paper.shipped import source, summary
 
 PAPER = "Edelman et al. 2024"
@@ -29,12 +39,20 @@ def k_seqs(stat: dict) -> str:
     return interval_text(stat, 1000, 3, "k")
 
 
-def comparison(result: dict, measure: str, a: str | None = None, b: str | None = None) -> dict:
+def comparison(result: dict, measure: str, a: str | None = None, b: str | None = None, required: bool = True):
     """The summary's test of ``measure`` (b − a), between conditions ``a`` and ``b`` where the sweep has more
-    than one pair."""
-    return next(
-        c for c in result["comparisons"] if c["measure"] == measure and a in (None, c["a"]) and b in (None, c["b"])
+    than one pair; None where it has none and not ``required`` (a measure no seed of either condition has)."""
+    found = next(
+        (
+            c
+            for c in result.get("comparisons", [])
+            if c["measure"] == measure and a in (None, c["a"]) and b in (None, c["b"])
+        ),
+        None,
     )
+    if found is None and required:
+        raise ValueError(f"the summary has no comparison of {measure} between {a or 'any'} and {b or 'any'}")
+    return found
 
 
 def mixture_entries(directory: Path) -> list[Entry]:
@@ -258,7 +276,7 @@ def curriculum_entry(directory: Path) -> Entry:
         f"{interval_text(first['final_kl'])} against {interval_text(none['final_kl'])} (paired t p = "
         f"{tests['final_kl']['p_value']:.3g})"
     )
-    verdict = AGREE if all(sooner) else PARTLY if any(sooner) else DIFFER
+    verdict = by_parts(sooner)
     names = ("the closest strategy's switch to bigram", "the KL to bigram crossing the fixed level")
     partly = ""
     if any(sooner) and not all(sooner):

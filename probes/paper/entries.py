@@ -51,6 +51,11 @@ def judged(
     )
 
 
+def by_parts(held: list[bool]) -> str:
+    """The verdict of a claim made of parts: agree when every part holds, differ when none does, partly else."""
+    return AGREE if all(held) else PARTLY if any(held) else DIFFER
+
+
 def not_yet(paper: str, where: str, claim: str, issue: str, today: str = "nothing yet") -> Entry:
     """A figure or claim the project does not reproduce yet, with the issue that would add it."""
     return Entry(paper, where, claim, today, NOT_YET, reason=issue)

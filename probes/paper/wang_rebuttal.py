@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, interval_text, judged, p_text
+from induction_probes.probes.paper.entries import DIFFER, Entry, by_parts, interval_text, judged, p_text
 from induction_probes.probes.paper.shipped import read_json, source, summary
 from induction_probes.probes.paper.wang import PAPER
 
@@ -87,7 +87,7 @@ def window_entry(directory: Path) -> Entry:
         "rebuttal Fig. 7 (GIH_n)",
         "In a trained GIH_n model layer 1 extracts the window X_{s−n+2:s} and layer 2 produces the output.",
         ours + " (IH_3 is the dot-product GIH_3)",
-        AGREE if not failed else DIFFER if len(failed) == len(held) else PARTLY,
+        by_parts([count == len(runs) for count in held.values()]),
         "; ".join(WINDOW_TEXT[part][1] for part in failed),
         plot_task_sweep(result, directory),
         source("gih-roles"),
@@ -144,7 +144,7 @@ def text_entry(directory: Path) -> Entry:
     claims = text_claims(conditions["relative"])
     failed = [name for name, holds in claims.items() if not holds]
     ours = "; ".join(text_condition_text(name, condition) for name, condition in conditions.items())
-    verdict = AGREE if not failed else DIFFER if len(failed) == len(claims) else PARTLY
+    verdict = by_parts(list(claims.values()))
     return Entry(
         PAPER,
         "rebuttal Fig. 3",

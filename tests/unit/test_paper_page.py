@@ -10,7 +10,16 @@ from scipy.stats import norm
 
 from induction_probes.probes.behaviour import Phase
 from induction_probes.probes.paper.edelman import AUTHORS_BASELINES, baselines_entry, chance_z, difference_se, passes
-from induction_probes.probes.paper.entries import AGREE, DIFFER, NOT_YET, Entry, interval_text, not_yet
+from induction_probes.probes.paper.entries import (
+    AGREE,
+    DIFFER,
+    NOT_YET,
+    PARTLY,
+    Entry,
+    by_parts,
+    interval_text,
+    not_yet,
+)
 from induction_probes.probes.paper.page import page_html
 from induction_probes.probes.paper.runs import odd_even_excess
 
@@ -67,6 +76,12 @@ def test_passes_needs_the_order_and_the_end():
     assert passes(phases("uniform", "unigram", "uniform", "unigram", "bigram"), ("uniform", "unigram", "bigram"))
     assert not passes(phases("uniform", "bigram"), ("uniform", "unigram", "bigram"))
     assert not passes(phases("uniform", "unigram", "bigram", "unigram"), ("uniform", "unigram", "bigram"))
+
+
+def test_a_claim_of_parts_agrees_with_all_differs_with_none():
+    assert by_parts([True, True, True]) == AGREE
+    assert by_parts([True, False, True]) == PARTLY
+    assert by_parts([False, False]) == DIFFER
 
 
 def test_interval_text():
