@@ -266,6 +266,19 @@ def by_prior_lines(summary: dict) -> list[str]:
     return [format_table(headers, rows)] if rows else []
 
 
+def even_odd_lines(name: str, even_odd: dict | None) -> list[str]:
+    """A condition's even/odd tests (layer 0's odd − even positional excess), one line each."""
+    if even_odd is None:
+        return []
+    points = ", ".join(f"{point} {format_interval(stat, 1.0, 3)}" for point, stat in even_odd["excess"].items())
+    lines = [f"{name}: odd - even positional excess of layer 0: {points}"]
+    for key in ("transition_minus_plateau", "excess_at_transition", "fading_at_transition"):
+        test = even_odd[key]
+        p = "-" if test["p_value"] is None else f"{test['p_value']:.3g}"
+        lines.append(f"{name}: {key.replace('_', ' ')} {format_interval(test['difference'], 1.0, 3)}, t p = {p}")
+    return lines
+
+
 def comparison_lines(summary: dict) -> list[str]:
     """The comparisons (b − a, 95 % interval, t-test and rank-test p-values) and the kinds of solution."""
 
@@ -285,6 +298,7 @@ def comparison_lines(summary: dict) -> list[str]:
     ]
     lines = [format_table(["comparison", "measure", "difference [95%]", "p", "rank p", "n"], rows)] if rows else []
     for name, condition in summary["conditions"].items():
+        lines += even_odd_lines(name, condition.get("even_odd"))
         for measure, split in condition.get("kinds_of_solution", {}).items():
             lines.append(
                 f"{name}: {measure} splits into two kinds of solution: {len(split['low_group'])} seeds at "

@@ -229,7 +229,8 @@ def band(ax: Axes, x: list[float], curve: dict, colour: str, label: str) -> None
 
 def plot_sweep_summary(summary: dict, directory: Path) -> list[Path]:
     """Two figures: KL(true ‖ model) of every condition, with its transition interval marked, and one
-    panel per condition of the distance to each strategy, all against the same log-scaled x-axis."""
+    panel per condition of the distance to each strategy, all against the same log-scaled x-axis; a third, of
+    layer 0's positional profiles, where the summary has the even/odd measures."""
     sns.set_theme(style="ticks")
     conditions = summary["conditions"]
     name = Path(summary["sweep"]).name
@@ -263,6 +264,10 @@ def plot_sweep_summary(summary: dict, directory: Path) -> list[Path]:
     axes[0][0].legend(title="strategy", fontsize=8)
     fig.suptitle(f"{name}: distance to each strategy,\nmean and 95% band over seeds", fontsize=11)
     paths.append(save(fig, directory / f"{name}-strategies.png"))
+    if any("even_odd" in values for values in conditions.values()):
+        from induction_probes.probes.figures.plots_circuit import plot_even_odd
+
+        paths.append(plot_even_odd(summary, directory))
     return paths
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from induction_probes.probes.attention import odd_even_excess
 from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, judged
 from induction_probes.probes.paper.runs import (
     MarkovFacts,
     around_transition,
     draw_positional,
-    odd_even_excess,
     progress_over_training,
 )
 

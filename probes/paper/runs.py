@@ -9,10 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 PROBE_SEQS, PROBE_SEED = 200, 12345  # the HTML report's probe set: stable scores in about a second per run
-ODD, EVEN = list(range(3, 20, 2)), list(range(2, 19, 2))  # distances compared by the even/odd measure
 
 
 @dataclass
@@ -157,13 +154,6 @@ def draw_positional(facts: MarkovFacts, directory: Path) -> Path:
     profiles = {s: facts.probes[s].positional_profile[0].numpy() for s in steps}
     path = directory / figure_name(facts.name, "positional", steps)
     return plot_positional_profiles(profiles, captions, facts.name, path)
-
-
-def odd_even_excess(profile) -> float:
-    """Mean weight at odd distances 3..19 minus at even distances 2..18 of a positional profile (distance 1,
-    the previous token, left out: it dominates once the head forms and would hide the alternation)."""
-    profile = np.asarray(profile, dtype=float)
-    return float(profile[ODD].mean() - profile[EVEN].mean())
 
 
 def progress_over_training(facts: MarkovFacts, directory: Path) -> dict:

@@ -14,8 +14,10 @@ last token, Edelman et al.'s phases):
   at the last token stays below :data:`TRANSITION_KL_LEVEL` nats (the task strategy is bigram for n = 2); it
   does not depend on which other strategies a condition's prior makes available.
 
-Each run's record also holds its ``curve``: KL(s ‖ model) per strategy at every checkpoint step. The statistics
-between conditions (``comparisons``, bounded probe intervals, kinds of solution) are
+Each run's record also holds its ``curve``: KL(s ‖ model) per strategy at every checkpoint step, and, for a model
+with relative positions that reaches the transition, ``positional_layer0``: layer 0's positional profile at the
+plateau's middle, the transition and the last checkpoint (:func:`positional_checkpoints`). The statistics
+(``comparisons`` between conditions, bounded probe intervals, kinds of solution, the even/odd measures) are
 :mod:`induction_probes.probes.sweeps.sweep_statistics`'s.
 
 Intervals are Student-t 95 % intervals of the mean over seeds, mean ± t₀.₉₇₅,ₙ₋₁ · s / √n (none for one
@@ -40,6 +42,7 @@ from induction_probes.probes.sweeps.statistics import interval, nonnegative_inte
 from induction_probes.probes.sweeps.sweep_statistics import add_statistics
 from induction_probes.probes.sweeps.task_summary import summarize_task_sweep
 
+PROFILE_DISTANCES = 21  # the positional profile's distances kept per run: the even/odd measures read 2..19
 TRANSITION_KL_LEVEL = 0.05  # nats; markov-k3's KL(bigram ‖ model) is 0.13 on the plateau and 0.017 at the end
 
 
@@ -82,19 +85,45 @@ def run_x(run: Run, count: str | None) -> list[float]:
     return x
 
 
-def final_probes(run: Run, n_seqs: int) -> dict:
+def final_probes(run: Run, tokens) -> dict:
     """Every registered probe's scores of every head at the final checkpoint (previous-token and bigram-matching
     among them), and the distance at which each layer-0 head's positional profile peaks and its mass there (for
     relative positions)."""
     model = run.load()
-    tokens = run.task.eval_set(n_seqs, PROBE_SEED).inputs
     _, scores, _ = attention_probes(model, tokens, chunk=len(tokens))  # one chunk: the whole set at once
     probes = {name: [layer.tolist() for layer in score.values] for name, score in scores.items()}
-    if getattr(model.blocks[0].attn, "W_rel", None) is not None:  # with the mass there: a flat profile has a peak too
+    if has_relative_positions(model):  # with the mass there: a flat profile has a peak too
         profiles = positional_profiles(model, tokens, 0)
         probes["positional_peaks_layer0"] = profiles.argmax(-1).tolist()
         probes["positional_peak_mass_layer0"] = profiles.max(-1).values.tolist()
     return probes
+
+
+def has_relative_positions(model) -> bool:
+    return getattr(model.blocks[0].attn, "W_rel", None) is not None
+
+
+def positional_checkpoints(closest: list[str], steps: list[int], transition: int) -> dict[str, int | None]:
+    """The checkpoints of Edelman et al.'s positional panels: the one nearest the middle (in steps) of the
+    unigram plateau (the summary's plateau, from its first unigram-closest checkpoint to the transition; None
+    without one), the transition's, and the last."""
+    unigram = [i for i in range(transition) if closest[i] == "unigram"]
+    plateau = None
+    if unigram:
+        middle = (steps[unigram[0]] + steps[transition]) / 2
+        plateau = min(steps[unigram[0] : transition + 1], key=lambda step: abs(step - middle))
+    return {"plateau": plateau, "transition": steps[transition], "end": steps[-1]}
+
+
+def positional_record(run: Run, checkpoints: dict[str, int | None], tokens) -> dict:
+    """Layer 0's positional profile (mean over its heads) at distances 0..PROFILE_DISTANCES − 1 at each of
+    ``checkpoints``: what the even/odd measures of the summary's statistics are computed from."""
+    profiles = {}
+    for point, step in checkpoints.items():
+        if step is not None:
+            profile = positional_profiles(run.load(step=step), tokens, 0).mean(0)
+            profiles[point] = profile[:PROFILE_DISTANCES].tolist()
+    return {"steps": checkpoints, "profiles": profiles}
 
 
 def checked_metrics(run: Run) -> list[dict]:
@@ -136,7 +165,12 @@ def summarize_run(run: Run, count: str | None, probe_seqs: int, by_prior: tuple[
         "curve": run_curve(metrics),
     }
     if run.kind == "markov":
-        record["probes"] = final_probes(run, probe_seqs)
+        tokens = run.task.eval_set(probe_seqs, PROBE_SEED).inputs
+        record["probes"] = final_probes(run, tokens)
+        if transition is not None and has_relative_positions(run.load(step=0)):
+            steps = [m["step"] for m in metrics]
+            checkpoints = positional_checkpoints(closest, steps, transition)
+            record["positional_layer0"] = positional_record(run, checkpoints, tokens)
     if by_prior:
         evaluations = evaluate_run_on_priors(run, by_prior, probe_seqs, PROBE_SEED)
         record["by_prior"] = {prior: {"loss": e["loss"], "kl": e["kl"]} for prior, e in evaluations.items()}

@@ -10,14 +10,24 @@ seed list, Welch's otherwise), ``rank_p_value`` the rank test's (Wilcoxon signed
 transition has no transition and is left out of that measure's test. A summary made with ``by_prior`` has two
 measures more per prior P, ``by_prior.P.loss`` and ``by_prior.P.kl`` (the final checkpoint's loss and last-token
 KL(true ‖ model) on fresh chains of P), compared the same way.
+
+A summary whose runs hold ``positional_layer0`` (layer 0's positional profile at the plateau, the transition and
+the end) has the even/odd measures too: ``odd_even.P``, the profile's mean weight at odd distances 3..19 minus at
+even 2..18 at point P, and ``alternation_fading.transition``, that excess at distances 2..9 minus at 10..19 at the
+transition (:mod:`induction_probes.probes.attention`). Each condition's ``even_odd`` block tests Edelman et al.'s
+claim within it (Fig. 3 middle, ICML Fig. 11): the excess at each point, the paired change from the plateau to the
+transition, and the fading, each a mean over seeds with its percentile-bootstrap interval (inside the values'
+range, as the excess is bounded) and the t and rank tests' p-values (against 0 where one point is tested).
 """
 
 from __future__ import annotations
 
+import math
 from itertools import combinations
 from pathlib import Path
 
 from induction_probes.circuits.runs.reader import read_json
+from induction_probes.probes.attention import alternation_fading, odd_even_excess
 from induction_probes.probes.sweeps.statistics import (
     bounded_interval,
     paired_comparison,
@@ -30,6 +40,8 @@ MEASURES = ("transition", "transition_kl", "plateau", "final_kl", *BOUNDED)
 
 
 BY_PRIOR = ("loss", "kl")  # what a by-prior evaluation measures on each prior's chains
+POSITIONAL_POINTS = ("plateau", "transition", "end")  # the checkpoints of a run's positional_layer0
+EVEN_ODD = (*(f"odd_even.{point}" for point in POSITIONAL_POINTS), "alternation_fading.transition")
 
 
 def measures_of(summary: dict) -> tuple[str, ...]:
@@ -44,7 +56,33 @@ def measures_of(summary: dict) -> tuple[str, ...]:
             if not isinstance(by_prior, dict) or not all(isinstance(values, dict) for values in by_prior.values()):
                 raise TypeError("by_prior must map each prior to its loss and kl")
             priors += [prior for prior in by_prior if prior not in priors]
-    return MEASURES + tuple(f"by_prior.{prior}.{key}" for prior in priors for key in BY_PRIOR)
+    positional = any("positional_layer0" in r for c in summary["conditions"].values() for r in c["runs"])
+    return (
+        MEASURES
+        + tuple(f"by_prior.{prior}.{key}" for prior in priors for key in BY_PRIOR)
+        + (EVEN_ODD if positional else ())
+    )
+
+
+def positional_measure(record: dict, measure: str) -> float | None:
+    """One seed's even/odd measure (module docstring), from its stored profile; None where it has none."""
+    name, point = measure.split(".")
+    if "positional_layer0" not in record:
+        return None
+    profiles = record["positional_layer0"]["profiles"]
+    if not isinstance(profiles, dict) or not isinstance(profiles.get(point, []), list):
+        raise TypeError("positional_layer0 must hold a list of weights per checkpoint")
+    if point not in profiles:
+        return None
+    value = (odd_even_excess if name == "odd_even" else alternation_fading)(profiles[point])
+    if not math.isfinite(value):
+        raise ValueError(f"the positional profile at the {point} is not finite")
+    return value
+
+
+def is_bounded(measure: str) -> bool:
+    """Scores in [0, 1] and the even/odd measures (in [−1, 1]) get intervals that stay inside their bounds."""
+    return measure in BOUNDED or measure in EVEN_ODD
 
 
 def run_measure(record: dict, measure: str) -> float | None:
@@ -52,6 +90,8 @@ def run_measure(record: dict, measure: str) -> float | None:
     if measure.startswith("by_prior."):
         prior, key = measure[len("by_prior.") :].rsplit(".", 1)
         return record.get("by_prior", {}).get(prior, {}).get(key)
+    if measure in EVEN_ODD:
+        return positional_measure(record, measure)
     if measure == "previous_token_layer0":
         return max(record["probes"]["previous_token"][0]) if "probes" in record else None
     if measure == "bigram_matching_last_layer":
@@ -69,7 +109,7 @@ def compare(name_a: str, a: dict, name_b: str, b: dict, measure: str) -> dict | 
     va, vb = per_seed(a, measure), per_seed(b, measure)
     if not va and not vb:
         return None
-    bounded = measure in BOUNDED
+    bounded = is_bounded(measure)
     if list(a["seeds"]) == list(b["seeds"]):
         common = [s for s in a["seeds"] if s in va and s in vb]
         result = paired_comparison([va[s] for s in common], [vb[s] for s in common], bounded) | {"seeds": common}
@@ -82,10 +122,25 @@ def kinds_of_solution(condition: dict, measures: tuple[str, ...] = MEASURES) -> 
     """Per measure, the split into two kinds of solution where there is one (statistics' rule)."""
     kinds = {}
     for measure in measures:
-        split = split_into_kinds(list(per_seed(condition, measure).values()), measure in BOUNDED)
+        split = split_into_kinds(list(per_seed(condition, measure).values()), is_bounded(measure))
         if split is not None:
             kinds[measure] = split
     return kinds
+
+
+def even_odd_statistics(condition: dict) -> dict:
+    """The condition's test of the even/odd claim (module docstring), from its runs' positional profiles."""
+    values = {measure: per_seed(condition, measure) for measure in EVEN_ODD}
+    plateau, transition = values["odd_even.plateau"], values["odd_even.transition"]
+    both = [seed for seed in condition["seeds"] if seed in plateau and seed in transition]
+    fading = list(values["alternation_fading.transition"].values())
+    return {
+        "excess": {point: bounded_interval(list(values[f"odd_even.{point}"].values())) for point in POSITIONAL_POINTS},
+        "transition_minus_plateau": paired_comparison([plateau[s] for s in both], [transition[s] for s in both], True)
+        | {"seeds": both},
+        "excess_at_transition": paired_comparison([0.0] * len(transition), list(transition.values()), True),
+        "fading_at_transition": paired_comparison([0.0] * len(fading), fading, True),
+    }
 
 
 def add_statistics(summary: dict) -> dict:
@@ -97,6 +152,8 @@ def add_statistics(summary: dict) -> dict:
         if "probes" in condition:
             condition["probes"] = {m: bounded_interval(list(per_seed(condition, m).values())) for m in BOUNDED}
         condition["kinds_of_solution"] = kinds_of_solution(condition, measures)
+        if any("positional_layer0" in r for r in condition["runs"]):
+            condition["even_odd"] = even_odd_statistics(condition)
         conditions[name] = condition
     out = dict(summary) | {"conditions": conditions}
     if len(conditions) >= 2:

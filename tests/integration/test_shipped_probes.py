@@ -67,3 +67,20 @@ def test_on_the_plateau_the_argmax_signatures_hold_but_the_thresholds_do_not(run
     assert result.diagonal_is_row_max == 1.0 and result.ov_top1_diagonal == 1.0
     assert set(result.below_threshold) == {"previous_token_match", "k_composition_match"}
     assert len(result.failures()) == 2
+
+
+def test_a_summary_record_holds_layer_0s_profile_on_the_plateau_at_the_transition_and_at_the_end(run):
+    from induction_probes.probes.attention import positional_profiles
+    from induction_probes.probes.behaviour import strategy_phases
+    from induction_probes.probes.by_prior import PROBE_SEED
+    from induction_probes.probes.sweeps.summary import PROFILE_DISTANCES, summarize_run
+
+    record = summarize_run(run, None, 40)
+    steps = record["positional_layer0"]["steps"]
+    unigram, bigram = strategy_phases(run.metrics())[1:]  # markov-k3: uniform → unigram → bigram
+    assert unigram.strategy == "unigram" and unigram.first_step < steps["plateau"] <= unigram.last_step
+    assert steps["transition"] == record["transition_step"] == bigram.first_step and steps["end"] == run.steps[-1]
+    tokens = run.task.eval_set(40, PROBE_SEED).inputs  # the summary's probe set
+    for point, step in steps.items():  # its own forward pass: the record is the model's profile, not a copy of one
+        expected = positional_profiles(run.load(step=step), tokens, 0)[0, :PROFILE_DISTANCES]
+        assert record["positional_layer0"]["profiles"][point] == pytest.approx(expected.tolist(), abs=1e-7)

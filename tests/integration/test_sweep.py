@@ -14,7 +14,13 @@ import pytest
 
 from induction_probes.circuits.sweeps.sweep import SpecError, parse_spec, run_sweep
 from induction_probes.cli import main
-from induction_probes.probes.sweeps.summary import interval, is_finished, plateau_length, transition_index
+from induction_probes.probes.sweeps.summary import (
+    interval,
+    is_finished,
+    plateau_length,
+    positional_checkpoints,
+    transition_index,
+)
 
 COMMAND = Path(sys.executable).with_name("induction-probes")
 SPEC = """
@@ -194,6 +200,14 @@ def test_transition_and_plateau_follow_their_definitions():
     assert plateau_length(closest, x, 5) == 40.0  # from the first unigram checkpoint (10) to 50
     assert transition_index(["uniform", "bigram", "uniform"], "bigram") is None
     assert plateau_length(["uniform", "bigram"], [0.0, 5.0], 1) == 0.0
+
+
+def test_the_positional_checkpoints_are_the_plateaus_middle_the_transition_and_the_end():
+    closest = ["uniform", "unigram", "unigram", "unigram", "bigram", "unigram", "bigram", "bigram"]
+    steps = [0, 10, 20, 40, 80, 100, 160, 200]
+    # the plateau runs from step 10 (its first unigram checkpoint) to the transition at 160: middle 85, nearest 80
+    assert positional_checkpoints(closest, steps, 6) == {"plateau": 80, "transition": 160, "end": 200}
+    assert positional_checkpoints(["uniform", "bigram"], [0, 5], 1) == {"plateau": None, "transition": 5, "end": 5}
 
 
 def test_summarize_gives_every_condition_its_intervals_and_curves(tmp_path, capsys):

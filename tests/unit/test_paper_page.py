@@ -21,15 +21,6 @@ from induction_probes.probes.paper.entries import (
     not_yet,
 )
 from induction_probes.probes.paper.page import page_html
-from induction_probes.probes.paper.runs import odd_even_excess
-
-
-def test_odd_even_excess_by_hand():
-    # profile[d] = d: odd 3..19 average 11, even 2..18 average 10; distance 0 and 1 are not read
-    assert odd_even_excess(np.arange(20.0)) == 1.0
-    alternating = np.where(np.arange(20) % 2 == 1, 0.07, 0.03)
-    alternating[1] = 5.0
-    assert odd_even_excess(alternating) == pytest.approx(0.04, abs=1e-15)
 
 
 @pytest.mark.parametrize(("comparisons", "share", "tolerance"), [(1, 0.05, 0.014), (6, 0.05 / 6, 0.006)])

@@ -1,10 +1,12 @@
 """The verdicts of Edelman et al.'s one-setting variants (attention + MLP, batch size, tetragram, the k = 2
-spectrum) against their specs' pass marks, on small summaries whose comparisons the real statistics compute
-(``add_statistics``): each mark is made to hold and to fail by one seed's or one interval's worth."""
+spectrum) and of the even/odd pattern over seeds against their specs' pass marks, on small summaries whose
+comparisons the real statistics compute (``add_statistics``): each mark is made to hold and to fail by one
+seed's or one interval's worth."""
 
 import numpy as np
 import pytest
 
+from induction_probes.probes.paper.edelman_sweeps import even_odd_verdict
 from induction_probes.probes.paper.edelman_variants import (
     batch_verdict,
     mlp_verdict,
@@ -195,3 +197,41 @@ def test_spectrum_differs_on_a_shorter_p0_plateau_even_where_some_p0_seeds_stay(
     p0["transition"]["n_reached"] = 7
     p1 = condition(60_000, 0.02, plateau=50_000, roll=1)
     assert spectrum_verdict(summary(p0=p0, p05=p1, p1=p1))[0] == DIFFER
+
+
+def profile(lead_near: float, lead_far: float) -> list[float]:
+    """Distances 0..20 at 0.01, odd ones raised by ``lead_near`` at 3..9 and ``lead_far`` at 11..19: odd − even
+    excess (4 lead_near + 5 lead_far) / 9, fading lead_near − lead_far."""
+    return [0.01 + (d % 2 == 1 and d > 1) * (lead_near if d < 10 else lead_far) for d in range(21)]
+
+
+def even_odd(plateau: float, near: float, far: float) -> dict:
+    """The seed-variance summary's even/odd block: per seed, leads at ``value + NOISE × 1e-4`` (far ones with the
+    noise rolled by a seed, so the fading has a spread)."""
+    runs = []
+    for i, seed in enumerate(SEEDS):
+        n, m = 1e-4 * NOISE[i], 1e-4 * np.roll(NOISE, 1)[i]
+        profiles = {"plateau": profile(plateau + n, plateau + n), "transition": profile(near + n, far + m)}
+        runs.append({"seed": seed, "positional_layer0": {"profiles": profiles | {"end": profile(0, 0)}}})
+    return summary(base={"seeds": SEEDS, "runs": runs})["conditions"]["base"]["even_odd"]
+
+
+@pytest.mark.parametrize(
+    ("plateau", "near", "far", "verdict", "reason"),
+    [
+        (0.0, 0.004, 0.001, AGREE, ""),
+        # the plateau already at the transition's excess (4 · 0.004 + 5 · 0.001) / 9: no rise
+        (0.021 / 9, 0.004, 0.001, PARTLY, "not shown: a rise from the plateau"),
+        (0.0, 0.002, 0.002, PARTLY, "not shown: fading with distance"),
+        # the odd distances behind at the transition, and behind by more near the query
+        (
+            0.0,
+            -0.004,
+            -0.001,
+            DIFFER,
+            "not shown: odd above even at the transition, a rise from the plateau, fading with distance",
+        ),
+    ],
+)
+def test_even_odd_marks(plateau, near, far, verdict, reason):
+    assert even_odd_verdict(even_odd(plateau, near, far)) == (verdict, reason)

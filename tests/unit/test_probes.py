@@ -16,8 +16,10 @@ from induction_probes.circuits.models.model import HookedTransformer, HookedTran
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.ablation import parse_heads, run_ablated
 from induction_probes.probes.attention import (
+    alternation_fading,
     bigram_matching_score,
     last_token_matching_mass,
+    odd_even_excess,
     positional_profiles,
     previous_is_heaviest,
     previous_token_score,
@@ -200,6 +202,26 @@ def test_mean_and_resample_ablation_write_reference_values():
         expected = model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_z", overwrite)])
         assert torch.equal(run_ablated(model, tokens, [(0, 1)], mode, reference, seed=0), expected), mode
     assert no_hooks_left(model)
+
+
+def test_odd_even_excess_by_hand():
+    # profile[d] = d: odd 3..19 average 11, even 2..18 average 10; distances 0 and 1 are not read
+    assert odd_even_excess(list(range(20))) == 1.0
+    alternating = [0.07 if d % 2 else 0.03 for d in range(20)]
+    alternating[1] = 5.0
+    assert odd_even_excess(alternating) == pytest.approx(0.04, abs=1e-15)
+
+
+def test_alternation_fading_by_hand():
+    # odd distances lead by 0.04 at 2..9 and by 0.01 at 10..19: the alternation fades by 0.03
+    profile = [0.0] * 25
+    for d in range(2, 10):
+        profile[d] = 0.07 if d % 2 else 0.03
+    for d in range(10, 20):
+        profile[d] = 0.02 if d % 2 else 0.01
+    profile[1], profile[20] = 9.0, 9.0  # neither the previous token nor distances past 19 are read
+    assert alternation_fading(profile) == pytest.approx(0.03, abs=1e-15)
+    assert alternation_fading([0.05 if d % 2 else 0.01 for d in range(20)]) == pytest.approx(0.0, abs=1e-15)
 
 
 def test_positional_profile_peaks_where_r_points():

@@ -10,6 +10,7 @@ import pytest
 from scipy import stats
 
 from induction_probes.cli import main
+from induction_probes.cli.sweep import even_odd_lines
 from induction_probes.probes.sweeps.statistics import (
     bounded_interval,
     interval,
@@ -18,7 +19,14 @@ from induction_probes.probes.sweeps.statistics import (
     split_into_kinds,
     welch_comparison,
 )
-from induction_probes.probes.sweeps.sweep_statistics import BOUNDED, MEASURES, recompute_summary
+from induction_probes.probes.sweeps.sweep_statistics import (
+    BOUNDED,
+    EVEN_ODD,
+    MEASURES,
+    SummaryError,
+    add_statistics,
+    recompute_summary,
+)
 
 RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results"
 # The strategy summaries (ICL-MC sweeps): the toy and task sweeps' own statistics are checked in
@@ -104,10 +112,11 @@ def test_shipped_summaries_hold_tests_intervals_in_bounds_and_per_seed_values(pa
         assert len({(c["a"], c["b"]) for c in summary["comparisons"]}) == pairs
         for entry in summary["comparisons"]:
             # the fixed measures, and summarize --by-prior's loss and KL on each prior's chains
-            known = entry["measure"] in MEASURES or entry["measure"].split(".")[0] == "by_prior"
+            measure = entry["measure"]
+            known = measure in MEASURES or measure in EVEN_ODD or measure.split(".")[0] == "by_prior"
             assert known and {"mean", "low", "high"} <= entry["difference"].keys()
             assert entry["p_value"] is None or 0 <= entry["p_value"] <= 1
-            if entry["measure"] in BOUNDED and entry["n"] != 1:
+            if (measure in BOUNDED or measure in EVEN_ODD) and entry["n"] != 1:
                 assert -1 <= entry["difference"]["low"] <= entry["difference"]["high"] <= 1
             elif entry["n"] == 1:  # one pair: a difference, no interval and no test
                 assert entry["difference"]["low"] is None and entry["p_value"] is None
@@ -118,6 +127,69 @@ def test_shipped_summaries_hold_tests_intervals_in_bounds_and_per_seed_values(pa
         for key in ("p_value", "rank_p_value"):  # None where a test is undefined (no transition reached in a)
             assert (shipped[key] is None) == (computed[key] is None)
             assert shipped[key] is None or shipped[key] == pytest.approx(computed[key], rel=1e-6)
+
+
+def alternating(lead_near: float, lead_far: float) -> list[float]:
+    """A positional profile over distances 0..20 whose odd distances lead the even ones by ``lead_near`` at
+    2..9 and by ``lead_far`` at 10..19 (distance 1 and 20 carry the rest, which the measures do not read)."""
+    profile = [0.02] * 21
+    for d in range(3, 20, 2):
+        profile[d] += lead_near if d < 10 else lead_far
+    profile[1] = profile[20] = 0.3
+    return profile
+
+
+def even_odd_condition(plateau_leads, transition_leads) -> dict:
+    runs = []
+    for seed, (before, during) in enumerate(zip(plateau_leads, transition_leads)):
+        profiles = {"transition": alternating(during, during / 2), "end": alternating(0.0, 0.0)}
+        if before is not None:  # a run without a unigram plateau has no plateau profile
+            profiles["plateau"] = alternating(before, before)
+        runs.append({"seed": seed, "positional_layer0": {"steps": {}, "profiles": profiles}})
+    return {"seeds": list(range(len(runs))), "runs": runs}
+
+
+def test_even_odd_statistics_by_hand():
+    # odd distances lead by c at 3..9 and c/2 at 11..19 at the transition: odd 3..19 average (4c + 5c/2)/9 = 13c/18
+    # above even 2..18, and the alternation fades by c − c/2 = c/2; on the plateau the lead is b at every distance
+    plateau, transition = [0.0, 0.01, -0.005, None], [0.04, 0.09, 0.05, 0.07]
+    condition = add_statistics({"conditions": {"base": even_odd_condition(plateau, transition)}})["conditions"]["base"]
+    result = condition["even_odd"]
+    excess = [13 * c / 18 for c in transition]
+    assert result["excess"]["transition"]["mean"] == pytest.approx(np.mean(excess), abs=1e-15)
+    assert result["excess"]["plateau"]["mean"] == pytest.approx(np.mean(plateau[:3]), abs=1e-15)
+    assert result["excess"]["end"]["mean"] == pytest.approx(0.0, abs=1e-15)
+    assert result["excess_at_transition"]["p_value"] == pytest.approx(stats.ttest_1samp(excess, 0).pvalue, rel=1e-9)
+    fading = [c / 2 for c in transition]
+    assert result["fading_at_transition"]["difference"]["mean"] == pytest.approx(np.mean(fading), abs=1e-15)
+    assert result["fading_at_transition"]["p_value"] == pytest.approx(stats.ttest_1samp(fading, 0).pvalue, rel=1e-9)
+    change = result["transition_minus_plateau"]  # the seed without a plateau is left out of the pairs
+    assert change["seeds"] == [0, 1, 2] and change["n"] == 3
+    differences = [e - b for e, b in zip(excess, plateau[:3])]
+    assert change["difference"]["mean"] == pytest.approx(np.mean(differences), abs=1e-15)
+    assert change["p_value"] == pytest.approx(stats.ttest_1samp(differences, 0).pvalue, rel=1e-9)
+    low, high = change["difference"]["low"], change["difference"]["high"]  # a bootstrap: inside the differences
+    assert min(differences) - 1e-15 <= low <= high <= max(differences) + 1e-15  # up to the rounding of a mean
+    assert condition["runs"][3]["seed"] == 3 and "odd_even.plateau" not in condition["kinds_of_solution"]
+    lines = even_odd_lines("base", result)  # what summarize prints
+    assert len(lines) == 4 and f"transition {np.mean(excess):.3g} [" in lines[0]
+    assert lines[1].startswith(f"base: transition minus plateau {np.mean(differences):.3g} [")
+
+
+@pytest.mark.parametrize(
+    "profiles", [{"transition": "0.1"}, {"transition": [0.1] * 5}, {"transition": [float("nan")] * 21}, [0.1]]
+)
+def test_a_summary_with_a_broken_positional_record_is_refused_in_one_line(profiles, tmp_path):
+    summary = {"conditions": {"base": even_odd_condition([0.0, 0.01], [0.05, 0.06])}}
+    for record in summary["conditions"]["base"]["runs"]:
+        record |= {"transition": 1.0, "plateau": 1.0, "final_kl": 0.1}
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(summary))
+    assert recompute_summary(path)["conditions"]["base"]["even_odd"]["excess"]["end"]["n"] == 2  # the intact one
+    summary["conditions"]["base"]["runs"][0]["positional_layer0"]["profiles"] = profiles
+    path.write_text(json.dumps(summary).replace("NaN", "1e999"))
+    with pytest.raises(SummaryError, match="is not a sweep summary"):
+        recompute_summary(path)
 
 
 def test_doubly_stochastic_comparison_is_paired_and_matches_the_audit():
