@@ -212,24 +212,25 @@ def positional_profile(
     return torch.softmax(scores, dim=-1).mean(dim=(0, 1))
 
 
-# Distances the even/odd measures compare (Edelman et al. Fig. 3 middle, ICML Fig. 11): distance 1, the previous
-# token, is left out, since it dominates once the head forms and would hide the alternation; distance 0 too
-ODD, EVEN = range(3, 20, 2), range(2, 19, 2)
-NEAR_ODD, NEAR_EVEN = range(3, 10, 2), range(2, 9, 2)
-FAR_ODD, FAR_EVEN = range(11, 20, 2), range(10, 19, 2)
+# The odd distances the even/odd measures read (Edelman et al. Fig. 3 middle, ICML Fig. 11), each against its even
+# neighbours: distance 1, the previous token, is left out, since it dominates once the head forms and would hide
+# the alternation; the measures read distances 2..20
+ODD = range(3, 20, 2)
+NEAR, FAR = range(3, 10, 2), range(11, 20, 2)
 
 
-def odd_even_excess(profile, odd: range = ODD, even: range = EVEN) -> float:
-    """Mean weight of a positional profile at the ``odd`` distances minus at the ``even`` ones (by default odd
-    3..19 against even 2..18)."""
-    profile = [float(w) for w in profile]
-    return sum(profile[d] for d in odd) / len(odd) - sum(profile[d] for d in even) / len(even)
+def odd_even_excess(profile, odd: range = ODD) -> float:
+    """How far a positional profile's weights at the ``odd`` distances (by default 3..19) stand above their even
+    neighbours: the mean over odd d of w_d − (w_{d−1} + w_{d+1}) / 2. Against the neighbours on both sides, so a
+    profile that merely rises or falls with distance (a linear trend) gives 0, where odd against the next even
+    distance would read its slope as an alternation."""
+    return sum(profile[d] - (profile[d - 1] + profile[d + 1]) / 2 for d in odd) / len(odd)
 
 
 def alternation_fading(profile) -> float:
-    """How much the odd-over-even excess fades with distance: the excess at distances 2..9 minus that at
-    10..19 (positive where the alternation is stronger near the query)."""
-    return odd_even_excess(profile, NEAR_ODD, NEAR_EVEN) - odd_even_excess(profile, FAR_ODD, FAR_EVEN)
+    """How much the odd-over-even excess fades with distance: the excess at odd distances 3..9 minus that at
+    11..19 (positive where the alternation is stronger near the query)."""
+    return odd_even_excess(profile, NEAR) - odd_even_excess(profile, FAR)
 
 
 def positional_profiles(model, inputs: Tensor, layer: int) -> Float[Tensor, "head distance"]:

@@ -265,7 +265,7 @@ def plot_sweep_summary(summary: dict, directory: Path) -> list[Path]:
     fig.suptitle(f"{name}: distance to each strategy,\nmean and 95% band over seeds", fontsize=11)
     paths.append(save(fig, directory / f"{name}-strategies.png"))
     if any("even_odd" in values for values in conditions.values()):
-        from induction_probes.probes.figures.plots_circuit import plot_even_odd
+        from induction_probes.probes.figures.plots_circuit import plot_even_odd  # here: it imports this module
 
         paths.append(plot_even_odd(summary, directory))
     return paths

@@ -24,6 +24,7 @@ from induction_probes.probes.figures.plots import (
     strategy_colour,
     theme,
 )
+from induction_probes.probes.sweeps.sweep_statistics import POSITIONAL_POINTS
 
 
 def plot_positional_profiles(
@@ -341,8 +342,6 @@ def plot_even_odd(summary: dict, directory: Path) -> Path:
     at the transition and at the end: each seed's (thin) and their mean (bars, odd distances dark), so an
     alternation stands out from the spike at distance 1, which is left out; each panel gives the odd − even
     excess over seeds with its interval (Edelman et al. Fig. 3 middle)."""
-    from induction_probes.probes.sweeps.sweep_statistics import POSITIONAL_POINTS
-
     theme()
     conditions = {name: c for name, c in summary["conditions"].items() if "even_odd" in c}
     distances = np.arange(2, 20)

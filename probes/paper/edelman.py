@@ -245,8 +245,8 @@ def positional_entries(k3: MarkovFacts, k2: MarkovFacts, directory: Path) -> lis
         "Fig. 3 middle; ICML Fig. 11 (k = 2)",
         "During the transition the positional weights at "
         "odd distances grow above those at even distances, the bias fading with distance.",
-        "mean weight at odd distances 3–19 minus even 2–18 (distance 1 left out; a uniform profile gives "
-        "each distance about 0.01), plateau / transition / end: " + "; ".join(rows),
+        "how far the weights at odd distances 3–19 stand above their even neighbours (distance 1 left out; a "
+        "uniform profile gives each distance about 0.01), plateau / transition / end: " + "; ".join(rows),
         all(signs),
         DIFFER,
         "at the transition checkpoint the odd distances do not lead in every run",
@@ -283,7 +283,7 @@ def minimal_entries(minimal: MarkovFacts) -> list[Entry]:
         "between odd and even distances on the way.",
         f"minimal-k3, last step: W diagonal {diagonal:.3f} against off-diagonal {off:.3f}; v peaks at "
         f"distance {int(v.argmax())} (v_1 = {v[1]:.2f}, v_0 = {v[0]:.2f}); at step {minimal.shown[1]} "
-        f"(the drop) mean v at odd distances 3–19 minus even 2–18: {excess:+.4f}",
+        f"(the drop) v at odd distances 3–19 above their even neighbours: {excess:+.4f}",
         diagonal_ok and previous_ok and excess > 0,
         PARTLY,
         "odd distances do not lead at the drop",

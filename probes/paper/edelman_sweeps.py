@@ -118,7 +118,8 @@ def split_entry(result: dict) -> Entry:
 def seed_entries(directory: Path) -> list[Entry]:
     """The seed-variance sweep's two entries: the phases over seeds, and the even/odd pattern over seeds."""
     result, figures = redraw("seed-variance", directory)
-    return [seed_entry(result, figures[:2]), even_odd_entry(result, figures[2:])]
+    profiles = [figure for figure in figures if figure.name.endswith("-even-odd.png")]
+    return [seed_entry(result, [f for f in figures if f not in profiles]), even_odd_entry(result, profiles)]
 
 
 def seed_entry(result: dict, figures: list[Path]) -> Entry:
@@ -179,15 +180,18 @@ def even_odd_entry(result: dict, figures: list[Path]) -> Entry:
 
     def test_text(key: str) -> str:
         test = even_odd[key]
-        return f"{interval_text(test['difference'])} (paired t p = {p_text(test['p_value'])}, n = {test['n']})"
+        if test["difference"]["mean"] is None:
+            return "no seed has it"
+        return f"{interval_text(test['difference'])} ({test['test']} p = {p_text(test['p_value'])}, n = {test['n']})"
 
+    points = ", ".join(
+        f"{point} {interval_text(stat) if stat['n'] else 'in no seed'}" for point, stat in even_odd["excess"].items()
+    )
     ours = (
-        f"{base['n_seeds']} seeds, layer 0's mean weight at odd distances 3–19 minus even 2–18 (a uniform profile "
-        "gives each distance 0.01): "
-        + ", ".join(f"{point} {interval_text(stat)}" for point, stat in even_odd["excess"].items())
-        + f"; transition − plateau {test_text('transition_minus_plateau')}; the excess at distances 2–9 minus "
-        f"10–19 at the transition {test_text('fading_at_transition')}; at the transition against 0: "
-        f"p = {p_text(even_odd['excess_at_transition']['p_value'])} (intervals: percentile bootstrap)"
+        f"{base['n_seeds']} seeds, how far layer 0's weights at odd distances 3–19 stand above their even neighbours "
+        f"(a uniform profile gives each distance 0.01): {points}; transition − plateau "
+        f"{test_text('transition_minus_plateau')}; at the transition against 0 {test_text('excess_at_transition')}; "
+        f"the excess at distances 3–9 minus 11–19 there {test_text('fading_at_transition')}"
     )
     verdict, reason = even_odd_verdict(even_odd)
     return Entry(PAPER, EVEN_ODD_WHERE, EVEN_ODD_CLAIM, ours, verdict, reason, figures, source("seed-variance"))

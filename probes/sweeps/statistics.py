@@ -95,6 +95,12 @@ def paired_comparison(a: list[float], b: list[float], bounded: bool) -> dict:
     return result
 
 
+def one_sample_comparison(values: list[float]) -> dict:
+    """The mean of ``values`` against 0: :func:`paired_comparison` of 0 with each value, which is the one-sample
+    t-test (``ttest_rel`` against zeros is ``ttest_1samp``) and the one-sample signed-rank test."""
+    return paired_comparison([0.0] * len(values), values, False) | {"test": "one-sample t"}
+
+
 def welch_comparison(a: list[float], b: list[float], bounded: bool) -> dict:
     """mean(B) − mean(A), unpaired: Welch's t and Mann-Whitney U."""
     x, y = np.asarray(a, float), np.asarray(b, float)

@@ -42,7 +42,7 @@ from induction_probes.probes.sweeps.statistics import interval, nonnegative_inte
 from induction_probes.probes.sweeps.sweep_statistics import add_statistics
 from induction_probes.probes.sweeps.task_summary import summarize_task_sweep
 
-PROFILE_DISTANCES = 21  # the positional profile's distances kept per run: the even/odd measures read 2..19
+PROFILE_DISTANCES = 21  # the positional profile's distances kept per run: the even/odd measures read 2..20
 TRANSITION_KL_LEVEL = 0.05  # nats; markov-k3's KL(bigram ‖ model) is 0.13 on the plateau and 0.017 at the end
 
 
@@ -85,11 +85,10 @@ def run_x(run: Run, count: str | None) -> list[float]:
     return x
 
 
-def final_probes(run: Run, tokens) -> dict:
+def final_probes(model, tokens) -> dict:
     """Every registered probe's scores of every head at the final checkpoint (previous-token and bigram-matching
     among them), and the distance at which each layer-0 head's positional profile peaks and its mass there (for
     relative positions)."""
-    model = run.load()
     _, scores, _ = attention_probes(model, tokens, chunk=len(tokens))  # one chunk: the whole set at once
     probes = {name: [layer.tolist() for layer in score.values] for name, score in scores.items()}
     if has_relative_positions(model):  # with the mass there: a flat profile has a peak too
@@ -104,14 +103,14 @@ def has_relative_positions(model) -> bool:
 
 
 def positional_checkpoints(closest: list[str], steps: list[int], transition: int) -> dict[str, int | None]:
-    """The checkpoints of Edelman et al.'s positional panels: the one nearest the middle (in steps) of the
-    unigram plateau (the summary's plateau, from its first unigram-closest checkpoint to the transition; None
+    """The checkpoints of Edelman et al.'s positional panels: the unigram-closest one nearest the middle (in steps)
+    of the unigram plateau (the summary's plateau, from its first unigram-closest checkpoint to the transition; None
     without one), the transition's, and the last."""
-    unigram = [i for i in range(transition) if closest[i] == "unigram"]
+    unigram = [steps[i] for i in range(transition) if closest[i] == "unigram"]
     plateau = None
     if unigram:
-        middle = (steps[unigram[0]] + steps[transition]) / 2
-        plateau = min(steps[unigram[0] : transition + 1], key=lambda step: abs(step - middle))
+        middle = (unigram[0] + steps[transition]) / 2
+        plateau = min(unigram, key=lambda step: abs(step - middle))
     return {"plateau": plateau, "transition": steps[transition], "end": steps[-1]}
 
 
@@ -166,8 +165,9 @@ def summarize_run(run: Run, count: str | None, probe_seqs: int, by_prior: tuple[
     }
     if run.kind == "markov":
         tokens = run.task.eval_set(probe_seqs, PROBE_SEED).inputs
-        record["probes"] = final_probes(run, tokens)
-        if transition is not None and has_relative_positions(run.load(step=0)):
+        model = run.load()
+        record["probes"] = final_probes(model, tokens)
+        if transition is not None and has_relative_positions(model):
             steps = [m["step"] for m in metrics]
             checkpoints = positional_checkpoints(closest, steps, transition)
             record["positional_layer0"] = positional_record(run, checkpoints, tokens)

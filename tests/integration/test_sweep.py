@@ -205,8 +205,9 @@ def test_transition_and_plateau_follow_their_definitions():
 def test_the_positional_checkpoints_are_the_plateaus_middle_the_transition_and_the_end():
     closest = ["uniform", "unigram", "unigram", "unigram", "bigram", "unigram", "bigram", "bigram"]
     steps = [0, 10, 20, 40, 80, 100, 160, 200]
-    # the plateau runs from step 10 (its first unigram checkpoint) to the transition at 160: middle 85, nearest 80
-    assert positional_checkpoints(closest, steps, 6) == {"plateau": 80, "transition": 160, "end": 200}
+    # the plateau runs from step 10 (its first unigram checkpoint) to the transition at 160: middle 85; the nearest
+    # checkpoint, 80, has bigram closest, so the plateau's is the nearest unigram-closest one, 100
+    assert positional_checkpoints(closest, steps, 6) == {"plateau": 100, "transition": 160, "end": 200}
     assert positional_checkpoints(["uniform", "bigram"], [0, 5], 1) == {"plateau": None, "transition": 5, "end": 5}
 
 

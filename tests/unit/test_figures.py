@@ -268,3 +268,25 @@ print(matplotlib.get_backend(), plt.get_fignums())
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["svg", "[]"]
     assert matplotlib.image.imread(tmp_path / "kl.png").shape[2] in (3, 4)
+
+
+def test_the_even_odd_figure_shows_each_point_of_each_seed_without_the_spike_at_distance_1(caught):
+    from induction_probes.probes.sweeps.sweep_statistics import add_statistics
+
+    def profile(lead: float) -> list[float]:
+        return [0.5 if d == 1 else 0.01 + lead * (d % 2) for d in range(21)]
+
+    runs = [
+        {"seed": s, "positional_layer0": {"profiles": {"transition": profile(0.002 * (s + 1)), "end": profile(0)}}}
+        for s in range(3)
+    ]
+    summary = add_statistics(
+        {"sweep": "experiments/runs/demo", "conditions": {"base": {"seeds": [0, 1, 2], "runs": runs}}}
+    )
+    plots_circuit.plot_even_odd(summary, Path("."))
+    plateau, transition, end = caught[0].axes
+    assert "plateau (0 seeds)" in plateau.get_title() and "no seed" in plateau.get_title()
+    assert "transition (3 seeds)" in transition.get_title() and "+0.0040 [" in transition.get_title()  # mean lead
+    bars = [patch.get_height() for patch in transition.patches]
+    assert len(bars) == 18 and max(bars) < 0.1  # distances 2..19: the 0.5 at distance 1 is not drawn
+    assert len(transition.lines) == 3 and "distance" in end.get_xlabel()

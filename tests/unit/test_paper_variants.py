@@ -6,14 +6,14 @@ seed's or one interval's worth."""
 import numpy as np
 import pytest
 
-from induction_probes.probes.paper.edelman_sweeps import even_odd_verdict
+from induction_probes.probes.paper.edelman_sweeps import even_odd_entry, even_odd_verdict
 from induction_probes.probes.paper.edelman_variants import (
     batch_verdict,
     mlp_verdict,
     spectrum_verdict,
     tetragram_verdict,
 )
-from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY
+from induction_probes.probes.paper.entries import AGREE, DIFFER, NOT_YET, PARTLY
 from induction_probes.probes.sweeps.sweep_statistics import add_statistics
 
 SEEDS = list(range(10))
@@ -205,15 +205,21 @@ def profile(lead_near: float, lead_far: float) -> list[float]:
     return [0.01 + (d % 2 == 1 and d > 1) * (lead_near if d < 10 else lead_far) for d in range(21)]
 
 
-def even_odd(plateau: float, near: float, far: float) -> dict:
-    """The seed-variance summary's even/odd block: per seed, leads at ``value + NOISE × 1e-4`` (far ones with the
-    noise rolled by a seed, so the fading has a spread)."""
+def even_odd_summary(plateau: float | None, near: float, far: float) -> dict:
+    """A seed-variance summary with profiles: per seed, leads at ``value + NOISE × 1e-4`` (far ones with the noise
+    rolled by a seed, so the fading has a spread); no plateau profile where ``plateau`` is None."""
     runs = []
     for i, seed in enumerate(SEEDS):
         n, m = 1e-4 * NOISE[i], 1e-4 * np.roll(NOISE, 1)[i]
-        profiles = {"plateau": profile(plateau + n, plateau + n), "transition": profile(near + n, far + m)}
-        runs.append({"seed": seed, "positional_layer0": {"profiles": profiles | {"end": profile(0, 0)}}})
-    return summary(base={"seeds": SEEDS, "runs": runs})["conditions"]["base"]["even_odd"]
+        profiles = {"transition": profile(near + n, far + m), "end": profile(0, 0)}
+        if plateau is not None:
+            profiles["plateau"] = profile(plateau + n, plateau + n)
+        runs.append({"seed": seed, "positional_layer0": {"profiles": profiles}})
+    return summary(base={"n_seeds": len(SEEDS), "seeds": SEEDS, "runs": runs})
+
+
+def even_odd(plateau: float, near: float, far: float) -> dict:
+    return even_odd_summary(plateau, near, far)["conditions"]["base"]["even_odd"]
 
 
 @pytest.mark.parametrize(
@@ -235,3 +241,17 @@ def even_odd(plateau: float, near: float, far: float) -> dict:
 )
 def test_even_odd_marks(plateau, near, far, verdict, reason):
     assert even_odd_verdict(even_odd(plateau, near, far)) == (verdict, reason)
+
+
+def test_the_even_odd_entry_quotes_the_summarys_tests_and_waits_for_profiles():
+    entry = even_odd_entry(even_odd_summary(0.0, 0.004, 0.001), [])
+    assert entry.verdict == AGREE
+    # the excess at the transition, (4 · 0.004 + 5 · 0.001) / 9 = 0.00233, and its one-sample test
+    assert "transition 0.00233 [" in entry.ours and "one-sample t p = " in entry.ours and "n = 10" in entry.ours
+    without_plateau = even_odd_entry(even_odd_summary(None, 0.004, 0.001), [])
+    assert (
+        "plateau in no seed" in without_plateau.ours and "transition − plateau no seed has it" in without_plateau.ours
+    )
+    assert without_plateau.verdict == PARTLY and without_plateau.reason == "not shown: a rise from the plateau"
+    shipped_before = summary(base={"n_seeds": 1, "seeds": [0], "runs": [{"seed": 0}]})  # runs without profiles
+    assert even_odd_entry(shipped_before, []).verdict == NOT_YET

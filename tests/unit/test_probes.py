@@ -205,23 +205,27 @@ def test_mean_and_resample_ablation_write_reference_values():
 
 
 def test_odd_even_excess_by_hand():
-    # profile[d] = d: odd 3..19 average 11, even 2..18 average 10; distances 0 and 1 are not read
-    assert odd_even_excess(list(range(20))) == 1.0
-    alternating = [0.07 if d % 2 else 0.03 for d in range(20)]
-    alternating[1] = 5.0
+    # a linear trend is no alternation: w_d = d gives d − ((d − 1) + (d + 1)) / 2 = 0 at every odd d
+    assert odd_even_excess([float(d) for d in range(21)]) == 0.0
+    # odd distances at 0.07, even at 0.03: each odd one stands 0.04 above its neighbours; 0, 1 and 21 are not read
+    alternating = [0.07 if d % 2 else 0.03 for d in range(22)]
+    alternating[0] = alternating[1] = alternating[21] = 5.0
     assert odd_even_excess(alternating) == pytest.approx(0.04, abs=1e-15)
+    # one odd distance raised by 0.09: the mean over the nine odd distances 3..19 moves by 0.01
+    bump = [0.01] * 21
+    bump[7] += 0.09
+    assert odd_even_excess(bump) == pytest.approx(0.01, abs=1e-15)
 
 
 def test_alternation_fading_by_hand():
-    # odd distances lead by 0.04 at 2..9 and by 0.01 at 10..19: the alternation fades by 0.03
-    profile = [0.0] * 25
-    for d in range(2, 10):
-        profile[d] = 0.07 if d % 2 else 0.03
-    for d in range(10, 20):
-        profile[d] = 0.02 if d % 2 else 0.01
-    profile[1], profile[20] = 9.0, 9.0  # neither the previous token nor distances past 19 are read
+    # odd distances lead by 0.04 up to distance 10 and by 0.01 from 10 on (distance 10 at 0.01 on both sides),
+    # on a falling trend that neither measure reads
+    profile = [0.0] * 21
+    for d in range(2, 21):
+        profile[d] = 0.2 - 0.005 * d + ((0.04 if d < 10 else 0.01) if d % 2 else 0.0)
+    assert odd_even_excess(profile, range(3, 10, 2)) == pytest.approx(0.04, abs=1e-15)
     assert alternation_fading(profile) == pytest.approx(0.03, abs=1e-15)
-    assert alternation_fading([0.05 if d % 2 else 0.01 for d in range(20)]) == pytest.approx(0.0, abs=1e-15)
+    assert alternation_fading([0.05 if d % 2 else 0.01 for d in range(21)]) == pytest.approx(0.0, abs=1e-15)
 
 
 def test_positional_profile_peaks_where_r_points():

@@ -130,12 +130,13 @@ def test_shipped_summaries_hold_tests_intervals_in_bounds_and_per_seed_values(pa
 
 
 def alternating(lead_near: float, lead_far: float) -> list[float]:
-    """A positional profile over distances 0..20 whose odd distances lead the even ones by ``lead_near`` at
-    2..9 and by ``lead_far`` at 10..19 (distance 1 and 20 carry the rest, which the measures do not read)."""
+    """A positional profile over distances 0..20 whose odd distances stand above their even neighbours by
+    ``lead_near`` at 3..9 and by ``lead_far`` at 11..19 (distance 1, which the measures do not read, carries
+    most of the weight)."""
     profile = [0.02] * 21
     for d in range(3, 20, 2):
         profile[d] += lead_near if d < 10 else lead_far
-    profile[1] = profile[20] = 0.3
+    profile[1] = 0.3
     return profile
 
 
@@ -150,34 +151,58 @@ def even_odd_condition(plateau_leads, transition_leads) -> dict:
 
 
 def test_even_odd_statistics_by_hand():
-    # odd distances lead by c at 3..9 and c/2 at 11..19 at the transition: odd 3..19 average (4c + 5c/2)/9 = 13c/18
-    # above even 2..18, and the alternation fades by c − c/2 = c/2; on the plateau the lead is b at every distance
+    # odd distances stand c above their neighbours at 3..9 and c/2 at 11..19 at the transition: the excess over
+    # the nine odd distances is (4c + 5c/2)/9 = 13c/18 and the alternation fades by c − c/2 = c/2; on the plateau
+    # the lead is b at every odd distance
     plateau, transition = [0.0, 0.01, -0.005, None], [0.04, 0.09, 0.05, 0.07]
     condition = add_statistics({"conditions": {"base": even_odd_condition(plateau, transition)}})["conditions"]["base"]
     result = condition["even_odd"]
     excess = [13 * c / 18 for c in transition]
-    assert result["excess"]["transition"]["mean"] == pytest.approx(np.mean(excess), abs=1e-15)
+    assert result["excess"]["transition"] == pytest.approx(interval(excess), abs=1e-15)  # the Student-t interval
     assert result["excess"]["plateau"]["mean"] == pytest.approx(np.mean(plateau[:3]), abs=1e-15)
     assert result["excess"]["end"]["mean"] == pytest.approx(0.0, abs=1e-15)
-    assert result["excess_at_transition"]["p_value"] == pytest.approx(stats.ttest_1samp(excess, 0).pvalue, rel=1e-9)
+    at_transition = result["excess_at_transition"]
+    assert at_transition["test"] == "one-sample t" and at_transition["n"] == 4
+    assert at_transition["p_value"] == pytest.approx(stats.ttest_1samp(excess, 0).pvalue, rel=1e-9)
+    assert at_transition["rank_p_value"] == pytest.approx(stats.wilcoxon(excess).pvalue, rel=1e-9)
     fading = [c / 2 for c in transition]
     assert result["fading_at_transition"]["difference"]["mean"] == pytest.approx(np.mean(fading), abs=1e-15)
     assert result["fading_at_transition"]["p_value"] == pytest.approx(stats.ttest_1samp(fading, 0).pvalue, rel=1e-9)
     change = result["transition_minus_plateau"]  # the seed without a plateau is left out of the pairs
-    assert change["seeds"] == [0, 1, 2] and change["n"] == 3
+    assert change["seeds"] == [0, 1, 2] and change["n"] == 3 and change["test"] == "paired t"
     differences = [e - b for e, b in zip(excess, plateau[:3])]
     assert change["difference"]["mean"] == pytest.approx(np.mean(differences), abs=1e-15)
     assert change["p_value"] == pytest.approx(stats.ttest_1samp(differences, 0).pvalue, rel=1e-9)
-    low, high = change["difference"]["low"], change["difference"]["high"]  # a bootstrap: inside the differences
-    assert min(differences) - 1e-15 <= low <= high <= max(differences) + 1e-15  # up to the rounding of a mean
-    assert condition["runs"][3]["seed"] == 3 and "odd_even.plateau" not in condition["kinds_of_solution"]
+    half = stats.t.ppf(0.975, 2) * np.std(differences, ddof=1) / math.sqrt(3)
+    assert change["difference"]["low"] == pytest.approx(np.mean(differences) - half, abs=1e-15)
     lines = even_odd_lines("base", result)  # what summarize prints
     assert len(lines) == 4 and f"transition {np.mean(excess):.3g} [" in lines[0]
     assert lines[1].startswith(f"base: transition minus plateau {np.mean(differences):.3g} [")
 
 
+def test_a_summary_whose_run_is_not_a_record_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps({"conditions": {"base": {"seeds": [0], "runs": [[0.1]]}}}))
+    with pytest.raises(SummaryError, match="each run record must be a JSON object"):
+        recompute_summary(path)
+
+
+def test_an_even_odd_block_is_recomputed_from_the_profiles_never_carried_over():
+    forged = {"seeds": [0], "runs": [{"seed": 0}], "even_odd": {"excess": "anything"}}
+    assert "even_odd" not in add_statistics({"conditions": {"base": forged}})["conditions"]["base"]
+
+
 @pytest.mark.parametrize(
-    "profiles", [{"transition": "0.1"}, {"transition": [0.1] * 5}, {"transition": [float("nan")] * 21}, [0.1]]
+    "profiles",
+    [
+        {"transition": "0.1"},
+        {"transition": [0.1] * 5},
+        {"transition": [float("nan")] * 21},
+        {"transition": [10**400] * 21},
+        {"transition": ["0.05"] * 21},
+        {"transition": [2.0] * 21},
+        [0.1],
+    ],
 )
 def test_a_summary_with_a_broken_positional_record_is_refused_in_one_line(profiles, tmp_path):
     summary = {"conditions": {"base": even_odd_condition([0.0, 0.01], [0.05, 0.06])}}
