@@ -361,16 +361,16 @@ def plot_even_odd(summary: dict, directory: Path) -> Path:
                 colours = ["tab:purple" if d % 2 else "thistle" for d in distances]
                 ax.bar(distances, np.mean(profiles, axis=0), color=colours, alpha=0.85)
             excess = condition["even_odd"]["excess"][point]
-            text = "no seed" if excess["mean"] is None else f"odd − even {excess['mean']:+.4f}"
+            text = "no seed" if excess["mean"] is None else f"odd above neighbours {excess['mean']:+.2g}"
             if excess["low"] is not None:
-                text += f" [{excess['low']:+.4f}, {excess['high']:+.4f}]"
+                text += f" [{excess['low']:+.2g}, {excess['high']:+.2g}]"
             ax.set_title(f"{name}, {point} ({len(profiles)} seeds)\n{text}", fontsize=10)
             ax.set_xticks(distances[::2])
         row[0].set_ylabel("weight on distance d")
     for ax in axes[-1]:
         ax.set_xlabel("distance i − j")
     fig.suptitle(
-        f"{Path(summary['sweep']).name}: layer 0's positional profile over seeds (bars: mean, odd distances dark; "
+        f"{Path(summary['sweep']).name}: layer 0's positional profile over seeds\n(bars: mean, odd distances dark; "
         "grey: each seed; distance 1 left out)"
     )
     return plots.save(fig, directory / f"{Path(summary['sweep']).name}-even-odd.png")

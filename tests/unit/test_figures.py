@@ -286,7 +286,7 @@ def test_the_even_odd_figure_shows_each_point_of_each_seed_without_the_spike_at_
     plots_circuit.plot_even_odd(summary, Path("."))
     plateau, transition, end = caught[0].axes
     assert "plateau (0 seeds)" in plateau.get_title() and "no seed" in plateau.get_title()
-    assert "transition (3 seeds)" in transition.get_title() and "+0.0040 [" in transition.get_title()  # mean lead
+    assert "transition (3 seeds)" in transition.get_title() and "+0.004 [" in transition.get_title()  # mean lead
     bars = [patch.get_height() for patch in transition.patches]
     assert len(bars) == 18 and max(bars) < 0.1  # distances 2..19: the 0.5 at distance 1 is not drawn
     assert len(transition.lines) == 3 and "distance" in end.get_xlabel()
