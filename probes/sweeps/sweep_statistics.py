@@ -125,7 +125,7 @@ def compare(name_a: str, a: dict, name_b: str, b: dict, measure: str) -> dict | 
 def kinds_of_solution(condition: dict, measures: tuple[str, ...] = MEASURES) -> dict:
     """Per measure, the split into two kinds of solution where there is one (statistics' rule)."""
     kinds = {}
-    for measure in (m for m in measures if m not in EVEN_ODD):  # excesses of 1e-3 split into no two solutions
+    for measure in (m for m in measures if m not in EVEN_ODD):  # the excesses test one claim: not kinds of solution
         split = split_into_kinds(list(per_seed(condition, measure).values()), measure in BOUNDED)
         if split is not None:
             kinds[measure] = split
