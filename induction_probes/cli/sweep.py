@@ -117,7 +117,7 @@ def run_sweep_command(args: argparse.Namespace) -> str:
 
 
 def run_summarize(args: argparse.Namespace) -> str:
-    from induction_probes.probes.figures.plots import plot_sweep_summary
+    from induction_probes.probes.figures.plots_sweep import plot_sweep_summary
     from induction_probes.probes.sweeps.summary import summarize_sweep
     from induction_probes.probes.sweeps.sweep_statistics import recompute_summary
 

@@ -220,57 +220,6 @@ def plot_scores_over_training(
     return save(fig, path)
 
 
-def band(ax: Axes, x: list[float], curve: dict, colour: str, label: str) -> None:
-    """A mean curve and its 95 % band (no band where the interval is undefined, e.g. one seed)."""
-    ax.plot(x, curve["mean"], color=colour, lw=2, label=label)
-    if all(value is not None for value in curve["low"]):
-        ax.fill_between(x, curve["low"], curve["high"], color=colour, alpha=0.2, lw=0)
-
-
-def plot_sweep_summary(summary: dict, directory: Path) -> list[Path]:
-    """Two figures: KL(true ‖ model) of every condition, with its transition interval marked, and one
-    panel per condition of the distance to each strategy, all against the same log-scaled x-axis; a third, of
-    layer 0's positional profiles, where the summary has the even/odd measures."""
-    sns.set_theme(style="ticks")
-    conditions = summary["conditions"]
-    name = Path(summary["sweep"]).name
-    colours = dict(zip(conditions, sns.color_palette("colorblind", len(conditions))))
-    fig, ax = subplots(figsize=(7, 4.2))
-    for condition, values in conditions.items():
-        curves = values["curves"]
-        x, kl = curves["x"][1:], {key: series[1:] for key, series in curves["kl"]["true"].items()}  # log x: no 0
-        band(ax, x, kl, colours[condition], f"{condition} ({values['n_seeds']} seeds)")
-        transition = values["transition"]
-        if transition["low"] is not None:
-            ax.axvspan(transition["low"], transition["high"], color=colours[condition], alpha=0.12, lw=0)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel(summary["x_axis"])
-    ax.set_ylabel("KL(true ‖ model), last token")
-    ax.set_title(f"{name}: test loss, mean and 95% band over seeds\n(vertical bands: 95% interval of the transition)")
-    ax.legend(fontsize=8)
-    paths = [save(fig, directory / f"{name}-kl.png")]
-    fig, axes = subplots(1, len(conditions), figsize=(max(6.5, 4.2 * len(conditions)), 4.2), squeeze=False, sharey=True)
-    for ax, (condition, values) in zip(axes[0], conditions.items()):
-        curves = values["curves"]
-        for strategy, curve in curves["kl"].items():
-            if strategy != "true":
-                band(ax, curves["x"][1:], {k: v[1:] for k, v in curve.items()}, strategy_colour(strategy), strategy)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(f"{condition} ({values['n_seeds']} seeds)", fontsize=10)
-    fig.supxlabel(summary["x_axis"], fontsize=11)
-    axes[0][0].set_ylabel("KL(strategy ‖ model), last token")
-    axes[0][0].legend(title="strategy", fontsize=8)
-    fig.suptitle(f"{name}: distance to each strategy,\nmean and 95% band over seeds", fontsize=11)
-    paths.append(save(fig, directory / f"{name}-strategies.png"))
-    if any("even_odd" in values for values in conditions.values()):
-        from induction_probes.probes.figures.plots_circuit import plot_even_odd  # here: it imports this module
-
-        paths.append(plot_even_odd(summary, directory))
-    return paths
-
-
 def phase_key(ax: Axes, metrics: list[dict], loc: str = "lower left") -> None:
     """A legend entry for each strategy whose shading appears, so the bands need no caption."""
     shown = dict.fromkeys(closest_strategy(m["last_token_kl"]) for m in metrics)

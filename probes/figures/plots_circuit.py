@@ -24,7 +24,6 @@ from induction_probes.probes.figures.plots import (
     strategy_colour,
     theme,
 )
-from induction_probes.probes.sweeps.sweep_statistics import POSITIONAL_POINTS
 
 
 def plot_positional_profiles(
@@ -335,42 +334,3 @@ def plot_gaussian_training(metrics: list[dict], title: str, path: Path) -> Path:
     ax.legend(loc="lower left", fontsize=9)
     ax.set_title(f"{title}: error over training")
     return plots.save(fig, path)
-
-
-def plot_even_odd(summary: dict, directory: Path) -> Path:
-    """Per condition with the even/odd measures, layer 0's positional profile at distances 2..19 on the plateau,
-    at the transition and at the end: each seed's (thin) and their mean (bars, odd distances dark), so an
-    alternation stands out from the spike at distance 1, which is left out; each panel gives the odd − even
-    excess over seeds with its interval (Edelman et al. Fig. 3 middle)."""
-    theme()
-    conditions = {name: c for name, c in summary["conditions"].items() if "even_odd" in c}
-    distances = np.arange(2, 20)
-    fig, axes = plots.subplots(
-        len(conditions), 3, figsize=(13, 3.6 * len(conditions)), squeeze=False, sharex=True, sharey="row"
-    )
-    for row, (name, condition) in zip(axes, conditions.items()):
-        for ax, point in zip(row, POSITIONAL_POINTS):
-            profiles = [
-                np.asarray(run["positional_layer0"]["profiles"][point])[distances]
-                for run in condition["runs"]
-                if point in run.get("positional_layer0", {}).get("profiles", {})
-            ]
-            if profiles:
-                for profile in profiles:
-                    ax.plot(distances, profile, color="grey", lw=0.7, alpha=0.6)
-                colours = ["tab:purple" if d % 2 else "thistle" for d in distances]
-                ax.bar(distances, np.mean(profiles, axis=0), color=colours, alpha=0.85)
-            excess = condition["even_odd"]["excess"][point]
-            text = "no seed" if excess["mean"] is None else f"odd above neighbours {excess['mean']:+.2g}"
-            if excess["low"] is not None:
-                text += f" [{excess['low']:+.2g}, {excess['high']:+.2g}]"
-            ax.set_title(f"{name}, {point} ({len(profiles)} seeds)\n{text}", fontsize=10)
-            ax.set_xticks(distances[::2])
-        row[0].set_ylabel("weight on distance d")
-    for ax in axes[-1]:
-        ax.set_xlabel("distance i − j")
-    fig.suptitle(
-        f"{Path(summary['sweep']).name}: layer 0's positional profile over seeds\n(bars: mean, odd distances dark; "
-        "grey: each seed; distance 1 left out)"
-    )
-    return plots.save(fig, directory / f"{Path(summary['sweep']).name}-even-odd.png")

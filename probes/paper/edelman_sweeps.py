@@ -24,7 +24,7 @@ ISSUE = "issue 23"
 
 
 def redraw(name: str, directory: Path) -> tuple[dict, list[Path]]:
-    from induction_probes.probes.figures.plots import plot_sweep_summary
+    from induction_probes.probes.figures.plots_sweep import plot_sweep_summary
 
     result = summary(name)
     return result, plot_sweep_summary(result, directory)

@@ -33,8 +33,10 @@ def test_each_summary_holds_its_specs_seeds_and_conditions(summary_path):
     kind = summary.get("summary")
     {"toy": check_toy_summary, "task": check_task_summary}.get(kind, check_strategy_summary)(summary, spec)
     figures = list(summary_path.parent.glob("*.png"))
-    # a task sweep draws two figures per condition (three with the Gaussian probes' read-out); the others two
-    expected = {len(summary["conditions"]) * n for n in (2, 3)} if kind == "task" else {2}
+    # a task sweep draws two figures per condition (three with the Gaussian probes' read-out); the others two, and
+    # a third of the positional profiles where the runs hold them
+    profiles = any("even_odd" in condition for condition in summary["conditions"].values())
+    expected = {len(summary["conditions"]) * n for n in (2, 3)} if kind == "task" else {3 if profiles else 2}
     assert len(figures) in expected and all(figure.stat().st_size > 10_000 for figure in figures)
 
 

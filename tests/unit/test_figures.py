@@ -21,7 +21,7 @@ import torch
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.cli import main
 from induction_probes.probes.behaviour import illustrative_steps, plateau_step, strategy_phases
-from induction_probes.probes.figures import plots, plots_attention, plots_circuit, plots_toy
+from induction_probes.probes.figures import plots, plots_attention, plots_circuit, plots_sweep, plots_toy
 
 
 @pytest.fixture
@@ -283,7 +283,7 @@ def test_the_even_odd_figure_shows_each_point_of_each_seed_without_the_spike_at_
     summary = add_statistics(
         {"sweep": "experiments/runs/demo", "conditions": {"base": {"seeds": [0, 1, 2], "runs": runs}}}
     )
-    plots_circuit.plot_even_odd(summary, Path("."))
+    plots_sweep.plot_even_odd(summary, Path("."))
     plateau, transition, end = caught[0].axes
     assert "plateau (0 seeds)" in plateau.get_title() and "no seed" in plateau.get_title()
     assert "transition (3 seeds)" in transition.get_title() and "+0.004 [" in transition.get_title()  # mean lead
