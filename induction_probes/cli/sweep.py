@@ -267,11 +267,11 @@ def by_prior_lines(summary: dict) -> list[str]:
 
 
 def even_odd_lines(name: str, even_odd: dict | None) -> list[str]:
-    """A condition's even/odd tests (layer 0's odd − even positional excess), one line each."""
+    """A condition's even/odd tests (how far layer 0's odd distances stand above their even neighbours)."""
     if even_odd is None:
         return []
     points = ", ".join(f"{point} {format_interval(stat, 1.0, 3)}" for point, stat in even_odd["excess"].items())
-    lines = [f"{name}: odd - even positional excess of layer 0: {points}"]
+    lines = [f"{name}: layer 0's odd distances above their even neighbours: {points}"]
     for key in ("transition_minus_plateau", "excess_at_transition", "fading_at_transition"):
         test = even_odd[key]
         p = "-" if test["p_value"] is None else f"{test['p_value']:.3g}"

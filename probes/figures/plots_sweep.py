@@ -67,7 +67,7 @@ def plot_sweep_summary(summary: dict, directory: Path) -> list[Path]:
 def plot_even_odd(summary: dict, directory: Path) -> Path:
     """Per condition with the even/odd measures, layer 0's positional profile at distances 2..19 on the plateau,
     at the transition and at the end: each seed's (thin) and their mean (bars, odd distances dark), so an
-    alternation stands out from the spike at distance 1, which is left out; each panel gives the odd − even
+    alternation stands out from the spike at distance 1, which is left out; each panel gives the odd-over-neighbours
     excess over seeds with its interval (Edelman et al. Fig. 3 middle)."""
     theme()
     conditions = {name: c for name, c in summary["conditions"].items() if "even_odd" in c}
