@@ -116,7 +116,9 @@ def test_shipped_summaries_hold_tests_intervals_in_bounds_and_per_seed_values(pa
             known = measure in MEASURES or measure in EVEN_ODD or measure.split(".")[0] == "by_prior"
             assert known and {"mean", "low", "high"} <= entry["difference"].keys()
             assert entry["p_value"] is None or 0 <= entry["p_value"] <= 1
-            if (measure in BOUNDED or measure in EVEN_ODD) and entry["n"] != 1:
+            if measure in BOUNDED and entry["n"] != 1:
+                assert -1 <= entry["difference"]["low"] <= entry["difference"]["high"] <= 1
+            elif measure in EVEN_ODD and entry["difference"]["low"] is not None:  # none where a side has no profile
                 assert -1 <= entry["difference"]["low"] <= entry["difference"]["high"] <= 1
             elif entry["n"] == 1:  # one pair: a difference, no interval and no test
                 assert entry["difference"]["low"] is None and entry["p_value"] is None
