@@ -266,6 +266,11 @@ def by_prior_lines(summary: dict) -> list[str]:
     return [format_table(headers, rows)] if rows else []
 
 
+def format_p(value: float | None) -> str:
+    """A test's p-value at three figures, "-" where the test is undefined."""
+    return "-" if value is None else f"{value:.3g}"
+
+
 def even_odd_lines(name: str, even_odd: dict | None) -> list[str]:
     """A condition's even/odd tests (how far layer 0's odd distances stand above their even neighbours)."""
     if even_odd is None:
@@ -274,24 +279,20 @@ def even_odd_lines(name: str, even_odd: dict | None) -> list[str]:
     lines = [f"{name}: layer 0's odd distances above their even neighbours: {points}"]
     for key in ("transition_minus_plateau", "excess_at_transition", "fading_at_transition"):
         test = even_odd[key]
-        p = "-" if test["p_value"] is None else f"{test['p_value']:.3g}"
-        lines.append(f"{name}: {key.replace('_', ' ')} {format_interval(test['difference'], 1.0, 3)}, t p = {p}")
+        difference = format_interval(test["difference"], 1.0, 3)
+        lines.append(f"{name}: {key.replace('_', ' ')} {difference}, t p = {format_p(test['p_value'])}")
     return lines
 
 
 def comparison_lines(summary: dict) -> list[str]:
     """The comparisons (b − a, 95 % interval, t-test and rank-test p-values) and the kinds of solution."""
-
-    def p(value) -> str:
-        return "-" if value is None else f"{value:.3g}"
-
     rows = [
         [
             f"{c['b']} - {c['a']}",
             c["measure"],
             format_interval(c["difference"], 1.0, 3),
-            f"{p(c['p_value'])} ({c['test']})",
-            f"{p(c['rank_p_value'])} ({c['rank_test']})",
+            f"{format_p(c['p_value'])} ({c['test']})",
+            f"{format_p(c['rank_p_value'])} ({c['rank_test']})",
             c["n"] if isinstance(c["n"], int) else "/".join(map(str, c["n"])),
         ]
         for c in summary.get("comparisons", [])

@@ -67,10 +67,15 @@ def run_curve(metrics: list[dict]) -> dict:
     return {"steps": [m["step"] for m in metrics], "kl": {n: [m["last_token_kl"][n] for m in metrics] for n in names}}
 
 
+def unigram_before(closest: list[str], transition: int) -> list[int]:
+    """The indices before the transition at which the unigram strategy is the closest: the plateau's checkpoints."""
+    return [i for i in range(transition) if closest[i] == "unigram"]
+
+
 def plateau_length(closest: list[str], x: list[float], transition: int | None) -> float | None:
     if transition is None:
         return None
-    unigram = [i for i in range(transition) if closest[i] == "unigram"]
+    unigram = unigram_before(closest, transition)
     return x[transition] - x[unigram[0]] if unigram else 0.0
 
 
@@ -106,7 +111,7 @@ def positional_checkpoints(closest: list[str], steps: list[int], transition: int
     """The checkpoints of Edelman et al.'s positional panels: the unigram-closest one nearest the middle (in steps)
     of the unigram plateau (the summary's plateau, from its first unigram-closest checkpoint to the transition; None
     without one), the transition's, and the last."""
-    unigram = [steps[i] for i in range(transition) if closest[i] == "unigram"]
+    unigram = [steps[i] for i in unigram_before(closest, transition)]
     plateau = None
     if unigram:
         middle = (unigram[0] + steps[transition]) / 2
@@ -114,14 +119,15 @@ def positional_checkpoints(closest: list[str], steps: list[int], transition: int
     return {"plateau": plateau, "transition": steps[transition], "end": steps[-1]}
 
 
-def positional_record(run: Run, checkpoints: dict[str, int | None], tokens) -> dict:
+def positional_record(run: Run, checkpoints: dict[str, int | None], tokens, final_model) -> dict:
     """Layer 0's positional profile (mean over its heads) at distances 0..PROFILE_DISTANCES − 1 at each of
-    ``checkpoints``: what the even/odd measures of the summary's statistics are computed from."""
+    ``checkpoints``: what the even/odd measures of the summary's statistics are computed from. ``final_model``,
+    already loaded for the final probes, serves the last checkpoint."""
     profiles = {}
     for point, step in checkpoints.items():
         if step is not None:
-            profile = positional_profiles(run.load(step=step), tokens, 0).mean(0)
-            profiles[point] = profile[:PROFILE_DISTANCES].tolist()
+            model = final_model if step == run.steps[-1] else run.load(step=step)
+            profiles[point] = positional_profiles(model, tokens, 0).mean(0)[:PROFILE_DISTANCES].tolist()
     return {"steps": checkpoints, "profiles": profiles}
 
 
@@ -170,7 +176,7 @@ def summarize_run(run: Run, count: str | None, probe_seqs: int, by_prior: tuple[
         if transition is not None and has_relative_positions(model):
             steps = [m["step"] for m in metrics]
             checkpoints = positional_checkpoints(closest, steps, transition)
-            record["positional_layer0"] = positional_record(run, checkpoints, tokens)
+            record["positional_layer0"] = positional_record(run, checkpoints, tokens, model)
     if by_prior:
         evaluations = evaluate_run_on_priors(run, by_prior, probe_seqs, PROBE_SEED)
         record["by_prior"] = {prior: {"loss": e["loss"], "kl": e["kl"]} for prior, e in evaluations.items()}
