@@ -98,7 +98,9 @@ def test_every_claim_has_a_verdict_and_the_missing_ones_an_issue(paper):
     for paper_name in ("Edelman et al. 2024", "Wang et al. 2024"):
         assert f"<h2>{paper_name}:" in text
     verdicts = re.findall(r'<h3>.*?<span class="verdict \w+">([^<]+)</span></h3>', text)
-    assert len(verdicts) >= 30 and {"agree", "differ", "not reproduced yet"} <= set(verdicts)
+    # "not reproduced yet" appears only while a spec waits in experiments/queued/; the page must tell both
+    # ways a result can go
+    assert len(verdicts) >= 30 and {"agree", "differ"} <= set(verdicts)
     for block in re.findall(r'<div class="entry".*?</div>', text, flags=re.S):
         if "not reproduced yet</span></h3>" in block:
             assert re.search(r"<b>Issue:</b> issue \d+", block), block

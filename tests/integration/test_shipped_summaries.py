@@ -18,10 +18,11 @@ def test_every_spec_has_its_summary_shipped():
     assert {path.stem for path in EXPERIMENTS.glob("*.toml")} == {path.parent.name for path in SUMMARIES}
 
 
-@pytest.mark.parametrize("path", sorted((EXPERIMENTS / "queued").glob("*.toml")), ids=lambda p: p.stem)
-def test_every_queued_spec_parses_and_has_not_shipped(path):
-    spec = read_spec(path)  # its recipe, conditions and every cell's config are checked here
-    assert spec.seeds and not (EXPERIMENTS / f"{path.stem}.toml").exists()
+def test_every_queued_spec_parses_and_has_not_shipped():
+    # a loop, not a parametrisation: with nothing queued an empty parameter set would read as a skipped test
+    for path in sorted((EXPERIMENTS / "queued").glob("*.toml")):
+        spec = read_spec(path)  # its recipe, conditions and every cell's config are checked here
+        assert spec.seeds and not (EXPERIMENTS / f"{path.stem}.toml").exists(), path.name
 
 
 @pytest.mark.parametrize("summary_path", SUMMARIES, ids=lambda p: p.parent.name)
