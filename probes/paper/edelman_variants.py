@@ -146,17 +146,26 @@ def tetragram_verdict(result: dict) -> tuple[str, str]:
         return AGREE, ""
     if not any("4-gram" in run["phases"] for run in runs):
         return DIFFER, "no seed reaches the 4-gram strategy"
-    return PARTLY, f"the phases in turn in {sum(ordered)}/{len(runs)} seeds, heads at 1, 2, 3 in {sum(heads)}"
+    seeds = len(runs)
+    return PARTLY, f"the phases in turn in {sum(ordered)}/{seeds} seeds, heads at 1, 2, 3 in {sum(heads)}/{seeds}"
 
 
 def tetragram_entry(directory: Path, where: str, claim: str) -> Entry:
     result, figures = redraw("tetragram", directory)
     base = result["conditions"]["base"]
     peaks = [tuple(run["probes"]["positional_peaks_layer0"]) for run in base["runs"]]
+    by_heads = {True: [], False: []}  # final KLs of the seeds with and without heads peaking at 1, 2, 3
+    for run, seed_peaks in zip(base["runs"], peaks, strict=True):
+        by_heads[sorted(seed_peaks) == [1, 2, 3]].append(run["final_kl"])
+    split = "; ".join(
+        f"{label}: {', '.join(f'{value:.3g}' for value in sorted(by_heads[key]))}"
+        for key, label in ((True, "heads at 1, 2, 3"), (False, "other peaks"))
+        if by_heads[key]
+    )
     ours = (
         f"n = 4, k = 3, three first-layer heads, {base['n_seeds']} seeds: phases per seed "
         + "; ".join(" → ".join(run["phases"]) for run in base["runs"])
-        + f"; positional peaks {peaks}; final KL {interval_text(base['final_kl'])}"
+        + f"; positional peaks {peaks}; final KL {interval_text(base['final_kl'])} ({split})"
     )
     verdict, reason = tetragram_verdict(result)
     return Entry(PAPER, where, claim, ours, verdict, reason, figures, source("tetragram"))

@@ -162,6 +162,11 @@ def test_tetragram_marks(phases, peaks, verdict):
     assert tetragram_verdict(result)[0] == verdict
 
 
+def test_tetragram_partly_counts_both_marks_out_of_the_seeds():
+    result = summary(base=condition(40_000, 0.1, phases=[["uniform", "4-gram"]] * 10, peaks=(1, 1, 2)))
+    assert tetragram_verdict(result) == (PARTLY, "the phases in turn in 0/10 seeds, heads at 1, 2, 3 in 0/10")
+
+
 def test_spectrum_agrees_when_p0_seeds_stay_and_every_p1_seed_moves_on():
     result = summary(
         p0=condition(None, 0.01), p05=condition(30_000, 0.02, roll=1), p1=condition(20_000, 0.02, plateau=5_000, roll=2)
