@@ -9,6 +9,7 @@ import pytest
 from induction_probes.probes.paper.edelman_sweeps import even_odd_entry, even_odd_verdict
 from induction_probes.probes.paper.edelman_variants import (
     batch_verdict,
+    final_kl_by_heads,
     mlp_verdict,
     spectrum_verdict,
     tetragram_verdict,
@@ -165,6 +166,16 @@ def test_tetragram_marks(phases, peaks, verdict):
 def test_tetragram_partly_counts_both_marks_out_of_the_seeds():
     result = summary(base=condition(40_000, 0.1, phases=[["uniform", "4-gram"]] * 10, peaks=(1, 1, 2)))
     assert tetragram_verdict(result) == (PARTLY, "the phases in turn in 0/10 seeds, heads at 1, 2, 3 in 0/10")
+
+
+def test_tetragram_final_kls_are_split_by_the_heads_peaks():
+    runs = [
+        {"final_kl": 0.15, "probes": {"positional_peaks_layer0": [2, 1, 2]}},
+        {"final_kl": 0.133, "probes": {"positional_peaks_layer0": [3, 1, 2]}},  # in any order
+        {"final_kl": 0.1594, "probes": {"positional_peaks_layer0": [1, 1, 2]}},
+    ]
+    assert final_kl_by_heads(runs) == "heads at 1, 2, 3: 0.133; other peaks: 0.15, 0.159"
+    assert final_kl_by_heads(runs[:1]) == "other peaks: 0.15"
 
 
 def test_spectrum_agrees_when_p0_seeds_stay_and_every_p1_seed_moves_on():
