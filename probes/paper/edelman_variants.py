@@ -136,12 +136,17 @@ def batch_entry(directory: Path, where: str, claim: str) -> Entry:
     return Entry(PAPER, where, claim, ours, verdict, reason, figures, source("batch-size"))
 
 
+def has_heads_at_one_two_three(run: dict) -> bool:
+    """Whether a run's layer-0 heads peak at distances 1, 2 and 3, in any order (the blog's tetragram heads)."""
+    return sorted(run["probes"]["positional_peaks_layer0"]) == [1, 2, 3]
+
+
 def tetragram_verdict(result: dict) -> tuple[str, str]:
     """Pass marks: every seed passes uniform → unigram → bigram → trigram → 4-gram and ends at 4-gram, and its
     layer-0 positional peaks are 1, 2, 3: agree; no seed reaching 4-gram: differ; partly else."""
     runs = result["conditions"]["base"]["runs"]
     ordered = [visits_in_turn(run["phases"], HIGHER_PHASES) for run in runs]
-    heads = [sorted(run["probes"]["positional_peaks_layer0"]) == [1, 2, 3] for run in runs]
+    heads = [has_heads_at_one_two_three(run) for run in runs]
     if all(ordered) and all(heads):
         return AGREE, ""
     if not any("4-gram" in run["phases"] for run in runs):
@@ -155,8 +160,7 @@ def final_kl_by_heads(runs: list[dict]) -> str:
     heads the claim names go with a lower loss."""
     groups = {"heads at 1, 2, 3": [], "other peaks": []}
     for run in runs:
-        named = sorted(run["probes"]["positional_peaks_layer0"]) == [1, 2, 3]
-        groups["heads at 1, 2, 3" if named else "other peaks"].append(run["final_kl"])
+        groups["heads at 1, 2, 3" if has_heads_at_one_two_three(run) else "other peaks"].append(run["final_kl"])
     return "; ".join(
         f"{label}: {', '.join(f'{value:.3g}' for value in sorted(values))}"
         for label, values in groups.items()
