@@ -5,7 +5,9 @@ one trainer with the evaluation as it is now (chunks under inference_mode, the K
 one with the evaluation as it was (one forward of all sequences under no_grad, the KL at every position),
 restored on that trainer alone; a step of one, then the same step of the other, and so for every
 checkpoint, so that a shared machine's changing load falls on both alike. It checks that both wrote the
-same metrics.jsonl and prints each path's split and the ratios. One torch thread, as the command line uses.
+same metrics.jsonl and prints each path's split and the ratios. Then it trains the new path once more, alone,
+for the share of a run that evaluation and writes take with no other trainer's tensors in the caches. One
+torch thread, as the command line uses.
 
     .venv/bin/python bench/bench_run_split.py                       # the default run: 4000 steps, 150 checkpoints
     .venv/bin/python bench/bench_run_split.py --steps 400 --checkpoints 15   # the same shape, a tenth as long
@@ -63,12 +65,12 @@ def checkpoint(trainer, seconds: dict[str, float]) -> None:
     timed(seconds, "writes", trainer.save_resume_state)
 
 
-def lockstep(recipe, scratch: Path) -> tuple[dict[str, dict[str, float]], bool]:
-    """Seconds per part for the two paths, trained step by step side by side; and whether their
-    metrics.jsonl are the same bytes."""
-    seconds = {path: dict.fromkeys(PARTS, 0.0) for path in ("now", "before")}
+def lockstep(recipe, scratch: Path, paths: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Seconds per part for each of ``paths`` ("now", "before"), trained step by step side by side."""
+    seconds = {path: dict.fromkeys(PARTS, 0.0) for path in paths}
     trainers = {path: start_or_continue(recipe, scratch / path, False, torch.device("cpu")) for path in seconds}
-    evaluating_as_before(trainers["before"])
+    if "before" in trainers:
+        evaluating_as_before(trainers["before"])
     for path, trainer in trainers.items():  # start_or_continue evaluated step 0 the new way: again, timed
         trainer.writer = type(trainer.writer).reopen(trainer.out, -1)
         checkpoint(trainer, seconds[path])
@@ -79,8 +81,9 @@ def lockstep(recipe, scratch: Path) -> tuple[dict[str, dict[str, float]], bool]:
             timed(seconds[path], "steps", trainer.train_step)
             if trainer.step in schedule:
                 checkpoint(trainer, seconds[path])
-    same = len({(scratch / path / "metrics.jsonl").read_bytes() for path in seconds}) == 1
-    return seconds, same
+    for run in seconds.values():
+        run["total"] = sum(run[part] for part in PARTS)
+    return seconds
 
 
 def main() -> None:
@@ -91,25 +94,32 @@ def main() -> None:
     torch.set_num_threads(1)
     recipe = MarkovRecipe(task=MarkovTask(k=3), steps=args.steps, n_checkpoints=args.checkpoints)
     with tempfile.TemporaryDirectory() as scratch:
-        seconds, same = lockstep(recipe, Path(scratch))
+        seconds = lockstep(recipe, Path(scratch) / "lockstep", ("now", "before"))
+        same = len({(Path(scratch) / "lockstep" / path / "metrics.jsonl").read_bytes() for path in seconds}) == 1
+        # the share of a run is a property of one run: measured again with nothing beside it, since in lockstep
+        # the other trainer's [2000, 100, 100] tensors pass through the same caches
+        alone = lockstep(recipe, Path(scratch) / "alone", ("now",))["now"]
     n_saved = len(checkpoint_schedule(recipe.steps, recipe.n_checkpoints))
     print(
         f"default ICL-MC recipe, k=3, {recipe.steps} steps, {n_saved} checkpoints, {recipe.eval_seqs} evaluation "
-        "sequences; one torch thread; the two paths trained in lockstep"
+        "sequences; one torch thread; the two paths trained in lockstep, then the new one alone"
     )
-    print(f"{'part':<12}{'before (s)':>12}{'now (s)':>10}{'before/now':>12}{'share now':>11}")
-    for run in seconds.values():
-        run["total"] = sum(run[part] for part in PARTS)
+    print(
+        f"{'part':<12}{'before (s)':>12}{'now (s)':>10}{'before/now':>12}{'share now':>11}{'alone (s)':>11}{'share':>8}"
+    )
     before, now = seconds["before"], seconds["now"]
     for part in (*PARTS, "total"):
         print(
             f"{part:<12}{before[part]:>12.1f}{now[part]:>10.1f}{before[part] / now[part]:>12.2f}"
-            f"{now[part] / now['total']:>11.1%}"
+            f"{now[part] / now['total']:>11.1%}{alone[part]:>11.1f}{alone[part] / alone['total']:>8.1%}"
         )
-    share = {name: (run["evaluation"] + run["writes"]) / run["total"] for name, run in seconds.items()}
+    share = {
+        name: (run["evaluation"] + run["writes"]) / run["total"] for name, run in (seconds | {"alone": alone}).items()
+    }
     print(
-        f"evaluation + writes: {share['before']:.1%} of the run before, {share['now']:.1%} now; end to end "
-        f"{before['total'] / now['total']:.2f}x faster; metrics.jsonl {'identical' if same else 'DIFFERENT'}"
+        f"evaluation + writes: {share['before']:.1%} of the run before, {share['now']:.1%} now, {share['alone']:.1%} "
+        f"now alone; end to end {before['total'] / now['total']:.2f}x faster; "
+        f"metrics.jsonl {'identical' if same else 'DIFFERENT'}"
     )
 
 
