@@ -128,7 +128,8 @@ def compare_with_prop21(model, tokens: Tensor, k: int, c: float = 100.0) -> Prop
     profile = positional_profiles(model, tokens, 0)[0]
     analytic_profile = positional_profiles(analytic, tokens, 0)[0]
     matching = token_matching_matrix(model, tokens, k)
-    ov, ov_analytic = ov_circuit(on_cpu(model)), ov_circuit(analytic)  # weights only, read on the CPU
+    weights = on_cpu(model)  # what reads the weights alone reads them on the CPU
+    ov, ov_analytic = ov_circuit(weights), ov_circuit(analytic)
     return Prop21Comparison(
         attention_tv=attention_tv,
         positional_profile=profile,
@@ -140,8 +141,8 @@ def compare_with_prop21(model, tokens: Tensor, k: int, c: float = 100.0) -> Prop
         ov_circuit_analytic=ov_analytic,
         ov_top1_diagonal=(ov.argmax(-1) == torch.arange(k)).double().mean().item(),
         ov_eigenvalues=torch.linalg.eigvals(shift_free(ov)),
-        below_threshold=progress_below_threshold(model),
-        warnings=comparison_warnings(model, k),
+        below_threshold=progress_below_threshold(weights),
+        warnings=comparison_warnings(weights, k),
     )
 
 

@@ -17,6 +17,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from induction_probes.circuits.common.devices import model_device
+
 AFTER_LAYER0 = "blocks.0.hook_resid_post"
 
 
@@ -47,7 +49,7 @@ def window_readout(
     """``window_r2``: the held-out R² of x_{s−i} from the residual stream after layer 0 at positions s ≥ n, for
     i = 0 … n (n = ``order``); ``target_r2_after_layer0``: that of the target from it at the last position."""
     with torch.no_grad():
-        _, cache = model.run_with_cache(x.to(model.cfg.dtype), names_filter=AFTER_LAYER0)
+        _, cache = model.run_with_cache(x.to(model_device(model), model.cfg.dtype), names_filter=AFTER_LAYER0)
     resid = cache[AFTER_LAYER0].cpu().double()
     length = x.shape[1]
     window = [heldout_r2(resid[:, order:], x[:, order - i : length - i]) for i in range(order + 1)]

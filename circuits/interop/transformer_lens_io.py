@@ -15,6 +15,7 @@ import logging
 import torch
 from torch import Tensor
 
+from induction_probes.circuits.common.devices import model_device
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 
 BIASES = ("b_Q", "b_K", "b_V", "b_O")
@@ -159,6 +160,7 @@ def process_weights(model: HookedTransformer, **options: bool) -> HookedTransfor
         raise ValueError(f"{refused[0]}: {reasons[refused[0]]}")
     chosen = {name: name not in reasons and name != "refactor_factored_attn_matrices" for name in PROCESSING} | options
     processed = HookedTransformer(model.cfg.from_dict(model.cfg.to_dict() | {"use_bias": True}))  # mixed heads too
+    processed.to(model_device(model))  # its zero biases join the model's weights, on the model's device
     state = biased_state_dict(model, processed)
     logging.disable(logging.WARNING)  # ProcessWeights logs every key it leaves alone
     try:

@@ -119,7 +119,8 @@ class TransformerLensInterface(KnowsItsDevice, HookChecks, TokenInterface, Facto
         right = {"Q": queries, "K": queries.T, "V": self.OV}[mode]
         scores = composition_scores(left, right, broadcast_dims=True)  # [L, H, L, H]
         n_layers = self.cfg.n_layers
-        earlier = torch.arange(n_layers)[:, None] < torch.arange(n_layers)[None, :]
+        layers = torch.arange(n_layers, device=scores.device)
+        earlier = layers[:, None] < layers[None, :]
         return scores * earlier[:, None, :, None]
 
     def to(self, *args, print_details: bool = True, **kwargs):

@@ -51,9 +51,10 @@ def largest_eigenvalue(model, loss_fn, data, params, seed: int) -> float:
     sizes = [p.numel() for p in params]
 
     def matvec(flat):
-        pieces = torch.as_tensor(np.asarray(flat).ravel(), dtype=params[0].dtype).split(sizes)
-        product = hessian_vector(model, loss_fn, data, params, [v.reshape(s) for v, s in zip(pieces, shapes)])
-        return torch.cat([h.reshape(-1) for h in product]).detach().double().numpy()
+        pieces = torch.as_tensor(np.asarray(flat).ravel(), dtype=params[0].dtype, device=params[0].device)
+        vector = [v.reshape(s) for v, s in zip(pieces.split(sizes), shapes)]
+        product = hessian_vector(model, loss_fn, data, params, vector)
+        return torch.cat([h.reshape(-1) for h in product]).detach().double().cpu().numpy()
 
     dimension = sum(sizes)
     if dimension == 1:

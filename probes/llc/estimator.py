@@ -198,6 +198,10 @@ def run_chain(model, loss_fn, data, settings: LLCSettings, chain: int) -> dict:
         warnings.simplefilter("ignore")  # devinterp warns about nβ = 1, which a caller may mean
         sampler = SGMCMC.sgld(params, lr=settings.lr, localization=settings.localization, nbeta=settings.n_beta)
     generator = torch.Generator().manual_seed(settings.seed * 1000 + chain)
+    # devinterp draws the noise where the parameters are, and torch draws only from a generator of that device:
+    # on the CPU the batches' generator serves both (the numbers calibrated so far), elsewhere a second one
+    device = params[0].device
+    noise = generator if device.type == "cpu" else torch.Generator(device).manual_seed(settings.seed * 1000 + chain)
     rises, force_loc, force_data = [], 0.0, 0.0
     for step in range(settings.burn_in + settings.draws):
         index = torch.randint(n, (settings.batch_size,), generator=generator)
@@ -215,7 +219,7 @@ def run_chain(model, loss_fn, data, settings: LLCSettings, chain: int) -> dict:
                     force_loc += sum(float(((p - s) ** 2).sum()) for p, s in zip(params, start))
                     force_data += sum(float((p.grad**2).sum()) for p in params if p.grad is not None)
         try:
-            sampler.step(noise_generator=generator)
+            sampler.step(noise_generator=noise)
         except RuntimeError as error:  # a step size past float32's range: the update itself overflows
             if "overflow" not in str(error):
                 raise
