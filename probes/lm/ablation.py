@@ -13,8 +13,9 @@ from functools import partial
 
 import torch
 
+from induction_probes.circuits.common.devices import model_device
 from induction_probes.probes.ablation import check_heads, run_ablated
-from induction_probes.probes.lm.measure import chunk_size, model_device
+from induction_probes.probes.lm.measure import chunk_size
 from induction_probes.probes.lm.protocols import InductionLoss, RepeatedTokens, induction_loss, per_token_loss
 
 

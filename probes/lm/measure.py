@@ -14,6 +14,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from induction_probes.circuits.common.devices import model_device
 from induction_probes.circuits.interop.language_models import as_hooked
 from induction_probes.probes.attention import previous_token_score, repeat_induction_score, run_with_patterns
 from induction_probes.probes.lm.protocols import (
@@ -53,10 +54,6 @@ class HeadScores:
 
     def to_json(self) -> dict:
         return {"previous_token": self.previous_token, "induction": self.induction}
-
-
-def model_device(model) -> torch.device:
-    return next(model.parameters()).device
 
 
 def chunk_size(model, n_pos: int) -> int:
