@@ -39,9 +39,9 @@ class DeviceOptions(Config):
     name = "device"
 
 
-def resolve_device(name: str | torch.device | None) -> torch.device:
-    """The torch device named ``name`` (None: cpu), checked to exist on this machine; on CUDA, with
-    deterministic algorithms switched on (:func:`use_deterministic`)."""
+def parse_device(name: str | torch.device | None) -> torch.device:
+    """The torch device named ``name`` (None: cpu), of a kind this tool runs on, whether or not this
+    machine has it (a Ray cluster's nodes may, where its driver does not)."""
     import torch
 
     if name is None:
@@ -50,6 +50,17 @@ def resolve_device(name: str | torch.device | None) -> torch.device:
         device = torch.device(name)
     except (RuntimeError, TypeError):
         raise DeviceError(f"{name!r} is not a device (use cpu, cuda, cuda:N or mps)") from None
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise DeviceError(f"device {name}: only cpu, cuda and mps are supported")
+    return device
+
+
+def resolve_device(name: str | torch.device | None) -> torch.device:
+    """The torch device named ``name`` (None: cpu), checked to exist on this machine; on CUDA, with
+    deterministic algorithms switched on (:func:`use_deterministic`)."""
+    import torch
+
+    device = parse_device(name)
     if device.type == "cuda":
         use_deterministic()  # before the first CUDA call below initialises CUDA
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -57,11 +68,8 @@ def resolve_device(name: str | torch.device | None) -> torch.device:
             raise DeviceError(f"device {name}: this machine has no CUDA GPU (use --device cpu)")
         if device.index is not None and device.index >= count:
             raise DeviceError(f"device {name}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}")
-    elif device.type == "mps":
-        if not torch.backends.mps.is_available():
-            raise DeviceError(f"device {name}: this machine has no MPS (Apple GPU) device")
-    elif device.type != "cpu":
-        raise DeviceError(f"device {name}: only cpu, cuda and mps are supported")
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise DeviceError(f"device {name}: this machine has no MPS (Apple GPU) device")
     return device
 
 

@@ -146,10 +146,11 @@ def place_cells(cells: list[dict], device: str | None, gpus_per_cell: float, n_g
     return [cell | {"device": f"cuda:{index % n_gpus}"} for index, cell in enumerate(cells)]
 
 
-def check_placement(device: str | None, gpus_per_cell: float, n_gpus: int | None) -> None:
+def check_placement(device: str | None, gpus_per_cell: float, n_gpus: int | None, ray: bool = False) -> None:
     """Refuse, before anything is written, a GPU share that is not a number in (0, 1] or a whole number
-    of GPUs, a share beside a non-CUDA ``device``, and GPUs asked of a machine without one (``n_gpus``
-    None: not known here, a Ray cluster's)."""
+    of GPUs, a share beside a non-CUDA ``device``, GPUs asked of a machine without one (``n_gpus``
+    None: not known here, a Ray cluster's), and on Ray a CUDA device without a share (Ray hands a task
+    a GPU only for the share it asks: without one, every cell would share cuda:0 unscheduled)."""
     if (
         isinstance(gpus_per_cell, bool)
         or not isinstance(gpus_per_cell, (int, float))
@@ -162,6 +163,8 @@ def check_placement(device: str | None, gpus_per_cell: float, n_gpus: int | None
         raise SpecError(f"--gpus-per-cell places cells on CUDA GPUs; it cannot go with --device {device}")
     if gpus_per_cell and n_gpus == 0:
         raise SpecError(f"--gpus-per-cell {gpus_per_cell:g} asks for a GPU, but this machine has no CUDA GPU")
+    if ray and not gpus_per_cell and device is not None and device.startswith("cuda"):
+        raise SpecError(f"with --backend ray, --device {device} needs --gpus-per-cell (each cell's share of a GPU)")
 
 
 def local_results(root: Path, cells: list[dict], workers: int):
@@ -306,12 +309,13 @@ def run_sweep(
         raise SpecError("--address is for the ray backend")
     if address is not None:
         ray_address_answers(address)  # before the folder is claimed or Ray imported: one line, in seconds
-    from induction_probes.circuits.common.devices import resolve_device, visible_gpus
+    from induction_probes.circuits.common.devices import parse_device, resolve_device, visible_gpus
 
-    if device is not None:
-        resolve_device(device)  # a device this machine lacks: refused before the sweep directory is made
-    n_gpus = None if backend == "ray" and address is not None else visible_gpus()
-    check_placement(device, gpus_per_cell, n_gpus)
+    remote = backend == "ray" and address is not None  # a cluster's nodes have their own devices
+    if device is not None:  # a device this machine lacks: refused before the sweep directory is made
+        parse_device(device) if remote else resolve_device(device)
+    n_gpus = None if remote else visible_gpus()
+    check_placement(device, gpus_per_cell, n_gpus, ray=backend == "ray")
     out = Path(out).resolve()  # every worker, on every node, must find the same directory
     prepare(spec, out)
     cells = [cell_json(cell) for cell in spec.cells()]

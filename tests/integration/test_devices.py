@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from induction_probes.circuits.common.devices import DeviceError, resolve_device
+from induction_probes.circuits.common.devices import DeviceError, parse_device, resolve_device
 from induction_probes.circuits.recipes.gaussian import GaussianRecipe
 from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
 from induction_probes.circuits.runs.reader import Run
@@ -122,6 +122,15 @@ def test_a_missing_device_is_one_line_exit_2_and_nothing_is_written(tmp_path, ca
 def test_a_device_torch_does_not_know_is_refused(name, message):
     with pytest.raises(DeviceError, match=message):
         resolve_device(name)
+    with pytest.raises(DeviceError, match=message):  # nor on a Ray cluster, whose nodes are not checked from here
+        parse_device(name)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_a_cluster_may_have_the_gpu_this_machine_lacks():
+    assert parse_device("cuda:3") == torch.device("cuda:3")  # a Ray cluster's node decides
+    with pytest.raises(DeviceError, match="no CUDA GPU"):
+        resolve_device("cuda:3")
 
 
 SWEEP_SPEC = (
@@ -164,6 +173,14 @@ def test_the_local_pool_places_cells_on_the_visible_gpus_in_turn():
     assert placed == ["cuda:0", "cuda:1", "cuda:0", "cuda:1", "cuda:0"]
     assert [c["device"] for c in place_cells(cells, "cpu", 0.0, 0)] == ["cpu"] * 5
     check_placement("cuda", 2, 4)  # whole GPUs per cell are a share too
+
+
+def test_on_ray_a_cuda_device_needs_a_share_of_a_gpu():
+    with pytest.raises(SpecError, match="needs --gpus-per-cell"):
+        check_placement("cuda:1", 0.0, None, ray=True)
+    check_placement("cuda", 0.5, None, ray=True)  # Ray schedules the share
+    check_placement("cpu", 0.0, None, ray=True)
+    check_placement("cuda", 0.0, 1)  # the local pool: every cell on that device, as asked
 
 
 def test_a_sweep_on_the_cpu_device_writes_the_same_runs_as_one_without(tmp_path):
