@@ -178,13 +178,16 @@ class Attention(FactoredCircuits, nn.Module):
         """Whether torch's fused attention computes this layer: no positional term in the scores, the causal
         mask, no dropout to draw, and no hook on the scores or the pattern, which it never forms (so
         ``run_with_cache`` and every hook on them see the eager maths). Relative and ALiBi terms would need
-        a float mask, with which torch's kernel was slower than the eager maths; bench/bench_peer.py times it."""
+        a float mask, with which torch's kernel was slower than the eager maths; bench/bench_peer.py times it.
+        Nor while gradients are taken on CUDA under deterministic algorithms: the fused kernels' backward is
+        not deterministic there and torch, told ``warn_only``, only warns, while the eager maths repeat."""
         return (
             self.positional == "none"
             and not self.strict
             and self.causal
             and (self.dropout.p == 0 or not self.training)
             and not (self.hook_attn_scores._forward_hooks or self.hook_pattern._forward_hooks)
+            and not (self.W_Q.is_cuda and torch.is_grad_enabled() and torch.are_deterministic_algorithms_enabled())
         )
 
     def output(self, z: Float[Tensor, "batch pos head d_head"]) -> Float[Tensor, "batch pos d_model"]:
