@@ -5,7 +5,9 @@ then the 10-seed seed-variance sweep (experiments/seed-variance.toml) on the GPU
 0.25 and four workers, timing each. The GPU run passes if its phases (the closest strategy over training,
 each lasting two checkpoints or more) are the CPU run's, and its transition step and final KL(true ‖ model)
 are within two standard deviations over the sweep's seeds of the CPU run's: the same seeds on two devices
-differ by float rounding only, far less than one seed differs from another. Exit status 1 if not.
+differ by float rounding only, far less than one seed differs from another. Then every command that runs a
+model (probe, ablate, verify, report, llc) runs on the GPU over the shipped runs and must finish with status
+0. Exit status 1 if not.
 
 Without CUDA it says so in one line and exits 0.
 
@@ -80,6 +82,32 @@ def compare(cpu: list[dict], gpu: list[dict], seeds: list[list[dict]]) -> list[s
     return problems
 
 
+# Every command that runs a model, on the GPU, over the shipped runs: each must finish with status 0. These
+# paths were written without a GPU (tensors made on the CPU beside a model on the GPU fail only there).
+COMMANDS_ON_CUDA = [
+    ["probe", "markov-k3", "--step", "0"],
+    ["probe", "gaussian-ih2"],
+    ["ablate", "markov-k3"],
+    ["verify", "prop21", "--k", "3", "--against", "markov-k3"],
+    ["report", "markov-k3"],
+    ["llc", "markov-k3", "--checkpoints", "2", "--chains", "1", "--draws", "20", "--burn-in", "20", "--n-seqs", "512"],
+]
+
+
+def failing_commands(out: Path, device: str = "cuda", commands: list[list[str]] = COMMANDS_ON_CUDA) -> list[str]:
+    """The ``commands`` that do not finish with status 0 on ``device``, each with its last line, run in ``out``."""
+    import subprocess
+
+    program = Path(sys.executable).with_name("induction-probes")
+    failed = []
+    for words in commands:
+        result = subprocess.run([program, *words, "--device", device], capture_output=True, text=True, cwd=out)
+        if result.returncode != 0:
+            last = (result.stderr.strip().splitlines() or ["(nothing on stderr)"])[-1]
+            failed.append(f"induction-probes {' '.join(words)} --device {device}: status {result.returncode}: {last}")
+    return failed
+
+
 def timed_run(recipe, out: Path, device: str):
     from induction_probes.circuits.training.train import train_run
 
@@ -109,7 +137,7 @@ def main() -> int:
         results = run_sweep(spec, Path(scratch) / "sweep", workers=4, gpus_per_cell=0.25, report=lambda line: None)
         sweep_seconds = time.perf_counter() - start
         seeds = [Run.open(Path(scratch) / "sweep" / r["cell"]).metrics() for r in results if r["status"] != "failed"]
-        problems = compare(cpu.metrics(), gpu.metrics(), seeds)
+        problems = compare(cpu.metrics(), gpu.metrics(), seeds) + failing_commands(Path(scratch))
     print(
         f"default ICL-MC run ({recipe.steps} steps): cpu {cpu_seconds:.1f} s, {torch.cuda.get_device_name()} "
         f"{gpu_seconds:.1f} s ({cpu_seconds / gpu_seconds:.2f}x)"
@@ -122,7 +150,7 @@ def main() -> int:
         "\n".join(problems)
         if problems
         else "the GPU run's phases, transition and final KL match the CPU run's "
-        "within two standard deviations over seeds"
+        f"within two standard deviations over seeds; {len(COMMANDS_ON_CUDA)} commands ran on cuda"
     )
     return 1 if problems or len(seeds) < len(spec.seeds) else 0
 

@@ -1,4 +1,5 @@
-"""bench/gpu_check.py's comparison, on made-up metrics (its GPU part needs a GPU; its answer without one is tested)."""
+"""bench/gpu_check.py's comparison, on made-up metrics, and its pass over the commands, on the CPU (its GPU part needs
+a GPU; its answer without one is tested)."""
 
 import importlib.util
 from pathlib import Path
@@ -54,3 +55,13 @@ def test_a_different_story_fails_and_says_what_differs():
 def test_without_cuda_it_says_so_in_one_line_and_exits_0(capsys):
     assert gpu_check.main() == 0
     assert capsys.readouterr().out.count("\n") == 1
+
+
+def test_a_command_that_fails_on_the_device_is_named_with_its_status_and_last_line(tmp_path):
+    # the GPU pass runs every command of COMMANDS_ON_CUDA with --device cuda; here two on the CPU, one failing
+    commands = [["probe", "markov-k3", "--step", "0"], ["probe", "no-such-run"]]
+    failed = gpu_check.failing_commands(tmp_path, "cpu", commands)
+    assert len(failed) == 1
+    assert failed[0].startswith("induction-probes probe no-such-run --device cpu: status 2: ")
+    assert "no-such-run" in failed[0].split(": status 2: ")[1]  # the command's own one-line error
+    assert {words[0] for words in gpu_check.COMMANDS_ON_CUDA} == {"probe", "ablate", "verify", "report", "llc"}
