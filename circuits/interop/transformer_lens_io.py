@@ -67,7 +67,7 @@ def load_transformer_lens_state_dict(model: HookedTransformer, state_dict: dict[
             kept[name] = tensor
         elif name.endswith(".mask") and name in droppable:
             causal = torch.ones(model.cfg.n_ctx, model.cfg.n_ctx, dtype=torch.bool).tril()
-            if tensor.shape != causal.shape or not torch.equal(tensor.bool(), causal):
+            if tensor.shape != causal.shape or not torch.equal(tensor.bool().cpu(), causal):
                 raise ValueError(
                     f"{name} is not the causal mask of {model.cfg.n_ctx} positions: this model cannot hold it"
                 )
@@ -119,7 +119,7 @@ def to_bridge(model: HookedTransformer):
 
     bridge = TransformerBridge.boot_native(bridge_config(model.cfg), dtype=model.cfg.dtype)
     bridge.load_state_dict(convert_tl_checkpoint(transformer_lens_state_dict(model), bridge.cfg), strict=True)
-    return bridge.eval()
+    return bridge.to(model_device(model)).eval()  # booted on the CPU; it runs where our model does
 
 
 def state_dict_from_bridge(bridge) -> dict[str, Tensor]:

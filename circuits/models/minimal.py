@@ -111,7 +111,7 @@ class MinimalModel(KnowsItsDevice, HookedRootModule):
         if tokens.min() < 0 or tokens.max() >= self.cfg.d_vocab:
             raise ValueError(f"tokens must be integers in 0..{self.cfg.d_vocab - 1}")
         batch, n_pos = tokens.shape
-        E = nn.functional.one_hot(tokens, self.cfg.d_vocab).to(self.W.dtype)
+        E = nn.functional.one_hot(tokens.to(self.W.device), self.cfg.d_vocab).to(self.W.dtype)  # where the model is
         first, second = self.blocks[0].attn, self.blocks[1].attn
         weights_hook = first.hook_pattern if self.cfg.first_layer == "softmax" else first.hook_attn_scores
         A = weights_hook(self.first_layer(n_pos).expand(batch, 1, n_pos, n_pos))

@@ -306,8 +306,10 @@ class HookedTransformer(TransformerLensInterface, HookedRootModule):
             raise ValueError(f"vector input must be finite with last dimension {cfg.d_vocab}")
 
     def embed_input(self, input: Tensor) -> Float[Tensor, "batch pos d_model"]:
-        """The residual stream entering block 0: token (or linear vector) embedding, plus absolute positions."""
+        """The residual stream entering block 0: token (or linear vector) embedding, plus absolute positions.
+        The input moves to the model's device first, as TransformerLens's models move theirs."""
         self.check_input(input)
+        input = input.to(self.embed.W_E.device)
         if self.cfg.input_type == "tokens":
             resid = self.hook_embed(self.embed.W_E[input])
         else:
@@ -354,5 +356,5 @@ class HookedTransformer(TransformerLensInterface, HookedRootModule):
         if self.cfg.input_type != "tokens" or tokens is None:
             raise ValueError("a loss needs token inputs (with start_at_layer, pass tokens=...)")
         log_probs = torch.log_softmax(logits[:, :-1], dim=-1)
-        per_position = -log_probs.gather(-1, tokens[:, 1:, None]).squeeze(-1)
+        per_position = -log_probs.gather(-1, tokens[:, 1:, None].to(logits.device)).squeeze(-1)
         return per_position if per_token else per_position.mean()
