@@ -8,9 +8,10 @@ indexing operation may be on the CPU. ``.cpu()`` and ``.to("cpu")`` give CPU ten
 ``.tolist()`` work, and ``.numpy()`` raises, as they do on CUDA.
 
 What it cannot show: CUDA's own kernels, their rounding and determinism, CUDA generators (``torch.Generator``
-of a device is not made here), anything that asks ``torch.cuda`` itself, and training (views taken under
-``torch.inference_mode`` and the optimiser's state are beyond such a tensor). It shows where a probe left a
-tensor behind on the CPU, the mistake that two reviews of the device paths found most often.
+of a device is not made here) and anything that asks ``torch.cuda`` itself. A view taken under
+``torch.inference_mode`` is beyond such a tensor: a test replaces it with ``torch.no_grad``, which computes the
+same numbers. It shows where a tensor was left behind on the CPU, the mistake that two reviews of the device
+paths found most often.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ class Elsewhere(torch.Tensor):
             return args[0]
         check_one_device(func, args, kwargs)
         inner_args, inner_kwargs = tree_map(unwrap, (args, kwargs))
+        if is_elsewhere(inner_kwargs.get("device")):  # a factory of this device's: its numbers are made on the CPU
+            inner_kwargs["device"] = torch.device("cpu")
         return tree_map(wrap, func(*inner_args, **inner_kwargs))
 
 

@@ -1,9 +1,10 @@
-"""The probes on a model that is not on the CPU, on a machine without a GPU: tests/second_device.py stands in for
-one, raising where an operation mixes the model's device with the CPU, as CUDA does. Every probe must run there
-and give the CPU's numbers to the bit (the same CPU kernels compute both)."""
+"""Probes and training on a model that is not on the CPU, on a machine without a GPU: tests/second_device.py
+stands in for one, raising where an operation mixes the model's device with the CPU, as CUDA does. Everything
+must run there and give the CPU's numbers to the bit (the same CPU kernels compute both)."""
 
 import copy
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -12,7 +13,11 @@ from second_device import Elsewhere, second_device
 from induction_probes import Run, ablation_study, compare_with_prop21, probe_eval_set, probe_model, single_heads
 from induction_probes.circuits.interop.transformer_lens_io import to_bridge
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.recipes.markov import MarkovRecipe
 from induction_probes.circuits.runs import reader
+from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.training import train
+from induction_probes.circuits.training.train import train_run
 from induction_probes.probes.llc.calibration import linear_regression, squared_error
 from induction_probes.probes.llc.curvature import curvature, gradient_shift
 from induction_probes.probes.summary import gaussian_ablation_study, probe_gaussian
@@ -110,3 +115,31 @@ def test_the_learning_coefficient_s_curvature_there_gives_the_cpu_s_numbers():
         shift = gradient_shift(moved, squared_error, there, 30.0, 2.0)
     assert same_numbers(there, here) and here["lambda_max"] > 0
     assert shift == gradient_shift(model, squared_error, here, 30.0, 2.0)
+
+
+TINY = MarkovRecipe(task=MarkovTask(k=3, seq_len=20), steps=30, batch_size=16, eval_seqs=100, n_checkpoints=7)
+
+
+def run_files(path) -> dict[str, bytes]:
+    """A run's files but its config (which records the devices it trained on)."""
+    names = ["manifest.json", "metrics.jsonl", *(f"checkpoints/{f.name}" for f in (path / "checkpoints").iterdir())]
+    return {name: (path / name).read_bytes() for name in sorted(names)}
+
+
+# torch warns that a state loaded into a parameter "on meta" is not copied, and copies it, as the test shows
+@pytest.mark.filterwarnings("ignore:for .* copying from a non-meta parameter")
+def test_a_run_trained_there_or_resumed_there_writes_the_cpu_s_files(tmp_path, monkeypatch):
+    train_run(TINY, tmp_path / "cpu", progress=False)
+    train_run(TINY, tmp_path / "switched", progress=False, stop_after=12)  # on the CPU, continued there below
+    with second_device() as device:
+        monkeypatch.setattr(torch, "inference_mode", torch.no_grad)  # views under inference_mode: beyond the stand-in
+        monkeypatch.setattr(train, "resolve_device", lambda name: device if name == device else torch.device("cpu"))
+        train_run(TINY, tmp_path / "there", progress=False, device=device)
+        train_run(None, tmp_path / "switched", resume=True, progress=False, device=device)
+    expected = run_files(tmp_path / "cpu")
+    assert run_files(tmp_path / "there") == expected  # weights drawn on the CPU, batches moved, metrics on the CPU
+    assert run_files(tmp_path / "switched") == expected  # optimiser, data stream and step continue exactly
+    devices = {
+        name: json.loads((tmp_path / name / "config.json").read_text())["devices"] for name in ("there", "switched")
+    }
+    assert devices == {"there": ["meta"], "switched": ["cpu", "meta"]}
