@@ -23,12 +23,12 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves, tree_map
 
 DEVICE = torch.device("meta")  # a device without kernels or device guards, so that its name is all it lends
-# indexing operations take their indices from the CPU on CUDA too: their position in the arguments
-INDEX_ARGUMENTS = {
-    torch.ops.aten.index.Tensor: 1,
-    torch.ops.aten.index_put_.default: 1,
-    torch.ops.aten.index_put.default: 1,
-    torch.ops.aten._index_put_impl_.default: 1,
+# indexing operations may take their indices, their second argument, from the CPU, on CUDA too
+INDEXING = {
+    torch.ops.aten.index.Tensor,
+    torch.ops.aten.index_put_.default,
+    torch.ops.aten.index_put.default,
+    torch.ops.aten._index_put_impl_.default,
 }
 
 
@@ -91,9 +91,7 @@ def wrap(value):
 
 def check_one_device(func, args, kwargs) -> None:
     """Raise as CUDA would for an operation on tensors of two devices."""
-    checked = list(args)
-    if func in INDEX_ARGUMENTS:
-        checked.pop(INDEX_ARGUMENTS[func])
+    checked = [arg for position, arg in enumerate(args) if not (func in INDEXING and position == 1)]
     tensors = [t for t in tree_leaves((checked, kwargs)) if isinstance(t, torch.Tensor)]
     on_cpu = [t for t in tensors if not isinstance(t, Elsewhere) and t.dim() > 0]
     if on_cpu and len(on_cpu) < len(tensors):
