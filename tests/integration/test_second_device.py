@@ -39,6 +39,12 @@ def same_numbers(a, b) -> bool:
     return a == b or (a != a and b != b)  # NaN where both have it
 
 
+def accept_stand_in(monkeypatch, module, device) -> None:
+    """Let ``module``'s device check, which asks this machine, pass the stand-in device too."""
+    check = module.resolve_device
+    monkeypatch.setattr(module, "resolve_device", lambda name: device if name == device else check(name))
+
+
 def test_the_stand_in_raises_where_cuda_would_and_computes_where_it_would_not():
     with second_device() as device:
         x = torch.arange(6.0).reshape(2, 3).to(device)
@@ -95,8 +101,8 @@ def test_ablations_there_give_the_cpu_s_numbers(model_elsewhere, mode):
 def test_the_gaussian_probes_and_ablations_there_give_the_cpu_s_numbers(monkeypatch):
     gaussian = Run.open("gaussian-ih2")
     here = probe_gaussian(gaussian, n_seqs=50), gaussian_ablation_study(gaussian, [[(0, 0)]], "zero", n_seqs=50)
-    with second_device() as device:  # Run.load checks a device against this machine's: the stand-in passes
-        monkeypatch.setattr(reader, "resolve_device", lambda name: device if name == device else torch.device(name))
+    with second_device() as device:
+        accept_stand_in(monkeypatch, reader, device)  # Run.load checks its device
         there = (
             probe_gaussian(gaussian, n_seqs=50, device=device),
             gaussian_ablation_study(gaussian, [[(0, 0)]], "zero", n_seqs=50, device=device),
@@ -133,7 +139,7 @@ def test_a_run_trained_there_or_resumed_there_writes_the_cpu_s_files(tmp_path, m
     train_run(TINY, tmp_path / "switched", progress=False, stop_after=12)  # on the CPU, continued there below
     with second_device() as device:
         monkeypatch.setattr(torch, "inference_mode", torch.no_grad)  # views under inference_mode: beyond the stand-in
-        monkeypatch.setattr(train, "resolve_device", lambda name: device if name == device else torch.device("cpu"))
+        accept_stand_in(monkeypatch, train, device)
         train_run(TINY, tmp_path / "there", progress=False, device=device)
         train_run(None, tmp_path / "switched", resume=True, progress=False, device=device)
     expected = run_files(tmp_path / "cpu")
