@@ -8,6 +8,12 @@ sequences, mean x̄ and sample standard deviation s, the two-sided interval at `
 
 It measures the noise of the evaluation set only (another draw of n sequences from the same task), not
 that of training (another seed); one sequence has no interval (``low`` and ``high`` are None).
+
+Scores bounded in [0, 1] (attention on a key, shares of attention) and ratios of means (the share of a gap an
+ablation removes) take a percentile bootstrap instead (:func:`bootstrap_mean_interval`,
+:func:`bootstrap_ratio_interval`): whole sequences are resampled with replacement, the statistic is recomputed
+on each resample, and the interval is the resamples' central ``level`` quantiles. A resampled mean never leaves
+the values' range, so a score's interval stays inside its bounds.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import torch
 from jaxtyping import Float
 from scipy.stats import t as student_t
 from torch import Tensor
@@ -53,3 +60,64 @@ def mean_interval(per_sequence: Float[Tensor, " batch"], level: float = LEVEL) -
         return Estimate(mean, None, None, 1, level)
     half = float(student_t.ppf((1 + level) / 2, n - 1)) * values.std().item() / math.sqrt(n)
     return Estimate(mean, mean - half, mean + half, n, level)
+
+
+# --- bounded scores and ratios: a percentile bootstrap over sequences ---------------------------------------
+
+BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED = 2000, 0
+
+
+def resampling_weights(n: int, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> Tensor:
+    """[resamples, n]: row r holds how often resample r draws each of the n sequences, divided by n, so that
+    ``weights @ values`` is every resample's mean at once (one matrix product, whatever the trailing shape)."""
+    generator = torch.Generator().manual_seed(seed)
+    index = torch.randint(0, n, (resamples, n), generator=generator)
+    counts = torch.zeros(resamples, n, dtype=torch.float64).scatter_add_(
+        1, index, torch.ones_like(index, dtype=torch.float64)
+    )
+    return counts / n
+
+
+def bootstrap_mean_interval(
+    per_sequence: Float[Tensor, "batch ..."], level: float = LEVEL, seed: int = BOOTSTRAP_SEED
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The mean over the first dimension of ``per_sequence`` and its percentile-bootstrap interval at ``level``
+    (resampling whole sequences), for every trailing entry at once. A resampled mean lies between the smallest
+    and the largest value, so a score in [0, 1] keeps its interval in [0, 1] (a t interval need not). With one
+    sequence the bounds are NaN: no interval."""
+    values = per_sequence.double().cpu()
+    n = values.shape[0]
+    if n == 0:
+        raise ValueError("no sequences to average")
+    mean = values.mean(0)
+    if n == 1:
+        nan = torch.full_like(mean, math.nan)
+        return mean, nan, nan.clone()
+    means = (resampling_weights(n, seed=seed) @ values.reshape(n, -1)).reshape(-1, *values.shape[1:])
+    low, high = torch.quantile(means, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64), dim=0)
+    return mean, low, high
+
+
+def bootstrap_ratio_interval(
+    numerator: Float[Tensor, " batch"],
+    denominator: Float[Tensor, " batch"],
+    level: float = LEVEL,
+    seed: int = BOOTSTRAP_SEED,
+) -> Estimate:
+    """mean(numerator) / mean(denominator) over paired sequences, with the percentile-bootstrap interval of that
+    ratio (the same sequences resampled for both). None bounds where a resample's denominator is not positive:
+    a share of nothing has no interval."""
+    num, den = numerator.double().cpu().flatten(), denominator.double().cpu().flatten()
+    if num.shape != den.shape or num.numel() == 0:
+        raise ValueError("a ratio interval needs as many numerators as denominators, at least one")
+    value = (num.mean() / den.mean()).item()
+    n = num.numel()
+    if n == 1:
+        return Estimate(value, None, None, 1, level)
+    weights = resampling_weights(n, seed=seed)
+    means_den = weights @ den
+    if (means_den <= 0).any():
+        return Estimate(value, None, None, n, level)
+    ratios = (weights @ num) / means_den
+    low, high = torch.quantile(ratios, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64))
+    return Estimate(value, low.item(), high.item(), n, level)
