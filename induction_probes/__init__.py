@@ -40,7 +40,7 @@ EXPORTS = {
     "probe_model": "induction_probes.probes.summary",
     "probe_run": "induction_probes.probes.summary",
     "ablation_study": "induction_probes.probes.summary",
-    "single_heads": "induction_probes.probes.summary",
+    "single_heads": "induction_probes.probes.ablation",
     "compare_with_prop21": "induction_probes.probes.compare",
     # the report: what probe, ablate and report print (text, or a dict with as_json=True), figures, the page
     "probe_report": "induction_probes.probes.report.views",

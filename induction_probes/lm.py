@@ -3,12 +3,13 @@ disk only (a model directory, a directory of ``step_N/`` checkpoints, or a name 
 cache). The measurements live in :mod:`induction_probes.probes.lm`; this is their face.
 
 >>> from induction_probes import lm
->>> scores = lm.head_scores("path/to/model")        # doctest: +SKIP
->>> scores.induction[1][0], scores.ranked("induction")[:3]  # doctest: +SKIP
+>>> result = lm.probe(lm.as_hooked("path/to/model"))  # doctest: +SKIP
+>>> result.induction_heads, result.scores.content.at(1, 0)  # doctest: +SKIP
 """
 
 from induction_probes.circuits.interop.language_models import as_hooked, find_source, load_bridge  # noqa: F401
-from induction_probes.probes.lm.ablation import ablation_study, single_heads  # noqa: F401
+from induction_probes.probes.ablation import single_heads  # noqa: F401 (the same function as induction_probes')
+from induction_probes.probes.lm.ablation import HeadAblation, ablate  # noqa: F401
 from induction_probes.probes.lm.measure import HeadScores, evaluate, head_scores, text_icl_score  # noqa: F401
 from induction_probes.probes.lm.protocols import (  # noqa: F401
     InductionLoss,
@@ -16,4 +17,5 @@ from induction_probes.probes.lm.protocols import (  # noqa: F401
     repeated_random_tokens,
     vocabulary,
 )
-from induction_probes.probes.lm.series import probe_model, probe_series  # noqa: F401
+from induction_probes.probes.lm.roles import head_roles  # noqa: F401
+from induction_probes.probes.lm.series import StepProbes, probe, probe_series, probe_tokens  # noqa: F401

@@ -18,6 +18,7 @@ Hooks are attached only inside a context manager, so nothing stays attached afte
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 import torch
@@ -28,6 +29,8 @@ from induction_probes.circuits.common.devices import model_device
 from induction_probes.probes.attention import run_with_captures
 
 MODES = ("zero", "mean", "resample")
+# a head as the command line writes it (1.0) or as TransformerLens names it (L1H0)
+HEAD_NAME = re.compile(r"([0-9]+)\.([0-9]+)|L([0-9]+)H([0-9]+)")
 REFERENCE_SEQS, REFERENCE_SEED = 1000, 12346
 
 
@@ -39,13 +42,19 @@ def reference_inputs_for(task, n_seqs: int = REFERENCE_SEQS, seed: int = REFEREN
 
 def parse_heads(text: str, n_layers: int, heads_per_layer) -> list[tuple[int, int]]:
     """'0.0,1.0' → [(0, 0), (1, 0)], checked against the model's shape."""
+    heads = parse_head_list(text)
+    check_heads(heads, n_layers, heads_per_layer)
+    return heads
+
+
+def parse_head_list(text: str) -> list[tuple[int, int]]:
+    """'0.0,1.0' (or TransformerLens's 'L0H0,L1H0') → [(0, 0), (1, 0)], before the model's shape is known."""
     heads = []
     for item in text.split(","):
-        layer, _, head = item.strip().partition(".")
-        if not (layer.isdigit() and head.isdigit()):
-            raise ValueError(f"heads must look like L.H,L.H (e.g. 0.0,1.0), got {text!r}")
-        heads.append((int(layer), int(head)))
-    check_heads(heads, n_layers, heads_per_layer)
+        match = HEAD_NAME.fullmatch(item.strip())
+        if match is None:
+            raise ValueError(f"heads must look like L.H,L.H (e.g. 0.0,1.0) or L0H0,L1H0, got {text[:200]!r}")
+        heads.append((int(match.group(1) or match.group(3)), int(match.group(2) or match.group(4))))
     return heads
 
 
@@ -54,14 +63,28 @@ def heads_in_layer(cfg, layer: int) -> int:
     return cfg.heads(layer) if hasattr(cfg, "heads") else cfg.n_heads
 
 
+def single_heads(model) -> list[list[tuple[int, int]]]:
+    """Every head of ``model`` alone, as head sets for an ablation study (our models and any hooked model)."""
+    cfg = model.cfg
+    return [[(layer, head)] for layer in range(cfg.n_layers) for head in range(heads_in_layer(cfg, layer))]
+
+
 def check_heads(heads: list[tuple[int, int]], n_layers: int, heads_per_layer) -> None:
     if not heads:
         raise ValueError("no heads to ablate")
-    for layer, head in heads:
+    for item in heads:
+        if not (isinstance(item, (tuple, list)) and len(item) == 2 and all(is_index(v) for v in item)):
+            raise ValueError(f"a head is a pair of integers (layer, head), got {str(item)[:200]}")
+        layer, head = item
         if not 0 <= layer < n_layers:
             raise ValueError(f"layer {layer} (in head {layer}.{head}) is out of range: the model has {n_layers} layers")
         if not 0 <= head < heads_per_layer(layer):
             raise ValueError(f"head {layer}.{head} is out of range: layer {layer} has {heads_per_layer(layer)} head(s)")
+
+
+def is_index(value) -> bool:
+    """An integer index (a bool is an int to Python, never a layer or a head here)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def z_hook(layer: int) -> str:
@@ -103,6 +126,21 @@ def run_ablated(
     ``reference_inputs`` (for mean and resample) should be other sequences from the same task; without
     them, ``task`` gives the default set (:func:`reference_inputs_for`). ``seed`` picks resample's sequences.
     """
+    hooks = ablation_hooks(model, heads, mode, reference_inputs, seed, task)
+    with torch.no_grad():
+        return model.run_with_hooks(inputs.to(model_device(model)), fwd_hooks=hooks).cpu()
+
+
+def ablation_hooks(
+    model,
+    heads: list[tuple[int, int]],
+    mode: str = "zero",
+    reference_inputs: Tensor | None = None,
+    seed: int = 0,
+    task=None,
+) -> list[tuple[str, object]]:
+    """The ``fwd_hooks`` that ablate ``heads`` together (:func:`run_ablated`'s arguments), for a pass that
+    also captures activations (:func:`~induction_probes.probes.attention.run_with_captures`)."""
     if mode not in MODES:
         raise ValueError(f"unknown ablation mode {mode!r}: use zero, mean or resample")
     check_heads(heads, model.cfg.n_layers, lambda layer: heads_in_layer(model.cfg, layer))
@@ -128,6 +166,4 @@ def run_ablated(
 
         return hook
 
-    with torch.no_grad():
-        hooks = [(z_hook(layer), ablate(layer)) for layer in sorted(by_layer)]
-        return model.run_with_hooks(inputs.to(model_device(model)), fwd_hooks=hooks).cpu()
+    return [(z_hook(layer), ablate(layer)) for layer in sorted(by_layer)]

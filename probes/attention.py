@@ -34,10 +34,13 @@ def pattern_hook(layer: int) -> str:
     return f"blocks.{layer}.attn.hook_pattern"
 
 
-def run_with_captures(model, inputs: Tensor, names: list[str]) -> tuple[Tensor, dict[str, Tensor]]:
+def run_with_captures(
+    model, inputs: Tensor, names: list[str], extra_hooks: list = ()
+) -> tuple[Tensor, dict[str, Tensor]]:
     """The output on ``inputs`` and the activations at hook points ``names``, captured by temporary
     hooks that are removed even if the forward pass raises. Needs only ``run_with_hooks``. The inputs go
-    to the model's device; the output and the activations come back on the CPU, where the scores are."""
+    to the model's device; the output and the activations come back on the CPU, where the scores are.
+    ``extra_hooks``: other ``(name, hook)`` pairs for the same pass (an ablation), run before the captures."""
     hook_points = getattr(model, "hook_dict", None)
     missing = [name for name in names if hook_points is not None and name not in hook_points]
     if missing:
@@ -51,7 +54,8 @@ def run_with_captures(model, inputs: Tensor, names: list[str]) -> tuple[Tensor, 
         return hook
 
     with torch.no_grad():
-        output = model.run_with_hooks(inputs.to(model_device(model)), fwd_hooks=[(name, keep(name)) for name in names])
+        hooks = [*extra_hooks, *((name, keep(name)) for name in names)]
+        output = model.run_with_hooks(inputs.to(model_device(model)), fwd_hooks=hooks)
     return output.cpu(), captured
 
 

@@ -67,7 +67,9 @@ def mean_interval(per_sequence: Float[Tensor, " batch"], level: float = LEVEL) -
 BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED = 2000, 0
 
 
-def resampling_weights(n: int, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> Tensor:
+def resampling_weights(
+    n: int, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> Float[Tensor, "resample batch"]:
     """[resamples, n]: row r holds how often resample r draws each of the n sequences, divided by n, so that
     ``weights @ values`` is every resample's mean at once (one matrix product, whatever the trailing shape)."""
     generator = torch.Generator().manual_seed(seed)

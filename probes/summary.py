@@ -18,7 +18,7 @@ from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
 from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.probes.ablation import heads_in_layer, reference_inputs_for, run_ablated
+from induction_probes.probes.ablation import reference_inputs_for, run_ablated, single_heads  # noqa: F401 (single_heads: its old home)
 from induction_probes.probes.attention import (
     induction_score,
     positional_profile,
@@ -171,11 +171,6 @@ class AblationResult(Tidy):
 
     def to_records(self, sequences_seen: int | None = None, step: int | None = None) -> list[dict]:
         return ablation_records(self, step, sequences_seen)
-
-
-def single_heads(model) -> list[list[tuple[int, int]]]:
-    cfg = model.cfg
-    return [[(layer, head)] for layer in range(cfg.n_layers) for head in range(heads_in_layer(cfg, layer))]
 
 
 def ablation_study(

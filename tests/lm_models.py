@@ -71,21 +71,30 @@ def save_model(architecture: str, directory: Path, seed: int = 0) -> Path:
     return directory
 
 
-def hf_scores(directory: Path, tokens: torch.Tensor, length: int, prefix: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """[layer, head] previous-token and induction scores computed from Hugging Face's own attention weights
-    (``output_attentions=True``, eager attention), entry by entry: the reference for the probes."""
+def hf_attentions(directory: Path, tokens: torch.Tensor) -> list[torch.Tensor]:
+    """Hugging Face's own attention weights (``output_attentions=True``, eager attention), per layer
+    [batch, head, query, key]: the reference the probes are checked against."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(directory, attn_implementation="eager").eval()
     with torch.no_grad():
-        attentions = model(tokens, output_attentions=True).attentions
-    n_pos = tokens.shape[1]
-    previous = torch.zeros(len(attentions), attentions[0].shape[1], dtype=torch.float64)
+        return [a.double() for a in model(tokens, output_attentions=True).attentions]
+
+
+def hf_scores(directory: Path, tokens: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[batch, layer, head] previous-token and induction scores from Hugging Face's attention weights, entry by
+    entry: sequence s ends with R + R, |R| = lengths[s]; its induction score is the mean over the second R's
+    queries i of A[i, i - L + 1], its previous-token score the mean over i >= 1 of A[i, i - 1]."""
+    attentions = hf_attentions(directory, tokens)
+    n, n_pos = tokens.shape
+    previous = torch.zeros(n, len(attentions), attentions[0].shape[1], dtype=torch.float64)
     induction = torch.zeros_like(previous)
     for layer, pattern in enumerate(attentions):
-        for head in range(pattern.shape[1]):
-            a = pattern[:, head].double()
-            previous[layer, head] = sum(a[:, i, i - 1].mean() for i in range(1, n_pos)) / (n_pos - 1)
-            queries = range(prefix + length, prefix + 2 * length)
-            induction[layer, head] = sum(a[:, i, i - length + 1].mean() for i in queries) / length
+        for s in range(n):
+            length = int(lengths[s])
+            queries = range(n_pos - length, n_pos)
+            for head in range(pattern.shape[1]):
+                a = pattern[s, head]
+                previous[s, layer, head] = sum(a[i, i - 1] for i in range(1, n_pos)) / (n_pos - 1)
+                induction[s, layer, head] = sum(a[i, i - length + 1] for i in queries) / length
     return previous, induction

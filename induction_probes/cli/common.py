@@ -5,6 +5,7 @@ Torch-free, so parsing never waits for torch."""
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import MISSING, fields
 from pathlib import Path
 
@@ -128,3 +129,76 @@ def add_probe_set_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-seqs", type=int, default=1000, help="fresh sequences to probe on (default 1000)")
     parser.add_argument("--seed", type=seed, default=12345, help="seed of those sequences (default 12345)")
     add_output_options(parser)
+
+
+# --- a run of ours or a Hugging Face language model -------------------------------------------------------
+
+LM_OPTIONS = ("length", "threshold", "text")  # options only a language model reads
+
+
+def length_range(text: str) -> int | tuple[int, int]:
+    """The type of --length: |R| as one integer (12) or an inclusive range (8-16)."""
+    low, dash, high = text.partition("-")
+    if not (low.strip().isdigit() and (not dash or high.strip().isdigit())):
+        raise argparse.ArgumentTypeError(f"|R| must be an integer or a range LOW-HIGH (e.g. 8-16), got {text[:200]!r}")
+    value = (int(low), int(high)) if dash else int(low)
+    bounds = value if dash else (value, value)
+    if not 2 <= bounds[0] <= bounds[1]:
+        raise argparse.ArgumentTypeError(f"|R| needs 2 <= LOW <= HIGH, got {text[:200]!r}")
+    return value
+
+
+def share(text: str) -> float:
+    """The type of a --threshold: a number in (0, 1] (NaN and infinity are no threshold)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a threshold must be a number in (0, 1], got {text[:200]!r}") from None
+    if not 0 < value <= 1:  # also false for NaN
+        raise argparse.ArgumentTypeError(f"a threshold must be a number in (0, 1], got {text[:200]!r}")
+    return value
+
+
+def add_language_model_options(parser: argparse.ArgumentParser, ablate: bool = False) -> None:
+    """The options only a language model reads; a run of ours given one is refused, not silently ignored."""
+    group = parser.add_argument_group("language models (a Hugging Face model directory or cache name)")
+    group.add_argument(
+        "--length",
+        type=length_range,
+        help="|R| in the repeated random sequences [BOS] + F + R + R: N, or a range LOW-HIGH drawn per sequence "
+        "(default 10-50, within the model's context)",
+    )
+    what = "share of the induction gap an ablation removes (default 0.5)" if ablate else "attention score (default 0.4)"
+    group.add_argument("--threshold", type=share, help=f"mark heads whose {what} reaches this")
+    if not ablate:
+        group.add_argument(
+            "--text",
+            type=path,
+            metavar="FILE",
+            help="also the ICL score on this UTF-8 text: loss at token 500 minus token 50 (Olsson et al.)",
+        )
+
+
+def language_model(args: argparse.Namespace):
+    """The language model (a ``ModelSource`` or ``Series``) that ``args.run`` names, or None for a run of ours,
+    which must not have been given the language-model options. The one place that tells the two apart.
+    Nothing is downloaded: the environment is set offline for Hugging Face before anything of theirs loads."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from induction_probes.circuits.interop.language_models import find_source
+
+    source = find_source(args.run)
+    given = [name for name in LM_OPTIONS if getattr(args, name, None) is not None]
+    if source is None and given:
+        raise ValueError(f"--{given[0]} applies to language models only; {args.run} is a run")
+    return source
+
+
+def language_model_options(args: argparse.Namespace) -> dict:
+    """The keyword arguments every language-model view takes from the command line."""
+    options = {"length": args.length, "n_seqs": args.n_seqs, "seed": args.seed, "device": device_of(args)}
+    return (
+        options
+        | {"as_json": args.json, "plot": getattr(args, "plot", None)}
+        | ({"threshold": args.threshold} if args.threshold is not None else {})
+    )

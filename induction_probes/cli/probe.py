@@ -6,8 +6,15 @@ from __future__ import annotations
 
 import argparse
 
-import induction_probes.cli.lm as lm
-from induction_probes.cli.common import add_probe_set_options, add_run_argument, answer, device_of
+from induction_probes.cli.common import (
+    add_language_model_options,
+    add_probe_set_options,
+    add_run_argument,
+    answer,
+    device_of,
+    language_model,
+    language_model_options,
+)
 from induction_probes.probes.report.views import ablation_report, probe_report
 
 # Loaded to build the parser, before a command is chosen: the handlers below import the library they call
@@ -20,7 +27,7 @@ def register(commands) -> None:
     probe.add_argument("--step", type=int, help="checkpoint step (default: the last)")
     probe.add_argument("--all-steps", action="store_true", help="probe every checkpoint of the run")
     add_probe_set_options(probe)
-    lm.add_options(probe)
+    add_language_model_options(probe)
     probe.set_defaults(handler=run_probe)
 
     ablate = commands.add_parser("ablate", help="ablate heads and measure what in-context learning loses")
@@ -29,7 +36,7 @@ def register(commands) -> None:
     ablate.add_argument("--mode", choices=["zero", "mean", "resample"], default="zero", help="default zero")
     ablate.add_argument("--heads", help="heads ablated together, as L.H,L.H (default: each head alone)")
     add_probe_set_options(ablate)
-    lm.add_options(ablate, ablate=True)
+    add_language_model_options(ablate, ablate=True)
     ablate.set_defaults(handler=run_ablate)
 
 
@@ -45,8 +52,11 @@ def open_hooked_run(name: str):
 
 def run_probe(args: argparse.Namespace) -> str:
     """Attention and behaviour probes of one checkpoint (default the last) or of every checkpoint."""
-    if (model := lm.language_model(args)) is not None:
-        return lm.run_probe(args, model)
+    if (source := language_model(args)) is not None:
+        from induction_probes.probes.report.lm import probe_language_model
+
+        options = language_model_options(args) | {"text": args.text}
+        return answer(probe_language_model(source, step=args.step, all_steps=args.all_steps, **options))
     run = open_hooked_run(args.run)
     if args.all_steps and args.step is not None:
         raise ValueError("give --step or --all-steps, not both")
@@ -55,10 +65,24 @@ def run_probe(args: argparse.Namespace) -> str:
     return answer(probe_report(run, steps, args.n_seqs, args.seed, **options))
 
 
+def parse_language_model_heads(text: str | None) -> list[tuple[int, int]] | None:
+    """--heads for a language model, checked against its shape once it is booted."""
+    if text is None:
+        return None
+    from induction_probes.probes.ablation import parse_head_list
+
+    return parse_head_list(text)
+
+
 def run_ablate(args: argparse.Namespace) -> str:
     """Each head alone, or the --heads given together, ablated in the checkpoint at --step."""
-    if (model := lm.language_model(args)) is not None:
-        return lm.run_ablate(args, model)
+    if (source := language_model(args)) is not None:
+        from induction_probes.probes.report.lm import ablate_language_model
+
+        heads = parse_language_model_heads(args.heads)
+        return answer(
+            ablate_language_model(source, step=args.step, heads=heads, mode=args.mode, **language_model_options(args))
+        )
     run = open_hooked_run(args.run)
     head_sets = None
     if args.heads:

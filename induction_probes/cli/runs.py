@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-import induction_probes.cli.lm as lm
 import induction_probes.probes.report.views as views
 from induction_probes.cli.common import (
     add_device_option,
@@ -14,6 +13,7 @@ from induction_probes.cli.common import (
     device_of,
     format_table,
     json_text,
+    language_model,
     path,
 )
 
@@ -105,8 +105,10 @@ def final_metrics_text(last: dict) -> str:
 def run_info(args: argparse.Namespace) -> str:
     from induction_probes.circuits.runs.reader import Run
 
-    if (model := lm.language_model(args)) is not None:
-        return lm.run_info(args, model)
+    if (source := language_model(args)) is not None:
+        from induction_probes.probes.report.lm import language_model_info
+
+        return answer(language_model_info(source, step=args.step, as_json=args.json))
     run = Run.open(args.run)
     text = info_text(run, args.step)
     if args.json:

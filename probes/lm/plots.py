@@ -20,26 +20,29 @@ def step_axis(ax, steps: list[int]) -> None:
 
 
 def score_panel(ax, results: list, score: str, title: str) -> None:
-    """Every head's score in grey, the best ``SHOWN_HEADS`` at the last step in colour."""
+    """Every head's score in grey, the best ``SHOWN_HEADS`` at the last step in colour with its 95 % interval
+    over sequences as a band."""
     steps = [r.step for r in results]
-    values = [getattr(r.scores, score) for r in results]
+    estimates = [getattr(r.scores, score) for r in results]
     best = {(layer, head) for layer, head, _ in results[-1].scores.ranked(score)[:SHOWN_HEADS]}
-    for layer, row in enumerate(values[0]):
-        for head in range(len(row)):
-            curve = [v[layer][head] for v in values]
-            shown = (layer, head) in best
-            ax.plot(
-                steps,
-                curve,
-                lw=2 if shown else 0.8,
-                color=None if shown else "0.75",
-                zorder=3 if shown else 1,
-                label=f"head {head_label(layer, head)}" if shown else None,
-                marker="o" if shown else None,
-                ms=3,
-            )
+    for layer, head in results[-1].scores.heads():
+        curve = [e.value[layer, head].item() for e in estimates]
+        shown = (layer, head) in best
+        (line,) = ax.plot(
+            steps,
+            curve,
+            lw=2 if shown else 0.8,
+            color=None if shown else "0.75",
+            zorder=3 if shown else 1,
+            label=f"head {head_label(layer, head)}" if shown else None,
+            marker="o" if shown else None,
+            ms=3,
+        )
+        if shown:
+            low, high = ([getattr(e, bound)[layer, head].item() for e in estimates] for bound in ("low", "high"))
+            ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.2, lw=0, zorder=2)
     step_axis(ax, steps)
-    ax.set_ylim(-0.03, 1.03)
+    ax.set_ylim(-0.03 if score != "content" else -0.23, 1.03)
     ax.set_ylabel("attention score")
     ax.set_title(title)
     ax.legend(loc="upper left", fontsize=9)
@@ -49,7 +52,7 @@ def plot_lm_series(results: list, name: str, path: Path) -> Path:
     """Induction and previous-token scores of every head, and the loss on each copy of R, against step."""
     theme()
     fig, axes = subplots(1, 3, figsize=(15, 4.4))
-    score_panel(axes[0], results, "induction", "induction score A[i, i-L+1]")
+    score_panel(axes[0], results, "content", "content-based induction score (R + R minus control)")
     score_panel(axes[1], results, "previous_token", "previous-token score A[i, i-1]")
     steps = [r.step for r in results]
     axes[2].plot(
@@ -73,12 +76,20 @@ def plot_lm_series(results: list, name: str, path: Path) -> Path:
 
 
 def plot_lm_ablation(baseline, results: list, title: str, path: Path) -> Path:
-    """The repeated copy's loss with each head set ablated, against the clean model's loss on both copies."""
+    """The repeated copy's loss with each head set ablated (95 % intervals over sequences as error bars),
+    against the clean model's loss on both copies."""
     theme()
     labels = ["none"] + [heads_label(r.heads) for r in results]
-    values = [baseline.repeated_half] + [r.loss.repeated_half for r in results]
+    estimates = [baseline.interval("repeated_half")] + [r.loss.interval("repeated_half") for r in results]
+    values = [e.value for e in estimates]
+    errors = np.array(
+        [
+            [e.value - (e.low if e.low is not None else e.value) for e in estimates],
+            [(e.high if e.high is not None else e.value) - e.value for e in estimates],
+        ]
+    )
     fig, ax = subplots(figsize=(max(6, 0.9 * len(labels) + 3), 4.4))
-    ax.bar(labels, values, color=["0.5"] + ["tab:red"] * len(results))
+    ax.bar(labels, values, yerr=errors, capsize=3, color=["0.5"] + ["tab:red"] * len(results))
     ax.axhline(
         baseline.first_half, color="tab:blue", ls="--", lw=1.5, label=f"first copy, clean ({baseline.first_half:.2f})"
     )
@@ -96,14 +107,16 @@ def plot_lm_ablation(baseline, results: list, title: str, path: Path) -> Path:
 
 
 def plot_lm_scores(scores, title: str, path: Path) -> Path:
-    """Induction and previous-token scores of every head as two [layer, head] heatmaps on one colour scale."""
+    """Content-based induction and previous-token scores of every head as two [layer, head] heatmaps on one
+    colour scale (the intervals are in the table and the JSON)."""
 
     theme()
-    n_layers, n_heads = len(scores.induction), len(scores.induction[0])
+    n_layers, n_heads = scores.shape
     fig, axes = subplots(1, 2, figsize=(2 * max(4.0, 0.45 * n_heads + 2), max(3.2, 0.35 * n_layers + 1.6)))
-    for ax, name, label in zip(axes, ("induction", "previous_token"), ("induction score", "previous-token score")):
+    names = ("content", "previous_token")
+    for ax, name, label in zip(axes, names, ("content-based induction score", "previous-token score")):
         sns.heatmap(
-            np.array(getattr(scores, name)),
+            getattr(scores, name).value.numpy(),
             ax=ax,
             vmin=0,
             vmax=1,

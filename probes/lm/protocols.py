@@ -1,14 +1,19 @@
-"""The standard protocols for induction heads in language models (Olsson et al. 2022).
+"""The protocol for induction heads in language models: repeated random tokens (Olsson et al. 2022), with
+the two guards a positional head would otherwise slip past.
 
-- :func:`repeated_random_tokens` — sequences [BOS] + R + R, R of L tokens drawn uniformly (with
-  replacement) from the model's vocabulary without its special tokens. A model can predict the second
-  R only by copying from the first: an induction head at query i attends to key i − L + 1.
-- :class:`InductionLoss` — on those sequences, the mean loss on the tokens R[1:] of the first copy and
-  of the second (the *induction loss*), and the ICL score: the loss at one token of the second copy minus
-  the loss at the same token in the first. Use the repeated half's loss, or the gap between the halves,
-  to ask whether ablating a head removes induction.
-- :func:`text_icl_score` — Olsson et al.'s in-context learning score on a text: the loss at token 500
-  minus the loss at token 50, averaged over consecutive windows of the text.
+- :func:`repeated_random_tokens` — sequences [BOS] + F + R + R. R holds L tokens drawn uniformly (with
+  replacement) from the model's vocabulary without its special tokens, and **L is drawn per sequence** from
+  a range, so that no fixed offset lines up with the repeat: a head that looks L − 1 tokens back by position
+  alone scores only on the sequences whose L happens to match. F is a filler of fresh random tokens, 2 × (L_max
+  − L) long, so that every sequence has the same length and ends with its repeat.
+- **The control**: the same sequence with the second R replaced by fresh random tokens R'. Its attention at the
+  induction offset (query i, key i − L + 1) is what a head gives that offset by position or by chance; the
+  *content-based* score is the repeat's minus the control's, paired sequence by sequence.
+- :class:`InductionLoss` — per sequence, the mean loss on the tokens R[1:] of the first copy and of the second
+  (the *induction loss*), their gap, and the ICL score: the loss at token R[L // 2] of the second copy minus
+  the loss at the same token of the first.
+- Olsson et al.'s ICL score on a text, the loss at token 500 minus the loss at token 50
+  (:data:`TEXT_EARLY`, :data:`TEXT_LATE`), lives beside the model's pass in :mod:`.measure`.
 
 "The loss at token t" is −log p(x_t | x_<t): the prediction made at position t − 1.
 """
@@ -21,38 +26,78 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from induction_probes.circuits.common.limits import require_numbers
-from induction_probes.probes.behaviour import single_position_icl_score
+from induction_probes.circuits.common.limits import require_numbers, require_seed
+from induction_probes.probes.ablation import is_index
+from induction_probes.probes.intervals import Estimate, mean_interval
 
 TEXT_EARLY, TEXT_LATE = 50, 500  # Olsson et al.'s ICL score: loss at token 500 minus loss at token 50
+DEFAULT_LENGTHS = (10, 50)  # |R| drawn from 10..50 per sequence: TransformerLens's and ARENA's 50 at the top
 
 
 @dataclass(frozen=True)
 class RepeatedTokens:
-    """``tokens`` = ``prefix`` tokens (a BOS, or none) + R + R, with R of ``length`` tokens."""
+    """``tokens[s]`` = ``prefix`` tokens (a BOS, or none), a filler, then R + R with R of ``lengths[s]`` tokens
+    starting at ``starts[s]``; every sequence ends with its repeat. ``control[s]`` is the same sequence with
+    its second R replaced by other tokens (None where none could be made: one sequence of plain tokens)."""
 
     tokens: Int[Tensor, "batch pos"]
-    length: int
+    lengths: Int[Tensor, " batch"]
     prefix: int = 0
+    control: Int[Tensor, "batch pos"] | None = None
 
     def __post_init__(self) -> None:
-        check_repeated(self.tokens, self.length, self.prefix)
+        check_repeated(self)
+
+    @property
+    def starts(self) -> Int[Tensor, " batch"]:
+        """Where each sequence's first R begins."""
+        return self.tokens.shape[1] - 2 * self.lengths
+
+    @property
+    def length_range(self) -> tuple[int, int]:
+        return int(self.lengths.min()), int(self.lengths.max())
+
+    def second_copy(self) -> tuple[Int[Tensor, "batch query_pos"], torch.BoolTensor]:
+        """The positions of each sequence's second R, padded to the longest: [batch, L_max] positions and the
+        mask of those that are real (a sequence with a shorter R has fewer queries)."""
+        longest = int(self.lengths.max())
+        offsets = torch.arange(longest)
+        valid = offsets[None] < self.lengths[:, None]
+        first_query = self.tokens.shape[1] - self.lengths  # the second R's first position
+        positions = (first_query[:, None] + offsets[None]).clamp_max(self.tokens.shape[1] - 1)
+        return positions, valid
 
 
-def check_repeated(tokens: Tensor, length: int, prefix: int) -> None:
+def check_repeated(repeated: RepeatedTokens) -> None:
+    tokens, lengths = repeated.tokens, repeated.lengths
     if tokens.ndim != 2 or tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
         raise ValueError(f"tokens must be integer ids of shape [batch, pos], got {tuple(tokens.shape)} {tokens.dtype}")
-    if length < 2 or tokens.shape[1] != prefix + 2 * length:
-        raise ValueError(f"repeated tokens need {prefix} + 2 x L positions with L >= 2, got {tokens.shape[1]}")
-    first, second = tokens[:, prefix : prefix + length], tokens[:, prefix + length :]
-    if not torch.equal(first, second):
+    if tokens.shape[0] == 0:
+        raise ValueError("no sequences: repeated tokens need at least one")
+    if lengths.shape != (tokens.shape[0],) or lengths.dtype.is_floating_point:
+        raise ValueError("lengths must hold one integer |R| per sequence")
+    if int(lengths.min()) < 2 or int((2 * lengths).max()) > tokens.shape[1] - repeated.prefix:
+        raise ValueError(f"each R needs 2 <= L and {repeated.prefix} + 2 x L <= {tokens.shape[1]} positions")
+    positions, valid = repeated.second_copy()
+    first = tokens.gather(1, positions - lengths[:, None])
+    if not torch.equal(first[valid], tokens.gather(1, positions)[valid]):
         raise ValueError("the tokens' second half does not repeat their first: the induction score needs R + R")
+    control = repeated.control
+    if control is not None and (control.shape != tokens.shape or control.dtype != tokens.dtype):
+        raise ValueError("the control must have the tokens' shape and dtype")
 
 
 def from_tokens(tokens: Tensor) -> RepeatedTokens:
-    """Plain tokens [batch, 2L] (or [2L]) whose second half repeats the first, with no prefix."""
+    """Plain tokens [batch, 2L] (or [2L]) whose second half repeats the first, with no prefix. The control of
+    sequence s takes the second half of sequence s + 1 (an R that does not repeat s's), so it needs two or more
+    sequences; with one there is no control."""
     tokens = tokens[None] if tokens.ndim == 1 else tokens
-    return RepeatedTokens(tokens, tokens.shape[-1] // 2, 0)
+    length = tokens.shape[-1] // 2
+    lengths = torch.full((tokens.shape[0],), length, dtype=torch.long)
+    control = None
+    if tokens.shape[0] >= 2:
+        control = torch.cat([tokens[:, :length], tokens.roll(-1, dims=0)[:, length:]], dim=1)
+    return RepeatedTokens(tokens, lengths, 0, control)
 
 
 def special_ids(model) -> set[int]:
@@ -89,76 +134,136 @@ def bos_id(model) -> int | None:
     return value if isinstance(value, int) and 0 <= value < model.cfg.d_vocab else None
 
 
-def repeated_random_tokens(
-    model, length: int = 50, batch: int = 16, seed: int = 0, bos: bool | None = None
-) -> RepeatedTokens:
-    """``batch`` sequences [BOS] + R + R, R of ``length`` tokens drawn uniformly from :func:`vocabulary`
-    with a generator seeded by ``seed`` (the same seed and vocabulary give the same tokens). ``bos``: prepend
-    the model's BOS token (default: when it has one), as TransformerLens's ``to_tokens`` does."""
-    if length < 2 or batch < 1:
-        raise ValueError(f"repeated random tokens need length >= 2 and batch >= 1, got {length} and {batch}")
+def length_range(length: int | tuple[int, int]) -> tuple[int, int]:
+    """``length`` as (shortest, longest) |R|: one length, or an inclusive range."""
+    bounds = (length, length) if not isinstance(length, (tuple, list)) else tuple(length)
+    if len(bounds) != 2 or not all(is_index(v) for v in bounds) or not 2 <= bounds[0] <= bounds[1]:
+        message = f"|R| must be an integer >= 2 or a range (low, high) with 2 <= low <= high, got {length!r}"
+        raise ValueError(message[:300])
+    return bounds
+
+
+def prefix_length(model, bos: bool | None) -> int:
+    """1 when the sequences open with the model's BOS (default: when it has one), else 0."""
     start = bos_id(model)
     if bos and start is None:
         raise ValueError("the model has no BOS token in its vocabulary: use bos=False")
-    prefix = int(start is not None and bos is not False)
-    n_pos = prefix + 2 * length
+    return int(start is not None and bos is not False)
+
+
+def fitting_lengths(model, length: int | tuple[int, int] | None, bos: bool | None = None) -> tuple[int, int]:
+    """The |R| range to draw: ``length``, or by default :data:`DEFAULT_LENGTHS` cut to what the model's context
+    holds (a given range that does not fit is refused, not cut)."""
+    room = (model.cfg.n_ctx - prefix_length(model, bos)) // 2
+    if length is not None:
+        return length_range(length)
+    low, high = DEFAULT_LENGTHS
+    if room < 2:
+        raise ValueError(f"a context of {model.cfg.n_ctx} tokens holds no R + R with |R| >= 2")
+    return min(low, room), min(high, room)
+
+
+def repeated_random_tokens(
+    model, length: int | tuple[int, int] | None = None, batch: int = 16, seed: int = 0, bos: bool | None = None
+) -> RepeatedTokens:
+    """``batch`` sequences [BOS] + F + R + R and their controls (module docstring). ``length``: |R|, one value
+    or an inclusive range (low, high) drawn uniformly per sequence; by default 10..50 within the context.
+    Tokens are drawn uniformly from :func:`vocabulary` with a generator seeded by ``seed`` (the same seed and
+    vocabulary give the same tokens). ``bos``: prepend the model's BOS token (default: when it has one), as
+    TransformerLens's ``to_tokens`` does."""
+    low, high = fitting_lengths(model, length, bos)
+    if not is_index(batch) or batch < 1:
+        raise ValueError(f"repeated random tokens need a batch of at least one sequence, got {batch!r}")
+    require_seed("the seed", seed)
+    prefix = prefix_length(model, bos)
+    n_pos = prefix + 2 * high
     if n_pos > model.cfg.n_ctx:
-        raise ValueError(f"{prefix} + 2 x {length} tokens exceed the model's context of {model.cfg.n_ctx}")
-    require_numbers("the repeated random tokens", batch * n_pos)
+        raise ValueError(f"{prefix} + 2 x {high} tokens exceed the model's context of {model.cfg.n_ctx}")
+    require_numbers("the repeated random tokens", 2 * batch * n_pos)
     ids = vocabulary(model)
     generator = torch.Generator().manual_seed(seed)
-    half = ids[torch.randint(0, len(ids), (batch, length), generator=generator)]
-    first = torch.full((batch, prefix), start if prefix else 0, dtype=torch.long)
-    return RepeatedTokens(torch.cat([first, half, half], dim=1), length, prefix)
-
-
-def per_token_loss(
-    logits: Float[Tensor, "batch pos d_vocab"], tokens: Int[Tensor, "batch pos"]
-) -> Float[Tensor, "batch pos_1"]:
-    """Cross-entropy of each next token: entry t is the loss at token t + 1."""
-    log_probs = torch.log_softmax(logits[:, :-1].double(), dim=-1)
-    return -log_probs.gather(-1, tokens[:, 1:, None].to(log_probs.device)).squeeze(-1)
+    lengths = torch.randint(low, high + 1, (batch,), generator=generator)
+    body = ids[torch.randint(0, len(ids), (batch, 2 * high), generator=generator)]  # filler and first R
+    fresh = ids[torch.randint(0, len(ids), (batch, high), generator=generator)]  # the control's second R
+    offsets = torch.arange(2 * high)
+    second = offsets[None] >= 2 * high - lengths[:, None]  # the last L positions hold the second R
+    source = (offsets[None] - lengths[:, None]).clamp_min(0)  # ... a copy of the L positions before them
+    tokens = torch.where(second, body.gather(1, source), body)
+    control = torch.where(
+        second, fresh.gather(1, (offsets[None] - (2 * high - lengths[:, None])).clamp(0, high - 1)), body
+    )
+    start = torch.full((batch, prefix), bos_id(model) if prefix else 0, dtype=torch.long)
+    return RepeatedTokens(torch.cat([start, tokens], dim=1), lengths, prefix, torch.cat([start, control], dim=1))
 
 
 @dataclass(frozen=True)
 class InductionLoss:
-    """Losses on repeated random tokens, averaged over sequences.
+    """Losses on repeated random tokens, one value per sequence (each a mean over that sequence's tokens).
 
-    ``first_half`` and ``repeated_half``: mean loss on the tokens R[1:] of each copy (R[0] of the second
-    copy follows R[-1], which nothing before predicts, so it is left out of both). ``icl_score``: the loss
-    at token R[L // 2] of the second copy minus the loss at the same token of the first (negative when the
-    model uses its context). ``gap`` = first_half − repeated_half: what induction buys.
-    """
+    ``first_half`` and ``repeated_half``: the loss on the tokens R[1:] of each copy (R[0] of the second copy
+    follows R[−1], which nothing before predicts, so it is left out of both). ``icl_score``: the loss at token
+    R[L // 2] of the second copy minus the loss at the same token of the first (negative when the model uses
+    its context). ``gap`` = first_half − repeated_half: what induction buys. The floats are means over
+    sequences; :meth:`interval` gives each one's Student-t interval."""
 
-    first_half: float
-    repeated_half: float
-    icl_score: float
+    first_half_per_sequence: Tensor
+    repeated_half_per_sequence: Tensor
+    icl_per_sequence: Tensor
+
+    @property
+    def gap_per_sequence(self) -> Float[Tensor, " batch"]:
+        return self.first_half_per_sequence - self.repeated_half_per_sequence
+
+    @property
+    def first_half(self) -> float:
+        return self.first_half_per_sequence.mean().item()
+
+    @property
+    def repeated_half(self) -> float:
+        return self.repeated_half_per_sequence.mean().item()
+
+    @property
+    def icl_score(self) -> float:
+        return self.icl_per_sequence.mean().item()
 
     @property
     def gap(self) -> float:
-        return self.first_half - self.repeated_half
+        return self.gap_per_sequence.mean().item()
+
+    def interval(self, name: str) -> Estimate:
+        """The mean of ``first_half``, ``repeated_half``, ``gap`` or ``icl`` with its interval over sequences."""
+        return mean_interval(getattr(self, f"{name}_per_sequence"))
 
     def to_json(self) -> dict:
-        return {
-            "first_half_loss": self.first_half,
-            "induction_loss": self.repeated_half,
-            "gap": self.gap,
-            "icl_score": self.icl_score,
-        }
+        names = {"first_half_loss": "first_half", "induction_loss": "repeated_half", "gap": "gap", "icl_score": "icl"}
+        return {key: estimate_json(self.interval(name)) for key, name in names.items()}
 
 
-def induction_loss(mean_loss: Float[Tensor, " pos_1"], length: int, prefix: int = 0) -> InductionLoss:
-    """:class:`InductionLoss` from the per-token loss averaged over sequences (entry t: token t + 1)."""
-    first = mean_loss[prefix : prefix + length - 1]  # tokens prefix + 1 .. prefix + L - 1
-    second = mean_loss[prefix + length : prefix + 2 * length - 1]  # tokens prefix + L + 1 .. prefix + 2L - 1
-    early = prefix + length // 2  # a token of the first copy; the same token L later in the second
-    icl = single_position_icl_score(mean_loss, early - 1, early + length - 1)  # Olsson et al.'s: one token each
-    return InductionLoss(first.mean().item(), second.mean().item(), icl)
+def estimate_json(estimate: Estimate) -> dict:
+    return {"value": estimate.value, "low": estimate.low, "high": estimate.high}
+
+
+def induction_loss(per_token: Tensor, repeated: RepeatedTokens) -> InductionLoss:
+    """:class:`InductionLoss` from the per-token loss [batch, pos − 1] (entry t: the loss at token t + 1)."""
+    per_token = per_token.double().cpu()
+    positions, valid = repeated.second_copy()  # the second R's tokens, at positions p; their first copy at p − L
+    lengths = repeated.lengths
+    loss_at = lambda where: per_token.gather(1, (where - 1).clamp_min(0))  # noqa: E731 (the loss at token `where`)
+    counted = valid.clone()
+    counted[:, 0] = False  # R[0] of either copy follows what nothing predicts
+    counts = counted.sum(1).double()
+    second = (loss_at(positions) * counted).sum(1) / counts
+    first = (loss_at(positions - lengths[:, None]) * counted).sum(1) / counts
+    middle = (lengths // 2)[:, None]  # token R[L // 2] of each copy
+    repeat_middle = loss_at(positions.gather(1, middle)).squeeze(1)
+    first_middle = loss_at(positions.gather(1, middle) - lengths[:, None]).squeeze(1)
+    return InductionLoss(first, second, repeat_middle - first_middle)
 
 
 @dataclass(frozen=True)
 class TextICL:
-    """Olsson et al.'s ICL score on a text: loss at token ``late`` minus loss at token ``early``."""
+    """Olsson et al.'s ICL score on a text: loss at token ``late`` minus loss at token ``early``, per window
+    with its interval over the text's windows."""
 
     icl_score: float
     early_loss: float
@@ -166,6 +271,8 @@ class TextICL:
     windows: int
     early: int
     late: int
+    low: float | None = None
+    high: float | None = None
 
     def to_json(self) -> dict:
         return dict(vars(self))

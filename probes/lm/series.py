@@ -1,5 +1,6 @@
-"""The same probes over a language model's training checkpoints, loaded one at a time, on the same
-repeated random tokens at every step (one seed; the vocabulary is the same across a run's checkpoints)."""
+"""Every induction probe of one language model (:func:`probe`), and the same over a training run's checkpoints,
+loaded one at a time, on the same repeated random tokens at every step (one seed; the vocabulary is the same
+across a run's checkpoints)."""
 
 from __future__ import annotations
 
@@ -8,33 +9,87 @@ from dataclasses import dataclass
 
 from induction_probes.circuits.interop.language_models import ModelSource, load_bridge
 from induction_probes.probes.lm.measure import HeadScores, evaluate
-from induction_probes.probes.lm.protocols import InductionLoss, repeated_random_tokens
+from induction_probes.probes.lm.protocols import InductionLoss, RepeatedTokens, repeated_random_tokens
+from induction_probes.probes.lm.roles import (
+    THRESHOLD,
+    Composition,
+    HeadRole,
+    compositions,
+    head_roles,
+    heads_labelled,
+    label,
+)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class StepProbes:
-    """Every probe of one checkpoint on repeated random tokens."""
+    """Every probe of one checkpoint on repeated random tokens: scores, losses, each head's role and the
+    composition check of the induction heads found."""
 
     step: int | None
+    repeated: RepeatedTokens
     scores: HeadScores
     loss: InductionLoss
+    threshold: float
+    roles: list[HeadRole]
+    compositions: list[Composition]
+
+    @property
+    def induction_heads(self) -> list[tuple[int, int]]:
+        return heads_labelled(self.roles, "induction", self.scores, "content")
+
+    @property
+    def previous_token_heads(self) -> list[tuple[int, int]]:
+        return heads_labelled(self.roles, "previous-token", self.scores, "previous_token")
 
     def best(self, score: str) -> tuple[int, int, float]:
         return self.scores.ranked(score)[0]
 
     def to_json(self) -> dict:
-        return {"step": self.step, **self.scores.to_json(), **self.loss.to_json()}
+        heads = [
+            {"head": label(r.layer, r.head), "layer": r.layer, "index": r.head}
+            | self.scores.to_json(r.layer, r.head)
+            | r.to_json()
+            for r in self.roles
+        ]
+        return {
+            "step": self.step,
+            "lengths": list(self.repeated.length_range),
+            "induction_heads": [label(*h) for h in self.induction_heads],
+            "previous_token_heads": [label(*h) for h in self.previous_token_heads],
+            "heads": heads,
+            "compositions": [c.to_json() for c in self.compositions],
+            **self.loss.to_json(),
+        }
 
 
-def probe_model(
-    model, step: int | None = None, length: int = 50, batch: int = 16, seed: int = 0, bos: bool | None = None
+def probe_tokens(model, repeated: RepeatedTokens, step: int | None = None, threshold: float = THRESHOLD) -> StepProbes:
+    """Every probe of ``model`` on the sequences ``repeated``."""
+    if not 0 < threshold <= 1:
+        raise ValueError(f"the threshold is a share of attention in (0, 1], got {threshold!r}")
+    scores, loss = evaluate(model, repeated)
+    roles = head_roles(scores, threshold)
+    induction = heads_labelled(roles, "induction", scores, "content")
+    previous = heads_labelled(roles, "previous-token", scores, "previous_token")
+    found = compositions(model, repeated, scores, induction, previous)
+    return StepProbes(step, repeated, scores, loss, threshold, roles, found)
+
+
+def probe(
+    model,
+    step: int | None = None,
+    length: int | tuple[int, int] | None = None,
+    batch: int = 16,
+    seed: int = 0,
+    bos: bool | None = None,
+    threshold: float = THRESHOLD,
 ) -> StepProbes:
-    """Head scores and induction losses of one booted model on :func:`repeated_random_tokens`."""
-    scores, loss = evaluate(model, repeated_random_tokens(model, length, batch, seed, bos))
-    return StepProbes(step, scores, loss)
+    """Every probe of one booted model on :func:`repeated_random_tokens` (``length``: |R|, one value or a range;
+    by default 10..50 within the context)."""
+    return probe_tokens(model, repeated_random_tokens(model, length, batch, seed, bos), step, threshold)
 
 
 def probe_series(checkpoints: Iterable[ModelSource], device: str = "cpu", **protocol) -> Iterator[StepProbes]:
-    """:func:`probe_model` of each checkpoint in turn, booting one at a time (``protocol``: its options)."""
+    """:func:`probe` of each checkpoint in turn, booting one at a time (``protocol``: its options)."""
     for source in checkpoints:
-        yield probe_model(load_bridge(source, device), source.step, **protocol)
+        yield probe(load_bridge(source, device), source.step, **protocol)

@@ -11,7 +11,7 @@ from lm_models import N_CTX  # noqa: F401 (sets the Hugging Face environment off
 from induction_probes import lm
 
 VOCAB, STEPS, SAVED = 32, 700, (0, 300, 700)
-LENGTH = 12  # the probes' R; training draws R of 4..16 tokens, so no fixed offset can stand in for induction
+LENGTHS = (8, 15)  # the probes' |R|: 8 offsets, inside the 4..16 tokens of training and the 32-token context
 
 
 def train(directory):
@@ -57,24 +57,30 @@ def series(tmp_path_factory):
 
 def test_the_probes_find_the_induction_head_and_ablating_it_undoes_induction(series):
     bridge = lm.load_bridge(lm.find_source(str(series)).at(STEPS))
-    repeated = lm.repeated_random_tokens(bridge, length=LENGTH, batch=64, seed=5)
-    scores, clean = lm.evaluate(bridge, repeated)
-    assert scores.above(0.4) == [(1, 0)]  # the layer-1 head, and only it
-    assert scores.above(0.4, "previous_token") == [(0, 0)]  # fed by a previous-token head in layer 0
+    repeated = lm.repeated_random_tokens(bridge, length=LENGTHS, batch=64, seed=5)
+    result = lm.probe_tokens(bridge, repeated)
+    assert result.induction_heads == [(1, 0)]  # the layer-1 head, and only it
+    assert result.previous_token_heads == [(0, 0)]  # fed by a previous-token head in layer 0
+    scores, clean = result.scores, result.loss
+    assert scores.content.low[1, 0] > 0.4  # its score needs the repeat: the control's is far lower
+    assert scores.copying.low[1, 0] > 0  # it raises the logit of the token it attends to
+    (composition,) = result.compositions  # K-composition: it reads the previous-token head
+    assert composition.reader == (1, 0) and composition.writer == (0, 0) and composition.drop[1] > 0.3
     assert clean.gap > 2.0  # the repeat is far easier than the first copy (ln 32 = 3.47 nats at chance)
-    baseline, results = lm.ablation_study(bridge, repeated, [[(1, 0)]], "zero")
-    assert baseline == clean
-    # the acceptance bound: ablating the head raises the repeat's loss by at least half the gap
-    assert results[0].loss.repeated_half - clean.repeated_half >= 0.5 * clean.gap
-    other = lm.repeated_random_tokens(bridge, length=LENGTH, batch=64, seed=6)
-    _, resampled = lm.ablation_study(bridge, repeated, [[(1, 0)]], "resample", other)
-    assert resampled[0].gap_removed >= 0.5
+    baseline, results = lm.ablate(bridge, repeated, [[(1, 0)]], "zero")
+    assert torch.equal(baseline.repeated_half_per_sequence, clean.repeated_half_per_sequence)
+    # the acceptance bound: ablating the head raises the repeat's loss by at least half the gap, surely
+    assert results[0].increase.low >= 0.5 * clean.gap
+    other = lm.repeated_random_tokens(bridge, length=LENGTHS, batch=64, seed=6)
+    _, resampled = lm.ablate(bridge, repeated, [[(1, 0)]], "resample", other)
+    assert resampled[0].share.low >= 0.5
 
 
 def test_all_steps_gives_the_per_step_table_json_and_figure(series, tmp_path, capsys):
     from induction_probes.cli import main
 
-    argv = ["probe", str(series), "--all-steps", "--n-seqs", "32", "--length", str(LENGTH), "--plot", str(tmp_path)]
+    length = f"{LENGTHS[0]}-{LENGTHS[1]}"
+    argv = ["probe", str(series), "--all-steps", "--n-seqs", "32", "--length", length, "--plot", str(tmp_path)]
     assert main(argv) == 0
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines() if line.split() and line.split()[0].isdigit()]
@@ -85,5 +91,7 @@ def test_all_steps_gives_the_per_step_table_json_and_figure(series, tmp_path, ca
     answer = json.loads(capsys.readouterr().out)
     steps = answer["checkpoints"]
     assert [s["step"] for s in steps] == list(SAVED) and answer["steps"] == list(SAVED)
-    assert steps[0]["induction"][1][0] < 0.2 < 0.4 < steps[-1]["induction"][1][0]  # the head forms over training
-    assert steps[-1]["induction_loss"] < steps[0]["induction_loss"] - 2.0
+    content = [next(h["content"]["value"] for h in s["heads"] if h["head"] == "L1H0") for s in steps]
+    assert content[0] < 0.2 < 0.4 < content[-1]  # the head forms over training
+    assert steps[0]["induction_heads"] == [] and steps[-1]["induction_heads"] == ["L1H0"]
+    assert steps[-1]["induction_loss"]["value"] < steps[0]["induction_loss"]["value"] - 2.0

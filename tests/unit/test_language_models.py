@@ -6,11 +6,12 @@ import socket
 
 import pytest
 import torch
-from lm_models import VOCAB, WORDS, hf_scores, save_model
+from lm_models import N_CTX, VOCAB, WORDS, hf_scores, save_model
 
 from induction_probes import lm
 from induction_probes.circuits.interop.language_models import LanguageModelError, ModelSource, Series, find_source
-from induction_probes.probes.lm.protocols import induction_loss, per_token_loss
+from induction_probes.probes.lm.measure import per_token_loss
+from induction_probes.probes.lm.protocols import RepeatedTokens, induction_loss
 
 ARCHITECTURES = ("gpt2", "neox", "llama")
 
@@ -34,14 +35,41 @@ def models(tmp_path_factory):
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
 def test_head_scores_equal_those_from_hugging_faces_own_attention_weights(models, architecture):
     bridge = lm.load_bridge(find_source(str(models[architecture])))
-    repeated = lm.repeated_random_tokens(bridge, length=12, batch=5, seed=3)
+    repeated = lm.repeated_random_tokens(bridge, length=(4, 12), batch=6, seed=3)
     assert repeated.prefix == (architecture != "gpt2")  # GPT-2's config here has no BOS; NeoX (0) and Llama (1) do
-    previous, induction = hf_scores(models[architecture], repeated.tokens, repeated.length, repeated.prefix)
+    assert len(set(repeated.lengths.tolist())) > 1  # |R| varies from sequence to sequence
+    previous, induction = hf_scores(models[architecture], repeated.tokens, repeated.lengths)
+    _, control = hf_scores(models[architecture], repeated.control, repeated.lengths)
     scores = lm.head_scores(str(models[architecture]), repeated)
     # 1e-4 is the acceptance bound; the same float32 eager attention on both sides gives ~1e-8 here
-    assert torch.allclose(torch.tensor(scores.previous_token, dtype=torch.float64), previous, atol=1e-4)
-    assert torch.allclose(torch.tensor(scores.induction, dtype=torch.float64), induction, atol=1e-4)
-    assert len(scores.induction) == 2 and len(scores.induction[0]) == 4
+    assert torch.allclose(scores.previous_token.value, previous.mean(0), atol=1e-4)
+    assert torch.allclose(scores.induction.value, induction.mean(0), atol=1e-4)
+    assert torch.allclose(scores.control.value, control.mean(0), atol=1e-4)
+    assert torch.allclose(scores.content.value, (induction - control).mean(0), atol=1e-4)
+    assert torch.allclose(scores.induction_per_sequence, induction, atol=1e-4)
+    assert scores.shape == (2, 4)
+    for name in ("previous_token", "induction", "control", "content", "copying", "positional_share"):
+        estimate = getattr(scores, name)  # every score has an interval around its mean, bounded ones in bounds
+        assert (estimate.low <= estimate.value + 1e-12).all() and (estimate.value <= estimate.high + 1e-12).all()
+    for name in ("previous_token", "induction", "control", "positional_share"):
+        assert (getattr(scores, name).low >= 0).all() and (getattr(scores, name).high <= 1).all()
+
+
+def test_the_protocol_draws_lengths_fills_to_one_shape_and_controls_only_the_second_copy(models):
+    bridge = lm.load_bridge(find_source(str(models["llama"])))
+    repeated = lm.repeated_random_tokens(bridge, length=(3, 20), batch=200, seed=1)
+    tokens, control, lengths = repeated.tokens, repeated.control, repeated.lengths
+    assert tokens.shape == (200, 1 + 40) and set(lengths.tolist()) == set(range(3, 21))  # every |R| drawn
+    for s in range(200):
+        length = int(lengths[s])
+        end, start = 41, 41 - 2 * length
+        assert torch.equal(tokens[s, start : start + length], tokens[s, end - length :])  # R + R at the end
+        assert torch.equal(control[s, : end - length], tokens[s, : end - length])  # the same up to the second R
+    second = torch.arange(41)[None] >= 41 - lengths[:, None]
+    assert (control[second] != tokens[second]).double().mean() > 0.9  # a fresh R' (61 ids: 1/61 agree by chance)
+    a = lm.repeated_random_tokens(bridge, length=(3, 20), batch=200, seed=1)
+    assert torch.equal(a.tokens, tokens) and torch.equal(a.control, control)  # seeded
+    assert lm.repeated_random_tokens(bridge, batch=2).length_range[1] <= (N_CTX - 1) // 2  # the default fits
 
 
 def test_plain_tokens_use_the_issues_formula_and_a_hugging_face_model_is_left_as_it_was(models):
@@ -51,21 +79,36 @@ def test_plain_tokens_use_the_issues_formula_and_a_hugging_face_model_is_left_as
     tokens = torch.cat([half, half], dim=1)
     model = AutoModelForCausalLM.from_pretrained(models["gpt2"], attn_implementation="eager").eval()
     scores = lm.head_scores(model, tokens)
-    previous, induction = hf_scores(models["gpt2"], tokens, 10, 0)
-    assert torch.allclose(torch.tensor(scores.induction, dtype=torch.float64), induction, atol=1e-4)
-    assert torch.allclose(torch.tensor(scores.previous_token, dtype=torch.float64), previous, atol=1e-4)
+    previous, induction = hf_scores(models["gpt2"], tokens, torch.full((3,), 10))
+    assert torch.allclose(scores.induction.value, induction.mean(0), atol=1e-4)
+    assert torch.allclose(scores.previous_token.value, previous.mean(0), atol=1e-4)
+    _, control = hf_scores(models["gpt2"], torch.cat([half, half.roll(-1, 0)], dim=1), torch.full((3,), 10))
+    assert torch.allclose(scores.control.value, control.mean(0), atol=1e-4)  # the next sequence's R as R'
     with torch.no_grad():  # the bridge wrapped a copy: the caller's model still returns its attention weights
         assert len(model(tokens, output_attentions=True).attentions) == 2
+    assert lm.head_scores(model, tokens[:2]).shape == (2, 4)
+    with pytest.raises(ValueError, match="two or more sequences"):
+        lm.head_scores(model, tokens[0])  # one sequence, given its batch dimension: no control to compare with
 
 
 def test_tokens_that_do_not_repeat_or_leave_the_vocabulary_are_refused(models):
     bridge = lm.load_bridge(find_source(str(models["gpt2"])))
     with pytest.raises(ValueError, match="does not repeat"):
-        lm.head_scores(bridge, torch.arange(20)[None] % VOCAB)
+        lm.head_scores(bridge, torch.arange(20)[None].repeat(2, 1) % VOCAB)
     with pytest.raises(ValueError, match="vocabulary"):
-        lm.head_scores(bridge, torch.full((1, 8), VOCAB))
+        lm.head_scores(bridge, torch.full((2, 8), VOCAB))
     with pytest.raises(ValueError, match="context"):
         lm.repeated_random_tokens(bridge, length=40)
+    with pytest.raises(ValueError, match="no sequences"):
+        lm.head_scores(bridge, torch.zeros(0, 8, dtype=torch.long))
+    for length in (1, (5, 4), 2.5, True):
+        with pytest.raises(ValueError, match=r"\|R\|"):
+            lm.repeated_random_tokens(bridge, length=length)
+    for batch in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="batch"):
+            lm.repeated_random_tokens(bridge, 4, batch)
+    with pytest.raises(ValueError, match="seed"):
+        lm.repeated_random_tokens(bridge, 4, 2, seed=-1)
 
 
 def test_random_tokens_are_seeded_repeat_and_avoid_special_tokens(models):
@@ -78,18 +121,26 @@ def test_random_tokens_are_seeded_repeat_and_avoid_special_tokens(models):
     body = a.tokens[:, 1:]
     assert torch.equal(body[:, :20], body[:, 20:])
     assert set(body.unique().tolist()) <= set(range(3, VOCAB))  # never <unk>, <s> or </s>
+    assert set(a.control[:, 1:].unique().tolist()) <= set(range(3, VOCAB))
     assert len(body.unique()) > VOCAB - 3 - 5  # 2000 draws from 61 ids reach (nearly) all of them
     assert lm.vocabulary(bridge).tolist() == list(range(3, VOCAB))
     assert lm.repeated_random_tokens(bridge, 20, 2, bos=False).prefix == 0
 
 
 def test_induction_loss_reads_the_tokens_it_says():
-    length, prefix = 4, 1  # tokens: BOS, r0 r1 r2 r3, r0 r1 r2 r3; entry t of the loss is token t + 1
-    loss = torch.arange(2 * length + prefix - 1, dtype=torch.float64)  # token t has loss t - 1
-    result = induction_loss(loss, length, prefix)
-    assert result.first_half == pytest.approx((1 + 2 + 3) / 3)  # tokens 2, 3, 4: r1..r3 of the first copy
-    assert result.repeated_half == pytest.approx((5 + 6 + 7) / 3)  # tokens 6, 7, 8: r1..r3 of the repeat
-    assert result.icl_score == pytest.approx(7 - 3)  # token 7 (r2 repeated) minus token 3 (r2)
+    # two sequences of 9 tokens: BOS + R + R with |R| = 4, and BOS + 2 filler tokens + R + R with |R| = 3
+    tokens = torch.tensor([[0, 5, 6, 7, 8, 5, 6, 7, 8], [0, 9, 9, 5, 6, 7, 5, 6, 7]])
+    repeated = RepeatedTokens(tokens, torch.tensor([4, 3]), prefix=1)
+    per_token = torch.arange(8, dtype=torch.float64).repeat(2, 1) * torch.tensor([[1.0], [10.0]])  # token t: t - 1
+    result = induction_loss(per_token, repeated)
+    # sequence 0: R[1:] of the first copy is tokens 2, 3, 4 (losses 1, 2, 3); of the repeat, tokens 6, 7, 8
+    # sequence 1: the first R is tokens 3..5, its R[1:] tokens 4, 5 (losses 30, 40); the repeat's tokens 7, 8
+    assert result.first_half_per_sequence.tolist() == pytest.approx([2.0, 35.0])
+    assert result.repeated_half_per_sequence.tolist() == pytest.approx([6.0, 65.0])
+    # R[L // 2]: token 3 vs token 7 (sequence 0, L // 2 = 2); token 4 vs token 7 (sequence 1, L // 2 = 1)
+    assert result.icl_per_sequence.tolist() == pytest.approx([6 - 2, 60 - 30])
+    assert result.gap == pytest.approx((2 - 6 + 35 - 65) / 2)
+    assert result.interval("gap").low < result.gap < result.interval("gap").high
 
 
 def test_text_icl_score_is_late_minus_early_loss_over_windows(models):
@@ -111,8 +162,10 @@ def test_zero_ablation_through_the_bridge_equals_zeroing_the_heads_slice_in_hugg
     from transformers import AutoModelForCausalLM
 
     bridge = lm.load_bridge(find_source(str(models["gpt2"])))
-    repeated = lm.repeated_random_tokens(bridge, length=10, batch=4, seed=1)
-    baseline, results = lm.ablation_study(bridge, repeated, [[(1, 2)]], "zero")
+    repeated = lm.repeated_random_tokens(bridge, length=(6, 12), batch=8, seed=1)
+    head_sets = [[(1, 2)], [(0, 0)], [(0, 1), (1, 3)]]
+    baseline, results = lm.ablate(bridge, repeated, head_sets, "zero")
+    assert [r.heads for r in results] == head_sets  # in the order given, whatever their effects
     model = AutoModelForCausalLM.from_pretrained(models["gpt2"], attn_implementation="eager").eval()
 
     def zero_head(module, inputs):  # c_proj's input is the heads' z side by side, d_head = 8 each
@@ -122,10 +175,27 @@ def test_zero_ablation_through_the_bridge_equals_zeroing_the_heads_slice_in_hugg
 
     handle = model.transformer.h[1].attn.c_proj.register_forward_pre_hook(zero_head)
     with torch.no_grad():
-        loss = per_token_loss(model(repeated.tokens).logits, repeated.tokens).mean(0)
+        ablated = induction_loss(per_token_loss(model(repeated.tokens).logits, repeated.tokens), repeated)
     handle.remove()
-    assert results[0].loss.repeated_half == pytest.approx(induction_loss(loss, 10, 0).repeated_half, abs=1e-5)
-    assert results[0].loss.repeated_half != pytest.approx(baseline.repeated_half, abs=1e-6)
+    with torch.no_grad():
+        clean = induction_loss(per_token_loss(model(repeated.tokens).logits, repeated.tokens), repeated)
+    first = results[0]
+    assert torch.allclose(first.loss.repeated_half_per_sequence, ablated.repeated_half_per_sequence, atol=1e-5)
+    # the effect is paired: the mean and Student-t interval of ablated - clean per sequence, computed here by hand
+    rise = ablated.repeated_half_per_sequence - clean.repeated_half_per_sequence
+    half = 2.3646 * rise.std().item() / 8**0.5  # t(0.975, 7) = 2.3646 (printed t tables)
+    assert first.increase.value == pytest.approx(rise.mean().item(), abs=1e-5)
+    assert first.increase.low == pytest.approx(rise.mean().item() - half, abs=1e-4)
+    assert first.loss.repeated_half != pytest.approx(baseline.repeated_half, abs=1e-6)
+    with pytest.raises(ValueError, match="unknown ablation mode"):
+        lm.ablate(bridge, repeated, head_sets, "zeros")
+    with pytest.raises(ValueError, match="integers"):
+        lm.ablate(bridge, repeated, [[(True, 0)]])
+    with pytest.raises(ValueError, match="integers"):
+        lm.ablate(bridge, repeated, [[(0.5, 0)]])
+    with pytest.raises(ValueError, match="at least one head set"):
+        lm.ablate(bridge, repeated, [])
+    assert lm.single_heads is __import__("induction_probes").single_heads  # one function, not two of one name
 
 
 def test_sources_models_series_and_runs_are_told_apart(models, tmp_path):
@@ -172,7 +242,7 @@ def cli(capsys, *argv) -> tuple[int, str, str]:
 
 
 def test_probe_json_info_and_one_line_errors_from_the_command_line(models, tmp_path, capsys):
-    argv = ["probe", str(models["llama"]), "--json", "--n-seqs", "3", "--length", "10", "--plot", str(tmp_path)]
+    argv = ["probe", str(models["llama"]), "--json", "--n-seqs", "3", "--length", "6-10", "--plot", str(tmp_path)]
     code, out, err = cli(capsys, *argv)
     assert code == 0, err
     answer = json.loads(out)
@@ -180,8 +250,20 @@ def test_probe_json_info_and_one_line_errors_from_the_command_line(models, tmp_p
         answer["figures"] == [str(tmp_path / "llama_head_scores.png")]
         and (tmp_path / "llama_head_scores.png").is_file()
     )
-    assert len(answer["induction"]) == 2 and len(answer["previous_token"][1]) == 4
-    assert answer["first_half_loss"] > 0 and answer["model"] == str(models["llama"])
+    assert [h["head"] for h in answer["heads"]][:5] == ["L0H0", "L0H1", "L0H2", "L0H3", "L1H0"]
+    for head in answer["heads"]:  # every head score carries its interval
+        for name in ("induction", "control", "content", "previous_token", "copying", "positional_share"):
+            assert head[name]["low"] <= head[name]["value"] <= head[name]["high"], (head["head"], name)
+    assert isinstance(answer["induction_heads"], list) and isinstance(answer["previous_token_heads"], list)
+    assert answer["first_half_loss"]["value"] > 0 and answer["model"] == str(models["llama"])
+    assert answer["length"] == [6, 10] and answer["lengths"][1] <= 10
+    code, out, _ = cli(capsys, "ablate", str(models["llama"]), "--json", "--n-seqs", "4", "--length", "6")
+    assert code == 0
+    for ablation in json.loads(out)["ablations"]:  # every ablation effect carries its paired interval
+        rise = ablation["loss_increase"]
+        assert rise["low"] <= rise["value"] <= rise["high"]
+    code, out, _ = cli(capsys, "ablate", str(models["llama"]), "--n-seqs", "4", "--length", "6", "--heads", "L1H0")
+    assert code == 0 and "L1H0" in out and out.count("[") >= 3  # the text shows the intervals too
     code, out, _ = cli(capsys, "info", str(models["llama"]))
     assert code == 0 and "LlamaForCausalLM" in out and "2 key-value heads" in out
     broken = tmp_path / "broken"  # a model directory whose weights are not a safetensors file
@@ -193,6 +275,8 @@ def test_probe_json_info_and_one_line_errors_from_the_command_line(models, tmp_p
     for argv in (
         ["nobody/no-such-model"],
         [str(broken)],
+        [str(models["llama"]), "--length", "10", "--threshold", "nan"],
+        [str(models["llama"]), "--length", "1-3"],
         [str(models["llama"]), "--length", "10", "--text", str(text)],
     ):
         code, out, err = cli(capsys, "probe", *argv)
@@ -231,6 +315,7 @@ def test_revisions_in_the_local_hugging_face_cache_are_a_checkpoint_series(model
     assert result.stdout.count("exit 0") == 2 and "exit 2" in result.stdout, result.stderr
     answer = json.loads(result.stdout[: result.stdout.index("exit 0")])
     assert answer["steps"] == [0, 10] and [c["step"] for c in answer["checkpoints"]] == [0, 10]
-    assert answer["checkpoints"][0]["induction"] != answer["checkpoints"][1]["induction"]  # two different models
+    first, second = ([h["induction"]["value"] for h in c["heads"]] for c in answer["checkpoints"])
+    assert first != second  # two different models
     assert "revision step0" in result.stdout and "local Hugging Face cache" in result.stdout
     assert "'local/absent'" in result.stderr and "nothing is downloaded" in result.stderr

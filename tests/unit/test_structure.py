@@ -160,6 +160,7 @@ DIMENSIONS = {
     "state": "states of a lifted n-gram chain",
     "windows": "n-token windows",
     "distance": "look-back distances",
+    "resample": "bootstrap resamples",
     "d": "the Gaussian task's dimensions",
     "chain": "SGLD chains",
     "draw": "SGLD draws",
