@@ -157,8 +157,8 @@ def head_rows(result) -> list[list]:
                 label(layer, head) + (" *" if "induction" in role.labels else ""),
                 ", ".join(role.labels) or "-",
                 interval_text(*scores.content.at(layer, head)),
-                f"{scores.induction.value[layer, head].item():.2f}",
-                f"{scores.control.value[layer, head].item():.2f}",
+                interval_text(*scores.induction.at(layer, head)),
+                interval_text(*scores.control.at(layer, head)),
                 interval_text(*scores.previous_token.at(layer, head)),
                 interval_text(*scores.copying.at(layer, head)),
             ]

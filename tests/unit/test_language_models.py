@@ -262,6 +262,9 @@ def test_probe_json_info_and_one_line_errors_from_the_command_line(models, tmp_p
     for ablation in json.loads(out)["ablations"]:  # every ablation effect carries its paired interval
         rise = ablation["loss_increase"]
         assert rise["low"] <= rise["value"] <= rise["high"]
+    code, out, _ = cli(capsys, "probe", str(models["llama"]), "--n-seqs", "4", "--length", "6")
+    rows = [line for line in out.splitlines() if line.startswith("L") and line[1].isdigit() and "H" in line[:5]]
+    assert len(rows) == 8 and all(row.count("[") == 5 for row in rows)  # five scores, each with its interval
     code, out, _ = cli(capsys, "ablate", str(models["llama"]), "--n-seqs", "4", "--length", "6", "--heads", "L1H0")
     assert code == 0 and "L1H0" in out and out.count("[") >= 3  # the text shows the intervals too
     code, out, _ = cli(capsys, "info", str(models["llama"]))
