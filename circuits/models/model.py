@@ -25,7 +25,7 @@ import math
 
 import torch
 import torch.nn.functional as F
-from jaxtyping import Float, Int
+from jaxtyping import Float, Int, Shaped
 from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
@@ -305,6 +305,11 @@ class HookedTransformer(TransformerLensInterface, HookedRootModule):
         elif input.shape[-1] != cfg.d_vocab or not torch.isfinite(input).all():
             raise ValueError(f"vector input must be finite with last dimension {cfg.d_vocab}")
 
+    def with_batch(self, input: Tensor) -> Shaped[Tensor, "batch ..."]:
+        """One sequence ([pos] tokens, [pos, d_in] vectors) gains a batch dimension, as in TransformerLens."""
+        one_sequence = 1 if self.cfg.input_type == "tokens" else 2
+        return input[None] if isinstance(input, Tensor) and input.dim() == one_sequence else input
+
     def embed_input(self, input: Tensor) -> Float[Tensor, "batch pos d_model"]:
         """The residual stream entering block 0: token (or linear vector) embedding, plus absolute positions.
         The input moves to the model's device first, as TransformerLens's models move theirs."""
@@ -335,6 +340,7 @@ class HookedTransformer(TransformerLensInterface, HookedRootModule):
         if return_type not in ("logits", "loss", "both", None):
             raise ValueError(f"return_type must be logits, loss, both or None; got {return_type!r}")
         if start_at_layer is None:
+            input = self.with_batch(input)
             resid, tokens = self.embed_input(input), input
         else:
             resid = input

@@ -262,7 +262,7 @@ def test_unknown_config_keys_are_refused():
         (torch.tensor([[0, -1]]), "tokens must be integers in 0..2"),
         (torch.zeros(1, 13, dtype=torch.long), "sequence length must be in 1..12"),
         (torch.zeros(1, 4), "tokens must be integers"),
-        (torch.zeros(4, dtype=torch.long), "must have 2 dims"),
+        (torch.zeros(1, 2, 4, dtype=torch.long), "must have 2 dims"),  # one sequence [pos] gains a batch dim
     ],
 )
 def test_bad_token_inputs_raise(bad, message):

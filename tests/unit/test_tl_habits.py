@@ -57,6 +57,11 @@ def test_string_tokens_are_the_ids_written_out():
     assert model.to_string(tokens) == ["0 3 1", "2 2 0"]
     with pytest.raises(ValueError, match="no tokenizer"):
         model.to_str_tokens("0 3 1")
+    assert torch.equal(model.to_tokens(model.to_string(tokens[0])), tokens[:1])  # read back what it writes
+    assert torch.equal(model.to_tokens(model.to_string(tokens)), tokens)
+    with pytest.raises(ValueError, match="ids 0..3 separated by spaces"):
+        model.to_tokens("0 4 1")  # beyond the vocabulary
+    assert model.tokenizer is None  # as TransformerLens's model without one
     with pytest.raises(ValueError, match="vector-input model"):
         small("alibi", input_type="vectors").to_str_tokens(tokens)
 
@@ -64,7 +69,7 @@ def test_string_tokens_are_the_ids_written_out():
 def test_generate_is_seeded_greedy_is_the_argmax_and_samples_follow_the_softmax():
     model = small()
     prefix = torch.tensor([[0, 1, 2, 3, 0]])
-    first = model.generate(prefix, 6, seed=7)
+    first = model.generate(prefix, 6, seed=7, verbose=False)
     assert first.shape == (1, 11) and torch.equal(first[:, :5], prefix)
     assert torch.equal(model.generate(prefix, 6, seed=7), first)  # same seed, same continuation
     assert not all(torch.equal(model.generate(prefix, 6, seed=s), first) for s in range(8, 12))
@@ -81,6 +86,52 @@ def test_generate_is_seeded_greedy_is_the_argmax_and_samples_follow_the_softmax(
     assert (shares.double() - probs).abs().max() < 5 * (0.25 / 20_000) ** 0.5
     with pytest.raises(ValueError, match="exceed the context of 12"):
         model.generate(prefix, 8)
+
+
+def test_generate_takes_transformer_lens_arguments_and_refuses_others():
+    model = small()
+    prefix = torch.tensor([[0, 1, 2, 3, 0]])
+    with pytest.raises(TypeError):
+        model.generate(prefix, 5, temprature=1.0)  # a typo is an error, not a silent default
+    greedy = model.generate(prefix, 5, do_sample=False)
+    assert torch.equal(model.generate(prefix, 5, top_k=1, seed=3), greedy)  # top_k = 1 is greedy
+    assert torch.equal(model.generate(prefix, 5, temperature=0.0, seed=3), greedy)
+    assert torch.equal(model.generate(prefix, 5, top_p=1e-9, seed=3), greedy)  # only the likeliest survives
+    assert model.generate(prefix, 5, do_sample=False, return_type="str") == model.to_string(greedy)
+    assert model.generate("0 1 2 3 0", 5, do_sample=False) == model.to_string(greedy)  # input a string: out a string
+    assert torch.equal(model.generate("0 1 2 3 0", 5, do_sample=False, return_type="tokens"), greedy)
+    # top_k = 2: of 20,000 draws none falls outside the two likeliest tokens, whose shares follow their
+    # renormalised probabilities (5 binomial errors, as above)
+    batch = prefix.expand(20_000, -1)
+    drawn = model.generate(batch, 1, top_k=2, seed=1)[:, -1]
+    logits = model(prefix)[0, -1].double()
+    top = logits.topk(2).indices
+    assert set(drawn.unique().tolist()) <= set(top.tolist())
+    expected = torch.softmax(logits[top], -1)
+    shares = torch.stack([(drawn == t).double().mean() for t in top])
+    assert (shares - expected).abs().max() < 5 * (0.25 / 20_000) ** 0.5
+    with pytest.raises(ValueError, match="return_type"):
+        model.generate(prefix, 2, return_type="text")
+
+
+def test_unseeded_generation_is_decided_by_torch_manual_seed():
+    model = small()
+    prefix = torch.tensor([[0, 1, 2, 3, 0]]).expand(50, -1)
+    torch.manual_seed(11)
+    a = model.generate(prefix, 6)
+    torch.manual_seed(11)
+    b = model.generate(prefix, 6)
+    c = model.generate(prefix, 6)  # the generator moved on
+    assert torch.equal(a, b) and not torch.equal(b, c)
+
+
+def test_one_sequence_gains_a_batch_dimension_as_in_transformer_lens():
+    model, tokens = small(), torch.tensor([[0, 3, 1, 2]])
+    assert torch.equal(model(tokens[0]), model(tokens))
+    assert torch.equal(model(tokens[0], return_type="loss"), model(tokens, return_type="loss"))
+    vectors = small("alibi", input_type="vectors")
+    x = torch.randn(1, 5, 4, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(vectors(x[0]), vectors(x))
 
 
 def test_a_hook_the_model_lacks_is_one_error_naming_the_hooks_it_has():
