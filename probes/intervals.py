@@ -123,3 +123,28 @@ def bootstrap_ratio_interval(
     ratios = (weights @ num) / means_den
     low, high = torch.quantile(ratios, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64))
     return Estimate(value, low.item(), high.item(), n, level)
+
+
+def bootstrap_ratio_intervals(
+    numerator: Float[Tensor, "batch ..."],
+    denominator: Float[Tensor, " batch"],
+    level: float = LEVEL,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`bootstrap_ratio_interval` for every trailing entry of ``numerator`` at once, over one shared
+    ``denominator`` (each head's attention summed over a sequence's queries, over how many queries it has): the
+    same resamples for every entry, so entry e's bounds are those :func:`bootstrap_ratio_interval` gives column e.
+    NaN bounds with one sequence, or everywhere when a resample's denominator is not positive."""
+    num, den = numerator.double().cpu(), denominator.double().cpu().flatten()
+    n = num.shape[0]
+    if n == 0 or den.numel() != n:
+        raise ValueError("a ratio interval needs one denominator per sequence of the numerator, at least one")
+    value = num.mean(0) / den.mean()
+    weights = resampling_weights(n, seed=seed) if n > 1 else None
+    means_den = None if weights is None else weights @ den
+    if means_den is None or (means_den <= 0).any():
+        nan = torch.full_like(value, math.nan)
+        return value, nan, nan.clone()
+    ratios = ((weights @ num.reshape(n, -1)) / means_den[:, None]).reshape(-1, *num.shape[1:])
+    low, high = torch.quantile(ratios, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64), dim=0)
+    return value, low, high

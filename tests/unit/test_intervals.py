@@ -98,3 +98,21 @@ def test_the_ratio_interval_resamples_numerator_and_denominator_together():
     assert estimate.low == pytest.approx(torch.quantile(ratios, 0.025).item(), abs=1e-12)
     assert estimate.low < 0.5 < estimate.high < estimate.low + 0.1  # paired resampling keeps it tight
     assert bootstrap_ratio_interval(num, -den).low is None  # a share of a negative gap has no interval
+
+
+def test_the_vectorised_ratio_intervals_are_the_one_column_intervals_side_by_side():
+    from induction_probes.probes.intervals import bootstrap_ratio_interval, bootstrap_ratio_intervals
+
+    generator = torch.Generator().manual_seed(4)
+    den = torch.randint(0, 5, (50,), generator=generator).double()  # queries with a match; some sequences none
+    share = torch.rand(50, 2, 3, generator=generator, dtype=torch.float64)
+    num = share * den[:, None, None]  # attention summed over those queries: each ratio a share in [0, 1]
+    value, low, high = bootstrap_ratio_intervals(num, den)
+    for i in range(2):
+        for j in range(3):
+            one = bootstrap_ratio_interval(num[:, i, j], den)
+            assert value[i, j].item() == pytest.approx(one.value, rel=1e-12)
+            assert (low[i, j].item(), high[i, j].item()) == pytest.approx((one.low, one.high), abs=1e-12)
+    assert (low >= 0).all() and (high <= 1).all() and (low <= value).all() and (value <= high).all()
+    assert bootstrap_ratio_intervals(num[:1], den[:1])[1].isnan().all()  # one sequence: no interval
+    assert bootstrap_ratio_intervals(num, torch.zeros(50))[2].isnan().all()  # a share of nothing: none
