@@ -129,6 +129,12 @@ def repeat_induction_score(
     return pattern[..., queries, queries - length + 1].mean(dim=(0, -1))
 
 
+def previous_token_per_sequence(pattern: Float[Tensor, "batch head query_pos key_pos"]) -> Float[Tensor, "batch head"]:
+    """Per sequence, the mean over queries t ≥ 1 of A[t, t − 1] (:func:`previous_token_score` per sequence)."""
+    check_pattern(pattern)
+    return torch.diagonal(pattern, offset=-1, dim1=-2, dim2=-1).mean(-1)
+
+
 def previous_token_scores(patterns: list[Tensor]) -> list[Float[Tensor, " head"]]:
     """Each layer's previous-token scores, one per head (layers may have different head counts)."""
     return [previous_token_score(p) for p in patterns]
@@ -154,6 +160,23 @@ def bigram_matching_score(
     With ``skip_first_key`` every row is renormalised over keys j ≥ 1 first, which discounts attention
     that position-0 artefacts (a self-key, a sink) draw onto key 0; key 0 can never match anyway.
     """
+    mass, ideal, count = bigram_matching_sums(pattern, tokens, skip_first_key, match)
+    total = count.sum()
+    if total == 0:
+        raise ValueError("no query has a matching key: sequences are too short or never repeat a token")
+    return mass.sum(0) / total, ideal.sum(0) / total, (total / count.numel() / tokens.shape[1]).item()
+
+
+def bigram_matching_sums(
+    pattern: Float[Tensor, "batch head query_pos key_pos"],
+    tokens: Int[Tensor, "batch pos"],
+    skip_first_key: bool = False,
+    match: torch.BoolTensor | None = None,
+) -> tuple[Float[Tensor, "batch head"], Float[Tensor, "batch head"], Float[Tensor, " batch"]]:
+    """Per sequence, the sums over its queries that have a matching key of the attention mass on matching keys
+    and of 1 − TV to uniform over them, and the count of those queries: the scores of
+    :func:`bigram_matching_score` are the sums over sequences divided by the count's, and a sequence's own
+    score is its sums divided by its count (what an interval over sequences resamples)."""
     check_pattern(pattern, tokens)
     match = matching_keys(tokens) if match is None else match  # [batch, q, k]; computed once per layer set
     if skip_first_key:
@@ -162,21 +185,13 @@ def bigram_matching_score(
             [torch.zeros_like(pattern[..., :1]), rest / rest.sum(-1, keepdim=True).clamp_min(1e-30)], -1
         )
     n_match = match.sum(-1)  # [batch, q]
-    has_match = n_match > 0
-    if not has_match.any():
-        raise ValueError("no query has a matching key: sequences are too short or never repeat a token")
     on_match = pattern * match[:, None]  # [batch, head, q, k]: attention on matching keys only
     mass = on_match.sum(-1)
     # Both the row and the uniform target over the n matching keys are distributions, so
     # 1 − TV = Σ_j min(A_j, target_j) = Σ_{j matching} min(A_j, 1/n): one clamp, no second [q, k] pass.
     ideal = torch.minimum(on_match, 1.0 / n_match.clamp_min(1)[:, None, :, None].to(pattern.dtype)).sum(-1)
-    weights = has_match[:, None].to(pattern.dtype)
-    count = weights.sum(dim=(0, 2))
-    return (
-        (mass * weights).sum(dim=(0, 2)) / count,
-        (ideal * weights).sum(dim=(0, 2)) / count,
-        has_match.double().mean().item(),
-    )
+    weights = (n_match > 0)[:, None].to(pattern.dtype)  # [batch, 1, q]
+    return (mass * weights).sum(-1), (ideal * weights).sum(-1), weights[:, 0].sum(-1)
 
 
 def bigram_matching_scores(
@@ -212,8 +227,15 @@ def positional_profile(
     q·r_d / sqrt(d_head), averaged over every query in ``q`` (Edelman et al.'s profile, but with the
     query, as the forward pass uses it; their code dots r with the key). All n_ctx distances enter the
     softmax, as in theirs, so the profile is a property of the weights, not of one query position."""
+    return positional_profile_per_sequence(q, W_rel).mean(0)
+
+
+def positional_profile_per_sequence(
+    q: Float[Tensor, "batch pos head d_head"], W_rel: Float[Tensor, "head distance d_head"]
+) -> Float[Tensor, "batch head distance"]:
+    """:func:`positional_profile` of each sequence: its queries' softmaxes averaged over its positions."""
     scores = torch.einsum("bqhe,hde->bqhd", q, W_rel.detach().to(q.device)) / W_rel.shape[-1] ** 0.5
-    return torch.softmax(scores, dim=-1).mean(dim=(0, 1))
+    return torch.softmax(scores, dim=-1).mean(dim=1)
 
 
 # The odd distances the even/odd measures read (Edelman et al. Fig. 3 middle, ICML Fig. 11), each against its even

@@ -100,41 +100,17 @@ def bootstrap_mean_interval(
     return mean, low, high
 
 
-def bootstrap_ratio_interval(
-    numerator: Float[Tensor, " batch"],
-    denominator: Float[Tensor, " batch"],
-    level: float = LEVEL,
-    seed: int = BOOTSTRAP_SEED,
-) -> Estimate:
-    """mean(numerator) / mean(denominator) over paired sequences, with the percentile-bootstrap interval of that
-    ratio (the same sequences resampled for both). None bounds where a resample's denominator is not positive:
-    a share of nothing has no interval."""
-    num, den = numerator.double().cpu().flatten(), denominator.double().cpu().flatten()
-    if num.shape != den.shape or num.numel() == 0:
-        raise ValueError("a ratio interval needs as many numerators as denominators, at least one")
-    value = (num.mean() / den.mean()).item()
-    n = num.numel()
-    if n == 1:
-        return Estimate(value, None, None, 1, level)
-    weights = resampling_weights(n, seed=seed)
-    means_den = weights @ den
-    if (means_den <= 0).any():
-        return Estimate(value, None, None, n, level)
-    ratios = (weights @ num) / means_den
-    low, high = torch.quantile(ratios, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64))
-    return Estimate(value, low.item(), high.item(), n, level)
-
-
 def bootstrap_ratio_intervals(
     numerator: Float[Tensor, "batch ..."],
     denominator: Float[Tensor, " batch"],
     level: float = LEVEL,
     seed: int = BOOTSTRAP_SEED,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """:func:`bootstrap_ratio_interval` for every trailing entry of ``numerator`` at once, over one shared
-    ``denominator`` (each head's attention summed over a sequence's queries, over how many queries it has): the
-    same resamples for every entry, so entry e's bounds are those :func:`bootstrap_ratio_interval` gives column e.
-    NaN bounds with one sequence, or everywhere when a resample's denominator is not positive."""
+    """mean(numerator) / mean(denominator) over sequences, with its percentile-bootstrap interval (the same
+    sequences resampled for both), for every trailing entry of ``numerator`` at once over one shared
+    ``denominator``: a mean over queries pooled from sequences of different sizes (numerator: a sequence's sum,
+    denominator: its count), or a share of a gap. The same resamples serve every entry. NaN bounds with one
+    sequence, or everywhere when a resample's denominator is not positive."""
     num, den = numerator.double().cpu(), denominator.double().cpu().flatten()
     n = num.shape[0]
     if n == 0 or den.numel() != n:
@@ -148,3 +124,19 @@ def bootstrap_ratio_intervals(
     ratios = ((weights @ num.reshape(n, -1)) / means_den[:, None]).reshape(-1, *num.shape[1:])
     low, high = torch.quantile(ratios, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64), dim=0)
     return value, low, high
+
+
+def bootstrap_ratio_interval(
+    numerator: Float[Tensor, " batch"],
+    denominator: Float[Tensor, " batch"],
+    level: float = LEVEL,
+    seed: int = BOOTSTRAP_SEED,
+) -> Estimate:
+    """:func:`bootstrap_ratio_intervals` of one column, as an :class:`Estimate`; None bounds where there is no
+    interval (a share of nothing has none)."""
+    num, den = numerator.double().cpu().flatten(), denominator.double().cpu().flatten()
+    if num.shape != den.shape:
+        raise ValueError("a ratio interval needs as many numerators as denominators, at least one")
+    value, low, high = bootstrap_ratio_intervals(num, den, level, seed)
+    bounds = (None, None) if low.isnan() else (low.item(), high.item())
+    return Estimate(value.item(), *bounds, num.numel(), level)

@@ -34,7 +34,7 @@ from torch import Tensor
 
 from induction_probes.circuits.common.devices import model_device
 from induction_probes.circuits.interop.language_models import as_hooked
-from induction_probes.probes.attention import pattern_hook, run_with_captures
+from induction_probes.probes.attention import pattern_hook, previous_token_per_sequence, run_with_captures
 from induction_probes.probes.intervals import bootstrap_mean_interval, mean_interval
 from induction_probes.probes.lm.protocols import (
     TEXT_EARLY,
@@ -167,10 +167,6 @@ def distance_profile(pattern: Tensor, repeated: RepeatedTokens) -> Float[Tensor,
     return masked_mean(values, valid).transpose(1, 2)
 
 
-def previous_token_per_sequence(pattern: Tensor) -> Float[Tensor, "batch head"]:
-    return torch.diagonal(pattern, offset=-1, dim1=-2, dim2=-1).double().mean(-1)
-
-
 def copying_per_sequence(
     model, layer: int, z: Tensor, resid: Tensor, pattern: Tensor, tokens: Tensor, repeated: RepeatedTokens
 ) -> Float[Tensor, "batch head"]:
@@ -211,7 +207,9 @@ def repeat_pass(model, repeated: RepeatedTokens, rows: slice) -> Float[Tensor, "
     per_layer = []
     for layer, pattern in enumerate(patterns):
         copying = copying_per_sequence(model, layer, captured[z_names[layer]], resid, pattern, part.tokens, part)
-        per_layer.append(torch.stack([previous_token_per_sequence(pattern), offset_scores(pattern, part), copying], -1))
+        per_layer.append(
+            torch.stack([previous_token_per_sequence(pattern).double(), offset_scores(pattern, part), copying], -1)
+        )
     heads = torch.stack(per_layer, 1)  # [batch, layer, head, score]
     return torch.cat([per_token_loss(logits, part.tokens), heads.flatten(1)], 1)
 
