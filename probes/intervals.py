@@ -18,6 +18,7 @@ the values' range, so a score's interval stays inside its bounds.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -67,6 +68,7 @@ def mean_interval(per_sequence: Float[Tensor, " batch"], level: float = LEVEL) -
 BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED = 2000, 0
 
 
+@functools.lru_cache(maxsize=4)  # one probe set is resampled for every score of every checkpoint: draw it once
 def resampling_weights(
     n: int, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
 ) -> Float[Tensor, "resample batch"]:

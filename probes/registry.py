@@ -5,7 +5,8 @@ A probe is a function ``probe(patterns, tokens)`` of one chunk of probe sequence
 every layer (a list of ``[batch, head, query_pos, key_pos]`` tensors) and ``tokens`` the ``[batch, pos]`` inputs.
 It returns one ``[head]`` tensor per layer, each a mean over the chunk's sequences, or a
 :class:`~induction_probes.probes.scores.Score` (those values and the weight they are a mean over, when it is
-not the chunk's sequence count): chunks are combined by the weighted mean. A registration may say:
+not the chunk's sequence count, and optionally its per-sequence parts, which give it an interval over the probe
+sequences): chunks are combined by the weighted mean. A registration may say:
 
 - ``calibrated``: its chance level on the probe set is in
   :func:`~induction_probes.probes.attention.chance_scores`, so the run's warnings and thresholds use it.

@@ -6,7 +6,8 @@ run costs one evaluation-set forward per checkpoint, loaded lazily one at a time
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import torch
 from jaxtyping import Float
@@ -21,15 +22,16 @@ from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.ablation import reference_inputs_for, run_ablated, single_heads  # noqa: F401 (single_heads: its old home)
 from induction_probes.probes.attention import (
     induction_score,
-    positional_profile,
+    positional_profile_per_sequence,
     previous_token_score,
     run_with_patterns,
 )
 from induction_probes.probes.behaviour import Behaviour, behaviour
+from induction_probes.probes.intervals import bootstrap_mean_interval, resampling_weights
 from induction_probes.probes.progress import ProgressMeasures, progress_measures, unmeasurable_reason
 from induction_probes.probes.registry import RUN_PROBES
 from induction_probes.probes.run_probes import RunProbes
-from induction_probes.probes.scores import attention_probes
+from induction_probes.probes.scores import attention_probes, score_intervals
 from induction_probes.probes.task_probes import probe_task_model
 from induction_probes.probes.tidy import Tidy, ablation_records, gaussian_records, probe_records
 from induction_probes.probes.window_readout import window_readout
@@ -45,6 +47,9 @@ class CheckpointProbes(Tidy):
     positional_profile: Tensor | None  # [n_heads, distance] of layer 0, if it has relative positions
     behaviour: Behaviour
     progress: ProgressMeasures | None  # the circuit's pieces read from the weights, where they apply
+    # (low, high) over the probe sequences: per registered probe, per layer, [heads] each (NaN bounds for a probe
+    # that gives no per-sequence parts); and of "fraction_with_match" and the positional profile's measures
+    intervals: dict[str, list[tuple[Tensor, Tensor]]] = field(default_factory=dict)
 
     @property
     def previous_token(self) -> list[Tensor]:
@@ -87,20 +92,37 @@ def probe_model(model, eval_set: MarkovEvalSet, step: int = -1, chunk: int = 100
     inputs = eval_set.sample.inputs
     W_rel = getattr(model.blocks[0].attn, "W_rel", None)
     outputs, scores, captured = attention_probes(model, inputs, chunk, [QUERY_0])
-    profiles = [(len(q), positional_profile(q, W_rel)) for q in captured[QUERY_0]] if W_rel is not None else []
+    intervals = {name: score_intervals(score) for name, score in scores.items()}
+    matches = scores["bigram_matching"].per_sequence[1] / inputs.shape[1]  # each sequence's share of queries
+    intervals["fraction_with_match"] = [tuple(bound.reshape(1) for bound in bootstrap_mean_interval(matches)[1:])]
+    profile = None
+    if W_rel is not None:
+        per_sequence = torch.cat([positional_profile_per_sequence(q, W_rel) for q in captured[QUERY_0]])
+        profile = per_sequence.mean(0)
+        intervals |= positional_intervals(per_sequence)
     return CheckpointProbes(
         step=step,
         scores={name: score.values for name, score in scores.items()},
         fraction_with_match=scores["bigram_matching"].weight / inputs.shape[0],
-        positional_profile=weighted_mean(profiles) if profiles else None,
+        positional_profile=profile,
         behaviour=behaviour(outputs, eval_set),
         progress=None if unmeasurable_reason(model) else progress_measures(on_cpu(model), step),  # weights only
+        intervals=intervals,
     )
 
 
-def weighted_mean(parts: list[tuple[float, Tensor]]) -> Float[Tensor, ...]:
-    total = sum(weight for weight, _ in parts)
-    return sum(weight * value for weight, value in parts) / total
+def positional_intervals(per_sequence: Float[Tensor, "batch head distance"]) -> dict[str, list[tuple]]:
+    """Intervals over sequences of layer 0's profile at distance 1 (a bootstrap of its mean) and of its peak (the
+    distance where each resample's mean profile peaks: the central 95 % of those distances)."""
+    at_1 = bootstrap_mean_interval(per_sequence[:, :, 1])[1:]
+    n = per_sequence.shape[0]
+    if n == 1:
+        nan = torch.full((per_sequence.shape[1],), math.nan, dtype=torch.float64)
+        return {"positional_profile_at_1": [at_1], "positional_profile_peak": [(nan, nan)]}
+    means = (resampling_weights(n) @ per_sequence.double().reshape(n, -1)).reshape(-1, *per_sequence.shape[1:])
+    peaks = means.argmax(-1).double()  # [resample, head]
+    bounds = torch.quantile(peaks, torch.tensor([0.025, 0.975], dtype=torch.float64), dim=0, interpolation="nearest")
+    return {"positional_profile_at_1": [at_1], "positional_profile_peak": [(bounds[0], bounds[1])]}
 
 
 def run_task(run: Run, task_class: type):

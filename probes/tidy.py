@@ -1,9 +1,10 @@
 """Every result as a tidy table: one row per (checkpoint, head, measure), in long form.
 
 Columns (``COLUMNS``): ``step``, ``sequences_seen``, ``layer``, ``head``, ``measure``, ``value``, and
-``low`` / ``high`` where the value is a mean over evaluation sequences with an interval
-(:mod:`induction_probes.probes.intervals`); ``layer`` and ``head`` are empty for a score of the whole
-model (its loss, its ICL score) and ``sequences_seen`` where the result does not know it. Ablation rows
+``low`` / ``high``, its 95 % interval over the evaluation sequences (:mod:`induction_probes.probes.intervals`;
+equal to the value for a measure read from the weights, which other sequences would not change); ``layer``
+and ``head`` are empty for a score of the whole model (its loss, its ICL score) and ``sequences_seen`` where
+the result does not know it. Ablation rows
 add ``ablated`` (the heads, "L.H,L.H") and ``mode``. A composition score belongs to a pair of heads: its
 row is the layer-1 head's, and its measure names the layer-0 head (``composition_K_from_L0H0``).
 
@@ -12,6 +13,8 @@ rows as a pandas DataFrame, with layer and head as nullable integers.
 """
 
 from __future__ import annotations
+
+import math
 
 COLUMNS = ["step", "sequences_seen", "layer", "head", "measure", "value", "low", "high"]
 ABLATION_COLUMNS = COLUMNS + ["ablated", "mode"]
@@ -52,13 +55,24 @@ class Tidy:
         return frame(self.to_records(sequences_seen))
 
 
-def per_head(step, seen, measure: str, layers, first_layer: int = 0) -> list[dict]:
-    """Rows of a per-layer list of per-head values (tensors or lists), from layer ``first_layer`` on."""
-    return [
-        row(step, seen, first_layer + layer, head, measure, value)
-        for layer, values in enumerate(layers)
-        for head, value in enumerate(list(values))
-    ]
+def per_head(step, seen, measure: str, layers, first_layer: int = 0, intervals=None, exact: bool = False) -> list[dict]:
+    """Rows of a per-layer list of per-head values (tensors or lists), from layer ``first_layer`` on, with
+    ``intervals`` (per layer, (low, high) of its heads) where given. ``exact``: a value read from the weights,
+    which another draw of evaluation sequences would not change, so its interval over them is the value itself."""
+    rows = []
+    for layer, values in enumerate(layers):
+        for head, value in enumerate(list(values)):
+            low, high = (value, value) if exact else bounds_of(intervals, layer, head)
+            rows.append(row(step, seen, first_layer + layer, head, measure, value, low, high))
+    return rows
+
+
+def bounds_of(intervals, layer: int, head: int) -> tuple[float | None, float | None]:
+    """One head's (low, high) from per-layer bounds; None where there are none (NaN: no interval)."""
+    if intervals is None:
+        return None, None
+    low, high = (float(bound[head]) for bound in intervals[layer])
+    return (None, None) if math.isnan(low) else (low, high)
 
 
 def behaviour_records(behaviour, step=None, seen=None) -> list[dict]:
@@ -69,13 +83,19 @@ def behaviour_records(behaviour, step=None, seen=None) -> list[dict]:
 def probe_records(probes, seen=None) -> list[dict]:
     """A checkpoint's attention (every registered probe's), positional, behaviour and (where they apply)
     progress rows."""
-    step = probes.step
-    rows = [r for name, layers in probes.scores.items() for r in per_head(step, seen, name, layers)]
-    rows += [row(step, seen, None, None, "fraction_with_match", probes.fraction_with_match)]
+    step, intervals = probes.step, probes.intervals
+    rows = [
+        r for name, layers in probes.scores.items() for r in per_head(step, seen, name, layers, 0, intervals.get(name))
+    ]
+    low, high = bounds_of(intervals.get("fraction_with_match"), 0, 0)
+    rows += [row(step, seen, None, None, "fraction_with_match", probes.fraction_with_match, low, high)]
     if probes.positional_profile is not None:
         profile = probes.positional_profile
-        rows += per_head(step, seen, "positional_profile_at_1", [profile[:, 1]])
-        rows += per_head(step, seen, "positional_profile_peak", [profile.argmax(-1)])
+        for name, values in (
+            ("positional_profile_at_1", profile[:, 1]),
+            ("positional_profile_peak", profile.argmax(-1)),
+        ):
+            rows += per_head(step, seen, name, [values], 0, intervals.get(name))
     rows += behaviour_records(probes.behaviour, step, seen)
     return rows + ([] if probes.progress is None else progress_records(probes.progress, seen))
 
@@ -83,12 +103,13 @@ def probe_records(probes, seen=None) -> list[dict]:
 def progress_records(progress, seen=None) -> list[dict]:
     """previous_token_match for layer-0 heads, the other measures for layer-1 heads, composition per pair."""
     step = progress.step
-    rows = per_head(step, seen, "previous_token_match", [progress.previous_token_match])
+    rows = per_head(step, seen, "previous_token_match", [progress.previous_token_match], exact=True)
     for name in ("k_composition_match", "ov_copying_accuracy", "ov_copying_score"):
-        rows += per_head(step, seen, name, [getattr(progress, name)], first_layer=1)
+        rows += per_head(step, seen, name, [getattr(progress, name)], first_layer=1, exact=True)
     for mode, pairs in progress.composition.items():
         for source, targets in enumerate(pairs):
-            rows += per_head(step, seen, f"composition_{mode}_from_L0H{source}", [targets], first_layer=1)
+            measure = f"composition_{mode}_from_L0H{source}"
+            rows += per_head(step, seen, measure, [targets], first_layer=1, exact=True)
     return rows
 
 

@@ -90,3 +90,42 @@ def test_a_measure_at_its_threshold_at_initialisation_is_flagged():
     assert initial.value("ov_copying_score") in (-1.0, 1.0)
     lines = progress_warnings(model, model)
     assert any(line.startswith("ov_copying_score takes only the values -1 and 1") for line in lines)
+
+
+def test_every_attention_score_carries_its_interval_over_the_probe_sequences(setup):
+    from induction_probes.circuits.tasks.markov.strategies import matching_keys
+    from induction_probes.probes.attention import run_with_patterns
+    from induction_probes.probes.intervals import bootstrap_mean_interval, bootstrap_ratio_intervals
+
+    _, model, eval_set = setup
+    result = probe_model(model, eval_set, step=7, chunk=15)  # three chunks: their parts are joined
+    table = result.to_frame().set_index(["measure", "layer", "head"])
+    tokens = eval_set.sample.inputs
+    _, patterns = run_with_patterns(model, tokens)
+    # by hand, one sequence at a time: its previous-token score, and its matching queries' attention sum
+    previous = torch.stack([torch.diagonal(patterns[0][s], -1, -2, -1).mean(-1) for s in range(len(tokens))])
+    match = matching_keys(tokens)
+    has = match.any(-1)
+    mass = torch.stack([(patterns[0][s] * match[s]).sum(-1)[:, has[s]].sum(-1) for s in range(len(tokens))])
+    expected = {
+        "previous_token": bootstrap_mean_interval(previous)[1:],
+        "bigram_matching": bootstrap_ratio_intervals(mass, has.sum(-1).double())[1:],
+    }
+    for name, (low, high) in expected.items():
+        for head in range(2):
+            entry = table.loc[(name, 0, head)]
+            assert entry.low == pytest.approx(low[head].item(), abs=1e-6)  # float32 patterns, summed in two orders
+            assert entry.high == pytest.approx(high[head].item(), abs=1e-6)
+
+
+def test_every_row_of_a_shipped_run_probe_has_finite_bounds_around_its_value():
+    from induction_probes import Run, probe_run
+
+    run = Run.open("markov-k3")
+    table = probe_run(run, steps=[0, 606, run.steps[-1]]).to_frame()
+    assert table[["low", "high"]].notna().all().all()
+    assert ((table.low <= table.value + 1e-12) & (table.value <= table.high + 1e-12)).all()
+    weights = table[table.measure.str.startswith(("composition_", "ov_", "k_composition", "previous_token_match"))]
+    assert len(weights) and (weights.low == weights.value).all()  # read from the weights: exact
+    scores = table[table.measure.isin(["previous_token", "bigram_matching"])]
+    assert (scores.high > scores.low).all() and (scores.low >= 0).all() and (scores.high <= 1).all()
