@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import MISSING, asdict, field, fields
 from typing import Any
 
+from induction_probes.circuits.common.validation import shortened
+
 
 def option(default: Any = MISSING, help: str = "", **argparse: Any) -> Any:
     """A config field with its command-line help and any argparse extras (``type``, ``choices``, ``metavar``).
@@ -48,7 +50,7 @@ class Config:
         known = {f.name: f for f in fields(cls)}
         unknown = sorted(set(values) - set(known))
         if unknown:
-            raise ValueError(f"unknown {cls.__name__} keys: {', '.join(map(str, unknown))}")
+            raise ValueError(f"unknown {cls.__name__} keys: {shortened(', '.join(map(str, unknown)))}")
         converted = {}
         for name, value in values.items():
             inner = known[name].metadata.get("config")

@@ -25,6 +25,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from induction_probes.circuits.common.validation import quoted
+
 PACKAGE = "induction_probes"
 PLUGINS_VARIABLE = "INDUCTION_PROBES_PLUGINS"  # modules to import (comma-separated) before a command runs
 _REGISTRIES: weakref.WeakSet[Registry] = weakref.WeakSet()  # every registry alive, to send to workers
@@ -53,7 +55,7 @@ class Registration:
         name = getattr(self.entry, "__qualname__", "")
         if not self.module or not name or "<" in name:
             raise ValueError(
-                f"{self.name!r} is not defined at the top level of a module: another process "
+                f"{quoted(self.name)} is not defined at the top level of a module: another process "
                 "(a sweep's worker) cannot find it; define it at a module's top level"
             )
         return f"{self.module}:{name}"
@@ -88,11 +90,13 @@ class Registry:
 
             return decorator
         if not isinstance(name, str) or not name:
-            raise ValueError(f"a {self.kind} name must be a non-empty string, got {name!r}")
+            raise ValueError(f"a {self.kind} name must be a non-empty string, got {quoted(name)}")
         if name in self._entries and not replace:
-            raise ValueError(f"a {self.kind} named {name!r} is registered already (pass replace=True to replace it)")
+            raise ValueError(
+                f"a {self.kind} named {quoted(name)} is registered already (pass replace=True to replace it)"
+            )
         if isinstance(entry, str) and ":" not in entry:
-            raise ValueError(f"a lazy {self.kind} entry is 'package.module:attribute', got {entry!r}")
+            raise ValueError(f"a lazy {self.kind} entry is 'package.module:attribute', got {quoted(entry)}")
         module = entry.partition(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", None)
         self._entries[name] = Registration(name, entry, dict(info), module)
         return self._entries[name]
@@ -104,7 +108,7 @@ class Registry:
     def registration(self, name: str) -> Registration:
         if name not in self._entries:
             known = ", ".join(self._entries) or "none"
-            raise UnknownName(f"unknown {self.kind} {name!r} (known: {known})")
+            raise UnknownName(f"unknown {self.kind} {quoted(name)} (known: {known})")
         return self._entries[name]
 
     def get(self, name: str) -> Any:

@@ -5,7 +5,9 @@ followed if it is a symbolic link (at any level: a linked condition folder would
 outside it), nothing is read that is not a regular file (a named pipe would block the reader for ever, a
 device would never end), and nothing is read whole that is larger than a limit, checked on the open file
 before its first byte is read. And one rule for numbers read from such a folder or computed from it: one
-that is NaN or infinite is never printed as a result.
+that is NaN or infinite is never printed as a result. A message quotes at most 200 characters of a value read
+from such a folder (:func:`~induction_probes.circuits.common.validation.quoted`): a 30 MB string in a
+config.json must not come back as a 30 MB error line.
 """
 
 from __future__ import annotations

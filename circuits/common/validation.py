@@ -9,11 +9,31 @@ from __future__ import annotations
 import math
 import numbers
 
+QUOTE_LIMIT = 200  # characters of a value that one error message quotes
+
+
+def shortened(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` as a message may quote it: whole up to ``limit`` characters, else its start and its length."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)`` as a message may quote it (:func:`shortened`): how every refusal quotes a value that
+    came from a stranger's file or from an argument."""
+    if isinstance(value, str) and len(value) > limit:  # not the repr of all 30 MB, only of what is shown
+        return f"{repr(value[:limit])[:limit]}... ({len(value):,} characters)"
+    try:
+        return shortened(repr(value), limit)
+    except ValueError:  # an integer with more digits than Python turns into text
+        return f"an integer of {value.bit_length():,} bits"
+    except RecursionError:
+        return f"a {type(value).__name__} nested too deeply to show"
+
 
 def require_int(name: str, value: object, minimum: int) -> int:
     """``value`` as an int, if it is an integer (not a bool, not 2.5) and at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise ValueError(f"{name} must be an integer, got {quoted(value)}")
     if value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
     return int(value)
@@ -22,7 +42,7 @@ def require_int(name: str, value: object, minimum: int) -> int:
 def require_positive(name: str, value: object) -> float:
     """``value`` as a float, if it is a finite number > 0."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+        raise ValueError(f"{name} must be a number, got {quoted(value)}")
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {value}")
     return float(value)

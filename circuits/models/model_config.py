@@ -16,7 +16,7 @@ from induction_probes.circuits.common.limits import (
     require_at_most,
     require_numbers,
 )
-from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.common.validation import quoted, require_int
 
 ATTENTION_POSITIONALS = ("relative", "alibi", "none")
 POSITIONALS = ATTENTION_POSITIONALS + ("standard",)
@@ -163,7 +163,7 @@ class HookedTransformerConfig(Config):
             self._check_per_layer(name, value)
         for item in value if isinstance(value, tuple) else (value,):
             if item not in choices:
-                raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got {item!r}")
+                raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got {quoted(item)}")
 
     def heads(self, layer: int) -> int:
         return self.layer_heads[layer] if self.layer_heads is not None else self.n_heads

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from induction_probes.circuits.common.validation import quoted
 from induction_probes.circuits.recipes.registry import RECIPES
 from induction_probes.circuits.tasks import task_from_json
 
@@ -24,7 +25,7 @@ from induction_probes.circuits.tasks import task_from_json
 def recipe_from_json(recipe: Any, task: Any):
     """The recipe of a run from its ``config.json`` entries ``recipe`` and ``task``."""
     if not isinstance(recipe, dict) or not isinstance(recipe.get("name"), str) or recipe["name"] not in RECIPES:
-        raise ValueError(f"not a known recipe (recipes: {', '.join(RECIPES)}): {recipe!r}")
+        raise ValueError(f"not a known recipe (recipes: {', '.join(RECIPES)}): {quoted(recipe)}")
     values = {key: value for key, value in recipe.items() if key != "name"}
     recipe_class = RECIPES.get(recipe["name"])
     if any(f.name == "task" for f in fields(recipe_class)):

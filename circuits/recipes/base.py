@@ -16,7 +16,7 @@ from induction_probes.circuits.common.limits import (
     require_seed,
     require_sequences,
 )
-from induction_probes.circuits.common.validation import require_int, require_positive
+from induction_probes.circuits.common.validation import quoted, require_int, require_positive
 from induction_probes.circuits.tasks.base import TaskConfig
 
 SCHEDULES = ("cosine", "constant")
@@ -30,7 +30,7 @@ def int_tuple(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(item) for item in text.split(","))
     except ValueError:
-        raise ValueError(f"expected integers separated by commas, e.g. 2,1; got {text!r}") from None
+        raise ValueError(f"expected integers separated by commas, e.g. 2,1; got {quoted(text)}") from None
 
 
 def name_tuple(text: str) -> tuple[str, ...]:
@@ -72,7 +72,7 @@ class Recipe(Config):
             require_seed(name, getattr(self, name))
         require_positive("lr", self.lr)
         if self.lr_schedule not in SCHEDULES:
-            raise ValueError(f"lr_schedule must be cosine or constant, got {self.lr_schedule!r}")
+            raise ValueError(f"lr_schedule must be cosine or constant, got {quoted(self.lr_schedule)}")
         require_at_most("steps", self.steps, MAX_STEPS)
         require_at_most("n_checkpoints", self.n_checkpoints, MAX_CHECKPOINTS)
         model = self.model_config()  # the architecture's own checks and sizes, before anything is written

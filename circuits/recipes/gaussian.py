@@ -17,7 +17,7 @@ from induction_probes.circuits.common.limits import (
     require_seed,
     require_sequences,
 )
-from induction_probes.circuits.common.validation import require_int, require_positive
+from induction_probes.circuits.common.validation import quoted, require_int, require_positive
 from induction_probes.circuits.recipes.base import Recipe
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 
@@ -45,7 +45,7 @@ class GaussianRecipe(Recipe):
         require_int("d_model", self.d_model, 1)
         require_positive("slope_lr", self.slope_lr)
         if self.optimizer not in ("adam", "sgd"):
-            raise ValueError(f"optimizer must be adam or sgd, got {self.optimizer!r}")
+            raise ValueError(f"optimizer must be adam or sgd, got {quoted(self.optimizer)}")
         super().__post_init__()
 
     def model_config(self):
@@ -120,7 +120,7 @@ class ToyRecipe(Config):
         # the sequences, and the ALiBi weights over them
         require_sequences("n_seqs", self.n_seqs, self.seq_len**2 + self.seq_len * self.d)
         if self.optimizer not in ("gd", "adam"):
-            raise ValueError(f"optimizer must be gd or adam, got {self.optimizer!r}")
+            raise ValueError(f"optimizer must be gd or adam, got {quoted(self.optimizer)}")
         _ = self.task  # L >= 4 and the target's own checks
 
     def model_config(self):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from induction_probes.circuits.common.config import nested, option
-from induction_probes.circuits.common.validation import require_int, require_positive
+from induction_probes.circuits.common.validation import quoted, require_int, require_positive
 from induction_probes.circuits.recipes.base import SCHEDULES, Recipe, int_tuple, name_tuple
 from induction_probes.circuits.recipes.clamps import CLAMP_LAYERS
 from induction_probes.circuits.recipes.transformer import TransformerRecipe
@@ -66,7 +66,7 @@ class MarkovRecipe(TransformerRecipe):
             return
         for name in self.clamp:
             if name not in CLAMP_LAYERS:
-                raise ValueError(f"clamp must be previous-token, induction or both, got {name!r}")
+                raise ValueError(f"clamp must be previous-token, induction or both, got {quoted(name)}")
             layer = CLAMP_LAYERS[name]
             if layer >= self.n_layers or self.model_config().layer_mask(layer) != "causal":
                 raise ValueError(f"the {name} clamp needs a layer {layer} with the causal mask")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from induction_probes.circuits.common.config import option
 from induction_probes.circuits.common.limits import MAX_LAYERS, require_at_most
-from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.common.validation import quoted, require_int
 from induction_probes.circuits.recipes.base import Recipe, int_tuple, one_or_per_layer
 
 DECAYED = ("W_Q", "W_K", "W_V", "W_O", "W_U", "W_in", "W_out")  # the linear maps, which weight decay shrinks
@@ -59,7 +59,9 @@ class TransformerRecipe(Recipe):
         if self.heads is None:
             return self.default_heads()
         if not isinstance(self.heads, tuple) or not all(type(h) is int for h in self.heads):
-            raise ValueError(f"heads must be integers, one per layer (in a spec: heads = [2, 1]), got {self.heads!r}")
+            raise ValueError(
+                f"heads must be integers, one per layer (in a spec: heads = [2, 1]), got {quoted(self.heads)}"
+            )
         return self.heads
 
     def model_config(self):

@@ -23,6 +23,7 @@ from induction_probes.circuits.common.untrusted import (
     read_text,
     refuse_links,
 )
+from induction_probes.circuits.common.validation import quoted
 from induction_probes.circuits.models.classes import build_model, config_class
 from induction_probes.circuits.models.minimal import MinimalConfig
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
@@ -62,11 +63,23 @@ def has_integer_step(value: object) -> bool:
 
 
 def read_manifest(path: Path) -> list[dict]:
-    """A run's ``manifest.json``: a list of entries, each with an integer step."""
+    """A run's ``manifest.json``: a list of entries, each with an integer step and the sequences seen by then,
+    both counts, in strictly increasing step order (the last entry is the run's last checkpoint)."""
     manifest = read_json(path / "manifest.json")
+    where = path / "manifest.json"
     if not isinstance(manifest, list) or not all(map(has_integer_step, manifest)):
-        raise CheckpointError(f"{path / 'manifest.json'} is not a list of checkpoints with integer steps")
+        raise CheckpointError(f"{where} is not a list of checkpoints with integer steps")
+    steps = [entry["step"] for entry in manifest]
+    if any(step < 0 for step in steps) or any(a >= b for a, b in zip(steps, steps[1:])):
+        raise CheckpointError(f"{where} is not in increasing step order (steps >= 0, each once): {quoted(steps)}")
+    seen = [entry.get("sequences_seen") for entry in manifest]
+    if not all(is_count(count) for count in seen) or any(a > b for a, b in zip(seen, seen[1:])):
+        raise CheckpointError(f"{where} has sequences_seen that are not counts rising with the steps: {quoted(seen)}")
     return manifest
+
+
+def is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def run_text(path: Path) -> str:
@@ -115,7 +128,7 @@ class Run:
             raise CheckpointError(f"{path / 'config.json'} is not a run config: it needs a task, a recipe and a model")
         name = config.get("model_class")
         if not isinstance(name, str) or name not in MODEL_CLASSES:
-            raise CheckpointError(f"unknown model class {name!r} in {path / 'config.json'}")
+            raise CheckpointError(f"unknown model class {quoted(name)} in {path / 'config.json'}")
         return cls(path=path, config=config, manifest=manifest)
 
     @property
@@ -147,7 +160,7 @@ class Run:
     def model_config(self) -> HookedTransformerConfig | MinimalConfig:
         name = self.config.get("model_class")
         if name not in MODEL_CLASSES:
-            raise CheckpointError(f"unknown model class {name!r} in {self.path / 'config.json'}")
+            raise CheckpointError(f"unknown model class {quoted(name)} in {self.path / 'config.json'}")
         try:
             return config_class(name).from_dict(self.config["model"])
         except (TypeError, ValueError) as error:
@@ -160,7 +173,7 @@ class Run:
             raise CheckpointError("give a step or an index, not both")
         for what, value in (("step", step), ("index", index)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                raise CheckpointError(f"a checkpoint's {what} must be an integer, got {value!r}")
+                raise CheckpointError(f"a checkpoint's {what} must be an integer, got {quoted(value)}")
         if not self.manifest:
             raise CheckpointError(f"run {self.path} has no checkpoints")
         if step is not None:
@@ -186,7 +199,9 @@ class Run:
         outside the run (an absolute path, ``..``, a symlink): it is refused before anything is opened."""
         step = entry.get("step")
         if not isinstance(step, int) or isinstance(step, bool) or entry.get("file") != checkpoint_file(step):
-            raise CheckpointError(f"manifest entry {entry!r} of {self.path.name} does not name its own checkpoint file")
+            raise CheckpointError(
+                f"manifest entry {quoted(entry)} of {self.path.name} does not name its own checkpoint file"
+            )
         if not isinstance(entry.get("sha256"), str):
             raise CheckpointError(f"manifest entry of step {step} in {self.path.name} has no sha256 to verify")
         path = self.path / entry["file"]

@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from induction_probes.circuits.common.untrusted import CheckpointError
+from induction_probes.circuits.common.validation import quoted
 
 
 def shipped_runs_dir() -> Path | None:
@@ -35,4 +36,4 @@ def resolve_run(run: str | os.PathLike) -> Path:
     if os.sep not in str(run) and str(run) in shipped_run_names():
         return shipped_runs_dir() / str(run)
     shipped = ", ".join(shipped_run_names()) or "none"
-    raise CheckpointError(f"no run directory or shipped run named {str(run)!r} (shipped runs: {shipped})")
+    raise CheckpointError(f"no run directory or shipped run named {quoted(str(run))} (shipped runs: {shipped})")

@@ -40,6 +40,7 @@ from typing import Any
 from induction_probes.circuits.common.config import config_from_options, option_names
 from induction_probes.circuits.common.limits import MAX_CELLS, MAX_NAME, MAX_SPEC_BYTES
 from induction_probes.circuits.common.untrusted import read_text
+from induction_probes.circuits.common.validation import quoted
 from induction_probes.circuits.recipes.registry import RECIPES, SWEPT_ONLY, TRAINED
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS
 
@@ -120,13 +121,13 @@ def condition_label(name: str, grid_point: dict) -> str:
     bad = [part for part in parts if not PATH_PART.fullmatch(part) or part in (SPEC_FILE, LOG_FILE)]
     if bad:
         raise SpecError(
-            f"{bad[0]!r} cannot name a directory of the sweep: use letters, digits and ._,=+- "
+            f"{quoted(bad[0])} cannot name a directory of the sweep: use letters, digits and ._,=+- "
             "(not starting with a dot or a sign)"
         )
     long = [part for part in parts if len(part) > MAX_NAME]
     if long:
         raise SpecError(
-            f"{long[0][:20]!r}... ({len(long[0])} characters) cannot name a directory of the sweep: "
+            f"{quoted(long[0][:20])}... ({len(long[0])} characters) cannot name a directory of the sweep: "
             f"at most {MAX_NAME} characters (circuits/common/limits.py)"
         )
     return "/".join(parts)
@@ -161,14 +162,16 @@ def parse_spec(text: str, source: str = "spec") -> Spec:
     if unknown:
         raise SpecError(f"{source}: unknown keys {', '.join(unknown)} (a spec has {', '.join(sorted(SPEC_KEYS))})")
     if raw.get("recipe") not in sweep_recipes():
-        raise SpecError(f"{source}: recipe must be one of {', '.join(sweep_recipes())}, got {raw.get('recipe')!r}")
+        raise SpecError(
+            f"{source}: recipe must be one of {', '.join(sweep_recipes())}, got {quoted(raw.get('recipe'))}"
+        )
     seeds = raw.get("seeds")
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
         raise SpecError(f"{source}: seeds must be a non-empty list of integers >= 0")
     if len(set(seeds)) != len(seeds):
         raise SpecError(f"{source}: seeds repeat")
     if raw.get("count") is not None and raw["count"] not in PRIORS:
-        raise SpecError(f"{source}: count must name a prior ({', '.join(PRIORS)}), got {raw['count']!r}")
+        raise SpecError(f"{source}: count must name a prior ({', '.join(PRIORS)}), got {quoted(raw['count'])}")
     tables = {key: raw.get(key, {}) for key in ("base", "conditions", "grid")}
     for key, table in tables.items():
         if not isinstance(table, dict):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from induction_probes.circuits.common.validation import quoted
 from induction_probes.circuits.tasks.base import TaskConfig
 from induction_probes.circuits.tasks.registry import TASKS
 
@@ -19,6 +20,6 @@ from induction_probes.circuits.tasks.registry import TASKS
 def task_from_json(values: Any) -> TaskConfig:
     """The task a run's ``config.json`` describes (``{"name": ..., parameters}``)."""
     if not isinstance(values, dict) or not isinstance(values.get("name"), str) or values["name"] not in TASKS:
-        raise ValueError(f"not a known task description (tasks: {', '.join(TASKS)}): {values!r}")
+        raise ValueError(f"not a known task description (tasks: {', '.join(TASKS)}): {quoted(values)}")
     parameters = {key: value for key, value in values.items() if key != "name"}
     return TASKS.get(values["name"]).from_dict(parameters)

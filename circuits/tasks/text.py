@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, ClassVar
 from induction_probes.circuits.common.config import option
 from induction_probes.circuits.common.limits import MAX_CORPUS_BYTES, require_seed, require_sequences
 from induction_probes.circuits.common.untrusted import read_bytes
-from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.common.validation import quoted, require_int
 from induction_probes.circuits.tasks.base import TaskConfig
 
 if TYPE_CHECKING:
@@ -130,13 +130,13 @@ class TextTask(TaskConfig):
             raise ValueError("file must name a UTF-8 text file")
         require_int("seq_len", self.seq_len, 2)
         if not isinstance(self.held_out, int | float) or not 0.0 < self.held_out < 1.0:
-            raise ValueError(f"held_out must be a share strictly between 0 and 1, got {self.held_out!r}")
+            raise ValueError(f"held_out must be a share strictly between 0 and 1, got {quoted(self.held_out)}")
         if self.sha256 is None:  # a new task: the file itself says what it is
             data = read_corpus(self.file)
             object.__setattr__(self, "sha256", hashlib.sha256(data).hexdigest())
             object.__setattr__(self, "n_bytes", len(data))
         if not isinstance(self.sha256, str) or not SHA256.fullmatch(self.sha256):
-            raise ValueError(f"sha256 must be 64 lower-case hexadecimal digits, got {self.sha256!r}")
+            raise ValueError(f"sha256 must be 64 lower-case hexadecimal digits, got {quoted(self.sha256)}")
         require_int("n_bytes", self.n_bytes, 1)
         shortest = min(self.split(), self.n_bytes - self.split())
         if shortest < self.seq_len + 1:

@@ -123,3 +123,47 @@ def test_metrics_that_are_not_numbers_are_refused_not_reported(run_dir, constant
     (run_dir / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     assert "NaN or infinity" in one_line(["report", str(run_dir)], capsys)
     assert "NaN or infinity" in one_line(["report", str(run_dir), "--json"], capsys)
+
+
+def edit_manifest(run_dir, edit) -> None:
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").write_text(json.dumps(edit(manifest)))
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda m: m[::-1], "not in increasing step order"),  # its "last" checkpoint would be step 0
+        (lambda m: m + m[-1:], "not in increasing step order"),  # a checkpoint listed twice
+        (lambda m: [e | {"sequences_seen": "many"} for e in m], "sequences_seen"),
+        (lambda m: [e | {"sequences_seen": -5} for e in m], "sequences_seen"),
+        (lambda m: [e | {"sequences_seen": True} for e in m], "sequences_seen"),
+        (lambda m: [{k: v for k, v in e.items() if k != "sequences_seen"} for e in m], "sequences_seen"),
+    ],
+)
+def test_a_manifest_out_of_order_or_with_counts_that_are_not_counts_is_refused(run_dir, edit, message, capsys):
+    edit_manifest(run_dir, edit)
+    with pytest.raises(CheckpointError, match=message):
+        Run.open(run_dir)
+    assert message in one_line(["info", str(run_dir)], capsys)
+
+
+def test_sequences_seen_that_fall_as_steps_rise_are_refused(run_dir):
+    edit_manifest(run_dir, lambda m: m[:-1] + [m[-1] | {"sequences_seen": m[-2]["sequences_seen"] - 1}])
+    with pytest.raises(CheckpointError, match="sequences_seen"):
+        Run.open(run_dir)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda config: config | {"recipe": "x" * 30_000_000},
+        lambda config: config | {"task": config["task"] | {"prior": "y" * 30_000_000}},
+        lambda config: config | {"model": config["model"] | {"z" * 30_000: 1}},
+        lambda config: config | {"model_class": "w" * 30_000},
+    ],
+)
+def test_a_huge_value_in_a_config_is_quoted_in_at_most_a_few_hundred_characters(run_dir, edit, capsys):
+    config = json.loads((run_dir / "config.json").read_text())
+    (run_dir / "config.json").write_text(json.dumps(edit(config)))
+    assert len(one_line(["info", str(run_dir)], capsys)) < 600

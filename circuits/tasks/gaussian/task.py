@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from induction_probes.circuits.common.config import option
 from induction_probes.circuits.common.limits import require_numbers, require_seed, require_sequences
-from induction_probes.circuits.common.validation import require_int, require_positive
+from induction_probes.circuits.common.validation import quoted, require_int, require_positive
 from induction_probes.circuits.tasks.base import TaskConfig
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class GaussianTask(TaskConfig):
 
     def __post_init__(self) -> None:
         if self.target not in GAUSSIAN_TARGETS:
-            raise ValueError(f"target must be ih2, ihn or mixed, got {self.target!r}")
+            raise ValueError(f"target must be ih2, ihn or mixed, got {quoted(self.target)}")
         for name in ("n", "d", "seq_len"):
             require_int(name, getattr(self, name), 1)
         if self.order > self.seq_len - 1 or self.seq_len < 4:

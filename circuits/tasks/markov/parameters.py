@@ -7,7 +7,7 @@ called with plain arguments refuses what the config refuses, with the same messa
 from __future__ import annotations
 
 from induction_probes.circuits.common.limits import require_numbers, require_power
-from induction_probes.circuits.common.validation import require_int, require_positive
+from induction_probes.circuits.common.validation import quoted, require_int, require_positive
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS, SIMPLE_PRIORS
 
 DEFAULT_MIXTURE = ("doubly-stochastic", "unigram")
@@ -49,9 +49,9 @@ def check_prior(
     """The prior of the training chains (with its p and a mixture's two priors) and of the evaluation ones, by
     what each prior's registration says of it (:mod:`~induction_probes.circuits.tasks.markov.prior_registry`)."""
     if prior not in PRIORS:
-        raise ValueError(f"prior must be one of {', '.join(PRIORS)}; got {prior!r}")
+        raise ValueError(f"prior must be one of {', '.join(PRIORS)}; got {quoted(prior)}")
     if eval_prior is not None and eval_prior not in SIMPLE_PRIORS:
-        raise ValueError(f"eval_prior must be one of {', '.join(SIMPLE_PRIORS)}; got {eval_prior!r}")
+        raise ValueError(f"eval_prior must be one of {', '.join(SIMPLE_PRIORS)}; got {quoted(eval_prior)}")
     info = PRIORS.info(prior)
     needs_p = bool(info.get("needs_p"))
     if needs_p != (p is not None):
@@ -59,12 +59,12 @@ def check_prior(
         listed = " and ".join([", ".join(with_p[:-1]), with_p[-1]] if len(with_p) > 1 else with_p)
         raise ValueError(f"p is for the {listed} priors only (and required by them); prior is {prior}")
     if needs_p and not (isinstance(p, (int, float)) and 0.0 <= p <= 1.0):
-        raise ValueError(f"p must be a number in [0, 1], got {p!r}")
+        raise ValueError(f"p must be a number in [0, 1], got {quoted(p)}")
     if mixture is not None and not info.get("mixes"):
         raise ValueError("mixture names the components of --prior mixture only")
     mixed = components(prior, mixture)
     if info.get("mixes") and (len(set(mixed)) != 2 or not all(name in SIMPLE_PRIORS for name in mixed)):
-        raise ValueError(f"a mixture mixes two different priors of {', '.join(SIMPLE_PRIORS)}; got {mixture!r}")
+        raise ValueError(f"a mixture mixes two different priors of {', '.join(SIMPLE_PRIORS)}; got {quoted(mixture)}")
     bigram_only = [name for name in (prior, *mixed) if PRIORS.info(name).get("bigram_only")]
     if bigram_only and n != 2:
         raise ValueError(f"the {bigram_only[0]} prior is for bigram chains: n must be 2")
@@ -82,12 +82,14 @@ def parse_curriculum(curriculum: str | None) -> tuple[str, int] | None:
     if curriculum is None:
         return None
     if not isinstance(curriculum, str) or curriculum.count(":") != 1:
-        raise ValueError(f"curriculum must be {CURRICULUM_FORM}, got {curriculum!r}")
+        raise ValueError(f"curriculum must be {CURRICULUM_FORM}, got {quoted(curriculum)}")
     prior, count = (part.strip() for part in curriculum.split(":"))
     if prior not in SIMPLE_PRIORS:
-        raise ValueError(f"the curriculum's prior must be one of {', '.join(SIMPLE_PRIORS)}; got {prior!r}")
+        raise ValueError(f"the curriculum's prior must be one of {', '.join(SIMPLE_PRIORS)}; got {quoted(prior)}")
     if not (count.isascii() and count.isdigit()) or int(count) < 1:
-        raise ValueError(f"the curriculum's sequences must be an integer >= 1, as in {CURRICULUM_FORM}; got {count!r}")
+        raise ValueError(
+            f"the curriculum's sequences must be an integer >= 1, as in {CURRICULUM_FORM}; got {quoted(count)}"
+        )
     return prior, int(count)
 
 
