@@ -4,7 +4,7 @@ closest strategy, and the phases of a run (read from its ``metrics.jsonl`` at no
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from jaxtyping import Float, Int
@@ -107,6 +107,9 @@ class Behaviour(Tidy):
     closest_strategy: str
     icl_score_single_position: float
     intervals: dict[str, Estimate]
+    # the values the intervals are over, one per evaluation sequence: what a paired comparison (an ablation's
+    # effect on the same sequences) reads
+    per_sequence: dict[str, Tensor] = field(default_factory=dict, compare=False, repr=False)
 
     def to_records(self, sequences_seen: int | None = None, step: int | None = None) -> list[dict]:
         return behaviour_records(self, step, sequences_seen)
@@ -182,4 +185,5 @@ def behaviour(
         closest_strategy=closest_strategy(last),
         icl_score_single_position=intervals["icl_score_single_position"].value,
         intervals=intervals,
+        per_sequence=per_sequence,
     )

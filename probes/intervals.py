@@ -63,6 +63,16 @@ def mean_interval(per_sequence: Float[Tensor, " batch"], level: float = LEVEL) -
     return Estimate(mean, mean - half, mean + half, n, level)
 
 
+def paired_effect(changed, clean, measure: str) -> Estimate | None:
+    """``changed`` − ``clean`` on ``measure``, paired on the same evaluation sequences: the Student-t interval of
+    the per-sequence differences, read from both results' ``per_sequence`` values (a ``Behaviour``'s); None
+    where either lacks them."""
+    mine, theirs = getattr(changed, "per_sequence", {}), getattr(clean, "per_sequence", {})
+    if measure not in mine or measure not in theirs:
+        return None
+    return mean_interval(mine[measure] - theirs[measure])
+
+
 # --- bounded scores and ratios: a percentile bootstrap over sequences ---------------------------------------
 
 BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED = 2000, 0

@@ -15,6 +15,7 @@ from torch import Tensor
 
 from induction_probes.circuits.common.devices import model_device, on_cpu
 from induction_probes.circuits.common.metrics import mse_over_variance
+from induction_probes.circuits.common.names import head_label
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
@@ -181,7 +182,7 @@ class AblationResult(Tidy):
     def to_json(self) -> dict:
         b = self.behaviour
         return {
-            "heads": [f"{layer}.{head}" for layer, head in self.heads],
+            "heads": [head_label(layer, head) for layer, head in self.heads],
             "mode": self.mode,
             "last_token_kl": b.last_token_kl,
             "loss": b.loss,

@@ -5,7 +5,7 @@ Columns (``COLUMNS``): ``step``, ``sequences_seen``, ``layer``, ``head``, ``meas
 equal to the value for a measure read from the weights, which other sequences would not change); ``layer``
 and ``head`` are empty for a score of the whole model (its loss, its ICL score) and ``sequences_seen`` where
 the result does not know it. Ablation rows
-add ``ablated`` (the heads, "L.H,L.H") and ``mode``. A composition score belongs to a pair of heads: its
+add ``ablated`` (the heads, "L0H0,L1H0") and ``mode``. A composition score belongs to a pair of heads: its
 row is the layer-1 head's, and its measure names the layer-0 head (``composition_K_from_L0H0``).
 
 ``to_records()`` gives the rows as a list of dicts (what the JSON keeps) and ``to_frame()`` the same
@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import math
 
+from induction_probes.circuits.common.names import heads_label
+
 COLUMNS = ["step", "sequences_seen", "layer", "head", "measure", "value", "low", "high"]
-ABLATION_COLUMNS = COLUMNS + ["ablated", "mode"]
+ABLATION_COLUMNS = COLUMNS + ["ablated", "mode", "effect", "effect_low", "effect_high"]
 
 
 def row(step, seen, layer, head, measure: str, value, low=None, high=None) -> dict:
@@ -42,7 +44,7 @@ def frame(records: list[dict], columns: list[str] | None = None):
     table = pd.DataFrame.from_records(records, columns=columns)
     for name in {"step", "sequences_seen", "layer", "head"} & set(columns):
         table[name] = table[name].astype("Int64")  # integers that may be missing, not floats
-    for name in {"value", "low", "high"} & set(columns):
+    for name in {"value", "low", "high", "effect", "effect_low", "effect_high"} & set(columns):
         table[name] = table[name].astype("float64")
     return table
 
@@ -116,7 +118,7 @@ def progress_records(progress, seen=None) -> list[dict]:
 def ablation_records(result, step=None, seen=None) -> list[dict]:
     """The behaviour with ``result.heads`` ablated; a single ablated head is also the row's layer and head."""
     single = result.heads[0] if len(result.heads) == 1 else (None, None)
-    ablated = ",".join(f"{layer}.{head}" for layer, head in result.heads)
+    ablated = heads_label(result.heads)
     return [
         r | {"layer": single[0], "head": single[1], "ablated": ablated, "mode": result.mode}
         for r in behaviour_records(result.behaviour, step, seen)
@@ -151,7 +153,22 @@ def gaussian_records(probes, seen=None) -> list[dict]:
 
 def ablation_frame(baseline, results: list, step: int | None = None, sequences_seen: int | None = None):
     """An ablation study (``ablation_study``'s baseline and results) as one table: the clean model's rows
-    (``ablated`` empty, ``mode`` "none") and each ablation's."""
+    (``ablated`` empty, ``mode`` "none") and each ablation's, with its ``effect``: ablated − clean, paired on the
+    same evaluation sequences, and that difference's Student-t interval (``effect_low``, ``effect_high``)."""
     clean = [r | {"ablated": "", "mode": "none"} for r in behaviour_records(baseline, step, sequences_seen)]
-    ablated = [r for result in results for r in ablation_records(result, step, sequences_seen)]
+    ablated = [
+        r | effect_columns(result.behaviour, baseline, r["measure"])
+        for result in results
+        for r in ablation_records(result, step, sequences_seen)
+    ]
     return frame(clean + ablated, ABLATION_COLUMNS)
+
+
+def effect_columns(ablated, clean, measure: str) -> dict:
+    """The paired effect of an ablation on one behavioural measure (empty where per-sequence values are missing)."""
+    from induction_probes.probes.intervals import paired_effect  # scipy: only for a frame
+
+    effect = paired_effect(ablated, clean, measure)
+    if effect is None:
+        return {"effect": None, "effect_low": None, "effect_high": None}
+    return {"effect": effect.value, "effect_low": effect.low, "effect_high": effect.high}

@@ -14,6 +14,7 @@ from torch import Tensor
 from transformer_lens import FactoredMatrix
 from transformer_lens.utilities import composition_scores
 
+from induction_probes.circuits.common.names import head_label
 from induction_probes.circuits.models.tl_hooks import HeadLabels, HookChecks
 from induction_probes.circuits.models.tl_tokens import TokenInterface
 
@@ -107,7 +108,7 @@ class TransformerLensInterface(KnowsItsDevice, HookChecks, TokenInterface, Facto
         """The label L{layer}H{head} of every head, layer by layer (per-layer head counts included). Call it,
         ``model.all_head_labels()``, as in TransformerLens; using it as a list still works but is deprecated."""
         cfg = self.cfg
-        return HeadLabels(f"L{layer}H{head}" for layer in range(cfg.n_layers) for head in range(cfg.heads(layer)))
+        return HeadLabels(head_label(layer, head) for layer in range(cfg.n_layers) for head in range(cfg.heads(layer)))
 
     def all_composition_scores(self, mode: str) -> Float[Tensor, "layer head layer head"]:
         """[n_layers, n_heads, n_layers, n_heads]: ‖M_right M_left‖_F / (‖M_left‖_F ‖M_right‖_F) of every

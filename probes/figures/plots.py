@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.text import Text
 
+from induction_probes.circuits.common.names import head_label, heads_label  # noqa: F401 (the figures' import)
 from induction_probes.circuits.runs.writer import write_atomic
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 
@@ -42,15 +43,6 @@ def subplots(*grid, figsize: tuple[float, float], layout: str | None = None, **o
 
 def strategy_colour(name: str) -> str:
     return STRATEGY_COLOURS.get(name, "tab:purple")
-
-
-def head_label(layer: int, head: int) -> str:
-    """TransformerLens's name for a head, L1H0: a label, where "1.0" would read as a number."""
-    return f"L{layer}H{head}"
-
-
-def heads_label(heads) -> str:
-    return ",".join(head_label(layer, head) for layer, head in heads)
 
 
 def meaningful(value: float, scale: float, digits: int = 2) -> str:

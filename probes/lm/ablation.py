@@ -18,6 +18,7 @@ import torch
 
 from induction_probes.circuits.common.devices import model_device
 from induction_probes.circuits.common.limits import require_seed
+from induction_probes.circuits.common.names import head_label
 from induction_probes.probes.ablation import MODES, ablation_hooks, check_heads, heads_in_layer
 from induction_probes.probes.intervals import Estimate, bootstrap_ratio_interval, mean_interval
 from induction_probes.probes.lm.measure import chunk_size, chunked, per_token_loss
@@ -55,7 +56,7 @@ class HeadAblation:
 
     def to_json(self) -> dict:
         return {
-            "heads": [f"L{layer}H{head}" for layer, head in self.heads],
+            "heads": [head_label(layer, head) for layer, head in self.heads],
             "mode": self.mode,
             **self.loss.to_json(),
             "loss_increase": estimate_json(self.increase),

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from jaxtyping import Float
 from torch import Tensor
 
+from induction_probes.circuits.common.names import head_label
 from induction_probes.probes.ablation import ablation_hooks
 from induction_probes.probes.attention import pattern_hook, run_with_captures
 from induction_probes.probes.intervals import bootstrap_mean_interval
@@ -37,9 +38,7 @@ from induction_probes.probes.lm.protocols import RepeatedTokens
 THRESHOLD = 0.4
 
 
-def label(layer: int, head: int) -> str:
-    """A head as TransformerLens names it: L1H0."""
-    return f"L{layer}H{head}"
+label = head_label  # a head as TransformerLens names it: L1H0
 
 
 def interval_text(value: float, low: float, high: float) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from induction_probes.probes.figures.plots import figure_name, heads_label
 from induction_probes.probes.figures.plots_circuit import plot_ablation_bars, plot_error_bars
+from induction_probes.probes.intervals import paired_effect
 from induction_probes.probes.report.tables import ablations_json, format_table, heads_name, provenance, with_figures
 from induction_probes.probes.summary import ablation_study, gaussian_ablation_study, probe_eval_set
 
@@ -15,7 +16,8 @@ def ablate_markov(
     run, model, head_sets, step: int, mode: str, n_seqs: int, seed: int, *, device=None, plot=None, as_json=False
 ) -> str | dict:
     """KL to the truth, loss, ICL score and closest strategy of an ICL-MC model (the run's checkpoint at
-    ``step``) with each head set ablated, on ``n_seqs`` fresh sequences drawn with ``seed``."""
+    ``step``) with each head set ablated, on ``n_seqs`` fresh sequences drawn with ``seed``, and each ablation's
+    effect (ablated − clean, paired on those sequences) with its interval."""
     eval_set = probe_eval_set(run, n_seqs, seed)
     reference = probe_eval_set(run, n_seqs, seed + 1).inputs  # other sequences
     baseline, results = ablation_study(model, eval_set, head_sets, mode, reference, seed)
@@ -26,26 +28,50 @@ def ablate_markov(
             "loss": baseline.loss,
             "icl_score": baseline.icl_score,
             "closest_strategy": baseline.closest_strategy,
+            "intervals": {name: e.to_json() for name, e in baseline.intervals.items()},
         }
         header = provenance(run, [step], n_seqs, seed)
-        return header | {"mode": mode, "baseline": base, "ablations": [r.to_json() for r in results]}
+        ablations = [r.to_json() | {"effects": effects_json(r.behaviour, baseline)} for r in results]
+        return header | {"mode": mode, "baseline": base, "ablations": ablations}
     return with_figures(ablation_text(run, step, mode, n_seqs, baseline, results), figures)
 
 
+def effects_json(ablated, clean) -> dict:
+    """Each behavioural measure's paired effect, ablated − clean, as {value, low, high}."""
+    effects = {name: paired_effect(ablated, clean, name) for name in clean.intervals}
+    return {name: {"value": e.value, "low": e.low, "high": e.high} for name, e in effects.items() if e is not None}
+
+
 def ablation_text(run, step: int, mode: str, n_seqs: int, baseline, results) -> str:
-    rows = [["none", baseline.last_token_kl["true"], baseline.loss, baseline.icl_score, baseline.closest_strategy]]
-    rows += [
-        [
-            heads_name(r.heads),
-            r.behaviour.last_token_kl["true"],
-            r.behaviour.loss,
-            r.behaviour.icl_score,
-            r.behaviour.closest_strategy,
-        ]
-        for r in results
-    ]
-    title = f"run {run.path.name}, step {step}: {mode} ablation on {n_seqs} sequences"
-    return "\n".join([title, format_table(["ablated heads", "KL(true||model)", "loss", "ICL score", "closest"], rows)])
+    kl = "last_token_kl.true"
+    rows = [["none", interval_cell(baseline.intervals[kl]), "", f"{baseline.loss:.4f}", "", baseline.closest_strategy]]
+    for r in results:
+        b = r.behaviour
+        kl_effect, loss_effect = (paired_effect(b, baseline, name) for name in (kl, "loss"))
+        rows.append(
+            [
+                heads_name(r.heads),
+                interval_cell(b.intervals[kl]),
+                interval_cell(kl_effect, signed=True),
+                f"{b.loss:.4f}",
+                interval_cell(loss_effect, signed=True),
+                b.closest_strategy,
+            ]
+        )
+    title = (
+        f"run {run.path.name}, step {step}: {mode} ablation on {n_seqs} sequences; [low, high]: 95 % intervals over "
+        "them, effects paired (ablated - clean on the same sequences)"
+    )
+    headers = ["ablated heads", "KL(true||model)", "effect on KL", "loss", "effect on loss", "closest"]
+    return "\n".join([title, format_table(headers, rows)])
+
+
+def interval_cell(estimate, signed: bool = False) -> str:
+    """``value [low, high]`` to 4 decimals (the value alone without an interval)."""
+    sign = "+" if signed else ""
+    if estimate.low is None:
+        return f"{estimate.value:{sign}.4f}"
+    return f"{estimate.value:{sign}.4f} [{estimate.low:{sign}.4f}, {estimate.high:{sign}.4f}]"
 
 
 def plot_ablations(run, step: int, baseline, results, eval_set, mode: str, directory: Path) -> list[Path]:

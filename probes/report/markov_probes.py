@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from induction_probes.circuits.common.names import head_label
 from induction_probes.probes.attention import chance_scores, run_with_patterns
 from induction_probes.probes.behaviour import even_sequence, illustrative_steps, strategy_phases
 from induction_probes.probes.figures.plots import (
@@ -81,7 +82,7 @@ def probe_text(run, result) -> str:
     probe per head, the closest strategy, the KL to each strategy, the loss and the ICL score."""
     names = list(result.scores)  # every registered probe, in registration order
     rows = [
-        [f"{layer}.{head}", *(result.scores[name][layer][head].item() for name in names)]
+        [head_label(layer, head), *(result.scores[name][layer][head].item() for name in names)]
         for layer in range(len(result.previous_token))
         for head in range(len(result.previous_token[layer]))
     ]

@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from induction_probes.circuits.common.names import heads_label
 from induction_probes.circuits.common.paths import portable
 
 
@@ -51,8 +52,8 @@ def with_figures(text: str, figures: list[Path]) -> str:
 
 
 def heads_name(heads) -> str:
-    """A head set as the command line writes it: ``0.1,1.0``."""
-    return ",".join(f"{layer}.{head}" for layer, head in heads)
+    """A head set as every table names it: ``L0H1,L1H0``."""
+    return heads_label(heads)
 
 
 def ablations_json(run, step: int, mode: str, n_seqs: int, seed: int, baseline: dict, ablated: list) -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from induction_probes.circuits.common.names import head_label
 from induction_probes.probes.figures.plots import figure_name, heads_label
 from induction_probes.probes.figures.plots_task import plot_task_ablation, plot_task_metrics, plot_task_probes
 from induction_probes.probes.report.html import section, write_page
@@ -51,7 +52,7 @@ def heads_table(scores: dict) -> str:
     names = list(scores)
     layers = scores[names[0]]
     rows = [
-        [f"{layer}.{head}", *(scores[name][layer][head].item() for name in names)]
+        [head_label(layer, head), *(scores[name][layer][head].item() for name in names)]
         for layer in range(len(layers))
         for head in range(len(layers[layer]))
     ]

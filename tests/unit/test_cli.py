@@ -80,7 +80,7 @@ def test_ablate_json_has_the_documented_keys(capsys):
     assert {"baseline", "ablations"} <= data.keys()
     (ablation,) = data["ablations"]
     assert {"heads", "mode", "last_token_kl", "loss", "icl_score", "closest_strategy"} <= ablation.keys()
-    assert ablation["heads"] == ["0.0"] and ablation["mode"] == "mean"
+    assert ablation["heads"] == ["L0H0"] and ablation["mode"] == "mean"
 
 
 @pytest.mark.parametrize(
@@ -141,7 +141,7 @@ def test_ablating_either_head_of_gaussian_ih2_destroys_it(capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["baseline"]["relative_mse"] < 0.05
     assert all(a["relative_mse"] > 0.5 for a in data["ablations"])
-    assert [a["heads"] for a in data["ablations"]] == [["0.0"], ["1.0"]]
+    assert [a["heads"] for a in data["ablations"]] == [["L0H0"], ["L1H0"]]
 
 
 def test_experiment_ih4_reports_the_three_models(capsys):

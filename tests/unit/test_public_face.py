@@ -43,7 +43,7 @@ def test_the_report_from_python_is_what_the_command_line_prints(tmp_path, capsys
     assert text.startswith(f"run markov-k2, step {step}: ")
     answer = induction_probes.ablation_report(run, [[(1, 0)]], n_seqs=40, seed=7, as_json=True)
     assert main(["ablate", "markov-k2", "--n-seqs", "40", "--seed", "7", "--heads", "1.0", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == answer and answer["ablations"][0]["heads"] == ["1.0"]
+    assert json.loads(capsys.readouterr().out) == answer and answer["ablations"][0]["heads"] == ["L1H0"]
     report = induction_probes.run_report(run, plot=tmp_path)
     assert "phases (closest strategy)" in report and (tmp_path / "markov-k2_loss.png").stat().st_size > 1000
     assert main(["report", "markov-k2"]) == 0

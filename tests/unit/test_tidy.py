@@ -51,10 +51,33 @@ def test_an_ablation_study_in_long_form(setup):
     baseline, results = ablation_study(model, eval_set, [[(1, 0)], [(0, 0), (0, 1)]], "zero")
     table = ablation_frame(baseline, results, step=3)
     assert list(table.columns) == ABLATION_COLUMNS
-    assert sorted(table.ablated.unique()) == ["", "0.0,0.1", "1.0"]
-    single = table[(table.ablated == "1.0") & (table.measure == "icl_score")].iloc[0]
+    assert sorted(table.ablated.unique()) == ["", "L0H0,L0H1", "L1H0"]
+    single = table[(table.ablated == "L1H0") & (table.measure == "icl_score")].iloc[0]
     assert (single["layer"], single["head"], single["value"]) == (1, 0, pytest.approx(results[0].behaviour.icl_score))
-    assert table[table.ablated == "0.0,0.1"].layer.isna().all()  # two heads: no single head to name
+    assert table[table.ablated == "L0H0,L0H1"].layer.isna().all()  # two heads: no single head to name
+
+
+def test_an_ablations_effect_is_the_paired_difference_on_the_same_sequences(setup):
+    from induction_probes.circuits.common.metrics import token_cross_entropy
+    from induction_probes.probes.intervals import mean_interval
+
+    task, model, eval_set = setup
+    heads = [(1, 0)]
+    baseline, results = ablation_study(model, eval_set, [heads], "zero")
+    table = ablation_frame(baseline, results)
+    inputs, targets = eval_set.sample.inputs, eval_set.sample.targets
+    with torch.no_grad():  # by hand: each sequence's mean loss, clean and ablated, then their difference
+        clean = token_cross_entropy(torch.log_softmax(model(inputs).double(), -1), targets).mean(-1)
+        logits = run_ablated(model, inputs, heads, "zero")
+        ablated = token_cross_entropy(torch.log_softmax(logits.double(), -1), targets).mean(-1)
+    expected = mean_interval(ablated - clean)
+    row = table[(table.ablated == "L1H0") & (table.measure == "loss")].iloc[0]
+    assert row.effect == pytest.approx(expected.value, abs=1e-6)  # float32 logits in both
+    assert (row.effect_low, row.effect_high) == pytest.approx((expected.low, expected.high), abs=1e-6)
+    # paired: narrower than the two conditions' own intervals side by side would suggest
+    own = row.high - row.low
+    assert row.effect_high - row.effect_low < own
+    assert table[table["mode"] == "none"].effect.isna().all()
 
 
 def test_mean_ablation_draws_its_default_reference_set_from_the_task(setup):
