@@ -20,17 +20,17 @@ Imports nothing heavy: the entries are resolved on first use."""
 
 from __future__ import annotations
 
-from induction_probes.circuits.common.registry import Registry
+from induction_probes.circuits.common.registry import Expects, Registry
 
 _SCORES = "induction_probes.probes.scores"
 
-PROBES = Registry("probe", __name__)
+PROBES = Registry("probe", __name__, Expects("a function of attention patterns", callable))
 PROBES.register("previous_token", f"{_SCORES}:previous_token", calibrated=True)
 PROBES.register("bigram_matching", f"{_SCORES}:bigram_matching", calibrated=True)
 PROBES.register("bigram_matching_ideal", f"{_SCORES}:bigram_matching_ideal", calibrated=True)
 
 _SUMMARY = "induction_probes.probes.summary"
 
-RUN_PROBES = Registry("run probe", __name__)
+RUN_PROBES = Registry("run probe", __name__, Expects("a function probing a run", callable))
 RUN_PROBES.register("markov", f"{_SUMMARY}:probe_markov_run")
 RUN_PROBES.register("gaussian", f"{_SUMMARY}:probe_gaussian_run")

@@ -11,6 +11,10 @@ torch-free::
     @PROBES.register("first_token")
     def first_token(patterns, tokens): ...
 
+The package's own registrations (entries defined inside the package) cannot be replaced or unregistered:
+a plugin that registers ``markov`` as ``"os:system"`` is refused, not obeyed by every command after it. A
+registry may say what its entries must be (``expects``), checked when a lazy entry is first resolved.
+
 A sweep's worker processes start with the package's own registrations only: :func:`outside_registrations`
 describes the others (each entry by the module and name that define it) and :func:`register_again` makes them
 in the worker, so that it sees the same registries as the process that started it.
@@ -22,10 +26,11 @@ import importlib
 import os
 import sys
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from induction_probes.circuits.common.validation import quoted
+from induction_probes.circuits.common.validation import quoted, shortened
 
 PACKAGE = "induction_probes"
 PLUGINS_VARIABLE = "INDUCTION_PROBES_PLUGINS"  # modules to import (comma-separated) before a command runs
@@ -36,6 +41,18 @@ class UnknownName(ValueError):
     """A name no registration of its kind has."""
 
 
+class UnusableEntry(ValueError):
+    """A registered ``"module:attribute"`` that cannot be imported, or is not what its registry holds."""
+
+
+@dataclass(frozen=True)
+class Expects:
+    """What a registry's entries must be: ``what`` says it in a refusal, ``test`` checks a resolved entry."""
+
+    what: str  # "a recipe config class"
+    test: Callable[[Any], bool]
+
+
 @dataclass
 class Registration:
     name: str
@@ -43,10 +60,10 @@ class Registration:
     info: dict = field(default_factory=dict)
     module: str | None = None  # the module that defines the entry, once known
 
-    def resolve(self) -> Any:
-        if isinstance(self.entry, str):
-            self.entry = resolve(self.entry)
-        return self.entry
+    @property
+    def is_the_packages(self) -> bool:
+        """Whether the entry is defined inside the package (one of its own registrations)."""
+        return bool(self.module) and self.module.split(".")[0] == PACKAGE
 
     def reference(self) -> str:
         """``"module:attribute"`` of the entry, by which another process finds it."""
@@ -61,6 +78,16 @@ class Registration:
         return f"{self.module}:{name}"
 
 
+def is_reference(entry: str) -> bool:
+    """Whether ``entry`` has the form ``"package.module:attribute"`` (dotted names on both sides, absolute)."""
+    module, colon, attribute = entry.partition(":")
+    return bool(colon) and all(is_dotted_name(part) for part in (module, attribute))
+
+
+def is_dotted_name(text: str) -> bool:
+    return all(part.isidentifier() for part in text.split("."))
+
+
 def resolve(reference: str) -> Any:
     """The object that ``"package.module:attribute"`` names (attributes may be dotted)."""
     module, _, attribute = reference.partition(":")
@@ -73,9 +100,10 @@ def resolve(reference: str) -> Any:
 class Registry:
     """Named entries of one kind, in registration order."""
 
-    def __init__(self, kind: str, home: str):
+    def __init__(self, kind: str, home: str, expects: Expects | None = None):
         self.kind = kind
         self.home = home  # the module that holds this registry (which a worker process imports to find it)
+        self.expects = expects
         self._entries: dict[str, Registration] = {}
         _REGISTRIES.add(self)
 
@@ -95,15 +123,25 @@ class Registry:
             raise ValueError(
                 f"a {self.kind} named {quoted(name)} is registered already (pass replace=True to replace it)"
             )
-        if isinstance(entry, str) and ":" not in entry:
+        if name in self._entries:
+            self.refuse_the_packages(name, "replaced")
+        if isinstance(entry, str) and not is_reference(entry):
             raise ValueError(f"a lazy {self.kind} entry is 'package.module:attribute', got {quoted(entry)}")
         module = entry.partition(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", None)
         self._entries[name] = Registration(name, entry, dict(info), module)
         return self._entries[name]
 
     def unregister(self, name: str) -> None:
-        self.registration(name)
+        self.refuse_the_packages(name, "unregistered")
         del self._entries[name]
+
+    def refuse_the_packages(self, name: str, undone: str) -> None:
+        """The package's own registrations are what every run of theirs is read back with: not to be undone."""
+        if self.registration(name).is_the_packages:
+            raise ValueError(
+                f"the {self.kind} {quoted(name)} is the package's own and cannot be {undone}: "
+                f"register yours under another name"
+            )
 
     def registration(self, name: str) -> Registration:
         if name not in self._entries:
@@ -113,7 +151,21 @@ class Registry:
 
     def get(self, name: str) -> Any:
         """The entry registered as ``name`` (imported on first use); an :class:`UnknownName` otherwise."""
-        return self.registration(name).resolve()
+        registration = self.registration(name)
+        if isinstance(registration.entry, str):
+            registration.entry = self.resolved(registration)
+        return registration.entry
+
+    def resolved(self, registration: Registration) -> Any:
+        """The object a lazy entry names, if it can be imported and is what this registry holds."""
+        where = f"the {self.kind} {quoted(registration.name)} is registered as {quoted(registration.entry)}"
+        try:
+            entry = resolve(registration.entry)
+        except (ImportError, AttributeError) as error:
+            raise UnusableEntry(f"{where}, which cannot be imported: {one_line(error)}") from None
+        if self.expects is not None and not self.expects.test(entry):
+            raise UnusableEntry(f"{where}, a {type(entry).__name__}, not {self.expects.what}")
+        return entry
 
     __getitem__ = get
 
@@ -191,12 +243,41 @@ def register_again(registrations: list[dict]) -> None:
         registry.register(item["name"], item["entry"], replace=True, **item["info"])
 
 
+def one_line(error: BaseException) -> str:
+    """An exception as one line of a message: its type, and its text with the line breaks made spaces."""
+    return shortened(f"{type(error).__name__}: {' '.join(str(error).split())}")
+
+
 def load_plugins() -> None:
     """Import the modules named in ``$INDUCTION_PROBES_PLUGINS`` (comma-separated): how a shell command sees
-    tasks, recipes, probes and priors registered by modules outside the package."""
+    tasks, recipes, probes and priors registered by modules outside the package. A plugin that cannot be
+    imported, raises or exits while it is imported is a ValueError naming it: the command says so in one
+    line instead of a traceback, or an exit with nothing said."""
+    for name in plugin_names():
+        import_plugin(name)
+
+
+def plugin_names() -> list[str]:
     names = [name.strip() for name in os.environ.get(PLUGINS_VARIABLE, "").split(",") if name.strip()]
+    for name in names:
+        if not is_dotted_name(name):  # a relative name (.plug) would be a TypeError of importlib's
+            raise ValueError(
+                f"${PLUGINS_VARIABLE} names {quoted(name)}, which is not a module name "
+                "(dotted Python names, separated by commas)"
+            )
+    return names
+
+
+def import_plugin(name: str) -> None:
+    where = f"${PLUGINS_VARIABLE} names the module {quoted(name)}"
     try:
-        for name in names:
-            importlib.import_module(name)
+        importlib.import_module(name)
     except ImportError as error:
-        raise ValueError(f"${PLUGINS_VARIABLE} names a module that cannot be imported: {error}") from None
+        detail = shortened(" ".join(str(error).split()))
+        raise ValueError(
+            f"${PLUGINS_VARIABLE} names a module that cannot be imported: {detail} (importing {quoted(name)})"
+        ) from None
+    except SystemExit as stop:  # sys.exit in a plugin would end the command with nothing said
+        raise ValueError(f"{where}, which called sys.exit({quoted(stop.code)}) while being imported") from None
+    except Exception as error:  # its own bug, or a registration refused: the plugin's, said in one line
+        raise ValueError(f"{where}, which failed while being imported: {one_line(error)}") from None

@@ -6,9 +6,14 @@ Imports nothing heavy: the entries are resolved on first use."""
 
 from __future__ import annotations
 
-from induction_probes.circuits.common.registry import Registry
+from induction_probes.circuits.common.registry import Expects, Registry
 
-MODEL_CLASSES = Registry("model class", __name__)
+
+def is_model_class(entry: object) -> bool:
+    return isinstance(entry, type) and hasattr(entry, "config_class")
+
+
+MODEL_CLASSES = Registry("model class", __name__, Expects("a model class with a config_class", is_model_class))
 MODEL_CLASSES.register("HookedTransformer", "induction_probes.circuits.models.model:HookedTransformer")
 MODEL_CLASSES.register("MinimalModel", "induction_probes.circuits.models.minimal:MinimalModel")
 MODEL_CLASSES.register("ToyModel", "induction_probes.circuits.models.toy:ToyModel")

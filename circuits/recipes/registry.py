@@ -13,12 +13,18 @@ Imports nothing heavy: the entries are resolved on first use."""
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 
-from induction_probes.circuits.common.registry import Registry
+from induction_probes.circuits.common.config import Config
+from induction_probes.circuits.common.registry import Expects, Registry
 from induction_probes.circuits.tasks.registry import TASKS
 
-RECIPES = Registry("recipe", __name__)
+
+def is_recipe_class(entry: object) -> bool:
+    return isinstance(entry, type) and issubclass(entry, Config) and is_dataclass(entry)
+
+
+RECIPES = Registry("recipe", __name__, Expects("a recipe config class (a dataclass and a Config)", is_recipe_class))
 RECIPES.register(
     "markov",
     "induction_probes.circuits.recipes.markov:MarkovRecipe",

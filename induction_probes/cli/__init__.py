@@ -34,13 +34,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         load_plugins()  # tasks, recipes, probes and priors registered outside the package: before the parser
+        parser = build_parser()  # resolves the recipes: a plugin's that is no recipe is refused here
     except ValueError as error:
         return fail(error, 2)
     if not argv:  # a bare command: say what it can do
-        print(build_parser().format_help(), file=sys.stderr)
+        print(parser.format_help(), file=sys.stderr)
         return 2
     try:
-        args = build_parser().parse_args(argv)
+        args = parser.parse_args(argv)
         refuse_undecodable(args)
     except UsageError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)

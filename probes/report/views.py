@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from induction_probes.circuits.common.registry import Registry, resolve
+from induction_probes.circuits.common.registry import Expects, Registry, resolve
 
 PROBE_SEQS, PROBE_SEED = 1000, 12345  # the default probe set, as probes/summary.py's and the command line's
 
@@ -39,7 +39,7 @@ class TaskView:
 
 
 _HERE = "induction_probes.probes.report"
-VIEWS = Registry("task view", __name__)
+VIEWS = Registry("task view", __name__, Expects("a TaskView", lambda entry: isinstance(entry, TaskView)))
 VIEWS.register(
     "markov",
     TaskView(

@@ -9,8 +9,10 @@ import torch
 
 from induction_probes import MODEL_CLASSES, PRIORS, PROBES, RECIPES, RUN_PROBES, TASKS, VIEWS, MarkovTask
 from induction_probes.circuits.common.registry import (
+    Expects,
     Registry,
     UnknownName,
+    UnusableEntry,
     outside_registrations,
     register_again,
 )
@@ -142,23 +144,25 @@ def test_a_simple_prior_is_what_its_registration_says_not_where_it_stands():
 
 
 def test_a_worker_makes_the_registrations_of_its_parent_again():
-    TASKS.register("twice", twice)  # not a task: the round trip is the registry's, whatever the entry
+    # a function is what PROBES holds, and the round trip is the registry's: the worker gets "module:name", which
+    # it resolves and checks as its own lazy entries (a task registered as a function would now be refused there)
+    PROBES.register("twice", twice)
     try:
         sent = [item for item in outside_registrations() if item["name"] == "twice"]
         assert sent == [
             {
-                "registry": "induction_probes.circuits.tasks.registry",
-                "kind": "task",
+                "registry": "induction_probes.probes.registry",
+                "kind": "probe",
                 "name": "twice",
                 "entry": f"{__name__}:twice",
                 "info": {},
             }
         ]
-        TASKS.unregister("twice")
+        PROBES.unregister("twice")
         register_again(sent)
-        assert TASKS.get("twice") is twice  # found again from the module that defines it
+        assert PROBES.get("twice") is twice  # found again from the module that defines it
     finally:
-        TASKS.unregister("twice")
+        PROBES.unregister("twice")
 
     def local():
         pass
@@ -169,3 +173,37 @@ def test_a_worker_makes_the_registrations_of_its_parent_again():
             outside_registrations()
     finally:
         PROBES.unregister("local")
+
+
+def test_the_packages_own_registrations_cannot_be_replaced_or_unregistered():
+    task = TASKS.get("markov")
+    for undo in (lambda: TASKS.register("markov", "os:system", replace=True), lambda: TASKS.unregister("markov")):
+        with pytest.raises(ValueError, match="the task 'markov' is the package's own"):
+            undo()
+    assert TASKS.get("markov") is task
+    registry = Registry("thing", __name__)  # an outside registration is replaced and unregistered as before
+    registry.register("a", twice)
+    registry.register("a", thrice_of, replace=True)
+    registry.unregister("a")
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ("json:no_such_attribute", "cannot be imported: AttributeError"),
+        ("no_such_module_anywhere:thing", "cannot be imported: ModuleNotFoundError"),
+        ("json:JSONDecoder", "a type, not a function"),
+    ],
+)
+def test_a_lazy_entry_that_is_not_what_its_registry_holds_is_one_line_when_resolved(entry, message):
+    registry = Registry("thing", __name__, Expects("a function", lambda value: not isinstance(value, type)))
+    registry.register("odd", entry)  # not imported yet: registering stays cheap
+    with pytest.raises(UnusableEntry, match=f"^the thing 'odd' is registered as '{entry}', .*{message}"):
+        registry.get("odd")
+    assert issubclass(UnusableEntry, ValueError)
+
+
+@pytest.mark.parametrize("entry", [".json:dumps", "json:", ":dumps", "js on:dumps", "json:dumps()"])
+def test_a_lazy_entry_must_name_an_absolute_module_and_an_attribute(entry):
+    with pytest.raises(ValueError, match="package.module:attribute"):
+        Registry("thing", __name__).register("odd", entry)

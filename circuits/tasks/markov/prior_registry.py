@@ -11,11 +11,11 @@ Imports nothing heavy: the entries are resolved on first use."""
 
 from __future__ import annotations
 
-from induction_probes.circuits.common.registry import Registry
+from induction_probes.circuits.common.registry import Expects, Registry
 
 _DRAWS = "induction_probes.circuits.tasks.markov.priors"
 
-PRIORS = Registry("prior", __name__)
+PRIORS = Registry("prior", __name__, Expects("a function drawing transition tables", callable))
 PRIORS.register("dirichlet", f"{_DRAWS}:draw_dirichlet", simple=True)
 PRIORS.register("doubly-stochastic", f"{_DRAWS}:draw_doubly_stochastic_tables", simple=True, bigram_only=True)
 PRIORS.register("unigram", f"{_DRAWS}:draw_unigram", simple=True)

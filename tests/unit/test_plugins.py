@@ -1,0 +1,87 @@
+"""What a module named in ``$INDUCTION_PROBES_PLUGINS`` may not do (issue 40): fail to parse, raise, call
+``sys.exit``, take over a task of the package's own or register an entry that is not what its registry holds.
+Each ends every command in one line on stderr with status 2, nothing on stdout, and the package's own
+registrations unchanged."""
+
+import itertools
+
+import pytest
+
+from induction_probes import RECIPES, TASKS
+from induction_probes.circuits.common.registry import PLUGINS_VARIABLE
+from induction_probes.cli import main
+
+NUMBERS = itertools.count()  # each plugin a module name of its own: a module that imported stays imported
+
+
+def plugin(tmp_path, monkeypatch, source: str) -> str:
+    name = f"issue40_plugin_{next(NUMBERS)}"
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(PLUGINS_VARIABLE, name)
+    return name
+
+
+def refused(capsys, argv=("info", "markov-k3")) -> str:
+    assert main(list(argv)) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("induction-probes: error: "), err
+    return err
+
+
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("def (\n", "SyntaxError"),
+        ("raise RuntimeError('boom')\n", "RuntimeError: boom"),
+        ("import sys\nsys.exit(3)\n", "sys.exit(3)"),
+        ("import sys\nsys.exit(0)\n", "sys.exit(0)"),
+        ("raise ValueError('two\\nlines')\n", "ValueError: two lines"),
+        ("import no_such_module_anywhere\n", "No module named 'no_such_module_anywhere'"),
+    ],
+)
+def test_a_plugin_that_fails_to_import_is_one_line_naming_it(source, message, tmp_path, monkeypatch, capsys):
+    name = plugin(tmp_path, monkeypatch, source)
+    err = refused(capsys)
+    assert name in err and message in err
+
+
+@pytest.mark.parametrize("names", [".plug", "..x", "a..b", "my plugin", "x-y", "1st"])
+def test_a_name_that_is_no_module_name_is_refused_by_name(names, monkeypatch, capsys):
+    monkeypatch.setenv(PLUGINS_VARIABLE, names)
+    assert "not a module name" in refused(capsys)
+
+
+@pytest.mark.parametrize(
+    "registration",
+    [
+        'TASKS.register("markov", "os:system")',
+        'TASKS.register("markov", "os:system", replace=True)',
+        'RECIPES.register("markov", "os:system", replace=True, command=True)',
+        'TASKS.unregister("markov")',
+    ],
+)
+def test_a_plugin_cannot_take_over_a_task_of_the_package(registration, tmp_path, monkeypatch, capsys):
+    task, recipe = TASKS.get("markov"), RECIPES.get("markov")
+    plugin(tmp_path, monkeypatch, f"from induction_probes import RECIPES, TASKS\n{registration}\n")
+    assert "markov" in refused(capsys)
+    assert TASKS.get("markov") is task and RECIPES.get("markov") is recipe
+    monkeypatch.delenv(PLUGINS_VARIABLE)
+    assert main(["info", "markov-k3"]) == 0  # and the next command is as before
+
+
+@pytest.mark.parametrize(
+    "target, message",
+    [("os:system", "not a recipe config class"), ("no_such_module_anywhere:Recipe", "cannot be imported")],
+)
+def test_a_recipe_registered_as_a_string_that_is_no_recipe_is_refused_when_resolved(
+    target, message, tmp_path, monkeypatch, capsys
+):
+    source = f'from induction_probes import RECIPES\nRECIPES.register("sideways", "{target}", command=True)\n'
+    plugin(tmp_path, monkeypatch, source)
+    try:
+        err = refused(capsys, ["train", "sideways", "--out", str(tmp_path / "run")])
+    finally:
+        RECIPES.unregister("sideways")
+    assert message in err and "'sideways'" in err and target in err
+    assert not (tmp_path / "run").exists()
