@@ -16,7 +16,7 @@ from induction_probes.probes.attention import chance_scores
 from induction_probes.probes.caveats import initial_model_of, progress_warnings
 from induction_probes.probes.progress import Measure
 from induction_probes.probes.registry import PROBES
-from induction_probes.probes.tidy import COLUMNS, Tidy
+from induction_probes.probes.tidy import COLUMNS, Tidy, checked_seen
 
 PROBE_MEASURES = PROBES.where(calibrated=True)  # the probes whose chance level chance_scores gives
 
@@ -57,7 +57,9 @@ class RunProbes(Tidy, Sequence):
         return probe_calibration(self.chance)
 
     def to_records(self, sequences_seen: int | None = None) -> list[dict]:
-        """Every checkpoint's rows, each with the sequences the run had seen at that step."""
+        """Every checkpoint's rows, each with the sequences the run had seen at that step (its manifest's count,
+        whatever ``sequences_seen`` says; checked all the same, as every result's is)."""
+        checked_seen(sequences_seen)
         return [r for c in self.checkpoints for r in c.to_records(self.run.entry(c.step)["sequences_seen"])]
 
     def to_json(self) -> dict:

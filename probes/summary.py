@@ -155,7 +155,7 @@ def probe_run(
     metrics)."""
     name = run.task.name
     probe = RUN_PROBES.get(name) if name in RUN_PROBES else probe_task_run
-    return probe(run, eval_set, run.steps if steps is None else steps, device)
+    return probe(run, eval_set, run.steps if steps is None else run.saved_steps(steps), device)
 
 
 def probe_markov_run(run: Run, eval_set: MarkovEvalSet | None, steps: list[int], device=None) -> RunProbes:

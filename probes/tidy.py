@@ -17,12 +17,19 @@ from __future__ import annotations
 import math
 
 from induction_probes.circuits.common.names import heads_label
+from induction_probes.circuits.common.validation import require_int
 
 COLUMNS = ["step", "sequences_seen", "layer", "head", "measure", "value", "low", "high"]
 ABLATION_COLUMNS = COLUMNS + ["ablated", "mode", "effect", "effect_low", "effect_high"]
 
 
+def checked_seen(seen: object) -> int | None:
+    """A row's ``sequences_seen``: None (not known) or a count."""
+    return None if seen is None else require_int("sequences_seen", seen, 0)
+
+
 def row(step, seen, layer, head, measure: str, value, low=None, high=None) -> dict:
+    checked_seen(seen)
     return {
         "step": step,
         "sequences_seen": seen,
@@ -54,7 +61,7 @@ class Tidy:
 
     def to_frame(self, sequences_seen: int | None = None):
         """The result in long form (module docstring of :mod:`induction_probes.probes.tidy`)."""
-        return frame(self.to_records(sequences_seen))
+        return frame(self.to_records(checked_seen(sequences_seen)))
 
 
 def per_head(step, seen, measure: str, layers, first_layer: int = 0, intervals=None, exact: bool = False) -> list[dict]:

@@ -1,9 +1,12 @@
-"""How a path is written into a file that may be shipped: never as this machine's absolute path."""
+"""How a path is written into a file that may be shipped: never as this machine's absolute path; and how the API
+takes a folder to write into."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from induction_probes.circuits.common.validation import quoted
 
 
 def portable(path: str | os.PathLike) -> str:
@@ -12,3 +15,18 @@ def portable(path: str | os.PathLike) -> str:
     path = Path(path)
     resolved, here = path.resolve(), Path.cwd().resolve()
     return resolved.relative_to(here).as_posix() if resolved.is_relative_to(here) else path.name
+
+
+def path_argument(name: str, value: object) -> Path:
+    """A path argument of the API as a Path: a str is taken as a path, as the command line takes its text. An
+    empty one names no place (``Path("")`` would be the current folder, where files would land unasked)."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise ValueError(f"{name} must be a folder (a str or a Path), got {quoted(value)}")
+    if os.fspath(value) == "":
+        raise ValueError(f"{name}: an empty path names no place")
+    return Path(value)
+
+
+def plot_folder(plot: object) -> Path | None:
+    """The ``plot`` argument of the report's views: None (no figures), or the folder to draw them into."""
+    return None if plot is None else path_argument("plot", plot)

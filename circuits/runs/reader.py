@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -192,6 +193,21 @@ class Run:
                 raise CheckpointError(f"index {index} is out of range for {len(self.manifest)} checkpoints")
             return self.manifest[index]
         return self.manifest[-1]
+
+    def saved_steps(self, steps: Iterable[int]) -> list[int]:
+        """``steps`` as a list of the run's saved steps, in increasing order and each once: what the probes of
+        chosen steps take. A string is no list of steps (it would be read digit by digit), and a step given
+        twice would give its rows twice."""
+        if isinstance(steps, (str, bytes, Mapping)) or not isinstance(steps, Iterable):
+            raise ValueError(f"steps must be a list of saved steps (integers), got {quoted(steps)}")
+        steps = list(steps)
+        if not steps:
+            raise ValueError("steps must hold at least one step (leave it out, None, for the default)")
+        for step in steps:
+            self.entry(step)  # an integer and saved, or the nearest saved steps are named
+        if any(a >= b for a, b in zip(steps, steps[1:])):
+            raise ValueError(f"steps must be in increasing order, each once, got {quoted(steps)}")
+        return [int(step) for step in steps]
 
     def checkpoint_path(self, entry: dict) -> Path:
         """The file of a manifest entry, which must be the run's own: ``checkpoints/step_<step>.safetensors``

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from induction_probes.circuits.common.paths import path_argument, plot_folder
 from induction_probes.circuits.common.registry import Expects, Registry, resolve
 
 PROBE_SEQS, PROBE_SEED = 1000, 12345  # the default probe set, as probes/summary.py's and the command line's
@@ -82,8 +83,10 @@ def probe_report(
     plot: Path | None = None,
     as_json: bool = False,
 ) -> str | dict:
-    """The probes of ``steps`` (default: the last checkpoint) as the run's view shows them."""
-    steps = [run.steps[-1]] if steps is None else list(steps)
+    """The probes of ``steps`` (default: the last checkpoint) as the run's view shows them; ``plot`` a str or a
+    Path."""
+    steps = [run.entry()["step"]] if steps is None else run.saved_steps(steps)
+    plot = plot_folder(plot)
     return view_of(run).get("probe")(run, steps, n_seqs, seed, device=device, plot=plot, as_json=as_json)
 
 
@@ -103,6 +106,7 @@ def ablation_report(
     ``mode`` (zero, mean or resample), on ``n_seqs`` fresh sequences drawn with ``seed``."""
     from induction_probes.probes.summary import single_heads
 
+    plot = plot_folder(plot)
     step = run.entry(step)["step"]
     model = run.load(step=step, device=device)
     head_sets = single_heads(model) if head_sets is None else head_sets
@@ -112,9 +116,9 @@ def ablation_report(
 
 def run_report(run, *, device=None, plot: Path | None = None, as_json: bool = False) -> str | dict:
     """The run over training, as its view shows it."""
-    return view_of(run).get("report")(run, device=device, plot=plot, as_json=as_json)
+    return view_of(run).get("report")(run, device=device, plot=plot_folder(plot), as_json=as_json)
 
 
 def html_report(run, directory: Path, device=None) -> Path:
     """The run's one-page HTML report, written into ``directory`` (every figure embedded); its path."""
-    return view_of(run).get("html")(run, Path(directory), device)
+    return view_of(run).get("html")(run, path_argument("directory", directory), device)
