@@ -170,3 +170,26 @@ def nonnegative_interval(values: list[float]) -> dict:
         return result
     low, high = bootstrap_interval([np.asarray(values, float)], False)
     return result | {"low": low, "high": high, "method": "percentile bootstrap"}
+
+
+def seed_values(condition: dict, measure: str, measure_of) -> dict[int, float]:
+    """Each seed's value of ``measure`` in a condition's per-seed ``runs``, read by ``measure_of(record, measure)``
+    (seeds without one left out)."""
+    values = {r["seed"]: measure_of(r, measure) for r in condition["runs"]}
+    return {seed: value for seed, value in values.items() if value is not None}
+
+
+def compare_conditions(
+    name_a: str, a: dict, name_b: str, b: dict, measure: str, measure_of, bounded: bool
+) -> dict | None:
+    """B − A on ``measure``: paired on the seeds both have where the two conditions share their seed list (a
+    seed's data and initialisation are then the same), Welch's otherwise; None where neither has the measure."""
+    va, vb = seed_values(a, measure, measure_of), seed_values(b, measure, measure_of)
+    if not va and not vb:
+        return None
+    if list(a["seeds"]) == list(b["seeds"]):
+        common = [s for s in a["seeds"] if s in va and s in vb]
+        result = paired_comparison([va[s] for s in common], [vb[s] for s in common], bounded) | {"seeds": common}
+    else:
+        result = welch_comparison(list(va.values()), list(vb.values()), bounded)
+    return {"a": name_a, "b": name_b, "measure": measure} | result

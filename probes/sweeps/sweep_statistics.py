@@ -31,11 +31,12 @@ from induction_probes.circuits.runs.reader import read_json
 from induction_probes.probes.attention import alternation_fading, odd_even_excess
 from induction_probes.probes.sweeps.statistics import (
     bounded_interval,
+    compare_conditions,
     interval,
     one_sample_comparison,
     paired_comparison,
+    seed_values,
     split_into_kinds,
-    welch_comparison,
 )
 
 BOUNDED = ("previous_token_layer0", "bigram_matching_last_layer")  # scores in [0, 1]
@@ -104,22 +105,12 @@ def run_measure(record: dict, measure: str) -> float | None:
 
 
 def per_seed(condition: dict, measure: str) -> dict[int, float]:
-    values = {r["seed"]: run_measure(r, measure) for r in condition["runs"]}
-    return {seed: value for seed, value in values.items() if value is not None}
+    return seed_values(condition, measure, run_measure)
 
 
 def compare(name_a: str, a: dict, name_b: str, b: dict, measure: str) -> dict | None:
     """One ``comparisons`` entry (module docstring), or None where neither condition has the measure."""
-    va, vb = per_seed(a, measure), per_seed(b, measure)
-    if not va and not vb:
-        return None
-    bounded = measure in BOUNDED
-    if list(a["seeds"]) == list(b["seeds"]):
-        common = [s for s in a["seeds"] if s in va and s in vb]
-        result = paired_comparison([va[s] for s in common], [vb[s] for s in common], bounded) | {"seeds": common}
-    else:
-        result = welch_comparison(list(va.values()), list(vb.values()), bounded)
-    return {"a": name_a, "b": name_b, "measure": measure} | result
+    return compare_conditions(name_a, a, name_b, b, measure, run_measure, measure in BOUNDED)
 
 
 def kinds_of_solution(condition: dict, measures: tuple[str, ...] = MEASURES) -> dict:
@@ -200,11 +191,11 @@ def recompute_summary(path) -> dict:
 
             return add_toy_statistics(summary)
         if summary.get("summary") == "task":  # a task sweep's (the text task, the Gaussian task): likewise
-            from induction_probes.probes.sweeps.task_summary import task_condition_statistics
+            from induction_probes.probes.sweeps.task_summary import task_comparisons, task_condition_statistics
 
             for condition in summary["conditions"].values():
                 condition |= task_condition_statistics(condition["runs"])
-            return summary
+            return summary | task_comparisons(summary["conditions"])
         measures = measures_of(summary)
         for condition in summary["conditions"].values():
             for record in condition["runs"]:

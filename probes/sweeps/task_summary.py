@@ -15,13 +15,14 @@ ICL-MC sweeps get the strategy summary of :mod:`induction_probes.probes.sweeps.s
 
 from __future__ import annotations
 
+from itertools import combinations
 from pathlib import Path
 
 from induction_probes.circuits.common.paths import portable
 from induction_probes.circuits.common.untrusted import require_finite
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.summary import probe_run
-from induction_probes.probes.sweeps.statistics import interval, nonnegative_interval
+from induction_probes.probes.sweeps.statistics import compare_conditions, interval, nonnegative_interval
 from induction_probes.probes.sweeps.task_timing import PLATEAU_BASELINE, order_tests, plateau, reached_steps
 from induction_probes.probes.task_probes import scalar_metrics
 from induction_probes.probes.weights import weight_curves
@@ -93,6 +94,32 @@ def task_condition_statistics(records: list[dict]) -> dict:
     }
 
 
+COMPARED = ("final", "plateau", "probes")  # the per-seed records' groups whose every measure is compared
+
+
+def task_measure(record: dict, measure: str) -> float | None:
+    """One seed's value of ``group.name`` (``final.eval_loss``), None where the seed has none."""
+    group, name = measure.split(".", 1)
+    return record.get(group, {}).get(name)
+
+
+def task_comparisons(conditions: dict) -> dict:
+    """With two or more conditions, every pair's comparison of every final, plateau and probe measure, paired
+    on the seeds where the conditions share their seed list (paired t and Wilcoxon), Welch and Mann-Whitney
+    otherwise; probe scores, in [0, 1], take bootstrap intervals. Read from the per-seed records alone."""
+    if len(conditions) < 2:
+        return {}
+    first = next(iter(conditions.values()))["runs"][0]
+    measures = [f"{group}.{name}" for group in COMPARED if group in first for name in first[group]]
+    comparisons = [
+        entry
+        for (na, a), (nb, b) in combinations(conditions.items(), 2)
+        for measure in measures
+        if (entry := compare_conditions(na, a, nb, b, measure, task_measure, measure.startswith("probes.")))
+    ]
+    return {"comparisons": comparisons}
+
+
 def summarize_task_condition(runs: list[Run], probe_seqs: int) -> dict:
     records = [summarize_task_run(run, probe_seqs) for run in runs]
     head = {"n_seeds": len(records), "seeds": [r["seed"] for r in records], "task": runs[0].task.describe()}
@@ -106,11 +133,12 @@ def summarize_task_sweep(root: Path, spec, done: dict[str, list[Path]], missing:
     return require_finite(
         {
             "sweep": portable(root),
-            "summary": "task",  # not the ICL-MC strategy summary: no transition, plateau or comparisons
+            "summary": "task",  # not the ICL-MC strategy summary: no strategy transition
             "description": spec.description,
             "recipe": spec.recipe,
             "unfinished": missing,
             "conditions": conditions,
-        },
+        }
+        | task_comparisons(conditions),
         "the summary's value at ",
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from induction_probes.circuits.sweeps.sweep import read_spec
-from induction_probes.probes.sweeps.task_summary import task_condition_statistics
+from induction_probes.probes.sweeps.task_summary import task_comparisons, task_condition_statistics
 from induction_probes.probes.sweeps.toy_summary import add_toy_statistics
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
@@ -80,6 +80,17 @@ def check_toy_summary(summary: dict, spec) -> None:
         assert redone["difference"]["mean"] == pytest.approx(shipped["difference"]["mean"], rel=1e-9)
 
 
+def same_numbers(a, b) -> bool:
+    """Equal structures whose floats agree to 1e-9 relative (JSON written on another machine)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same_numbers(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(same_numbers, a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=1e-9)
+    return a == b
+
+
 def check_task_summary(summary: dict, spec) -> None:
     """A task sweep's: every seed of the spec with its curves and weights at one schedule, and statistics that its
     own records reproduce (to float rounding: made on another machine)."""
@@ -106,6 +117,10 @@ def check_task_summary(summary: dict, spec) -> None:
             assert redone["order_tests"][name]["p_value"] == (
                 None if test["p_value"] is None else pytest.approx(test["p_value"], rel=1e-9)
             )
+    # two conditions: every final, plateau and probe measure compared, and the comparisons are the records' own
+    expected = task_comparisons(json.loads(json.dumps(summary["conditions"])))
+    assert same_numbers(summary.get("comparisons", []), expected.get("comparisons", []))
+    assert len(summary["conditions"]) < 2 or len(summary["comparisons"]) >= 7
 
 
 @pytest.mark.parametrize("summary_path", SUMMARIES, ids=lambda p: p.parent.name)

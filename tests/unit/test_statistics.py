@@ -257,3 +257,30 @@ def test_no_shipped_length_or_kl_interval_goes_below_zero(path):
         for measure in ("transition", "plateau", "final_kl"):
             low = condition[measure]["low"]
             assert low is None or low >= 0, f"{measure}: {condition[measure]}"
+
+
+def test_two_task_conditions_are_compared_paired_on_their_shared_seeds():
+    from scipy.stats import ttest_rel, wilcoxon
+
+    from induction_probes.probes.sweeps.task_summary import task_comparisons
+
+    def condition(seeds, losses, shares):
+        runs = [
+            {"seed": s, "final": {"eval_loss": loss}, "plateau": {"length": 10.0 * s}, "probes": {"score": share}}
+            for s, loss, share in zip(seeds, losses, shares)
+        ]
+        return {"seeds": seeds, "runs": runs}
+
+    a = condition([0, 1, 2, 3], [1.0, 1.2, 0.9, 1.1], [0.2, 0.3, 0.25, 0.1])
+    b = condition([0, 1, 2, 3], [0.8, 1.1, 0.85, 0.9], [0.4, 0.35, 0.5, 0.3])
+    found = {c["measure"]: c for c in task_comparisons({"a": a, "b": b})["comparisons"]}
+    assert set(found) == {"final.eval_loss", "plateau.length", "probes.score"}
+    loss = found["final.eval_loss"]
+    x, y = [1.0, 1.2, 0.9, 1.1], [0.8, 1.1, 0.85, 0.9]
+    assert loss["test"] == "paired t" and loss["seeds"] == [0, 1, 2, 3]
+    assert loss["difference"]["mean"] == pytest.approx(-0.1375)  # by hand: (-0.2 - 0.1 - 0.05 - 0.2) / 4
+    assert loss["p_value"] == pytest.approx(ttest_rel(y, x).pvalue) and loss["rank_p_value"] == wilcoxon(y, x).pvalue
+    assert found["probes.score"]["difference"]["method"] == "percentile bootstrap"  # a score in [0, 1]
+    unpaired = task_comparisons({"a": a, "b": condition([4, 5, 6], [0.8, 1.1, 0.85], [0.4, 0.35, 0.5])})
+    assert {c["test"] for c in unpaired["comparisons"]} == {"Welch t"}
+    assert task_comparisons({"a": a}) == {}
