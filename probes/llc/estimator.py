@@ -151,9 +151,11 @@ def default_settings(n: int, lambda_max: float, **overrides) -> LLCSettings:
     gamma = overrides.get("localization", GAMMA_SHARE * n_beta * lambda_max)
     lr = overrides.get("lr", STEP_SHARE / (n_beta * lambda_max + gamma))
     if "lr" not in overrides and not lr >= SMALLEST_STEP:
+        # the step is 0.1 over the sum of two rates: name the setting whose rate made it so small
+        name, value = ("localization", gamma) if gamma > n_beta * lambda_max else ("n_beta", n_beta)
         raise LLCError(
-            f"n_beta {n_beta:.3g} gives the rule's step size {lr:.3g}, below float32's smallest normal "
-            "number: give a smaller n_beta or an lr"
+            f"{name} {value:.3g} gives the rule's step size {lr:.3g}, below float32's smallest normal "
+            f"number: give a smaller {name} or an lr"
         )
     values = {"n_beta": n_beta, "localization": gamma, "lr": lr, "batch_size": min(n, MAX_BATCH)}
     if not {"burn_in", "draws"} <= set(overrides):

@@ -74,9 +74,10 @@ def construction_at_best_scales(k: int, seq_len: int, tokens: Tensor, c: float =
     optimiser.step(closure)
     model.load_state_dict({name: w.detach() for name, w in scaled(logs).items()})
     after = float(loss().detach())
+    fitted = logs.detach()  # float() of a tensor that requires grad makes torch warn
     scales = {
-        "c": c * math.exp(float(logs[0])),
-        "unembed": math.exp(float(logs[1])),
+        "c": c * math.exp(float(fitted[0])),
+        "unembed": math.exp(float(fitted[1])),
         "loss_before": before,
         "loss_after": after,
     }

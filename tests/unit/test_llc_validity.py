@@ -35,10 +35,11 @@ def test_the_command_says_why_instead_of_printing_a_number(option, why, capsys):
         assert why in one_line(["llc", "markov-k2", *FAST, *option, *json_flag], capsys, 1)
 
 
-def test_the_minimal_models_run_has_an_llc(capsys):
+@pytest.mark.filterwarnings("error::UserWarning")  # torch warned of a float() of the fitted scales' tensor
+def test_the_minimal_models_run_has_an_llc_and_says_nothing_else(capsys):
     assert main(["llc", "minimal-k3", *FAST]) == 0  # devinterp passed it print_details, which it did not take
-    out = capsys.readouterr().out
-    assert "Prop. 2.1" in out and "nan" not in out
+    out, err = capsys.readouterr()
+    assert "Prop. 2.1" in out and "nan" not in out and err == ""
 
 
 @pytest.mark.parametrize(
@@ -57,6 +58,19 @@ def test_a_step_too_small_to_sample_with_is_bad_input(option, why, capsys):
     at = FAST.index("--burn-in")
     without_burn_in = FAST[:at] + FAST[at + 2 :]
     assert why in one_line(["llc", "markov-k2", *without_burn_in, *option], capsys, 2)
+
+
+@pytest.mark.parametrize(
+    "option, named, innocent",
+    [
+        (["--localization", "1e300"], "localization 1e+300", "n_beta"),
+        (["--n-beta", "1e300"], "n_beta 1e+300", "localiz"),
+    ],
+)
+def test_a_rule_step_too_small_names_the_setting_that_made_it_so(option, named, innocent, capsys):
+    at = FAST.index("--burn-in")
+    message = one_line(["llc", "markov-k2", *FAST[:at], *FAST[at + 2 :], *option], capsys, 2)
+    assert f"{named} gives the rule's step size" in message and innocent not in message
 
 
 def test_the_rules_burn_in_is_kept_below_its_cap_and_given_steps_are_not_capped():
