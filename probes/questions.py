@@ -68,7 +68,8 @@ def first_crossings(probes):
     you care about; every checkpoint gives the exact step), or a run, all of whose checkpoints are then
     probed on the default probe set (minutes for a run of 150 checkpoints). One row per (measure, layer, head) as a
     DataFrame with CROSSING_COLUMNS: progress measures (thresholds halfway from chance to Proposition 2.1,
-    :func:`~induction_probes.probes.progress.calibration`; ``composition_K`` for its best pair, head empty)
+    :func:`~induction_probes.probes.progress.calibration`; the composition of each pair as ``to_frame()`` names it,
+    ``composition_K_from_L0H0`` on the layer-1 head's row)
     and attention probes (halfway from uniform attention on the probe set to 1,
     :func:`~induction_probes.probes.run_probes.probe_calibration`). ``step`` is empty where the threshold is
     never reached; ``caveat`` carries the run's warning about that measure, if any.
@@ -102,6 +103,13 @@ def first_crossings(probes):
     progress = [c.progress for c in probes]
     if all(p is not None for p in progress) and progress:
         for name, measure in config_calibration(probes.run.model_config).items():
+            if name.startswith("composition_"):  # per pair, named as to_frame() names it: composition_K_from_L0H0
+                mode = name.removeprefix("composition_")
+                for source, targets in enumerate(progress[0].composition[mode]):
+                    for target in range(len(targets)):
+                        values = [p.composition[mode][source][target] for p in progress]
+                        add(f"{name}_from_L0H{source}", 1, target, values, measure)
+                continue
             if name not in SCALAR_MEASURES:
                 add(name, None, None, [p.value(name) for p in progress], measure)
                 continue

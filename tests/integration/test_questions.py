@@ -65,3 +65,17 @@ def test_runs_align_by_transition_and_by_phase(run, probes):
     assert at_283["phase_fraction"] == pytest.approx(by_hand)
     with pytest.raises(ValueError, match="align by transition or phase"):
         align_runs({"k3": run}, by="step")
+
+
+def test_first_crossings_names_each_composition_as_the_tidy_table_does():
+    from induction_probes import Run, probe_run
+    from induction_probes.probes.questions import first_crossings
+
+    run = Run.open("markov-k3")
+    probes = probe_run(run, steps=run.steps[::20])
+    crossings = first_crossings(probes)
+    tidy = set(probes.to_frame().measure)
+    composition = crossings[crossings.measure.str.startswith("composition_")]
+    assert set(composition.measure) == {"composition_K_from_L0H0"} <= tidy  # one name in both tables
+    assert (composition.layer == 1).all() and (composition["head"] == 0).all()
+    assert set(crossings.measure) <= tidy  # every crossing's measure is a row of to_frame()
