@@ -256,6 +256,9 @@ def test_a_shell_command_sees_the_modules_named_in_the_plugins_variable(tmp_path
     )
     assert out.returncode == 0, out.stderr
     assert "first-token k=4" in out.stdout and (tmp_path / "run" / "config.json").is_file()
+    beside = {**env, "PYTHONPATH": str(Path(__file__).parent)}  # the plugin's folder not on the path: only the cwd
+    out = subprocess.run([str(command), "--help"], env=beside, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "No module named 'first_token_plugin'" in out.stderr  # never the cwd implicitly
     env["INDUCTION_PROBES_PLUGINS"] = "no_such_plugin"
     out = subprocess.run([str(command), "--help"], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
