@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.common.names import head_label
+from induction_probes.circuits.common.names import head_label, heads_label
 from induction_probes.probes.ablation import ablation_hooks
 from induction_probes.probes.attention import pattern_hook, run_with_captures
 from induction_probes.probes.intervals import bootstrap_mean_interval
@@ -36,9 +36,6 @@ from induction_probes.probes.lm.measure import HeadScores, chunk_size, chunked, 
 from induction_probes.probes.lm.protocols import RepeatedTokens
 
 THRESHOLD = 0.4
-
-
-label = head_label  # a head as TransformerLens names it: L1H0
 
 
 def interval_text(value: float, low: float, high: float) -> str:
@@ -56,7 +53,7 @@ class HeadRole:
 
     @property
     def name(self) -> str:
-        return label(self.layer, self.head)
+        return head_label(self.layer, self.head)
 
     def to_json(self) -> dict:
         return {"labels": list(self.labels), "reasons": list(self.reasons)}
@@ -116,8 +113,8 @@ class Composition:
     def to_json(self) -> dict:
         value, low, high = self.drop
         return {
-            "induction_head": label(*self.reader),
-            "previous_token_head": label(*self.writer),
+            "induction_head": head_label(*self.reader),
+            "previous_token_head": head_label(*self.writer),
             "clean": self.clean,
             "ablated": self.ablated,
             "drop": {"value": value, "low": low, "high": high},
@@ -166,4 +163,4 @@ def compositions(
 
 
 def heads_text(heads: list[tuple[int, int]]) -> str:
-    return ", ".join(label(*h) for h in heads) or "none"
+    return heads_label(heads, ", ") or "none"

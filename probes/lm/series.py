@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from induction_probes.circuits.common.names import head_label
 from induction_probes.circuits.interop.language_models import ModelSource, load_bridge
 from induction_probes.probes.lm.measure import HeadScores, evaluate
 from induction_probes.probes.lm.protocols import InductionLoss, RepeatedTokens, repeated_random_tokens
@@ -17,7 +18,6 @@ from induction_probes.probes.lm.roles import (
     compositions,
     head_roles,
     heads_labelled,
-    label,
 )
 
 
@@ -47,7 +47,7 @@ class StepProbes:
 
     def to_json(self) -> dict:
         heads = [
-            {"head": label(r.layer, r.head), "layer": r.layer, "index": r.head}
+            {"head": head_label(r.layer, r.head), "layer": r.layer, "index": r.head}
             | self.scores.to_json(r.layer, r.head)
             | r.to_json()
             for r in self.roles
@@ -55,8 +55,8 @@ class StepProbes:
         return {
             "step": self.step,
             "lengths": list(self.repeated.length_range),
-            "induction_heads": [label(*h) for h in self.induction_heads],
-            "previous_token_heads": [label(*h) for h in self.previous_token_heads],
+            "induction_heads": [head_label(*h) for h in self.induction_heads],
+            "previous_token_heads": [head_label(*h) for h in self.previous_token_heads],
             "heads": heads,
             "compositions": [c.to_json() for c in self.compositions],
             **self.loss.to_json(),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from induction_probes.circuits.common.names import head_label
 from induction_probes.circuits.common.untrusted import read_text
 from induction_probes.circuits.interop.language_models import (
     ModelSource,
@@ -15,7 +16,7 @@ from induction_probes.circuits.interop.language_models import (
     load_bridge,
     require_model,
 )
-from induction_probes.probes.lm.roles import THRESHOLD, heads_text, interval_text, label
+from induction_probes.probes.lm.roles import THRESHOLD, heads_text, interval_text
 from induction_probes.probes.report.tables import figure_lines, format_table
 
 ABLATE_THRESHOLD = 0.5  # share of the induction gap an ablation must remove to be marked
@@ -154,7 +155,7 @@ def head_rows(result) -> list[list]:
         role = roles[(layer, head)]
         rows.append(
             [
-                label(layer, head) + (" *" if "induction" in role.labels else ""),
+                head_label(layer, head) + (" *" if "induction" in role.labels else ""),
                 ", ".join(role.labels) or "-",
                 interval_text(*scores.content.at(layer, head)),
                 interval_text(*scores.induction.at(layer, head)),
@@ -189,8 +190,8 @@ def probe_text(name: str, bridge, result, n_seqs: int, seed: int) -> str:
     for c in result.compositions:
         verdict = "depends on" if c.depends else "does not depend on"
         lines.append(
-            f"K-composition: {label(*c.reader)} {verdict} {label(*c.writer)}: its induction score falls by "
-            f"{interval_text(*c.drop)} with {label(*c.writer)} zero-ablated ({c.clean:.2f} -> {c.ablated:.2f})"
+            f"K-composition: {head_label(*c.reader)} {verdict} {head_label(*c.writer)}: its induction score falls by "
+            f"{interval_text(*c.drop)} with {head_label(*c.writer)} zero-ablated ({c.clean:.2f} -> {c.ablated:.2f})"
         )
     lines.append(loss_line(result.loss))
     return "\n".join(lines)
@@ -213,9 +214,9 @@ def series_view(source: Series, results: list, protocol: dict, threshold: float,
         rows.append(
             [
                 r.step,
-                label(prev[0], prev[1]),
+                head_label(prev[0], prev[1]),
                 interval_text(*r.scores.previous_token.at(prev[0], prev[1])),
-                label(ind[0], ind[1]),
+                head_label(ind[0], ind[1]),
                 interval_text(*r.scores.content.at(ind[0], ind[1])),
                 heads_text(r.induction_heads),
                 r.loss.first_half,
