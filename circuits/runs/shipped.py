@@ -30,6 +30,10 @@ def shipped_run_names() -> list[str]:
 
 def resolve_run(run: str | os.PathLike) -> Path:
     """A run directory from a path, or from the name of a shipped run such as ``markov-k3``."""
+    if not isinstance(run, (str, os.PathLike)):
+        raise CheckpointError(f"a run is a folder or a shipped run's name, got {quoted(run)}")
+    if os.fspath(run) == "":  # Path("") would be the current folder
+        raise CheckpointError("an empty path names no place: give a run folder or a shipped run's name")
     path = Path(run)
     if path.is_dir():
         return path

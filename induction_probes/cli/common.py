@@ -47,6 +47,24 @@ def path(text: str) -> Path:
     return Path(text)
 
 
+def run_name(text: str) -> str:
+    """The type of every run argument (a folder or a shipped run's name): an empty one names no place either."""
+    path(text)
+    return text
+
+
+def count(text: str) -> int:
+    """The type of an option that counts sequences: an integer >= 1, checked while parsing, so that the message
+    names the option (``--probe-seqs``), not the parameter it is passed as."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text[:200]!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
+
+
 def seed(text: str) -> int:
     """The type of every --seed: an integer from 0 to circuits/common/limits.py's MAX_SEED, checked while parsing."""
     from induction_probes.circuits.common.limits import require_seed
@@ -103,7 +121,7 @@ def typed_options(args: argparse.Namespace, config_class: type) -> dict:
 
 
 def add_run_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", help="run directory or shipped run name (e.g. markov-k3)")
+    parser.add_argument("run", type=run_name, help="run directory or shipped run name (e.g. markov-k3)")
 
 
 def add_subcommands(parser: argparse.ArgumentParser, dest: str):

@@ -9,6 +9,7 @@ from induction_probes.cli.common import (
     CommandFailed,
     add_device_option,
     add_output_options,
+    count,
     figure_lines,
     format_table,
     json_text,
@@ -68,7 +69,7 @@ def register(commands) -> None:
     )
     summarize.add_argument(
         "--probe-seqs",
-        type=int,
+        type=count,
         default=500,
         help="fresh sequences for the final checkpoints' probe scores and --by-prior losses (default 500)",
     )

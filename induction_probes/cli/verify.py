@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.cli.common import add_device_option, add_output_options, add_subcommands, answer, device_of, seed
+from induction_probes.cli.common import (
+    add_device_option,
+    add_output_options,
+    add_subcommands,
+    answer,
+    device_of,
+    run_name,
+    seed,
+)
 
 # Loaded to build the parser, before a command is chosen: the handlers below import the library they call
 # (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
@@ -19,7 +27,9 @@ def register(commands) -> None:
     prop21.add_argument("--seq-len", type=int, default=100, help="tokens per sequence (default 100)")
     prop21.add_argument("--n-seqs", type=int, default=500, help="ICL-MC sequences (default 500)")
     prop21.add_argument("--seed", type=seed, default=0, help="seed of those sequences")
-    prop21.add_argument("--against", help="compare a trained run (directory or shipped name) with the construction")
+    prop21.add_argument(
+        "--against", type=run_name, help="compare a trained run (directory or shipped name) with the construction"
+    )
     prop21.add_argument("--step", type=int, help="with --against: checkpoint step (default: the last)")
     prop21.add_argument("--all-steps", action="store_true", help="with --against: spread-out steps of the run")
     add_output_options(prop21)

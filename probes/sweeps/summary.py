@@ -31,6 +31,7 @@ from pathlib import Path
 
 from induction_probes.circuits.common.paths import portable
 from induction_probes.circuits.common.untrusted import require_finite
+from induction_probes.circuits.common.validation import require_int
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.sweeps.sweep import SPEC_FILE, SpecError, cell_status, is_finished, read_spec  # noqa: F401
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy, strategy_name
@@ -236,6 +237,7 @@ def summarize_sweep(
     (:func:`~induction_probes.probes.sweeps.task_summary.summarize_task_sweep`):
     there are no strategy phases to time; a toy-model sweep its own
     (:func:`~induction_probes.probes.sweeps.toy_summary.summarize_toy_sweep`)."""
+    require_int("probe_seqs", probe_seqs, 1)  # before any run is read
     root = Path(root)
     if not (root / SPEC_FILE).exists():
         raise SpecError(f"{root} is not a sweep directory (it has no {SPEC_FILE})")

@@ -66,3 +66,18 @@ def test_heads_that_are_not_pairs_of_integers_are_refused_by_both_ablation_entry
         ablation_report(RUN, [heads], n_seqs=20)
     with pytest.raises(ValueError, match="a head is a pair of integers"):
         ablation_study(RUN.load(), eval_set, [heads], "zero", eval_set.sample.inputs)
+
+
+@pytest.mark.parametrize("name", ["", None, 3])
+def test_a_run_named_by_nothing_is_no_run(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # "" was the current folder
+    with pytest.raises(ValueError, match="an empty path names no place|a run is a folder"):
+        Run.open(name)
+
+
+@pytest.mark.parametrize("probe_seqs", [0, -3, "500", 2.5])
+def test_a_summary_on_no_probe_sequences_is_refused_by_the_parameters_name(probe_seqs, tmp_path):
+    from induction_probes.probes.sweeps.summary import summarize_sweep
+
+    with pytest.raises(ValueError, match="probe_seqs must be an integer"):
+        summarize_sweep(tmp_path, probe_seqs=probe_seqs)

@@ -113,8 +113,53 @@ def test_an_unwritable_place_or_a_full_stdout_is_one_line_with_status_1(tmp_path
     assert result.returncode == 1 and result.stderr == "induction-probes: error: No space left on device\n"
 
 
-@pytest.mark.parametrize("argv", [[*TRAIN, "--out", ""], ["report", "markov-k3", "--plot", ""], ["toy", "--out", ""]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [*TRAIN, "--out", ""],
+        ["report", "markov-k3", "--plot", ""],
+        ["toy", "--out", ""],
+        *([command, ""] for command in ("probe", "ablate", "info", "report", "llc")),  # the run: no place either
+        ["verify", "prop21", "--against", ""],
+    ],
+)
 def test_an_empty_path_is_refused_not_taken_for_the_current_directory(argv, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert "an empty path names no place" in refused(argv, capsys)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["summarize", "no-such-sweep", "--probe-seqs", "0"], "--probe-seqs"),
+        (["summarize", "no-such-sweep", "--probe-seqs", "-3"], "--probe-seqs"),
+    ],
+)
+def test_a_count_below_one_names_the_option_not_the_parameter(argv, option, capsys):
+    assert f"argument {option}: must be an integer >= 1" in refused(argv, capsys)
+
+
+def every_option(parser, name: str):
+    """Each option called ``name`` in the parser and its sub-commands, at any depth."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for subparser in action.choices.values():
+                yield from every_option(subparser, name)
+        elif name in action.option_strings:
+            yield action
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "1.5"])
+def test_every_threshold_is_refused_while_parsing_when_it_is_no_share(value):
+    import argparse
+
+    from induction_probes.cli import build_parser
+
+    found = list(every_option(build_parser(), "--threshold"))
+    assert found  # probe and ablate today: a new one is checked too
+    for action in found:
+        with pytest.raises(argparse.ArgumentTypeError, match="a threshold must be a number in"):
+            action.type(value)
