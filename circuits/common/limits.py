@@ -25,6 +25,17 @@ MAX_SPEC_BYTES = 1 << 20  # a sweep's spec.toml: 1 MiB, far above any spec a per
 MAX_NAME = 100  # characters of one directory name a spec makes (a condition, a grid key=value)
 MAX_SEED = 2**62  # torch's generators take at most 2^64 - 1; a run's seeds are S, S + 1, S + 2
 
+# A Hugging Face model folder (circuits/interop) names its own sizes, so they are checked before anything is built.
+# These admit GPT-2 small to XL, Pythia up to 1.4B and Llama-style models of up to about 2B parameters (Llama 3.2
+# 1B, TinyLlama, SmolLM, Qwen2.5 1.5B), and refuse a model whose float32 weights one CPU machine's memory could
+# not hold alongside the probes' activations. Layers are bounded by MAX_LAYERS, as for our own models.
+MAX_LM_PARAMETERS = 1 << 31  # 2.1 billion (8 GiB of float32): Pythia 1.4B and Llama 3.2 1B fit, Pythia 2.8B does not
+MAX_LM_HEADS = 256  # heads in one layer: the largest open models have 128; a probe holds every head's pattern
+MAX_LM_WIDTH = 1 << 14  # hidden size and head size: 16,384 is Llama 3 405B's width, GPT-2 medium's is 1,024
+MAX_LM_VOCABULARY = 1 << 18  # 262,144 tokens: Gemma's 256,000 is the largest vocabulary in use, GPT-2's 50,257
+MAX_LM_CONTEXT = 1 << 17  # 131,072 positions: Llama 3.2's; a learned position table is counted in the parameters
+MAX_LM_WEIGHT_BYTES = 1 << 34  # 16 GiB of safetensors in all: MAX_LM_PARAMETERS in float32 twice over, for buffers
+
 
 def require_at_most(name: str, value: int, limit: int) -> int:
     if value > limit:

@@ -9,9 +9,12 @@ Where a model comes from (:func:`find_source`), in this order:
   publishes its training checkpoints) are its checkpoint series.
 
 Nothing is downloaded: every load is ``local_files_only``, so a model must be on disk (a name missing from
-the cache is one clear error). Weights are read from safetensors only (never a pickle) and no code from
-the model's folder runs (``trust_remote_code`` stays off). A model whose weights do not cover its config
-(parameters that loading would leave randomly initialised) is refused, not probed.
+the cache is one clear error). A model's folder is untrusted input: transformers is given only the files
+:mod:`.model_folder` read and checked (safetensors weights, never a pickle; no code, so none runs), and the
+config only once :mod:`.hf_config` found its sizes within circuits/common/limits.py. A model whose weights do
+not fill its config exactly (a parameter missing, left randomly initialised; a tensor it has no place for or
+of another shape) or hold NaN or infinity is refused, not probed. Every refusal is a
+:class:`LanguageModelError` of one line.
 
 The bridge wraps the Hugging Face model with ``build_bridge_from_module``, TransformerLens's builder
 behind ``boot_transformers``, with eager attention so that ``blocks.{l}.attn.hook_pattern`` fires. It
@@ -21,21 +24,33 @@ takes the tokenizer when the model has one and works without one (the probes' ra
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from induction_probes.circuits.common.limits import MAX_TEXT_BYTES
+from induction_probes.circuits.common.untrusted import CheckpointError, read_text
+from induction_probes.circuits.interop.hf_config import checked_config, refuse_code
+from induction_probes.circuits.interop.model_folder import (
+    CONFIG,
+    TOKENIZER_CONFIG,
+    LanguageModelError,
+    ModelFolder,
+    as_model_error,
+    one_line,
+    read_model_folder,
+    staged,
+)
 from induction_probes.circuits.runs.shipped import shipped_run_names
 
 STEP_FOLDER = re.compile(r"step_?(\d+)")  # step_1000/ (our convention) or step1000 (Pythia's revisions)
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
-
-
-class LanguageModelError(ValueError):
-    """A language model that cannot be found, read or booted."""
+# causal masks that older transformers saved among GPT-2's and GPT-NeoX's weights (attn.bias, attn.masked_bias):
+# buffers the model rebuilds, not weights, so a checkpoint holding them matches its config all the same
+STALE_BUFFER = re.compile(r"(^|\.)(attn|attention)\.(bias|masked_bias)$")
 
 
 @dataclass(frozen=True)
@@ -81,16 +96,14 @@ def format_steps(steps: list[int]) -> str:
 
 
 def is_model_directory(path: Path) -> bool:
-    """A Hugging Face model directory: its own ``config.json`` (no link, a sane size) naming a model type,
-    and no ``manifest.json`` (a run directory of ours also has a config.json)."""
-    config = path / "config.json"
-    if not path.is_dir() or (path / "manifest.json").exists() or not config.is_file() or config.is_symlink():
-        return False
-    if config.stat().st_size > MAX_TEXT_BYTES:
+    """A Hugging Face model directory: its own ``config.json`` (read through the untrusted-file reader: no link,
+    a regular file of a sane size) naming a model type, and no ``manifest.json`` (a run directory of ours also
+    has a config.json)."""
+    if not path.is_dir() or (path / "manifest.json").exists():
         return False
     try:
-        value = json.loads(config.read_text())
-    except (ValueError, UnicodeDecodeError, RecursionError):
+        value = json.loads(read_text(path / CONFIG, root=path))
+    except (CheckpointError, OSError, ValueError, RecursionError):  # refused, absent, not UTF-8 or not JSON
         return False
     return isinstance(value, dict) and isinstance(value.get("model_type"), str)
 
@@ -110,11 +123,11 @@ def step_folders(path: Path) -> list[ModelSource]:
 
 def cached_revisions(name: str) -> list[str] | None:
     """The names of the revisions of model ``name`` in the local Hugging Face cache (None: not there)."""
-    from huggingface_hub import scan_cache_dir  # Hugging Face's libraries load in seconds: only when used
+    from huggingface_hub import constants, scan_cache_dir  # Hugging Face's libraries load in seconds: only when used
     from huggingface_hub.errors import CacheNotFound
 
-    try:
-        repos = scan_cache_dir().repos
+    try:  # the cache that try_to_load_from_cache reads (scan_cache_dir's own default is fixed at its import)
+        repos = scan_cache_dir(constants.HF_HUB_CACHE).repos
     except CacheNotFound:
         return None
     for repo in repos:
@@ -162,66 +175,83 @@ def require_model(source: ModelSource | Series, step: int | None) -> ModelSource
 # --- loading ----------------------------------------------------------------------------------------
 
 
-def first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
-
-
-def refuse_linked_files(source: ModelSource) -> None:
-    """A model directory a user names is read only through its own regular files: a config or weights
-    file that is a link is refused (the cache's snapshot links are Hugging Face's own and stay allowed)."""
+def model_folder(source: ModelSource) -> ModelFolder:
     if source.in_cache:
-        return
-    directory = Path(source.location)
-    weights = [*directory.glob("*.safetensors"), *directory.glob("*.safetensors.index.json")]
-    for path in [directory / "config.json", *weights]:
-        if path.is_symlink():
-            raise LanguageModelError(f"{path} is a symbolic link: a model directory is read through its own files only")
-    if not any(directory.glob("*.safetensors")):
-        raise LanguageModelError(
-            f"{directory} has no safetensors weights: only safetensors are loaded (never a pickle)"
-        )
+        return ModelFolder.cache(source.location, source.revision, source.describe())
+    return ModelFolder(Path(source.location), source.describe())
 
 
-def has_tokenizer(source: ModelSource) -> bool:
-    if not source.in_cache:
-        return any((Path(source.location) / name).is_file() for name in TOKENIZER_FILES)
-    from huggingface_hub import try_to_load_from_cache  # only for a model in the cache
+@contextmanager
+def pretrained(source: ModelSource, device: str = "cpu") -> Iterator[tuple]:
+    """The Hugging Face causal language model of ``source`` in float32 with eager attention, and its
+    tokenizer (None when the model has none), both read from disk only, through :mod:`.model_folder`'s
+    checked files; its config within the limits (:mod:`.hf_config`), its weights matching it and finite.
+    Inside, the private folder of the checked files still exists (TransformerBridge reloads a tokenizer from
+    its folder to add the BOS token: it reads the checked copy, not the model's folder)."""
+    import torch  # finding a model's source needs neither torch nor transformers: loaded to load a model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    return any(
-        isinstance(try_to_load_from_cache(source.location, name, revision=source.revision), str)
-        for name in TOKENIZER_FILES
-    )
+    files = read_model_folder(model_folder(source))
+    with as_model_error(f"{source.describe()}: {CONFIG}"):
+        config = checked_config(files.json(CONFIG))
+    with as_model_error(f"{source.describe()}: {TOKENIZER_CONFIG}"):
+        refuse_code(files.json(TOKENIZER_CONFIG) or {})
+    options = {"local_files_only": True, "trust_remote_code": False}
+    with staged(files) as folder:
+        with as_model_error(f"cannot load {source.describe()}"):
+            model, info = AutoModelForCausalLM.from_pretrained(
+                folder,
+                config=config,
+                use_safetensors=True,
+                attn_implementation="eager",
+                dtype=torch.float32,
+                output_loading_info=True,
+                ignore_mismatched_sizes=True,  # reported in info, and refused below by name and shapes
+                **options,
+            )
+            tokenizer = AutoTokenizer.from_pretrained(folder, **options) if files.has_tokenizer else None
+        refuse_unloaded_weights(source, info)
+        refuse_not_finite(source, model)
+        model.config.name_or_path = source.location  # where it came from, not the private folder
+        yield model.to(device).eval(), tokenizer
 
 
 def load_pretrained(source: ModelSource, device: str = "cpu"):
-    """The Hugging Face causal language model of ``source`` in float32 with eager attention, and its
-    tokenizer (None when the model has none), both read from disk only."""
-    import torch  # finding a model's source needs neither torch nor transformers: loaded to load a model
-    from safetensors import SafetensorError
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """:func:`pretrained`'s model and tokenizer."""
+    with pretrained(source, device) as (model, tokenizer):
+        return model, tokenizer
 
-    refuse_linked_files(source)
-    options = {"revision": source.revision, "local_files_only": True, "trust_remote_code": False}
-    try:
-        model, info = AutoModelForCausalLM.from_pretrained(
-            source.location,
-            use_safetensors=True,
-            attn_implementation="eager",
-            dtype=torch.float32,
-            output_loading_info=True,
-            **options,
-        )
-        tokenizer = AutoTokenizer.from_pretrained(source.location, **options) if has_tokenizer(source) else None
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError, SafetensorError) as error:
-        raise LanguageModelError(f"cannot load {source.describe()}: {first_line(error)}") from None
+
+def refuse_unloaded_weights(source: ModelSource, info: dict) -> None:
+    """Refuse a model whose weights do not fill its config exactly: parameters they lack (left randomly
+    initialised), tensors it has no place for, or a tensor of another shape."""
     if info["missing_keys"]:
         missing = sorted(info["missing_keys"])
         raise LanguageModelError(
             f"{source.describe()}: its weights lack {len(missing)} parameter(s) of its config "
             f"(e.g. {missing[0]}); refusing to probe randomly initialised weights"
         )
-    return model.to(device).eval(), tokenizer
+    unexpected = sorted(name for name in info["unexpected_keys"] if not STALE_BUFFER.search(name))
+    if unexpected:
+        raise LanguageModelError(
+            f"{source.describe()}: its weights hold {len(unexpected)} tensor(s) its config has no place for "
+            f"(e.g. {one_line(unexpected[0])}); refusing weights that do not match their config"
+        )
+    if info["mismatched_keys"]:
+        name, saved, expected = min(info["mismatched_keys"], key=lambda mismatch: mismatch[0])
+        raise LanguageModelError(
+            f"{source.describe()}: tensor {one_line(name)} is {list(saved)} in its weights but {list(expected)} "
+            f"in its config ({len(info['mismatched_keys'])} such tensor(s))"
+        )
+
+
+def refuse_not_finite(source: ModelSource, model) -> None:
+    """Refuse a model with a NaN or infinite weight: every probe's number would be NaN, or a guess."""
+    import torch
+
+    for name, tensor in itertools.chain(model.named_parameters(), model.named_buffers()):
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise LanguageModelError(f"{source.describe()}: tensor {name} holds NaN or infinity: refusing to probe it")
 
 
 def architecture(model) -> str:
@@ -242,15 +272,15 @@ def bridge_from_hf(model, tokenizer=None, name: str = "in-memory model"):
             model, architecture(model), hf_config=model.config, tokenizer=tokenizer, model_name=name
         )
     except (ValueError, KeyError, AttributeError, NotImplementedError, TypeError) as error:
-        message = f"TransformerBridge cannot boot {name} ({architecture(model)}): {first_line(error)}"
+        message = f"TransformerBridge cannot boot {name} ({architecture(model)}): {one_line(error)}"
         raise LanguageModelError(message) from None
     return bridge.eval()
 
 
 def load_bridge(source: ModelSource, device: str = "cpu"):
     """The model of ``source`` booted through TransformerBridge, on ``device``."""
-    model, tokenizer = load_pretrained(source, device)
-    return bridge_from_hf(model, tokenizer, source.describe())
+    with pretrained(source, device) as (model, tokenizer):
+        return bridge_from_hf(model, tokenizer, source.describe())
 
 
 def is_bridge(model) -> bool:

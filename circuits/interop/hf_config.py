@@ -1,0 +1,148 @@
+"""A Hugging Face model's ``config.json``, checked before anything is built from it.
+
+A config from a stranger names its own sizes, and one edited number (``n_layer: 100000``) must not become
+minutes of building or gigabytes of memory before failing. So its sizes are checked as the JSON values they
+are first (integers, at least 1, within circuits/common/limits.py), under every name transformers' own
+config class reads them by (GPT-2's ``n_layer`` is ``num_hidden_layers`` through ``GPT2Config.attribute_map``),
+with the class's declared default where the file gives none. Only then is the config class built, and the
+model's parameters counted on the meta device, where building a model allocates no memory. A config asking
+for quantized weights or code of its own is refused: the loader loads float32 weights and runs no code from
+a model's folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from induction_probes.circuits.common.limits import (
+    MAX_LAYERS,
+    MAX_LM_CONTEXT,
+    MAX_LM_HEADS,
+    MAX_LM_PARAMETERS,
+    MAX_LM_VOCABULARY,
+    MAX_LM_WIDTH,
+    require_at_most,
+)
+from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.interop.model_folder import one_line
+
+# transformers' name of each size -> the least and the most a config may ask for; None: bounded by the
+# parameter count alone. A model must give the first five (or its class must default them).
+REQUIRED_SIZES = {
+    "num_hidden_layers": (1, MAX_LAYERS),
+    "num_attention_heads": (1, MAX_LM_HEADS),
+    "hidden_size": (1, MAX_LM_WIDTH),
+    "vocab_size": (1, MAX_LM_VOCABULARY),
+    "max_position_embeddings": (1, MAX_LM_CONTEXT),
+}
+OPTIONAL_SIZES = {
+    "num_key_value_heads": (1, MAX_LM_HEADS),  # grouped-query attention (Llama); all heads where not given
+    "head_dim": (1, MAX_LM_WIDTH),  # hidden size / heads where not given
+    "intermediate_size": (1, None),
+    "n_inner": (1, None),  # GPT-2's MLP width, under its own name: its attribute_map does not name it
+    "num_local_experts": (0, MAX_LAYERS),  # every expert is a module of its own, as every layer is
+}
+# entries that would make transformers load other than plain float32 weights, or run code from the folder
+REFUSED_ENTRIES = {
+    "quantization_config": "asks for quantized weights (quantization_config): only float32 weights are loaded",
+    "auto_map": "names code of its own (auto_map): no code from a model's folder runs",
+    "trust_remote_code": "asks for its own code to run (trust_remote_code): no code from a model's folder runs",
+}
+
+
+def refuse_code(value: dict) -> None:
+    """Refuse a config (or a tokenizer's config) with an entry of :data:`REFUSED_ENTRIES`."""
+    for key, why in REFUSED_ENTRIES.items():
+        if key in value:
+            raise ValueError(why)
+
+
+def checked_config(value: dict):
+    """The transformers config that ``value``, config.json's object, describes, once its sizes are within the
+    limits; a ``ValueError`` in one sentence naming the key for the first that is not."""
+    refuse_code(value)
+    config_class = known_config_class(value)
+    check_sizes(value, config_class)
+    config = config_class.from_dict(value)  # bounded now: every size it builds from was checked above
+    count = parameter_count(config)
+    if count > MAX_LM_PARAMETERS:
+        raise ValueError(
+            f"the model would have {count:,} parameters, above the limit of {MAX_LM_PARAMETERS:,} "
+            "(circuits/common/limits.py)"
+        )
+    return config
+
+
+def known_config_class(value: dict):
+    """The config class of ``value``'s ``model_type``, one transformers itself defines (no code of the folder's),
+    with no sub-configs (a vision tower, a text config inside), whose sizes the checks here would not reach."""
+    import transformers
+    from transformers import CONFIG_MAPPING
+
+    model_type = value.get("model_type")
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        shown = one_line(repr(model_type))
+        raise ValueError(f"model_type {shown} is not one transformers {transformers.__version__} defines")
+    config_class = CONFIG_MAPPING[model_type]
+    if config_class.sub_configs:
+        names = ", ".join(sorted(config_class.sub_configs))
+        raise ValueError(
+            f"model_type {model_type!r} holds configs inside it ({names}): only plain language models load"
+        )
+    return config_class
+
+
+def check_sizes(value: dict, config_class) -> None:
+    """Every size of :data:`REQUIRED_SIZES` and :data:`OPTIONAL_SIZES` within its bounds, under each name
+    config.json may give it by; then the heads: the key-value heads dividing them, and they the hidden size
+    (as transformers' Llama requires even of a config that names its own head size)."""
+    sizes = {name: given_size(value, config_class, name, bounds) for name, bounds in REQUIRED_SIZES.items()}
+    for name, size in sizes.items():
+        if size is None:
+            raise ValueError(f"gives no {name}, and {config_class.__name__} has no default: not a transformer")
+    optional = {name: given_size(value, config_class, name, bounds) for name, bounds in OPTIONAL_SIZES.items()}
+    heads, hidden = sizes["num_attention_heads"], sizes["hidden_size"]
+    key_value_heads = optional["num_key_value_heads"] or heads
+    if heads % key_value_heads:
+        raise ValueError(f"its {key_value_heads} key-value heads do not divide its {heads} attention heads")
+    if hidden % heads:
+        raise ValueError(f"its hidden size {hidden} is not divisible by its {heads} attention heads")
+
+
+def given_size(value: dict, config_class, name: str, bounds: tuple[int, int | None]) -> int | None:
+    """Size ``name`` as config.json gives it (each of its names checked; two that differ are refused), else
+    the config class's declared default (None where it has none)."""
+    required = name in REQUIRED_SIZES
+    given = {key: value[key] for key in names_of(config_class, name) if key in value}
+    given = {key: size for key, size in given.items() if required or size is not None}  # null: the default
+    for key, size in given.items():
+        least, most = bounds
+        require_int(key, size, least)
+        if most is not None:
+            require_at_most(key, size, most)
+    if len(set(given.values())) > 1:
+        raise ValueError(f"gives {name} twice, differently ({', '.join(f'{k} {v}' for k, v in given.items())})")
+    if given:
+        return next(iter(given.values()))
+    defaults = {field.name: field.default for field in dataclasses.fields(config_class)}
+    default = defaults.get(config_class.attribute_map.get(name, name))
+    return default if type(default) is int else None
+
+
+def names_of(config_class, name: str) -> list[str]:
+    """The keys config.json may give size ``name`` under: transformers' name, and the class's aliases for it
+    in either direction (GPT-2's ``n_layer`` for ``num_hidden_layers``; Mixtral's ``num_experts`` for
+    ``num_local_experts``)."""
+    aliases = config_class.attribute_map
+    return list(dict.fromkeys([name, aliases.get(name, name), *(a for a, t in aliases.items() if t == name)]))
+
+
+def parameter_count(config) -> int:
+    """The parameters of a model of ``config``, counted on the meta device: its modules are built, no tensor
+    is allocated, and what it counts is exact for every architecture, tied embeddings counted once."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(parameter.numel() for parameter in model.parameters())

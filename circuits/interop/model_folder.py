@@ -1,0 +1,217 @@
+"""Which files of a Hugging Face model folder are read, from where, and how: the loader reads only these.
+
+- ``config.json``, ``generation_config.json``, the tokenizer's files (:data:`TEXT_FILES`) and the index
+  ``model.safetensors.index.json``: read whole through the untrusted-file reader
+  (:func:`~induction_probes.circuits.common.untrusted.read_bytes`: regular files, no link below the folder,
+  a size checked before the first byte is read);
+- the weights, ``model.safetensors`` or the shards the index names: plain file names ending ``.safetensors``,
+  regular files inside the folder, :data:`~induction_probes.circuits.common.limits.MAX_LM_WEIGHT_BYTES` in all;
+  memory-mapped by safetensors when the model loads, never read here.
+
+A model in the local Hugging Face cache is read the same way: each file is found through huggingface_hub's
+own cache lookup, and the blob a snapshot's link leads to must be a regular file inside the cache's folder
+of that model. The files read are copied (the weights linked) into a private temporary folder, and that
+folder is what transformers is given, so nothing else of the model's folder is ever opened: no pickle, no
+code, no adapter config, no file the index names outside the folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from induction_probes.circuits.common.limits import MAX_LM_WEIGHT_BYTES, MAX_TEXT_BYTES
+from induction_probes.circuits.common.untrusted import CheckpointError, not_a_number, read_bytes, refuse_links_below
+
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+# what AutoTokenizer reads of a fast (tokenizer.json), byte-level BPE (vocab.json, merges.txt), WordPiece
+# (vocab.txt) or SentencePiece (tokenizer.model) tokenizer; chat templates are never needed here
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    TOKENIZER_CONFIG,
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+    "tokenizer.model",
+)
+TEXT_FILES = (CONFIG, "generation_config.json", *TOKENIZER_FILES)
+QUOTED = 200  # characters of a stranger's value or of a library's message kept in one error line
+
+
+class LanguageModelError(ValueError):
+    """A language model that cannot be found, read or booted."""
+
+
+def one_line(error: BaseException | str, limit: int = QUOTED) -> str:
+    """An error's message on one line (its lines joined), cut after ``limit`` characters: a message may quote
+    a stranger's file, which may be one enormous value."""
+    text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    text = text or type(error).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+@dataclass(frozen=True)
+class ModelFolder:
+    """Where one model's files are read from: a directory of its own files, or one revision of a model in
+    the local Hugging Face cache. Nothing outside ``root`` is read."""
+
+    root: Path  # the directory the user named (it may itself be a link), or the cache's folder of the model
+    name: str  # how messages name the model
+    repo_id: str | None = None  # a model in the cache
+    revision: str | None = None
+
+    @classmethod
+    def cache(cls, repo_id: str, revision: str | None, name: str) -> ModelFolder:
+        from huggingface_hub import constants
+        from huggingface_hub.file_download import repo_folder_name
+
+        folder = Path(constants.HF_HUB_CACHE, repo_folder_name(repo_id=repo_id, repo_type="model"))
+        return cls(folder.resolve(), name, repo_id, revision)
+
+    def find(self, file: str) -> Path | None:
+        """Where the model's file ``file`` is, or None where it has none: in a directory, the path itself (a
+        link there is refused when it is read); in the cache, the blob its snapshot's link leads to."""
+        if self.repo_id is None:
+            path = self.root / file
+            return path if os.path.lexists(path) else None
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(self.repo_id, file, revision=self.revision)
+        if not isinstance(found, str):
+            return None
+        blob = Path(os.path.realpath(found))  # a snapshot's files are links into blobs/, by Hugging Face's design
+        if not blob.is_relative_to(self.root):
+            raise LanguageModelError(f"{found} leads outside the cache's folder of {self.repo_id}")
+        return blob
+
+    def read(self, file: str) -> bytes | None:
+        """The bytes of ``file``, read through the untrusted-file reader; None where the model has none."""
+        path = self.find(file)
+        return None if path is None else read_bytes(path, MAX_TEXT_BYTES, root=self.root)
+
+    def weights_size(self, file: str) -> tuple[Path, int]:
+        """The path and size of the weights file ``file``: a regular file below ``root``, no link on the way."""
+        path = self.find(file)
+        if path is None:
+            raise LanguageModelError(f"{self.name} has no weights file {file} (named by {INDEX})")
+        refuse_links_below(self.root, path)  # as read_bytes does for the files it reads
+        status = path.stat()  # no link on the way: the file's own status
+        if not stat.S_ISREG(status.st_mode):
+            raise LanguageModelError(f"{path} is not a regular file: weights are read from regular files only")
+        return path, status.st_size
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """The files of one model that the loader reads: checked, and nothing else."""
+
+    texts: dict[str, bytes]  # config, index and tokenizer files, as read
+    weights: dict[str, Path]  # the safetensors files, checked but not read
+
+    def json(self, file: str) -> dict | None:
+        return None if file not in self.texts else json_object(self.texts[file])
+
+    @property
+    def has_tokenizer(self) -> bool:
+        return any(file in self.texts for file in TOKENIZER_FILES)
+
+
+def read_model_folder(folder: ModelFolder) -> ModelFiles:
+    """The files of ``folder`` the loader reads (:data:`TEXT_FILES`, the index, the weights), each checked;
+    a :class:`LanguageModelError` naming the file for the first that breaks a rule."""
+    try:
+        config = folder.read(CONFIG)  # first: a folder without one is no model, whatever else it holds
+        if config is None:
+            raise LanguageModelError(f"{folder.name} has no {CONFIG}")
+        texts = {CONFIG: config} | {file: data for file in TEXT_FILES[1:] if (data := folder.read(file)) is not None}
+        if folder.find(WEIGHTS) is not None:  # transformers' own choice when a folder has both
+            shards = [WEIGHTS]
+        elif (index := folder.read(INDEX)) is not None:
+            texts[INDEX] = index
+            with as_model_error(f"{folder.name}: {INDEX}"):
+                shards = shard_files(json_object(index))
+        else:
+            raise LanguageModelError(
+                f"{folder.name} has no safetensors weights: only safetensors are loaded (never a pickle)"
+            )
+        return ModelFiles(texts, checked_weights(folder, shards))
+    except (CheckpointError, OSError) as error:  # the untrusted-file reader's refusals, a file that went away
+        raise LanguageModelError(one_line(error)) from None
+
+
+def json_object(data: bytes) -> dict:
+    """``data`` as a JSON object: strict JSON (no NaN, no Infinity), not nested past Python's recursion limit;
+    else a ``ValueError`` saying why."""
+    try:
+        value = json.loads(data.decode("utf-8"), parse_constant=not_a_number)
+    except (ValueError, RecursionError) as error:  # not UTF-8, not JSON, NaN, nested too deep
+        raise ValueError(f"not strict JSON ({one_line(error)})") from None
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    return value
+
+
+def shard_files(index: dict) -> list[str]:
+    """The files an index's ``weight_map`` names: each a plain file name ending ``.safetensors``, which can only
+    name a file inside the folder itself (no separator, so no ``..`` and no absolute path) and never a pickle."""
+    weight_map = index.get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ValueError("no weight_map naming the files of the weights")
+    for file in weight_map.values():
+        if not (isinstance(file, str) and file.endswith(".safetensors") and not set(file) & {"/", "\\", "\0"}):
+            raise ValueError(
+                f"names {one_line(repr(file))}: only safetensors files in the model's folder itself are read"
+            )
+    return sorted(set(weight_map.values()))
+
+
+def checked_weights(folder: ModelFolder, files: list[str]) -> dict[str, Path]:
+    """The weights files, each a regular file inside the folder, :data:`MAX_LM_WEIGHT_BYTES` in all."""
+    sized = {file: folder.weights_size(file) for file in files}
+    total = sum(size for _, size in sized.values())
+    if total > MAX_LM_WEIGHT_BYTES:
+        raise LanguageModelError(
+            f"{folder.name} holds {total:,} bytes of weights, above the limit of {MAX_LM_WEIGHT_BYTES:,} "
+            "(circuits/common/limits.py)"
+        )
+    return {file: path for file, (path, _) in sized.items()}
+
+
+@contextmanager
+def staged(files: ModelFiles) -> Iterator[Path]:
+    """A private temporary folder holding the files read (the weights linked to the files checked), for
+    transformers to load from: it can open nothing of the model's folder that was not checked."""
+    with tempfile.TemporaryDirectory(prefix="induction-probes-model-") as folder:
+        for file, data in files.texts.items():
+            Path(folder, file).write_bytes(data)
+        for file, path in files.weights.items():
+            Path(folder, file).symlink_to(path.absolute())
+        yield Path(folder)
+
+
+@contextmanager
+def as_model_error(where: str) -> Iterator[None]:
+    """Whatever goes wrong inside (a check of ours, or transformers, safetensors, tokenizers or huggingface_hub
+    reading a stranger's files) becomes one :class:`LanguageModelError` line that starts with ``where``: the
+    folder is input, and its faults are bad input. Running out of memory, an interrupt and an exit are not the
+    folder's fault and pass through."""
+    try:
+        yield
+    except (LanguageModelError, MemoryError):
+        raise
+    except Exception as error:
+        kind = (
+            "" if isinstance(error, (ValueError, OSError)) else f"{type(error).__name__}: "
+        )  # a KeyError's 'x' alone says little
+        raise LanguageModelError(f"{where}: {kind}{one_line(error)}") from None
