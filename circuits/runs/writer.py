@@ -95,10 +95,8 @@ class RunWriter:
         run in ``path`` over (for a run that crashed before its first resume state)."""
         if restart:
             (path / "manifest.json").unlink(missing_ok=True)
-        if (path / "manifest.json").exists():
-            raise CheckpointError(f"{path} already holds a run: continue it with --resume or choose another --out")
-        if not restart and path.is_dir() and not all(map(left_by_a_killed_start, path.iterdir())):
-            raise CheckpointError(f"{path} is not empty: a new run goes into a missing or empty directory")
+        else:
+            refuse_a_used_folder(path)
         path.mkdir(parents=True, exist_ok=True)
         remove_unfinished_writes(path)
         write_json(path / "config.json", config)  # first: a writer killed before it leaves the directory empty
@@ -133,6 +131,15 @@ class RunWriter:
         self.add_metrics(metrics)
         self.manifest.append({"step": step, "sequences_seen": sequences_seen, "file": file, "sha256": sha})
         write_json(self.path / "manifest.json", self.manifest)
+
+
+def refuse_a_used_folder(path: Path) -> None:
+    """A new run goes into a missing or empty folder (or one that only a killed start of it has touched).
+    Checked by the trainer before it takes the run's lock too, so that a refusal leaves the folder as it was."""
+    if (path / "manifest.json").exists():
+        raise CheckpointError(f"{path} already holds a run: continue it with --resume or choose another --out")
+    if path.is_dir() and not all(map(left_by_a_killed_start, path.iterdir())):
+        raise CheckpointError(f"{path} is not empty: a new run goes into a missing or empty directory")
 
 
 def left_by_a_killed_start(entry: Path) -> bool:

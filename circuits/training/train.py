@@ -37,7 +37,7 @@ from induction_probes.circuits.recipes import recipe_from_json
 from induction_probes.circuits.recipes.base import Recipe
 from induction_probes.circuits.runs.layout import LOCK_FILE, RESUME_FILE
 from induction_probes.circuits.runs.reader import Run, read_json, read_manifest
-from induction_probes.circuits.runs.writer import RunWriter, run_config, save_tensors, write_json
+from induction_probes.circuits.runs.writer import RunWriter, refuse_a_used_folder, run_config, save_tensors, write_json
 from induction_probes.circuits.tasks.base import EvalSet, Stream
 
 
@@ -351,6 +351,8 @@ def train_run(
         require_int("stop_after", stop_after, 0)  # before anything is written
     if resume and not (out / "config.json").is_file():
         raise CheckpointError(f"there is no run in {out} to continue")
+    if not resume:
+        refuse_a_used_folder(out)  # before the lock: a refused run leaves the folder exactly as it was
     with only_writer(out):
         trainer = start_or_continue(recipe, out, resume, device, eval_chunk=eval_chunk)
         recipe = trainer.recipe

@@ -186,6 +186,25 @@ def test_a_new_run_goes_only_into_a_missing_or_empty_directory(tmp_path, capsys)
     assert main([*argv, "--out", str(tmp_path / "empty")]) == 0
 
 
+def folder_state(folder):
+    return {p.relative_to(folder): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
+
+
+@pytest.mark.parametrize("held", [{"notes.txt": "mine"}, {"manifest.json": "[]", "config.json": "{}"}])
+def test_a_refused_new_run_leaves_the_folder_exactly_as_it_was(held, tmp_path, capsys):
+    """The refusal came after the lock was taken, and left a lock file behind in the user's folder."""
+    folder = tmp_path / "used"
+    folder.mkdir()
+    for name, text in held.items():
+        (folder / name).write_text(text)
+    before = folder_state(folder)
+    argv = ["train", "markov", "--k", "3", "--seq-len", "8", "--steps", "2", "--n-checkpoints", "2", "--eval-seqs", "5"]
+    assert main([*argv, "--out", str(folder)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("induction-probes: error: ")
+    assert folder_state(folder) == before
+
+
 def test_a_run_prints_as_its_path_not_its_manifest():
     text = repr(Run.open("markov-k3"))
     assert "markov-k3" in text and "sha256" not in text and len(text) < 300
