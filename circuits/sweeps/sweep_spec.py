@@ -170,6 +170,8 @@ def parse_spec(text: str, source: str = "spec") -> Spec:
         raise SpecError(f"{source}: seeds must be a non-empty list of integers >= 0")
     if len(set(seeds)) != len(seeds):
         raise SpecError(f"{source}: seeds repeat")
+    if not isinstance(raw.get("description", ""), str):  # free text, shown as it is: a table would print as a dict
+        raise SpecError(f"{source}: description must be a string, got {quoted(raw['description'])}")
     if raw.get("count") is not None and raw["count"] not in PRIORS:
         raise SpecError(f"{source}: count must name a prior ({', '.join(PRIORS)}), got {quoted(raw['count'])}")
     tables = {key: raw.get(key, {}) for key in ("base", "conditions", "grid")}
@@ -199,7 +201,7 @@ def parse_spec(text: str, source: str = "spec") -> Spec:
         conditions={name: {key: tomlish(v) for key, v in overrides.items()} for name, overrides in conditions.items()},
         grid={key: [tomlish(v) for v in values] for key, values in tables["grid"].items()},
         text=text,
-        description=str(raw.get("description", "")),
+        description=raw.get("description", ""),
         count=raw.get("count"),
     )
     spec.cells()  # every cell's recipe is checked before anything runs

@@ -91,6 +91,9 @@ def run_files(root: Path) -> dict[str, bytes]:
         ),
         ('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n[grid]\nlr = [1, 1.0]', "are the same run"),
         ('recipe = "markov"\nseeds = [0]\ncount = "dirichelt"\n[base]\nk = 3', "count must name a prior"),
+        ('recipe = "markov"\nseeds = [0]\ndescription = {a = 1}\n[base]\nk = 3', "description must be a string"),
+        ('recipe = "markov"\nseeds = [0]\ndescription = 3\n[base]\nk = 3', "description must be a string"),
+        (f'recipe = "{"x" * 5000}"\nseeds = [0]', "... (5,000 characters)"),  # quoted, not repeated whole
     ],
 )
 def test_a_bad_spec_is_refused_by_name_before_anything_runs(text, message, tmp_path, capsys):
