@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.config import Config, option
+from induction_probes.circuits.common.validation import quoted
 
 if TYPE_CHECKING:
     import torch
@@ -49,7 +50,7 @@ def parse_device(name: str | torch.device | None) -> torch.device:
     try:
         device = torch.device(name)
     except (RuntimeError, TypeError):
-        raise DeviceError(f"{name!r} is not a device (use cpu, cuda, cuda:N or mps)") from None
+        raise DeviceError(f"{quoted(name)} is not a device (use cpu, cuda, cuda:N or mps)") from None
     if device.type not in ("cpu", "cuda", "mps"):
         raise DeviceError(f"device {name}: only cpu, cuda and mps are supported")
     return device

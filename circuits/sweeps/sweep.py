@@ -307,13 +307,15 @@ def run_sweep(
         raise SpecError(f"workers must be an integer >= 1, got {workers!r}")
     if address is not None and backend != "ray":
         raise SpecError("--address is for the ray backend")
-    if address is not None:
-        ray_address_answers(address)  # before the folder is claimed or Ray imported: one line, in seconds
     from induction_probes.circuits.common.devices import parse_device, resolve_device, visible_gpus
 
+    if device is not None:
+        parse_device(device)  # a name that is no device, on any backend: offline, before the address is tried
+    if address is not None:
+        ray_address_answers(address)  # before the folder is claimed or Ray imported: one line, in seconds
     remote = backend == "ray" and address is not None  # a cluster's nodes have their own devices
-    if device is not None:  # a device this machine lacks: refused before the sweep directory is made
-        parse_device(device) if remote else resolve_device(device)
+    if device is not None and not remote:  # a device this machine lacks: refused before the folder is made
+        resolve_device(device)
     n_gpus = None if remote else visible_gpus()
     check_placement(device, gpus_per_cell, n_gpus, ray=backend == "ray")
     out = Path(out).resolve()  # every worker, on every node, must find the same directory

@@ -51,7 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         # These models are tiny: on the 2-core machine one thread beat two (bench/bench_model.py).
         torch.set_num_threads(1)
-        if "device" in vars(args):  # a device this machine lacks: one line, status 2, before anything is written
+        # a device this machine lacks: one line, status 2, before anything is written (but a sweep's may be a cluster's)
+        if "device" in vars(args) and not getattr(args, "checks_its_device", False):
             from induction_probes.circuits.common.devices import resolve_device
 
             resolve_device(args.device)

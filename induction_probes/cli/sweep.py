@@ -50,7 +50,9 @@ def register(commands) -> None:
         help="GPUs per cell, fractions allowed (0.25: four cells share a GPU): Ray's num_gpus, or "
         "the local pool's visible GPUs in turn (default 0: --device, cpu)",
     )
-    sweep.set_defaults(handler=run_sweep_command)
+    # the sweep checks --device itself: against this machine, or by name only for a remote Ray cluster, whose
+    # nodes have the GPUs (docs/devices.md)
+    sweep.set_defaults(handler=run_sweep_command, checks_its_device=True)
 
     summarize = commands.add_parser("summarize", help="mean and 95%% intervals over seeds of a sweep's runs")
     summarize.add_argument(

@@ -184,6 +184,20 @@ def test_a_ray_address_where_nothing_listens_is_one_line_within_a_minute(tmp_pat
     assert not (tmp_path / "out").exists()  # refused before the folder was claimed
 
 
+def test_the_device_of_a_remote_cluster_is_left_to_the_sweep(tmp_path, capsys):
+    """--device cuda names the cluster's GPUs, not this machine's: the command line used to refuse it here
+    ("this machine has no CUDA GPU") before the sweep's own check, which reads a cluster's device by name."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(tiny())
+    address = f"127.0.0.1:{unused_loopback_port()}"
+    argv = ["sweep", str(spec), "--out", str(tmp_path / "out"), "--backend", "ray", "--address", address]
+    started = time.monotonic()
+    err = one_line([*argv, "--device", "cuda", "--gpus-per-cell", "1"], capsys)
+    assert f"no Ray cluster answers at {address}" in err and time.monotonic() - started < 60
+    assert "is not a device" in one_line([*argv, "--device", "gpu"], capsys)  # still checked, by name
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.fixture(scope="module")
 def finished_sweep(tmp_path_factory):
     """A finished two-seed sweep, trained in this process (each cell through the sweep's own run_cell)."""
