@@ -41,6 +41,7 @@ OPTIONAL_SIZES = {
     "intermediate_size": (1, None),
     "n_inner": (1, None),  # GPT-2's MLP width, under its own name: its attribute_map does not name it
     "num_local_experts": (0, MAX_LAYERS),  # every expert is a module of its own, as every layer is
+    "num_experts": (0, MAX_LAYERS),  # the same, as Qwen's mixtures of experts name it
 }
 # entries that would make transformers load other than plain float32 weights, or run code from the folder
 REFUSED_ENTRIES = {

@@ -18,6 +18,7 @@ code, no adapter config, no file the index names outside the folder.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 import tempfile
@@ -27,7 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from induction_probes.circuits.common.limits import MAX_LM_WEIGHT_BYTES, MAX_TEXT_BYTES
-from induction_probes.circuits.common.untrusted import CheckpointError, not_a_number, read_bytes, refuse_links_below
+from induction_probes.circuits.common.untrusted import (
+    CheckpointError,
+    NotFiniteError,
+    not_a_number,
+    read_bytes,
+    refuse_links_below,
+)
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
@@ -151,14 +158,23 @@ def read_model_folder(folder: ModelFolder) -> ModelFiles:
 
 
 def json_object(data: bytes) -> dict:
-    """``data`` as a JSON object: strict JSON (no NaN, no Infinity), not nested past Python's recursion limit;
+    """``data`` as a JSON object: strict JSON (no NaN, no Infinity, no number too large for a float), not
+    nested past Python's recursion limit;
     else a ``ValueError`` saying why."""
     try:
-        value = json.loads(data.decode("utf-8"), parse_constant=not_a_number)
+        value = json.loads(data.decode("utf-8"), parse_constant=not_a_number, parse_float=finite_float)
     except (ValueError, RecursionError) as error:  # not UTF-8, not JSON, NaN, nested too deep
         raise ValueError(f"not strict JSON ({one_line(error)})") from None
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """``json.loads``'s reader of numbers such as ``1e999``, which Python would read as infinity."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotFiniteError(text)
     return value
 
 

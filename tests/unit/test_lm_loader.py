@@ -223,12 +223,13 @@ def test_configs_beyond_the_limits_or_asking_for_code_or_quantization_are_refuse
     assert_refused(capsys, tmp_path, folder, "config.json: " + match)
 
 
-def test_a_config_holding_nan_is_refused(models, tmp_path, capsys):
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "1e999"])  # 1e999: Python's json reads it as infinity
+def test_a_config_holding_nan_or_infinity_is_refused(models, tmp_path, capsys, number):
     folder = copy_model(models, "gpt2", tmp_path / "model")
     text = (folder / "config.json").read_text()
-    (folder / "config.json").write_text(text.replace('"layer_norm_epsilon": 1e-05', '"layer_norm_epsilon": NaN'))
-    assert "NaN" in (folder / "config.json").read_text()
-    assert_refused(capsys, tmp_path, folder, "config.json: not strict JSON")
+    (folder / "config.json").write_text(text.replace('"layer_norm_epsilon": 1e-05', f'"layer_norm_epsilon": {number}'))
+    assert number in (folder / "config.json").read_text()
+    assert_refused(capsys, tmp_path, folder, f"config.json: not strict JSON \\({number}\\)")
 
 
 def test_a_tokenizer_config_naming_code_of_its_own_is_refused(models, tmp_path, capsys):
