@@ -140,7 +140,7 @@ class Registry:
         if self.registration(name).is_the_packages:
             raise ValueError(
                 f"the {self.kind} {quoted(name)} is the package's own and cannot be {undone}: "
-                f"register yours under another name"
+                "register yours under another name"
             )
 
     def registration(self, name: str) -> Registration:
