@@ -1,15 +1,17 @@
 """induction-probes: probe how induction heads form in small attention-only transformers.
 
-The names a notebook needs, importable from here::
+Every name the README and the docs use, importable from here (the docs import from nowhere else, tested)::
 
     from induction_probes import Run, MarkovTask, MarkovRecipe, train_run, probe_model, ablation_study
+    from induction_probes import phases, transition, first_crossings, align_runs, ablation_frame, estimate_llc
     from induction_probes import probe_report, run_report, html_report, run_sweep, summarize_sweep
+    from induction_probes import lm  # language models (induction_probes.lm)
 
 Each is defined in the layer it belongs to (:mod:`induction_probes.circuits` for tasks, models, recipes,
 training, sweeps and run directories; :mod:`induction_probes.probes` for measurements, sweep summaries
 and the report) and resolved on first use,
 so ``import induction_probes`` loads neither torch nor matplotlib; the command line is
-:mod:`induction_probes.cli`.
+:mod:`induction_probes.cli`, the ``induction-probes`` command, which nothing here imports.
 """
 
 from __future__ import annotations
@@ -21,36 +23,55 @@ EXPORTS = {
     # run directories: open a shipped run or a path, load checkpoints
     "Run": "induction_probes.circuits.runs.reader",
     "CheckpointError": "induction_probes.circuits.common.untrusted",
+    "limits": "induction_probes.circuits.common",  # the module: the sizes a stranger's files must stay within
     # tasks and the recipes that train on them
     "MarkovTask": "induction_probes.circuits.tasks.markov.task",
     "GaussianTask": "induction_probes.circuits.tasks.gaussian.task",
     "MarkovRecipe": "induction_probes.circuits.recipes.markov",
     "MinimalRecipe": "induction_probes.circuits.recipes.markov",
     "GaussianRecipe": "induction_probes.circuits.recipes.gaussian",
+    "sample_markov": "induction_probes.circuits.tasks.markov.chains",
+    "strategy_predictions": "induction_probes.circuits.tasks.markov.strategies",
     "train_run": "induction_probes.circuits.training.train",
     # the model and the papers' constructions, loaded into it
     "HookedTransformer": "induction_probes.circuits.models.model",
     "HookedTransformerConfig": "induction_probes.circuits.models.model_config",
     "prop21": "induction_probes.circuits.constructions.edelman",
+    "prop21_limit": "induction_probes.circuits.constructions.edelman",
     "wang_ih2": "induction_probes.circuits.constructions.wang",
     "wang_ihn": "induction_probes.circuits.constructions.wang",
     "load_construction": "induction_probes.circuits.constructions.loading",
+    "process_weights": "induction_probes.circuits.interop.transformer_lens_io",  # LayerNorm folded, as TL does
     # probes, ablations and the comparison with Proposition 2.1
     "probe_eval_set": "induction_probes.probes.summary",
     "probe_model": "induction_probes.probes.summary",
     "probe_run": "induction_probes.probes.summary",
+    "probe_gaussian": "induction_probes.probes.summary",
+    "behaviour": "induction_probes.probes.behaviour",
     "ablation_study": "induction_probes.probes.summary",
     "single_heads": "induction_probes.probes.ablation",
+    "reference_inputs_for": "induction_probes.probes.ablation",
+    "ablation_frame": "induction_probes.probes.tidy",
     "compare_with_prop21": "induction_probes.probes.compare",
+    "evaluate_on_prior": "induction_probes.probes.by_prior",
+    "evaluate_run_on_priors": "induction_probes.probes.by_prior",
+    "estimate_llc": "induction_probes.probes.llc.estimator",
+    # questions of a run: its phases, its transition, which head forms first, several runs side by side
+    "phases": "induction_probes.probes.questions",
+    "transition": "induction_probes.probes.questions",
+    "first_crossings": "induction_probes.probes.questions",
+    "align_runs": "induction_probes.probes.questions",
     # the report: what probe, ablate and report print (text, or a dict with as_json=True), figures, the page
     "probe_report": "induction_probes.probes.report.views",
     "ablation_report": "induction_probes.probes.report.views",
     "run_report": "induction_probes.probes.report.views",
     "html_report": "induction_probes.probes.report.views",
+    "write_paper": "induction_probes.probes.paper.build",  # both papers' figures, on one page
     # sweeps: train every cell of a spec (many seeds and conditions), then summarize them over seeds
     "parse_spec": "induction_probes.circuits.sweeps.sweep_spec",
     "run_sweep": "induction_probes.circuits.sweeps.sweep",
     "summarize_sweep": "induction_probes.probes.sweeps.summary",
+    "split_into_kinds": "induction_probes.probes.sweeps.statistics",
     # extension points (docs/extending.md): register a task, recipe, model class, probe or prior from outside
     "TASKS": "induction_probes.circuits.tasks.registry",
     "RECIPES": "induction_probes.circuits.recipes.registry",
@@ -63,6 +84,9 @@ EXPORTS = {
     "PRIORS": "induction_probes.circuits.tasks.markov.prior_registry",
     "TaskConfig": "induction_probes.circuits.tasks.base",
     "Recipe": "induction_probes.circuits.recipes.base",
+    "option": "induction_probes.circuits.common.config",  # a config field that is a command-line option
+    "nested": "induction_probes.circuits.common.config",  # a config field holding another config
+    "GeneratorStream": "induction_probes.circuits.tasks.streams",
 }
 
 __all__ = sorted(EXPORTS)
@@ -71,7 +95,9 @@ __all__ = sorted(EXPORTS)
 def __getattr__(name: str):
     if name not in EXPORTS:
         raise AttributeError(f"module 'induction_probes' has no attribute {name!r}")
-    value = getattr(importlib.import_module(EXPORTS[name]), name)
+    module = importlib.import_module(EXPORTS[name])
+    # a name the module defines, or one of its submodules, as `from package import module` finds it
+    value = getattr(module, name) if hasattr(module, name) else importlib.import_module(f"{module.__name__}.{name}")
     globals()[name] = value  # resolved once
     return value
 

@@ -15,6 +15,22 @@ def test_every_exported_name_is_the_object_its_module_defines():
     assert set(induction_probes.__all__) == set(induction_probes.EXPORTS) <= set(dir(induction_probes))
 
 
+def test_the_question_helpers_the_ablation_table_and_the_llc_come_from_the_top():
+    from induction_probes import ablation_frame, align_runs, estimate_llc, first_crossings, limits, phases, transition
+    from induction_probes.circuits.common import limits as deep_limits
+    from induction_probes.probes import questions, tidy
+    from induction_probes.probes.llc import estimator
+
+    assert (phases, transition, first_crossings, align_runs) == (
+        questions.phases,
+        questions.transition,
+        questions.first_crossings,
+        questions.align_runs,
+    )
+    assert ablation_frame is tidy.ablation_frame and estimate_llc is estimator.estimate_llc
+    assert limits is deep_limits  # a module is exported as `from package import module` finds it
+
+
 def test_importing_the_package_loads_no_torch_and_an_unknown_name_is_an_attribute_error():
     code = (
         "import sys, induction_probes\n"
