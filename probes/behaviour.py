@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet, closest_strategy
+from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet, closest_strategy, matching_keys
 from induction_probes.probes.intervals import Estimate, mean_interval
 from induction_probes.probes.tidy import Tidy, behaviour_records
 
@@ -157,13 +158,60 @@ def single_position_icl_score(per_position_loss: Tensor, early: int = ICL_EARLY,
     return icl_scores(per_position_loss, early, late, window=1).item()
 
 
+READOUTS = ("logits", "frequencies")
+FREQUENCY_TOLERANCE = 1e-4  # how far a frequency vector may miss the simplex: float32 rounding, not a model
+
+
+def frequency_log_probs(
+    frequencies: Float[Tensor, "batch pos k"], eval_set: MarkovEvalSet
+) -> Float[Tensor, "batch pos k"]:
+    """Log-probabilities from an output that is a vector of in-context bigram frequencies, as Proposition 2.1's
+    is (it tends to c(x_t → b) / N_t, the share of the N_t transitions out of x_t in x_0..x_t that went to b).
+
+    A frequency is 0 for every state not yet seen after x_t (5.7 % of the targets on 500 sequences of
+    ``markov-k3``'s probe set, seed 12345), so it cannot be scored as it is. It is smoothed as Edelman et al.'s
+    bigram strategy turns its counts into a prediction, with the task's Dirichlet(α) pseudo-counts:
+    q_t(b) = (N_t · f_t(b) + α) / (N_t + kα). N_t · f_t(b) are the counts the output stands for, so an output
+    equal to the frequencies reads as exactly the bigram strategy (uniform where N_t = 0, as the strategy), and
+    what is compared is what the model counts, not the prior it lacks. A fixed mixture with the uniform
+    distribution cannot do that, since the smoothing needed shrinks as 1 / N_t: on those sequences
+    (1 − ε) f + ε/k scores 1.065 nats at ε = 0.01 and 0.917 at ε = 0.2, pseudo-counts 0.886, the bigram
+    strategy 0.885.
+    """
+    if eval_set.sample.n != 2:
+        raise ValueError(
+            f"readout 'frequencies' reads in-context bigram frequencies; these are n={eval_set.sample.n} chains"
+        )
+    f = frequencies.double()
+    on_simplex = (f >= -FREQUENCY_TOLERANCE).all() and ((f.sum(-1) - 1).abs() <= FREQUENCY_TOLERANCE).all()
+    if not on_simplex:  # a NaN fails too
+        raise ValueError("readout 'frequencies' needs outputs >= 0 that sum to 1 at every position (not logits)")
+    n_seen = matching_keys(eval_set.inputs).sum(-1, keepdim=True).to(f)  # N_t, as the bigram strategy counts
+    k, alpha = f.shape[-1], eval_set.alpha
+    return ((n_seen * f.clamp_min(0.0) + alpha) / (n_seen + k * alpha)).log()
+
+
 def behaviour(
-    logits: Tensor, eval_set: MarkovEvalSet, early: int = ICL_EARLY, late: int = ICL_LATE, window: int = ICL_WINDOW
+    outputs: Tensor,
+    eval_set: MarkovEvalSet,
+    early: int = ICL_EARLY,
+    late: int = ICL_LATE,
+    window: int = ICL_WINDOW,
+    readout: Literal["logits", "frequencies"] = "logits",
 ) -> Behaviour:
-    """Every behaviour probe from one forward pass's logits on ``eval_set.sample.inputs``, each with its
+    """Every behaviour probe from one forward pass's outputs on ``eval_set.sample.inputs``, each with its
     interval over the evaluation sequences. On sequences too short for the early position, the ICL scores
     compare the middle position instead, with a window that fits before it, so that a short run is probed,
-    not refused."""
+    not refused.
+
+    ``readout`` says what the outputs are: ``"logits"`` (a trained model's), or ``"frequencies"`` for a model
+    whose output is a vector of in-context bigram frequencies, as Proposition 2.1's construction is
+    (:func:`frequency_log_probs`: smoothed with the task's pseudo-counts, as the bigram strategy is). Read as
+    logits, such an output is scored as softmax(f), which is nearly uniform.
+    """
+    if readout not in READOUTS:
+        raise ValueError(f"unknown readout {readout!r}: use one of {', '.join(READOUTS)}")
+    logits = frequency_log_probs(outputs, eval_set) if readout == "frequencies" else outputs
     loss, kl = eval_set.per_position(logits, per_sequence=True)  # [batch, pos] each
     if early >= 0 and early >= loss.shape[-1] // 2:
         early = loss.shape[-1] // 2

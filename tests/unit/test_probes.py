@@ -263,6 +263,37 @@ def test_behaviour_probes():
         icl_score(result.per_position_loss, early=140)
 
 
+def test_frequencies_that_are_the_bigram_counts_read_as_exactly_the_bigram_strategy():
+    """readout="frequencies" adds the task's Dirichlet(α) pseudo-counts to N_t · f_t, as the bigram strategy does
+    to its counts: the in-context frequencies themselves (anything where nothing followed x_t yet) give it back."""
+    from induction_probes.circuits.constructions.edelman import empirical_bigram
+
+    eval_set = MarkovTask(k=3, alpha=0.5).eval_set(200, seed=3)
+    frequencies = empirical_bigram(eval_set.inputs, 3).nan_to_num(1.0 / 3)  # NaN: x_t not followed yet
+    assert (frequencies == 0).any()  # zeros that a plain log would make infinite
+    result = behaviour(frequencies, eval_set, readout="frequencies")
+    assert result.per_position_kl["bigram"].abs().max() < 1e-12 and result.closest_strategy == "bigram"
+    assert result.loss == pytest.approx(eval_set.strategy_ce()["bigram"].mean().item(), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "outputs,n,message",
+    [
+        ("logits", 2, "outputs >= 0 that sum to 1"),
+        ("nan", 2, "outputs >= 0 that sum to 1"),
+        ("frequencies", 3, "bigram frequencies; these are n=3 chains"),
+    ],
+)
+def test_the_frequencies_readout_refuses_what_is_no_bigram_frequency_vector(outputs, n, message):
+    eval_set = MarkovTask(k=3, n=n).eval_set(20, seed=0)
+    frequencies = eval_set.strategies["unigram"]
+    given = {"logits": frequencies.log(), "nan": frequencies * torch.nan, "frequencies": frequencies}[outputs]
+    with pytest.raises(ValueError, match=message):
+        behaviour(given, eval_set, readout="frequencies")
+    with pytest.raises(ValueError, match="unknown readout 'probabilities': use one of logits, frequencies"):
+        behaviour(frequencies, eval_set, readout="probabilities")
+
+
 @pytest.mark.parametrize(
     "text,message",
     [
