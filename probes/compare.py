@@ -24,7 +24,8 @@ from induction_probes.probes.tidy import Tidy, comparison_records
 
 @dataclass(frozen=True)
 class Prop21Comparison(Tidy):
-    """How close a trained ICL-MC model is to Proposition 2.1, in gauge-invariant terms."""
+    """How close a trained ICL-MC model is to Proposition 2.1, in gauge-invariant terms. ``failures`` lists the
+    construction's signatures the model lacks, in words, and ``matches`` is true when there are none."""
 
     attention_tv: list[float]  # per layer: mean over queries of TV(trained row, construction row)
     positional_profile: Tensor  # trained layer 0, [distance]
@@ -38,6 +39,12 @@ class Prop21Comparison(Tidy):
     ov_eigenvalues: Tensor  # on the k − 1 directions that change a softmax (logit shifts dropped)
     below_threshold: dict[str, tuple[float, float]]  # progress measures short of halfway: name → (value, threshold)
     warnings: list[str] = field(default_factory=list)  # measures whose verdict means little (probes.caveats)
+    # the construction's signatures the model lacks, in words (signature_failures): derived from the fields
+    # above when the result is made, so that it is read as data, like them
+    failures: list[str] = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "failures", signature_failures(self))  # frozen: set once, here
 
     def to_json(self) -> dict:
         return {
@@ -58,27 +65,33 @@ class Prop21Comparison(Tidy):
     def to_records(self, sequences_seen: int | None = None, step: int | None = None) -> list[dict]:
         return comparison_records(self, step, sequences_seen)
 
-    def failures(self) -> list[str]:
-        """Which of the construction's signatures the trained model lacks, in words."""
-        problems = []
-        if int(self.positional_profile.argmax()) != 1:
-            problems.append(
-                f"layer 0's positional profile peaks at distance {int(self.positional_profile.argmax())}, not 1"
-            )
-        if self.diagonal_is_row_max < 1.0:
-            problems.append(
-                f"layer 1's token matching is diagonal-dominant in only {self.diagonal_is_row_max:.0%} of rows"
-            )
-        if self.ov_top1_diagonal < 1.0:
-            problems.append(f"layer 1's OV circuit copies only {self.ov_top1_diagonal:.0%} of tokens")
-        if not (self.ov_eigenvalues.real > 0).all():
-            problems.append("layer 1's OV circuit has a non-positive eigenvalue")
-        # an argmax is passed by a nearly flat pattern too: each piece must also be halfway from chance
-        problems += [
-            f"{name.replace('_', ' ')} is {value:.3f}, short of its threshold {threshold:.3f}"
-            for name, (value, threshold) in self.below_threshold.items()
-        ]
-        return problems
+    @property
+    def matches(self) -> bool:
+        """Whether the model has every signature of the construction: the verdict ``verify prop21 --against``
+        prints ("matches the construction's signatures", else "differs: " and the failures)."""
+        return not self.failures
+
+
+def signature_failures(result: Prop21Comparison) -> list[str]:
+    """Which of the construction's signatures a comparison finds the trained model lacking, in words."""
+    problems = []
+    peak = int(result.positional_profile.argmax())
+    if peak != 1:
+        problems.append(f"layer 0's positional profile peaks at distance {peak}, not 1")
+    if result.diagonal_is_row_max < 1.0:
+        problems.append(
+            f"layer 1's token matching is diagonal-dominant in only {result.diagonal_is_row_max:.0%} of rows"
+        )
+    if result.ov_top1_diagonal < 1.0:
+        problems.append(f"layer 1's OV circuit copies only {result.ov_top1_diagonal:.0%} of tokens")
+    if not (result.ov_eigenvalues.real > 0).all():
+        problems.append("layer 1's OV circuit has a non-positive eigenvalue")
+    # an argmax is passed by a nearly flat pattern too: each piece must also be halfway from chance
+    problems += [
+        f"{name.replace('_', ' ')} is {value:.3f}, short of its threshold {threshold:.3f}"
+        for name, (value, threshold) in result.below_threshold.items()
+    ]
+    return problems
 
 
 def token_matching_matrix(model, tokens: Tensor, k: int) -> Float[Tensor, "k k"]:

@@ -338,7 +338,6 @@ def prop21_entries(k3: MarkovFacts, directory: Path) -> list[Entry]:
     )
     tokens = k3.probe_set.inputs
     result = compare_with_prop21(k3.run.load(), tokens, 3, 100.0)
-    failures = result.failures()
     figure = plot_prop21_comparison(
         result, f"markov-k3, step {k3.run.steps[-1]}", directory / "prop21_vs_markov-k3.png"
     )
@@ -350,8 +349,8 @@ def prop21_entries(k3: MarkovFacts, directory: Path) -> list[Entry]:
         f"markov-k3, last step: positional peak at distance {int(result.positional_profile.argmax())}, "
         f"diagonal-dominant token matching in {result.diagonal_is_row_max:.0%} of rows, OV copies "
         f"{result.ov_top1_diagonal:.0%} of tokens",
-        AGREE if not failures else PARTLY,
-        "; ".join(failures),
+        AGREE if result.matches else PARTLY,
+        "; ".join(result.failures),
         [figure],
         ["checkpoints/markov-k3 (last checkpoint)"],
     )

@@ -67,7 +67,7 @@ def prop21_comparison(
     results = {step: compare_with_prop21(run.load(step=step, device=device), tokens, task.k, c) for step in steps}
     figures = plot_comparison(run, results, task.k, plot) if plot else []
     if as_json:
-        checkpoints = [{"step": step} | r.to_json() | {"failures": r.failures()} for step, r in results.items()]
+        checkpoints = [{"step": step} | r.to_json() | {"failures": r.failures} for step, r in results.items()]
         return provenance(run, steps, n_seqs, seed) | {"c": c, "checkpoints": checkpoints}
     return with_figures(comparison_text(run, results, task.k, c, n_seqs), figures)
 
@@ -89,9 +89,9 @@ def comparison_text(run, results: dict, k: int, c: float, n_seqs: int) -> str:
     ]
     headers = ["step", "attn TV L0", "attn TV L1", "profile@1", "peak", "diag-dominant rows", "OV top-1", "OV eig > 0"]
     final_step = list(results)[-1]
-    failures = results[final_step].failures()
-    verdict = "matches the construction's signatures" if not failures else "differs: " + "; ".join(failures)
-    caveats = [f"warning: {line}" for line in results[final_step].warnings]
+    final = results[final_step]
+    verdict = "matches the construction's signatures" if final.matches else "differs: " + "; ".join(final.failures)
+    caveats = [f"warning: {line}" for line in final.warnings]
     return "\n".join(
         [
             f"{run.path.name} against Proposition 2.1 (k={k}, c={c:g}) on {n_seqs} sequences",

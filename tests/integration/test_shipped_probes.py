@@ -54,7 +54,7 @@ def test_markov_k3_has_the_signatures_of_proposition_2_1(run, probe_set):
     assert int(result.positional_profile.argmax()) == 1
     assert result.diagonal_is_row_max == 1.0
     assert result.ov_top1_diagonal == 1.0 and (result.ov_eigenvalues.real > 0).all()
-    assert result.failures() == []
+    assert result.matches and result.failures == []
 
 
 def test_on_the_plateau_the_argmax_signatures_hold_but_the_thresholds_do_not(run, probe_set):
@@ -66,7 +66,7 @@ def test_on_the_plateau_the_argmax_signatures_hold_but_the_thresholds_do_not(run
     assert int(result.positional_profile.argmax()) == 1 and result.positional_profile[1] < 0.011
     assert result.diagonal_is_row_max == 1.0 and result.ov_top1_diagonal == 1.0
     assert set(result.below_threshold) == {"previous_token_match", "k_composition_match"}
-    assert len(result.failures()) == 2
+    assert len(result.failures) == 2
 
 
 def test_a_summary_record_holds_layer_0s_profile_on_the_plateau_at_the_transition_and_at_the_end(run):

@@ -1,5 +1,7 @@
 """Proposition 2.1 loaded into the model: exact at large c, probes calibrated on it."""
 
+import json
+
 import pytest
 import torch
 
@@ -85,7 +87,7 @@ def test_the_construction_compared_with_itself_is_perfect():
     )
     assert torch.allclose(result.ov_circuit, torch.eye(k, dtype=torch.float64))
     assert torch.allclose(result.ov_eigenvalues.real, torch.ones(k - 1, dtype=torch.float64))
-    assert result.failures() == []
+    assert result.matches and result.failures == []
 
 
 def test_an_untrained_model_lacks_the_signatures():
@@ -94,8 +96,43 @@ def test_an_untrained_model_lacks_the_signatures():
 
     cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_ctx=40, d_vocab=3, normalization="LN", seed=5)
     result = compare_with_prop21(HookedTransformer(cfg), sequences("markov", 3, 40), 3)
-    assert len(result.failures()) >= 2
+    assert len(result.failures) >= 2 and not result.matches
     assert min(result.attention_tv) > 0.3
+
+
+@pytest.mark.parametrize("step", [364, 4000])  # on the plateau (two pieces short of halfway), at the end
+def test_matches_and_failures_are_the_verdict_verify_prints(step, capsys):
+    from induction_probes import Run, compare_with_prop21, probe_eval_set
+
+    run = Run.open("markov-k3")
+    result = compare_with_prop21(run.load(step=step), probe_eval_set(run, 40, 5).inputs, 3)
+    assert isinstance(result.failures, list) and result.matches == (step == 4000)
+    argv = ["verify", "prop21", "--against", "markov-k3", "--step", str(step), "--n-seqs", "40", "--seed", "5"]
+    assert main(argv) == 0
+    verdict = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(f"step {step}: "))
+    if result.matches:
+        assert verdict == f"step {step}: matches the construction's signatures"
+    else:
+        assert verdict == f"step {step}: differs: " + "; ".join(result.failures)
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["checkpoints"][0]["failures"] == result.failures
+
+
+def test_the_construction_read_as_frequencies_scores_as_the_bigram_strategy():
+    """Proposition 2.1 outputs frequencies: read as logits it looks nearly uniform; read as frequencies, with
+    the task's pseudo-counts, its loss is the bigram strategy's within 0.01 nats (measured: 0.0013 here)."""
+    from induction_probes import MarkovTask, behaviour, load_construction
+
+    eval_set = MarkovTask(k=3).eval_set(1000, seed=4)
+    with torch.no_grad():
+        outputs = load_construction(*prop21(3, 100.0, 100))(eval_set.inputs)
+    bigram = behaviour(eval_set.strategies["bigram"].log(), eval_set)
+    as_logits = behaviour(outputs, eval_set)
+    assert as_logits.closest_strategy == "uniform" and as_logits.loss - bigram.loss > 0.05
+    as_frequencies = behaviour(outputs, eval_set, readout="frequencies")
+    assert as_frequencies.closest_strategy == "bigram"
+    assert abs(as_frequencies.loss - bigram.loss) < 0.01
+    assert as_frequencies.last_token_kl["bigram"] < 0.002
 
 
 def test_wang_theorem_4_1_converges_to_ih2_as_beta_grows():
