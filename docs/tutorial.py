@@ -28,7 +28,7 @@
 import matplotlib.pyplot as plt
 import torch
 
-from induction_probes.circuits.runs.reader import Run
+from induction_probes import Run
 
 torch.set_num_threads(1)
 run = Run.open("markov-k3")
@@ -62,7 +62,7 @@ plt.show()
 # `transition` is the first step of the last phase (its definition is in its docstring).
 
 # %%
-from induction_probes.probes.questions import first_crossings, phases, transition
+from induction_probes import first_crossings, phases, transition
 
 for phase in phases(run):
     print(f"{phase.strategy:8s} steps {phase.first_step}-{phase.last_step}")
@@ -77,7 +77,7 @@ assert [p.strategy for p in phases(run)][-1] == "bigram"
 # attends to keys j whose previous token x_{j-1} equals x_i. The probes read `hook_pattern` only.
 
 # %%
-from induction_probes.probes.summary import probe_eval_set, probe_model, probe_run
+from induction_probes import probe_eval_set, probe_model, probe_run
 
 eval_set = probe_eval_set(run, n_seqs=200, seed=0)
 model = run.load(index=-1)
@@ -100,28 +100,44 @@ for layer, ax in enumerate(axes):
 plt.show()
 
 # %% [markdown]
-# Over training, on a handful of checkpoints: layer 1's matching rises before layer 0's previous-token
-# score does (the probes page has the full table).
+# Over training: both heads form within a few hundred steps of the transition, so checkpoints spread over
+# the whole run show them jumping together. Probed on every checkpoint from five before the transition to
+# five after, layer 1's bigram matching crosses its threshold (halfway from uniform attention to 1) before
+# layer 0's previous-token score crosses its own. `first_crossings` gives, per head and measure, the first
+# probed step at or past its threshold.
 
 # %%
-steps = [run.steps[i] for i in range(0, len(run.steps), len(run.steps) // 6)] + [run.steps[-1]]
+at = run.steps.index(change.step)
+steps = run.steps[max(at - 5, 0) : at + 6]  # around the transition, computed from the run
+print("probed steps", steps)
 over_training = probe_run(run, eval_set, steps)
 table = over_training.to_frame()  # long form: step, sequences_seen, layer, head, measure, value, low, high
+crossings = first_crossings(over_training)
+crossed = {}
 fig, ax = plt.subplots(figsize=(7, 3.5))
-for measure, layer, label in (("previous_token", 0, "layer 0 previous-token"), ("bigram_matching", 1, "layer 1 bigram-matching")):
+for measure, layer, color in (("bigram_matching", 1, "C1"), ("previous_token", 0, "C0")):
     rows = table[(table.measure == measure) & (table.layer == layer)]
-    ax.plot(rows.sequences_seen + 1, rows.value, "o-", label=label)
-ax.set(xscale="log", xlabel="training sequences seen (+1)", ylabel="score", title="the two heads form")
-ax.legend()
+    first = crossings[(crossings.measure == measure) & (crossings.layer == layer)].iloc[0]
+    crossed[measure] = int(first.step)
+    ax.plot(rows.step, rows.value, "o-", color=color, label=f"layer {layer} {measure}: past at step {first.step}")
+    ax.axhline(first.threshold, color=color, linestyle="--", linewidth=0.8)  # its threshold
+    ax.axvline(first.step, color=color, linestyle=":", linewidth=1.2)  # its first probed step past it
+ax.axvline(change.step, color="grey", linewidth=3, alpha=0.3, label=f"transition to bigram, step {change.step}")
+ax.set(xlabel="training step", ylabel="score (dashed: threshold)", title="layer 1 matches before layer 0 is a previous-token head")
+ax.legend(fontsize=8)
 plt.show()
+print(
+    f"first past the threshold: layer 1 bigram_matching at step {crossed['bigram_matching']}, "
+    f"layer 0 previous_token at step {crossed['previous_token']}"
+)
+assert steps[0] < crossed["bigram_matching"] < crossed["previous_token"]  # the order the text claims, shown
 
 # %% [markdown]
-# Which piece forms first? `first_crossings` gives, per head and measure, the first probed step at or past
-# its threshold (halfway from chance to Proposition 2.1 for the progress measures), here on the steps
-# probed above: every checkpoint would give the exact step.
+# Every measure's first crossing on these checkpoints: the progress measures read from the weights (halfway
+# from chance to Proposition 2.1) and the attention probes. A measure already past its threshold at the first
+# probed step shows that step; probe every checkpoint (`steps=run.steps`) for the exact one.
 
 # %%
-crossings = first_crossings(over_training)
 print(crossings[["measure", "layer", "head", "threshold", "step"]].round(3).to_string(index=False))
 for caveat in crossings.caveat.dropna():
     print("caveat:", caveat)
@@ -133,7 +149,7 @@ for caveat in crossings.caveat.dropna():
 # to the unigram strategy, without layer 1 towards uniform.
 
 # %%
-from induction_probes.probes.summary import ablation_study, single_heads
+from induction_probes import ablation_study, single_heads
 
 reference = probe_eval_set(run, n_seqs=200, seed=1).inputs
 baseline, ablated = ablation_study(model, eval_set, single_heads(model), "zero", reference)
@@ -194,8 +210,7 @@ assert logit_diff(model(corrupted)) < 0 < patched[1, 0]  # layer 1's head alone 
 # that do not depend on the trained model's basis.
 
 # %%
-from induction_probes.circuits.constructions import load_construction, prop21, prop21_limit
-from induction_probes.probes.compare import compare_with_prop21
+from induction_probes import behaviour, compare_with_prop21, load_construction, prop21, prop21_limit
 
 construction = load_construction(*prop21(k=3, c=100.0, n_ctx=100))
 limit_error = (construction(tokens) - prop21_limit(tokens, k=3)).abs().max().item()
@@ -204,6 +219,7 @@ assert limit_error < 1e-8  # float64 rounding at c = 100 (verify prop21 prints 1
 versus = compare_with_prop21(model, eval_set.sample.inputs[:100], k=3)
 print("attention TV to the construction per layer", [round(tv, 2) for tv in versus.attention_tv])
 print("layer 1 OV top-1 diagonal accuracy", versus.ov_top1_diagonal)
+print("the trained model has the construction's signatures:", versus.matches, versus.failures)
 fig, axes = plt.subplots(1, 2, figsize=(8, 3.5))
 pairs = zip(axes, (versus.token_matching, versus.token_matching_analytic), ("trained", "Proposition 2.1"))
 for ax, matrix, title in pairs:

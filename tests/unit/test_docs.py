@@ -4,8 +4,12 @@ outside, and the code of the README and of every docs page runs as written.
 Code blocks run page by page, in order, in one namespace, from the repository root, with one torch thread
 (the suite's conftest sets it). A block preceded by ``<!-- skip: reason -->`` is not run and its reason is
 reported as a warning; a ```sh block preceded by ``<!-- run -->`` has each ``induction-probes`` line run,
-and where a plain ``` block follows it, that block's lines must appear in the output, in order."""
+and where a plain ``` block follows it, that block's lines must appear in the output, in order.
 
+The code of the pages and of the tutorial imports from the package's face only (``from induction_probes import
+...``; ``induction_probes.lm`` is the language models' face): what a reader copies must not name a folder."""
+
+import ast
 import json
 import os
 import re
@@ -21,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"<!--\s*(skip|run)\s*(?::\s*(.*?))?\s*-->")
 COMMAND = Path(sys.executable).with_name("induction-probes")
+TUTORIAL = ROOT / "docs" / "tutorial.py"
+TOP = "induction_probes"
 COMMAND_TIMEOUT_S = 60  # the slowest runnable lines (probe markov-k3 --step 0, baselines) take ~10 s here
 
 
@@ -83,6 +89,74 @@ def test_python_blocks_run(page, monkeypatch):
             warnings.warn(f"{where}: block not run: {block.reason}", stacklevel=1)
             continue
         exec(compile(block.code, where, "exec"), namespace)  # noqa: S102 - the docs are our own code
+
+
+def imports_below_the_top(code: str) -> list[str]:
+    """What Python code takes from inside the package rather than from its face: ``from induction_probes.x import
+    y``, ``import induction_probes.x``, ``induction_probes.x`` or ``from induction_probes import x`` for an x the
+    face does not export."""
+    import induction_probes
+
+    face = set(induction_probes.__all__) | {"lm"}
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(f"{TOP}."):
+            found.append(f"line {node.lineno}: from {node.module} import ...")
+        elif isinstance(node, ast.ImportFrom) and node.module == TOP:
+            found += [f"line {node.lineno}: {a.name} is not exported" for a in node.names if a.name not in face]
+        elif isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names if a.name.startswith(f"{TOP}.")]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == TOP:
+            found += [f"line {node.lineno}: {TOP}.{node.attr} is not exported"] if node.attr not in face else []
+    return found
+
+
+def code_of(source: Path) -> list[tuple[str, str]]:
+    """(where, code) for each Python block of a page, skipped ones included (a reader copies them too), each
+    shell block's Python commands, or the whole tutorial script."""
+    if source.suffix == ".py":
+        return [(page_id(source), source.read_text())]
+    found = []
+    for block in blocks_of(source):
+        where = f"{page_id(source)}:{block.line}"
+        if block.language == "python":
+            found.append((where, block.code))
+        elif block.language == "sh":
+            found.append((where, python_in_shell(block.code)))
+    return found
+
+
+SHELL_IMPORT = re.compile(rf"\b(?:from\s+{TOP}\.[\w.]+\s+import\s+\w+|import\s+{TOP}\.[\w.]+)")
+
+
+def python_in_shell(code: str) -> str:
+    """The package imports a shell block's ``python -c "..."`` lines make, one per line, as Python."""
+    return "\n".join(SHELL_IMPORT.findall(code))
+
+
+@pytest.mark.parametrize("source", [*PAGES, TUTORIAL], ids=lambda source: page_id(source))
+def test_the_code_of_the_pages_imports_from_the_top_only(source):
+    below = [f"{where} {problem}" for where, code in code_of(source) for problem in imports_below_the_top(code)]
+    assert not below, "import these from induction_probes (add them to its EXPORTS):\n" + "\n".join(below)
+
+
+def test_an_import_below_the_top_is_found():
+    code = (
+        "import induction_probes\nfrom induction_probes import Run, lm, frobnicate\n"
+        "from induction_probes.probes.questions import phases\nimport induction_probes.cli\n"
+        "induction_probes.probes.summary.probe_run, induction_probes.Run\n"
+    )
+    assert imports_below_the_top(code) == [
+        "line 2: frobnicate is not exported",
+        "line 3: from induction_probes.probes.questions import ...",
+        "line 4: import induction_probes.cli",
+        "line 5: induction_probes.probes is not exported",
+    ]
+    shell = 'python -c "from induction_probes.probes.summary import probe_run; import induction_probes.cli"'
+    assert imports_below_the_top(python_in_shell(shell)) == [
+        "line 1: from induction_probes.probes.summary import ...",
+        "line 2: import induction_probes.cli",
+    ]
 
 
 def cli_commands() -> set[str]:
