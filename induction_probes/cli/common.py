@@ -151,7 +151,8 @@ def add_probe_set_options(parser: argparse.ArgumentParser) -> None:
 
 # --- a run of ours or a Hugging Face language model -------------------------------------------------------
 
-LM_OPTIONS = ("length", "threshold", "text")  # options only a language model reads
+LM_OPTIONS = ("length", "threshold", "text", "task", "k", "seq_len")  # options only a language model reads
+INDUCTION_OPTIONS = ("length", "threshold", "text")  # those of the repeated-tokens protocol, not of --task markov
 
 
 def length_range(text: str) -> int | tuple[int, int]:
@@ -190,6 +191,15 @@ def add_language_model_options(parser: argparse.ArgumentParser, ablate: bool = F
     group.add_argument("--threshold", type=share, help=f"mark heads whose {what} reaches this")
     if not ablate:
         group.add_argument(
+            "--task",
+            choices=["induction", "markov"],
+            help="induction: repeated random tokens (default); markov: ICL-MC chains over --k of its tokens",
+        )
+        group.add_argument("--k", type=count, help="--task markov: states of each chain (default 3)")
+        group.add_argument(
+            "--seq-len", type=count, help="--task markov: tokens per sequence (default 100, within the context)"
+        )
+        group.add_argument(
             "--text",
             type=path,
             metavar="FILE",
@@ -208,7 +218,12 @@ def language_model(args: argparse.Namespace):
     source = find_source(args.run)
     given = [name for name in LM_OPTIONS if getattr(args, name, None) is not None]
     if source is None and given:
-        raise ValueError(f"--{given[0]} applies to language models only; {args.run} is a run")
+        raise ValueError(f"--{given[0].replace('_', '-')} applies to language models only; {args.run} is a run")
+    markov = getattr(args, "task", None) == "markov"
+    if markov and (wrong := [name for name in INDUCTION_OPTIONS if getattr(args, name, None) is not None]):
+        raise ValueError(f"--{wrong[0]} belongs to the repeated-tokens protocol, not to --task markov")
+    if not markov and (wrong := [name for name in ("k", "seq_len") if getattr(args, name, None) is not None]):
+        raise ValueError(f"--{wrong[0].replace('_', '-')} applies to --task markov only")
     return source
 
 

@@ -52,7 +52,15 @@ def open_hooked_run(name: str):
 
 def run_probe(args: argparse.Namespace) -> str:
     """Attention and behaviour probes of one checkpoint (default the last) or of every checkpoint."""
-    if (source := language_model(args)) is not None:
+    if (source := language_model(args)) is not None and args.task == "markov":
+        from induction_probes.probes.report.lm_markov import markov_lm_report
+
+        options = {"n_seqs": args.n_seqs, "seed": args.seed, "device": device_of(args), "plot": args.plot}
+        return answer(
+            markov_lm_report(source, k=args.k or 3, seq_len=args.seq_len, step=args.step, all_steps=args.all_steps,
+                             as_json=args.json, **options)
+        )  # fmt: skip
+    if source is not None:
         from induction_probes.probes.report.lm import probe_language_model
 
         options = language_model_options(args) | {"text": args.text}

@@ -256,3 +256,28 @@ def test_a_series_is_probed_on_the_same_sequences_at_every_step(tmp_path):
 def test_bad_options_raise_one_clear_line(markov_k3, options, message):
     with pytest.raises(ValueError, match=message):
         markov_lm_report(markov_k3, **({"k": 3} | options))
+
+
+def test_the_command_line_gives_the_reports_json_and_refuses_options_of_the_other_protocol(tmp_path, capsys):
+    from induction_probes.cli import main
+
+    for step, seed in ((0, 0), (5, 1)):
+        save_model("gpt2", tmp_path / "series" / f"step_{step}", seed=seed)
+    series = str(tmp_path / "series")
+    argv = ["probe", series, "--task", "markov", "--k", "3", "--seq-len", "12", "--n-seqs", "8", "--seed", "4"]
+    assert main([*argv, "--all-steps", "--json"]) == 0
+    expected = markov_lm_report(series, k=3, n_seqs=8, seq_len=12, seed=4, all_steps=True, as_json=True)
+    assert capsys.readouterr().out.strip() == json_text(expected).strip()
+    assert main([*argv, "--step", "5"]) == 0  # one checkpoint of the series, as text
+    assert capsys.readouterr().out.startswith(f"{series}")
+    for wrong, message in (
+        (["--length", "5"], "--length belongs to the repeated-tokens protocol, not to --task markov"),
+        (["--k", "1"], "k must be an integer >= 2"),
+    ):
+        assert main([*argv[:-2], *wrong]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and message in err, err
+    assert main(["probe", series, "--k", "3"]) == 2  # --k without --task markov
+    assert "--k applies to --task markov only" in capsys.readouterr().err
+    assert main(["probe", "markov-k3", "--task", "markov"]) == 2  # a run of ours has its own task
+    assert "--task applies to language models only" in capsys.readouterr().err
