@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from induction_probes.circuits.common.devices import resolve_device
 from induction_probes.circuits.common.untrusted import CheckpointError, read_text
 from induction_probes.circuits.interop.hf_config import checked_config, refuse_code
 from induction_probes.circuits.interop.model_folder import (
@@ -191,6 +192,7 @@ def pretrained(source: ModelSource, device: str = "cpu") -> Iterator[tuple]:
     import torch  # finding a model's source needs neither torch nor transformers: loaded to load a model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    device = resolve_device(device)  # before anything is read: a device this machine lacks is one line
     files = read_model_folder(model_folder(source))
     with as_model_error(f"{source.describe()}: {CONFIG}"):
         config = checked_config(files.json(CONFIG))
@@ -305,7 +307,8 @@ def as_hooked(model, device: str = "cpu"):
     from transformers import PreTrainedModel  # only once the model is not one of ours
 
     if isinstance(model, PreTrainedModel):
-        return bridge_from_hf(copy.deepcopy(model), None, type(model).__name__)
+        device = resolve_device(device)
+        return bridge_from_hf(copy.deepcopy(model).to(device), None, type(model).__name__)
     if hasattr(model, "run_with_hooks") and hasattr(getattr(model, "cfg", None), "n_layers"):
         return model
     raise LanguageModelError(

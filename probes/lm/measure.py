@@ -223,8 +223,10 @@ def control_pass(model, repeated: RepeatedTokens, rows: slice) -> Float[Tensor, 
     return torch.stack(per_layer, 1)
 
 
-def evaluate(model, repeated: RepeatedTokens) -> tuple[HeadScores, InductionLoss]:
-    """Head scores (with their intervals) and induction losses on ``repeated``, a chunk at a time."""
+def evaluate(model, repeated: RepeatedTokens | Int[Tensor, "batch pos"]) -> tuple[HeadScores, InductionLoss]:
+    """Head scores (with their intervals) and induction losses on ``repeated``, a chunk at a time (plain tokens
+    as :func:`head_scores` takes them)."""
+    repeated = repeated if isinstance(repeated, RepeatedTokens) else from_tokens(repeated)
     if repeated.control is None:
         raise ValueError("the content-based score needs a control: give two or more sequences")
     n, n_pos = repeated.tokens.shape
@@ -260,10 +262,7 @@ def head_scores(model, tokens: Int[Tensor, "batch pos"] | RepeatedTokens | None 
     and lengths that vary), or None for :func:`~induction_probes.probes.lm.protocols.repeated_random_tokens`'s
     defaults."""
     model = as_hooked(model)
-    if tokens is None:
-        tokens = repeated_random_tokens(model)
-    repeated = tokens if isinstance(tokens, RepeatedTokens) else from_tokens(tokens)
-    return evaluate(model, repeated)[0]
+    return evaluate(model, repeated_random_tokens(model) if tokens is None else tokens)[0]
 
 
 def check_ids(model, tokens: Tensor) -> None:

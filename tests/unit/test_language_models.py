@@ -109,6 +109,31 @@ def test_tokens_that_do_not_repeat_or_leave_the_vocabulary_are_refused(models):
             lm.repeated_random_tokens(bridge, 4, batch)
     with pytest.raises(ValueError, match="seed"):
         lm.repeated_random_tokens(bridge, 4, 2, seed=-1)
+    half = torch.randint(0, VOCAB, (3, 6), generator=torch.Generator().manual_seed(0))
+    scores, loss = lm.evaluate(bridge, torch.cat([half, half], dim=1))  # plain tokens, as head_scores takes them
+    assert torch.equal(scores.induction.value, lm.head_scores(bridge, torch.cat([half, half], dim=1)).induction.value)
+
+
+def test_a_device_this_machine_lacks_is_refused_before_the_folder_is_read(models, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    from induction_probes.circuits.common.devices import DeviceError
+    from induction_probes.circuits.interop import language_models
+
+    read = []
+    source = find_source(str(models["gpt2"]))
+    with monkeypatch.context() as patched:
+        patched.setattr(language_models, "read_model_folder", lambda folder: read.append(folder))
+        for device in ("cuda:99", "tpu"):  # no machine has a hundred GPUs; tpu is no torch device
+            for call, model in ((lm.load_bridge, source), (lm.as_hooked, str(models["gpt2"]))):
+                with pytest.raises(DeviceError, match=f"device {device}|'{device}' is not a device"):
+                    call(model, device)
+            with pytest.raises(DeviceError):
+                lm.markov_lm_report(str(models["gpt2"]), device=device)
+    assert read == []  # refused before any file of the model was read
+    model = AutoModelForCausalLM.from_pretrained(models["gpt2"], attn_implementation="eager")
+    with pytest.raises(DeviceError):
+        lm.as_hooked(model, "cuda:99")  # a model in memory too
 
 
 def test_random_tokens_are_seeded_repeat_and_avoid_special_tokens(models):
