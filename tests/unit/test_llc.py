@@ -6,8 +6,8 @@ import json
 import pytest
 
 from induction_probes.cli import main
-from induction_probes.cli.llc import log_spread
 from induction_probes.probes.llc.calibration import CASES
+from induction_probes.probes.report.llc import log_spread
 
 
 def test_checkpoints_are_spread_in_log_sequences_with_step_0():

@@ -1,0 +1,161 @@
+"""What ``induction-probes llc`` shows: the local learning coefficient of a run's checkpoints beside the
+strategy phases, by the calibrated estimator of :mod:`induction_probes.probes.llc.estimator` (devinterp's SGLD
+sampler). The estimator is first run on the calibration models (known coefficients) at the same settings, and
+the answer carries that calibration; Proposition 2.1's construction is asked as written and at its best
+scales, and is refused where it is not a minimum. Callable from Python with the command's text and JSON:
+
+>>> llc_report("markov-k3", steps=[283, 606, 4000], as_json=True)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from induction_probes.circuits.common.limits import MAX_CHECKPOINTS, require_at_most
+from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.runs.reader import Run
+from induction_probes.probes.report.tables import figure_lines, format_table, provenance
+
+OVERRIDES = ("lr", "localization", "n_beta", "chains", "draws", "burn_in", "batch_size")  # the rule's settings
+N_SEQS = 4096  # fresh sequences the sampler draws its batches from
+CHECKPOINTS = 12  # checkpoints estimated by default, spread evenly in log(sequences seen)
+SAMPLER_FAILURES = ("diverged", "never moved")  # problems of the sampler itself, not of the point
+
+
+def llc_report(
+    run: Run | str | os.PathLike,
+    *,
+    checkpoints: int = CHECKPOINTS,
+    steps: list[int] | None = None,
+    n_seqs: int = N_SEQS,
+    seed: int = 12345,
+    device: str = "cpu",
+    plot: str | os.PathLike | None = None,
+    as_json: bool = False,
+    **overrides,
+) -> str | dict:
+    """The LLC of ``steps`` (default ``checkpoints`` of them, step 0 included) of an ICL-MC run, on ``n_seqs``
+    fresh sequences of ``seed``; ``overrides`` replace the rule's settings (:data:`OVERRIDES`). Bad input
+    raises ValueError before any sampling; a diverged or frozen sampler, FloatingPointError."""
+    from induction_probes.probes.llc.calibration import calibrate
+    from induction_probes.probes.llc.markov import checkpoint_llc, construction_estimates
+
+    run = run if isinstance(run, Run) else Run.open(run)
+    settings = estimator_settings(overrides, seed, n_seqs)
+    if run.task.name != "markov":
+        raise ValueError(f"run {run.path.name} is not an ICL-MC run: the llc command samples a next-token loss")
+    steps = chosen_steps(run, steps, checkpoints)
+    tokens = run.task.eval_set(n_seqs, seed).inputs.to(device)  # drawn on the CPU, then moved once
+    metrics = {m["step"]: m for m in run.metrics()}
+    estimates = [
+        {"step": step, "sequences_seen": metrics[step]["sequences_seen"], "closest": closest(metrics[step])}
+        | checkpoint_llc(run.load(step=step, device=device), tokens, **settings).to_json()
+        for step in steps
+    ]
+    refuse_broken_sampler(estimates)
+    construction = construction_estimates(run.task.k, run.task.seq_len, tokens, **settings)
+    calibration = {"settings": settings, "cases": calibrate(**settings)}
+    figures = plot_estimates(run, estimates, construction, Path(plot)) if plot is not None else []
+    if as_json:
+        return provenance(run, steps, n_seqs, seed) | {
+            "settings": settings,
+            "calibration": calibration,
+            "checkpoints": estimates,
+            "construction": construction,
+        }
+    return "\n".join([text(run, settings, estimates, construction, calibration), *figure_lines(figures)])
+
+
+def estimator_settings(overrides: dict, seed: int, n_seqs: int) -> dict:
+    """The settings given (the rest follow the estimator's rule), checked before any work."""
+    from induction_probes.probes.llc.estimator import LLCSettings
+
+    unknown = sorted(set(overrides) - set(OVERRIDES))
+    if unknown:
+        raise ValueError(f"unknown LLC settings {unknown}: the rule's settings are {', '.join(OVERRIDES)}")
+    given = {name: value for name, value in overrides.items() if value is not None}
+    require_int("n_seqs", n_seqs, 1)
+    LLCSettings(**({"n_beta": 1.0, "localization": 1.0, "lr": 1.0, "burn_in": 1, "draws": 3} | given))
+    if given.get("batch_size") is not None and given["batch_size"] > n_seqs:
+        raise ValueError(f"batch_size {given['batch_size']} is more than the {n_seqs} sequences (n_seqs) to draw from")
+    return given | {"seed": seed}
+
+
+def chosen_steps(run: Run, steps: list[int] | None, checkpoints: int) -> list[int]:
+    """``steps`` as given (each a checkpoint of the run), or ``checkpoints`` spread in log(sequences seen)."""
+    if steps is not None:
+        steps = sorted({require_int("a step", s, 0) for s in steps})
+        if not steps:
+            raise ValueError("steps is empty: give at least one checkpoint step")
+        if missing := sorted(set(steps) - set(run.steps)):
+            raise ValueError(f"run {run.path.name} has no checkpoint at steps {missing}")
+        return steps
+    require_int("checkpoints", checkpoints, 1)  # also refused by name here, where a bool or 2.5 would pass
+    require_at_most("checkpoints", checkpoints, MAX_CHECKPOINTS)
+    return log_spread(run.steps, [run.entry(s)["sequences_seen"] for s in run.steps], checkpoints)
+
+
+def log_spread(steps: list[int], sequences: list[int], count: int) -> list[int]:
+    """Step 0 and about ``count − 1`` steps evenly spread in log(sequences seen) over the rest."""
+    from induction_probes.probes.behaviour import log_spread_steps
+
+    if count < 1:
+        raise ValueError(f"checkpoints must be at least 1, got {count}")
+    return sorted({steps[0]} | log_spread_steps(dict(zip(steps, sequences)), count - 1))
+
+
+def refuse_broken_sampler(estimates: list[dict]) -> None:
+    """A diverged or frozen sampler has no estimate to report at any point: one line with the reason and
+    status 1 (a FloatingPointError), before the construction and the calibration are sampled."""
+    for estimate in estimates:
+        failure = next((p for p in estimate["problems"] if p.startswith(SAMPLER_FAILURES)), None)
+        if failure is not None:
+            raise FloatingPointError(f"the SGLD sampler at step {estimate['step']}: {failure}; change --lr or --n-beta")
+
+
+def setting_cells(settings: dict | None) -> list[str]:
+    """n*beta and gamma of one estimate (none where it was refused before any setting followed)."""
+    return ["-", "-"] if settings is None else [f"{settings['n_beta']:.4g}", f"{settings['localization']:.3g}"]
+
+
+def number(value, digits: int = 3) -> str:
+    return "refused" if value is None else f"{value:.{digits}g}"
+
+
+def diagnostics(estimate: dict) -> str:
+    return "; ".join(estimate["problems"] + estimate["flags"]) or "-"
+
+
+def text(run: Run, settings: dict, estimates: list[dict], construction: dict, calibration: dict) -> str:
+    rows = [
+        [e["step"], e["sequences_seen"], e["closest"], number(e["llc"]), number(e["llc_std"])]
+        + setting_cells(e["settings"])
+        + [diagnostics(e)]
+        for e in estimates
+    ]
+    for name, e in construction.items():
+        rows.append([f"Prop. 2.1 {name}", "-", "-", number(e["llc"]), number(e["llc_std"]), "-", "-", diagnostics(e)])
+    cases = ", ".join(f"{c['name']} {number(c['estimate'])} (truth {c['truth']:g})" for c in calibration["cases"])
+    headers = ["step", "sequences", "closest", "LLC", "sd over chains", "n*beta", "gamma", "diagnostics"]
+    return "\n".join(
+        [
+            f"run {run.path.name}: local learning coefficient (settings given: {settings or 'none'}; "
+            "the rest by the rule)",
+            format_table(headers, rows),
+            f"calibration at the same settings: {cases}",
+        ]
+    )
+
+
+def closest(metrics: dict) -> str:
+    from induction_probes.circuits.tasks.markov.strategies import closest_strategy
+
+    return closest_strategy(metrics["last_token_kl"])
+
+
+def plot_estimates(run: Run, estimates: list[dict], construction: dict, directory: Path) -> list[Path]:
+    from induction_probes.probes.figures.plots import plot_llc
+
+    name = run.path.name
+    return [plot_llc(estimates, run.metrics(), construction["best_scales"], name, directory / f"{name}_llc.png")]
