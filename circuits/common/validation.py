@@ -12,6 +12,11 @@ import numbers
 QUOTE_LIMIT = 200  # characters of a value that one error message quotes
 
 
+class IncompleteResult(RuntimeError):
+    """A request that ran but could not do all it was asked, through no fault of its input (a sweep's failed
+    cells): the command line says it in one line, with status 1."""
+
+
 def shortened(text: str, limit: int = QUOTE_LIMIT) -> str:
     """``text`` as a message may quote it: whole up to ``limit`` characters, else its start and its length."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"

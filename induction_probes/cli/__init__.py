@@ -4,7 +4,9 @@ one library function and formats.
 Every sub-command prints a readable table, or JSON with ``--json``. Bad input of any kind ends with one
 line on stderr and exit status 2, never a traceback: argparse errors and the ``ValueError``s that the
 API raises for invalid arguments are both reported that way. Parsing imports no torch, so ``--help``
-and usage errors answer at once; torch is loaded only to run a command. The modules named in
+and usage errors answer at once; torch is loaded only to run a command: every command module is loaded to
+build the parser, so its handlers import the report they call inside themselves (tests/unit/test_structure.py).
+Handlers parse, call one function of the report layer and print; no command module imports another. The modules named in
 ``$INDUCTION_PROBES_PLUGINS`` are imported first, so that what they register is on the command line.
 """
 
@@ -15,8 +17,9 @@ import sys
 from collections.abc import Sequence
 
 from induction_probes.circuits.common.registry import load_plugins
+from induction_probes.circuits.common.validation import IncompleteResult
 from induction_probes.cli import baselines, experiments, llc, paper, probe, runs, sweep, train, verify
-from induction_probes.cli.common import PROG, CommandFailed, Parser, UsageError
+from induction_probes.cli.common import PROG, Parser, UsageError
 
 COMMAND_GROUPS = (baselines, train, sweep, runs, probe, llc, verify, experiments, paper)
 OUT_OF_MEMORY = "not enough memory for this command (try smaller sizes)"
@@ -62,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except ValueError as error:
         return fail(error, 2)
-    except (FloatingPointError, CommandFailed) as error:  # a diverged run, failed sweep cells: not bad input
+    except (FloatingPointError, IncompleteResult) as error:  # a diverged run, failed sweep cells: not bad input
         return fail(error, 1)
     except MemoryError:
         return fail(OUT_OF_MEMORY, 1)

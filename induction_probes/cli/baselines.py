@@ -16,9 +16,6 @@ from induction_probes.cli.common import (
     typed_options,
 )
 
-# Loaded to build the parser, before a command is chosen: the handlers below import the library they call
-# (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
-
 
 def register(commands) -> None:
     baselines = commands.add_parser("baselines", help="in-context strategy baselines of a task")

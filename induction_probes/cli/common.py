@@ -19,19 +19,12 @@ from induction_probes.probes.report.tables import (  # noqa: F401 (the command m
     spread_steps,
 )
 
-# Loaded to build the parser, before a command is chosen: the handlers below import the library they call
-# (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
-
 PROG = "induction-probes"
 FIELD_TYPES = {"int": int, "float": float, "str": str}
 
 
 class UsageError(Exception):
     """Raised instead of argparse's usage dump, so that every error is one line."""
-
-
-class CommandFailed(RuntimeError):
-    """A command that ran but could not do all it was asked (not bad input): one line, status 1."""
 
 
 class Parser(argparse.ArgumentParser):

@@ -7,9 +7,6 @@ import argparse
 
 from induction_probes.cli.common import add_device_option, add_output_options, add_run_argument, answer, device_of, seed
 
-# Loaded to build the parser, before a command is chosen: the handler imports the report inside itself, so that
-# --help and usage errors load no torch (tests/unit/test_structure.py).
-
 RULE = "(default: the estimator's rule, see docs/learning-coefficient.md)"
 
 

@@ -20,9 +20,6 @@ from induction_probes.cli.common import (
     typed_options,
 )
 
-# Loaded to build the parser, before a command is chosen: the handlers below import the library they call
-# (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
-
 SEED_FIELDS = ("model_seed", "data_seed", "eval_seed")
 
 
@@ -44,7 +41,7 @@ def register(commands) -> None:
 
 def run_train(args: argparse.Namespace) -> str:
     from induction_probes.circuits.training.train import TrainingInterrupted, saved_recipe, train_run
-    from induction_probes.cli.runs import info_text
+    from induction_probes.probes.report.info import info_text
 
     recipe_class = RECIPES.get(args.recipe)
     typed = typed_options(args, recipe_class)

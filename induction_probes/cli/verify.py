@@ -14,9 +14,6 @@ from induction_probes.cli.common import (
     seed,
 )
 
-# Loaded to build the parser, before a command is chosen: the handlers below import the library they call
-# (torch, matplotlib) inside themselves, so that --help and usage errors load neither (tests/unit/test_structure.py).
-
 
 def register(commands) -> None:
     verify = commands.add_parser("verify", help="check a hand-made construction")

@@ -250,7 +250,7 @@ def ablate_language_model(
     source: ModelSource | Series,
     *,
     step: int | None = None,
-    heads: list[tuple[int, int]] | None = None,
+    heads: list[tuple[int, int]] | str | None = None,
     mode: str = "zero",
     length: int | tuple[int, int] | None = None,
     n_seqs: int = 64,
@@ -263,12 +263,13 @@ def ablate_language_model(
 ) -> str | dict:
     """Each head alone (or the ``heads`` together) ablated on repeated random tokens, ranked by the rise of the
     repeated copy's loss (paired, with its interval); marked where the rise is at least ``threshold`` of the
-    clean model's gap."""
-    from induction_probes.probes.ablation import check_heads, single_heads
+    clean model's gap; ``heads`` as the command line writes them ("L1H0,1.1") are checked before any boot."""
+    from induction_probes.probes.ablation import check_heads, parse_head_list, single_heads
     from induction_probes.probes.lm.ablation import ablate, check_mode
     from induction_probes.probes.lm.protocols import repeated_random_tokens
 
     check_mode(mode)
+    heads = parse_head_list(heads) if isinstance(heads, str) else heads
     model, bridge = boot(source, step, device)
     head_sets = single_heads(bridge) if heads is None else [heads]
     for head_set in head_sets:

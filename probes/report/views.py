@@ -67,6 +67,17 @@ TASK_VIEW = TaskView(
 )
 
 
+def probed_run(run):
+    """``run`` (a Run, or a run's folder or shipped name, opened), unless it holds no attention heads to probe
+    (the toy model's six parameters)."""
+    from induction_probes.circuits.runs.reader import Run
+
+    run = run if isinstance(run, Run) else Run.open(run)
+    if run.kind == "toy":
+        raise ValueError(f"run {run.path.name} is a toy-model run: six parameters, no attention heads to probe")
+    return run
+
+
 def view_of(run) -> TaskView:
     """The view of the run's task: its own, or the task view of any registered task."""
     name = run.task.name
@@ -85,6 +96,7 @@ def probe_report(
 ) -> str | dict:
     """The probes of ``steps`` (default: the last checkpoint) as the run's view shows them; ``plot`` a str or a
     Path."""
+    run = probed_run(run)
     steps = [run.entry()["step"]] if steps is None else run.saved_steps(steps)
     plot = plot_folder(plot)
     return view_of(run).get("probe")(run, steps, n_seqs, seed, device=device, plot=plot, as_json=as_json)
@@ -92,7 +104,7 @@ def probe_report(
 
 def ablation_report(
     run,
-    head_sets: list[list[tuple[int, int]]] | None = None,
+    head_sets: list[list[tuple[int, int]]] | str | None = None,
     step: int | None = None,
     n_seqs: int = PROBE_SEQS,
     seed: int = PROBE_SEED,
@@ -102,11 +114,16 @@ def ablation_report(
     plot: Path | None = None,
     as_json: bool = False,
 ) -> str | dict:
-    """The checkpoint at ``step`` (default the last) with each head set ablated (default: each head alone) in
-    ``mode`` (zero, mean or resample), on ``n_seqs`` fresh sequences drawn with ``seed``."""
+    """The checkpoint at ``step`` (default the last) with each head set ablated (default: each head alone; a
+    string "L.H,L.H" is one set) in ``mode`` (zero, mean or resample), on ``n_seqs`` fresh sequences drawn with
+    ``seed``."""
+    from induction_probes.probes.ablation import heads_in_layer, parse_heads
     from induction_probes.probes.summary import single_heads
 
-    plot = plot_folder(plot)
+    run, plot = probed_run(run), plot_folder(plot)
+    if isinstance(head_sets, str):  # one set as the command line writes it, "0.0,1.0", checked against the run
+        cfg = run.model_config
+        head_sets = [parse_heads(head_sets, cfg.n_layers, lambda layer: heads_in_layer(cfg, layer))]
     step = run.entry(step)["step"]
     model = run.load(step=step, device=device)
     head_sets = single_heads(model) if head_sets is None else head_sets
@@ -114,9 +131,17 @@ def ablation_report(
     return ablate(run, model, head_sets, step, mode, n_seqs, seed, device=device, plot=plot, as_json=as_json)
 
 
-def run_report(run, *, device=None, plot: Path | None = None, as_json: bool = False) -> str | dict:
-    """The run over training, as its view shows it."""
-    return view_of(run).get("report")(run, device=device, plot=plot_folder(plot), as_json=as_json)
+def run_report(run, *, device=None, plot: Path | None = None, as_json: bool = False, html=None) -> str | dict:
+    """The run over training, as its view shows it; with ``html`` a folder, also its one-page report written
+    there (refused first where the view has none), its path a last line of the text or ``report`` in the JSON."""
+    from induction_probes.circuits.runs.reader import Run
+
+    run = run if isinstance(run, Run) else Run.open(run)
+    page = html_report(run, html, device) if html is not None else None
+    report = view_of(run).get("report")(run, device=device, plot=plot_folder(plot), as_json=as_json)
+    if page is None:
+        return report
+    return report | {"report": str(page)} if as_json else f"{report}\nreport: {page}"
 
 
 def html_report(run, directory: Path, device=None) -> Path:

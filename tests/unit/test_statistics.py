@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from induction_probes.cli import main
-from induction_probes.cli.sweep import even_odd_lines
+from induction_probes.probes.report.sweeps import even_odd_lines
 from induction_probes.probes.sweeps.statistics import (
     bounded_interval,
     interval,
