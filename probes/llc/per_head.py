@@ -196,7 +196,7 @@ def per_head_llc(
     run at ``steps`` (checkpoint steps; default the last), or of a model on ``tokens`` [n_seqs, seq_len]. The
     loss is the next-token cross-entropy on ``n_seqs`` fresh sequences of ``seed``
     (:func:`~induction_probes.probes.llc.markov.next_token_loss`); ``settings`` override the estimator's rule
-    (n_beta, localization, lr, burn_in, draws, chains, batch_size, localization_check) and are the same for
+    (n_beta, localization, lr, burn_in, draws, chains, batch_size) and are the same for
     every block. ``progress(step, block, record)``, if given, is called after each estimate."""
     from induction_probes.circuits.runs.reader import Run
     from induction_probes.probes.llc.markov import next_token_loss
@@ -214,8 +214,7 @@ def per_head_llc(
         steps = [run.steps[-1]] if steps is None else sorted(set(steps))
         if missing := sorted(set(steps) - set(run.steps)):
             raise LLCError(f"run {run.path.name} has no checkpoint at steps {missing}")
-        if tokens is None:
-            tokens = run.task.eval_set(n_seqs, seed).inputs
+        tokens = run.task.eval_set(n_seqs, seed).inputs if tokens is None else tokens
         models = [(step, run.load(step=step, device=device)) for step in steps]
         seen = {step: run.entry(step)["sequences_seen"] for step in steps}
     tokens = tokens.to(device)
@@ -223,10 +222,8 @@ def per_head_llc(
     rows = []
     for step, model in models:
         for block in chosen:
-            record = {"step": step, "sequences_seen": seen.get(step)} | block_llc(
-                model, block, next_token_loss, (tokens,), **settings
-            )
-            rows.append(record)
+            estimate = block_llc(model, block, next_token_loss, (tokens,), **settings)
+            rows.append(record := {"step": step, "sequences_seen": seen.get(step)} | estimate)
             if progress is not None:
                 progress(step, block, record)
     described = [
@@ -322,7 +319,7 @@ def block_reduced_rank(
 CALIBRATION_TOLERANCE = 0.1  # share of the truth, besides three standard errors over chains (tests say why)
 # The settings measured on markov-k3 (step 606, L1H0: 77 s on one CPU thread at 512 sequences); the rule sets
 # nβ, γ and the step, these replace its chains, burn-in, draws and batch, and skip the localization check.
-MARKOV_K3_SETTINGS = {"chains": 4, "burn_in": 200, "draws": 200, "batch_size": 64, "localization_check": None}
+MARKOV_K3_SETTINGS = {"chains": 4, "burn_in": 200, "draws": 200, "batch_size": 64}
 MARKOV_K3_SEQS = 512
 
 
