@@ -21,6 +21,7 @@ zero), where the local coefficient is the global one.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import torch
@@ -105,12 +106,135 @@ def reduced_rank_regression(
     return ReducedRank(A, B).double(), (x, y), float(rrr_learning_coefficient(M, N, H, r)[0])
 
 
+def dln_learning_coefficient(widths: tuple[int, ...], r: int) -> Fraction:
+    """λ of a deep linear network (module docstring: Aoyagi 2024, Theorem 1); ``widths`` = (H_0 = input, H_1,
+    ..., H_L = output), ``r`` the truth's rank. Two layers give reduced-rank regression's λ (tested)."""
+    if len(widths) < 2 or min(widths) < 1 or not 0 <= r <= min(widths):
+        raise ValueError(f"need at least two widths >= 1 and 0 <= r <= min(widths), got {widths}, {r}")
+    excess = [h - r for h in widths]
+    chosen = aoyagi_subset(excess)
+    ell, total = len(chosen) - 1, sum(chosen)
+    a = total - (-(-total // ell) - 1) * ell  # Σ − (⌈Σ / ℓ⌉ − 1) ℓ
+    pairs = sum(chosen[i] * chosen[j] for i in range(len(chosen)) for j in range(i + 1, len(chosen)))
+    return (
+        Fraction(r * (widths[0] + widths[-1]) - r * r, 2)
+        + Fraction(a * (ell - a), 4 * ell)
+        - Fraction(ell * (ell - 1), 4) * Fraction(total, ell) ** 2
+        + Fraction(pairs, 2)
+    )
+
+
+def aoyagi_subset(excess: list[int]) -> list[int]:
+    """The values M_j of the subset S of Aoyagi's Theorem 1 (module docstring): the smallest M's, every tie
+    taken together, with ℓ · max_S M ≤ Σ_S M < ℓ · min_(not S) M, ℓ = |S| − 1."""
+    ordered = sorted(excess)
+    for size in range(2, len(ordered) + 1):
+        subset, rest = ordered[:size], ordered[size:]
+        ell = size - 1
+        if rest and subset[-1] == rest[0]:
+            continue  # a tie across the cut: S is not its smallest values, strictly
+        if sum(subset) >= ell * subset[-1] and (not rest or sum(subset) < ell * rest[0]):
+            return subset
+    raise AssertionError(f"no subset satisfies Aoyagi's conditions for {excess}")  # the theorem says one does
+
+
+class DeepLinear(nn.Module):
+    """y = W_L ⋯ W_1 x; with two factors it is :class:`ReducedRank`'s model, with 1 × 1 factors y = w₁ ⋯ w_L x."""
+
+    def __init__(self, weights: list[Tensor]):
+        super().__init__()
+        self.weights = nn.ParameterList([nn.Parameter(w.clone()) for w in weights])
+
+    def forward(self, x: Tensor) -> Float[Tensor, "n d_out"]:
+        for w in self.weights:
+            x = x @ w.T
+        return x
+
+
+class Square(nn.Module):
+    """y = w² x, one parameter: at w = 0 with a zero truth, K(w) ∝ w⁴."""
+
+    def __init__(self, w: float):
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor(w, dtype=torch.float64))
+
+    def forward(self, x: Tensor) -> Float[Tensor, "n d_out"]:
+        return self.w**2 * x
+
+
+def regression_data(x: Tensor, truth: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """(x, y = x truthᵀ + noise orthogonal to x)."""
+    return x, x @ truth.T + orthogonal_noise(x, truth.shape[0], generator)
+
+
+def ill_conditioned_regression(
+    d: int = 20, spread: float = 1000.0, n: int = 2000, seed: int = 0
+) -> tuple[nn.Module, tuple[Tensor, Tensor], float]:
+    """Linear regression whose input covariance is exactly diag(h), h log-spaced from 1 down to 1 / ``spread``
+    (orthonormalised inputs, so the Hessian is exactly that): regular, λ = d / 2 whatever the spread. At
+    localization γ and inverse temperature nβ the sampled posterior is Gaussian and the estimate's expectation
+    is Σ ½ nβh / (nβh + γ) (:func:`gaussian_prediction`)."""
+    generator = torch.Generator().manual_seed(seed)
+    q, _ = torch.linalg.qr(torch.randn(n, d, generator=generator, dtype=torch.float64))
+    x = q * math.sqrt(n) * curvatures(d, spread).sqrt()
+    w = torch.randn(d, 1, generator=generator, dtype=torch.float64)
+    return Linear(w).double(), regression_data(x, w.T, generator), d / 2
+
+
+def curvatures(d: int, spread: float) -> Float[Tensor, " d"]:
+    return torch.logspace(0, -math.log10(spread), d, dtype=torch.float64)
+
+
+def gaussian_prediction(h: Tensor, n_beta: float, gamma: float) -> float:
+    """E[nβ (L(w) − L(w*))] under exp(−nβ L − γ/2 ‖w − w*‖²) for L = ½ Σ h_i w_i²: each direction's posterior
+    variance is 1 / (nβ h + γ), so it adds ½ nβ h / (nβ h + γ)."""
+    return float((0.5 * n_beta * h / (n_beta * h + gamma)).sum())
+
+
+def product_regression(
+    w1: float, w2: float, n: int = 2000, seed: int = 0
+) -> tuple[nn.Module, tuple[Tensor, Tensor], float]:
+    """y = w₁ w₂ x at the point (w1, w2), the truth c₀ = w1 · w2 (module docstring for each point's λ = ½)."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 1, generator=generator, dtype=torch.float64)
+    weights = [torch.tensor([[w1]], dtype=torch.float64), torch.tensor([[w2]], dtype=torch.float64)]
+    return DeepLinear(weights), regression_data(x, weights[1] @ weights[0], generator), 0.5
+
+
+def square_regression(n: int = 2000, seed: int = 0) -> tuple[nn.Module, tuple[Tensor, Tensor], float]:
+    """y = w² x at w = 0 with truth 0: K(w) = ½ E[x²] w⁴, λ = ¼ (module docstring)."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 1, generator=generator, dtype=torch.float64)
+    return Square(0.0), regression_data(x, torch.zeros(1, 1, dtype=torch.float64), generator), 0.25
+
+
+def deep_linear_at_zero(
+    widths: tuple[int, ...], n: int = 2000, seed: int = 0
+) -> tuple[nn.Module, tuple[Tensor, Tensor], float]:
+    """A deep linear network at the origin, the truth zero (r = 0): K is homogeneous in w, so the local
+    coefficient at 0 is the global one, Aoyagi's (module docstring)."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, widths[0], generator=generator, dtype=torch.float64)
+    weights = [torch.zeros(b, a, dtype=torch.float64) for a, b in zip(widths, widths[1:])]
+    truth = torch.zeros(widths[-1], widths[0], dtype=torch.float64)
+    return DeepLinear(weights), regression_data(x, truth, generator), float(dln_learning_coefficient(widths, 0))
+
+
 CASES = {  # name: (builder, arguments); the calibration every shipped estimate carries
     "linear-d2": (linear_regression, (2,)),
     "linear-d8": (linear_regression, (8,)),
     "linear-d32": (linear_regression, (32,)),
+    "linear-d20-spread1000": (ill_conditioned_regression, (20, 1000.0)),
     "rrr-M3-N2-H2-r1": (reduced_rank_regression, (3, 2, 2, 1)),
+    "rrr-M3-N5-H2-r0": (reduced_rank_regression, (3, 5, 2, 0)),
     "rrr-M3-N5-H2-r1": (reduced_rank_regression, (3, 5, 2, 1)),
+    "rrr-M3-N5-H2-r2": (reduced_rank_regression, (3, 5, 2, 2)),
+    "product-balanced": (product_regression, (1.0, 1.0)),
+    "product-unbalanced": (product_regression, (4.0, 0.25)),
+    "product-on-axis": (product_regression, (1.0, 0.0)),
+    "product-origin": (product_regression, (0.0, 0.0)),
+    "square-origin": (square_regression, ()),
+    "dln-2-2-2-2-origin": (deep_linear_at_zero, ((2, 2, 2, 2),)),
 }
 
 

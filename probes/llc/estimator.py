@@ -8,15 +8,19 @@ singular models via the learning coefficient"; devinterp's SGLD sampler does the
 batch (a tuple of the same form), so that n·L is the data's negative log-likelihood up to a constant.
 
 **Default settings (the rule).** With n samples and λ_max the largest eigenvalue of the Hessian of L at w*
-(Lanczos on Hessian-vector products over the first :data:`.curvature.CURVATURE_SAMPLES` samples):
+(Lanczos on Hessian-vector products over all of the data, :mod:`.curvature`):
 
 - nβ = n / ln n, the WBIC inverse temperature (Watanabe 2013).
 - γ = 0.01 · nβ · λ_max. A direction of curvature h has posterior variance 1 / (nβ h + γ) and adds
   ½ · nβ h / (nβ h + γ) to the estimate: 1 % short of ½ for the stiffest, within 10 % for every direction with
   h > λ_max / 10. Directions flatter than γ / nβ = λ_max / 100 are held by the localization and count for less:
-  the estimate counts the directions within a factor 100 of the stiffest.
-- step ε = 0.1 / (nβ λ_max + γ): Euler-Maruyama on the stiffest direction (rate κ = nβ λ_max + γ) is stable for
-  εκ < 2 and its stationary variance is 1 / (κ (1 − εκ/4)), 2.5 % too wide at εκ = 0.1.
+  the estimate counts the directions within a factor 100 of the stiffest. Where that matters (an
+  ill-conditioned or singular point) the localization check below says so.
+- step ε = 0.1 / (nβ s + γ), s = λ_max where the Hessian sets the posterior's scale: Euler-Maruyama on the
+  stiffest direction (rate κ = nβ s + γ) is stable for εκ < 2 and its stationary variance is
+  1 / (κ (1 − εκ/4)), 2.5 % too wide at εκ = 0.1. Where the loss along the top eigenvector rises far more
+  than the Hessian predicts at the posterior's scale (a zero Hessian, K ∝ w⁴), λ_max and s are the loss's own
+  secant and second difference there (:func:`.curvature.loss_scale`).
 - burn-in 1 / (εγ) steps (a direction held by the localization alone relaxes as e^(−εγ t)), then as many draws,
   4 chains, batches of min(n, 256) samples. A step given so small that 1 / (εγ) passes 100,000 is refused unless
   the burn-in and draws are given too; a step below float32's smallest normal number is refused always.
@@ -28,40 +32,56 @@ rise itself); the estimate is nβ times the mean over the draws and chains.
 **Diagnostics** (in ``diagnostics``; ``problems`` refuse — the estimate is then None, never a number —
 ``flags`` warn):
 
-- *not a minimum* (refuses): a gradient g at w* lowers the sampled nβ·rise by (nβ g)ᵀ (nβ H + γ I)⁻¹ (nβ g)
-  for a quadratic loss (:func:`gradient_shift`, by conjugate gradients). Refused where that shift exceeds 10 %
-  of the estimate (or 0.5, a regular parameter's share, where the estimate is below 5), where H has a direction
-  of negative curvature, where λ_max is not positive, or where the mean rise is below zero by more than two
-  standard errors (the chains found lower loss).
+- *not a minimum* (refuses): a saddle, where the Hessian's most negative curvature on all of the data is below
+  zero beyond its spread over disjoint subsets, and so is that direction's held out
+  (:func:`.curvature.saddle`): a flat direction of an exact minimum is never refused for its noise. Or a
+  gradient g at w* that lowers the sampled nβ·rise by (nβ g)ᵀ (nβ H + γ I)⁻¹ (nβ g) for a quadratic loss
+  (:func:`.curvature.gradient_shift`, by conjugate gradients) by more than 10 % of the estimate (or 0.5, a
+  regular parameter's share, where the estimate is below 5); or a mean rise below zero by more than two
+  standard errors (the chains found lower loss); or a loss that rises along no direction probed.
 - *non-finite or diverged* (refuses): a NaN or infinite loss, or a chain whose LLC exceeds d, twice the largest
   value a learning coefficient can take (d/2): the chain has left the neighbourhood of w*.
 - *far above* (flags): the estimate, i.e. the mean rise times nβ, exceeds 1.1 · d/2 (no coefficient does; 1.1
   allows the step's and minibatches' few per cent) by more than two standard errors.
 - *not settled* (flags): the mean over the last third of each chain's draws minus that over the middle
   third; flagged where its mean over chains is above 10 % of the rise plus two standard errors over chains.
+- *imprecise* (flags): two standard errors over the chains exceed :data:`PRECISION` (20 %) of the estimate,
+  the tolerance the calibration is held to.
 - *localization-bound* (flags): the root-mean-square over draws of ‖γ(w − w*)‖ against ‖nβ ∇L_batch‖; above 1
   the pull back to w* is stronger than the data's and the estimate measures γ more than the loss.
+- *depends on the localization* (flags; :func:`localization_check`): every chain again at γ/4, paired with
+  it by common random numbers over its draws, with a burn-in 4 times as long; flagged where the paired change
+  exceeds 10 % of the estimate plus two standard errors. An ill-conditioned regular model (curvatures
+  spanning 1000×, λ = 10) reads 7.0 at γ and 9.1 at γ/4, and is flagged. ``localization_check=None`` skips
+  it (it costs 2.5 times the estimate).
 """
 
 from __future__ import annotations
 
-import copy
 import math
-import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.probes.llc.curvature import curvature, gradient_shift, sampled_parameters
+from induction_probes.probes.llc.curvature import (
+    curvature,
+    gradient_shift,
+    loss_scale,
+    saddle,
+    stiffer_than_its_hessian,
+)
+from induction_probes.probes.llc.sampling import sample
 
 GAMMA_SHARE = 0.01  # γ / (nβ λ_max)
 STEP_SHARE = 0.1  # ε (nβ λ_max + γ)
 MAX_BATCH = 256
-FORCE_EVERY = 10  # draws between two readings of the localization and data forces
 SMALLEST_STEP = float(torch.finfo(torch.float32).tiny)  # the sampler updates float32 weights: a smaller step is 0
 MAX_RULE_STEPS = 100_000  # a burn-in the rule derives beyond this would sample for hours: it must be asked for
+CHECK_FACTOR = 0.25  # the stability check samples again at γ · this (module docstring)
+PRECISION = 0.2  # two standard errors over chains beyond this share of the estimate are flagged (module docstring)
+CHECK_SHARE = 0.1  # the check flags a change beyond this share of the estimate (plus two standard errors)
 
 
 class LLCError(ValueError):
@@ -78,6 +98,7 @@ class LLCSettings:
     chains: int = 4
     batch_size: int = MAX_BATCH
     seed: int = 0
+    localization_check: float | None = CHECK_FACTOR  # γ's factor in the stability check; None skips it
     rule: dict = field(default_factory=dict)  # how the defaults were derived: n, lambda_max, the two shares
 
     def __post_init__(self) -> None:
@@ -101,6 +122,9 @@ class LLCSettings:
             isinstance(self.localization, (int, float)) and math.isfinite(self.localization) and self.localization >= 0
         ):
             raise LLCError(f"localization must be a finite number >= 0, got {self.localization!r}")
+        check = self.localization_check
+        if check is not None and not (isinstance(check, (int, float)) and 0 < check < 1):
+            raise LLCError(f"localization_check must be None or a number in (0, 1), got {check!r}")
 
     def to_json(self) -> dict:
         return asdict(self) | {"sampler": "devinterp SGMCMC.sgld"}
@@ -137,9 +161,12 @@ def validate_data(data) -> int:
     return n
 
 
-def default_settings(n: int, lambda_max: float, **overrides) -> LLCSettings:
-    """The documented rule (module docstring); any field given in ``overrides`` replaces its default."""
-    if not (math.isfinite(lambda_max) and lambda_max > 0):
+def default_settings(n: int, lambda_max: float, stiffness: float | None = None, **overrides) -> LLCSettings:
+    """The documented rule (module docstring); any field given in ``overrides`` replaces its default.
+    ``lambda_max`` sets γ; the step follows max(``lambda_max``, ``stiffness``), the stiffest curvature the
+    posterior meets (the loss's own where its Hessian sets no scale, :func:`.curvature.loss_scale`)."""
+    stiff = max(lambda_max, stiffness or 0.0)
+    if not (math.isfinite(lambda_max) and lambda_max > 0 and math.isfinite(stiff)):
         raise LLCError(
             f"the Hessian's largest eigenvalue is {lambda_max:g}: the loss does not curve upward at "
             "this point, so no step size or localization follows from it"
@@ -149,10 +176,10 @@ def default_settings(n: int, lambda_max: float, **overrides) -> LLCSettings:
         raise LLCError(f"unknown settings: {sorted(unknown)}")
     n_beta = overrides.get("n_beta", n / math.log(n))
     gamma = overrides.get("localization", GAMMA_SHARE * n_beta * lambda_max)
-    lr = overrides.get("lr", STEP_SHARE / (n_beta * lambda_max + gamma))
+    lr = overrides.get("lr", STEP_SHARE / (n_beta * stiff + gamma))
     if "lr" not in overrides and not lr >= SMALLEST_STEP:
         # the step is 0.1 over the sum of two rates: name the setting whose rate made it so small
-        name, value = ("localization", gamma) if gamma > n_beta * lambda_max else ("n_beta", n_beta)
+        name, value = ("localization", gamma) if gamma > n_beta * stiff else ("n_beta", n_beta)
         raise LLCError(
             f"{name} {value:.3g} gives the rule's step size {lr:.3g}, below float32's smallest normal "
             f"number: give a smaller {name} or an lr"
@@ -165,6 +192,7 @@ def default_settings(n: int, lambda_max: float, **overrides) -> LLCSettings:
     rule = {
         "n": n,
         "lambda_max": lambda_max,
+        "stiffness": stiff,
         "gamma_share": GAMMA_SHARE,
         "step_share": STEP_SHARE,
         "overridden": sorted(overrides),
@@ -185,54 +213,6 @@ def relaxation_steps(lr: float, gamma: float) -> int:
             "or a larger lr"
         )
     return math.ceil(1.0 / rate)
-
-
-def run_chain(model, loss_fn, data, settings: LLCSettings, chain: int) -> dict:
-    """One SGLD chain from w*: at every draw the batch loss minus the same batch's loss at w*, and the
-    localization-to-data force ratio."""
-    from devinterp.optim import SGMCMC  # the llc extra: needed only to sample, not to import the estimator
-
-    n = len(data[0])
-    replica, anchor = copy.deepcopy(model), copy.deepcopy(model)  # the anchor stays at w*
-    params = sampled_parameters(replica)
-    start = [p.detach().clone() for p in params]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # devinterp warns about nβ = 1, which a caller may mean
-        sampler = SGMCMC.sgld(params, lr=settings.lr, localization=settings.localization, nbeta=settings.n_beta)
-    generator = torch.Generator().manual_seed(settings.seed * 1000 + chain)
-    # devinterp draws the noise where the parameters are, and torch draws only from a generator of that device:
-    # on the CPU the batches' generator serves both (the numbers calibrated so far), elsewhere a second one
-    device = params[0].device
-    noise = generator if device.type == "cpu" else torch.Generator(device).manual_seed(settings.seed * 1000 + chain)
-    rises, force_loc, force_data = [], 0.0, 0.0
-    for step in range(settings.burn_in + settings.draws):
-        index = torch.randint(n, (settings.batch_size,), generator=generator)
-        sampler.zero_grad()
-        batch = tuple(t[index] for t in data)
-        loss = loss_fn(replica, batch)
-        if not math.isfinite(float(loss.detach())):
-            return {"rises": rises, "diverged_at": step}
-        loss.backward()
-        if step >= settings.burn_in:
-            with torch.no_grad():  # the same batch at w*: a control variate with the same mean as L(w*)
-                rises.append(float(loss.detach() - loss_fn(anchor, batch)))
-            if (step - settings.burn_in) % FORCE_EVERY == 0:
-                with torch.no_grad():
-                    force_loc += sum(float(((p - s) ** 2).sum()) for p, s in zip(params, start))
-                    force_data += sum(float((p.grad**2).sum()) for p in params if p.grad is not None)
-        try:
-            sampler.step(noise_generator=noise)
-        except RuntimeError as error:  # a step size past float32's range: the update itself overflows
-            if "overflow" not in str(error):
-                raise
-            return {"rises": rises, "diverged_at": step}
-    # the two forces' ratio, (γ √force_loc) / (nβ √force_data), without squaring γ or nβ (nβ = 1e300 overflows)
-    ratio = (
-        settings.localization * math.sqrt(force_loc) / settings.n_beta / math.sqrt(force_data)
-        if force_data > 0
-        else None
-    )
-    return {"rises": rises, "diverged_at": None, "force_ratio": ratio}
 
 
 def settling(rises: Float[Tensor, "chain draw"]) -> tuple[float, float]:
@@ -258,17 +238,16 @@ def diagnose(
         chain_stderr = settings.n_beta * float(chain_rises.std()) / math.sqrt(len(chain_rises))
     values = {
         "gradient_shift": shift,
-        "grad_norm": point["grad_norm"],
-        "lambda_max": point["lambda_max"],
+        **point_diagnostics(point),
         "drift": drift,
         "drift_stderr": drift_se,
         "force_ratio": force_ratio,
         "rise_bound": bound / settings.n_beta,
     }
     problems, flags = [], []
-    if shift is None:
-        problems.append("not a minimum: the Hessian has a direction of negative curvature")
-    elif shift > 0.1 * max(abs(llc), 5.0):
+    if point.get("saddle"):
+        problems.append(point["saddle"])
+    if shift > 0.1 * max(abs(llc), 5.0):
         problems.append(
             f"not a minimum: the gradient (norm {point['grad_norm']:.3g}) shifts the sampled loss by "
             f"about {shift:.3g} in LLC units, more than 10 % of the estimate {llc:.3g}"
@@ -287,6 +266,11 @@ def diagnose(
             f"not settled: the last third of the draws differs from the middle third by {drift:.3g} "
             f"(rise {rise:.3g}); more draws or a smaller step are needed"
         )
+    if len(chain_rises) > 1 and 2 * chain_stderr > PRECISION * abs(llc):
+        flags.append(
+            f"imprecise: two standard errors over the chains, {2 * chain_stderr:.3g}, are more than "
+            f"{PRECISION:.0%} of the estimate {llc:.3g}; more chains or draws are needed"
+        )
     if force_ratio is None or force_ratio > 1:
         flags.append(
             "localization-bound: the pull to the point is stronger than the data's gradient (ratio "
@@ -295,36 +279,65 @@ def diagnose(
     return values, problems, flags
 
 
+def point_diagnostics(point: dict) -> dict:
+    """What the point's measurement (:func:`.curvature.curvature`) shows, as JSON numbers."""
+
+    def number(value):
+        return value if value is None or math.isfinite(value) else None
+
+    held_out = point.get("held_out") or {}
+    return {
+        "grad_norm": number(point["grad_norm"]),
+        "lambda_max": number(point["lambda_max"]),
+        "lambda_min": number(point["lambda_min"]),
+        "lambda_min_stderr": point.get("lambda_min_stderr"),
+        "held_out_curvature": held_out.get("curvature"),
+        "held_out_stderr": held_out.get("stderr"),
+        "lanczos": point.get("lanczos"),
+        "scale": point.get("scale"),
+    }
+
+
+def posterior_scale(model, loss_fn, point: dict, n_beta: float, seed: int) -> dict:
+    """The curvatures the rule sets γ and the step from: the Hessian's λ_max where it sets the posterior's
+    scale, else the loss's own secant and stiffness there (:func:`.curvature.loss_scale`)."""
+    if not stiffer_than_its_hessian(model, loss_fn, point, n_beta):
+        return {"source": "hessian", "curvature": point["lambda_max"], "stiffness": point["lambda_max"]}
+    probed = loss_scale(model, loss_fn, point, n_beta, seed)
+    curvature_ = max(probed["secant"], point["lambda_max"], 0.0)
+    return {"source": "loss", "curvature": curvature_, "stiffness": max(probed["stiffness"], curvature_)} | probed
+
+
 def estimate_llc(model: torch.nn.Module, loss_fn, data: tuple[Tensor, ...], **settings) -> LLCResult:
     """The LLC of ``model`` at its current weights; ``settings`` override fields of :func:`default_settings`
-    (n_beta, localization, lr, burn_in, draws, chains, batch_size, seed). The model is not changed."""
+    (n_beta, localization, lr, burn_in, draws, chains, batch_size, seed, localization_check). The model is not
+    changed."""
     n = validate_data(data)
     model = model.train()
     point = curvature(model, loss_fn, data, seed=settings.get("seed", 0))
-    if not (math.isfinite(point["lambda_max"]) and point["lambda_max"] > 0):
-        return refused(point, None, [f"not a minimum: the Hessian's largest eigenvalue is {point['lambda_max']:.3g}"])
-    chosen = default_settings(n, point["lambda_max"], **settings)
+    if not (math.isfinite(point["loss"]) and math.isfinite(point["lambda_max"])):
+        return refused(point, None, [f"non-finite: the loss {point['loss']:.3g} or its curvature is not a number"])
+    point["saddle"] = saddle(point)
+    n_beta = settings.get("n_beta", n / math.log(n))
+    point["scale"] = posterior_scale(model, loss_fn, point, n_beta, settings.get("seed", 0))
+    if not point["scale"]["curvature"] > 0:
+        return refused(point, None, [point["saddle"] or "flat: the loss rises along no direction probed"])
+    chosen = default_settings(n, point["scale"]["curvature"], point["scale"]["stiffness"], **settings)
     point["shift"] = gradient_shift(model, loss_fn, point, chosen.n_beta, chosen.localization)
-    chains = [run_chain(model, loss_fn, data, chosen, c) for c in range(chosen.chains)]
-    diverged = [i for i, c in enumerate(chains) if c["diverged_at"] is not None]
-    if diverged:
-        at = chains[diverged[0]]["diverged_at"]
-        return refused(point, chosen, [f"diverged: chain {diverged[0]} reached a non-finite loss at step {at}"])
-    rises = torch.tensor([c["rises"] for c in chains], dtype=torch.float64)  # [chain, draw]
-    if not bool(rises.any()):  # every draw is w* itself: the step cannot change a float32 weight
-        return refused(
-            point,
-            chosen,
-            ["never moved: every sampled loss equals the point's (the step size is too small to change a weight)"],
-        )
-    ratios = [c["force_ratio"] for c in chains]
-    force = None if None in ratios else math.sqrt(sum(r**2 for r in ratios) / len(ratios))
+    sampled = sample(model, loss_fn, data, chosen)
+    if isinstance(sampled, str):
+        return refused(point, chosen, [sampled])
+    rises, force = sampled
     values, problems, flags = diagnose(point, rises, chosen, force)
     per_chain = [chosen.n_beta * float(chain.mean()) for chain in rises]
     mean = sum(per_chain) / len(per_chain)
     std = float(torch.tensor(per_chain).std()) if len(per_chain) > 1 else 0.0
     if not all(map(math.isfinite, (*per_chain, mean, std))):  # finite draws whose nβ-scaled mean overflows
         return refused(point, chosen, [f"diverged: the estimate overflows (n_beta {chosen.n_beta:.3g})"])
+    if not problems and chosen.localization_check and chosen.localization > 0:
+        check, flag = localization_check(model, loss_fn, data, chosen, per_chain)
+        values["localization_check"] = check
+        flags += [flag] if flag else []
     return LLCResult(
         llc=None if problems else mean,
         llc_std=None if problems else std,
@@ -339,6 +352,33 @@ def estimate_llc(model: torch.nn.Module, loss_fn, data: tuple[Tensor, ...], **se
     )
 
 
+def localization_check(model, loss_fn, data, settings: LLCSettings, per_chain: list[float]) -> tuple[dict, str]:
+    """The estimate again at γ · :data:`CHECK_FACTOR`, paired with the estimate's chains: each chain again with
+    a burn-in longer by 1 / factor (the flattest localized direction relaxes that much slower), whose last
+    burn-in and draws steps reuse its batches and noise (common random numbers, so directions the data hold
+    move alike in both and the difference is the localization's). Flagged where the mean difference over
+    chains exceeds :data:`CHECK_SHARE` of the estimate plus two standard errors of the paired differences."""
+    factor = settings.localization_check
+    check = replace(settings, localization=settings.localization * factor)
+    lead = math.ceil(settings.burn_in / factor) - settings.burn_in
+    sampled = sample(model, loss_fn, data, check, lead=lead)
+    summary = {"localization": check.localization, "burn_in": settings.burn_in + lead, "draws": check.draws}
+    if isinstance(sampled, str):
+        return summary | {"estimate": None}, f"localization check failed at γ·{factor:g}: {sampled}"
+    other_chains = [check.n_beta * float(chain.mean()) for chain in sampled[0]]
+    differences = torch.tensor(other_chains, dtype=torch.float64) - torch.tensor(per_chain, dtype=torch.float64)
+    llc, change = sum(per_chain) / len(per_chain), float(differences.mean())
+    stderr = float(differences.std()) / math.sqrt(len(differences)) if len(differences) > 1 else 0.0
+    summary |= {"estimate": llc + change, "change": change, "change_stderr": stderr, "per_chain": other_chains}
+    if abs(change) <= CHECK_SHARE * abs(llc) + 2 * stderr:
+        return summary, ""
+    return summary, (
+        f"depends on the localization: {llc:.3g} at γ {settings.localization:.3g}, {llc + change:.3g} at "
+        f"γ·{factor:g} (paired change {change:+.3g} ± {stderr:.2g}); directions flatter than γ/nβ are held by "
+        "the localization, not the data"
+    )
+
+
 def refused(point: dict, settings: LLCSettings | None, problems: list[str]) -> LLCResult:
     return LLCResult(
         llc=None,
@@ -348,7 +388,7 @@ def refused(point: dict, settings: LLCSettings | None, problems: list[str]) -> L
         init_loss=point["loss"],
         loss_rise=None,
         settings=settings,
-        diagnostics={"lambda_max": point["lambda_max"] if math.isfinite(point["lambda_max"]) else None},
+        diagnostics=point_diagnostics(point),
         problems=problems,
         flags=[],
     )

@@ -1,6 +1,7 @@
 """The LLC estimator: its defaults follow the stated rule, it lands within 20 % of the known learning
 coefficient on every calibration model at those defaults, and it refuses what is not an estimate."""
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -9,11 +10,16 @@ import torch
 
 from induction_probes.probes.llc.calibration import (
     CASES,
+    DeepLinear,
+    deep_linear_at_zero,
+    dln_learning_coefficient,
     linear_regression,
+    product_regression,
+    regression_data,
     rrr_learning_coefficient,
     squared_error,
 )
-from induction_probes.probes.llc.curvature import curvature, gradient_shift
+from induction_probes.probes.llc.curvature import curvature, gradient_shift, saddle
 from induction_probes.probes.llc.estimator import GAMMA_SHARE, STEP_SHARE, LLCError, default_settings, estimate_llc
 
 # Drton & Plummer (2017), Table 1: the Aoyagi-Watanabe coefficient of reduced-rank regression with N = 5
@@ -77,16 +83,48 @@ def test_curvature_and_gradient_shift_against_the_exact_quadratic():
     assert gradient_shift(model, squared_error, point, n_beta, gamma) == pytest.approx(exact, rel=1e-8)
 
 
-@pytest.mark.parametrize("name", list(CASES))
+CALIBRATED = ["linear-d2", "linear-d8", "linear-d32", "rrr-M3-N2-H2-r1", "rrr-M3-N5-H2-r1"]  # the rule's own set
+# Beyond it (the issue's acceptance, "within 20 % or flagged"): an ill-conditioned regular model, a third rank
+# of reduced-rank regression and y = w1·w2·x at a balanced, an unbalanced and an on-axis minimum. The
+# zero-Hessian cases (a minimum with K ∝ w⁴) take 80 s each and are measured in docs/learning-coefficient.md.
+BEYOND = ["linear-d20-spread1000", "rrr-M3-N5-H2-r2", "product-balanced", "product-unbalanced", "product-on-axis"]
+
+
+@pytest.mark.parametrize("name", CALIBRATED)
 def test_default_estimate_is_within_20_percent_of_the_known_coefficient(name):
-    """The issue's acceptance: 20 %. The estimator's own spread at these defaults is about ±5 % for d = 2
-    (the chains' standard error) and its step-size and minibatch biases about +5 %, so 20 % could fail."""
+    """The calibration's claim: 20 %, with no flag. The estimator's own spread at these defaults is about ±5 %
+    for d = 2 (the chains' standard error) and its step-size and minibatch biases about +5 %, so 20 % could
+    fail."""
     builder, arguments = CASES[name]
     model, data, truth = builder(*arguments)
     result = estimate_llc(model, squared_error, data)
     assert result.problems == [] and result.flags == []
     assert abs(result.llc - truth) < 0.2 * truth, (result.llc, truth)
     assert result.llc == pytest.approx(sum(result.per_chain) / len(result.per_chain), rel=1e-12)
+
+
+@pytest.mark.parametrize("name", BEYOND)
+def test_beyond_the_calibration_an_estimate_is_within_20_percent_or_flagged(name):
+    """Models the rule was not set on: an exact minimum is never refused, and a value off by more than 20 %
+    carries a flag saying why (the localization check, or the chains' spread)."""
+    builder, arguments = CASES[name]
+    model, data, truth = builder(*arguments)
+    result = estimate_llc(model, squared_error, data)
+    assert result.problems == [], result.problems
+    assert abs(result.llc - truth) < 0.2 * truth or result.flags, (result.llc, truth)
+
+
+def test_an_ill_conditioned_model_is_flagged_by_the_localization_check():
+    """Curvatures spanning 1000× (λ = 10): at γ the flattest directions are held by the localization. The
+    paired check at γ/4 moves the estimate towards 10 by far more than its standard error (the Gaussian
+    prediction at γ is 6.5 and at γ/4 is 8.1; the sampler reads 7.0 and 9.1 here, some 8 % high as on the
+    calibration set)."""
+    model, data, truth = CASES["linear-d20-spread1000"][0](20, 1000.0)
+    result = estimate_llc(model, squared_error, data)
+    check = result.diagnostics["localization_check"]
+    assert any(flag.startswith("depends on the localization") for flag in result.flags)
+    assert check["change"] > 0.1 * result.llc + 2 * check["change_stderr"]
+    assert check["change_stderr"] < 0.25 * check["change"]  # common random numbers: the pair moves together
 
 
 def test_a_point_off_the_minimum_is_refused():
@@ -114,3 +152,62 @@ def test_a_loss_that_is_nan_is_refused_and_bad_input_raises():
         estimate_llc(model, squared_error, (data[0], data[1][:50]))
     with pytest.raises(LLCError, match="draws"):
         estimate_llc(model, squared_error, data, draws=2)
+
+
+def factored_minimum(widths: tuple[int, ...], seed: int):
+    """A deep linear net at an exact global minimum away from the origin: random factors, the truth their
+    product, the noise orthogonal to the inputs (its flat directions are the factors' rescalings)."""
+    generator = torch.Generator().manual_seed(seed)
+    weights = [torch.randn(b, a, generator=generator, dtype=torch.float64) for a, b in zip(widths, widths[1:])]
+    model = DeepLinear(weights)
+    x = torch.randn(2000, widths[0], generator=generator, dtype=torch.float64)
+    with torch.no_grad():
+        truth = model(torch.eye(widths[0], dtype=torch.float64)).T
+    return model, regression_data(x, truth, generator)
+
+
+MINIMA = {
+    "product-balanced": lambda seed: product_regression(1.0, 1.0, seed=seed)[:2],
+    "product-unbalanced": lambda seed: product_regression(4.0, 0.25, seed=seed)[:2],
+    "product-on-axis": lambda seed: product_regression(1.0, 0.0, seed=seed)[:2],
+    "dln-2-2-2-2-origin": lambda seed: deep_linear_at_zero((2, 2, 2, 2), seed=seed)[:2],
+    "dln-3-2-3-factored": lambda seed: factored_minimum((3, 2, 3), seed),
+    "dln-2-2-2-2-factored": lambda seed: factored_minimum((2, 2, 2, 2), seed),
+}
+
+
+@pytest.mark.parametrize("name", MINIMA)
+def test_an_exact_minimum_is_never_called_a_saddle(name):
+    """The issue's finding: on the first 256 samples, the sign of a flat direction's curvature was noise, and
+    exact minima of deep linear nets and w1·w2 models were refused in 11 of 24 data seeds. On all the data, 6
+    seeds each, none is: the full-data Hessian of an exact minimum is positive semi-definite up to rounding."""
+    for seed in range(6):
+        model, data = MINIMA[name](seed)
+        point = curvature(model, squared_error, data, seed=seed)
+        assert saddle(point) is None, (seed, point["lambda_min"], point["lambda_min_stderr"])
+        assert point["lambda_min"] >= -1e-9 * point["lambda_max"]
+
+
+def test_a_true_saddle_is_refused_with_its_curvature_against_its_spread():
+    """y = w1·w2·x with truth 1, at the origin: the Hessian is E[x²]·[[0, −1], [−1, 0]], eigenvalues ±E[x²]."""
+    model, data, _ = product_regression(1.0, 1.0)
+    with torch.no_grad():
+        for w in model.weights:
+            w.zero_()
+    point = curvature(model, squared_error, data)
+    second_moment = float((data[0] ** 2).mean())
+    assert point["lambda_min"] == pytest.approx(-second_moment, rel=1e-6)
+    assert point["lambda_max"] == pytest.approx(second_moment, rel=1e-6)
+    assert "saddle" in saddle(point) and point["lambda_min_stderr"] < 0.1 * second_moment
+    result = estimate_llc(model, squared_error, data, burn_in=50, draws=50, localization_check=None)
+    assert result.llc is None and any("saddle" in p for p in result.problems)
+
+
+def test_deep_linear_coefficient_reduces_to_reduced_rank_regression_and_to_a_product():
+    """Aoyagi's deep-linear formula against the two cases known otherwise: two layers (M, H, N) are
+    reduced-rank regression (Aoyagi & Watanabe's theorem, every M, N, H ≤ 6 and r ≤ min), and 1 × 1 layers
+    are y = w1 ⋯ wL x at the origin, K ∝ (w1 ⋯ wL)², whose λ is ½ for any L (multiplicity L)."""
+    for M, N, H in itertools.product(range(1, 7), repeat=3):
+        for r in range(min(M, N, H) + 1):
+            assert dln_learning_coefficient((M, H, N), r) == rrr_learning_coefficient(M, N, H, r)[0]
+    assert [dln_learning_coefficient((1,) * layers, 0) for layers in range(2, 7)] == [Fraction(1, 2)] * 5

@@ -1,0 +1,93 @@
+"""The SGLD chains of :mod:`.estimator`: each chain starts at w*, draws its batches and noise from its own seed,
+and records every draw's rise over the same batch's loss at w*. Split from the estimator, which sets the
+chains' settings and reads their rises."""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+
+import torch
+from torch import Tensor
+
+from induction_probes.probes.llc.curvature import sampled_parameters
+
+FORCE_EVERY = 10  # draws between two readings of the localization and data forces
+LEAD_SEED = 500  # a chain's lead (the localization check's extra burn-in) draws from seed + this; chains are 1000 apart
+
+
+def sample(model, loss_fn, data, settings, lead: int = 0) -> tuple[Tensor, float | None] | str:
+    """The chains' rises [chain, draw] and their root-mean-square force ratio, or why there are none."""
+    chains = [run_chain(model, loss_fn, data, settings, c, lead) for c in range(settings.chains)]
+    diverged = [i for i, c in enumerate(chains) if c["diverged_at"] is not None]
+    if diverged:
+        at = chains[diverged[0]]["diverged_at"]
+        return f"diverged: chain {diverged[0]} reached a non-finite loss at step {at}"
+    rises = torch.tensor([c["rises"] for c in chains], dtype=torch.float64)  # [chain, draw]
+    if not bool(rises.any()):  # every draw is w* itself: the step cannot change a float32 weight
+        return "never moved: every sampled loss equals the point's (the step size is too small to change a weight)"
+    ratios = [c["force_ratio"] for c in chains]
+    force = None if None in ratios else math.sqrt(sum(r**2 for r in ratios) / len(ratios))
+    return rises, force
+
+
+def run_chain(model, loss_fn, data, settings, chain: int, lead: int = 0) -> dict:
+    """One SGLD chain from w*: at every draw the batch loss minus the same batch's loss at w*, and the
+    localization-to-data force ratio. ``lead`` steps more of burn-in come first, on a generator of their own,
+    so that the last ``burn_in + draws`` steps see the batches and noise of the chain without a lead (the
+    localization check's common random numbers)."""
+    from devinterp.optim import SGMCMC  # the llc extra: needed only to sample, not to import the estimator
+
+    n = len(data[0])
+    replica, anchor = copy.deepcopy(model), copy.deepcopy(model)  # the anchor stays at w*
+    params = sampled_parameters(replica)
+    start = [p.detach().clone() for p in params]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # devinterp warns about nβ = 1, which a caller may mean
+        sampler = SGMCMC.sgld(params, lr=settings.lr, localization=settings.localization, nbeta=settings.n_beta)
+    leading, own = chain_generators(settings.seed * 1000 + chain, params[0].device)
+    generator, noise = leading if lead else own
+    rises, force_loc, force_data = [], 0.0, 0.0
+    for step in range(-lead, settings.burn_in + settings.draws):
+        if step == 0:
+            generator, noise = own
+        index = torch.randint(n, (settings.batch_size,), generator=generator)
+        sampler.zero_grad()
+        batch = tuple(t[index] for t in data)
+        loss = loss_fn(replica, batch)
+        if not math.isfinite(float(loss.detach())):
+            return {"rises": rises, "diverged_at": step + lead}
+        loss.backward()
+        if step >= settings.burn_in:
+            with torch.no_grad():  # the same batch at w*: a control variate with the same mean as L(w*)
+                rises.append(float(loss.detach() - loss_fn(anchor, batch)))
+            if (step - settings.burn_in) % FORCE_EVERY == 0:
+                with torch.no_grad():
+                    force_loc += sum(float(((p - s) ** 2).sum()) for p, s in zip(params, start))
+                    force_data += sum(float((p.grad**2).sum()) for p in params if p.grad is not None)
+        try:
+            sampler.step(noise_generator=noise)
+        except RuntimeError as error:  # a step size past float32's range: the update itself overflows
+            if "overflow" not in str(error):
+                raise
+            return {"rises": rises, "diverged_at": step + lead}
+    # the two forces' ratio, (γ √force_loc) / (nβ √force_data), without squaring γ or nβ (nβ = 1e300 overflows)
+    ratio = (
+        settings.localization * math.sqrt(force_loc) / settings.n_beta / math.sqrt(force_data)
+        if force_data > 0
+        else None
+    )
+    return {"rises": rises, "diverged_at": None, "force_ratio": ratio}
+
+
+def chain_generators(seed: int, device: torch.device) -> tuple[tuple, tuple]:
+    """The (batch, noise) generators of a chain's lead and of the chain itself. devinterp
+    draws the noise where the parameters are, and torch draws only from a generator of that device: on the CPU
+    the batches' generator serves both (the numbers calibrated so far), elsewhere a second one."""
+
+    def pair(seed: int) -> tuple[torch.Generator, torch.Generator]:
+        batches = torch.Generator().manual_seed(seed)
+        return batches, batches if device.type == "cpu" else torch.Generator(device).manual_seed(seed)
+
+    return pair(seed + LEAD_SEED), pair(seed)
