@@ -35,6 +35,8 @@ def register(commands) -> None:
     llc.add_argument(
         "--seed", type=seed, default=12345, help="seed of those sequences and of the sampler (default 12345)"
     )
+    llc.add_argument("--per-head", action="store_true", help="each head's, the embedding's and unembedding's own LLC")
+    llc.add_argument("--blocks", type=names, help="with --per-head: comma-separated blocks, e.g. L1H0,embed")
     add_device_option(llc)
     add_output_options(llc)
     llc.set_defaults(handler=run_llc)
@@ -50,10 +52,19 @@ def step_list(text: str) -> list[int]:
     return steps
 
 
+def names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
 def run_llc(args: argparse.Namespace) -> str:
     from induction_probes.probes.report.llc import OVERRIDES, llc_report
+    from induction_probes.probes.report.llc_heads import per_head_report
 
+    if args.blocks is not None and not args.per_head:
+        raise ValueError("--blocks names the blocks of --per-head: give --per-head too")
     settings = {name: getattr(args, name) for name in OVERRIDES}
     where = {"steps": args.steps, "checkpoints": args.checkpoints, "n_seqs": args.n_seqs, "seed": args.seed}
     options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
+    if args.per_head:
+        return answer(per_head_report(args.run, blocks=args.blocks, **where, **options, **settings))
     return answer(llc_report(args.run, **where, **options, **settings))

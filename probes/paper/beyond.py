@@ -35,7 +35,7 @@ def clamps_entry(directory: Path) -> Entry:
 
 
 def llc_entry(directory: Path) -> Entry:
-    from induction_probes.probes.figures.plots import plot_llc
+    from induction_probes.probes.figures.plots_llc import plot_llc
 
     result = read_json("markov-k3-llc", "llc.json")
     estimates = result["checkpoints"]

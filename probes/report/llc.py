@@ -155,7 +155,7 @@ def closest(metrics: dict) -> str:
 
 
 def plot_estimates(run: Run, estimates: list[dict], construction: dict, directory: Path) -> list[Path]:
-    from induction_probes.probes.figures.plots import plot_llc
+    from induction_probes.probes.figures.plots_llc import plot_llc
 
     name = run.path.name
     return [plot_llc(estimates, run.metrics(), construction["best_scales"], name, directory / f"{name}_llc.png")]

@@ -72,3 +72,38 @@ def test_llc_command_refuses_bad_settings_in_one_line(capsys, option):
     assert main(["llc", "markov-k3", *option]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "error" in err
+
+
+def test_llc_per_head_command_answers_each_block_with_its_calibration_and_figure(capsys, tmp_path):
+    """``llc --per-head``: one row per (step, block) with an interval inside [0, d/2], the block calibration at
+    the same settings, the progress measures' crossings, and the figure; its JSON is the API's."""
+    from induction_probes.probes.report.llc_heads import per_head_report
+
+    options = ["--steps", "4000", "--draws", "6", "--burn-in", "3", "--chains", "2", "--n-seqs", "32"]
+    status = main(
+        ["llc", "markov-k3", "--per-head", "--blocks", "L1H0,embed", *options, "--json", "--plot", str(tmp_path)]
+    )
+    assert status == 0
+    assert (tmp_path / "markov-k3_llc_per_head.png").stat().st_size > 10_000
+    out = json.loads(capsys.readouterr().out)
+    assert [(r["step"], r["block"]) for r in out["rows"]] == [(4000, "L1H0"), (4000, "embed")]
+    for row in out["rows"]:
+        assert row["settings"]["draws"] == 6 and row["n_params"] > 0
+        if row["interval"] is not None:
+            assert 0 <= row["interval"][0] <= row["interval"][1] <= row["n_params"] / 2
+    assert out["calibration"]["settings"] == {"draws": 6, "burn_in": 3, "chains": 2, "seed": 12345}
+    assert {"case", "blocks", "sum_of_blocks"} <= out["calibration"]["cases"][0].keys()
+    assert out["progress_thresholds"]["previous_token_match"]["first_step"] is not None
+    settings = {"draws": 6, "burn_in": 3, "chains": 2}
+    api = per_head_report("markov-k3", steps=[4000], blocks=["L1H0", "embed"], n_seqs=32, as_json=True, **settings)
+    assert [r["llc"] for r in api["rows"]] == [r["llc"] for r in out["rows"]]  # the same seeds, the same draws
+
+
+@pytest.mark.parametrize(
+    "option, says",
+    [(["--blocks", "L1H0"], "give --per-head"), (["--per-head", "--blocks", "L9H9"], "unknown blocks")],
+)
+def test_llc_per_head_refuses_unknown_blocks_in_one_line(capsys, option, says):
+    assert main(["llc", "markov-k3", "--steps", "4000", *option]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err

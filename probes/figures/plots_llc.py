@@ -1,0 +1,97 @@
+"""The learning coefficient's figures: the whole model's over training (the ``llc`` command) and each block's
+(``llc --per-head``), both below the strategies' KL on a shared log axis of sequences seen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import seaborn as sns
+
+from induction_probes.probes.figures.plots import phase_key, save, strategies_above
+
+CIRCUIT_MEASURES = {"previous_token_match": "--", "k_composition_match": ":"}  # progress measure: line style
+
+
+def plot_llc(estimates: list[dict], metrics: list[dict], construction: dict, title: str, path: Path) -> Path:
+    """Above: KL(strategy ‖ model) over training, shaded by the closest strategy. Below: the LLC estimates
+    (``llc`` command's JSON records) at the sampled checkpoints (bars: standard deviation over chains), refused
+    ones marked on the axis; the construction's (at its best scales) and, where step 0 was sampled, the initial
+    model's as horizontal lines (step 0 has seen no sequences: a log axis has no place for it)."""
+    fig, top, bottom, x, kept = strategies_above(metrics, height=6.5)
+    trained = [e for e in estimates if e["sequences_seen"] > 0]
+    accepted = [e for e in trained if e["llc"] is not None]
+    bottom.errorbar(
+        [e["sequences_seen"] for e in accepted],
+        [e["llc"] for e in accepted],
+        yerr=[e["llc_std"] for e in accepted],
+        color="black",
+        marker="o",
+        capsize=3,
+        lw=1.5,
+        label="LLC (± sd over chains)",
+    )
+    refused = [e["sequences_seen"] for e in trained if e["llc"] is None]
+    if refused:
+        bottom.plot(refused, [0] * len(refused), "rx", ms=8, label="refused by the diagnostics")
+    for e in estimates:
+        if e["sequences_seen"] == 0 and e["llc"] is not None:
+            bottom.axhline(
+                e["llc"], color="tab:blue", ls=":", lw=1.5, label=f"at initialisation, step 0 ({e['llc']:.2f})"
+            )
+    if construction["llc"] is not None and not construction["flags"]:  # a flagged estimate is no reference
+        bottom.axhline(
+            construction["llc"],
+            color="tab:purple",
+            ls="--",
+            lw=1.5,
+            label=f"Prop. 2.1 construction ({construction['llc']:.1f})",
+        )
+    else:
+        verdict = "refused" if construction["llc"] is None else "flagged"
+        bottom.plot([], [], " ", label=f"Prop. 2.1 construction: {verdict} by the diagnostics, not drawn")
+    bottom.axhline(0, color="grey", lw=0.8)
+    bottom.set_ylabel("local learning coefficient")
+    phase_key(bottom, kept, loc="lower right")
+    bottom.legend(loc="upper left", fontsize=8)
+    top.set_title(f"{title}: the learning coefficient over training")
+    return save(fig, path)
+
+
+def plot_per_head_llc(rows: list[dict], metrics: list[dict], crossings: dict, title: str, path: Path) -> Path:
+    """Above: KL(strategy ‖ model). Below: each block's refined LLC (``llc --per-head``'s JSON rows) at the
+    sampled checkpoints, bars its 95 % interval over chains, hollow where flagged, crosses on the axis where
+    refused; a line where the previous-token and K-composition measures first reach their thresholds."""
+    fig, top, bottom, x, kept = strategies_above(metrics, height=8)
+    names = list(dict.fromkeys(r["block"] for r in rows))
+    colours = dict(zip(names, sns.color_palette("deep", len(names))))
+    for name in names:
+        mine = [r for r in rows if r["block"] == name and r["sequences_seen"] and r["llc"] is not None]
+        errors = [[r["llc"] - r["interval"][0] for r in mine], [r["interval"][1] - r["llc"] for r in mine]]
+        xs, ys = [r["sequences_seen"] for r in mine], [r["llc"] for r in mine]
+        bottom.errorbar(xs, ys, yerr=errors, color=colours[name], marker="o", capsize=3, lw=1.5, label=name)
+        flagged = [r for r in mine if r["flags"]]
+        bottom.plot(
+            [r["sequences_seen"] for r in flagged],
+            [r["llc"] for r in flagged],
+            "o",
+            ms=9,
+            mfc="white",
+            mec=colours[name],
+            zorder=3,
+        )
+        refused = [r["sequences_seen"] for r in rows if r["block"] == name and r["sequences_seen"] and r["llc"] is None]
+        bottom.plot(refused, [0] * len(refused), "x", color=colours[name], ms=8)
+    bottom.plot([], [], "o", mfc="white", mec="grey", label="flagged (see the JSON's flags)")
+    bottom.plot([], [], "x", color="grey", label="refused by the diagnostics")
+    for name, style in CIRCUIT_MEASURES.items():  # the two pieces whose order the question is about
+        crossing = crossings.get(name) or {}
+        if crossing.get("first_sequences"):
+            bottom.axvline(crossing["first_sequences"], color="grey", ls=style, lw=1.2)
+            bottom.plot([], [], color="grey", ls=style, lw=1.2, label=f"{name.replace('_', ' ')} crosses its threshold")
+    bottom.axhline(0, color="grey", lw=0.8)
+    bottom.set_ylabel("refined LLC of the block")
+    phase_key(top, kept, loc="lower right")
+    top.legend(loc="center left", fontsize=8)  # phase_key's legend replaced the curves'
+    bottom.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=8, ncol=3)
+    top.set_title(f"{title}: each head's learning coefficient over training")
+    return save(fig, path)
