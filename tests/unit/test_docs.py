@@ -232,3 +232,16 @@ def test_the_site_builds_strictly_and_fetches_nothing_from_outside(tmp_path):
         assert "fonts.googleapis" not in text and "fonts.gstatic" not in text, f"{html.name} loads web fonts"
         remote = re.findall(r"<(?:script|link|img)[^>]+(?:src|href)=\"(https?:[^\"]+)\"", text)
         assert not remote, f"{html.name} fetches {remote[:3]}"
+
+
+def test_the_index_links_every_page_and_the_site_lists_them_all():
+    """docs/index.md is the map of the docs: a page it does not link is a page nobody finds; mkdocs.yml's
+    nav is the site's, and lists the same pages."""
+    import re
+
+    docs = ROOT / "docs"
+    pages = {path.name for path in docs.glob("*.md")} - {"index.md"}
+    linked = set(re.findall(r"\]\(([\w-]+\.md)[#)]", (docs / "index.md").read_text(encoding="utf-8")))
+    assert pages - linked == set(), "pages docs/index.md does not link"
+    nav = set(re.findall(r":\s*([\w-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M))
+    assert pages | {"index.md"} == nav
