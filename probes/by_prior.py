@@ -21,6 +21,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.common.devices import model_device
 from induction_probes.circuits.tasks.markov.prior_registry import SIMPLE_PRIORS
 from induction_probes.circuits.tasks.markov.task import MarkovTask
@@ -29,7 +30,6 @@ from induction_probes.probes.behaviour import behaviour
 if TYPE_CHECKING:
     from induction_probes.circuits.runs.reader import Run
 
-PROBE_SEED = 12345  # the probe sequences' seed, as `induction-probes probe` and the sweep summaries use
 CHUNK = 100  # sequences per forward pass: the attention patterns of a chunk stay small
 
 

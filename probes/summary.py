@@ -13,6 +13,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.common.devices import model_device, on_cpu
 from induction_probes.circuits.common.metrics import mse_over_variance
 from induction_probes.circuits.common.names import head_label
@@ -139,9 +140,6 @@ def probe_eval_set(run: Run, n_seqs: int, seed: int) -> MarkovEvalSet:
     return run_task(run, MarkovTask).eval_set(n_seqs, seed)
 
 
-PROBE_SEQS, PROBE_SEED = 1000, 12345  # the default probe set (the command line's --n-seqs and --seed)
-
-
 def probe_run(
     run: Run, eval_set: MarkovEvalSet | None = None, steps: list[int] | None = None, device=None
 ) -> RunProbes:
@@ -242,7 +240,7 @@ class GaussianProbes(Tidy):
 
 
 def probe_gaussian(
-    run: Run, step: int | None = None, n_seqs: int = 1000, seed: int = 12345, device=None, probe_set=None
+    run: Run, step: int | None = None, n_seqs: int = PROBE_SEQS, seed: int = PROBE_SEED, device=None, probe_set=None
 ) -> GaussianProbes:
     """A Gaussian-task checkpoint (default the last) on ``probe_set``, or on ``n_seqs`` fresh sequences
     drawn with ``seed``."""
@@ -272,8 +270,8 @@ def gaussian_ablation_study(
     head_sets: list[list[tuple[int, int]]],
     mode: str,
     step: int | None = None,
-    n_seqs: int = 1000,
-    seed: int = 12345,
+    n_seqs: int = PROBE_SEQS,
+    seed: int = PROBE_SEED,
     device=None,
 ) -> tuple[float, list[tuple[list[tuple[int, int]], float]]]:
     """Relative MSE of a Gaussian-task model at the last position, clean and with each head set ablated

@@ -10,6 +10,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 
 from induction_probes.circuits.common.config import config_from_options, option_names  # noqa: F401 (the command modules import them from here)
+from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.common.devices import DeviceOptions
 from induction_probes.probes.report.tables import (  # noqa: F401 (the command modules import them from here)
     figure_lines,
@@ -137,8 +138,10 @@ def add_probe_set_options(parser: argparse.ArgumentParser) -> None:
     """Fresh sequences of the run's task, a seed apart from its training and evaluation, and the device
     the model runs on."""
     add_device_option(parser)
-    parser.add_argument("--n-seqs", type=int, default=1000, help="fresh sequences to probe on (default 1000)")
-    parser.add_argument("--seed", type=seed, default=12345, help="seed of those sequences (default 12345)")
+    parser.add_argument(
+        "--n-seqs", type=int, default=PROBE_SEQS, help="fresh sequences to probe on (default %(default)s)"
+    )
+    parser.add_argument("--seed", type=seed, default=PROBE_SEED, help="seed of those sequences (default %(default)s)")
     add_output_options(parser)
 
 

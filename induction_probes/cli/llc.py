@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from induction_probes.circuits.common.defaults import LLC_CHECKPOINTS, LLC_SEQS, PROBE_SEED
 from induction_probes.cli.common import add_device_option, add_output_options, add_run_argument, answer, device_of, seed
 
 RULE = "(default: the estimator's rule, see docs/learning-coefficient.md)"
@@ -16,8 +17,8 @@ def register(commands) -> None:
     llc.add_argument(
         "--checkpoints",
         type=int,
-        default=12,
-        help="checkpoints to estimate, spread evenly in log(sequences seen), step 0 included (default 12)",
+        default=LLC_CHECKPOINTS,
+        help="checkpoints to estimate, spread evenly in log(sequences seen), step 0 included (default %(default)s)",
     )
     llc.add_argument(
         "--steps", type=step_list, help="comma-separated checkpoint steps to estimate instead of --checkpoints"
@@ -30,10 +31,13 @@ def register(commands) -> None:
     llc.add_argument("--burn-in", type=int, help=f"SGLD steps per chain before the draws {RULE}")
     llc.add_argument("--batch-size", type=int, help="sequences per SGLD step (default min(n, 256))")
     llc.add_argument(
-        "--n-seqs", type=int, default=4096, help="fresh sequences the sampler draws its batches from (default 4096)"
+        "--n-seqs",
+        type=int,
+        default=LLC_SEQS,
+        help="fresh sequences the sampler draws its batches from (default %(default)s)",
     )
     llc.add_argument(
-        "--seed", type=seed, default=12345, help="seed of those sequences and of the sampler (default 12345)"
+        "--seed", type=seed, default=PROBE_SEED, help="seed of those sequences and of the sampler (default %(default)s)"
     )
     llc.add_argument("--per-head", action="store_true", help="each head's, the embedding's and unembedding's own LLC")
     llc.add_argument("--blocks", type=names, help="with --per-head: comma-separated blocks, e.g. L1H0,embed")

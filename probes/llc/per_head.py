@@ -35,6 +35,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 from torch.func import functional_call
 
+from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.common.names import head_label
 from induction_probes.probes.llc.estimator import LLCError, estimate_llc
 
@@ -186,7 +187,7 @@ def per_head_llc(
     *,
     tokens: Tensor | None = None,
     n_seqs: int = 1024,
-    seed: int = 12345,
+    seed: int = PROBE_SEED,
     blocks: list[str] | None = None,
     device: str = "cpu",
     progress=None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PROBE_SEQS, PROBE_SEED = 200, 12345  # the HTML report's probe set: stable scores in about a second per run
+from induction_probes.circuits.common.defaults import PAGE_SEQS, PROBE_SEED
 
 
 @dataclass
@@ -97,7 +97,7 @@ def probe_and_draw(facts: MarkovFacts, directory: Path, figures: bool = True) ->
     from induction_probes.probes.summary import probe_eval_set, probe_run
 
     run, name = facts.run, facts.name
-    probe_set = facts.probe_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED)
+    probe_set = facts.probe_set = probe_eval_set(run, PAGE_SEQS, PROBE_SEED)
     steps = probe_steps(facts)
     facts.probes = {r.step: r for r in probe_run(run, probe_set, steps)}
     if not figures:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, judged
 from induction_probes.probes.paper.shipped import open_run, read_json
 
@@ -81,9 +82,9 @@ def trained_entries(directory: Path) -> list[Entry]:
 
     run, name = open_run("gaussian-ih2"), "gaussian-ih2"
     steps = sorted(set(run.steps[:: max(1, len(run.steps) // 10)]) | {run.steps[-1]})  # about 10, and the last
-    results = [probe_gaussian(run, step, 1000, 12345) for step in steps]
+    results = [probe_gaussian(run, step, PROBE_SEQS, PROBE_SEED) for step in steps]
     sequences = [run.entry(step)["sequences_seen"] for step in steps]
-    baseline, ablated = gaussian_ablation_study(run, single_heads(run.load()), "zero", None, 1000, 12345)
+    baseline, ablated = gaussian_ablation_study(run, single_heads(run.load()), "zero", None, PROBE_SEQS, PROBE_SEED)
     bars = [("none", baseline)] + [(heads_label(heads), value) for heads, value in ablated]
     figures = [
         plot_gaussian_training(run.metrics(), name, directory / f"{name}_error.png"),

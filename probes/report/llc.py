@@ -12,14 +12,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from induction_probes.circuits.common.defaults import LLC_CHECKPOINTS, LLC_SEQS, PROBE_SEED
 from induction_probes.circuits.common.limits import MAX_CHECKPOINTS, require_at_most
 from induction_probes.circuits.common.validation import require_int
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.report.tables import figure_lines, format_table, provenance
 
 OVERRIDES = ("lr", "localization", "n_beta", "chains", "draws", "burn_in", "batch_size")  # the rule's settings
-N_SEQS = 4096  # fresh sequences the sampler draws its batches from
-CHECKPOINTS = 12  # checkpoints estimated by default, spread evenly in log(sequences seen)
+N_SEQS = LLC_SEQS
+CHECKPOINTS = LLC_CHECKPOINTS
 SAMPLER_FAILURES = ("diverged", "never moved")  # problems of the sampler itself, not of the point
 
 
@@ -29,7 +30,7 @@ def llc_report(
     checkpoints: int = CHECKPOINTS,
     steps: list[int] | None = None,
     n_seqs: int = N_SEQS,
-    seed: int = 12345,
+    seed: int = PROBE_SEED,
     device: str = "cpu",
     plot: str | os.PathLike | None = None,
     as_json: bool = False,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.report.llc import (
     CHECKPOINTS,
@@ -31,7 +32,7 @@ def per_head_report(
     steps: list[int] | None = None,
     blocks: list[str] | None = None,
     n_seqs: int = N_SEQS,
-    seed: int = 12345,
+    seed: int = PROBE_SEED,
     device: str = "cpu",
     plot: str | os.PathLike | None = None,
     as_json: bool = False,

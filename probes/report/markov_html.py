@@ -8,6 +8,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from induction_probes.circuits.common.defaults import PAGE_SEQS, PROBE_SEED
 from induction_probes.probes.compare import compare_with_prop21
 from induction_probes.probes.report.ablation import ablation_text, plot_ablations
 from induction_probes.probes.report.html import paragraph, section, write_page
@@ -15,8 +16,6 @@ from induction_probes.probes.report.markov import report_text
 from induction_probes.probes.report.markov_probes import plot_probes, probe_text, probe_trajectory, progress_text
 from induction_probes.probes.report.verify import comparison_text, figure_steps, plot_comparison
 from induction_probes.probes.summary import ablation_study, probe_eval_set, probe_run, single_heads
-
-PROBE_SEQS, PROBE_SEED = 200, 12345  # enough for stable scores; the whole page takes about half a minute
 
 
 def phases_section(run, directory: Path) -> str:
@@ -40,7 +39,7 @@ def probes_section(run, steps: list[int], probe_set, directory: Path, device=Non
     return section(
         "2. Probes: which circuit forms, and when",
         f"Attention scores and progress measures from the weights at {len(steps)} checkpoints, on "
-        f"{PROBE_SEQS} fresh sequences (seed {PROBE_SEED}). Look for the order in which the pieces form: "
+        f"{PAGE_SEQS} fresh sequences (seed {PROBE_SEED}). Look for the order in which the pieces form: "
         "in markov-k3 layer 1 matches tokens on the plateau and layer 0's previous-token head forms only "
         "after the transition.",
         text,
@@ -51,13 +50,13 @@ def probes_section(run, steps: list[int], probe_set, directory: Path, device=Non
 def ablation_section(run, probe_set, directory: Path, device=None) -> str:
     step = run.steps[-1]
     model = run.load(step=step, device=device)
-    reference = probe_eval_set(run, PROBE_SEQS, PROBE_SEED + 1).inputs
+    reference = probe_eval_set(run, PAGE_SEQS, PROBE_SEED + 1).inputs
     baseline, results = ablation_study(model, probe_set, single_heads(model), "zero", reference, PROBE_SEED)
     return section(
         "3. Ablations: does in-context learning need these heads?",
         "Zero-ablating each head of the final model; each bar is coloured by the strategy the ablated "
         "model is then closest to.",
-        ablation_text(run, step, "zero", PROBE_SEQS, baseline, results),
+        ablation_text(run, step, "zero", PAGE_SEQS, baseline, results),
         plot_ablations(run, step, baseline, results, probe_set, "zero", directory),
     )
 
@@ -69,7 +68,7 @@ def construction_section(run, steps: list[int], probe_set, directory: Path) -> s
         "4. Against the construction: Edelman et al.'s Proposition 2.1",
         "The trained model's attention, positional profile, token matching and OV circuit against the "
         "hand-made two-layer circuit, over training and at the end.",
-        comparison_text(run, results, k, c, PROBE_SEQS),
+        comparison_text(run, results, k, c, PAGE_SEQS),
         plot_comparison(run, results, k, directory),
     )
 
@@ -83,7 +82,7 @@ def markov_report_html(run, directory: Path, device=None) -> Path:
         sections = [phases_section(run, figures)]
         if run.config.get("model_class") == "HookedTransformer":
             steps = figure_steps(run)
-            probe_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED)
+            probe_set = probe_eval_set(run, PAGE_SEQS, PROBE_SEED)
             sections += [
                 probes_section(run, steps, probe_set, figures, device),
                 ablation_section(run, probe_set, figures, device),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from induction_probes.circuits.common.defaults import PAGE_SEQS, PROBE_SEED
 from induction_probes.circuits.common.names import head_label
 from induction_probes.probes.figures.plots import figure_name, heads_label
 from induction_probes.probes.figures.plots_task import plot_task_ablation, plot_task_metrics, plot_task_probes
@@ -22,8 +23,6 @@ from induction_probes.probes.report.tables import (
 )
 from induction_probes.probes.summary import probe_run, single_heads
 from induction_probes.probes.task_probes import scalar_metrics, task_ablation_study
-
-REPORT_SEQS, REPORT_SEED = 200, 12345  # the report's probe set, as the ICL-MC page's
 
 
 def probe_task(
@@ -119,7 +118,7 @@ def plot_ablation(run, step: int, mode: str, rows: list[tuple[list | None, dict]
 
 def task_report(run, *, device=None, plot: Path | None = None, as_json: bool = False) -> str | dict:
     """The task's metrics over training and each registered probe's best head per layer at the last
-    checkpoint (on REPORT_SEQS fresh sequences); with ``plot``, the metrics and the probes over training."""
+    checkpoint (on PAGE_SEQS fresh sequences); with ``plot``, the metrics and the probes over training."""
     metrics, recipe = run.metrics(), run.recipe
     if not metrics:
         raise ValueError(f"run {run.path} has no metrics yet")
@@ -144,25 +143,23 @@ def report_text(run, device=None) -> str:
 
 
 def final_probes_text(run, device=None) -> str:
-    """Each registered probe's best head per layer at the last checkpoint, on REPORT_SEQS fresh sequences."""
+    """Each registered probe's best head per layer at the last checkpoint, on PAGE_SEQS fresh sequences."""
     step = run.steps[-1]
-    (result,) = probe_run(run, run.task.eval_set(REPORT_SEQS, REPORT_SEED), [step], device=device)
+    (result,) = probe_run(run, run.task.eval_set(PAGE_SEQS, PROBE_SEED), [step], device=device)
     rows = [
         [name, layer, int(values.argmax()), values.max().item()]
         for name, layers in result.scores.items()
         for layer, values in enumerate(layers)
     ]
-    title = (
-        f"attention probes at step {step} on {REPORT_SEQS} fresh sequences (seed {REPORT_SEED}), best head per layer"
-    )
+    title = f"attention probes at step {step} on {PAGE_SEQS} fresh sequences (seed {PROBE_SEED}), best head per layer"
     return "\n".join([title, format_table(["probe", "layer", "head", "value"], rows)])
 
 
 def report_figures(run, directory: Path, device=None) -> list[Path]:
     """The task's metrics over training, and the registered probes per head at steps spread over training
-    (on REPORT_SEQS fresh sequences)."""
+    (on PAGE_SEQS fresh sequences)."""
     steps = sorted(spread_steps(run.steps))
-    results = probe_run(run, run.task.eval_set(REPORT_SEQS, REPORT_SEED), steps, device=device)
+    results = probe_run(run, run.task.eval_set(PAGE_SEQS, PROBE_SEED), steps, device=device)
     metrics = plot_task_metrics(run.metrics(), run.path.name, directory / f"{run.path.name}_metrics.png")
     return [metrics, plot_probes(run, results, directory)]
 
@@ -176,8 +173,8 @@ def task_report_html(run, directory: Path, device=None) -> Path:
         step = run.steps[-1]
         model = run.load(step=step, device=device)
         probe_set, reference = (
-            run.task.eval_set(REPORT_SEQS, REPORT_SEED),
-            run.task.eval_set(REPORT_SEQS, REPORT_SEED + 1),
+            run.task.eval_set(PAGE_SEQS, PROBE_SEED),
+            run.task.eval_set(PAGE_SEQS, PROBE_SEED + 1),
         )
         baseline, ablated = task_ablation_study(model, probe_set, single_heads(model), "zero", reference.inputs)
         rows = ablation_rows(baseline, ablated)
@@ -185,14 +182,14 @@ def task_report_html(run, directory: Path, device=None) -> Path:
             section(
                 "1. Over training: the task's metrics and the attention probes",
                 f"The metrics the task reports on its evaluation set, and each registered probe per head on "
-                f"{REPORT_SEQS} fresh sequences (seed {REPORT_SEED}).",
+                f"{PAGE_SEQS} fresh sequences (seed {PROBE_SEED}).",
                 report_text(run, device),
                 report_figures(run, figures, device),
             ),
             section(
                 "2. Ablations: what each head is for",
                 "The task's metrics of the final model with each head zero-ablated.",
-                ablation_text(run, "zero", REPORT_SEQS, rows),
+                ablation_text(run, "zero", PAGE_SEQS, rows),
                 [plot_ablation(run, step, "zero", rows, figures)],
             ),
         ]

@@ -22,10 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.common.paths import path_argument, plot_folder
 from induction_probes.circuits.common.registry import Expects, Registry, resolve
-
-PROBE_SEQS, PROBE_SEED = 1000, 12345  # the default probe set, as probes/summary.py's and the command line's
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.common.paths import portable
 from induction_probes.circuits.common.untrusted import require_finite
 from induction_probes.circuits.common.validation import require_int
@@ -37,7 +38,7 @@ from induction_probes.circuits.sweeps.sweep import SPEC_FILE, SpecError, cell_st
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy, strategy_name
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.attention import positional_profiles
-from induction_probes.probes.by_prior import PROBE_SEED, evaluate_run_on_priors, prior_names, prior_task
+from induction_probes.probes.by_prior import evaluate_run_on_priors, prior_names, prior_task
 from induction_probes.probes.scores import attention_probes
 from induction_probes.probes.sweeps.statistics import interval, nonnegative_interval
 from induction_probes.probes.sweeps.sweep_statistics import add_statistics

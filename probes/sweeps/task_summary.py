@@ -18,6 +18,7 @@ from __future__ import annotations
 from itertools import combinations
 from pathlib import Path
 
+from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.common.paths import portable
 from induction_probes.circuits.common.untrusted import require_finite
 from induction_probes.circuits.runs.reader import Run
@@ -27,7 +28,6 @@ from induction_probes.probes.sweeps.task_timing import PLATEAU_BASELINE, order_t
 from induction_probes.probes.task_probes import scalar_metrics
 from induction_probes.probes.weights import weight_curves
 
-PROBE_SEED = 12345  # the probe sequences' seed, as `induction-probes probe` uses
 NOT_METRICS = ("step", "sequences_seen")  # what a metrics.jsonl line holds besides metrics
 
 

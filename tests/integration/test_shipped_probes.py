@@ -70,9 +70,9 @@ def test_on_the_plateau_the_argmax_signatures_hold_but_the_thresholds_do_not(run
 
 
 def test_a_summary_record_holds_layer_0s_profile_on_the_plateau_at_the_transition_and_at_the_end(run):
+    from induction_probes.circuits.common.defaults import PROBE_SEED
     from induction_probes.probes.attention import positional_profiles
     from induction_probes.probes.behaviour import strategy_phases
-    from induction_probes.probes.by_prior import PROBE_SEED
     from induction_probes.probes.sweeps.summary import PROFILE_DISTANCES, summarize_run
 
     record = summarize_run(run, None, 40)

@@ -213,3 +213,29 @@ def test_no_public_function_returns_a_bare_tensor():
         if function.returns is not None and ast.unparse(function.returns) in ("Tensor", "torch.Tensor")
     ]
     assert not bare, f"public functions returning a bare Tensor (give its axes): {bare}"
+
+
+def test_the_probe_set_defaults_are_written_once():
+    """The probe seed and the probe set's size live in circuits/common/defaults.py; a second literal 12345
+    (it was in 15 places) would let two commands drift apart. Docstrings and comments may quote it."""
+    home = ROOT / "circuits" / "common" / "defaults.py"
+    seeds = [p for p in SOURCES if p != home and re.search(r"(?<![\w.])12345(?![\w.])", code_only(p))]
+    assert seeds == [], "the probe seed written outside circuits/common/defaults.py"
+
+
+def code_only(path: Path) -> str:
+    """A module's source without its comments and docstrings (which may quote the value)."""
+    import io
+    import tokenize
+
+    strings = {
+        (node.lineno, node.col_offset)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+    }
+    kept = [
+        token.string
+        for token in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+        if token.type != tokenize.COMMENT and not (token.type == tokenize.STRING and token.start in strings)
+    ]
+    return " ".join(kept)

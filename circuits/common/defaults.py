@@ -1,0 +1,9 @@
+"""The probe set's defaults, written once. Every command, view and summary that draws fresh sequences to probe
+on takes these unless told otherwise, and the learning coefficient's command its own. Torch-free: the command
+line's defaults read them while parsing."""
+
+PROBE_SEED = 12345  # fresh sequences, a seed apart from every run's training and evaluation seeds
+PROBE_SEQS = 1000  # `probe`, `ablate`, probe_model: enough for scores stable to the third decimal
+PAGE_SEQS = 200  # the HTML report's and the paper page's probe set: stable scores in about a second per run
+LLC_SEQS = 4096  # fresh sequences the LLC sampler draws its batches from
+LLC_CHECKPOINTS = 12  # checkpoints `llc` estimates by default, spread evenly in log(sequences seen)
