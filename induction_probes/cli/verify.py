@@ -59,24 +59,15 @@ def add_fresh_sequence_options(parser: argparse.ArgumentParser) -> None:
 def run_verify_prop21(args: argparse.Namespace) -> str:
     """Proposition 2.1 against its exact limit, the error as c grows, and its probe scores; with
     --against, a trained run against the construction."""
+    from induction_probes.probes.report.verify import prop21_comparison, prop21_report
+
+    options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
     if args.against is not None:
-        return run_compare_prop21(args)
+        where = {"all_steps": args.all_steps} | options
+        return answer(prop21_comparison(args.against, args.step, args.n_seqs, args.seed, args.c, args.k, **where))
     if args.k is None:
         raise ValueError("--k is required (or --against RUN, whose k is used)")
-    from induction_probes.probes.report.verify import prop21_report
-
-    options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
     return answer(prop21_report(args.k, args.c, args.seq_len, args.n_seqs, args.seed, **options))
-
-
-def run_compare_prop21(args: argparse.Namespace) -> str:
-    from induction_probes.circuits.runs.reader import Run
-    from induction_probes.probes.report.verify import figure_steps, prop21_comparison
-
-    run = Run.open(args.against)
-    steps = figure_steps(run) if args.all_steps else [run.entry(args.step)["step"]]
-    options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
-    return answer(prop21_comparison(run, steps, args.n_seqs, args.seed, args.c, args.k, **options))
 
 
 def run_verify_wang_ih2(args: argparse.Namespace) -> str:

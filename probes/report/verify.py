@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.behaviour import log_spread_steps
 from induction_probes.probes.compare import compare_with_prop21
@@ -46,18 +47,22 @@ def prop21_report(
 
 def prop21_comparison(
     run,
-    steps: list[int],
+    step: int | None,
     n_seqs: int,
     seed: int,
     c: float = 100.0,
     k: int | None = None,
     *,
+    all_steps: bool = False,
     device=None,
     plot: Path | None = None,
     as_json: bool = False,
 ) -> str | dict:
-    """A trained ICL-MC run on bigram chains against Proposition 2.1 at ``steps``, on ``n_seqs`` sequences
-    drawn with ``seed``; ``k``, if given, must be the run's."""
+    """A trained ICL-MC run (a ``Run`` or a run's folder or shipped name) on bigram chains against
+    Proposition 2.1 at ``step`` (None: the last), or with ``all_steps`` at :func:`figure_steps`, on ``n_seqs``
+    sequences drawn with ``seed``; ``k``, if given, must be the run's."""
+    run = run if isinstance(run, Run) else Run.open(run)
+    steps = figure_steps(run) if all_steps else [run.entry(step)["step"]]
     task = run_task(run, MarkovTask)
     if k is not None and task.k != k:
         raise ValueError(f"run {run.path.name} has k={task.k}, but --k is {k}")
