@@ -1,5 +1,5 @@
-"""The low-severity findings of issue 26: TransformerLens imports of weights that are not finite, junk keys,
-a non-causal mask and wrong shapes, and attention patterns that have no diagonal to score."""
+"""A tampered TransformerLens state dict (weights that are not finite, junk keys, a non-causal mask, wrong
+shapes) is one ValueError, and an attention pattern with no diagonal to score gets no score."""
 
 import logging
 
