@@ -1,13 +1,15 @@
 """Many runs from one experiment spec (``circuits/sweeps/sweep_spec.py``), each a standard run directory, on a
 local process pool or a Ray cluster, resumable cell by cell. A cell's directory is
 ``DIR/<condition>[/<key>=<value>...]/seed-<S>``; the sweep writes its spec into ``DIR/spec.toml`` and a line
-per finished cell, with its wall time, into ``DIR/sweep.jsonl``.
+per finished cell, with its wall time, into ``DIR/sweep.jsonl``, which it holds locked while it runs (one sweep
+at a time in a directory).
 
 Reading and checking a spec needs no torch: the trainer, the run files and the pools are imported in the
 functions that prepare or run cells (Ray only for ``--backend ray``)."""
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import os
@@ -120,21 +122,47 @@ def cell_json(cell: Cell) -> dict:
     }
 
 
-def prepare(spec: Spec, out: Path) -> None:
-    """Claim ``out`` for this spec: a new or empty directory, or one holding the same spec."""
+class SweepBusy(SpecError):
+    """Another sweep is running in the directory (it holds the lock on its journal)."""
+
+
+def prepare(spec: Spec, out: Path):
+    """Claim ``out`` for this spec (a new or empty directory, or one holding the same spec) and return its
+    journal, open for appending and locked for as long as it stays open: a second sweep on the same
+    directory is refused at once (SweepBusy) instead of racing this one for its cells and its journal.
+    The lock dies with its process, so a killed sweep leaves none behind."""
     from induction_probes.circuits.runs.writer import write_atomic  # torch comes with it: not needed to parse a spec
 
+    refuse_another_sweep(spec, out)  # before anything is made: a refusal leaves the folder as it was
+    out.mkdir(parents=True, exist_ok=True)
+    # O_NOFOLLOW: a link planted at the journal's name is refused, not followed
+    descriptor = os.open(out / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    journal = os.fdopen(descriptor, "a")
+    try:
+        try:
+            fcntl.flock(journal, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SweepBusy(
+                f"another sweep is running in {out}; wait for it to finish or choose another --out"
+            ) from None
+        refuse_another_sweep(spec, out)  # again, under the lock: another sweep may have claimed it meanwhile
+        write_atomic(out / SPEC_FILE, spec.text.encode())  # the same cells: a new description or count is taken up
+    except BaseException:
+        journal.close()
+        raise
+    return journal
+
+
+def refuse_another_sweep(spec: Spec, out: Path) -> None:
+    """Refuse a directory that holds another spec's cells, or files and no sweep (a journal alone is what a
+    sweep killed before it wrote its spec leaves)."""
     saved = out / SPEC_FILE
     if saved.exists() or saved.is_symlink():  # a pipe or a link there too: read_spec says why it is refused
         # the same cells in any order (seeds listed anew, say) are the same sweep
         if set(read_spec(saved, out).cells()) != set(spec.cells()):
             raise SpecError(f"{out} holds another sweep (its {SPEC_FILE} differs); choose another --out")
-        write_atomic(saved, spec.text.encode())  # the same cells: a new description or count is taken up
-        return
-    if out.exists() and any(out.iterdir()):
+    elif out.exists() and any(path.name != LOG_FILE for path in out.iterdir()):
         raise SpecError(f"{out} is not empty and holds no sweep; choose a new or empty --out")
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(saved, spec.text.encode())
 
 
 def place_cells(cells: list[dict], device: str | None, gpus_per_cell: float, n_gpus: int) -> list[dict]:
@@ -235,6 +263,24 @@ def keep_local_ray_on_loopback() -> None:
         ray_constants.ENABLE_RAY_CLUSTER = False
 
 
+def answers_on_loopback_only(address: str) -> bool:
+    """Whether ``address`` is a cluster on this machine's loopback that answers there only (its nodes started
+    with ``--node-ip-address 127.0.0.1``). Ray replaces a loopback address by this machine's network address,
+    where such a cluster does not listen, and then retries for minutes; its own loopback mode keeps it."""
+    import socket
+
+    from ray._private.services import node_ip_address_from_perspective
+
+    host, _, port = address.rpartition(":")
+    if address.startswith("ray://") or host.strip("[]") not in ("127.0.0.1", "localhost", "::1") or not port.isdigit():
+        return False
+    try:
+        socket.create_connection((node_ip_address_from_perspective(), int(port)), timeout=2).close()
+    except OSError:
+        return True
+    return False
+
+
 def ray_results(
     root: Path, cells: list[dict], workers: int, address: str | None, report=print, gpus_per_cell: float = 0.0
 ):
@@ -250,9 +296,12 @@ def ray_results(
         import ray
     except ImportError:
         raise SpecError("the ray backend needs Ray: pip install 'induction-probes[ray]'") from None
-    if address is None:
+    if address is None or answers_on_loopback_only(address):
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         keep_local_ray_on_loopback()
-        context = ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+    if address is None:
+        # "local": a new instance, never the cluster that a `ray start` on this machine last recorded
+        context = ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False)
         where = context.address_info["gcs_address"]
         local = where.rpartition(":")[0] in ("127.0.0.1", "localhost", "[::1]")
         report(f"a local Ray instance at {where}" + (" (this machine only)" if local else ""))
@@ -262,7 +311,9 @@ def ray_results(
         gpus = ray.cluster_resources().get("GPU", 0)
         if gpus_per_cell > gpus:  # Ray would wait forever for a GPU that is not there
             raise SpecError(f"--gpus-per-cell {gpus_per_cell:g} asks for more GPUs than the Ray cluster has ({gpus:g})")
-        remote = ray.remote(num_cpus=1, num_gpus=gpus_per_cell)(run_cell)
+        # a task whose worker or node dies is run again (Ray's default of 3 retries, kept whatever Ray's default
+        # becomes): run_cell then finds the cell partial and resumes it from its last checkpoint, on any node
+        remote = ray.remote(num_cpus=1, num_gpus=gpus_per_cell, max_retries=3)(run_cell)
         if gpus_per_cell:
             cells = [cell | {"device": "cuda"} for cell in cells]
         pending = {remote.remote(str(root), cell): cell for cell in cells}
@@ -319,23 +370,20 @@ def run_sweep(
     n_gpus = None if remote else visible_gpus()
     check_placement(device, gpus_per_cell, n_gpus, ray=backend == "ray")
     out = Path(out).resolve()  # every worker, on every node, must find the same directory
-    prepare(spec, out)
-    cells = [cell_json(cell) for cell in spec.cells()]
-    recipes = {cell.relative_path: cell.recipe for cell in spec.cells()}
-    done = [cell for cell in cells if already_done(out, cell, recipes[cell["path"]])]
-    todo = [cell for cell in cells if cell not in done]
-    skipped = ({"cell": cell["path"], "status": "skipped", "seconds": 0.0, "error": None} for cell in done)
-    if not todo:
-        trained = iter(())
-    elif backend == "local":
-        trained = local_results(out, place_cells(todo, device, gpus_per_cell, n_gpus), min(workers, len(todo)))
-    else:
-        trained = ray_results(out, place_cells(todo, device, 0.0, 0), workers, address, report, gpus_per_cell)
-    finished: dict[str, dict] = {}
-    started = time.perf_counter()
-    # a journal for people, appended to; O_NOFOLLOW: a link planted at its name is refused, not followed
-    descriptor = os.open(out / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
-    with os.fdopen(descriptor, "a") as log:
+    with prepare(spec, out) as log:  # the journal, for people, appended to, and the sweep's lock
+        cells = [cell_json(cell) for cell in spec.cells()]
+        recipes = {cell.relative_path: cell.recipe for cell in spec.cells()}
+        done = [cell for cell in cells if already_done(out, cell, recipes[cell["path"]])]
+        todo = [cell for cell in cells if cell not in done]
+        skipped = ({"cell": cell["path"], "status": "skipped", "seconds": 0.0, "error": None} for cell in done)
+        if not todo:
+            trained = iter(())
+        elif backend == "local":
+            trained = local_results(out, place_cells(todo, device, gpus_per_cell, n_gpus), min(workers, len(todo)))
+        else:
+            trained = ray_results(out, place_cells(todo, device, 0.0, 0), workers, address, report, gpus_per_cell)
+        finished: dict[str, dict] = {}
+        started = time.perf_counter()
         for result in itertools.chain(skipped, trained):
             finished[result["cell"]] = result
             log.write(json.dumps(result) + "\n")

@@ -1,0 +1,88 @@
+"""Two sweeps and a summary at once on one folder (issue 40): the second sweep refuses in one line, the first
+finishes every cell once, and a summary taken while it trains counts only the cells finished by then."""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from induction_probes.circuits.sweeps.sweep import SweepBusy, parse_spec, prepare
+from induction_probes.cli import main
+
+COMMAND = Path(sys.executable).with_name("induction-probes")
+# six cells of a few seconds each, trained one at a time: the sweep runs long enough for a summary in between
+SPEC = """
+recipe = "markov"
+seeds = [0, 1, 2, 3, 4, 5]
+[base]
+k = 3
+seq_len = 12
+steps = 150
+batch_size = 8
+eval_seqs = 30
+n_checkpoints = 8
+"""
+CELLS = [f"base/seed-{seed}" for seed in range(6)]
+
+
+def finished(out: Path) -> set[str]:
+    path = out / "sweep.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return {json.loads(line)["cell"] for line in lines}
+
+
+def test_a_second_sweep_on_a_folder_in_use_is_refused_in_one_line_and_writes_nothing(tmp_path, capsys):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "out"
+    journal = prepare(parse_spec(SPEC), out)  # what a running sweep holds
+    before = sorted(out.rglob("*"))
+    with pytest.raises(SweepBusy, match="another sweep is running in"):
+        prepare(parse_spec(SPEC), out)
+    assert main(["sweep", str(spec), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "another sweep is running in" in err, err
+    assert sorted(out.rglob("*")) == before and (out / "sweep.jsonl").read_text() == ""
+    journal.close()  # the sweep ended (its lock goes with it): the folder is free again
+    prepare(parse_spec(SPEC), out).close()
+
+
+def test_two_sweeps_and_a_summary_at_once_on_one_folder(tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "out"
+    command = [COMMAND, "sweep", spec, "--out", out]
+    sweeps = [subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 90
+        while len(finished(out)) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        before = finished(out)
+        assert before, "no cell finished within 90 s"
+        summary = subprocess.run(
+            [COMMAND, "summarize", out, "--json", "--probe-seqs", "20"], capture_output=True, text=True
+        )
+        after = finished(out)
+        outcomes = [sweep.communicate(timeout=120) + (sweep.returncode,) for sweep in sweeps]
+    finally:
+        for sweep in sweeps:
+            if sweep.poll() is None:
+                sweep.kill()
+                sweep.wait()
+    # one sweep refused at once, in one line, status 2 (bad input: a folder in use, as for `train`)
+    refused = [(err, code) for _, err, code in outcomes if code != 0]
+    assert len(refused) == 1 and refused[0][1] == 2, outcomes
+    assert refused[0][0].count("\n") == 1 and "another sweep is running in" in refused[0][0]
+    # the other trained every cell, each once
+    journal = [json.loads(line) for line in (out / "sweep.jsonl").read_text().splitlines()]
+    assert sorted(r["cell"] for r in journal) == CELLS and {r["status"] for r in journal} == {"trained"}
+    # the summary counted the cells finished while it ran, and listed the others as unfinished
+    assert summary.returncode == 0, summary.stderr
+    result = json.loads(summary.stdout)
+    counted = {f"base/seed-{seed}" for seed in result["conditions"]["base"]["seeds"]}
+    assert before <= counted <= after, (before, counted, after)
+    assert sorted(counted | set(result["unfinished"])) == CELLS and not counted & set(result["unfinished"])
+    assert result["unfinished"], "the sweep had finished before the summary looked: it read no sweep in progress"
