@@ -56,6 +56,7 @@ EXPORTS = {
     "evaluate_on_prior": "induction_probes.probes.by_prior",
     "evaluate_run_on_priors": "induction_probes.probes.by_prior",
     "estimate_llc": "induction_probes.probes.llc.estimator",
+    "per_head_llc": "induction_probes.probes.llc.per_head",  # each head's (weight-refined) LLC
     # questions of a run: its phases, its transition, which head forms first, several runs side by side
     "phases": "induction_probes.probes.questions",
     "transition": "induction_probes.probes.questions",
@@ -66,6 +67,8 @@ EXPORTS = {
     "ablation_report": "induction_probes.probes.report.views",
     "run_report": "induction_probes.probes.report.views",
     "html_report": "induction_probes.probes.report.views",
+    "llc_report": "induction_probes.probes.report.llc",
+    "per_head_report": "induction_probes.probes.report.llc_heads",
     "write_paper": "induction_probes.probes.paper.build",  # both papers' figures, on one page
     # sweeps: train every cell of a spec (many seeds and conditions), then summarize them over seeds
     "parse_spec": "induction_probes.circuits.sweeps.sweep_spec",

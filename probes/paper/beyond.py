@@ -1,5 +1,6 @@
 """Shipped results that bear on a claim of Edelman et al. without being one of their experiments (Singh et
-al.'s clamps), and one that neither paper measures (the local learning coefficient of markov-k3)."""
+al.'s clamps), and two that neither paper measures (markov-k3's local learning coefficient, whole and per
+head)."""
 
 from __future__ import annotations
 
@@ -58,4 +59,50 @@ def llc_entry(directory: Path) -> Entry:
         "the papers do not measure it",
         [figure],
         ["experiments/results/markov-k3-llc/llc.json"],
+    )
+
+
+def per_head_llc_entry(directory: Path) -> Entry:
+    """Each head's refined LLC over markov-k3's training (``llc --per-head``), beside the progress measures'
+    first crossings: which block's coefficient moves, and when."""
+    from induction_probes.probes.figures.plots_llc import plot_per_head_llc
+
+    result = read_json("markov-k3-llc-heads", "llc_heads.json")
+    run = open_run("markov-k3")
+    figure = plot_per_head_llc(
+        result["rows"],
+        run.metrics(),
+        result["progress_thresholds"],
+        "markov-k3",
+        directory / "markov-k3_llc_per_head.png",
+    )
+
+    def said(row: dict) -> str:
+        if row["llc"] is None:
+            return f"step {row['step']}: refused ({row['problems'][0].split(':')[0]})"
+        low, high = row["interval"]
+        return f"step {row['step']}: {row['llc']:.1f} [{low:.1f}, {high:.1f}]"
+
+    blocks = dict.fromkeys(row["block"] for row in result["rows"])
+    per_block = [
+        f"{block} ({next(b['n_params'] for b in result['blocks'] if b['name'] == block)} parameters): "
+        + ", ".join(said(row) for row in result["rows"] if row["block"] == block)
+        for block in blocks
+    ]
+    crossings = result["progress_thresholds"]
+    ours = (
+        f"refined LLC per block on {result['n_seqs']} sequences (95 % intervals over {result['settings']['chains']} "
+        "chains); " + "; ".join(per_block) + "; previous-token match crosses its threshold at step "
+        f"{crossings['previous_token_match']['first_step']}, K-composition match at "
+        f"{crossings['k_composition_match']['first_step']}"
+    )
+    return Entry(
+        "beyond the papers",
+        "per-head learning coefficient",
+        "Neither paper estimates it: each head's, the embedding's and the unembedding's own (weight-refined) LLC.",
+        ours,
+        EXTRA,
+        "the papers do not measure it",
+        [figure],
+        ["experiments/results/markov-k3-llc-heads/llc_heads.json"],
     )

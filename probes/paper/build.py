@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from induction_probes.probes.paper.entries import Entry
+from induction_probes.probes.paper.entries import Entry, read_quotes, with_quote
 
 FIGURES = "figures"
 COMMAND = "induction-probes paper --out DIR"
@@ -52,7 +52,7 @@ def prepare_output(out: Path) -> Path:
 
 def all_entries(figures: Path) -> list[Entry]:
     """Both papers' entries in the page's order, their figures drawn into ``figures``."""
-    from induction_probes.probes.paper.beyond import clamps_entry, llc_entry
+    from induction_probes.probes.paper.beyond import clamps_entry, llc_entry, per_head_llc_entry
     from induction_probes.probes.paper.edelman import edelman_run_entries
     from induction_probes.probes.paper.edelman_sweeps import edelman_sweep_entries
     from induction_probes.probes.paper.edelman_variants import variant_entries
@@ -60,7 +60,7 @@ def all_entries(figures: Path) -> list[Entry]:
     from induction_probes.probes.paper.wang_rebuttal import wang_rebuttal_entries, window_entry
     from induction_probes.probes.paper.wang_toy_sweeps import layerwise_entry
 
-    return [
+    entries = [
         *edelman_run_entries(figures),
         clamps_entry(figures),
         *edelman_sweep_entries(figures),
@@ -73,7 +73,10 @@ def all_entries(figures: Path) -> list[Entry]:
         plateau_entry(figures),
         *wang_rebuttal_entries(figures),
         llc_entry(figures),
+        per_head_llc_entry(figures),
     ]
+    quotes = read_quotes()
+    return [with_quote(entry, quotes) for entry in entries]
 
 
 def write_paper(out: str | os.PathLike) -> Paper:

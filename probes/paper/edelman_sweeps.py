@@ -58,15 +58,17 @@ def comparison(result: dict, measure: str, a: str | None = None, b: str | None =
 def mixture_entries(directory: Path) -> list[Entry]:
     result, figures = redraw("ds-mixture", directory)
     ds, mix = result["conditions"]["doubly-stochastic"], result["conditions"]["mixture"]
-    test = comparison(result, "transition")
-    faster = ds["transition"]["mean"] < mix["transition"]["mean"]
-    lower = mix["final_kl"]["mean"] < ds["final_kl"]["mean"]
+    transition, final = comparison(result, "transition"), comparison(result, "final_kl")
+    plateau = comparison(result, "plateau")
     ours = (
-        f"k = 4, 10 seeds: transition {k_seqs(ds['transition'])} DS sequences (DS only) against "
-        f"{k_seqs(mix['transition'])} (mixture), {test['test']} p = {test['p_value']:.3f}; final KL on Dir(1) chains "
-        f"{interval_text(ds['final_kl'])} against {interval_text(mix['final_kl'])}"
+        f"k = 4, 10 paired seeds: transition {k_seqs(ds['transition'])} DS sequences (DS only) against "
+        f"{k_seqs(mix['transition'])} (mixture), mixture − DS {k_seqs(transition['difference'])} ({transition['test']} "
+        f"p = {p_text(transition['p_value'])}, {transition['rank_test']} p = {p_text(transition['rank_p_value'])}); "
+        f"unigram plateau mixture − DS {k_seqs(plateau['difference'])} (p = {p_text(plateau['p_value'])}); final KL "
+        f"on Dir(1) chains {interval_text(ds['final_kl'])} against {interval_text(mix['final_kl'])}, mixture − DS "
+        f"{interval_text(final['difference'])} (p = {p_text(final['p_value'])})"
     )
-    verdict = AGREE if faster and lower else DIFFER
+    verdict, reason = mixture_verdict(transition, final)
     entry = Entry(
         PAPER,
         "Fig. 4 left",
@@ -74,11 +76,32 @@ def mixture_entries(directory: Path) -> list[Entry]:
         "faster than a 75 % DS + 25 % unigram mixture, which ends at a slightly lower loss.",
         ours,
         verdict,
-        "" if verdict == AGREE else "the order of the means is reversed",
+        reason,
         figures,
         source("ds-mixture"),
     )
     return [entry, split_entry(result)]
+
+
+def mixture_verdict(transition: dict, final: dict) -> tuple[str, str]:
+    """Each half of the claim on its paired test (mixture − DS over seeds, 95 % interval): "faster" where the
+    transition's difference is above 0, "a lower loss" where the final KL's is below 0. Agree with both, differ
+    where either interval lies on the other side, partly else. This rule replaced one on the two means (which
+    read "agree" at paired t p = 0.052) after the data were seen: a claim over seeds is judged by its test."""
+    faster, lower = transition["difference"], final["difference"]
+    shown = {
+        f"DS alone faster (transition difference {k_seqs(faster)})": faster["low"] > 0,
+        f"the mixture ends lower (final KL difference {interval_text(lower)})": lower["high"] < 0,
+    }
+    if faster["high"] < 0 or lower["low"] > 0:
+        return DIFFER, "a paired difference lies on the other side of 0"
+    if all(shown.values()):
+        return AGREE, ""
+    missing = [name for name, held in shown.items() if not held]
+    return PARTLY, (
+        "not shown by the paired test: " + "; ".join(missing) + " (rule changed after the data were seen: it was "
+        "the order of the means)"
+    )
 
 
 SPLIT_CLAIM = "The mixture's lower final loss comes mostly from its unigram part."

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 AGREE, DIFFER, PARTLY, NOT_YET = "agree", "differ", "partly", "not reproduced yet"
 EXTRA = "no claim to compare"  # a shipped result that neither paper measures
 VERDICTS = (AGREE, PARTLY, DIFFER, NOT_YET, EXTRA)
+
+
+SEEDS = {"edelman": "Edelman et al.'s response to their reviewers", "wang": "Wang et al.'s response to their reviewers"}
+SCOPES = ("same", "narrower", "broader")  # our claim against the authors' sentence
+
+
+@dataclass(frozen=True)
+class Quote:
+    """The authors' sentence an entry judges (``seed`` names the text, "none" where their responses do not state
+    the claim), and whether our claim is the ``same``, ``narrower`` or ``broader`` (``note`` says how)."""
+
+    seed: str
+    text: str
+    scope: str
+    note: str
 
 
 @dataclass(frozen=True)
@@ -25,6 +40,7 @@ class Entry:
     reason: str = ""
     figures: list[Path] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    quote: Quote | None = None  # the authors' own words (:func:`with_quote`), set when the page is built
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -76,3 +92,18 @@ def interval_text(stat: dict, scale: float = 1.0, digits: int = 3, unit: str = "
     if stat.get("low") is None or stat.get("high") is None:
         return number(stat["mean"])
     return f"{number(stat['mean'])} [{number(stat['low'])}, {number(stat['high'])}]"
+
+
+def with_quote(entry: Entry, quotes: dict[str, dict]) -> Entry:
+    """``entry`` with its table of ``quotes`` (``probes/paper/quotes.toml``, keyed by ``where``)."""
+    table = quotes.get(entry.where)
+    if table is None:
+        raise ValueError(f"{entry.paper} {entry.where}: no table in quotes.toml (every entry quotes its authors)")
+    return replace(entry, quote=Quote(table["seed"], table.get("quote", ""), table["scope"], table.get("note", "")))
+
+
+def read_quotes() -> dict[str, dict]:
+    """``quotes.toml`` beside this module: the authors' words of every entry."""
+    import tomllib
+
+    return tomllib.loads((Path(__file__).parent / "quotes.toml").read_text(encoding="utf-8"))

@@ -9,7 +9,17 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
-from induction_probes.probes.paper.entries import AGREE, DIFFER, EXTRA, NOT_YET, PARTLY, VERDICTS, Entry
+from induction_probes.probes.paper.entries import (
+    AGREE,
+    DIFFER,
+    EXTRA,
+    NOT_YET,
+    PARTLY,
+    SEEDS,
+    VERDICTS,
+    Entry,
+    Quote,
+)
 
 PAPERS = {
     "Edelman et al. 2024": (
@@ -67,12 +77,23 @@ def overview(numbered: list[tuple[int, Entry]]) -> str:
     return f"<table><tr><th>figure / section</th><th>claim</th><th>verdict</th></tr>{rows}</table>"
 
 
+def quote_html(quote: Quote | None) -> list[str]:
+    """The authors' words and how our claim stands to them (nothing for an entry built without its quote)."""
+    if quote is None:
+        return []
+    if quote.seed == "none":  # the note says where the claim comes from (and how ours stands to it)
+        return [f"<p><b>Authors:</b> <i>not restated in their responses to the reviewers</i> ({text(quote.note)})</p>"]
+    said = f"<p><b>Authors</b> ({text(SEEDS[quote.seed])}): &ldquo;{text(quote.text)}&rdquo;</p>"
+    return [said] + ([] if quote.scope == "same" else [f"<p><b>Ours is {quote.scope}:</b> {text(quote.note)}</p>"])
+
+
 def entry_html(index: int, entry: Entry, shown: dict[str, int]) -> str:
     """An entry's claim, our numbers, its verdict (with the reason where it is not agree) and its figures;
     a figure that an earlier entry shows is linked to, not repeated."""
     parts = [
         f'<div class="entry" id="{anchor(index)}"><h3>{text(entry.where)} {badge(entry.verdict)}</h3>',
-        f"<p><b>Paper:</b> {text(entry.claim)}</p>",
+        *quote_html(entry.quote),
+        f"<p><b>Claim judged:</b> {text(entry.claim)}</p>",
         f"<p><b>Ours:</b> {text(entry.ours)}</p>",
     ]
     if entry.reason:

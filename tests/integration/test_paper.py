@@ -102,6 +102,7 @@ def test_every_claim_has_a_verdict_and_the_missing_ones_an_issue(paper):
     # ways a result can go
     assert len(verdicts) >= 30 and {"agree", "differ"} <= set(verdicts)
     for block in re.findall(r'<div class="entry".*?</div>', text, flags=re.S):
+        assert "<b>Authors" in block, block  # every entry quotes its authors, or says they did not restate it
         if "not reproduced yet</span></h3>" in block:
             assert re.search(r"<b>Issue:</b> issue \d+", block), block
         elif ">agree</span></h3>" not in block:
