@@ -16,8 +16,14 @@ import os
 import time
 from pathlib import Path
 
-from induction_probes.circuits.common.registry import outside_registrations, register_again
-from induction_probes.circuits.recipes import recipe_from_json
+from induction_probes.circuits.sweeps.cells import (  # noqa: F401 (the sweep's API: a cell's status and its run)
+    cell_json,
+    cell_status,
+    died,
+    is_finished,
+    run_cell,
+)
+from induction_probes.circuits.sweeps.ray_backend import ray_address_answers, ray_results
 from induction_probes.circuits.sweeps.sweep_spec import (  # noqa: F401 (the sweep's API: spec and running in one import)
     LOG_FILE,
     SPEC_FILE,
@@ -27,99 +33,6 @@ from induction_probes.circuits.sweeps.sweep_spec import (  # noqa: F401 (the swe
     parse_spec,
     read_spec,
 )
-
-
-def cell_status(path: Path, recipe, root: Path) -> str:
-    """Whether a cell directory of the sweep in ``root`` is new, done or partial, from its own files; a
-    SpecError if it holds another recipe, a CheckpointError if a link sits anywhere on the way below ``root``
-    (a linked condition folder would put a run, or its lock, outside the sweep)."""
-    from induction_probes.circuits.common.untrusted import refuse_links_below
-
-    refuse_links_below(root, path, why="a sweep reads and writes only inside its own directory")
-    config_path = path / "config.json"
-    if not config_path.exists():
-        return "new"
-    from induction_probes.circuits.training.train import saved_recipe
-
-    if saved_recipe(path) != recipe:
-        raise SpecError(f"{path} holds a run of another recipe than this spec's")
-    return "done" if is_finished(path) else "partial"
-
-
-def is_finished(path: Path) -> bool:
-    """Whether ``path`` holds a run that trained every step of its recipe and saved its last resume state."""
-    from induction_probes.circuits.runs.layout import RESUME_FILE
-    from induction_probes.circuits.runs.reader import read_manifest
-    from induction_probes.circuits.training.train import saved_recipe
-
-    if not (path / "config.json").is_file() or not (path / "manifest.json").is_file():
-        return False
-    steps = [entry["step"] for entry in read_manifest(path)]
-    recipe = saved_recipe(path)
-    resumable = recipe.name != "toy"  # the toy's loop saves no resume state: its last checkpoint ends it
-    return bool(steps) and steps[-1] == recipe.steps and (not resumable or (path / RESUME_FILE).is_file())
-
-
-def run_cell(root: str, cell_json: dict) -> dict:
-    """Train one unfinished cell (fresh, or continued where it stopped) in its own process; never raises:
-    a failure is reported in the result so that it never takes the other cells down."""
-    import torch
-
-    from induction_probes.circuits.training.train import RunLocked, train_run
-
-    torch.set_num_threads(1)
-    started = time.perf_counter()
-    register_again(cell_json.get("registrations", []))  # the tasks, recipes, probes, priors its parent registered
-    recipe = recipe_from_json(cell_json["recipe"], cell_json["task"])
-    path = Path(root) / cell_json["path"]
-    result = {"cell": cell_json["path"], "status": "", "seconds": 0.0, "error": None}
-    try:
-        status = cell_status(path, recipe, Path(root))
-        if status == "done":  # finished by another sweep since this one looked
-            return result | {"status": "skipped"}
-        if recipe.name == "toy":
-            final_kl = train_toy_cell(recipe, path, status, cell_json.get("device"))
-        else:
-            run = train_run(
-                recipe if status == "new" else None,
-                path,
-                resume=status == "partial",
-                progress=False,
-                device=cell_json.get("device"),
-            )
-            final_kl = run.metrics()[-1].get("last_token_kl", {}).get("true")
-        result |= {"status": "trained" if status == "new" else "resumed", "final_kl": final_kl}
-    except RunLocked:  # another sweep (or trainer) is training it now: its status is that one's to report
-        result |= {"status": "busy", "error": "another process is training this cell"}
-    except Exception as error:  # noqa: BLE001 -- reported per cell, the sweep goes on
-        result |= {"status": "failed", "error": f"{type(error).__name__}: {error}".splitlines()[0]}
-    return result | {"seconds": round(time.perf_counter() - started, 2)}
-
-
-def train_toy_cell(recipe, path: Path, status: str, device: str | None) -> None:
-    """A toy cell (``train_toy``: seconds, no resume state): trained from its first step; an interrupted one
-    is refused, since its files cannot be continued."""
-    from induction_probes.circuits.training.toy import train_toy
-
-    if status == "partial":
-        raise SpecError(f"{path} holds an interrupted toy run, which cannot be resumed: remove it and run again")
-    train_toy(recipe, path, device=device)
-    return None  # a toy run has no KL
-
-
-def died(cell: dict, error: Exception) -> dict:
-    """The result of a cell whose worker process died before it could report."""
-    message = f"{type(error).__name__}: {error}".splitlines()[0]
-    return {"cell": cell["path"], "status": "failed", "seconds": 0.0, "error": f"its worker died ({message})"}
-
-
-def cell_json(cell: Cell) -> dict:
-    return {
-        "path": cell.relative_path,
-        "recipe": cell.recipe.to_json(),
-        "task": cell.recipe.task.to_json(),
-        "registrations": outside_registrations(),
-    }
 
 
 class SweepBusy(SpecError):
@@ -231,101 +144,6 @@ def fingerprint(path: Path) -> list[tuple]:
             status = os.lstat(os.path.join(folder, name))
             found.append((os.path.join(folder, name), status.st_size, status.st_mtime_ns))
     return sorted(found)
-
-
-RAY_CONNECT_SECONDS = 10  # to reach a cluster's address before Ray's own, much longer, retries begin
-
-
-def ray_address_answers(address: str) -> None:
-    """Refuse a ``host:port`` (or ``ray://host:port``) where nothing listens, within seconds: ``ray.init``
-    itself retries such an address for minutes. Other forms (``auto``) are left to Ray."""
-    import socket
-
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
-        return
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_SECONDS).close()
-    except OSError as error:
-        raise SpecError(
-            f"no Ray cluster answers at {address} ({error.strerror or error}): start one with "
-            "`ray start --head`, or leave out --address for a local instance"
-        ) from None
-
-
-def keep_local_ray_on_loopback() -> None:
-    """Ray reads its clusters switch once, when it is imported, and the processes it starts read it from the
-    environment: a program that imported Ray before the sweep set the variable would still get this machine's
-    network address, so the in-process constant follows the variable too (unless the user set it to 1)."""
-    from ray._private import ray_constants
-
-    if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") == "0":
-        ray_constants.ENABLE_RAY_CLUSTER = False
-
-
-def answers_on_loopback_only(address: str) -> bool:
-    """Whether ``address`` is a cluster on this machine's loopback that answers there only (its nodes started
-    with ``--node-ip-address 127.0.0.1``). Ray replaces a loopback address by this machine's network address,
-    where such a cluster does not listen, and then retries for minutes; its own loopback mode keeps it."""
-    import socket
-
-    from ray._private.services import node_ip_address_from_perspective
-
-    host, _, port = address.rpartition(":")
-    if address.startswith("ray://") or host.strip("[]") not in ("127.0.0.1", "localhost", "::1") or not port.isdigit():
-        return False
-    try:
-        socket.create_connection((node_ip_address_from_perspective(), int(port)), timeout=2).close()
-    except OSError:
-        return True
-    return False
-
-
-def ray_results(
-    root: Path, cells: list[dict], workers: int, address: str | None, report=print, gpus_per_cell: float = 0.0
-):
-    """Run cells as Ray tasks of one CPU (and ``gpus_per_cell`` GPUs) each: on the cluster at ``address``,
-    or on a local Ray instance of ``workers`` CPUs, bound to this machine's loopback address only. Every node
-    must see ``root`` at the same path (a shared filesystem). Ray gives a task its GPU share through
-    CUDA_VISIBLE_DEVICES, so it trains on cuda."""
-    if address is None:
-        # Ray takes this machine's network address for a node unless clusters are off, as on macOS: then its
-        # head, its workers and the processes they start listen on the loopback address only
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    try:
-        import ray
-    except ImportError:
-        raise SpecError("the ray backend needs Ray: pip install 'induction-probes[ray]'") from None
-    if address is None or answers_on_loopback_only(address):
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-        keep_local_ray_on_loopback()
-    if address is None:
-        # "local": a new instance, never the cluster that a `ray start` on this machine last recorded
-        context = ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False)
-        where = context.address_info["gcs_address"]
-        local = where.rpartition(":")[0] in ("127.0.0.1", "localhost", "[::1]")
-        report(f"a local Ray instance at {where}" + (" (this machine only)" if local else ""))
-    else:
-        ray.init(address=address, log_to_driver=False)
-    try:
-        gpus = ray.cluster_resources().get("GPU", 0)
-        if gpus_per_cell > gpus:  # Ray would wait forever for a GPU that is not there
-            raise SpecError(f"--gpus-per-cell {gpus_per_cell:g} asks for more GPUs than the Ray cluster has ({gpus:g})")
-        # a task whose worker or node dies is run again (Ray's default of 3 retries, kept whatever Ray's default
-        # becomes): run_cell then finds the cell partial and resumes it from its last checkpoint, on any node
-        remote = ray.remote(num_cpus=1, num_gpus=gpus_per_cell, max_retries=3)(run_cell)
-        if gpus_per_cell:
-            cells = [cell | {"device": "cuda"} for cell in cells]
-        pending = {remote.remote(str(root), cell): cell for cell in cells}
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            cell = pending.pop(done[0])
-            try:
-                yield ray.get(done[0])
-            except Exception as error:  # noqa: BLE001 -- a worker that died
-                yield died(cell, error)
-    finally:
-        ray.shutdown()
 
 
 def already_done(out: Path, cell: dict, recipe) -> bool:

@@ -4,6 +4,7 @@ the run directories are the bytes of a local sweep of the same spec made in the 
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -115,11 +116,12 @@ def ray_env():
     """Ray's own files (sessions, the address of the latest cluster) in a temporary folder of this test's, so
     that no other Ray user on the machine finds this cluster; short, since Ray's socket paths must be."""
     folder = tempfile.mkdtemp(prefix="rt", dir="/tmp")
-    env = os.environ | {"RAY_TMPDIR": folder, "OMP_NUM_THREADS": "1", "RAY_ADDRESS": ""}
+    ours = {"RAY_TMPDIR": folder, "OMP_NUM_THREADS": "1", "RAY_ADDRESS": ""}
     with pytest.MonkeyPatch.context() as patch:
-        for key, value in env.items():
+        for key, value in ours.items():
             patch.setenv(key, value)
-        yield env
+        yield os.environ | ours
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

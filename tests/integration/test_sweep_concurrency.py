@@ -2,6 +2,7 @@
 finishes every cell once, and a summary taken while it trains counts only the cells finished by then."""
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -9,7 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from induction_probes.circuits.sweeps.sweep import SweepBusy, parse_spec, prepare
+from induction_probes.circuits.runs.layout import RESUME_FILE
+from induction_probes.circuits.sweeps.sweep import (
+    SweepBusy,
+    cell_json,
+    cell_status,
+    is_finished,
+    parse_spec,
+    prepare,
+    run_cell,
+)
+from induction_probes.circuits.training.train import train_run
 from induction_probes.cli import main
 
 COMMAND = Path(sys.executable).with_name("induction-probes")
@@ -86,3 +97,31 @@ def test_two_sweeps_and_a_summary_at_once_on_one_folder(tmp_path):
     assert before <= counted <= after, (before, counted, after)
     assert sorted(counted | set(result["unfinished"])) == CELLS and not counted & set(result["unfinished"])
     assert result["unfinished"], "the sweep had finished before the summary looked: it read no sweep in progress"
+
+
+def test_a_cell_killed_between_its_last_checkpoint_and_its_resume_state_is_resumed_not_counted(tmp_path):
+    # The trainer lists its last checkpoint in the manifest, then saves that step's resume state: a cell
+    # killed in between holds the manifest of a finished run and the resume state of the checkpoint before.
+    # It is made here from two real runs of one recipe: one finished, one stopped at that checkpoint.
+    spec = parse_spec(
+        'recipe = "markov"\nseeds = [0]\n[base]\nk = 2\nseq_len = 8\nsteps = 6\nbatch_size = 4\n'
+        "eval_seqs = 10\nn_checkpoints = 3\n"
+    )
+    (cell,) = spec.cells()
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    train_run(cell.recipe, whole, progress=False)
+    steps = [entry["step"] for entry in json.loads((whole / "manifest.json").read_text())]
+    train_run(cell.recipe, stopped, stop_after=steps[-2], progress=False)
+    out = tmp_path / "sweep"
+    prepare(spec, out).close()
+    killed = out / cell.relative_path
+    shutil.copytree(whole, killed)
+    shutil.copyfile(stopped / RESUME_FILE, killed / RESUME_FILE)
+    assert (stopped / RESUME_FILE).read_bytes() != (whole / RESUME_FILE).read_bytes()  # it really is stale
+    assert not is_finished(killed) and cell_status(killed, cell.recipe, out) == "partial"
+    assert is_finished(whole)
+    result = run_cell(str(out), cell_json(cell))
+    assert result["status"] == "resumed", result
+    assert {p.relative_to(killed): p.read_bytes() for p in killed.rglob("*") if p.is_file()} == {
+        p.relative_to(whole): p.read_bytes() for p in whole.rglob("*") if p.is_file()
+    }

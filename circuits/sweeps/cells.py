@@ -1,0 +1,123 @@
+"""One cell of a sweep (``circuits/sweeps/sweep.py``): whether its directory is new, partial or finished, from
+its own files, and its training in a worker process (fresh, or resumed where it stopped), reported without
+ever raising. Torch is imported only in the functions that train."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from induction_probes.circuits.common.registry import outside_registrations, register_again
+from induction_probes.circuits.recipes import recipe_from_json
+from induction_probes.circuits.sweeps.sweep_spec import Cell, SpecError
+
+
+def cell_status(path: Path, recipe, root: Path) -> str:
+    """Whether a cell directory of the sweep in ``root`` is new, done or partial, from its own files; a
+    SpecError if it holds another recipe, a CheckpointError if a link sits anywhere on the way below ``root``
+    (a linked condition folder would put a run, or its lock, outside the sweep)."""
+    from induction_probes.circuits.common.untrusted import refuse_links_below
+
+    refuse_links_below(root, path, why="a sweep reads and writes only inside its own directory")
+    config_path = path / "config.json"
+    if not config_path.exists():
+        return "new"
+    from induction_probes.circuits.training.train import saved_recipe
+
+    if saved_recipe(path) != recipe:
+        raise SpecError(f"{path} holds a run of another recipe than this spec's")
+    return "done" if is_finished(path) else "partial"
+
+
+def is_finished(path: Path) -> bool:
+    """Whether ``path`` holds a run that trained every step of its recipe and saved its last resume state."""
+    from induction_probes.circuits.runs.layout import RESUME_FILE
+    from induction_probes.circuits.runs.reader import read_manifest
+    from induction_probes.circuits.training.train import saved_recipe
+
+    if not (path / "config.json").is_file() or not (path / "manifest.json").is_file():
+        return False
+    steps = [entry["step"] for entry in read_manifest(path)]
+    recipe = saved_recipe(path)
+    if not steps or steps[-1] != recipe.steps:
+        return False
+    # the trainer lists its last checkpoint, then saves the resume state of that step: a run killed in between
+    # (a lost node, a killed driver) holds the previous checkpoint's, so it is partial, to be resumed from there
+    # (the toy's loop saves no resume state: its last checkpoint ends it)
+    return recipe.name == "toy" or resume_step(path / RESUME_FILE) == recipe.steps
+
+
+def resume_step(path: Path) -> int | None:
+    """The step of the resume state at ``path`` (from its header alone), None if it is not one."""
+    from safetensors import SafetensorError, safe_open
+
+    if not path.is_file():
+        return None
+    try:
+        with safe_open(path, "np") as handle:
+            return json.loads((handle.metadata() or {})["state"])["step"]
+    except (OSError, ValueError, KeyError, TypeError, SafetensorError):
+        return None
+
+
+def run_cell(root: str, cell_json: dict) -> dict:
+    """Train one unfinished cell (fresh, or continued where it stopped) in its own process; never raises:
+    a failure is reported in the result so that it never takes the other cells down."""
+    import torch
+
+    from induction_probes.circuits.training.train import RunLocked, train_run
+
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    register_again(cell_json.get("registrations", []))  # the tasks, recipes, probes, priors its parent registered
+    recipe = recipe_from_json(cell_json["recipe"], cell_json["task"])
+    path = Path(root) / cell_json["path"]
+    result = {"cell": cell_json["path"], "status": "", "seconds": 0.0, "error": None}
+    try:
+        status = cell_status(path, recipe, Path(root))
+        if status == "done":  # finished by another sweep since this one looked
+            return result | {"status": "skipped"}
+        if recipe.name == "toy":
+            final_kl = train_toy_cell(recipe, path, status, cell_json.get("device"))
+        else:
+            run = train_run(
+                recipe if status == "new" else None,
+                path,
+                resume=status == "partial",
+                progress=False,
+                device=cell_json.get("device"),
+            )
+            final_kl = run.metrics()[-1].get("last_token_kl", {}).get("true")
+        result |= {"status": "trained" if status == "new" else "resumed", "final_kl": final_kl}
+    except RunLocked:  # another sweep (or trainer) is training it now: its status is that one's to report
+        result |= {"status": "busy", "error": "another process is training this cell"}
+    except Exception as error:  # noqa: BLE001 -- reported per cell, the sweep goes on
+        result |= {"status": "failed", "error": f"{type(error).__name__}: {error}".splitlines()[0]}
+    return result | {"seconds": round(time.perf_counter() - started, 2)}
+
+
+def train_toy_cell(recipe, path: Path, status: str, device: str | None) -> None:
+    """A toy cell (``train_toy``: seconds, no resume state): trained from its first step; an interrupted one
+    is refused, since its files cannot be continued."""
+    from induction_probes.circuits.training.toy import train_toy
+
+    if status == "partial":
+        raise SpecError(f"{path} holds an interrupted toy run, which cannot be resumed: remove it and run again")
+    train_toy(recipe, path, device=device)
+    return None  # a toy run has no KL
+
+
+def died(cell: dict, error: Exception) -> dict:
+    """The result of a cell whose worker process died before it could report."""
+    message = f"{type(error).__name__}: {error}".splitlines()[0]
+    return {"cell": cell["path"], "status": "failed", "seconds": 0.0, "error": f"its worker died ({message})"}
+
+
+def cell_json(cell: Cell) -> dict:
+    return {
+        "path": cell.relative_path,
+        "recipe": cell.recipe.to_json(),
+        "task": cell.recipe.task.to_json(),
+        "registrations": outside_registrations(),
+    }

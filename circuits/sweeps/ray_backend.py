@@ -1,0 +1,105 @@
+"""The Ray backend of a sweep (``circuits/sweeps/sweep.py``): each cell a Ray task of one CPU, on a local
+instance bound to loopback or on a running cluster; a task whose worker or node dies is run again and
+resumes its cell. Ray is imported only when a sweep runs on it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from induction_probes.circuits.sweeps.cells import died, run_cell
+from induction_probes.circuits.sweeps.sweep_spec import SpecError
+
+RAY_CONNECT_SECONDS = 10  # to reach a cluster's address before Ray's own, much longer, retries begin
+
+
+def ray_address_answers(address: str) -> None:
+    """Refuse a ``host:port`` (or ``ray://host:port``) where nothing listens, within seconds: ``ray.init``
+    itself retries such an address for minutes. Other forms (``auto``) are left to Ray."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_SECONDS).close()
+    except OSError as error:
+        raise SpecError(
+            f"no Ray cluster answers at {address} ({error.strerror or error}): start one with "
+            "`ray start --head`, or leave out --address for a local instance"
+        ) from None
+
+
+def keep_local_ray_on_loopback() -> None:
+    """Ray reads its clusters switch once, when it is imported, and the processes it starts read it from the
+    environment: a program that imported Ray before the sweep set the variable would still get this machine's
+    network address, so the in-process constant follows the variable too (unless the user set it to 1)."""
+    from ray._private import ray_constants
+
+    if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") == "0":
+        ray_constants.ENABLE_RAY_CLUSTER = False
+
+
+def answers_on_loopback_only(address: str) -> bool:
+    """Whether ``address`` is a cluster on this machine's loopback that answers there only (its nodes started
+    with ``--node-ip-address 127.0.0.1``). Ray replaces a loopback address by this machine's network address,
+    where such a cluster does not listen, and then retries for minutes; its own loopback mode keeps it."""
+    import socket
+
+    from ray._private.services import node_ip_address_from_perspective
+
+    host, _, port = address.rpartition(":")
+    if address.startswith("ray://") or host.strip("[]") not in ("127.0.0.1", "localhost", "::1") or not port.isdigit():
+        return False
+    try:
+        socket.create_connection((node_ip_address_from_perspective(), int(port)), timeout=2).close()
+    except OSError:
+        return True
+    return False
+
+
+def ray_results(
+    root: Path, cells: list[dict], workers: int, address: str | None, report=print, gpus_per_cell: float = 0.0
+):
+    """Run cells as Ray tasks of one CPU (and ``gpus_per_cell`` GPUs) each: on the cluster at ``address``,
+    or on a local Ray instance of ``workers`` CPUs, bound to this machine's loopback address only. Every node
+    must see ``root`` at the same path (a shared filesystem). Ray gives a task its GPU share through
+    CUDA_VISIBLE_DEVICES, so it trains on cuda."""
+    if address is None:
+        # Ray takes this machine's network address for a node unless clusters are off, as on macOS: then its
+        # head, its workers and the processes they start listen on the loopback address only
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    try:
+        import ray
+    except ImportError:
+        raise SpecError("the ray backend needs Ray: pip install 'induction-probes[ray]'") from None
+    if address is None or answers_on_loopback_only(address):
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        keep_local_ray_on_loopback()
+    if address is None:
+        # "local": a new instance, never the cluster that a `ray start` on this machine last recorded
+        context = ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False)
+        where = context.address_info["gcs_address"]
+        local = where.rpartition(":")[0] in ("127.0.0.1", "localhost", "[::1]")
+        report(f"a local Ray instance at {where}" + (" (this machine only)" if local else ""))
+    else:
+        ray.init(address=address, log_to_driver=False)
+    try:
+        gpus = ray.cluster_resources().get("GPU", 0)
+        if gpus_per_cell > gpus:  # Ray would wait forever for a GPU that is not there
+            raise SpecError(f"--gpus-per-cell {gpus_per_cell:g} asks for more GPUs than the Ray cluster has ({gpus:g})")
+        # a task whose worker or node dies is run again (Ray's default of 3 retries, kept whatever Ray's default
+        # becomes): run_cell then finds the cell partial and resumes it from its last checkpoint, on any node
+        remote = ray.remote(num_cpus=1, num_gpus=gpus_per_cell, max_retries=3)(run_cell)
+        if gpus_per_cell:
+            cells = [cell | {"device": "cuda"} for cell in cells]
+        pending = {remote.remote(str(root), cell): cell for cell in cells}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            cell = pending.pop(done[0])
+            try:
+                yield ray.get(done[0])
+            except Exception as error:  # noqa: BLE001 -- a worker that died
+                yield died(cell, error)
+    finally:
+        ray.shutdown()
