@@ -10,6 +10,7 @@ from induction_probes.cli.common import (
     add_output_options,
     add_subcommands,
     config_from_options,
+    count,
     format_table,
     json_text,
     seed,
@@ -22,7 +23,7 @@ def register(commands) -> None:
     tasks = add_subcommands(baselines, "task")
     markov = tasks.add_parser("markov", help="ICL-MC: last-token KL and mean CE of each strategy")
     add_config_options(markov, MarkovTask)
-    markov.add_argument("--n-seqs", type=int, default=20_000, help="sequences to average over (default 20000)")
+    markov.add_argument("--n-seqs", type=count, default=20_000, help="sequences to average over (default 20000)")
     markov.add_argument("--seed", type=seed, default=0, help="seed of the sampled chains (default 0)")
     add_output_options(markov, plot=False)
     markov.set_defaults(handler=run_baselines)

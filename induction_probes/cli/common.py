@@ -139,7 +139,7 @@ def add_probe_set_options(parser: argparse.ArgumentParser) -> None:
     the model runs on."""
     add_device_option(parser)
     parser.add_argument(
-        "--n-seqs", type=int, default=PROBE_SEQS, help="fresh sequences to probe on (default %(default)s)"
+        "--n-seqs", type=count, default=PROBE_SEQS, help="fresh sequences to probe on (default %(default)s)"
     )
     parser.add_argument("--seed", type=seed, default=PROBE_SEED, help="seed of those sequences (default %(default)s)")
     add_output_options(parser)

@@ -6,7 +6,15 @@ from __future__ import annotations
 import argparse
 
 from induction_probes.circuits.common.defaults import LLC_CHECKPOINTS, LLC_SEQS, PROBE_SEED
-from induction_probes.cli.common import add_device_option, add_output_options, add_run_argument, answer, device_of, seed
+from induction_probes.cli.common import (
+    add_device_option,
+    add_output_options,
+    add_run_argument,
+    answer,
+    count,
+    device_of,
+    seed,
+)
 
 RULE = "(default: the estimator's rule, see docs/learning-coefficient.md)"
 
@@ -32,7 +40,7 @@ def register(commands) -> None:
     llc.add_argument("--batch-size", type=int, help="sequences per SGLD step (default min(n, 256))")
     llc.add_argument(
         "--n-seqs",
-        type=int,
+        type=count,
         default=LLC_SEQS,
         help="fresh sequences the sampler draws its batches from (default %(default)s)",
     )

@@ -9,6 +9,7 @@ from induction_probes.cli.common import (
     add_output_options,
     add_subcommands,
     answer,
+    count,
     device_of,
     run_name,
     seed,
@@ -22,7 +23,7 @@ def register(commands) -> None:
     prop21.add_argument("--k", type=int, help="number of states (>= 2; with --against, the run's)")
     prop21.add_argument("--c", type=float, default=100.0, help="the construction's scale (> 0, default 100)")
     prop21.add_argument("--seq-len", type=int, default=100, help="tokens per sequence (default 100)")
-    prop21.add_argument("--n-seqs", type=int, default=500, help="ICL-MC sequences (default 500)")
+    prop21.add_argument("--n-seqs", type=count, default=500, help="ICL-MC sequences (default 500)")
     prop21.add_argument("--seed", type=seed, default=0, help="seed of those sequences")
     prop21.add_argument(
         "--against", type=run_name, help="compare a trained run (directory or shipped name) with the construction"
@@ -50,7 +51,7 @@ def register(commands) -> None:
 
 
 def add_fresh_sequence_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--n-seqs", type=int, default=1000, help="fresh sequences (default 1000)")
+    parser.add_argument("--n-seqs", type=count, default=1000, help="fresh sequences (default 1000)")
     parser.add_argument("--seed", type=seed, default=0, help="seed of those sequences")
     add_output_options(parser, plot=False)
     add_device_option(parser)

@@ -46,7 +46,7 @@ def test_baselines_table_is_readable():
         (["--k", "3", "--alpha", "0"], "alpha must be a finite number > 0"),
         (["--k", "3", "--alpha", "nan"], "alpha must be a finite number > 0"),
         (["--k", "3", "--n", "0"], "n must be an integer >= 1"),
-        (["--k", "3", "--n-seqs", "-5"], "n_seqs must be an integer >= 1"),
+        (["--k", "3", "--n-seqs", "-5"], "argument --n-seqs: must be an integer >= 1"),
         (["--k", "2.5"], "invalid int value: '2.5'"),
         (["--k", "three"], "invalid int value: 'three'"),
         ([], "--k is required"),
@@ -94,7 +94,7 @@ def test_ablate_json_has_the_documented_keys(capsys):
         (["ablate", "markov-k3", "--heads", "0.3"], "head 0.3 is out of range"),
         (["ablate", "markov-k3", "--heads", "x"], "heads must look like L.H"),
         (["ablate", "markov-k3", "--mode", "shuffle"], "invalid choice: 'shuffle'"),
-        (["probe", "markov-k3", "--n-seqs", "0"], "n_seqs must be an integer >= 1"),
+        (["probe", "markov-k3", "--n-seqs", "0"], "argument --n-seqs: must be an integer >= 1"),
     ],
 )
 def test_probe_and_ablate_bad_input(args, message, capsys):

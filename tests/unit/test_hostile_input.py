@@ -163,3 +163,21 @@ def test_every_threshold_is_refused_while_parsing_when_it_is_no_share(value):
     for action in found:
         with pytest.raises(argparse.ArgumentTypeError, match="a threshold must be a number in"):
             action.type(value)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["probe", "markov-k3"],
+        ["ablate", "markov-k3"],
+        ["llc", "markov-k3"],
+        ["verify", "prop21", "--k", "3"],
+        ["verify", "wang-ih2"],
+        ["verify", "wang-ihn", "--n", "3"],
+        ["baselines", "markov", "--k", "3"],
+    ],
+)
+def test_a_sequence_count_below_one_names_the_option(command, capsys):
+    """Every --n-seqs is refused while parsing, by its own name (it named the parameter, n_seqs, before)."""
+    message = "induction-probes: error: argument --n-seqs: must be an integer >= 1, got 0\n"
+    assert refused([*command, "--n-seqs", "0"], capsys) == message
