@@ -84,10 +84,11 @@ def test_curvature_and_gradient_shift_against_the_exact_quadratic():
 
 
 CALIBRATED = ["linear-d2", "linear-d8", "linear-d32", "rrr-M3-N2-H2-r1", "rrr-M3-N5-H2-r1"]  # the rule's own set
-# Beyond it (the issue's acceptance, "within 20 % or flagged"): an ill-conditioned regular model, a third rank
-# of reduced-rank regression and y = w1·w2·x at a balanced, an unbalanced and an on-axis minimum. The
-# zero-Hessian cases (a minimum with K ∝ w⁴) take 80 s each and are measured in docs/learning-coefficient.md.
-BEYOND = ["linear-d20-spread1000", "rrr-M3-N5-H2-r2", "product-balanced", "product-unbalanced", "product-on-axis"]
+# Beyond it (the issue's acceptance, "within 20 % or flagged"): a third rank of reduced-rank regression and
+# y = w1·w2·x at a balanced, an unbalanced and an on-axis minimum; the ill-conditioned regular model has a test
+# of its own below. The zero-Hessian cases (a minimum with K ∝ w⁴) take 80 s each: experiments/llc_calibration.py
+# measures them with the rest (experiments/results/llc-calibration/cases.json).
+BEYOND = ["rrr-M3-N5-H2-r2", "product-balanced", "product-unbalanced", "product-on-axis"]
 
 
 @pytest.mark.parametrize("name", CALIBRATED)
@@ -115,14 +116,15 @@ def test_beyond_the_calibration_an_estimate_is_within_20_percent_or_flagged(name
 
 
 def test_an_ill_conditioned_model_is_flagged_by_the_localization_check():
-    """Curvatures spanning 1000× (λ = 10): at γ the flattest directions are held by the localization. The
+    """Beyond the calibration (never refused; here flagged, and for the reason): curvatures spanning 1000×
+    (λ = 10), so at γ the flattest directions are held by the localization. The
     paired check at γ/4 moves the estimate towards 10 by far more than its standard error (the Gaussian
     prediction at γ is 6.5 and at γ/4 is 8.1; the sampler reads 7.0 and 9.1 here, some 8 % high as on the
     calibration set)."""
     model, data, truth = CASES["linear-d20-spread1000"][0](20, 1000.0)
     result = estimate_llc(model, squared_error, data)
     check = result.diagnostics["localization_check"]
-    assert any(flag.startswith("depends on the localization") for flag in result.flags)
+    assert result.problems == [] and any(flag.startswith("depends on the localization") for flag in result.flags)
     assert check["change"] > 0.1 * result.llc + 2 * check["change_stderr"]
     assert check["change_stderr"] < 0.25 * check["change"]  # common random numbers: the pair moves together
 
