@@ -24,14 +24,15 @@ from induction_probes.circuits.training.train import train_run
 from induction_probes.cli import main
 
 COMMAND = Path(sys.executable).with_name("induction-probes")
-# six cells of a few seconds each, trained one at a time: the sweep runs long enough for a summary in between
+# six cells of several seconds each, trained one at a time: five are left when the summary starts, which it
+# reads within seconds (at 150 steps a cell, an idle machine finished the sweep before the summary looked)
 SPEC = """
 recipe = "markov"
 seeds = [0, 1, 2, 3, 4, 5]
 [base]
 k = 3
 seq_len = 12
-steps = 150
+steps = 500
 batch_size = 8
 eval_seqs = 30
 n_checkpoints = 8
