@@ -68,9 +68,10 @@ paper: $(STAMP)
 	$(BIN)/induction-probes paper --out out/paper
 
 # Two test processes where the machine has two cores (pytest-xdist): the suite is CPU-bound and single-threaded,
-# so a second core halves it; no more than two, as on the 2-core machines it is sized for.
+# so a second core halves it; no more than two, as on the 2-core machines it is sized for. worksteal: a worker
+# that runs out takes tests from the other, so one long test near the end (the Ray cluster's) leaves none idle.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto --maxprocesses 2 tests
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 2 --dist worksteal tests
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_markov.py
