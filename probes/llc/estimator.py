@@ -174,7 +174,7 @@ def default_settings(n: int, lambda_max: float, stiffness: float | None = None, 
     unknown = set(overrides) - (set(LLCSettings.__dataclass_fields__) - {"rule"})
     if unknown:
         raise LLCError(f"unknown settings: {sorted(unknown)}")
-    n_beta = overrides.get("n_beta", n / math.log(n))
+    n_beta = inverse_temperature(n, overrides)
     gamma = overrides.get("localization", GAMMA_SHARE * n_beta * lambda_max)
     lr = overrides.get("lr", STEP_SHARE / (n_beta * stiff + gamma))
     if "lr" not in overrides and not lr >= SMALLEST_STEP:
@@ -198,6 +198,12 @@ def default_settings(n: int, lambda_max: float, stiffness: float | None = None, 
         "overridden": sorted(overrides),
     }
     return LLCSettings(**values, rule=rule)
+
+
+def inverse_temperature(n: int, given: dict) -> float:
+    """nβ as given, else the rule's n / ln n (the WBIC temperature): the posterior's scale is measured at it
+    before the other settings follow."""
+    return given.get("n_beta", n / math.log(n))
 
 
 def relaxation_steps(lr: float, gamma: float) -> int:
@@ -318,7 +324,7 @@ def estimate_llc(model: torch.nn.Module, loss_fn, data: tuple[Tensor, ...], **se
     if not (math.isfinite(point["loss"]) and math.isfinite(point["lambda_max"])):
         return refused(point, None, [f"non-finite: the loss {point['loss']:.3g} or its curvature is not a number"])
     point["saddle"] = saddle(point)
-    n_beta = settings.get("n_beta", n / math.log(n))
+    n_beta = inverse_temperature(n, settings)
     point["scale"] = posterior_scale(model, loss_fn, point, n_beta, settings.get("seed", 0))
     if not point["scale"]["curvature"] > 0:
         return refused(point, None, [point["saddle"] or "flat: the loss rises along no direction probed"])
