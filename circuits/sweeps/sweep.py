@@ -67,15 +67,21 @@ def prepare(spec: Spec, out: Path):
 
 
 def refuse_another_sweep(spec: Spec, out: Path) -> None:
-    """Refuse a directory that holds another spec's cells, or files and no sweep (a journal alone is what a
-    sweep killed before it wrote its spec leaves)."""
+    """Refuse a directory that holds another spec's cells, or files and no sweep (a journal alone, or with the
+    spec's temporary file, is what a sweep leaves while it writes its spec, or when killed before it did: the
+    lock then tells a running sweep from a dead one)."""
     saved = out / SPEC_FILE
     if saved.exists() or saved.is_symlink():  # a pipe or a link there too: read_spec says why it is refused
         # the same cells in any order (seeds listed anew, say) are the same sweep
         if set(read_spec(saved, out).cells()) != set(spec.cells()):
             raise SpecError(f"{out} holds another sweep (its {SPEC_FILE} differs); choose another --out")
-    elif out.exists() and any(path.name != LOG_FILE for path in out.iterdir()):
+    elif out.exists() and not all(is_a_sweeps_first_file(path.name) for path in out.iterdir()):
         raise SpecError(f"{out} is not empty and holds no sweep; choose a new or empty --out")
+
+
+def is_a_sweeps_first_file(name: str) -> bool:
+    """The journal, or the temporary file the spec is written through (runs/writer.py's write_atomic)."""
+    return name == LOG_FILE or (name.startswith(f".{SPEC_FILE}.") and name.endswith(".tmp"))
 
 
 def place_cells(cells: list[dict], device: str | None, gpus_per_cell: float, n_gpus: int) -> list[dict]:

@@ -62,6 +62,20 @@ def test_a_second_sweep_on_a_folder_in_use_is_refused_in_one_line_and_writes_not
     prepare(parse_spec(SPEC), out).close()
 
 
+def test_a_sweep_caught_writing_its_spec_is_busy_not_a_stranger_s_folder(tmp_path):
+    # the window two sweeps started at once hit: the first holds the lock and has only its journal and the
+    # spec's temporary file; the second must be told the folder is in use, not that it holds no sweep
+    out = tmp_path / "out"
+    journal = prepare(parse_spec(SPEC), out)
+    (out / "spec.toml").rename(out / ".spec.toml.x1y2.tmp")
+    with pytest.raises(SweepBusy, match="another sweep is running in"):
+        prepare(parse_spec(SPEC), out)
+    journal.close()
+    (out / "stray.txt").write_text("a stranger's file")
+    with pytest.raises(ValueError, match="is not empty and holds no sweep"):  # a file of another kind still is
+        prepare(parse_spec(SPEC), out)
+
+
 def test_two_sweeps_and_a_summary_at_once_on_one_folder(tmp_path):
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC)

@@ -1,0 +1,243 @@
+"""One registration per task: a :class:`TaskKind` holds a task's config class, the recipes that train on it,
+how its runs are probed and what the commands show for them, registered in :data:`TASK_KINDS` under the task's
+``name`` (the ``task.name`` of a run's ``config.json``).
+
+The task and recipe classes are the objects themselves: they import no torch, so the command line builds its
+``train`` options from them at ``--help``. How a run is probed and its view are ``"module:function"`` strings,
+resolved only when asked for: they live in the probe layer, which imports torch and which this layer may not
+import. A kind without them gets the generic probes and views, the registered attention probes and the task's
+own metrics (``probe_run``, ``view_of``).
+
+Recipe names are one namespace across kinds (a run's ``recipe.name``): a kind whose recipe another kind holds is
+refused, and so is a second kind for a task name already taken. A recipe that trains one of the package's tasks
+comes with a task of its own name (a subclass), since the package's kinds are not replaced.
+
+The readers of a run's ``config.json`` (:func:`task_from_json`, :func:`recipe_from_json`) live here, beside the
+registry they read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any
+
+from induction_probes.circuits.common.config import Config
+from induction_probes.circuits.common.registry import Expects, Registry, UnknownName, resolve
+from induction_probes.circuits.common.validation import quoted
+from induction_probes.circuits.recipes.gaussian import GaussianRecipe, ToyRecipe
+from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.recipes.text import TextRecipe
+from induction_probes.circuits.tasks.base import TaskConfig
+from induction_probes.circuits.tasks.gaussian.task import GaussianTask
+from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.tasks.text import TextTask
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """What ``probe``, ``ablate`` and ``report`` show for a task's runs: four ``"module:function"`` references
+    (their signatures in :mod:`~induction_probes.probes.report.views`)."""
+
+    probe: str
+    ablate: str
+    report: str
+    html: str
+
+    def get(self, part: str):
+        return resolve(getattr(self, part))
+
+
+@dataclass(frozen=True)
+class RecipeEntry:
+    """A recipe of a task kind: its config class, a one-line help, and whether it is a ``train`` sub-command
+    trained by ``train_run`` (``command``; otherwise only a sweep may name it, as the toy model, which the
+    ``toy`` command trains)."""
+
+    recipe: type
+    help: str
+    command: bool = True
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.recipe, type) and issubclass(self.recipe, Config) and is_dataclass(self.recipe)):
+            raise ValueError(f"a recipe is a config class (a dataclass and a Config), got {quoted(self.recipe)}")
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    """A task, the recipes that train on it, how its runs are probed (``probe``: ``"module:function"`` of
+    ``probe(run, eval_set, steps, device)`` returning a ``RunProbes``) and its ``view``; ``None``: the generic
+    ones."""
+
+    task: type
+    recipes: tuple[RecipeEntry, ...]
+    probe: str | None = None
+    view: TaskView | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.task, type) and issubclass(self.task, TaskConfig)):
+            raise ValueError(f"a task kind's task is a task config class (a TaskConfig), got {quoted(self.task)}")
+        object.__setattr__(self, "recipes", tuple(self.recipes))
+        for entry in self.recipes:
+            trains = task_of(entry.recipe)
+            if trains is not None and trains is not self.task:
+                raise ValueError(
+                    f"recipe {entry.recipe.name} trains the task {trains.name}, not {self.task.name}: "
+                    "register it with that task's kind"
+                )
+
+    @property
+    def name(self) -> str:
+        return self.task.name
+
+    @property
+    def defined_in(self) -> str:
+        """The module that defines the task (whether this kind is one of the package's own)."""
+        return self.task.__module__
+
+    def reference(self) -> dict:
+        """This kind as plain data another process (a sweep's worker) rebuilds with :meth:`from_reference`."""
+        return {
+            "task": class_reference(self.task),
+            "recipes": [
+                {"recipe": class_reference(e.recipe), "help": e.help, "command": e.command} for e in self.recipes
+            ],
+            "probe": self.probe,
+            "view": None if self.view is None else vars(self.view),
+        }
+
+    @classmethod
+    def from_reference(cls, data: dict) -> TaskKind:
+        recipes = [RecipeEntry(resolve(e["recipe"]), e["help"], e["command"]) for e in data["recipes"]]
+        view = None if data["view"] is None else TaskView(**data["view"])
+        return cls(resolve(data["task"]), tuple(recipes), data["probe"], view)
+
+
+def task_of(recipe: type) -> type | None:
+    """The task config class a recipe class trains on (its ``task`` field, declared with ``nested``), or
+    ``None`` for a recipe without a task (the toy model)."""
+    task_field = next((f for f in fields(recipe) if f.name == "task"), None)
+    if task_field is None:
+        return None
+    config = task_field.metadata.get("config")
+    if config is None:
+        raise ValueError(f"recipe {recipe.__name__} declares no task class: give it `task: T = nested(T)`")
+    return config
+
+
+def class_reference(cls: type) -> str:
+    if "<" in cls.__qualname__:
+        raise ValueError(
+            f"{cls.__qualname__} is not defined at the top level of a module: another process "
+            "(a sweep's worker) cannot find it; define it at a module's top level"
+        )
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+TASK_KINDS = Registry(
+    "task",
+    __name__,
+    Expects("a TaskKind", lambda entry: isinstance(entry, TaskKind)),
+    rebuild=TaskKind.from_reference,
+)
+
+
+def register_task(kind: TaskKind, *, replace: bool = False) -> TaskKind:
+    """Register ``kind`` under its task's name. Refused where another kind holds one of its recipe names."""
+    if not isinstance(kind, TaskKind):
+        raise ValueError(f"register_task takes a TaskKind, got {quoted(kind)}")
+    for entry in kind.recipes:
+        holder = recipe_holder(entry.recipe.name)
+        if holder is not None and holder.name != kind.name:
+            raise ValueError(f"the recipe {quoted(entry.recipe.name)} is registered already, by the task {holder.name}")
+    TASK_KINDS.register(kind.name, kind, replace=replace)
+    return kind
+
+
+def unregister_task(kind: TaskKind | str) -> None:
+    """Undo :func:`register_task`: the kind (or the kind registered under that task name) and its recipes."""
+    TASK_KINDS.unregister(kind.name if isinstance(kind, TaskKind) else kind)
+
+
+def recipe_holder(name: str) -> TaskKind | None:
+    return next((kind for _, kind in TASK_KINDS.items() for e in kind.recipes if e.recipe.name == name), None)
+
+
+def recipe_entry(name: str) -> RecipeEntry:
+    """The registered recipe called ``name``; an :class:`UnknownName` otherwise."""
+    for _, kind in TASK_KINDS.items():
+        for entry in kind.recipes:
+            if entry.recipe.name == name:
+                return entry
+    raise UnknownName(f"unknown recipe {quoted(name)} (known: {', '.join(recipe_names()) or 'none'})")
+
+
+def recipe_names(*, command: bool | None = None) -> list[str]:
+    """Every registered recipe, in registration order; with ``command``, those that are (or are not) ``train``
+    sub-commands."""
+    entries = [e for _, kind in TASK_KINDS.items() for e in kind.recipes]
+    return [e.recipe.name for e in entries if command is None or e.command == command]
+
+
+def task_from_json(values: Any) -> TaskConfig:
+    """The task a run's ``config.json`` describes (``{"name": ..., parameters}``)."""
+    if not isinstance(values, dict) or not isinstance(values.get("name"), str) or values["name"] not in TASK_KINDS:
+        raise ValueError(f"not a known task description (tasks: {', '.join(TASK_KINDS)}): {quoted(values)}")
+    parameters = {key: value for key, value in values.items() if key != "name"}
+    return TASK_KINDS.get(values["name"]).task.from_dict(parameters)
+
+
+def recipe_from_json(recipe: Any, task: Any):
+    """The recipe of a run from its ``config.json`` entries ``recipe`` and ``task``."""
+    names = recipe_names()
+    if not isinstance(recipe, dict) or not isinstance(recipe.get("name"), str) or recipe["name"] not in names:
+        raise ValueError(f"not a known recipe (recipes: {', '.join(names)}): {quoted(recipe)}")
+    values = {key: value for key, value in recipe.items() if key != "name"}
+    recipe_class = recipe_entry(recipe["name"]).recipe
+    if task_of(recipe_class) is not None:
+        values["task"] = task_from_json(task)
+    return recipe_class.from_dict(values)
+
+
+_VIEWS = "induction_probes.probes.report"
+_PROBES = "induction_probes.probes.run_level.all_probes"
+register_task(
+    TaskKind(
+        MarkovTask,
+        (
+            RecipeEntry(MarkovRecipe, "ICL-MC: the attention-only transformer (architecture options below)"),
+            RecipeEntry(MinimalRecipe, "ICL-MC: Edelman et al.'s minimal model (eq. 6), SGD"),
+        ),
+        probe=f"{_PROBES}:probe_markov_run",
+        view=TaskView(
+            f"{_VIEWS}.markov_probes:probe_markov",
+            f"{_VIEWS}.ablation:ablate_markov",
+            f"{_VIEWS}.markov:markov_report",
+            f"{_VIEWS}.markov_html:markov_report_html",
+        ),
+    )
+)
+register_task(
+    TaskKind(
+        GaussianTask,
+        (
+            RecipeEntry(GaussianRecipe, "Wang et al.'s Gaussian induction task, MSE"),
+            RecipeEntry(ToyRecipe, "Wang et al.'s six-parameter toy model (the toy command)", command=False),
+        ),
+        probe=f"{_PROBES}:probe_gaussian_run",
+        view=TaskView(
+            f"{_VIEWS}.gaussian:probe_gaussian_report",
+            f"{_VIEWS}.ablation:ablate_gaussian",
+            f"{_VIEWS}.gaussian:gaussian_report",
+            f"{_VIEWS}.gaussian:refuse_gaussian_html",
+        ),
+    )
+)
+register_task(
+    TaskKind(
+        TextTask,
+        (
+            RecipeEntry(
+                TextRecipe, "next-byte prediction on a UTF-8 text file: a standard transformer (Wang et al. Fig 3)"
+            ),
+        ),
+    )
+)
