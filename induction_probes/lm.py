@@ -8,7 +8,7 @@ cache). The measurements live in :mod:`induction_probes.probes.lm`; this is thei
 """
 
 from induction_probes.circuits.interop.language_models import as_hooked, find_source, load_bridge  # noqa: F401
-from induction_probes.probes.ablation import single_heads  # noqa: F401 (the same function as induction_probes')
+from induction_probes.probes.ablation.head_ablation import single_heads  # noqa: F401 (the same function as induction_probes')
 from induction_probes.probes.lm.ablation import HeadAblation, ablate  # noqa: F401
 from induction_probes.probes.lm.markov import MarkovProbe, probe_markov, probe_markov_series  # noqa: F401
 from induction_probes.probes.lm.measure import HeadScores, evaluate, head_scores, text_icl_score  # noqa: F401

@@ -1,22 +1,24 @@
-"""The registries that make the project extensible from outside: one per kind of thing (task, model class,
-recipe, probe, prior), each a :class:`Registry` in a small module beside what it registers.
+"""The registries that make the project extensible from outside: one per kind of thing (a task with its
+recipes, probe and view; a model class; an attention probe; a prior), each a :class:`Registry` in a small module
+beside what it registers.
 
-A registration is a name, an entry and any facts about it that its consumers read (a recipe's help text,
-whether a prior takes no parameter). The entry is the object itself, or a ``"package.module:attribute"``
+A registration is a name, an entry and any facts about it that its consumers read (whether a probe has a
+chance level, whether a prior takes no parameter). The entry is the object itself, or a ``"package.module:attribute"``
 string resolved on first use, so that a registry module imports nothing heavy and ``--help`` stays
 torch-free::
 
-    TASKS.register("markov", "induction_probes.circuits.tasks.markov.task:MarkovTask")
+    MODEL_CLASSES.register("ToyModel", "induction_probes.circuits.models.toy:ToyModel")
 
     @PROBES.register("first_token")
     def first_token(patterns, tokens): ...
 
 The package's own registrations (entries defined inside the package) cannot be replaced or unregistered:
-a plugin that registers ``markov`` as ``"os:system"`` is refused, not obeyed by every command after it. A
+a plugin that registers ``ToyModel`` as ``"os:system"`` is refused, not obeyed by every command after it. A
 registry may say what its entries must be (``expects``), checked when a lazy entry is first resolved.
 
 A sweep's worker processes start with the package's own registrations only: :func:`outside_registrations`
-describes the others (each entry by the module and name that define it) and :func:`register_again` makes them
+describes the others (each entry by the module and name that define it, or by the plain data it describes
+itself with) and :func:`register_again` makes them
 in the worker, so that it sees the same registries as the process that started it.
 """
 
@@ -65,10 +67,13 @@ class Registration:
         """Whether the entry is defined inside the package (one of its own registrations)."""
         return bool(self.module) and self.module.split(".")[0] == PACKAGE
 
-    def reference(self) -> str:
-        """``"module:attribute"`` of the entry, by which another process finds it."""
+    def reference(self) -> str | dict:
+        """``"module:attribute"`` of the entry, by which another process finds it, or the plain data an entry
+        that is neither a class nor a function describes itself with (its ``reference()``)."""
         if isinstance(self.entry, str):
             return self.entry
+        if callable(getattr(self.entry, "reference", None)):
+            return self.entry.reference()
         name = getattr(self.entry, "__qualname__", "")
         if not self.module or not name or "<" in name:
             raise ValueError(
@@ -76,6 +81,12 @@ class Registration:
                 "(a sweep's worker) cannot find it; define it at a module's top level"
             )
         return f"{self.module}:{name}"
+
+
+def defining_module(entry: Any) -> str | None:
+    """The module that defines ``entry``: a class's or function's own, or what an instance says it is defined in
+    (``defined_in``), since an instance's ``__module__`` is its class's."""
+    return getattr(entry, "defined_in", None) or getattr(entry, "__module__", None)
 
 
 def is_reference(entry: str) -> bool:
@@ -100,10 +111,13 @@ def resolve(reference: str) -> Any:
 class Registry:
     """Named entries of one kind, in registration order."""
 
-    def __init__(self, kind: str, home: str, expects: Expects | None = None):
+    def __init__(
+        self, kind: str, home: str, expects: Expects | None = None, rebuild: Callable[[dict], Any] | None = None
+    ):
         self.kind = kind
         self.home = home  # the module that holds this registry (which a worker process imports to find it)
         self.expects = expects
+        self.rebuild = rebuild  # an entry from the plain data its reference() gave, in another process
         self._entries: dict[str, Registration] = {}
         _REGISTRIES.add(self)
 
@@ -127,7 +141,7 @@ class Registry:
             self.refuse_the_packages(name, "replaced")
         if isinstance(entry, str) and not is_reference(entry):
             raise ValueError(f"a lazy {self.kind} entry is 'package.module:attribute', got {quoted(entry)}")
-        module = entry.partition(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", None)
+        module = entry.partition(":")[0] if isinstance(entry, str) else defining_module(entry)
         self._entries[name] = Registration(name, entry, dict(info), module)
         return self._entries[name]
 
@@ -240,7 +254,9 @@ def register_again(registrations: list[dict]) -> None:
         registry = next(
             value for value in vars(module).values() if isinstance(value, Registry) and value.kind == item["kind"]
         )
-        registry.register(item["name"], item["entry"], replace=True, **item["info"])
+        entry = item["entry"]
+        entry = registry.rebuild(entry) if isinstance(entry, dict) and registry.rebuild else entry
+        registry.register(item["name"], entry, replace=True, **item["info"])
 
 
 def one_line(error: BaseException) -> str:

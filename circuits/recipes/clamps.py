@@ -38,7 +38,7 @@ def induction_pattern(tokens: Tensor) -> Float[Tensor, "batch query_pos key_pos"
     """[batch, query, key]."""
     import torch
 
-    from induction_probes.circuits.tasks.markov.strategies import causal_mask, matching_keys
+    from induction_probes.circuits.models.attention_masks import causal_mask, matching_keys
 
     match = matching_keys(tokens)
     keys = torch.where(match.any(-1, keepdim=True), match, causal_mask(tokens.shape[1], tokens.device)).float()

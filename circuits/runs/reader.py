@@ -29,10 +29,9 @@ from induction_probes.circuits.models.classes import build_model, config_class
 from induction_probes.circuits.models.minimal import MinimalConfig
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 from induction_probes.circuits.models.registry import MODEL_CLASSES
-from induction_probes.circuits.recipes import recipe_from_json
+from induction_probes.circuits.recipes.task_kinds import recipe_from_json, task_from_json
 from induction_probes.circuits.runs.layout import checkpoint_file
 from induction_probes.circuits.runs.shipped import resolve_run
-from induction_probes.circuits.tasks import task_from_json
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:

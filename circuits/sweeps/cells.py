@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from induction_probes.circuits.common.registry import outside_registrations, register_again
-from induction_probes.circuits.recipes import recipe_from_json
+from induction_probes.circuits.recipes.task_kinds import recipe_from_json
 from induction_probes.circuits.sweeps.sweep_spec import Cell, SpecError
 
 

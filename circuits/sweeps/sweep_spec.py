@@ -41,13 +41,13 @@ from induction_probes.circuits.common.config import config_from_options, option_
 from induction_probes.circuits.common.limits import MAX_CELLS, MAX_NAME, MAX_SPEC_BYTES
 from induction_probes.circuits.common.untrusted import read_text
 from induction_probes.circuits.common.validation import quoted
-from induction_probes.circuits.recipes.registry import RECIPES, SWEPT_ONLY, TRAINED
+from induction_probes.circuits.recipes.task_kinds import recipe_entry, recipe_names
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS
 
 
 def sweep_recipes() -> list[str]:
-    """The recipes a sweep may name: those with a train sub-command, and the toy (circuits/recipes/registry.py)."""
-    return [*TRAINED, *SWEPT_ONLY]
+    """The recipes a sweep may name: those with a train sub-command, then the others (the toy)."""
+    return [*recipe_names(command=True), *recipe_names(command=False)]
 
 
 SPEC_KEYS = {"recipe", "seeds", "description", "count", "base", "conditions", "grid"}
@@ -95,7 +95,7 @@ class Spec:
 
     def cells(self) -> list[Cell]:
         """Every cell in a fixed order: condition, then grid point, then seed."""
-        recipe_class = RECIPES.get(self.recipe)
+        recipe_class = recipe_entry(self.recipe).recipe
         seed_keys = [key for key in SEED_KEYS if key in option_names(recipe_class)]  # the toy has no eval seed
         cells = []
         for name, overrides in self.conditions.items():
@@ -184,7 +184,7 @@ def parse_spec(text: str, source: str = "spec") -> Spec:
     if not all(isinstance(values, list) and values for values in tables["grid"].values()):
         raise SpecError(f"{source}: each [grid] entry must be a non-empty list of values")
     check_cell_count(source, len(seeds), len(conditions), [len(values) for values in tables["grid"].values()])
-    known = set(option_names(RECIPES.get(raw["recipe"]))) - set(SEED_KEYS)
+    known = set(option_names(recipe_entry(raw["recipe"]).recipe)) - set(SEED_KEYS)
     for where, names in [("base", tables["base"]), ("grid", tables["grid"])] + [
         (f"conditions.{name}", overrides) for name, overrides in conditions.items()
     ]:

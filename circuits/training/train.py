@@ -33,8 +33,8 @@ from induction_probes.circuits.common.devices import device_kind, resolve_device
 from induction_probes.circuits.common.untrusted import CheckpointError, refuse_links
 from induction_probes.circuits.common.validation import require_int
 from induction_probes.circuits.models.classes import build_model
-from induction_probes.circuits.recipes import recipe_from_json
 from induction_probes.circuits.recipes.base import Recipe
+from induction_probes.circuits.recipes.task_kinds import recipe_from_json
 from induction_probes.circuits.runs.layout import LOCK_FILE, RESUME_FILE
 from induction_probes.circuits.runs.reader import Run, read_json, read_manifest
 from induction_probes.circuits.runs.writer import RunWriter, refuse_a_used_folder, run_config, save_tensors, write_json

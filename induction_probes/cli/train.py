@@ -1,12 +1,12 @@
 """``induction-probes train``: one sub-command per registered recipe with ``command=True``
-(:mod:`~induction_probes.circuits.recipes.registry`), its options generated from the recipe class."""
+(:mod:`~induction_probes.circuits.recipes.task_kinds`), its options generated from the recipe class."""
 
 from __future__ import annotations
 
 import argparse
 import shlex
 
-from induction_probes.circuits.recipes.registry import RECIPES, TRAINED
+from induction_probes.circuits.recipes.task_kinds import recipe_entry, recipe_names
 from induction_probes.cli.common import (
     PROG,
     add_config_options,
@@ -26,10 +26,11 @@ SEED_FIELDS = ("model_seed", "data_seed", "eval_seed")
 def register(commands) -> None:
     train = commands.add_parser("train", help="train a model and write a run directory")
     recipes = add_subcommands(train, "recipe")
-    for name in TRAINED:
-        recipe_class = RECIPES.get(name)  # recipe modules import no torch: resolving them keeps --help light
+    for name in recipe_names(command=True):
+        entry = recipe_entry(name)  # recipe classes import no torch: reading them keeps --help light
+        recipe_class = entry.recipe
         description = (recipe_class.__doc__ or "").split("\n\n")[0]
-        parser = recipes.add_parser(name, help=RECIPES.info(name).get("help", description), description=description)
+        parser = recipes.add_parser(name, help=entry.help or description, description=description)
         add_config_options(parser, recipe_class)
         parser.add_argument("--out", type=path, required=True, help="run directory to create (or continue)")
         parser.add_argument("--seed", type=seed, help="sets the model, data and eval seeds to S, S+1, S+2")
@@ -43,7 +44,7 @@ def run_train(args: argparse.Namespace) -> str:
     from induction_probes.circuits.training.train import TrainingInterrupted, saved_recipe, train_run
     from induction_probes.probes.report.info import info_text
 
-    recipe_class = RECIPES.get(args.recipe)
+    recipe_class = recipe_entry(args.recipe).recipe
     typed = typed_options(args, recipe_class)
     recipe = None
     if args.resume:

@@ -11,7 +11,7 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
-from induction_probes.circuits.tasks.markov.strategies import matching_keys
+from induction_probes.circuits.models.attention_masks import matching_keys
 from induction_probes.probes.figures import plots
 from induction_probes.probes.figures.plots import (
     figure_name,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from induction_probes.probes.figures.plots import head_label, save, sequences_axis, subplots, theme, with_sequences
-from induction_probes.probes.task_probes import scalar_metrics
+from induction_probes.probes.run_level.task_probes import scalar_metrics
 
 
 def plot_task_probes(scores_by_step: dict[int, dict], sequences: dict[int, int], title: str, path: Path) -> Path:

@@ -124,7 +124,9 @@ def plot_task_sweep_order(summary: dict, name: str, condition: dict, path: Path)
     return plots.save(fig, path)
 
 
-WINDOW = "window_r2_distance"  # the Gaussian probes' read-out of x_{s−i} after layer 0 (probes/window_readout.py)
+WINDOW = (
+    "window_r2_distance"  # the Gaussian probes' read-out of x_{s−i} after layer 0 (probes/behaviour/window_readout.py)
+)
 
 
 def window_distances(probes: dict) -> list[int]:

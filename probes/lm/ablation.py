@@ -1,7 +1,7 @@
 """Head ablation in a language model, measured on repeated random tokens: how much of what induction buys
 (the gap between the first copy's loss and the repeated copy's) goes when a head's output is removed.
 
-The ablation itself is :func:`~induction_probes.probes.ablation.ablation_hooks` (``hook_z``; zero, mean or
+The ablation itself is :func:`~induction_probes.probes.ablation.head_ablation.ablation_hooks` (``hook_z``; zero, mean or
 resample). Mean and resample read the reference sequences chunk by chunk beside the probed ones: the
 mean is over a chunk's sequences and positions, and a resampled sequence comes from the same chunk.
 
@@ -19,7 +19,7 @@ import torch
 from induction_probes.circuits.common.devices import model_device
 from induction_probes.circuits.common.limits import require_seed
 from induction_probes.circuits.common.names import head_label
-from induction_probes.probes.ablation import MODES, ablation_hooks, check_heads, heads_in_layer
+from induction_probes.probes.ablation.head_ablation import MODES, ablation_hooks, check_heads, heads_in_layer
 from induction_probes.probes.intervals import Estimate, bootstrap_ratio_interval, mean_interval
 from induction_probes.probes.lm.measure import chunk_size, chunked, per_token_loss
 from induction_probes.probes.lm.protocols import InductionLoss, RepeatedTokens, estimate_json, induction_loss

@@ -27,7 +27,7 @@ import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from induction_probes.probes.attention import chance_scores
+from induction_probes.probes.attention.patterns import chance_scores
 from induction_probes.probes.intervals import Estimate
 from induction_probes.probes.lm.markov_measure import (
     STRATEGIES,

@@ -21,9 +21,9 @@ What is measured (:func:`~.markov.probe_markov` reads it, and gives the verdict)
   position: the direction and definition of our runs' metrics.jsonl (``MarkovEvalSet.per_position``). ``mass``
   is what the full softmax puts on the k ids: how much the renormalisation hides.
 - **Heads.** Per sequence, the bigram-matching mass (attention on the keys j whose previous token is the
-  query's, :func:`~induction_probes.probes.attention.bigram_matching_score`; its 1 − TV form as
+  query's, :func:`~induction_probes.probes.attention.patterns.bigram_matching_score`; its 1 − TV form as
   ``bigram_matching_ideal``) and the previous-token score, on the whole sequence the model reads, BOS included;
-  chance is attention spread evenly over the keys (:func:`~induction_probes.probes.attention.chance_scores`).
+  chance is attention spread evenly over the keys (:func:`~induction_probes.probes.attention.patterns.chance_scores`).
 
 Intervals: percentile bootstrap over sequences (2,000 resamples, seed 0) for KLs, masses and attention scores,
 which keeps each inside its bounds; Student t for the paired differences of the verdict.
@@ -41,9 +41,10 @@ from torch import Tensor
 
 from induction_probes.circuits.common.limits import require_seed
 from induction_probes.circuits.common.validation import require_int
-from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet, matching_keys
+from induction_probes.circuits.models.attention_masks import matching_keys
+from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
 from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.probes.attention import (
+from induction_probes.probes.attention.patterns import (
     bigram_matching_score,
     previous_token_score,
     run_with_patterns,

@@ -34,7 +34,7 @@ from torch import Tensor
 
 from induction_probes.circuits.common.devices import model_device
 from induction_probes.circuits.interop.language_models import as_hooked
-from induction_probes.probes.attention import pattern_hook, previous_token_per_sequence, run_with_captures
+from induction_probes.probes.attention.patterns import pattern_hook, previous_token_per_sequence, run_with_captures
 from induction_probes.probes.intervals import bootstrap_mean_interval, mean_interval
 from induction_probes.probes.lm.protocols import (
     TEXT_EARLY,

@@ -27,7 +27,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from induction_probes.circuits.common.limits import require_numbers, require_seed
-from induction_probes.probes.ablation import is_index
+from induction_probes.probes.ablation.head_ablation import is_index
 from induction_probes.probes.intervals import Estimate, mean_interval
 
 TEXT_EARLY, TEXT_LATE = 50, 500  # Olsson et al.'s ICL score: loss at token 500 minus loss at token 50

@@ -29,8 +29,8 @@ from jaxtyping import Float
 from torch import Tensor
 
 from induction_probes.circuits.common.names import head_label, heads_label
-from induction_probes.probes.ablation import ablation_hooks
-from induction_probes.probes.attention import pattern_hook, run_with_captures
+from induction_probes.probes.ablation.head_ablation import ablation_hooks
+from induction_probes.probes.attention.patterns import pattern_hook, run_with_captures
 from induction_probes.probes.intervals import bootstrap_mean_interval
 from induction_probes.probes.lm.measure import HeadScores, chunk_size, chunked, offset_scores
 from induction_probes.probes.lm.protocols import RepeatedTokens

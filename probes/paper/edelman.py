@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.attention import odd_even_excess
+from induction_probes.probes.attention.patterns import odd_even_excess
 from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, judged
 from induction_probes.probes.paper.runs import (
     MarkovFacts,
@@ -179,7 +179,11 @@ def attention_entry(k3: MarkovFacts) -> Entry:
 
 def attention_lines_entry(k3: MarkovFacts) -> Entry:
     """Fig. 2 as the authors draw it, with the two things its lines show measured over the probe set."""
-    from induction_probes.probes.attention import last_token_matching_mass, previous_is_heaviest, run_with_patterns
+    from induction_probes.probes.attention.patterns import (
+        last_token_matching_mass,
+        previous_is_heaviest,
+        run_with_patterns,
+    )
 
     tokens = k3.probe_set.inputs
     measured = {}
@@ -317,9 +321,9 @@ def order_entry(k3: MarkovFacts, directory: Path) -> Entry:
 
 
 def prop21_entries(k3: MarkovFacts, directory: Path) -> list[Entry]:
-    from induction_probes.probes.compare import compare_with_prop21
+    from induction_probes.probes.comparison.construction_limits import check_prop21
+    from induction_probes.probes.comparison.trained_vs_prop21 import compare_with_prop21
     from induction_probes.probes.figures.plots_circuit import plot_prop21, plot_prop21_comparison
-    from induction_probes.probes.verify import check_prop21
 
     check = check_prop21(3, 100.0, 100, 200, 0)
     exact = check.max_abs_error < 1e-6  # float64: the c = 100 construction is within 2e-11 of its limit

@@ -47,7 +47,7 @@ def markov_facts(name: str, directory: Path, circuit_figures: bool = True) -> Ma
     """The run's metrics, phases and strategy baselines, and its figures of the phases (written into
     ``directory``); with attention heads, the probes too, and (``circuit_figures``) the attention and score
     figures; for the minimal model, v and W."""
-    from induction_probes.probes.behaviour import illustrative_steps, strategy_phases
+    from induction_probes.probes.behaviour.icl_behaviour import illustrative_steps, strategy_phases
     from induction_probes.probes.figures.plots import plot_distance_to_strategies, plot_loss_against_baselines
     from induction_probes.probes.paper.shipped import open_run
 
@@ -77,7 +77,7 @@ def markov_facts(name: str, directory: Path, circuit_figures: bool = True) -> Ma
 
 def probe_steps(facts: MarkovFacts) -> list[int]:
     """Steps spread in log sequences seen, the illustrative ones, and the first checkpoint of the last phase."""
-    from induction_probes.probes.behaviour import log_spread_steps
+    from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
 
     saved = set(facts.run.steps)
     seen = {m["step"]: m["sequences_seen"] for m in facts.metrics if m["step"] in saved}
@@ -89,12 +89,12 @@ def probe_steps(facts: MarkovFacts) -> list[int]:
 
 def probe_and_draw(facts: MarkovFacts, directory: Path, figures: bool = True) -> None:
     """Probes at :func:`probe_steps`, and (``figures``) the attention and score figures."""
-    from induction_probes.probes.attention import chance_scores, run_with_patterns
-    from induction_probes.probes.behaviour import even_sequence
+    from induction_probes.probes.attention.patterns import chance_scores, run_with_patterns
+    from induction_probes.probes.behaviour.icl_behaviour import even_sequence
     from induction_probes.probes.figures.plots import figure_name, plot_scores_over_training, step_caption
     from induction_probes.probes.figures.plots_attention import plot_attention_lines
     from induction_probes.probes.figures.plots_circuit import plot_attention_heatmaps
-    from induction_probes.probes.summary import probe_eval_set, probe_run
+    from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
 
     run, name = facts.run, facts.name
     probe_set = facts.probe_set = probe_eval_set(run, PAGE_SEQS, PROBE_SEED)
@@ -123,7 +123,7 @@ def probe_and_draw(facts: MarkovFacts, directory: Path, figures: bool = True) ->
 
 def draw_minimal(facts: MarkovFacts, directory: Path) -> None:
     """The minimal model's v and W on the plateau, at the drop and at the end, as ``report`` draws them."""
-    from induction_probes.probes.behaviour import plateau_step
+    from induction_probes.probes.behaviour.icl_behaviour import plateau_step
     from induction_probes.probes.figures.plots import step_caption
     from induction_probes.probes.figures.plots_circuit import plot_minimal_parameters
 
@@ -160,7 +160,7 @@ def progress_over_training(facts: MarkovFacts, directory: Path) -> dict:
     """The progress measures of every checkpoint (weights only), their figure, and per measure the first
     step at which the best head is halfway from chance to Proposition 2.1 (None: never)."""
     from induction_probes.probes.figures.plots import plot_progress_measures
-    from induction_probes.probes.progress import progress_measures, threshold_crossings
+    from induction_probes.probes.progress.progress_measures import progress_measures, threshold_crossings
 
     run = facts.run
     progress = [progress_measures(run.load(step=step), step) for step in run.steps]

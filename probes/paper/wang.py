@@ -16,8 +16,8 @@ PAPER = "Wang et al. 2024"
 
 
 def theorem_entries(directory: Path) -> list[Entry]:
+    from induction_probes.probes.comparison.construction_limits import check_wang_ih2, check_wang_ihn
     from induction_probes.probes.paper.figures import plot_error_curve
-    from induction_probes.probes.verify import check_wang_ih2, check_wang_ihn
 
     ih2 = check_wang_ih2(d=2, beta=20.0, seq_len=20, n_seqs=1000, seed=0)
     errors = [error for _, error in ih2.error_by_beta]
@@ -72,13 +72,15 @@ def theorem_entries(directory: Path) -> list[Entry]:
 
 
 def trained_entries(directory: Path) -> list[Entry]:
+    from induction_probes.probes.ablation.ablation_study import gaussian_ablation_study
+    from induction_probes.probes.ablation.head_ablation import single_heads
     from induction_probes.probes.figures.plots import figure_name, heads_label
     from induction_probes.probes.figures.plots_circuit import (
         plot_error_bars,
         plot_gaussian_scores,
         plot_gaussian_training,
     )
-    from induction_probes.probes.summary import gaussian_ablation_study, probe_gaussian, single_heads
+    from induction_probes.probes.run_level.all_probes import probe_gaussian
 
     run, name = open_run("gaussian-ih2"), "gaussian-ih2"
     steps = sorted(set(run.steps[:: max(1, len(run.steps) // 10)]) | {run.steps[-1]})  # about 10, and the last

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from induction_probes.probes.ablation.ablation_study import ablation_study, gaussian_ablation_study
 from induction_probes.probes.figures.plots import figure_name, heads_label
 from induction_probes.probes.figures.plots_circuit import plot_ablation_bars, plot_error_bars
 from induction_probes.probes.intervals import paired_effect
 from induction_probes.probes.report.tables import ablations_json, format_table, heads_name, provenance, with_figures
-from induction_probes.probes.summary import ablation_study, gaussian_ablation_study, probe_eval_set
+from induction_probes.probes.run_level.all_probes import probe_eval_set
 
 
 def ablate_markov(

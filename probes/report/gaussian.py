@@ -9,7 +9,7 @@ from pathlib import Path
 from induction_probes.probes.figures.plots import figure_name
 from induction_probes.probes.figures.plots_circuit import plot_gaussian_scores, plot_gaussian_training
 from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
-from induction_probes.probes.summary import probe_gaussian
+from induction_probes.probes.run_level.all_probes import probe_gaussian
 
 
 def gaussian_report(run, *, device=None, plot: Path | None = None, as_json: bool = False) -> str | dict:

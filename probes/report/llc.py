@@ -99,7 +99,7 @@ def chosen_steps(run: Run, steps: list[int] | None, checkpoints: int) -> list[in
 
 def log_spread(steps: list[int], sequences: list[int], count: int) -> list[int]:
     """Step 0 and about ``count − 1`` steps evenly spread in log(sequences seen) over the rest."""
-    from induction_probes.probes.behaviour import log_spread_steps
+    from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
 
     if count < 1:
         raise ValueError(f"checkpoints must be at least 1, got {count}")

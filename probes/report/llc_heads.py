@@ -62,7 +62,7 @@ def per_head_report(
 def progress_crossings(run: Run) -> dict:
     """Each progress measure's first crossing of its threshold over all of the run's checkpoints (read from the
     weights alone, so every checkpoint costs a load, not a forward pass)."""
-    from induction_probes.probes.progress import progress_measures
+    from induction_probes.probes.progress.progress_measures import progress_measures
     from induction_probes.probes.report.markov_probes import progress_thresholds
 
     return progress_thresholds(run, [progress_measures(run.load(step=step), step) for step in run.steps])

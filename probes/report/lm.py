@@ -264,7 +264,7 @@ def ablate_language_model(
     """Each head alone (or the ``heads`` together) ablated on repeated random tokens, ranked by the rise of the
     repeated copy's loss (paired, with its interval); marked where the rise is at least ``threshold`` of the
     clean model's gap; ``heads`` as the command line writes them ("L1H0,1.1") are checked before any boot."""
-    from induction_probes.probes.ablation import check_heads, parse_head_list, single_heads
+    from induction_probes.probes.ablation.head_ablation import check_heads, parse_head_list, single_heads
     from induction_probes.probes.lm.ablation import ablate, check_mode
     from induction_probes.probes.lm.protocols import repeated_random_tokens
 

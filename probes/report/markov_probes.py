@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from induction_probes.circuits.common.names import head_label
-from induction_probes.probes.attention import chance_scores, run_with_patterns
-from induction_probes.probes.behaviour import even_sequence, illustrative_steps, strategy_phases
+from induction_probes.probes.attention.patterns import chance_scores, run_with_patterns
+from induction_probes.probes.behaviour.icl_behaviour import even_sequence, illustrative_steps, strategy_phases
 from induction_probes.probes.figures.plots import (
     figure_name,
     plot_progress_measures,
@@ -15,9 +15,9 @@ from induction_probes.probes.figures.plots import (
     step_caption,
 )
 from induction_probes.probes.figures.plots_circuit import plot_attention_heatmaps, plot_positional_profiles
-from induction_probes.probes.progress import threshold_crossings
+from induction_probes.probes.progress.progress_measures import threshold_crossings
 from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
-from induction_probes.probes.summary import probe_eval_set, probe_run
+from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
 
 PROBE_LABELS = {
     "previous_token": "previous-token",
@@ -78,7 +78,8 @@ def progress_text(run, progress: list) -> str:
 
 
 def probe_text(run, result) -> str:
-    """One checkpoint's probes (a :class:`~induction_probes.probes.summary.CheckpointProbes`): every registered
+    """One checkpoint's probes (a :class:`~induction_probes.probes.run_level.all_probes.CheckpointProbes`): every
+    registered
     probe per head, the closest strategy, the KL to each strategy, the loss and the ICL score."""
     names = list(result.scores)  # every registered probe, in registration order
     rows = [

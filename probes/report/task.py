@@ -10,6 +10,7 @@ from pathlib import Path
 
 from induction_probes.circuits.common.defaults import PAGE_SEQS, PROBE_SEED
 from induction_probes.circuits.common.names import head_label
+from induction_probes.probes.ablation.head_ablation import single_heads
 from induction_probes.probes.figures.plots import figure_name, heads_label
 from induction_probes.probes.figures.plots_task import plot_task_ablation, plot_task_metrics, plot_task_probes
 from induction_probes.probes.report.html import section, write_page
@@ -21,8 +22,8 @@ from induction_probes.probes.report.tables import (
     spread_steps,
     with_figures,
 )
-from induction_probes.probes.summary import probe_run, single_heads
-from induction_probes.probes.task_probes import scalar_metrics, task_ablation_study
+from induction_probes.probes.run_level.all_probes import probe_run
+from induction_probes.probes.run_level.task_probes import scalar_metrics, task_ablation_study
 
 
 def probe_task(

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.probes.behaviour import log_spread_steps
-from induction_probes.probes.compare import compare_with_prop21
+from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
+from induction_probes.probes.comparison.construction_limits import check_prop21, check_wang_ih2, check_wang_ihn
+from induction_probes.probes.comparison.trained_vs_prop21 import compare_with_prop21
 from induction_probes.probes.figures.plots import figure_name
 from induction_probes.probes.figures.plots_circuit import (
     plot_prop21,
@@ -17,8 +18,7 @@ from induction_probes.probes.figures.plots_circuit import (
     plot_prop21_over_training,
 )
 from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
-from induction_probes.probes.summary import probe_eval_set, run_task
-from induction_probes.probes.verify import check_prop21, check_wang_ih2, check_wang_ihn
+from induction_probes.probes.run_level.all_probes import probe_eval_set, run_task
 
 
 def prop21_report(

@@ -1,11 +1,12 @@
-"""What ``probe``, ``ablate`` and ``report`` show for a run, chosen by its task's registered name: ICL-MC and
-Gaussian-task runs have views of their own; a run of any other registered task gets the task view
-(:mod:`induction_probes.probes.report.task`: the registered attention probes and the task's own metrics, as
-text, figures and a page), so that a new task needs no edit here. A task from outside may register a view of
-its own.
+"""What ``probe``, ``ablate`` and ``report`` show for a run, chosen by its task kind's ``view``
+(:mod:`~induction_probes.circuits.recipes.task_kinds`): ICL-MC and Gaussian-task runs have views of their own; a
+run of any other registered task gets the task view (:mod:`induction_probes.probes.report.task`: the registered
+attention probes and the task's own metrics, as text, figures and a page), so that a new task needs no edit
+here. A task from outside may give its kind a view of its own.
 
-A view names four functions by ``"module:function"`` (resolved once asked for, so that the command line,
-which imports this module to build its options, imports none of them):
+A view (a :class:`~induction_probes.circuits.recipes.task_kinds.TaskView`) names four functions by
+``"module:function"`` (resolved once asked for, so that the command line, which imports this module to build its
+options, imports none of them):
 
 - ``probe(run, steps, n_seqs, seed, *, device, plot, as_json)``: the probes of ``steps`` on ``n_seqs`` fresh
   sequences drawn with ``seed``;
@@ -19,45 +20,13 @@ JSON-ready dict. The functions below dispatch to the run's view."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.common.paths import path_argument, plot_folder
-from induction_probes.circuits.common.registry import Expects, Registry, resolve
-
-
-@dataclass(frozen=True)
-class TaskView:
-    probe: str
-    ablate: str
-    report: str
-    html: str
-
-    def get(self, part: str):
-        return resolve(getattr(self, part))
-
+from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, TaskView
 
 _HERE = "induction_probes.probes.report"
-VIEWS = Registry("task view", __name__, Expects("a TaskView", lambda entry: isinstance(entry, TaskView)))
-VIEWS.register(
-    "markov",
-    TaskView(
-        f"{_HERE}.markov_probes:probe_markov",
-        f"{_HERE}.ablation:ablate_markov",
-        f"{_HERE}.markov:markov_report",
-        f"{_HERE}.markov_html:markov_report_html",
-    ),
-)
-VIEWS.register(
-    "gaussian",
-    TaskView(
-        f"{_HERE}.gaussian:probe_gaussian_report",
-        f"{_HERE}.ablation:ablate_gaussian",
-        f"{_HERE}.gaussian:gaussian_report",
-        f"{_HERE}.gaussian:refuse_gaussian_html",
-    ),
-)
 TASK_VIEW = TaskView(
     f"{_HERE}.task:probe_task",
     f"{_HERE}.task:ablate_task",
@@ -79,8 +48,7 @@ def probed_run(run):
 
 def view_of(run) -> TaskView:
     """The view of the run's task: its own, or the task view of any registered task."""
-    name = run.task.name
-    return VIEWS.get(name) if name in VIEWS else TASK_VIEW
+    return TASK_KINDS.get(run.task.name).view or TASK_VIEW
 
 
 def probe_report(
@@ -116,8 +84,7 @@ def ablation_report(
     """The checkpoint at ``step`` (default the last) with each head set ablated (default: each head alone; a
     string "L.H,L.H" is one set) in ``mode`` (zero, mean or resample), on ``n_seqs`` fresh sequences drawn with
     ``seed``."""
-    from induction_probes.probes.ablation import heads_in_layer, parse_heads
-    from induction_probes.probes.summary import single_heads
+    from induction_probes.probes.ablation.head_ablation import heads_in_layer, parse_heads, single_heads
 
     run, plot = probed_run(run), plot_folder(plot)
     if isinstance(head_sets, str):  # one set as the command line writes it, "0.0,1.0", checked against the run

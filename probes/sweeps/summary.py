@@ -37,9 +37,9 @@ from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.sweeps.sweep import SPEC_FILE, SpecError, cell_status, is_finished, read_spec  # noqa: F401
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy, strategy_name
 from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.probes.attention import positional_profiles
-from induction_probes.probes.by_prior import evaluate_run_on_priors, prior_names, prior_task
-from induction_probes.probes.scores import attention_probes
+from induction_probes.probes.attention.patterns import positional_profiles
+from induction_probes.probes.attention.scores import attention_probes
+from induction_probes.probes.behaviour.by_prior import evaluate_run_on_priors, prior_names, prior_task
 from induction_probes.probes.sweeps.statistics import interval, nonnegative_interval
 from induction_probes.probes.sweeps.sweep_statistics import add_statistics
 from induction_probes.probes.sweeps.task_summary import summarize_task_sweep
@@ -232,7 +232,8 @@ def summarize_sweep(
 ) -> dict:
     """The summary of the finished cells of the sweep in ``root`` (JSON-ready: no NaN, no tensors);
     ``count`` defaults to the spec's own. ``by_prior`` (e.g. ``"doubly-stochastic,unigram"``) adds each run's
-    final loss and KL on ``probe_seqs`` fresh chains of each of those priors (:mod:`induction_probes.probes.by_prior`),
+    final loss and KL on ``probe_seqs`` fresh chains of each of those priors
+    (:mod:`induction_probes.probes.behaviour.by_prior`),
     their intervals per condition and their comparisons. A sweep of any other task (Gaussian, or a task
     registered from outside) gets the task summary
     (:func:`~induction_probes.probes.sweeps.task_summary.summarize_task_sweep`):

@@ -14,7 +14,8 @@ KL(true ‖ model) on fresh chains of P), compared the same way.
 A summary whose runs hold ``positional_layer0`` (layer 0's positional profile at the plateau, the transition and
 the end) has the even/odd measures too: ``odd_even.P``, how far the profile's weights at odd distances 3..19 stand
 above their even neighbours at point P, and ``alternation_fading.transition``, that excess at odd distances 3..9
-minus at 11..19 at the transition (:mod:`induction_probes.probes.attention`). Each condition's ``even_odd`` block
+minus at 11..19 at the transition (:mod:`induction_probes.probes.attention.patterns`). Each condition's ``even_odd``
+block
 tests Edelman et al.'s claim within it (Fig. 3 middle, ICML Fig. 11): the excess at each point, the paired change
 from the plateau to the transition, and the excess and its fading at the transition against 0 (one-sample), each
 with the Student-t 95 % interval and the t and signed-rank tests' p-values. The values are of the order of 1e-3,
@@ -28,7 +29,7 @@ from itertools import combinations
 from pathlib import Path
 
 from induction_probes.circuits.runs.reader import read_json
-from induction_probes.probes.attention import alternation_fading, odd_even_excess
+from induction_probes.probes.attention.patterns import alternation_fading, odd_even_excess
 from induction_probes.probes.sweeps.statistics import (
     bounded_interval,
     compare_conditions,

@@ -5,7 +5,8 @@ from outside the package).
   final checkpoint (what ``probe_run`` gives for the task: the registered attention probes, or a Gaussian run's
   previous-token and induction scores) on ``probe_seqs`` fresh sequences of the task; its metrics at every
   checkpoint (``curves``); the norm of its positions and attention maps and how far each has moved from its
-  initial value at every checkpoint (``weights``, :mod:`induction_probes.probes.weights`); the half-way step of
+  initial value at every checkpoint (``weights``, :mod:`induction_probes.probes.progress.weight_norms`); the half-way
+  step of
   each metric and of each weight's distance from its start (``reached``); for a task with baselines (the text
   task), their losses on the run's own evaluation windows and the loss's plateau at the bigram level.
 - **Per condition**: the mean and 95 % interval over seeds of each of these, and the paired tests over seeds of
@@ -22,11 +23,11 @@ from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.common.paths import portable
 from induction_probes.circuits.common.untrusted import require_finite
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.probes.summary import probe_run
+from induction_probes.probes.progress.weight_norms import weight_curves
+from induction_probes.probes.run_level.all_probes import probe_run
+from induction_probes.probes.run_level.task_probes import scalar_metrics
 from induction_probes.probes.sweeps.statistics import compare_conditions, interval, nonnegative_interval
 from induction_probes.probes.sweeps.task_timing import PLATEAU_BASELINE, order_tests, plateau, reached_steps
-from induction_probes.probes.task_probes import scalar_metrics
-from induction_probes.probes.weights import weight_curves
 
 NOT_METRICS = ("step", "sequences_seen")  # what a metrics.jsonl line holds besides metrics
 

@@ -12,7 +12,7 @@ from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.training.train import train_run
 from induction_probes.cli import main
-from induction_probes.probes.by_prior import evaluate_run_on_priors
+from induction_probes.probes.behaviour.by_prior import evaluate_run_on_priors
 from induction_probes.probes.sweeps.statistics import interval
 
 # 40 steps of 16: the schedule switches at sequence 200, inside step 13's batch (sequences 192..207)

@@ -22,8 +22,9 @@ import pytest
 import torch
 
 import induction_probes
-from induction_probes import PROBES, RECIPES, TASKS, Recipe, TaskConfig
+from induction_probes import PROBES, TASK_KINDS, Recipe, RecipeEntry, TaskConfig, TaskKind
 from induction_probes.circuits.common.config import nested, option
+from induction_probes.circuits.recipes.task_kinds import recipe_entry, recipe_names
 from induction_probes.cli import main
 
 
@@ -109,17 +110,21 @@ def first_token(patterns, tokens):
     return [pattern[..., 0].mean(dim=(0, 2)) for pattern in patterns]
 
 
+FIRST_TOKEN = TaskKind(FirstTokenTask, (RecipeEntry(FirstTokenRecipe, "copy the first token (a test's task)"),))
+
+
 @pytest.fixture
 def registered():
-    """Two registration calls, the task with its recipe and the probe, undone afterwards so that no other test
-    sees them."""
-    induction_probes.register_task(FirstTokenRecipe, command=True, help="copy the first token (a test's task)")
+    """Two registration calls, the task kind (the task with its recipe) and the probe, undone afterwards so that
+    no other test sees them."""
+    induction_probes.register_task(FIRST_TOKEN)
     PROBES.register("first_token", first_token)
-    assert TASKS.get("first-token") is FirstTokenTask and RECIPES.get("first-token") is FirstTokenRecipe
+    assert TASK_KINDS.get("first-token").task is FirstTokenTask
+    assert recipe_entry("first-token").recipe is FirstTokenRecipe
     yield
-    induction_probes.unregister_task(FirstTokenRecipe)
+    induction_probes.unregister_task(FIRST_TOKEN)
     PROBES.unregister("first_token")
-    assert "first-token" not in TASKS and "first-token" not in RECIPES
+    assert "first-token" not in TASK_KINDS and "first-token" not in recipe_names()
 
 
 def assert_png(data: bytes) -> None:
@@ -221,15 +226,15 @@ def test_a_task_and_a_probe_from_outside_train_probe_sweep_and_report(registered
 
 def test_without_its_registration_the_task_is_an_unknown_name_that_lists_the_known_ones(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"unknown task 'first-token' \(known: markov, gaussian, text\)"):
-        TASKS.get("first-token")
+        TASK_KINDS.get("first-token")
     assert main(["train", "first-token", "--out", str(tmp_path / "x")]) == 2
     assert "invalid choice: 'first-token'" in capsys.readouterr().err
 
 
 PLUGIN = """from induction_probes import PROBES, register_task
-from test_extending import FirstTokenRecipe, first_token
+from test_extending import FIRST_TOKEN, first_token
 
-register_task(FirstTokenRecipe, command=True, help="copy the first token (a plugin)")
+register_task(FIRST_TOKEN)
 PROBES.register("first_token", first_token)
 """
 

@@ -4,8 +4,8 @@ single-position score over four evaluation sets of 1,000 sequences (figures in d
 import torch
 
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.probes.behaviour import behaviour
-from induction_probes.probes.summary import probe_eval_set
+from induction_probes.probes.behaviour.icl_behaviour import behaviour
+from induction_probes.probes.run_level.all_probes import probe_eval_set
 
 
 def test_the_windowed_icl_score_spreads_at_most_half_as_much_as_the_single_position_one():

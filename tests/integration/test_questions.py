@@ -4,8 +4,8 @@ their metrics.jsonl and their probes."""
 import pytest
 
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.probes.questions import align_runs, first_crossings, phases, transition
-from induction_probes.probes.summary import probe_eval_set, probe_run
+from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
+from induction_probes.probes.run_level.research_questions import align_runs, first_crossings, phases, transition
 
 STEPS = [0, 2, 29, 94, 283, 606, 768, 1010, 4000]  # saved steps of markov-k3 around its pieces forming
 
@@ -69,7 +69,7 @@ def test_runs_align_by_transition_and_by_phase(run, probes):
 
 def test_first_crossings_names_each_composition_as_the_tidy_table_does():
     from induction_probes import Run, probe_run
-    from induction_probes.probes.questions import first_crossings
+    from induction_probes.probes.run_level.research_questions import first_crossings
 
     run = Run.open("markov-k3")
     probes = probe_run(run, steps=run.steps[::20])

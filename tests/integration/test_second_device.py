@@ -18,9 +18,10 @@ from induction_probes.circuits.runs import reader
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.training import train
 from induction_probes.circuits.training.train import train_run
+from induction_probes.probes.ablation.ablation_study import gaussian_ablation_study
 from induction_probes.probes.llc.calibration import linear_regression, squared_error
 from induction_probes.probes.llc.curvature import curvature, gradient_shift
-from induction_probes.probes.summary import gaussian_ablation_study, probe_gaussian
+from induction_probes.probes.run_level.all_probes import probe_gaussian
 
 MARKOV = Run.open("markov-k3")
 EVAL_SET = probe_eval_set(MARKOV, n_seqs=40, seed=0)

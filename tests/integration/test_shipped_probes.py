@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.probes.attention import bigram_matching_score, previous_token_score
-from induction_probes.probes.summary import ablation_study, probe_eval_set, probe_model
+from induction_probes.probes.ablation.ablation_study import ablation_study
+from induction_probes.probes.attention.patterns import bigram_matching_score, previous_token_score
+from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_model
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def test_zero_ablating_layer_0_falls_back_to_the_unigram_strategy(run, probe_set
 
 
 def test_markov_k3_has_the_signatures_of_proposition_2_1(run, probe_set):
-    from induction_probes.probes.compare import compare_with_prop21
+    from induction_probes.probes.comparison.trained_vs_prop21 import compare_with_prop21
 
     result = compare_with_prop21(run.load(), probe_set.sample.inputs[:300], 3)
     assert int(result.positional_profile.argmax()) == 1
@@ -60,7 +61,7 @@ def test_markov_k3_has_the_signatures_of_proposition_2_1(run, probe_set):
 def test_on_the_plateau_the_argmax_signatures_hold_but_the_thresholds_do_not(run, probe_set):
     """At step 364 every argmax signature already holds, layer 0's on a nearly flat profile; the progress
     thresholds say which pieces are still short of halfway from chance to the construction."""
-    from induction_probes.probes.compare import compare_with_prop21
+    from induction_probes.probes.comparison.trained_vs_prop21 import compare_with_prop21
 
     result = compare_with_prop21(run.load(step=364), probe_set.sample.inputs[:300], 3)
     assert int(result.positional_profile.argmax()) == 1 and result.positional_profile[1] < 0.011
@@ -71,8 +72,8 @@ def test_on_the_plateau_the_argmax_signatures_hold_but_the_thresholds_do_not(run
 
 def test_a_summary_record_holds_layer_0s_profile_on_the_plateau_at_the_transition_and_at_the_end(run):
     from induction_probes.circuits.common.defaults import PROBE_SEED
-    from induction_probes.probes.attention import positional_profiles
-    from induction_probes.probes.behaviour import strategy_phases
+    from induction_probes.probes.attention.patterns import positional_profiles
+    from induction_probes.probes.behaviour.icl_behaviour import strategy_phases
     from induction_probes.probes.sweeps.summary import PROFILE_DISTANCES, summarize_run
 
     record = summarize_run(run, None, 40)

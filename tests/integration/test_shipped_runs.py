@@ -12,7 +12,7 @@ import torch
 
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.runs.shipped import shipped_run_names
-from induction_probes.probes.behaviour import strategy_phases
+from induction_probes.probes.behaviour.icl_behaviour import strategy_phases
 
 FRESH_SEED = 20_261_130  # not the runs' evaluation seed: fresh sequences
 
@@ -136,7 +136,7 @@ def test_minimal_model_plateaus_transitions_and_shows_the_odd_even_asymmetry():
 
 
 def test_gaussian_ih2_learned_the_induction_circuit():
-    from induction_probes.probes.summary import probe_gaussian
+    from induction_probes.probes.run_level.all_probes import probe_gaussian
 
     result = probe_gaussian(Run.open("gaussian-ih2"), n_seqs=1000, seed=FRESH_SEED)
     assert result.relative_mse <= 0.05

@@ -8,7 +8,7 @@ import torch
 from induction_probes.circuits.constructions.edelman import empirical_bigram, prop21, prop21_limit
 from induction_probes.circuits.tasks.markov.chains import sample_markov
 from induction_probes.cli import main
-from induction_probes.probes.verify import check_prop21, construction_errors
+from induction_probes.probes.comparison.construction_limits import check_prop21, construction_errors
 
 
 def sequences(kind: str, k: int, seq_len: int) -> torch.Tensor:
@@ -41,7 +41,7 @@ def test_error_against_c():
     worst = {c: w for c, w, _ in result.error_by_c}
     mean = {c: m for c, _, m in result.error_by_c}
     assert worst[10.0] > worst[30.0] > worst[100.0]
-    assert mean[10.0] > mean[3.0]  # not monotone: see probes/verify.py for why
+    assert mean[10.0] > mean[3.0]  # not monotone: see probes/comparison/construction_limits.py for why
     assert result.max_abs_error < 1e-6
 
 
@@ -75,7 +75,7 @@ def test_bad_input(args, message, capsys):
 
 def test_the_construction_compared_with_itself_is_perfect():
     from induction_probes.circuits.constructions.loading import load_construction
-    from induction_probes.probes.compare import compare_with_prop21
+    from induction_probes.probes.comparison.trained_vs_prop21 import compare_with_prop21
 
     k = 3
     model = load_construction(*prop21(k, 100.0, 40))
@@ -92,7 +92,7 @@ def test_the_construction_compared_with_itself_is_perfect():
 
 def test_an_untrained_model_lacks_the_signatures():
     from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
-    from induction_probes.probes.compare import compare_with_prop21
+    from induction_probes.probes.comparison.trained_vs_prop21 import compare_with_prop21
 
     cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_ctx=40, d_vocab=3, normalization="LN", seed=5)
     result = compare_with_prop21(HookedTransformer(cfg), sequences("markov", 3, 40), 3)
@@ -136,7 +136,7 @@ def test_the_construction_read_as_frequencies_scores_as_the_bigram_strategy():
 
 
 def test_wang_theorem_4_1_converges_to_ih2_as_beta_grows():
-    from induction_probes.probes.verify import check_wang_ih2
+    from induction_probes.probes.comparison.construction_limits import check_wang_ih2
 
     result = check_wang_ih2(d=2, beta=20.0, seq_len=20, n_seqs=1000)
     errors = [error for _, error in result.error_by_beta]
@@ -172,7 +172,7 @@ def test_wang_bad_input(args, message, capsys):
 
 
 def test_wang_theorem_4_3_error_falls_with_heads():
-    from induction_probes.probes.verify import check_wang_ihn
+    from induction_probes.probes.comparison.construction_limits import check_wang_ihn
 
     for n in (3, 4):
         result = check_wang_ihn(d=1, n=n, seq_len=16, n_seqs=300)

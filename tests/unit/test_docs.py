@@ -143,18 +143,20 @@ def test_the_code_of_the_pages_imports_from_the_top_only(source):
 def test_an_import_below_the_top_is_found():
     code = (
         "import induction_probes\nfrom induction_probes import Run, lm, frobnicate\n"
-        "from induction_probes.probes.questions import phases\nimport induction_probes.cli\n"
-        "induction_probes.probes.summary.probe_run, induction_probes.Run\n"
+        "from induction_probes.probes.run_level.research_questions import phases\nimport induction_probes.cli\n"
+        "induction_probes.probes.run_level.all_probes.probe_run, induction_probes.Run\n"
     )
     assert imports_below_the_top(code) == [
         "line 2: frobnicate is not exported",
-        "line 3: from induction_probes.probes.questions import ...",
+        "line 3: from induction_probes.probes.run_level.research_questions import ...",
         "line 4: import induction_probes.cli",
         "line 5: induction_probes.probes is not exported",
     ]
-    shell = 'python -c "from induction_probes.probes.summary import probe_run; import induction_probes.cli"'
+    shell = (
+        'python -c "from induction_probes.probes.run_level.all_probes import probe_run; import induction_probes.cli"'
+    )
     assert imports_below_the_top(python_in_shell(shell)) == [
-        "line 1: from induction_probes.probes.summary import ...",
+        "line 1: from induction_probes.probes.run_level.all_probes import ...",
         "line 2: import induction_probes.cli",
     ]
 

@@ -20,7 +20,7 @@ import torch
 
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.cli import main
-from induction_probes.probes.behaviour import illustrative_steps, plateau_step, strategy_phases
+from induction_probes.probes.behaviour.icl_behaviour import illustrative_steps, plateau_step, strategy_phases
 from induction_probes.probes.figures import plots, plots_attention, plots_circuit, plots_sweep, plots_toy
 
 

@@ -12,7 +12,7 @@ from lm_models import N_CTX, VOCAB, hf_attentions, save_model
 
 from induction_probes import Run, lm
 from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.probes.attention import bigram_matching_scores, previous_token_scores, run_with_patterns
+from induction_probes.probes.attention.patterns import bigram_matching_scores, previous_token_scores, run_with_patterns
 from induction_probes.probes.lm.markov import early_positions, late_positions, probe_markov
 from induction_probes.probes.lm.markov_measure import SEQ_LEN, chain_ids, markov_tokens
 from induction_probes.probes.report.lm_markov import markov_lm_report

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from induction_probes.circuits.models.minimal import MinimalConfig, MinimalModel, odd_even_gap
-from induction_probes.probes.attention import previous_token_score, run_with_captures
+from induction_probes.probes.attention.patterns import previous_token_score, run_with_captures
 
 
 def model(first_layer: str) -> MinimalModel:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from induction_probes.probes.behaviour import Phase
+from induction_probes.probes.behaviour.icl_behaviour import Phase
 from induction_probes.probes.paper.edelman import AUTHORS_BASELINES, baselines_entry, chance_z, difference_se, passes
 from induction_probes.probes.paper.entries import (
     AGREE,

@@ -7,8 +7,10 @@ import itertools
 
 import pytest
 
-from induction_probes import RECIPES, TASKS
+from induction_probes import TASK_KINDS
 from induction_probes.circuits.common.registry import PLUGINS_VARIABLE
+from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.recipes.task_kinds import recipe_entry
 from induction_probes.cli import main
 
 NUMBERS = itertools.count()  # each plugin a module name of its own: a module that imported stays imported
@@ -55,33 +57,39 @@ def test_a_name_that_is_no_module_name_is_refused_by_name(names, monkeypatch, ca
 @pytest.mark.parametrize(
     "registration",
     [
-        'TASKS.register("markov", "os:system")',
-        'TASKS.register("markov", "os:system", replace=True)',
-        'RECIPES.register("markov", "os:system", replace=True, command=True)',
-        'TASKS.unregister("markov")',
+        'TASK_KINDS.register("markov", "os:system")',
+        'TASK_KINDS.register("markov", "os:system", replace=True)',
+        "register_task(TaskKind(MarkovTask, ()), replace=True)",
+        "register_task(TaskKind(GaussianTask, (RecipeEntry(MarkovRecipe, 'mine'),)))",
+        'TASK_KINDS.unregister("markov")',
     ],
 )
 def test_a_plugin_cannot_take_over_a_task_of_the_package(registration, tmp_path, monkeypatch, capsys):
-    task, recipe = TASKS.get("markov"), RECIPES.get("markov")
-    plugin(tmp_path, monkeypatch, f"from induction_probes import RECIPES, TASKS\n{registration}\n")
+    kind = TASK_KINDS.get("markov")
+    source = (
+        "from induction_probes import TASK_KINDS, GaussianTask, MarkovTask, RecipeEntry, TaskKind, register_task\n"
+        "from induction_probes.circuits.recipes.markov import MarkovRecipe\n"
+        f"{registration}\n"
+    )
+    plugin(tmp_path, monkeypatch, source)
     assert "markov" in refused(capsys)
-    assert TASKS.get("markov") is task and RECIPES.get("markov") is recipe
+    assert TASK_KINDS.get("markov") is kind and recipe_entry("markov").recipe is MarkovRecipe
     monkeypatch.delenv(PLUGINS_VARIABLE)
     assert main(["info", "markov-k3"]) == 0  # and the next command is as before
 
 
 @pytest.mark.parametrize(
     "target, message",
-    [("os:system", "not a recipe config class"), ("no_such_module_anywhere:Recipe", "cannot be imported")],
+    [("os:system", "not a TaskKind"), ("no_such_module_anywhere:Kind", "cannot be imported")],
 )
-def test_a_recipe_registered_as_a_string_that_is_no_recipe_is_refused_when_resolved(
+def test_a_task_kind_registered_as_a_string_that_is_no_kind_is_refused_when_resolved(
     target, message, tmp_path, monkeypatch, capsys
 ):
-    source = f'from induction_probes import RECIPES\nRECIPES.register("sideways", "{target}", command=True)\n'
+    source = f'from induction_probes import TASK_KINDS\nTASK_KINDS.register("sideways", "{target}")\n'
     plugin(tmp_path, monkeypatch, source)
     try:
         err = refused(capsys, ["train", "sideways", "--out", str(tmp_path / "run")])
     finally:
-        RECIPES.unregister("sideways")
+        TASK_KINDS.unregister("sideways")
     assert message in err and "'sideways'" in err and target in err
     assert not (tmp_path / "run").exists()

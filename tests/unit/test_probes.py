@@ -14,8 +14,8 @@ from transformer_lens.hook_points import HookPoint
 
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.probes.ablation import parse_heads, run_ablated
-from induction_probes.probes.attention import (
+from induction_probes.probes.ablation.head_ablation import parse_heads, run_ablated
+from induction_probes.probes.attention.patterns import (
     alternation_fading,
     bigram_matching_score,
     last_token_matching_mass,
@@ -25,7 +25,7 @@ from induction_probes.probes.attention import (
     previous_token_score,
     run_with_patterns,
 )
-from induction_probes.probes.behaviour import behaviour, icl_score
+from induction_probes.probes.behaviour.icl_behaviour import behaviour, icl_score
 
 # A causal pattern over 5 positions: rows are queries, columns keys; every row sums to 1.
 PATTERN = torch.tensor(
@@ -316,7 +316,7 @@ def test_induction_score_is_1_on_theorem_4_1_and_lower_on_uniform_attention():
     from induction_probes.circuits.constructions.loading import load_construction
     from induction_probes.circuits.constructions.wang import wang_ih2
     from induction_probes.circuits.tasks.gaussian.sequences import sample_sequences
-    from induction_probes.probes.attention import induction_score
+    from induction_probes.probes.attention.patterns import induction_score
 
     x = sample_sequences(100, 12, 2, generator=torch.Generator().manual_seed(5))
     W = torch.eye(2, dtype=torch.float64)
@@ -334,8 +334,8 @@ def test_per_head_probes_report_every_head_of_layers_with_different_head_counts(
     """A trigram model with two first-layer heads and one second-layer head: no head is dropped."""
     from induction_probes.circuits.models.classes import build_model
     from induction_probes.circuits.recipes.markov import MarkovRecipe
-    from induction_probes.probes.attention import run_with_patterns
-    from induction_probes.probes.summary import probe_model
+    from induction_probes.probes.attention.patterns import run_with_patterns
+    from induction_probes.probes.run_level.all_probes import probe_model
 
     recipe = MarkovRecipe(task=MarkovTask(k=3, n=3, seq_len=20), heads=(2, 1))
     model = build_model(recipe.model_config()).eval()
@@ -352,7 +352,7 @@ def test_per_head_probes_report_every_head_of_layers_with_different_head_counts(
 
 
 def test_even_sequence_is_the_one_whose_counts_have_the_most_entropy():
-    from induction_probes.probes.behaviour import even_sequence
+    from induction_probes.probes.behaviour.icl_behaviour import even_sequence
 
     tokens = torch.tensor([[0, 0, 0, 1, 0, 0], [0, 1, 2, 0, 1, 2], [0, 1, 1, 1, 2, 2], [2, 2, 2, 2, 2, 2]])
     assert torch.equal(even_sequence(tokens, n_pos=6), tokens[1])  # two of each of three states

@@ -13,7 +13,7 @@ from induction_probes.circuits.models.model import HookedTransformer
 from induction_probes.circuits.recipes.clamps import previous_token_pattern
 from induction_probes.circuits.recipes.markov import MarkovRecipe
 from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.probes.progress import (
+from induction_probes.probes.progress.progress_measures import (
     calibration,
     composition,
     copying_score,
@@ -149,7 +149,7 @@ def test_models_the_measures_do_not_apply_to_are_named():
 
 
 def test_threshold_crossings_name_the_first_step_at_threshold_and_its_sequences():
-    from induction_probes.probes.progress import threshold_crossings
+    from induction_probes.probes.progress.progress_measures import threshold_crossings
 
     # an initialisation (at chance), large random weights, and the construction (every measure ideal) last
     construction = load_construction(*prop21(3, 100.0, 100))

@@ -18,8 +18,9 @@ def test_every_exported_name_is_the_object_its_module_defines():
 def test_the_question_helpers_the_ablation_table_and_the_llc_come_from_the_top():
     from induction_probes import ablation_frame, align_runs, estimate_llc, first_crossings, limits, phases, transition
     from induction_probes.circuits.common import limits as deep_limits
-    from induction_probes.probes import questions, tidy
+    from induction_probes.probes import tidy
     from induction_probes.probes.llc import estimator
+    from induction_probes.probes.run_level import research_questions as questions
 
     assert (phases, transition, first_crossings, align_runs) == (
         questions.phases,

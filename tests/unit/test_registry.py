@@ -1,13 +1,16 @@
 """The registries: one small class, lazy entries, refusals in one line, and the priors' facts in place of their
 order (``SIMPLE_PRIOR_NAMES = PRIOR_NAMES[:3]`` changed meaning if a name was inserted before the third)."""
 
+import json
 import subprocess
 import sys
+from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
 import torch
 
-from induction_probes import MODEL_CLASSES, PRIORS, PROBES, RECIPES, RUN_PROBES, TASKS, VIEWS, MarkovTask
+from induction_probes import MODEL_CLASSES, PRIORS, PROBES, TASK_KINDS, MarkovTask, RecipeEntry, TaskKind, nested
 from induction_probes.circuits.common.registry import (
     Expects,
     Registry,
@@ -15,6 +18,13 @@ from induction_probes.circuits.common.registry import (
     UnusableEntry,
     outside_registrations,
     register_again,
+)
+from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.recipes.task_kinds import (
+    recipe_entry,
+    recipe_names,
+    register_task,
+    unregister_task,
 )
 from induction_probes.circuits.tasks.markov.prior_registry import SIMPLE_PRIORS
 
@@ -72,36 +82,61 @@ def test_a_view_follows_later_registrations():
 def test_the_registry_modules_import_no_torch():
     code = (
         "import sys\n"
-        "from induction_probes.circuits.tasks.registry import TASKS\n"
-        "from induction_probes.circuits.recipes.registry import RECIPES\n"
+        "from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, recipe_names\n"
         "from induction_probes.circuits.models.registry import MODEL_CLASSES\n"
         "from induction_probes.circuits.tasks.markov.prior_registry import PRIORS\n"
-        "from induction_probes.probes.registry import PROBES, RUN_PROBES\n"
-        "from induction_probes.probes.report.views import VIEWS\n"
+        "from induction_probes.probes.attention.probe_registry import PROBES\n"
+        "from induction_probes.probes.report.views import view_of\n"
         "assert 'torch' not in sys.modules, 'torch'\n"
-        "print(len(TASKS), len(RECIPES), len(MODEL_CLASSES), len(PRIORS), len(PROBES), len(RUN_PROBES), len(VIEWS))"
+        "print(len(TASK_KINDS), len(recipe_names()), len(MODEL_CLASSES), len(PRIORS), len(PROBES))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["3", "5", "3", "5", "3", "2", "2"]
+    assert out.stdout.split() == ["3", "5", "3", "5", "3"]
 
 
 def test_the_package_registers_what_config_json_names():
-    assert TASKS.names() == ("markov", "gaussian", "text")
-    assert RECIPES.names() == ("markov", "minimal", "gaussian", "text", "toy")
-    assert RECIPES.names(command=True) == ("markov", "minimal", "gaussian", "text")  # toy trains with the toy command
+    assert TASK_KINDS.names() == ("markov", "gaussian", "text")
+    assert recipe_names() == ["markov", "minimal", "gaussian", "toy", "text"]
+    assert recipe_names(command=True) == ["markov", "minimal", "gaussian", "text"]  # toy trains with the toy command
     assert MODEL_CLASSES.names() == ("HookedTransformer", "MinimalModel", "ToyModel")
-    for name in TASKS:
-        assert TASKS.get(name).name == name
-    for name in RECIPES:
-        assert RECIPES.get(name).name == name
+    for name in TASK_KINDS:
+        assert TASK_KINDS.get(name).task.name == name
+    for name in recipe_names():
+        assert recipe_entry(name).recipe.name == name
     assert PROBES.names() == ("previous_token", "bigram_matching", "bigram_matching_ideal")
-    assert RUN_PROBES.names() == VIEWS.names() == ("markov", "gaussian")  # any other task gets the generic ones
+    with_own = [name for name, kind in TASK_KINDS.items() if kind.probe and kind.view]
+    assert with_own == ["markov", "gaussian"]  # any other task gets the generic probe and view
+    assert all(kind.probe is None and kind.view is None for name, kind in TASK_KINDS.items() if name not in with_own)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SecondMarkovTask(MarkovTask):
+    name: ClassVar[str] = "second-markov"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SecondMarkovRecipe(MarkovRecipe):
+    task: SecondMarkovTask = nested(SecondMarkovTask)
+    name: ClassVar[str] = "second-markov"
+
+
+def test_a_task_kind_refuses_a_recipe_of_another_task_or_a_recipe_name_taken():
+    with pytest.raises(ValueError, match="recipe markov trains the task markov, not second-markov"):
+        TaskKind(SecondMarkovTask, (RecipeEntry(MarkovRecipe, "twice"),))
+    with pytest.raises(ValueError, match="a task kind's task is a task config class"):
+        TaskKind(MarkovRecipe, ())
+    with pytest.raises(ValueError, match="a recipe is a config class"):
+        RecipeEntry(twice, "not a class")
+    taken = TaskKind(SecondMarkovTask, (RecipeEntry(recipe_entry("toy").recipe, "the toy again", command=False),))
+    with pytest.raises(ValueError, match="the recipe 'toy' is registered already, by the task gaussian"):
+        register_task(taken)
+    assert "second-markov" not in TASK_KINDS
 
 
 def test_probe_run_probes_a_gaussian_run_through_its_tasks_registration_as_probe_gaussian_does():
     from induction_probes import Run, probe_run
-    from induction_probes.probes.summary import GaussianProbes, probe_gaussian
+    from induction_probes.probes.run_level.all_probes import GaussianProbes, probe_gaussian
 
     run = Run.open("gaussian-ih2")
     steps = [run.steps[0], run.steps[-1]]
@@ -151,7 +186,7 @@ def test_a_worker_makes_the_registrations_of_its_parent_again():
         sent = [item for item in outside_registrations() if item["name"] == "twice"]
         assert sent == [
             {
-                "registry": "induction_probes.probes.registry",
+                "registry": "induction_probes.probes.attention.probe_registry",
                 "kind": "probe",
                 "name": "twice",
                 "entry": f"{__name__}:twice",
@@ -175,12 +210,31 @@ def test_a_worker_makes_the_registrations_of_its_parent_again():
         PROBES.unregister("local")
 
 
+def test_a_worker_makes_a_task_kind_of_its_parent_again_from_plain_data():
+    kind = register_task(TaskKind(SecondMarkovTask, (RecipeEntry(SecondMarkovRecipe, "ICL-MC, renamed"),)))
+    try:
+        (sent,) = [item for item in outside_registrations() if item["name"] == "second-markov"]
+        assert sent["entry"]["task"] == f"{__name__}:SecondMarkovTask"  # JSON a worker is sent, not the objects
+        assert json.loads(json.dumps(sent)) == sent
+        unregister_task(kind)
+        assert "second-markov" not in recipe_names()
+        register_again([sent])
+        again = TASK_KINDS.get("second-markov")
+        assert again == kind and again is not kind  # rebuilt, equal field by field
+        assert recipe_entry("second-markov").recipe is SecondMarkovRecipe
+    finally:
+        unregister_task("second-markov")
+
+
 def test_the_packages_own_registrations_cannot_be_replaced_or_unregistered():
-    task = TASKS.get("markov")
-    for undo in (lambda: TASKS.register("markov", "os:system", replace=True), lambda: TASKS.unregister("markov")):
+    kind = TASK_KINDS.get("markov")
+    for undo in (
+        lambda: TASK_KINDS.register("markov", "os:system", replace=True),
+        lambda: TASK_KINDS.unregister("markov"),
+    ):
         with pytest.raises(ValueError, match="the task 'markov' is the package's own"):
             undo()
-    assert TASKS.get("markov") is task
+    assert TASK_KINDS.get("markov") is kind
     registry = Registry("thing", __name__)  # an outside registration is replaced and unregistered as before
     registry.register("a", twice)
     registry.register("a", thrice_of, replace=True)

@@ -239,3 +239,41 @@ def code_only(path: Path) -> str:
         if token.type != tokenize.COMMENT and not (token.type == tokenize.STRING and token.start in strings)
     ]
     return " ".join(kept)
+
+
+def test_the_probes_root_holds_at_most_ten_modules():
+    """probes/ is cut by what it measures (attention, behaviour, ablation, progress, comparison, run_level); a
+    module left at its root is one a reader has to place by hand. 19 sat there before the cut."""
+    modules = sorted(p.name for p in (ROOT / "probes").glob("*.py"))
+    assert len(modules) <= 10, f"probes/ holds {len(modules)} modules at its root: {modules}"
+
+
+def module_registries() -> dict[str, object]:
+    """Every registry the package's modules define at their top level, by ``module.NAME``."""
+    from induction_probes.circuits.common.registry import Registry
+
+    found = {}
+    for path in SOURCES:
+        if "Registry(" not in path.read_text():
+            continue
+        module = importlib.import_module(module_name(path))
+        found |= {f"{module.__name__}.{k}": v for k, v in vars(module).items() if isinstance(v, Registry)}
+    return found
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    parts = parts[:-1] if parts[-1] == "__init__" else parts
+    return ".".join(parts if parts[0] == "induction_probes" else ("induction_probes", *parts))
+
+
+def test_at_most_four_registries_and_one_of_them_keyed_by_the_task_name():
+    """Seven registries, four keyed by the same task name and tied by strings, made a trace of ``probe`` cross
+    all seven; a task is now one entry (a TaskKind), and probes, priors and model classes keep their own."""
+    from induction_probes import TASK_KINDS
+
+    registries = module_registries()
+    assert len(registries) <= 4, f"{len(registries)} registries: {sorted(registries)}"
+    task_names = set(TASK_KINDS.names())
+    keyed_by_task = [name for name, registry in registries.items() if task_names & set(registry.names())]
+    assert keyed_by_task == ["induction_probes.circuits.recipes.task_kinds.TASK_KINDS"]

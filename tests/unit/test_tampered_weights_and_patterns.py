@@ -11,7 +11,7 @@ from induction_probes.circuits.interop.transformer_lens_io import (
     transformer_lens_state_dict,
 )
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
-from induction_probes.probes.attention import bigram_matching_score, previous_token_score
+from induction_probes.probes.attention.patterns import bigram_matching_score, previous_token_score
 
 logging.getLogger("transformer_lens").setLevel(logging.ERROR)
 

@@ -8,10 +8,11 @@ import torch
 from induction_probes.circuits.models.classes import build_model
 from induction_probes.circuits.recipes.markov import MarkovRecipe
 from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.probes.ablation import REFERENCE_SEED, reference_inputs_for, run_ablated
-from induction_probes.probes.caveats import coarse_warnings, initial_warnings, progress_warnings
-from induction_probes.probes.progress import config_calibration, progress_measures
-from induction_probes.probes.summary import ablation_study, probe_model
+from induction_probes.probes.ablation.ablation_study import ablation_study
+from induction_probes.probes.ablation.head_ablation import REFERENCE_SEED, reference_inputs_for, run_ablated
+from induction_probes.probes.progress.crossing_caveats import coarse_warnings, initial_warnings, progress_warnings
+from induction_probes.probes.progress.progress_measures import config_calibration, progress_measures
+from induction_probes.probes.run_level.all_probes import probe_model
 from induction_probes.probes.tidy import ABLATION_COLUMNS, COLUMNS, ablation_frame
 
 
@@ -116,8 +117,8 @@ def test_a_measure_at_its_threshold_at_initialisation_is_flagged():
 
 
 def test_every_attention_score_carries_its_interval_over_the_probe_sequences(setup):
-    from induction_probes.circuits.tasks.markov.strategies import matching_keys
-    from induction_probes.probes.attention import run_with_patterns
+    from induction_probes.circuits.models.attention_masks import matching_keys
+    from induction_probes.probes.attention.patterns import run_with_patterns
     from induction_probes.probes.intervals import bootstrap_mean_interval, bootstrap_ratio_intervals
 
     _, model, eval_set = setup

@@ -19,8 +19,8 @@ from induction_probes.circuits.interop.transformer_lens_io import (
 )
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.probes.ablation import run_ablated
-from induction_probes.probes.attention import bigram_matching_score, previous_token_score, run_with_patterns
+from induction_probes.probes.ablation.head_ablation import run_ablated
+from induction_probes.probes.attention.patterns import bigram_matching_score, previous_token_score, run_with_patterns
 
 logging.getLogger("transformer_lens").setLevel(logging.ERROR)
 

@@ -8,10 +8,10 @@ from transformer_lens import patching
 from transformer_lens.head_detector import detect_head
 from transformer_lens.tools.analysis.direct_logit_attribution import direct_logit_attribution
 
+from induction_probes.circuits.models.attention_masks import matching_keys
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.circuits.tasks.markov.strategies import matching_keys
-from induction_probes.probes.attention import bigram_matching_score, previous_token_score
+from induction_probes.probes.attention.patterns import bigram_matching_score, previous_token_score
 
 T = 16
 

@@ -10,7 +10,7 @@ import torch
 from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.constructions.wang import wang_ihn
 from induction_probes.circuits.tasks.gaussian.sequences import induction_head, sample_sequences
-from induction_probes.probes.window_readout import heldout_r2, window_readout
+from induction_probes.probes.behaviour.window_readout import heldout_r2, window_readout
 
 
 def test_heldout_r2_is_numpys_least_squares_scored_on_the_second_half():

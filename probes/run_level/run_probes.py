@@ -1,8 +1,8 @@
 """A whole run's probes as one result: the checkpoints in step order, their tidy table, the chance level
 of each attention probe on the probe set, and the caveats of the run's measures.
 
-What :func:`induction_probes.probes.summary.probe_run` returns. It is a sequence of
-:class:`~induction_probes.probes.summary.CheckpointProbes` (``list(probe_run(...))`` and ``for c in ...``
+What :func:`induction_probes.probes.run_level.all_probes.probe_run` returns. It is a sequence of
+:class:`~induction_probes.probes.run_level.all_probes.CheckpointProbes` (``list(probe_run(...))`` and ``for c in ...``
 work as before), with ``to_frame()`` / ``to_records()`` in the long form of :mod:`induction_probes.probes.tidy`.
 """
 
@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.probes.attention import chance_scores
-from induction_probes.probes.caveats import initial_model_of, progress_warnings
-from induction_probes.probes.progress import Measure
-from induction_probes.probes.registry import PROBES
+from induction_probes.probes.attention.patterns import chance_scores
+from induction_probes.probes.attention.probe_registry import PROBES
+from induction_probes.probes.progress.crossing_caveats import initial_model_of, progress_warnings
+from induction_probes.probes.progress.progress_measures import Measure
 from induction_probes.probes.tidy import COLUMNS, Tidy, checked_seen
 
 PROBE_MEASURES = PROBES.where(calibrated=True)  # the probes whose chance level chance_scores gives
@@ -73,7 +73,8 @@ class RunProbes(Tidy, Sequence):
 
 
 def run_warnings(run: Run, checkpoints: list, chance: dict[str, float]) -> list[str]:
-    """Caveats of the progress measures (:mod:`induction_probes.probes.caveats`: the run's step 0 is its
+    """Caveats of the progress measures (:mod:`induction_probes.probes.progress.crossing_caveats`: the run's step 0 is
+    its
     initialisation), and the attention probes already at or past their threshold at the run's first step."""
     if not checkpoints:
         return []

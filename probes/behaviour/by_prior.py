@@ -25,7 +25,7 @@ from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.common.devices import model_device
 from induction_probes.circuits.tasks.markov.prior_registry import SIMPLE_PRIORS
 from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.probes.behaviour import behaviour
+from induction_probes.probes.behaviour.icl_behaviour import behaviour
 
 if TYPE_CHECKING:
     from induction_probes.circuits.runs.reader import Run

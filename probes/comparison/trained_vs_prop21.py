@@ -1,6 +1,6 @@
 """A trained ICL-MC run against Edelman et al.'s Proposition 2.1, in gauge-invariant terms: attention
 on the same sequences, layer 0's positional profile, layer 1's token matching and its OV circuit.
-(The construction against its own limit: :mod:`induction_probes.probes.verify`.)
+(The construction against its own limit: :mod:`induction_probes.probes.comparison.construction_limits`.)
 """
 
 from __future__ import annotations
@@ -14,11 +14,15 @@ from torch import Tensor
 from induction_probes.circuits.common.devices import on_cpu
 from induction_probes.circuits.constructions.edelman import prop21
 from induction_probes.circuits.constructions.loading import load_construction
-from induction_probes.circuits.tasks.markov.strategies import causal_mask, previous_tokens
-from induction_probes.probes.attention import positional_profiles, run_with_captures, run_with_patterns
-from induction_probes.probes.caveats import coarse_warnings, initial_model_of, progress_warnings
-from induction_probes.probes.progress import config_calibration, progress_measures, unmeasurable_reason
-from induction_probes.probes.readout import shift_free, through_final_norm
+from induction_probes.circuits.models.attention_masks import causal_mask, previous_tokens
+from induction_probes.probes.attention.patterns import positional_profiles, run_with_captures, run_with_patterns
+from induction_probes.probes.comparison.logit_space import shift_free, through_final_norm
+from induction_probes.probes.progress.crossing_caveats import coarse_warnings, initial_model_of, progress_warnings
+from induction_probes.probes.progress.progress_measures import (
+    config_calibration,
+    progress_measures,
+    unmeasurable_reason,
+)
 from induction_probes.probes.tidy import Tidy, comparison_records
 
 
@@ -160,14 +164,16 @@ def compare_with_prop21(model, tokens: Tensor, k: int, c: float = 100.0) -> Prop
 
 
 def comparison_warnings(model, k: int) -> list[str]:
-    """Caveats of the comparison (:mod:`induction_probes.probes.caveats`): progress measures at or past their
+    """Caveats of the comparison (:mod:`induction_probes.probes.progress.crossing_caveats`): progress measures at or
+    past their
     threshold at initialisation, and the measures that count tokens out of k."""
     counted = coarse_warnings(k, ("diagonal_is_row_max", "ov_top1_diagonal"))
     return progress_warnings(model, initial_model_of(model)) + counted
 
 
 def progress_below_threshold(model) -> dict[str, tuple[float, float]]:
-    """The calibrated progress measures (:mod:`induction_probes.probes.progress`) that ``model`` has not brought halfway
+    """The calibrated progress measures (:mod:`induction_probes.probes.progress.progress_measures`) that ``model`` has
+    not brought halfway
     from chance to the construction; none where they do not apply."""
     if unmeasurable_reason(model):
         return {}

@@ -1,5 +1,6 @@
 """Hand-made constructions against their exact limits: Edelman et al.'s Proposition 2.1 and Wang et al.'s
-Theorems 4.1 and 4.3. (Trained runs against the constructions: :mod:`induction_probes.probes.compare`.)
+Theorems 4.1 and 4.3. (Trained runs against the constructions:
+:mod:`induction_probes.probes.comparison.trained_vs_prop21`.)
 
 Proposition 2.1's output tends to :func:`induction_probes.circuits.constructions.edelman.prop21_limit` as c
 grows. How the error behaves on the way is worth knowing before comparing a trained model with it:
@@ -29,10 +30,11 @@ from induction_probes.circuits.common.validation import require_int, require_pos
 from induction_probes.circuits.constructions.edelman import empirical_bigram, prop21, prop21_limit
 from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.constructions.wang import wang_ih2, wang_ihn
+from induction_probes.circuits.models.attention_masks import matching_keys
 from induction_probes.circuits.tasks.gaussian.sequences import induction_head, sample_sequences
 from induction_probes.circuits.tasks.markov.chains import sample_markov
-from induction_probes.circuits.tasks.markov.strategies import matching_keys, strategy_predictions
-from induction_probes.probes.attention import bigram_matching_score, previous_token_score, run_with_patterns
+from induction_probes.circuits.tasks.markov.strategies import strategy_predictions
+from induction_probes.probes.attention.patterns import bigram_matching_score, previous_token_score, run_with_patterns
 
 DEFAULT_CS = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
 

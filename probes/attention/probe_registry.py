@@ -4,17 +4,12 @@ that the probe output, its tidy table, sweeps' summaries and the report then car
 A probe is a function ``probe(patterns, tokens)`` of one chunk of probe sequences: ``patterns`` the attention of
 every layer (a list of ``[batch, head, query_pos, key_pos]`` tensors) and ``tokens`` the ``[batch, pos]`` inputs.
 It returns one ``[head]`` tensor per layer, each a mean over the chunk's sequences, or a
-:class:`~induction_probes.probes.scores.Score` (those values and the weight they are a mean over, when it is
+:class:`~induction_probes.probes.attention.scores.Score` (those values and the weight they are a mean over, when it is
 not the chunk's sequence count, and optionally its per-sequence parts, which give it an interval over the probe
 sequences): chunks are combined by the weighted mean. A registration may say:
 
 - ``calibrated``: its chance level on the probe set is in
-  :func:`~induction_probes.probes.attention.chance_scores`, so the run's warnings and thresholds use it.
-
-:data:`RUN_PROBES` says how a run is probed, by its task's registered name: an entry is a function
-``probe(run, eval_set, steps, device)`` returning a :class:`~induction_probes.probes.run_probes.RunProbes` of
-``steps`` on ``eval_set`` (``None``: the task's default probe set). ``probe_run`` calls it for every run of that
-task; a task without an entry gets the registered attention probes and its own metrics.
+  :func:`~induction_probes.probes.attention.patterns.chance_scores`, so the run's warnings and thresholds use it.
 
 Imports nothing heavy: the entries are resolved on first use."""
 
@@ -22,15 +17,9 @@ from __future__ import annotations
 
 from induction_probes.circuits.common.registry import Expects, Registry
 
-_SCORES = "induction_probes.probes.scores"
+_SCORES = "induction_probes.probes.attention.scores"
 
 PROBES = Registry("probe", __name__, Expects("a function of attention patterns", callable))
 PROBES.register("previous_token", f"{_SCORES}:previous_token", calibrated=True)
 PROBES.register("bigram_matching", f"{_SCORES}:bigram_matching", calibrated=True)
 PROBES.register("bigram_matching_ideal", f"{_SCORES}:bigram_matching_ideal", calibrated=True)
-
-_SUMMARY = "induction_probes.probes.summary"
-
-RUN_PROBES = Registry("run probe", __name__, Expects("a function probing a run", callable))
-RUN_PROBES.register("markov", f"{_SUMMARY}:probe_markov_run")
-RUN_PROBES.register("gaussian", f"{_SUMMARY}:probe_gaussian_run")

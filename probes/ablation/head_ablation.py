@@ -26,7 +26,7 @@ from jaxtyping import Float, Shaped
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import model_device
-from induction_probes.probes.attention import run_with_captures
+from induction_probes.probes.attention.patterns import run_with_captures
 
 MODES = ("zero", "mean", "resample")
 # a head as the command line writes it (1.0) or as TransformerLens names it (L1H0)
@@ -140,7 +140,7 @@ def ablation_hooks(
     task=None,
 ) -> list[tuple[str, object]]:
     """The ``fwd_hooks`` that ablate ``heads`` together (:func:`run_ablated`'s arguments), for a pass that
-    also captures activations (:func:`~induction_probes.probes.attention.run_with_captures`)."""
+    also captures activations (:func:`~induction_probes.probes.attention.patterns.run_with_captures`)."""
     if mode not in MODES:
         raise ValueError(f"unknown ablation mode {mode!r}: use zero, mean or resample")
     check_heads(heads, model.cfg.n_layers, lambda layer: heads_in_layer(model.cfg, layer))

@@ -42,7 +42,7 @@ from torch import Tensor
 from transformer_lens import FactoredMatrix
 from transformer_lens.utilities import composition_scores
 
-from induction_probes.probes.readout import shift_free, through_final_norm
+from induction_probes.probes.comparison.logit_space import shift_free, through_final_norm
 from induction_probes.probes.tidy import Tidy, progress_records
 
 SCALAR_MEASURES = ("previous_token_match", "k_composition_match", "ov_copying_accuracy", "ov_copying_score")

@@ -11,7 +11,11 @@ few values that one token's flip crosses it.
 
 from __future__ import annotations
 
-from induction_probes.probes.progress import config_calibration, progress_measures, unmeasurable_reason
+from induction_probes.probes.progress.progress_measures import (
+    config_calibration,
+    progress_measures,
+    unmeasurable_reason,
+)
 
 FEW_VALUES = 11  # at most 11 values (steps of 1/10 or coarser): one token moves the measure by ≥ 0.1
 COUNTED_OUT_OF_K = ("ov_copying_accuracy", "diagonal_is_row_max", "ov_top1_diagonal")

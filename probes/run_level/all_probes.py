@@ -14,29 +14,28 @@ from jaxtyping import Float
 from torch import Tensor
 
 from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
-from induction_probes.circuits.common.devices import model_device, on_cpu
+from induction_probes.circuits.common.devices import on_cpu
 from induction_probes.circuits.common.metrics import mse_over_variance
-from induction_probes.circuits.common.names import head_label
+from induction_probes.circuits.common.registry import resolve
+from induction_probes.circuits.recipes.task_kinds import TASK_KINDS
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
 from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.probes.ablation import reference_inputs_for, run_ablated, single_heads  # noqa: F401 (single_heads: its old home)
-from induction_probes.probes.attention import (
+from induction_probes.probes.attention.patterns import (
     induction_score,
     positional_profile_per_sequence,
     previous_token_score,
     run_with_patterns,
 )
-from induction_probes.probes.behaviour import Behaviour, behaviour
+from induction_probes.probes.attention.scores import attention_probes, score_intervals
+from induction_probes.probes.behaviour.icl_behaviour import Behaviour, behaviour
+from induction_probes.probes.behaviour.window_readout import window_readout
 from induction_probes.probes.intervals import bootstrap_mean_interval, resampling_weights
-from induction_probes.probes.progress import ProgressMeasures, progress_measures, unmeasurable_reason
-from induction_probes.probes.registry import RUN_PROBES
-from induction_probes.probes.run_probes import RunProbes
-from induction_probes.probes.scores import attention_probes, score_intervals
-from induction_probes.probes.task_probes import probe_task_model
-from induction_probes.probes.tidy import Tidy, ablation_records, gaussian_records, probe_records
-from induction_probes.probes.window_readout import window_readout
+from induction_probes.probes.progress.progress_measures import ProgressMeasures, progress_measures, unmeasurable_reason
+from induction_probes.probes.run_level.run_probes import RunProbes
+from induction_probes.probes.run_level.task_probes import probe_task_model
+from induction_probes.probes.tidy import Tidy, gaussian_records, probe_records
 
 QUERY_0 = "blocks.0.attn.hook_q"  # one forward pass also feeds layer 0's positional profile
 
@@ -44,7 +43,9 @@ QUERY_0 = "blocks.0.attn.hook_q"  # one forward pass also feeds layer 0's positi
 @dataclass(frozen=True)
 class CheckpointProbes(Tidy):
     step: int
-    scores: dict[str, list[Tensor]]  # per registered probe (probes/registry.py), per layer: [heads of that layer]
+    scores: dict[
+        str, list[Tensor]
+    ]  # per registered probe (probes/attention/probe_registry.py), per layer: [heads of that layer]
     fraction_with_match: float
     positional_profile: Tensor | None  # [n_heads, distance] of layer 0, if it has relative positions
     behaviour: Behaviour
@@ -84,7 +85,8 @@ class CheckpointProbes(Tidy):
 
 
 def probe_model(model, eval_set: MarkovEvalSet, step: int = -1, chunk: int = 100) -> CheckpointProbes:
-    """The registered attention probes (:mod:`~induction_probes.probes.registry`) and the behaviour probes of
+    """The registered attention probes (:mod:`~induction_probes.probes.attention.probe_registry`) and the behaviour
+    probes of
     ``model`` on the evaluation set.
 
     Runs ``chunk`` sequences at a time: [chunk, head, T, T] patterns stay small enough for the
@@ -144,81 +146,32 @@ def probe_run(
     run: Run, eval_set: MarkovEvalSet | None = None, steps: list[int] | None = None, device=None
 ) -> RunProbes:
     """Probes of every checkpoint (or of ``steps``), loading one checkpoint at a time onto ``device``, as one
-    :class:`~induction_probes.probes.run_probes.RunProbes` (iterate it, or ``.to_frame()``). Without
+    :class:`~induction_probes.probes.run_level.run_probes.RunProbes` (iterate it, or ``.to_frame()``). Without
     ``eval_set``, PROBE_SEQS fresh sequences of the run's task drawn with PROBE_SEED. How a run is probed is
-    its task's entry in :data:`~induction_probes.probes.registry.RUN_PROBES`: an ICL-MC run's checkpoints are
+    its task kind's ``probe`` (:mod:`~induction_probes.circuits.recipes.task_kinds`): an ICL-MC run's
+    checkpoints are
     :class:`CheckpointProbes` (:func:`probe_markov_run`), a Gaussian-task run's :class:`GaussianProbes`
     (:func:`probe_gaussian_run`), and a run of a registered task without an entry of its own gets
-    :class:`~induction_probes.probes.task_probes.TaskProbes` (the registered attention probes and its task's
+    :class:`~induction_probes.probes.run_level.task_probes.TaskProbes` (the registered attention probes and its task's
     metrics)."""
-    name = run.task.name
-    probe = RUN_PROBES.get(name) if name in RUN_PROBES else probe_task_run
+    kind = TASK_KINDS.get(run.task.name)
+    probe = resolve(kind.probe) if kind.probe else probe_task_run
     return probe(run, eval_set, run.steps if steps is None else run.saved_steps(steps), device)
 
 
 def probe_markov_run(run: Run, eval_set: MarkovEvalSet | None, steps: list[int], device=None) -> RunProbes:
-    """:func:`probe_model` of each of ``steps``: the RUN_PROBES entry of ICL-MC runs."""
+    """:func:`probe_model` of each of ``steps``: the probe of ICL-MC runs' task kind."""
     eval_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if eval_set is None else eval_set
     checkpoints = [probe_model(run.load(step=step, device=device), eval_set, step) for step in steps]
     return RunProbes.collect(run, eval_set.inputs, checkpoints)
 
 
 def probe_task_run(run: Run, eval_set, steps: list[int], device=None) -> RunProbes:
-    """:func:`~induction_probes.probes.task_probes.probe_task_model` of each of ``steps``: how a run of a task
-    without a RUN_PROBES entry is probed."""
+    """:func:`~induction_probes.probes.run_level.task_probes.probe_task_model` of each of ``steps``: how a run of a task
+    whose kind names no probe of its own is probed."""
     eval_set = run.task.eval_set(PROBE_SEQS, PROBE_SEED) if eval_set is None else eval_set
     checkpoints = [probe_task_model(run.load(step=step, device=device), eval_set, step) for step in steps]
     return RunProbes.collect(run, eval_set.inputs, checkpoints)
-
-
-@dataclass(frozen=True)
-class AblationResult(Tidy):
-    heads: list[tuple[int, int]]
-    mode: str
-    behaviour: Behaviour
-
-    def to_json(self) -> dict:
-        b = self.behaviour
-        return {
-            "heads": [head_label(layer, head) for layer, head in self.heads],
-            "mode": self.mode,
-            "last_token_kl": b.last_token_kl,
-            "loss": b.loss,
-            "icl_score": b.icl_score,
-            "icl_score_single_position": b.icl_score_single_position,
-            "intervals": {name: e.to_json() for name, e in b.intervals.items()},
-            "closest_strategy": b.closest_strategy,
-        }
-
-    def to_records(self, sequences_seen: int | None = None, step: int | None = None) -> list[dict]:
-        return ablation_records(self, step, sequences_seen)
-
-
-def ablation_study(
-    model,
-    eval_set: MarkovEvalSet,
-    head_sets: list[list[tuple[int, int]]],
-    mode: str,
-    reference_inputs: Tensor | None = None,
-    seed: int = 0,
-    task=None,
-) -> tuple[Behaviour, list[AblationResult]]:
-    """The clean model's behaviour and the behaviour with each set of heads ablated; mean and resample
-    take ``reference_inputs``, or the default set of ``task``
-    (:func:`~induction_probes.probes.ablation.reference_inputs_for`)."""
-    if mode != "zero" and reference_inputs is None and task is not None:
-        reference_inputs = reference_inputs_for(task)  # drawn once for every head set
-    with torch.no_grad():
-        baseline = behaviour(model(eval_set.sample.inputs.to(model_device(model))).cpu(), eval_set)
-    results = [
-        AblationResult(
-            heads,
-            mode,
-            behaviour(run_ablated(model, eval_set.sample.inputs, heads, mode, reference_inputs, seed), eval_set),
-        )
-        for heads in head_sets
-    ]
-    return baseline, results
 
 
 @dataclass(frozen=True)
@@ -229,7 +182,7 @@ class GaussianProbes(Tidy):
     relative_mse: float  # last-position MSE over the target's variance
     previous_token: list[list[float]]  # [layer][head]
     induction: list[float]  # layer 1's heads: 1 − TV to the target's attention
-    window_r2: list[float]  # held-out R² of x_{s−i} after layer 0, i = 0 … n (probes/window_readout.py)
+    window_r2: list[float]  # held-out R² of x_{s−i} after layer 0, i = 0 … n (probes/behaviour/window_readout.py)
     target_r2_after_layer0: float  # and of the target at the last position
 
     def to_json(self) -> dict:
@@ -259,36 +212,7 @@ def probe_gaussian(
 
 def probe_gaussian_run(run: Run, eval_set, steps: list[int], device=None) -> RunProbes:
     """:func:`probe_gaussian` of each of ``steps`` (on ``eval_set``, or PROBE_SEQS fresh sequences drawn with
-    PROBE_SEED, its own defaults): the RUN_PROBES entry of Gaussian-task runs. Its chance levels are the
+    PROBE_SEED, its own defaults): the probe of Gaussian-task runs' kind. Its chance levels are the
     token probes' and do not apply, so the result carries none, nor their warnings."""
     checkpoints = [probe_gaussian(run, step, PROBE_SEQS, PROBE_SEED, device, probe_set=eval_set) for step in steps]
     return RunProbes(run, checkpoints, chance={}, warnings=[])
-
-
-def gaussian_ablation_study(
-    run: Run,
-    head_sets: list[list[tuple[int, int]]],
-    mode: str,
-    step: int | None = None,
-    n_seqs: int = PROBE_SEQS,
-    seed: int = PROBE_SEED,
-    device=None,
-) -> tuple[float, list[tuple[list[tuple[int, int]], float]]]:
-    """Relative MSE of a Gaussian-task model at the last position, clean and with each head set ablated
-    (the Gaussian counterpart of :func:`ablation_study`, MSE in place of KL)."""
-    task = run_task(run, GaussianTask)
-    model = run.load(step=step, device=device)
-    probe_set = task.eval_set(n_seqs, seed)
-    reference = task.eval_set(n_seqs, seed + 1).inputs  # other sequences
-    with torch.no_grad():
-        baseline = mse_over_variance(model(probe_set.inputs.to(model_device(model))).cpu()[:, -1], probe_set.targets)
-    ablated = [
-        (
-            heads,
-            mse_over_variance(
-                run_ablated(model, probe_set.inputs, heads, mode, reference, seed)[:, -1], probe_set.targets
-            ),
-        )
-        for heads in head_sets
-    ]
-    return baseline, ablated

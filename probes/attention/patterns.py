@@ -26,8 +26,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import model_device
+from induction_probes.circuits.models.attention_masks import matching_keys
 from induction_probes.circuits.tasks.gaussian.sequences import bilinear, windows
-from induction_probes.circuits.tasks.markov.strategies import matching_keys
 
 
 def pattern_hook(layer: int) -> str:

@@ -1,8 +1,9 @@
 """Probes of a run of any registered task that has no probes of its own (a task from outside the package): every
-registered attention probe (:mod:`~induction_probes.probes.registry`) on fresh sequences of the run's task, and
+registered attention probe (:mod:`~induction_probes.probes.attention.probe_registry`) on fresh sequences of the run's
+task, and
 the task's own evaluation metrics (its ``EvalSet.metrics``) of the model's outputs on them, clean or with heads
-ablated. ICL-MC runs get :func:`~induction_probes.probes.summary.probe_model` (which adds the behaviour and
-progress probes), Gaussian-task runs :func:`~induction_probes.probes.summary.probe_gaussian`."""
+ablated. ICL-MC runs get :func:`~induction_probes.probes.run_level.all_probes.probe_model` (which adds the behaviour and
+progress probes), Gaussian-task runs :func:`~induction_probes.probes.run_level.all_probes.probe_gaussian`."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import torch
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import model_device
-from induction_probes.probes.ablation import run_ablated
-from induction_probes.probes.scores import attention_probes
+from induction_probes.probes.ablation.head_ablation import run_ablated
+from induction_probes.probes.attention.scores import attention_probes
 from induction_probes.probes.tidy import Tidy, per_head, row
 
 

@@ -8,7 +8,7 @@
 
 Phases and the transition are read from the run's ``metrics.jsonl`` (its own evaluation set, written
 during training), at no cost; crossings need the probes of the run's checkpoints
-(:func:`induction_probes.probes.summary.probe_run`).
+(:func:`induction_probes.probes.run_level.all_probes.probe_run`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.probes.behaviour import Phase, strategy_phases
-from induction_probes.probes.progress import SCALAR_MEASURES, config_calibration
-from induction_probes.probes.summary import probe_run
+from induction_probes.probes.behaviour.icl_behaviour import Phase, strategy_phases
+from induction_probes.probes.progress.progress_measures import SCALAR_MEASURES, config_calibration
+from induction_probes.probes.run_level.all_probes import probe_run
 from induction_probes.probes.tidy import frame, row
 
 CROSSING_COLUMNS = ["measure", "layer", "head", "chance", "ideal", "threshold", "step", "sequences_seen", "caveat"]
@@ -27,7 +27,7 @@ CROSSING_COLUMNS = ["measure", "layer", "head", "chance", "ideal", "threshold", 
 def phases(run: Run) -> list[Phase]:
     """Which strategy is the model closest to, and from when to when? Consecutive checkpoints grouped by
     the strategy with the smallest last-token KL to the model
-    (:func:`~induction_probes.probes.behaviour.strategy_phases`)."""
+    (:func:`~induction_probes.probes.behaviour.icl_behaviour.strategy_phases`)."""
     return strategy_phases(run.metrics())
 
 
@@ -64,14 +64,15 @@ def crossing_step(steps: list[int], values: list[float], threshold: float) -> in
 def first_crossings(probes):
     """At which step does each head's progress measure and attention-probe score first reach its threshold?
 
-    ``probes`` is what :func:`~induction_probes.probes.summary.probe_run` returns (probe the run's steps
+    ``probes`` is what :func:`~induction_probes.probes.run_level.all_probes.probe_run` returns (probe the run's steps
     you care about; every checkpoint gives the exact step), or a run, all of whose checkpoints are then
     probed on the default probe set (minutes for a run of 150 checkpoints). One row per (measure, layer, head) as a
     DataFrame with CROSSING_COLUMNS: progress measures (thresholds halfway from chance to Proposition 2.1,
-    :func:`~induction_probes.probes.progress.calibration`; the composition of each pair as ``to_frame()`` names it,
+    :func:`~induction_probes.probes.progress.progress_measures.calibration`; the composition of each pair as
+    ``to_frame()`` names it,
     ``composition_K_from_L0H0`` on the layer-1 head's row)
     and attention probes (halfway from uniform attention on the probe set to 1,
-    :func:`~induction_probes.probes.run_probes.probe_calibration`). ``step`` is empty where the threshold is
+    :func:`~induction_probes.probes.run_level.run_probes.probe_calibration`). ``step`` is empty where the threshold is
     never reached; ``caveat`` carries the run's warning about that measure, if any.
     """
     if isinstance(probes, Run):

@@ -1,4 +1,5 @@
-"""The registered attention probes (:mod:`~induction_probes.probes.registry`) as functions of one chunk of probe
+"""The registered attention probes (:mod:`~induction_probes.probes.attention.probe_registry`) as functions of one
+chunk of probe
 sequences, how the chunks' values combine into a checkpoint's, and each value's interval over sequences.
 
 A probe that returns its per-sequence parts (:class:`Score`'s ``per_sequence``: each sequence's sum and count)
@@ -14,16 +15,16 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from induction_probes.circuits.tasks.markov.strategies import matching_keys
-from induction_probes.probes.attention import (
+from induction_probes.circuits.models.attention_masks import matching_keys
+from induction_probes.probes.attention.patterns import (
     bigram_matching_sums,
     pattern_hook,
     previous_token_per_sequence,
     previous_token_scores,
     run_with_captures,
 )
+from induction_probes.probes.attention.probe_registry import PROBES
 from induction_probes.probes.intervals import bootstrap_ratio_intervals
-from induction_probes.probes.registry import PROBES
 
 
 class Score(NamedTuple):
@@ -49,7 +50,8 @@ _matching: tuple | None = None  # (patterns, tokens, each layer's bigram_matchin
 
 
 def matching_of(patterns: Patterns, tokens: Int[Tensor, "batch pos"]) -> list[tuple[Tensor, Tensor, Tensor]]:
-    """:func:`~induction_probes.probes.attention.bigram_matching_sums` of each layer of a chunk, computed once for
+    """:func:`~induction_probes.probes.attention.patterns.bigram_matching_sums` of each layer of a chunk, computed
+    once for
     both probes that read it (a second pass cost a fifth of ``probe_model``'s time on markov-k3)."""
     global _matching
     if _matching is None or _matching[0] is not patterns or _matching[1] is not tokens:
@@ -122,7 +124,8 @@ def score_intervals(score: Score) -> list[tuple[Float[Tensor, " head"], Float[Te
 
 
 def attention_probes(model, inputs: Tensor, chunk: int = 100, also: list[str] = ()):
-    """The model's outputs on ``inputs``, every registered probe's :class:`~induction_probes.probes.scores.Score`,
+    """The model's outputs on ``inputs``, every registered probe's
+    :class:`~induction_probes.probes.attention.scores.Score`,
     and the activations at the hook names ``also``, one per chunk of ``chunk`` sequences."""
     pattern_names = [pattern_hook(layer) for layer in range(model.cfg.n_layers)]
     outputs, chunks, captured = [], [], {name: [] for name in also}

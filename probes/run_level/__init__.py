@@ -1,0 +1,3 @@
+"""The questions asked of a whole run: every probe on each checkpoint (:mod:`.all_probes`), a run's probes as
+one result (:mod:`.run_probes`, :mod:`.task_probes` for a task from outside the package), and its phases,
+transition and first crossings (:mod:`.research_questions`)."""
