@@ -19,6 +19,9 @@ from induction_probes.circuits.common.config import Config, option
 from induction_probes.circuits.common.validation import quoted
 
 if TYPE_CHECKING:
+    from torch import nn
+
+if TYPE_CHECKING:
     import torch
 
 DEFAULT_DEVICE = "cpu"
@@ -99,7 +102,7 @@ def visible_gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def model_device(model) -> torch.device:
+def model_device(model: nn.Module) -> torch.device:
     """Where a model's weights are (cpu for a model without parameters)."""
     import torch
 
@@ -107,7 +110,7 @@ def model_device(model) -> torch.device:
     return torch.device("cpu") if first is None else first.device
 
 
-def on_cpu(model):
+def on_cpu(model: nn.Module):
     """The model itself if it is on the CPU, else a CPU copy: for probes that read the weights alone."""
     import copy
 

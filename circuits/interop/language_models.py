@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.devices import resolve_device
 from induction_probes.circuits.common.untrusted import CheckpointError, read_text
@@ -47,6 +48,9 @@ from induction_probes.circuits.interop.model_folder import (
     staged,
 )
 from induction_probes.circuits.runs.shipped import shipped_run_names
+
+if TYPE_CHECKING:
+    from torch import nn
 
 STEP_FOLDER = re.compile(r"step_?(\d+)")  # step_1000/ (our convention) or step1000 (Pythia's revisions)
 # causal masks that older transformers saved among GPT-2's and GPT-NeoX's weights (attn.bias, attn.masked_bias):
@@ -69,6 +73,10 @@ class ModelSource:
     def describe(self) -> str:
         where = f"{self.location} (local Hugging Face cache)" if self.in_cache else self.location
         return where + (f", revision {self.revision}" if self.revision else "")
+
+
+if TYPE_CHECKING:  # what a language-model probe takes: a folder or cache name, a ModelSource, or a model
+    ModelLike = ModelSource | nn.Module | str | os.PathLike  # (Hugging Face's, a TransformerBridge, any hooked one)
 
 
 @dataclass(frozen=True)
@@ -247,7 +255,7 @@ def refuse_unloaded_weights(source: ModelSource, info: dict) -> None:
         )
 
 
-def refuse_not_finite(source: ModelSource, model) -> None:
+def refuse_not_finite(source: ModelSource, model: nn.Module) -> None:
     """Refuse a model with a NaN or infinite weight: every probe's number would be NaN, or a guess."""
     import torch
 
@@ -256,13 +264,13 @@ def refuse_not_finite(source: ModelSource, model) -> None:
             raise LanguageModelError(f"{source.describe()}: tensor {name} holds NaN or infinity: refusing to probe it")
 
 
-def architecture(model) -> str:
+def architecture(model: nn.Module) -> str:
     """The class name TransformerLens's adapters are registered under (GPT2LMHeadModel, LlamaForCausalLM)."""
     names = getattr(model.config, "architectures", None) or [type(model).__name__]
     return names[0]
 
 
-def bridge_from_hf(model, tokenizer=None, name: str = "in-memory model"):
+def bridge_from_hf(model: nn.Module, tokenizer=None, name: str = "in-memory model"):
     """A ``TransformerBridge`` wrapping the Hugging Face model ``model`` itself (the bridge rewires the
     module it wraps: pass a copy to keep the original), in eval mode with eager attention."""
     from transformer_lens.model_bridge.sources import build_bridge_from_module  # loads transformers: only to bridge
@@ -285,13 +293,13 @@ def load_bridge(source: ModelSource, device: str = "cpu"):
         return bridge_from_hf(model, tokenizer, source.describe())
 
 
-def is_bridge(model) -> bool:
+def is_bridge(model: object) -> bool:
     from transformer_lens.model_bridge import TransformerBridge  # loads transformers: only to test for a bridge
 
     return isinstance(model, TransformerBridge)
 
 
-def as_hooked(model, device: str = "cpu"):
+def as_hooked(model: ModelLike, device: str = "cpu"):
     """A hooked model to probe, from a path or cache name, a ``ModelSource``, a Hugging Face model (copied
     first, so that the caller's model stays as it was), a TransformerBridge or any TransformerLens-style
     hooked model (``run_with_hooks`` and ``cfg.n_layers``), which is returned as it is."""

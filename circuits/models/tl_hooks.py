@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import re
 import warnings
+from typing import TYPE_CHECKING
 
 from transformer_lens import ActivationCache
 from transformer_lens.utilities import get_act_name
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 
 class MissingHookError(ValueError, KeyError):
@@ -27,7 +31,7 @@ def hook_families(names) -> list[str]:
     return list(dict.fromkeys(families))
 
 
-def missing_hook_error(model, name: str, what: str = "hook point") -> MissingHookError:
+def missing_hook_error(model: HookedModel, name: str, what: str = "hook point") -> MissingHookError:
     cfg = model.cfg
     absent = "" if getattr(cfg, "d_mlp", None) is not None or "mlp" not in name else " (it has no MLPs)"
     families = ", ".join(hook_families(model.hook_dict))

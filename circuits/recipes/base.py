@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from induction_probes.circuits.common.config import Config, option
 from induction_probes.circuits.common.limits import (
@@ -18,6 +18,9 @@ from induction_probes.circuits.common.limits import (
 )
 from induction_probes.circuits.common.validation import quoted, require_int, require_positive
 from induction_probes.circuits.tasks.base import TaskConfig
+
+if TYPE_CHECKING:
+    from torch import nn
 
 SCHEDULES = ("cosine", "constant")
 
@@ -95,6 +98,6 @@ class Recipe(Config):
         """Forward hooks of every training and evaluation pass after ``step`` steps (none by default)."""
         return []
 
-    def make_optimizer(self, model) -> tuple[Any, list[float]]:
+    def make_optimizer(self, model: nn.Module) -> tuple[Any, list[float]]:
         """The optimiser and the base rate of each of its parameter groups, in order."""
         raise NotImplementedError

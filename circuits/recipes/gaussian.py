@@ -7,7 +7,7 @@ Imports no torch at module level (see :mod:`induction_probes.circuits.recipes`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from induction_probes.circuits.common.config import Config, nested, option
 from induction_probes.circuits.common.limits import (
@@ -20,6 +20,9 @@ from induction_probes.circuits.common.limits import (
 from induction_probes.circuits.common.validation import quoted, require_int, require_positive
 from induction_probes.circuits.recipes.base import Recipe
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,7 +68,7 @@ class GaussianRecipe(Recipe):
             seed=self.model_seed,
         )
 
-    def make_optimizer(self, model):
+    def make_optimizer(self, model: nn.Module):
         import torch
 
         slopes = [p for name, p in model.named_parameters() if name.endswith("alibi_slope")]

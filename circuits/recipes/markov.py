@@ -7,7 +7,7 @@ Imports no torch at module level (see :mod:`induction_probes.circuits.recipes`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from induction_probes.circuits.common.config import nested, option
 from induction_probes.circuits.common.validation import quoted, require_int, require_positive
@@ -15,6 +15,9 @@ from induction_probes.circuits.recipes.base import SCHEDULES, Recipe, int_tuple,
 from induction_probes.circuits.recipes.clamps import CLAMP_LAYERS
 from induction_probes.circuits.recipes.transformer import TransformerRecipe
 from induction_probes.circuits.tasks.markov.task import MarkovTask
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 def check_schedule(recipe: Recipe) -> None:
@@ -110,7 +113,7 @@ class MinimalRecipe(Recipe):
 
         return MinimalConfig(d_vocab=self.task.k, n_ctx=self.task.seq_len, first_layer=self.first_layer)
 
-    def make_optimizer(self, model):
+    def make_optimizer(self, model: nn.Module):
         import torch
 
         groups = [{"params": [model.W], "lr": self.lr}, {"params": [model.v], "lr": self.lr_v}]

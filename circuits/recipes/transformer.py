@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.config import option
 from induction_probes.circuits.common.limits import MAX_LAYERS, require_at_most
 from induction_probes.circuits.common.validation import quoted, require_int
 from induction_probes.circuits.recipes.base import Recipe, int_tuple, one_or_per_layer
+
+if TYPE_CHECKING:
+    from torch import nn
 
 DECAYED = ("W_Q", "W_K", "W_V", "W_O", "W_U", "W_in", "W_out")  # the linear maps, which weight decay shrinks
 
@@ -83,7 +87,7 @@ class TransformerRecipe(Recipe):
             seed=self.model_seed,
         )
 
-    def make_optimizer(self, model):
+    def make_optimizer(self, model: nn.Module):
         """AdamW with weight decay on the linear maps only, as the authors' minGPT trainer does (not on
         embeddings, positions, slopes, LayerNorm gains or biases)."""
         import torch

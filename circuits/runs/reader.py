@@ -243,3 +243,11 @@ class Run:
     def metrics(self) -> list[dict]:
         """Every evaluation written so far, one dict per checkpoint, ordered by step."""
         return [json.loads(line) for line in read_metrics_lines(self.path / "metrics.jsonl")]
+
+
+RunOrPath = Run | str | os.PathLike  # what the report's entry points take: a Run, or a run's folder or shipped name
+
+
+def as_run(run: RunOrPath) -> Run:
+    """``run`` itself, or the run its folder or shipped name opens (:meth:`Run.open`)."""
+    return run if isinstance(run, Run) else Run.open(run)

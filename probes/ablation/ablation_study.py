@@ -4,6 +4,7 @@ heads ablated (the hooks: :mod:`.head_ablation`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -19,6 +20,9 @@ from induction_probes.probes.ablation.head_ablation import reference_inputs_for,
 from induction_probes.probes.behaviour.icl_behaviour import Behaviour, behaviour
 from induction_probes.probes.run_level.all_probes import run_task
 from induction_probes.probes.tidy import Tidy, ablation_records
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ class AblationResult(Tidy):
 
 
 def ablation_study(
-    model,
+    model: HookedModel,
     eval_set: MarkovEvalSet,
     head_sets: list[list[tuple[int, int]]],
     mode: str,

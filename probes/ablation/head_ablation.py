@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float, Shaped
@@ -27,6 +28,9 @@ from torch import Tensor
 
 from induction_probes.circuits.common.devices import model_device
 from induction_probes.probes.attention.patterns import run_with_captures
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 MODES = ("zero", "mean", "resample")
 # a head as the command line writes it (1.0) or as TransformerLens names it (L1H0)
@@ -63,7 +67,7 @@ def heads_in_layer(cfg, layer: int) -> int:
     return cfg.heads(layer) if hasattr(cfg, "heads") else cfg.n_heads
 
 
-def single_heads(model) -> list[list[tuple[int, int]]]:
+def single_heads(model: HookedModel) -> list[list[tuple[int, int]]]:
     """Every head of ``model`` alone, as head sets for an ablation study (our models and any hooked model)."""
     cfg = model.cfg
     return [[(layer, head)] for layer in range(cfg.n_layers) for head in range(heads_in_layer(cfg, layer))]
@@ -91,7 +95,7 @@ def z_hook(layer: int) -> str:
     return f"blocks.{layer}.attn.hook_z"
 
 
-def reference_z(model, reference_inputs: Tensor, layers: set[int]) -> dict[int, Tensor]:
+def reference_z(model: HookedModel, reference_inputs: Tensor, layers: set[int]) -> dict[int, Tensor]:
     """hook_z of the clean model on the reference set, for the given layers."""
     _, captured = run_with_captures(model, reference_inputs, [z_hook(layer) for layer in sorted(layers)])
     return {layer: captured[z_hook(layer)] for layer in layers}
@@ -113,7 +117,7 @@ def replacement(
 
 
 def run_ablated(
-    model,
+    model: HookedModel,
     inputs: Tensor,
     heads: list[tuple[int, int]],
     mode: str = "zero",
@@ -132,7 +136,7 @@ def run_ablated(
 
 
 def ablation_hooks(
-    model,
+    model: HookedModel,
     heads: list[tuple[int, int]],
     mode: str = "zero",
     reference_inputs: Tensor | None = None,

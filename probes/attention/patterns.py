@@ -20,6 +20,7 @@ Which score to use when:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float, Int
@@ -29,13 +30,16 @@ from induction_probes.circuits.common.devices import model_device
 from induction_probes.circuits.models.attention_masks import matching_keys
 from induction_probes.circuits.tasks.gaussian.sequences import bilinear, windows
 
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
+
 
 def pattern_hook(layer: int) -> str:
     return f"blocks.{layer}.attn.hook_pattern"
 
 
 def run_with_captures(
-    model, inputs: Tensor, names: list[str], extra_hooks: list = ()
+    model: HookedModel, inputs: Tensor, names: list[str], extra_hooks: list = ()
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """The output on ``inputs`` and the activations at hook points ``names``, captured by temporary
     hooks that are removed even if the forward pass raises. Needs only ``run_with_hooks``. The inputs go
@@ -59,7 +63,9 @@ def run_with_captures(
     return output.cpu(), captured
 
 
-def run_with_patterns(model, inputs: Tensor) -> tuple[Tensor, list[Float[Tensor, "batch head query_pos key_pos"]]]:
+def run_with_patterns(
+    model: HookedModel, inputs: Tensor
+) -> tuple[Tensor, list[Float[Tensor, "batch head query_pos key_pos"]]]:
     """The output on ``inputs`` and every layer's attention pattern."""
     names = [pattern_hook(layer) for layer in range(model.cfg.n_layers)]
     output, captured = run_with_captures(model, inputs, names)
@@ -259,7 +265,7 @@ def alternation_fading(profile) -> float:
     return odd_even_excess(profile, NEAR) - odd_even_excess(profile, FAR)
 
 
-def positional_profiles(model, inputs: Tensor, layer: int) -> Float[Tensor, "head distance"]:
+def positional_profiles(model: HookedModel, inputs: Tensor, layer: int) -> Float[Tensor, "head distance"]:
     """:func:`positional_profile` of layer ``layer`` on the queries that ``inputs`` produce."""
     attn = model.blocks[layer].attn
     if not hasattr(attn, "W_rel"):

@@ -9,7 +9,7 @@ returns only chunk means has none (NaN bounds)."""
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from jaxtyping import Float, Int
@@ -25,6 +25,9 @@ from induction_probes.probes.attention.patterns import (
 )
 from induction_probes.probes.attention.probe_registry import PROBES
 from induction_probes.probes.intervals import bootstrap_ratio_intervals
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 
 class Score(NamedTuple):
@@ -123,7 +126,7 @@ def score_intervals(score: Score) -> list[tuple[Float[Tensor, " head"], Float[Te
     return [bootstrap_ratio_intervals(layer, count)[1:] for layer in sums]
 
 
-def attention_probes(model, inputs: Tensor, chunk: int = 100, also: list[str] = ()):
+def attention_probes(model: HookedModel, inputs: Tensor, chunk: int = 100, also: list[str] = ()):
     """The model's outputs on ``inputs``, every registered probe's
     :class:`~induction_probes.probes.attention.scores.Score`,
     and the activations at the hook names ``also``, one per chunk of ``chunk`` sequences."""

@@ -28,6 +28,9 @@ from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.behaviour.icl_behaviour import behaviour
 
 if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
+
+if TYPE_CHECKING:
     from induction_probes.circuits.runs.reader import Run
 
 CHUNK = 100  # sequences per forward pass: the attention patterns of a chunk stay small
@@ -50,7 +53,7 @@ def prior_task(task: MarkovTask, prior: str) -> MarkovTask:
     return task.with_prior(prior)  # refuses a prior that does not suit the chains (doubly stochastic with n = 3)
 
 
-def model_logits(model, inputs: Tensor, chunk: int = CHUNK) -> Float[Tensor, "batch pos k"]:
+def model_logits(model: HookedModel, inputs: Tensor, chunk: int = CHUNK) -> Float[Tensor, "batch pos k"]:
     """The model's logits on ``inputs``, ``chunk`` sequences at a time, on the CPU."""
     device = model_device(model)
     with torch.no_grad():
@@ -58,7 +61,9 @@ def model_logits(model, inputs: Tensor, chunk: int = CHUNK) -> Float[Tensor, "ba
     return torch.cat(parts)
 
 
-def evaluate_on_prior(model, task: MarkovTask, prior: str, n_seqs: int = 500, seed: int = PROBE_SEED) -> dict:
+def evaluate_on_prior(
+    model: HookedModel, task: MarkovTask, prior: str, n_seqs: int = 500, seed: int = PROBE_SEED
+) -> dict:
     """``{"prior", "n_seqs", "loss", "kl"}`` of ``model`` on ``n_seqs`` fresh chains of ``prior`` with ``task``'s
     states, length and order (module docstring)."""
     eval_set = prior_task(task, prior).eval_set(n_seqs, seed)

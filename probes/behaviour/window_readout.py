@@ -13,11 +13,16 @@ every coordinate of the held-out tokens), in float64.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import model_device
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 AFTER_LAYER0 = "blocks.0.hook_resid_post"
 
@@ -44,7 +49,7 @@ def heldout_r2(features: Float[Tensor, "batch ... width"], targets: Float[Tensor
 
 
 def window_readout(
-    model, x: Float[Tensor, "batch pos d"], targets: Float[Tensor, "batch d"], order: int
+    model: HookedModel, x: Float[Tensor, "batch pos d"], targets: Float[Tensor, "batch d"], order: int
 ) -> dict[str, list[float] | float]:
     """``window_r2``: the held-out R² of x_{s−i} from the residual stream after layer 0 at positions s ≥ n, for
     i = 0 … n (n = ``order``); ``target_r2_after_layer0``: that of the target from it at the last position."""

@@ -4,12 +4,17 @@ direction that no prediction depends on."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
-def through_final_norm(model, out: Tensor) -> Float[Tensor, "... d_model"]:
+
+def through_final_norm(model: HookedModel, out: Tensor) -> Float[Tensor, "... d_model"]:
     """``out`` (rows in the residual stream) through the final LayerNorm's centring and gain, if the model
     has one; its positive per-row scale is left out: it changes no sign and no argmax of the logits."""
     if not hasattr(model.ln_final, "w"):

@@ -25,10 +25,14 @@ the held-out one makes the negative direction one that other data confirm.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from torch import nn
 
 CHUNK = 1024  # samples per forward pass when a loss or gradient is taken over the whole data
 SUBSETS = 16  # disjoint subsets of the data whose spread measures the curvature's noise
@@ -43,7 +47,7 @@ def sampled_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
 
-def full_loss(model, loss_fn, data, create_graph: bool = False) -> Float[Tensor, ""]:
+def full_loss(model: nn.Module, loss_fn, data, create_graph: bool = False) -> Float[Tensor, ""]:
     """The mean loss over all of ``data``, in chunks of :data:`CHUNK` samples, weighted by their sizes."""
     n = len(data[0])
     total = 0.0
@@ -61,7 +65,7 @@ def split(data: tuple[Tensor, ...], count: int = SUBSETS) -> list[tuple[Tensor, 
     return [tuple(t[a:b] for t in data) for a, b in zip(edges, edges[1:])]
 
 
-def hessian_vector(model, loss_fn, data, params, vector: list[Tensor]) -> list[Tensor]:
+def hessian_vector(model: nn.Module, loss_fn, data, params, vector: list[Tensor]) -> list[Tensor]:
     """H v by double backward. Fused attention kernels have no second derivative, so attention runs on
     torch's math kernel here (the same values, any module that calls scaled_dot_product_attention)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel  # only the Hessian needs the math kernel
@@ -153,7 +157,7 @@ def spread(quotients: list[float]) -> float | None:
     return float(torch.tensor(quotients, dtype=torch.float64).std() / math.sqrt(len(quotients)))
 
 
-def held_out_curvature(model, loss_fn, subsets: list[tuple], params, seed: int) -> dict:
+def held_out_curvature(model: nn.Module, loss_fn, subsets: list[tuple], params, seed: int) -> dict:
     """The bottom Ritz vector of the Hessian on the even subsets, scored on the odd ones: the held-out
     curvature (mean of their quotients, weighted by size), its standard error and the quotients."""
     chosen, scored = subsets[0::2], subsets[1::2]
@@ -167,7 +171,7 @@ def held_out_curvature(model, loss_fn, subsets: list[tuple], params, seed: int) 
     return {"curvature": mean, "stderr": spread(quotients), "quotients": quotients}
 
 
-def curvature(model, loss_fn, data, seed: int = 0) -> dict:
+def curvature(model: nn.Module, loss_fn, data, seed: int = 0) -> dict:
     """At the current weights, on all of ``data``: the loss and gradient, the Hessian's λ_max and most negative
     Ritz value with its spread over :data:`SUBSETS` subsets, and the held-out curvature (module docstring)."""
     params = sampled_parameters(model)
@@ -188,7 +192,7 @@ def curvature(model, loss_fn, data, seed: int = 0) -> dict:
     return point | spectrum(model, loss_fn, subsets, params, seed)
 
 
-def spectrum(model, loss_fn, subsets: list[tuple], params, seed: int) -> dict:
+def spectrum(model: nn.Module, loss_fn, subsets: list[tuple], params, seed: int) -> dict:
     """The spectrum's two ends on the full data, the bottom one's subset spread, and the held-out test."""
     hessian = SubsetHessian(model, loss_fn, subsets, params)
     ends = lanczos_extremes(hessian, sum(p.numel() for p in params), seed)
@@ -234,7 +238,7 @@ def saddle(point: dict) -> str | None:
     )
 
 
-def shifted(model, params, moves: list[Tensor], radius: float):
+def shifted(model: nn.Module, params, moves: list[Tensor], radius: float):
     """The model's weights moved by ``radius`` · ``moves`` (a context: restored exactly on exit)."""
     import contextlib
 
@@ -254,13 +258,13 @@ def shifted(model, params, moves: list[Tensor], radius: float):
     return moved()
 
 
-def rise(model, loss_fn, data, params, direction, radius: float, base: float) -> float:
+def rise(model: nn.Module, loss_fn, data, params, direction, radius: float, base: float) -> float:
     """L(w* + radius · direction) − L(w*) on all of ``data``."""
     with shifted(model, params, direction, radius), torch.no_grad():
         return float(full_loss(model, loss_fn, data)) - base
 
 
-def stiffer_than_its_hessian(model, loss_fn, point: dict, n_beta: float) -> bool:
+def stiffer_than_its_hessian(model: nn.Module, loss_fn, point: dict, n_beta: float) -> bool:
     """Whether the loss along the top eigenvector, at the quadratic's own scale r = √(2 / (nβ λ_max)) where the
     Hessian predicts nβ · rise = 1, rises by more than :data:`STIFFER`: a Hessian that does not set the
     posterior's scale (zero, or dwarfed by higher orders)."""
@@ -272,7 +276,7 @@ def stiffer_than_its_hessian(model, loss_fn, point: dict, n_beta: float) -> bool
     return not n_beta * up <= STIFFER  # NaN or inf is stiffer too
 
 
-def loss_scale(model, loss_fn, point: dict, n_beta: float, seed: int = 0) -> dict:
+def loss_scale(model: nn.Module, loss_fn, point: dict, n_beta: float, seed: int = 0) -> dict:
     """Where the Hessian sets no scale: along the top eigenvector and random unit directions u, the radius r
     at which nβ · (L(w* + r u) − L(w*)) = 1 (bisection in log r), and two curvatures there. The secant
     2 · rise / r² = 2 / (nβ r²) is the quadratic that rises as much at the posterior's scale (it plays λ_max's
@@ -297,7 +301,7 @@ def loss_scale(model, loss_fn, point: dict, n_beta: float, seed: int = 0) -> dic
     }
 
 
-def probe(model, loss_fn, point, params, direction, n_beta: float, norm: float) -> dict | None:
+def probe(model: nn.Module, loss_fn, point, params, direction, n_beta: float, norm: float) -> dict | None:
     """One direction of :func:`loss_scale`: bracket the radius by factors of 4, then 12 halvings in log r
     (a factor 4^(1/4096), a 0.03 % radius)."""
 
@@ -323,7 +327,7 @@ def probe(model, loss_fn, point, params, direction, n_beta: float, norm: float) 
     return {"radius": radius, "secant": 2 * up / radius**2, "stiffness": (twice - 2 * up) / radius**2}
 
 
-def gradient_shift(model, loss_fn, point: dict, n_beta: float, gamma: float, iterations: int = 10) -> float:
+def gradient_shift(model: nn.Module, loss_fn, point: dict, n_beta: float, gamma: float, iterations: int = 10) -> float:
     """(nβ g)ᵀ (nβ H + γ I)⁻¹ (nβ g) on all of the data: how far a gradient g at the point lowers the sampled
     nβ·rise, exactly for a quadratic loss. Conjugate gradients from 0, whose value only grows towards the
     solution's, so a value stopped early is a lower bound. A CG direction along which nβ H + γ I does not

@@ -17,6 +17,7 @@ diagnostics then decide whether it is a minimum of the full parameter space.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float
@@ -27,10 +28,13 @@ from induction_probes.circuits.constructions.edelman import prop21
 from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.probes.llc.estimator import estimate_llc
 
+if TYPE_CHECKING:
+    from torch import nn
+
 SCALED = {"c": ("blocks.0.attn.W_Q", "blocks.1.attn.W_Q", "blocks.1.attn.W_K"), "unembed": ("unembed.W_U",)}
 
 
-def next_token_loss(model, batch: tuple[Tensor]) -> Float[Tensor, ""]:
+def next_token_loss(model: nn.Module, batch: tuple[Tensor]) -> Float[Tensor, ""]:
     """Mean next-token cross-entropy of a batch of sequences [batch, pos], from the logits, so that any model
     of tokens is sampled the same way (the minimal model returns logits only)."""
     tokens = batch[0]
@@ -38,7 +42,7 @@ def next_token_loss(model, batch: tuple[Tensor]) -> Float[Tensor, ""]:
     return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
 
 
-def checkpoint_llc(model, tokens: Tensor, **settings):
+def checkpoint_llc(model: nn.Module, tokens: Tensor, **settings):
     """The estimator on ``tokens`` [n_seqs, seq_len] with the next-token loss; ``settings`` override its
     defaults."""
     return estimate_llc(model, next_token_loss, (tokens,), **settings)

@@ -199,7 +199,7 @@ def per_head_llc(
     (:func:`~induction_probes.probes.llc.markov.next_token_loss`); ``settings`` override the estimator's rule
     (n_beta, localization, lr, burn_in, draws, chains, batch_size) and are the same for
     every block. ``progress(step, block, record)``, if given, is called after each estimate."""
-    from induction_probes.circuits.runs.reader import Run
+    from induction_probes.circuits.runs.reader import as_run
     from induction_probes.probes.llc.markov import next_token_loss
 
     start = time.perf_counter()
@@ -209,7 +209,7 @@ def per_head_llc(
             raise LLCError("a model needs tokens [n_seqs, seq_len] to estimate on")
         models, run, seen = [(None, run_or_model)], None, {}
     else:
-        run = run_or_model if isinstance(run_or_model, Run) else Run.open(run_or_model)
+        run = as_run(run_or_model)
         if run.task.name != "markov":
             raise LLCError(f"run {run.path.name} is not an ICL-MC run: the per-head LLC samples a next-token loss")
         steps = [run.steps[-1]] if steps is None else sorted(set(steps))

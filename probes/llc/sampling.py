@@ -7,17 +7,21 @@ from __future__ import annotations
 import copy
 import math
 import warnings
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from induction_probes.probes.llc.curvature import sampled_parameters
 
+if TYPE_CHECKING:
+    from torch import nn
+
 FORCE_EVERY = 10  # draws between two readings of the localization and data forces
 LEAD_SEED = 500  # a chain's lead (the localization check's extra burn-in) draws from seed + this; chains are 1000 apart
 
 
-def sample(model, loss_fn, data, settings, lead: int = 0) -> tuple[Tensor, float | None] | str:
+def sample(model: nn.Module, loss_fn, data, settings, lead: int = 0) -> tuple[Tensor, float | None] | str:
     """The chains' rises [chain, draw] and their root-mean-square force ratio, or why there are none."""
     chains = [run_chain(model, loss_fn, data, settings, c, lead) for c in range(settings.chains)]
     diverged = [i for i, c in enumerate(chains) if c["diverged_at"] is not None]
@@ -32,7 +36,7 @@ def sample(model, loss_fn, data, settings, lead: int = 0) -> tuple[Tensor, float
     return rises, force
 
 
-def run_chain(model, loss_fn, data, settings, chain: int, lead: int = 0) -> dict:
+def run_chain(model: nn.Module, loss_fn, data, settings, chain: int, lead: int = 0) -> dict:
     """One SGLD chain from w*: at every draw the batch loss minus the same batch's loss at w*, and the
     localization-to-data force ratio. ``lead`` steps more of burn-in come first, on a generator of their own,
     so that the last ``burn_in + draws`` steps see the batches and noise of the chain without a lead (the

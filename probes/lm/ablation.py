@@ -13,6 +13,7 @@ of means with a percentile-bootstrap interval that resamples the sequences for b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -23,6 +24,9 @@ from induction_probes.probes.ablation.head_ablation import MODES, ablation_hooks
 from induction_probes.probes.intervals import Estimate, bootstrap_ratio_interval, mean_interval
 from induction_probes.probes.lm.measure import chunk_size, chunked, per_token_loss
 from induction_probes.probes.lm.protocols import InductionLoss, RepeatedTokens, estimate_json, induction_loss
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,7 @@ class HeadAblation:
 
 
 def ablated_loss(
-    model, repeated: RepeatedTokens, heads, mode: str, reference: RepeatedTokens | None, seed: int
+    model: HookedModel, repeated: RepeatedTokens, heads, mode: str, reference: RepeatedTokens | None, seed: int
 ) -> InductionLoss:
     """:class:`InductionLoss` with ``heads`` ablated together (none: the clean model)."""
     tokens = repeated.tokens.to(model_device(model))
@@ -91,7 +95,7 @@ def check_mode(mode: str) -> None:
 
 
 def ablate(
-    model,
+    model: HookedModel,
     repeated: RepeatedTokens,
     head_sets: list[list[tuple[int, int]]],
     mode: str = "zero",

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from induction_probes.probes.attention.patterns import chance_scores
 from induction_probes.probes.intervals import Estimate
@@ -40,6 +41,9 @@ from induction_probes.probes.lm.markov_measure import (
     markov_tokens,
 )
 from induction_probes.probes.lm.protocols import estimate_json
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 HALFWAY = 0.5  # a head is marked from halfway between its chance level and 1
 SCORES = ("bigram_matching", "bigram_matching_ideal", "previous_token")
@@ -182,7 +186,7 @@ def head_json(head: HeadScore) -> dict:
     return {"head": head.label, "layer": head.layer, "index": head.head} | scores
 
 
-def probe_markov(model, protocol: MarkovTokens, step: int | None = None) -> MarkovProbe:
+def probe_markov(model: HookedModel, protocol: MarkovTokens, step: int | None = None) -> MarkovProbe:
     """Every ICL-MC probe of a booted ``model`` on ``protocol``'s sequences (:func:`markov_tokens`), and the
     verdict. ``model``: a TransformerBridge, our HookedTransformer, or any hooked model with
     ``blocks.{l}.attn.hook_pattern`` whose call gives logits."""

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float, Int
@@ -57,6 +58,9 @@ from induction_probes.probes.intervals import (
 )
 from induction_probes.probes.lm.measure import chunk_size
 from induction_probes.probes.lm.protocols import bos_id, vocabulary
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 SEQ_LEN = next(f.default for f in fields(MarkovTask) if f.name == "seq_len")  # T = 100, our runs' default
 N_SEQS = 200
@@ -111,7 +115,7 @@ class MarkovTokens:
         }
 
 
-def chain_ids(model, k: int, seed: int = 0, tokens: Iterable[int] | None = None) -> Int[Tensor, " k"]:
+def chain_ids(model: HookedModel, k: int, seed: int = 0, tokens: Iterable[int] | None = None) -> Int[Tensor, " k"]:
     """The k ids state 0..k−1 are written as: ``tokens`` as given, or k distinct ordinary ids drawn with
     ``seed``, in increasing order (module docstring)."""
     k, seed = require_int("k", k, 2), require_seed("seed", seed)
@@ -133,7 +137,7 @@ def chain_ids(model, k: int, seed: int = 0, tokens: Iterable[int] | None = None)
 
 
 def markov_tokens(
-    model,
+    model: HookedModel,
     k: int,
     n_seqs: int = N_SEQS,
     seq_len: int | None = None,
@@ -153,7 +157,7 @@ def markov_tokens(
     return MarkovTokens(ids, eval_set, bos, seed)
 
 
-def check_fits(model, protocol: MarkovTokens) -> None:
+def check_fits(model: HookedModel, protocol: MarkovTokens) -> None:
     """Refuse a model that cannot read ``protocol``'s tokens as drawn (another checkpoint's vocabulary)."""
     if int(protocol.ids.max()) >= model.cfg.d_vocab or protocol.prefix + protocol.seq_len > model.cfg.n_ctx:
         raise ValueError("the sequences do not fit this model's vocabulary or context: draw them for it")
@@ -202,7 +206,7 @@ def sequence_sums(pattern: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor, Tens
     return previous, matched, ideal, counts
 
 
-def chain_pass(model, protocol: MarkovTokens) -> ChainPass:
+def chain_pass(model: HookedModel, protocol: MarkovTokens) -> ChainPass:
     """One forward pass per chunk of sequences (within the language-model probes' memory bound)."""
     check_fits(model, protocol)
     tokens = protocol.tokens

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float, Int
@@ -47,6 +48,10 @@ from induction_probes.probes.lm.protocols import (
     induction_loss,
     repeated_random_tokens,
 )
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.interop.language_models import ModelLike
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 CHUNK_NUMBERS = 1 << 25  # numbers one chunk's patterns and logits may hold (128 MiB of float32)
 BOUNDED_SCORES = ("previous_token", "induction", "control", "content", "positional_share")
@@ -120,7 +125,7 @@ class HeadScores:
         return scores | {"positional_offset": int(self.positional_offset[layer, head])}
 
 
-def chunk_size(model, n_pos: int) -> int:
+def chunk_size(model: HookedModel, n_pos: int) -> int:
     """Sequences per forward pass: one chunk's patterns (every layer) and logits within CHUNK_NUMBERS."""
     per_sequence = model.cfg.n_layers * model.cfg.n_heads * n_pos * n_pos + n_pos * model.cfg.d_vocab
     return max(1, CHUNK_NUMBERS // per_sequence)
@@ -168,7 +173,7 @@ def distance_profile(pattern: Tensor, repeated: RepeatedTokens) -> Float[Tensor,
 
 
 def copying_per_sequence(
-    model, layer: int, z: Tensor, resid: Tensor, pattern: Tensor, tokens: Tensor, repeated: RepeatedTokens
+    model: HookedModel, layer: int, z: Tensor, resid: Tensor, pattern: Tensor, tokens: Tensor, repeated: RepeatedTokens
 ) -> Float[Tensor, "batch head"]:
     """Per sequence, the direct-path logit each head of ``layer`` adds to the token it attends to most, minus
     the mean it adds over the vocabulary, averaged over the second R's queries (module docstring)."""
@@ -190,14 +195,16 @@ def copying_per_sequence(
     return masked_mean(torch.stack(scores, -1), valid)
 
 
-def patterns_and_more(model, tokens: Tensor, extra: list[str]) -> tuple[Tensor, list[Tensor], dict[str, Tensor]]:
+def patterns_and_more(
+    model: HookedModel, tokens: Tensor, extra: list[str]
+) -> tuple[Tensor, list[Tensor], dict[str, Tensor]]:
     """Logits, every layer's pattern and the activations named in ``extra``, from one pass."""
     names = [pattern_hook(layer) for layer in range(model.cfg.n_layers)]
     logits, captured = run_with_captures(model, tokens, names + extra)
     return logits, [captured[name] for name in names], captured
 
 
-def repeat_pass(model, repeated: RepeatedTokens, rows: slice) -> Float[Tensor, "batch ..."]:
+def repeat_pass(model: HookedModel, repeated: RepeatedTokens, rows: slice) -> Float[Tensor, "batch ..."]:
     """Per sequence of ``rows``: [loss at every token | previous-token, induction, copying per layer and head]."""
     part = RepeatedTokens(repeated.tokens[rows], repeated.lengths[rows], repeated.prefix)
     last = model.cfg.n_layers - 1
@@ -214,7 +221,7 @@ def repeat_pass(model, repeated: RepeatedTokens, rows: slice) -> Float[Tensor, "
     return torch.cat([per_token_loss(logits, part.tokens), heads.flatten(1)], 1)
 
 
-def control_pass(model, repeated: RepeatedTokens, rows: slice) -> Float[Tensor, "batch layer head ..."]:
+def control_pass(model: HookedModel, repeated: RepeatedTokens, rows: slice) -> Float[Tensor, "batch layer head ..."]:
     """Per sequence of ``rows`` of the control: [layer, head, 1 + distance]: the induction offset's attention,
     then the distance profile."""
     part = RepeatedTokens(repeated.tokens[rows], repeated.lengths[rows], repeated.prefix)
@@ -223,7 +230,9 @@ def control_pass(model, repeated: RepeatedTokens, rows: slice) -> Float[Tensor, 
     return torch.stack(per_layer, 1)
 
 
-def evaluate(model, repeated: RepeatedTokens | Int[Tensor, "batch pos"]) -> tuple[HeadScores, InductionLoss]:
+def evaluate(
+    model: HookedModel, repeated: RepeatedTokens | Int[Tensor, "batch pos"]
+) -> tuple[HeadScores, InductionLoss]:
     """Head scores (with their intervals) and induction losses on ``repeated``, a chunk at a time (plain tokens
     as :func:`head_scores` takes them)."""
     repeated = repeated if isinstance(repeated, RepeatedTokens) else from_tokens(repeated)
@@ -253,7 +262,10 @@ def evaluate(model, repeated: RepeatedTokens | Int[Tensor, "batch pos"]) -> tupl
     return scores, loss
 
 
-def head_scores(model, tokens: Int[Tensor, "batch pos"] | RepeatedTokens | None = None) -> HeadScores:
+def head_scores(
+    model: ModelLike,
+    tokens: Int[Tensor, "batch pos"] | RepeatedTokens | None = None,
+) -> HeadScores:
     """Every head's scores (module docstring), each with its interval over sequences.
 
     ``model``: a model directory or a name in the local Hugging Face cache, a Hugging Face model, a
@@ -265,14 +277,14 @@ def head_scores(model, tokens: Int[Tensor, "batch pos"] | RepeatedTokens | None 
     return evaluate(model, repeated_random_tokens(model) if tokens is None else tokens)[0]
 
 
-def check_ids(model, tokens: Tensor) -> None:
+def check_ids(model: HookedModel, tokens: Tensor) -> None:
     if tokens.shape[1] > model.cfg.n_ctx:
         raise ValueError(f"{tokens.shape[1]} positions exceed the model's context of {model.cfg.n_ctx}")
     if tokens.numel() and not 0 <= int(tokens.min()) <= int(tokens.max()) < model.cfg.d_vocab:
         raise ValueError(f"token ids must lie in 0..{model.cfg.d_vocab - 1}, the model's vocabulary")
 
 
-def text_windows(model, text: str, late: int) -> Int[Tensor, "batch pos"]:
+def text_windows(model: HookedModel, text: str, late: int) -> Int[Tensor, "batch pos"]:
     """The text's tokens in consecutive windows of ``late + 1`` tokens, each opened by the BOS token when
     the model has one (the remainder of the text is dropped)."""
     tokenizer = getattr(model, "tokenizer", None)
@@ -292,7 +304,12 @@ def text_windows(model, text: str, late: int) -> Int[Tensor, "batch pos"]:
     return windows
 
 
-def text_icl_score(model, text: str, early: int = TEXT_EARLY, late: int = TEXT_LATE) -> TextICL:
+def text_icl_score(
+    model: ModelLike,
+    text: str,
+    early: int = TEXT_EARLY,
+    late: int = TEXT_LATE,
+) -> TextICL:
     """Loss at token ``late`` minus loss at token ``early`` (0-based, counting a BOS), averaged over the
     text's windows of ``late + 1`` tokens (Olsson et al.: tokens 500 and 50), with its Student-t interval over
     the windows."""

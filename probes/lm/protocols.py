@@ -21,6 +21,7 @@ the two guards a positional head would otherwise slip past.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float, Int
@@ -29,6 +30,9 @@ from torch import Tensor
 from induction_probes.circuits.common.limits import require_numbers, require_seed
 from induction_probes.probes.ablation.head_ablation import is_index
 from induction_probes.probes.intervals import Estimate, mean_interval
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 TEXT_EARLY, TEXT_LATE = 50, 500  # Olsson et al.'s ICL score: loss at token 500 minus loss at token 50
 DEFAULT_LENGTHS = (10, 50)  # |R| drawn from 10..50 per sequence: TransformerLens's and ARENA's 50 at the top
@@ -100,7 +104,7 @@ def from_tokens(tokens: Tensor) -> RepeatedTokens:
     return RepeatedTokens(tokens, lengths, 0, control)
 
 
-def special_ids(model) -> set[int]:
+def special_ids(model: HookedModel) -> set[int]:
     """Token ids the tokenizer or the model's config reserve (BOS, EOS, padding, unknown, added)."""
     tokenizer = getattr(model, "tokenizer", None)
     ids = set(tokenizer.all_special_ids) if tokenizer is not None else set()
@@ -111,7 +115,7 @@ def special_ids(model) -> set[int]:
     return {i for i in ids if isinstance(i, int)}
 
 
-def vocabulary(model) -> Int[Tensor, " token"]:
+def vocabulary(model: HookedModel) -> Int[Tensor, " token"]:
     """The ids random tokens are drawn from: those the embedding and the tokenizer both have (a padded
     embedding's extra rows were never trained), without the special tokens."""
     size = model.cfg.d_vocab
@@ -126,7 +130,7 @@ def vocabulary(model) -> Int[Tensor, " token"]:
     return ids
 
 
-def bos_id(model) -> int | None:
+def bos_id(model: HookedModel) -> int | None:
     """The model's beginning-of-sequence token, if it has one inside its vocabulary."""
     tokenizer = getattr(model, "tokenizer", None)
     config = getattr(getattr(model, "original_model", None), "config", None)
@@ -143,7 +147,7 @@ def length_range(length: int | tuple[int, int]) -> tuple[int, int]:
     return bounds
 
 
-def prefix_length(model, bos: bool | None) -> int:
+def prefix_length(model: HookedModel, bos: bool | None) -> int:
     """1 when the sequences open with the model's BOS (default: when it has one), else 0."""
     start = bos_id(model)
     if bos and start is None:
@@ -151,7 +155,9 @@ def prefix_length(model, bos: bool | None) -> int:
     return int(start is not None and bos is not False)
 
 
-def fitting_lengths(model, length: int | tuple[int, int] | None, bos: bool | None = None) -> tuple[int, int]:
+def fitting_lengths(
+    model: HookedModel, length: int | tuple[int, int] | None, bos: bool | None = None
+) -> tuple[int, int]:
     """The |R| range to draw: ``length``, or by default :data:`DEFAULT_LENGTHS` cut to what the model's context
     holds (a given range that does not fit is refused, not cut)."""
     room = (model.cfg.n_ctx - prefix_length(model, bos)) // 2
@@ -164,7 +170,11 @@ def fitting_lengths(model, length: int | tuple[int, int] | None, bos: bool | Non
 
 
 def repeated_random_tokens(
-    model, length: int | tuple[int, int] | None = None, batch: int = 16, seed: int = 0, bos: bool | None = None
+    model: HookedModel,
+    length: int | tuple[int, int] | None = None,
+    batch: int = 16,
+    seed: int = 0,
+    bos: bool | None = None,
 ) -> RepeatedTokens:
     """``batch`` sequences [BOS] + F + R + R and their controls (module docstring). ``length``: |R|, one value
     or an inclusive range (low, high) drawn uniformly per sequence; by default 10..50 within the context.

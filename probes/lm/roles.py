@@ -24,6 +24,7 @@ induction score when that head is removed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from jaxtyping import Float
 from torch import Tensor
@@ -34,6 +35,9 @@ from induction_probes.probes.attention.patterns import pattern_hook, run_with_ca
 from induction_probes.probes.intervals import bootstrap_mean_interval
 from induction_probes.probes.lm.measure import HeadScores, chunk_size, chunked, offset_scores
 from induction_probes.probes.lm.protocols import RepeatedTokens
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 THRESHOLD = 0.4
 
@@ -123,7 +127,7 @@ class Composition:
 
 
 def induction_with_ablated(
-    model, repeated: RepeatedTokens, writer: tuple[int, int], layer: int
+    model: HookedModel, repeated: RepeatedTokens, writer: tuple[int, int], layer: int
 ) -> Float[Tensor, "batch head"]:
     """Per sequence and head of ``layer``, the induction score on the repeat with ``writer`` zero-ablated."""
     hooks = ablation_hooks(model, [writer], "zero")
@@ -138,7 +142,7 @@ def induction_with_ablated(
 
 
 def compositions(
-    model,
+    model: HookedModel,
     repeated: RepeatedTokens,
     scores: HeadScores,
     induction: list[tuple[int, int]],

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.names import head_label
 from induction_probes.circuits.interop.language_models import ModelSource, load_bridge
@@ -19,6 +20,9 @@ from induction_probes.probes.lm.roles import (
     head_roles,
     heads_labelled,
 )
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,7 +67,9 @@ class StepProbes:
         }
 
 
-def probe_tokens(model, repeated: RepeatedTokens, step: int | None = None, threshold: float = THRESHOLD) -> StepProbes:
+def probe_tokens(
+    model: HookedModel, repeated: RepeatedTokens, step: int | None = None, threshold: float = THRESHOLD
+) -> StepProbes:
     """Every probe of ``model`` on the sequences ``repeated``."""
     if not 0 < threshold <= 1:
         raise ValueError(f"the threshold is a share of attention in (0, 1], got {threshold!r}")
@@ -76,7 +82,7 @@ def probe_tokens(model, repeated: RepeatedTokens, step: int | None = None, thres
 
 
 def probe(
-    model,
+    model: HookedModel,
     step: int | None = None,
     length: int | tuple[int, int] | None = None,
     batch: int = 16,

@@ -35,6 +35,7 @@ first checkpoint at which its measure reaches the threshold.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float
@@ -44,6 +45,9 @@ from transformer_lens.utilities import composition_scores
 
 from induction_probes.probes.comparison.logit_space import shift_free, through_final_norm
 from induction_probes.probes.tidy import Tidy, progress_records
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 SCALAR_MEASURES = ("previous_token_match", "k_composition_match", "ov_copying_accuracy", "ov_copying_score")
 COMPOSITION_MODES = ("Q", "K", "V")
@@ -113,7 +117,7 @@ class ProgressMeasures(Tidy):
         return max(getattr(self, name))
 
 
-def unmeasurable_reason(model) -> str | None:
+def unmeasurable_reason(model: HookedModel) -> str | None:
     """Why the measures do not apply to ``model`` (None: they do)."""
     cfg = model.cfg
     if not hasattr(cfg, "layer_positional"):
@@ -133,7 +137,7 @@ def head_outputs(attn, normed: Tensor) -> Float[Tensor, "head row d_model"]:
     return out
 
 
-def layer1_residuals(model) -> Float[Tensor, "k k d_model"]:
+def layer1_residuals(model: HookedModel) -> Float[Tensor, "k k d_model"]:
     """[x, y, d_model]: the residual entering layer 1 at a position holding x after y, with every layer-0
     head attending wholly to the previous token."""
     W_E = model.W_E.detach()
@@ -152,7 +156,7 @@ def project(block, residual: Tensor, weight: Tensor, bias: str) -> Float[Tensor,
     return out
 
 
-def previous_token_match(model) -> list[float]:
+def previous_token_match(model: HookedModel) -> list[float]:
     block = model.blocks[0]
     q = project(block, model.W_E, block.attn.W_Q, "b_Q")  # [head, a, d_head]
     scores = torch.einsum("hae,hde->had", q, block.attn.W_rel) / model.cfg.d_head**0.5
@@ -161,7 +165,7 @@ def previous_token_match(model) -> list[float]:
     return at_distance_1.mean(dim=(1, 2)).tolist()
 
 
-def k_composition_match(model, residual: Tensor) -> list[float]:
+def k_composition_match(model: HookedModel, residual: Tensor) -> list[float]:
     block = model.blocks[1]
     q = project(block, residual, block.attn.W_Q, "b_Q").mean(2)  # [head, a, d_head], mean over the previous token
     k = project(block, residual, block.attn.W_K, "b_K").mean(1)  # [head, b, d_head], mean over the key's own token
@@ -169,7 +173,7 @@ def k_composition_match(model, residual: Tensor) -> list[float]:
     return torch.softmax(scores, -1).diagonal(dim1=-2, dim2=-1).mean(-1).tolist()
 
 
-def ov_circuits(model, residual: Tensor) -> Float[Tensor, "head k k"]:
+def ov_circuits(model: HookedModel, residual: Tensor) -> Float[Tensor, "head k k"]:
     """[head, a, b]: what attending to a position holding a adds to the logit of b, per layer-1 head,
     through the final LayerNorm's centring and gain (its positive scale changes no argmax or sign)."""
     block = model.blocks[1]
@@ -191,7 +195,7 @@ def folded(block, weight: Tensor) -> Float[Tensor, "head d_model d_head"]:
     return (centre * block.ln1.w) @ weight
 
 
-def composition(model) -> dict[str, list[list[float]]]:
+def composition(model: HookedModel) -> dict[str, list[list[float]]]:
     """{mode: [layer-0 head][layer-1 head]} by TransformerLens's ``composition_scores``."""
     first, second = model.blocks[0], model.blocks[1]
     left = FactoredMatrix(folded(first, first.attn.W_V), first.attn.W_O)  # [h0, d_model, d_model]
@@ -204,7 +208,7 @@ def composition(model) -> dict[str, list[list[float]]]:
     return {mode: composition_scores(left, right[mode], broadcast_dims=True).tolist() for mode in COMPOSITION_MODES}
 
 
-def progress_measures(model, step: int = -1) -> ProgressMeasures:
+def progress_measures(model: HookedModel, step: int = -1) -> ProgressMeasures:
     """Every progress measure of ``model`` (see the module docstring)."""
     reason = unmeasurable_reason(model)
     if reason:

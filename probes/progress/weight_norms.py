@@ -6,12 +6,17 @@ do."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from induction_probes.circuits.runs.reader import Run
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 ATTENTION_MAPS = ("W_Q", "W_K")
 
 
-def tracked_weights(model) -> dict:
+def tracked_weights(model: HookedModel) -> dict:
     """The tensors :func:`weight_curves` follows, by name, in float64: the positions (``W_pos``, ``W_rel_layerL``,
     ``alibi_layerL``: the ALiBi slopes) and the attention maps ``W_Q_layerL`` and ``W_K_layerL``."""
     tracked = {}

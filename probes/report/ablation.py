@@ -4,6 +4,7 @@ closest strategy, or a Gaussian-task model's error, clean and with each set of h
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from induction_probes.probes.ablation.ablation_study import ablation_study, gaussian_ablation_study
 from induction_probes.probes.figures.plots import figure_name, heads_label
@@ -12,9 +13,23 @@ from induction_probes.probes.intervals import paired_effect
 from induction_probes.probes.report.tables import ablations_json, format_table, heads_name, provenance, with_figures
 from induction_probes.probes.run_level.all_probes import probe_eval_set
 
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.runs.reader import Run
+
 
 def ablate_markov(
-    run, model, head_sets, step: int, mode: str, n_seqs: int, seed: int, *, device=None, plot=None, as_json=False
+    run: Run,
+    model: HookedModel,
+    head_sets,
+    step: int,
+    mode: str,
+    n_seqs: int,
+    seed: int,
+    *,
+    device=None,
+    plot=None,
+    as_json=False,
 ) -> str | dict:
     """KL to the truth, loss, ICL score and closest strategy of an ICL-MC model (the run's checkpoint at
     ``step``) with each head set ablated, on ``n_seqs`` fresh sequences drawn with ``seed``, and each ablation's
@@ -43,7 +58,7 @@ def effects_json(ablated, clean) -> dict:
     return {name: {"value": e.value, "low": e.low, "high": e.high} for name, e in effects.items() if e is not None}
 
 
-def ablation_text(run, step: int, mode: str, n_seqs: int, baseline, results) -> str:
+def ablation_text(run: Run, step: int, mode: str, n_seqs: int, baseline, results) -> str:
     kl = "last_token_kl.true"
     rows = [["none", interval_cell(baseline.intervals[kl]), "", f"{baseline.loss:.4f}", "", baseline.closest_strategy]]
     for r in results:
@@ -75,7 +90,7 @@ def interval_cell(estimate, signed: bool = False) -> str:
     return f"{estimate.value:{sign}.4f} [{estimate.low:{sign}.4f}, {estimate.high:{sign}.4f}]"
 
 
-def plot_ablations(run, step: int, baseline, results, eval_set, mode: str, directory: Path) -> list[Path]:
+def plot_ablations(run: Run, step: int, baseline, results, eval_set, mode: str, directory: Path) -> list[Path]:
     name = run.path.name
     strategy_kl = {strategy: kl.mean().item() for strategy, kl in eval_set.strategy_kl().items()}
     title = f"{name}, step {step}: {mode} ablation of each head"
@@ -84,7 +99,17 @@ def plot_ablations(run, step: int, baseline, results, eval_set, mode: str, direc
 
 
 def ablate_gaussian(
-    run, model, head_sets, step: int, mode: str, n_seqs: int, seed: int, *, device=None, plot=None, as_json=False
+    run: Run,
+    model: HookedModel,
+    head_sets,
+    step: int,
+    mode: str,
+    n_seqs: int,
+    seed: int,
+    *,
+    device=None,
+    plot=None,
+    as_json=False,
 ) -> str | dict:
     """A Gaussian-task model's relative MSE at the last position, clean and with each head set ablated."""
     # gaussian_ablation_study loads the checkpoint on its own device

@@ -5,14 +5,18 @@ Its one-page report is refused: the page follows the ICL-MC argument."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from induction_probes.probes.figures.plots import figure_name
 from induction_probes.probes.figures.plots_circuit import plot_gaussian_scores, plot_gaussian_training
 from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
 from induction_probes.probes.run_level.all_probes import probe_gaussian
 
+if TYPE_CHECKING:
+    from induction_probes.circuits.runs.reader import Run
 
-def gaussian_report(run, *, device=None, plot: Path | None = None, as_json: bool = False) -> str | dict:
+
+def gaussian_report(run: Run, *, device=None, plot: Path | None = None, as_json: bool = False) -> str | dict:
     """A Gaussian-task run over training: its error on its evaluation set (no strategy phases here; the
     probes are :func:`probe_gaussian_report` over every step)."""
     metrics, recipe = run.metrics(), run.recipe
@@ -31,12 +35,12 @@ def gaussian_report(run, *, device=None, plot: Path | None = None, as_json: bool
     return with_figures("\n".join([title, table, hint]), figures)
 
 
-def refuse_gaussian_html(run, directory: Path, device=None) -> Path:
+def refuse_gaussian_html(run: Run, directory: Path, device=None) -> Path:
     raise ValueError(f"run {run.path.name} is a Gaussian-task run: the HTML report follows the ICL-MC argument")
 
 
 def probe_gaussian_report(
-    run, steps: list[int], n_seqs: int, seed: int, *, device=None, plot: Path | None = None, as_json: bool = False
+    run: Run, steps: list[int], n_seqs: int, seed: int, *, device=None, plot: Path | None = None, as_json: bool = False
 ) -> str | dict:
     """The error, previous-token and induction scores of a Gaussian-task run at ``steps``, on ``n_seqs``
     fresh sequences drawn with ``seed``; with ``plot``, their figure over the probed steps."""

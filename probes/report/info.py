@@ -7,16 +7,14 @@ JSON:
 
 from __future__ import annotations
 
-import os
-
-from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.runs.reader import RunOrPath, as_run
 from induction_probes.probes.report.tables import format_table
 
 
-def info_report(run: Run | str | os.PathLike, step: int | None = None, as_json: bool = False) -> str | dict:
+def info_report(run: RunOrPath, step: int | None = None, as_json: bool = False) -> str | dict:
     """The run's description as text, or with ``as_json`` its path, config, steps and final metrics; either way
     the checkpoint at ``step`` (default the last) is loaded, which verifies its sha256 and shapes."""
-    run = run if isinstance(run, Run) else Run.open(run)
+    run = as_run(run)
     text = info_text(run, step)
     if as_json:
         final = (run.metrics() or [None])[-1]
@@ -42,7 +40,7 @@ def describe_model(model_class: str, model: dict) -> str:
     return "HookedTransformer: " + ", ".join(str(part) for part in parts)
 
 
-def info_text(run, step: int | None = None) -> str:
+def info_text(run: RunOrPath, step: int | None = None) -> str:
     """Task, recipe, architecture, checkpoint steps and final metrics of a run; loads the checkpoint at
     ``step`` (default the last), which verifies its sha256 and its shapes against the config."""
     model = run.load(step=step)

@@ -15,7 +15,7 @@ from pathlib import Path
 from induction_probes.circuits.common.defaults import LLC_CHECKPOINTS, LLC_SEQS, PROBE_SEED
 from induction_probes.circuits.common.limits import MAX_CHECKPOINTS, require_at_most
 from induction_probes.circuits.common.validation import require_int
-from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.probes.report.tables import figure_lines, format_table, provenance
 
 OVERRIDES = ("lr", "localization", "n_beta", "chains", "draws", "burn_in", "batch_size")  # the rule's settings
@@ -25,7 +25,7 @@ SAMPLER_FAILURES = ("diverged", "never moved")  # problems of the sampler itself
 
 
 def llc_report(
-    run: Run | str | os.PathLike,
+    run: RunOrPath,
     *,
     checkpoints: int = CHECKPOINTS,
     steps: list[int] | None = None,
@@ -42,7 +42,7 @@ def llc_report(
     from induction_probes.probes.llc.calibration import calibrate
     from induction_probes.probes.llc.markov import checkpoint_llc, construction_estimates
 
-    run = run if isinstance(run, Run) else Run.open(run)
+    run = as_run(run)
     settings = estimator_settings(overrides, seed, n_seqs)
     if run.task.name != "markov":
         raise ValueError(f"run {run.path.name} is not an ICL-MC run: the llc command samples a next-token loss")

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from induction_probes.circuits.common.defaults import PROBE_SEED
-from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.probes.report.llc import (
     CHECKPOINTS,
     N_SEQS,
@@ -26,7 +26,7 @@ from induction_probes.probes.report.tables import figure_lines, format_table, pr
 
 
 def per_head_report(
-    run: Run | str | os.PathLike,
+    run: RunOrPath,
     *,
     checkpoints: int = CHECKPOINTS,
     steps: list[int] | None = None,
@@ -44,7 +44,7 @@ def per_head_report(
     raises ValueError before any sampling."""
     from induction_probes.probes.llc.per_head import calibrate_blocks, per_head_llc
 
-    run = run if isinstance(run, Run) else Run.open(run)
+    run = as_run(run)
     settings = estimator_settings(overrides, seed, n_seqs)
     if run.task.name != "markov":
         raise ValueError(f"run {run.path.name} is not an ICL-MC run: the llc command samples a next-token loss")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.limits import require_seed
 from induction_probes.circuits.common.validation import require_int
@@ -28,6 +29,9 @@ from induction_probes.probes.lm.markov_plots import plot_markov_model, plot_mark
 from induction_probes.probes.report.lm import quiet_transformers
 from induction_probes.probes.report.tables import figure_lines, format_table
 
+if TYPE_CHECKING:
+    from induction_probes.circuits.interop.language_models import ModelLike
+
 BEST_ROWS, PREVIOUS_ROWS = 8, 4  # heads a table lists: the best by bigram matching, then by previous token
 INTERVALS = "95 % over sequences: percentile bootstrap for KLs, masses and attention scores; Student t for differences"
 
@@ -45,7 +49,9 @@ def check_options(k, n_seqs, seq_len, seed, step, all_steps) -> None:
         require_int("step", step, 0)
 
 
-def checkpoints(model, step, all_steps: bool, device: str) -> tuple[str, Iterable[tuple[int | None, object]], bool]:
+def checkpoints(
+    model: ModelLike | Run, step, all_steps: bool, device: str
+) -> tuple[str, Iterable[tuple[int | None, object]], bool]:
     """What to probe: a name, the (step, model) pairs, booted one at a time, and whether they are a series."""
     if isinstance(model, (str, os.PathLike)):
         source = find_source(os.fspath(model))
@@ -66,7 +72,7 @@ def checkpoints(model, step, all_steps: bool, device: str) -> tuple[str, Iterabl
 
 
 def markov_lm_report(
-    model,
+    model: ModelLike | Run,
     *,
     k: int = 3,
     n_seqs: int = N_SEQS,

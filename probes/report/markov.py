@@ -5,6 +5,7 @@ opens with them)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 from induction_probes.circuits.tasks.markov.task import MarkovTask
@@ -14,8 +15,11 @@ from induction_probes.probes.figures.plots_circuit import plot_minimal_parameter
 from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
 from induction_probes.probes.run_level.all_probes import run_task
 
+if TYPE_CHECKING:
+    from induction_probes.circuits.runs.reader import Run
 
-def report_data(run):
+
+def report_data(run: Run):
     """The run's task, recipe, metrics, strategy baselines (last-token KL(true || s) on its evaluation
     set) and phases; refuses a run that is not an ICL-MC training run or has no metrics yet."""
     task, recipe, metrics = run_task(run, MarkovTask), run.recipe, run.metrics()
@@ -26,7 +30,7 @@ def report_data(run):
     return task, recipe, metrics, baselines, strategy_phases(metrics)
 
 
-def markov_report(run, *, device=None, plot: Path | None = None, as_json: bool = False) -> str | dict:
+def markov_report(run: Run, *, device=None, plot: Path | None = None, as_json: bool = False) -> str | dict:
     """An ICL-MC run's report: text and the figures written into ``plot``, or a JSON-ready dict."""
     if as_json:
         return report_json(run, plot)
@@ -34,7 +38,7 @@ def markov_report(run, *, device=None, plot: Path | None = None, as_json: bool =
     return with_figures(text, figures)
 
 
-def report_json(run, directory: Path | None) -> dict:
+def report_json(run: Run, directory: Path | None) -> dict:
     _, recipe, metrics, baselines, phases = report_data(run)
     figures = plot_report(run, metrics, baselines, phases, directory) if directory else []
     result = provenance(run, [m["step"] for m in metrics], recipe.eval_seqs, recipe.eval_seed)
@@ -42,7 +46,7 @@ def report_json(run, directory: Path | None) -> dict:
     return result | {"metrics": metrics, "figures": [str(f) for f in figures]}
 
 
-def report_text(run, directory: Path | None) -> tuple[str, list[Path]]:
+def report_text(run: Run, directory: Path | None) -> tuple[str, list[Path]]:
     """The report's text, and its figures written into ``directory`` (none without one)."""
     task, recipe, metrics, baselines, phases = report_data(run)
     figures = plot_report(run, metrics, baselines, phases, directory) if directory else []
@@ -83,7 +87,9 @@ def phase_text(phase) -> str:
     return f"{phase.strategy} (steps {phase.first_step}-{phase.last_step}, {seen})"
 
 
-def plot_report(run, metrics: list[dict], baselines: dict[str, float], phases: list, directory: Path) -> list[Path]:
+def plot_report(
+    run: Run, metrics: list[dict], baselines: dict[str, float], phases: list, directory: Path
+) -> list[Path]:
     name = run.path.name
     figures = [
         plot_distance_to_strategies(metrics, list(baselines), name, directory / f"{name}_strategies.png"),

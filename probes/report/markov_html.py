@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.defaults import PAGE_SEQS, PROBE_SEED
 from induction_probes.probes.ablation.ablation_study import ablation_study
@@ -19,8 +20,11 @@ from induction_probes.probes.report.markov_probes import plot_probes, probe_text
 from induction_probes.probes.report.verify import comparison_text, figure_steps, plot_comparison
 from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
 
+if TYPE_CHECKING:
+    from induction_probes.circuits.runs.reader import Run
 
-def phases_section(run, directory: Path) -> str:
+
+def phases_section(run: Run, directory: Path) -> str:
     text, figures = report_text(run, directory)
     return section(
         "1. Phases: what the model predicts over training",
@@ -32,7 +36,7 @@ def phases_section(run, directory: Path) -> str:
     )
 
 
-def probes_section(run, steps: list[int], probe_set, directory: Path, device=None) -> str:
+def probes_section(run: Run, steps: list[int], probe_set, directory: Path, device=None) -> str:
     results = list(probe_run(run, probe_set, steps, device=device))
     progress = [r.progress for r in results if r.progress is not None]
     text = "\n\n".join(
@@ -49,7 +53,7 @@ def probes_section(run, steps: list[int], probe_set, directory: Path, device=Non
     )
 
 
-def ablation_section(run, probe_set, directory: Path, device=None) -> str:
+def ablation_section(run: Run, probe_set, directory: Path, device=None) -> str:
     step = run.steps[-1]
     model = run.load(step=step, device=device)
     reference = probe_eval_set(run, PAGE_SEQS, PROBE_SEED + 1).inputs
@@ -63,7 +67,7 @@ def ablation_section(run, probe_set, directory: Path, device=None) -> str:
     )
 
 
-def construction_section(run, steps: list[int], probe_set, directory: Path) -> str:
+def construction_section(run: Run, steps: list[int], probe_set, directory: Path) -> str:
     k, c = run.task.k, 100.0
     results = {step: compare_with_prop21(run.load(step=step), probe_set.inputs, k, c) for step in steps}
     return section(
@@ -75,7 +79,7 @@ def construction_section(run, steps: list[int], probe_set, directory: Path) -> s
     )
 
 
-def markov_report_html(run, directory: Path, device=None) -> Path:
+def markov_report_html(run: Run, directory: Path, device=None) -> Path:
     """``directory/RUN_report.html``: every section that applies to the run (the probes, ablations and
     comparison need a two-layer attention model on bigram chains); probes and ablations run on ``device``."""
     name = run.path.name

@@ -4,6 +4,7 @@ attention heatmaps, positional profiles, scores and progress measures as figures
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.names import head_label
 from induction_probes.probes.attention.patterns import chance_scores, run_with_patterns
@@ -19,6 +20,9 @@ from induction_probes.probes.progress.progress_measures import threshold_crossin
 from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
 from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
 
+if TYPE_CHECKING:
+    from induction_probes.circuits.runs.reader import Run
+
 PROBE_LABELS = {
     "previous_token": "previous-token",
     "bigram_matching": "bigram-matching",
@@ -27,7 +31,7 @@ PROBE_LABELS = {
 
 
 def probe_markov(
-    run, steps: list[int], n_seqs: int, seed: int, *, device=None, plot: Path | None = None, as_json: bool = False
+    run: Run, steps: list[int], n_seqs: int, seed: int, *, device=None, plot: Path | None = None, as_json: bool = False
 ) -> str | dict:
     """An ICL-MC run's probes at ``steps`` on ``n_seqs`` fresh sequences drawn with ``seed``: attention per
     head, behaviour, progress measures (over training when several steps) and the figures, into ``plot``."""
@@ -46,13 +50,13 @@ def probe_markov(
     return with_figures("\n\n".join(sections), figures)
 
 
-def progress_thresholds(run, progress: list) -> dict:
+def progress_thresholds(run: Run, progress: list) -> dict:
     """Per calibrated measure: chance, construction value, threshold, and the first step that reaches it."""
     seen = {entry["step"]: entry["sequences_seen"] for entry in run.manifest}
     return threshold_crossings(progress, run.model_config, seen)
 
 
-def progress_text(run, progress: list) -> str:
+def progress_text(run: Run, progress: list) -> str:
     """The circuit's pieces from the weights: each measure against its chance and construction values,
     and (over several checkpoints) the first step at which it is halfway from one to the other."""
     rows = progress_thresholds(run, progress)
@@ -77,7 +81,7 @@ def progress_text(run, progress: list) -> str:
     return "\n".join(lines)
 
 
-def probe_text(run, result) -> str:
+def probe_text(run: Run, result) -> str:
     """One checkpoint's probes (a :class:`~induction_probes.probes.run_level.all_probes.CheckpointProbes`): every
     registered
     probe per head, the closest strategy, the KL to each strategy, the loss and the ICL score."""
@@ -131,7 +135,7 @@ def probe_trajectory(results) -> str:
     )
 
 
-def plot_probes(run, results, tokens, directory: Path) -> list[Path]:
+def plot_probes(run: Run, results, tokens, directory: Path) -> list[Path]:
     """Attention heatmaps on the first of ``tokens`` and positional profiles at the first, plateau and last
     probed steps; the scores (with chance levels on ``tokens``) and progress measures over training when
     several steps were probed."""

@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.names import heads_label
 from induction_probes.circuits.common.paths import portable
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.runs.reader import Run
 
 
 def json_text(value: object) -> str:
@@ -20,7 +24,7 @@ def json_text(value: object) -> str:
         raise ValueError("a result is not a finite number (NaN or infinity); refusing to print it as JSON") from None
 
 
-def provenance(run, steps: list[int], n_seqs: int, seed: int) -> dict:
+def provenance(run: Run, steps: list[int], n_seqs: int, seed: int) -> dict:
     """What every JSON answer about a run starts with: which run, which checkpoints, which sequences."""
     return {"run": portable(run.path), "steps": list(steps), "n_seqs": n_seqs, "seed": seed}
 
@@ -56,7 +60,7 @@ def heads_name(heads) -> str:
     return heads_label(heads)
 
 
-def ablations_json(run, step: int, mode: str, n_seqs: int, seed: int, baseline: dict, ablated: list) -> dict:
+def ablations_json(run: Run, step: int, mode: str, n_seqs: int, seed: int, baseline: dict, ablated: list) -> dict:
     """An ablation study as JSON: the clean model's values, then each head set's (``ablated`` pairs each head
     set with a dict of its values)."""
     rows = [{"heads": heads_name(heads).split(","), "mode": mode} | values for heads, values in ablated]

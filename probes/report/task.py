@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.defaults import PAGE_SEQS, PROBE_SEED
 from induction_probes.circuits.common.names import head_label
@@ -25,9 +26,13 @@ from induction_probes.probes.report.tables import (
 from induction_probes.probes.run_level.all_probes import probe_run
 from induction_probes.probes.run_level.task_probes import scalar_metrics, task_ablation_study
 
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.runs.reader import Run
+
 
 def probe_task(
-    run, steps: list[int], n_seqs: int, seed: int, *, device=None, plot: Path | None = None, as_json: bool = False
+    run: Run, steps: list[int], n_seqs: int, seed: int, *, device=None, plot: Path | None = None, as_json: bool = False
 ) -> str | dict:
     """Every registered probe per head at ``steps`` and the task's metrics, on ``n_seqs`` fresh sequences of
     the run's task drawn with ``seed``; with ``plot``, the probes per head (over training when several)."""
@@ -75,14 +80,24 @@ def trajectory_table(results) -> str:
     return format_table(["step", *(f"best {name}" for name in names), "eval_loss"], table)
 
 
-def plot_probes(run, results, directory: Path) -> Path:
+def plot_probes(run: Run, results, directory: Path) -> Path:
     sequences = {step: run.entry(step)["sequences_seen"] for step in results.steps}
     path = directory / figure_name(run.path.name, "probes", results.steps)
     return plot_task_probes({r.step: r.scores for r in results}, sequences, run.path.name, path)
 
 
 def ablate_task(
-    run, model, head_sets, step: int, mode: str, n_seqs: int, seed: int, *, device=None, plot=None, as_json=False
+    run: Run,
+    model: HookedModel,
+    head_sets,
+    step: int,
+    mode: str,
+    n_seqs: int,
+    seed: int,
+    *,
+    device=None,
+    plot=None,
+    as_json=False,
 ) -> str | dict:
     """The task's metrics of ``model`` (the run's checkpoint at ``step``), clean and with each head set
     ablated, on ``n_seqs`` fresh sequences drawn with ``seed``; with ``plot``, their bars."""
@@ -101,7 +116,7 @@ def ablation_rows(baseline: dict, ablated: list) -> list[tuple[list | None, dict
     return [(None, scalar_metrics(baseline))] + [(heads, scalar_metrics(metrics)) for heads, metrics in ablated]
 
 
-def ablation_text(run, mode: str, n_seqs: int, rows: list[tuple[list | None, dict]]) -> str:
+def ablation_text(run: Run, mode: str, n_seqs: int, rows: list[tuple[list | None, dict]]) -> str:
     columns = list(rows[0][1])
     table = [
         [heads_name(heads) if heads else "none", *(metrics.get(c, float("nan")) for c in columns)]
@@ -111,13 +126,13 @@ def ablation_text(run, mode: str, n_seqs: int, rows: list[tuple[list | None, dic
     return "\n".join([title, format_table(["ablated heads", *columns], table)])
 
 
-def plot_ablation(run, step: int, mode: str, rows: list[tuple[list | None, dict]], directory: Path) -> Path:
+def plot_ablation(run: Run, step: int, mode: str, rows: list[tuple[list | None, dict]], directory: Path) -> Path:
     bars = [(heads_label(heads) if heads else "none", metrics) for heads, metrics in rows]
     path = directory / figure_name(run.path.name, "ablation", [step], mode)
     return plot_task_ablation(bars, f"{run.path.name}, step {step}: {mode} ablation", path)
 
 
-def task_report(run, *, device=None, plot: Path | None = None, as_json: bool = False) -> str | dict:
+def task_report(run: Run, *, device=None, plot: Path | None = None, as_json: bool = False) -> str | dict:
     """The task's metrics over training and each registered probe's best head per layer at the last
     checkpoint (on PAGE_SEQS fresh sequences); with ``plot``, the metrics and the probes over training."""
     metrics, recipe = run.metrics(), run.recipe
@@ -130,7 +145,7 @@ def task_report(run, *, device=None, plot: Path | None = None, as_json: bool = F
     return with_figures(report_text(run, device), figures)
 
 
-def report_text(run, device=None) -> str:
+def report_text(run: Run, device=None) -> str:
     metrics, recipe = run.metrics(), run.recipe
     columns = [name for name in scalar_metrics(metrics[-1]) if name not in ("step", "sequences_seen")]
     wanted = spread_steps([m["step"] for m in metrics])
@@ -143,7 +158,7 @@ def report_text(run, device=None) -> str:
     return "\n".join([title, format_table(["step", "seqs (k)", *columns], rows), final_probes_text(run, device)])
 
 
-def final_probes_text(run, device=None) -> str:
+def final_probes_text(run: Run, device=None) -> str:
     """Each registered probe's best head per layer at the last checkpoint, on PAGE_SEQS fresh sequences."""
     step = run.steps[-1]
     (result,) = probe_run(run, run.task.eval_set(PAGE_SEQS, PROBE_SEED), [step], device=device)
@@ -156,7 +171,7 @@ def final_probes_text(run, device=None) -> str:
     return "\n".join([title, format_table(["probe", "layer", "head", "value"], rows)])
 
 
-def report_figures(run, directory: Path, device=None) -> list[Path]:
+def report_figures(run: Run, directory: Path, device=None) -> list[Path]:
     """The task's metrics over training, and the registered probes per head at steps spread over training
     (on PAGE_SEQS fresh sequences)."""
     steps = sorted(spread_steps(run.steps))
@@ -165,7 +180,7 @@ def report_figures(run, directory: Path, device=None) -> list[Path]:
     return [metrics, plot_probes(run, results, directory)]
 
 
-def task_report_html(run, directory: Path, device=None) -> Path:
+def task_report_html(run: Run, directory: Path, device=None) -> Path:
     """``directory/RUN_report.html``: the task's metrics and the registered probes over training, the
     probes at the last checkpoint, and what ablating each head there costs, every figure embedded."""
     name = run.path.name

@@ -5,8 +5,9 @@ training, as text, JSON or figures."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.runs.reader import as_run
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
 from induction_probes.probes.comparison.construction_limits import check_prop21, check_wang_ih2, check_wang_ihn
@@ -19,6 +20,9 @@ from induction_probes.probes.figures.plots_circuit import (
 )
 from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
 from induction_probes.probes.run_level.all_probes import probe_eval_set, run_task
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.runs.reader import Run, RunOrPath
 
 
 def prop21_report(
@@ -46,7 +50,7 @@ def prop21_report(
 
 
 def prop21_comparison(
-    run,
+    run: RunOrPath,
     step: int | None,
     n_seqs: int,
     seed: int,
@@ -61,7 +65,7 @@ def prop21_comparison(
     """A trained ICL-MC run (a ``Run`` or a run's folder or shipped name) on bigram chains against
     Proposition 2.1 at ``step`` (None: the last), or with ``all_steps`` at :func:`figure_steps`, on ``n_seqs``
     sequences drawn with ``seed``; ``k``, if given, must be the run's."""
-    run = run if isinstance(run, Run) else Run.open(run)
+    run = as_run(run)
     steps = figure_steps(run) if all_steps else [run.entry(step)["step"]]
     task = run_task(run, MarkovTask)
     if k is not None and task.k != k:
@@ -77,7 +81,7 @@ def prop21_comparison(
     return with_figures(comparison_text(run, results, task.k, c, n_seqs), figures)
 
 
-def comparison_text(run, results: dict, k: int, c: float, n_seqs: int) -> str:
+def comparison_text(run: Run, results: dict, k: int, c: float, n_seqs: int) -> str:
     """The measures at each compared step, and the last step's verdict."""
     rows = [
         [
@@ -107,14 +111,14 @@ def comparison_text(run, results: dict, k: int, c: float, n_seqs: int) -> str:
     )
 
 
-def figure_steps(run) -> list[int]:
+def figure_steps(run: Run) -> list[int]:
     """Steps spread evenly in step value (a table's rows) and in log sequences seen (so that a figure's log
     axis shows the uniform phase and the plateau as well as the end)."""
     seen = {entry["step"]: entry["sequences_seen"] for entry in run.manifest}
     return sorted(spread_steps(run.steps) | log_spread_steps(seen))
 
 
-def plot_comparison(run, results: dict, k: int, directory: Path) -> list[Path]:
+def plot_comparison(run: Run, results: dict, k: int, directory: Path) -> list[Path]:
     """The final compared step's matrices against the construction's, and over training when several."""
     name, steps = run.path.name, list(results)
     final = steps[-1]

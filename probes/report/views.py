@@ -21,10 +21,14 @@ JSON-ready dict. The functions below dispatch to the run's view."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.common.paths import path_argument, plot_folder
 from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, TaskView
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.runs.reader import Run, RunOrPath
 
 _HERE = "induction_probes.probes.report"
 TASK_VIEW = TaskView(
@@ -35,24 +39,24 @@ TASK_VIEW = TaskView(
 )
 
 
-def probed_run(run):
+def probed_run(run: RunOrPath):
     """``run`` (a Run, or a run's folder or shipped name, opened), unless it holds no attention heads to probe
     (the toy model's six parameters)."""
-    from induction_probes.circuits.runs.reader import Run
+    from induction_probes.circuits.runs.reader import as_run
 
-    run = run if isinstance(run, Run) else Run.open(run)
+    run = as_run(run)
     if run.kind == "toy":
         raise ValueError(f"run {run.path.name} is a toy-model run: six parameters, no attention heads to probe")
     return run
 
 
-def view_of(run) -> TaskView:
+def view_of(run: Run) -> TaskView:
     """The view of the run's task: its own, or the task view of any registered task."""
     return TASK_KINDS.get(run.task.name).view or TASK_VIEW
 
 
 def probe_report(
-    run,
+    run: RunOrPath,
     steps: list[int] | None = None,
     n_seqs: int = PROBE_SEQS,
     seed: int = PROBE_SEED,
@@ -70,7 +74,7 @@ def probe_report(
 
 
 def ablation_report(
-    run,
+    run: RunOrPath,
     head_sets: list[list[tuple[int, int]]] | str | None = None,
     step: int | None = None,
     n_seqs: int = PROBE_SEQS,
@@ -97,12 +101,14 @@ def ablation_report(
     return ablate(run, model, head_sets, step, mode, n_seqs, seed, device=device, plot=plot, as_json=as_json)
 
 
-def run_report(run, *, device=None, plot: Path | None = None, as_json: bool = False, html=None) -> str | dict:
+def run_report(
+    run: RunOrPath, *, device=None, plot: Path | None = None, as_json: bool = False, html=None
+) -> str | dict:
     """The run over training, as its view shows it; with ``html`` a folder, also its one-page report written
     there (refused first where the view has none), its path a last line of the text or ``report`` in the JSON."""
-    from induction_probes.circuits.runs.reader import Run
+    from induction_probes.circuits.runs.reader import as_run
 
-    run = run if isinstance(run, Run) else Run.open(run)
+    run = as_run(run)
     page = html_report(run, html, device) if html is not None else None
     report = view_of(run).get("report")(run, device=device, plot=plot_folder(plot), as_json=as_json)
     if page is None:
@@ -110,6 +116,6 @@ def run_report(run, *, device=None, plot: Path | None = None, as_json: bool = Fa
     return report | {"report": str(page)} if as_json else f"{report}\nreport: {page}"
 
 
-def html_report(run, directory: Path, device=None) -> Path:
+def html_report(run: RunOrPath, directory: Path, device=None) -> Path:
     """The run's one-page HTML report, written into ``directory`` (every figure embedded); its path."""
     return view_of(run).get("html")(run, path_argument("directory", directory), device)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -17,6 +18,9 @@ from induction_probes.circuits.common.devices import model_device
 from induction_probes.probes.ablation.head_ablation import run_ablated
 from induction_probes.probes.attention.scores import attention_probes
 from induction_probes.probes.tidy import Tidy, per_head, row
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 
 def scalar_metrics(metrics: dict) -> dict[str, float]:
@@ -49,14 +53,19 @@ class TaskProbes(Tidy):
         ]
 
 
-def probe_task_model(model, eval_set, step: int = -1, chunk: int = 100) -> TaskProbes:
+def probe_task_model(model: HookedModel, eval_set, step: int = -1, chunk: int = 100) -> TaskProbes:
     """Every registered attention probe of ``model`` on ``eval_set.inputs`` and the task's metrics of its outputs."""
     outputs, scores, _ = attention_probes(model, eval_set.inputs, chunk)
     return TaskProbes(step, {name: score.values for name, score in scores.items()}, eval_set.metrics(outputs))
 
 
 def task_ablation_study(
-    model, eval_set, head_sets: list[list[tuple[int, int]]], mode: str, reference_inputs: Tensor, seed: int = 0
+    model: HookedModel,
+    eval_set,
+    head_sets: list[list[tuple[int, int]]],
+    mode: str,
+    reference_inputs: Tensor,
+    seed: int = 0,
 ) -> tuple[dict, list[tuple[list[tuple[int, int]], dict]]]:
     """The task's metrics of the clean model and with each set of heads ablated (mean and resample take
     ``reference_inputs``: other sequences of the task)."""

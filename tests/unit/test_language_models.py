@@ -347,3 +347,18 @@ def test_revisions_in_the_local_hugging_face_cache_are_a_checkpoint_series(model
     assert first != second  # two different models
     assert "revision step0" in result.stdout and "local Hugging Face cache" in result.stdout
     assert "'local/absent'" in result.stderr and "nothing is downloaded" in result.stderr
+
+
+def test_every_model_a_probe_is_given_meets_the_hooked_model_protocol(models):
+    # the protocol the probes are typed with (circuits/models/hooked_model.py): our two hooked classes and a
+    # TransformerBridge around each architecture meet it; the toy model, which has no hooks, does not
+    from induction_probes import Run
+    from induction_probes.circuits.models.hooked_model import HookedModel
+
+    ours = [Run.open(name).load() for name in ("markov-k3", "minimal-k3")]
+    bridges = [lm.as_hooked(str(models[name])) for name in ARCHITECTURES]
+    assert all(isinstance(model, HookedModel) for model in ours + bridges)
+    from induction_probes.circuits.models.toy import ToyConfig, ToyModel
+
+    assert not isinstance(ToyModel(ToyConfig()), HookedModel)  # a cfg and a forward pass, but no hooks
+    assert not isinstance(torch.nn.Linear(2, 2), HookedModel)
