@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from tiny_models import tiny_model
 from transformer_lens import HookedRootModule
 from transformer_lens.head_detector import (
     compute_head_attention_similarity_score,
@@ -12,7 +13,6 @@ from transformer_lens.head_detector import (
 )
 from transformer_lens.hook_points import HookPoint
 
-from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.ablation.head_ablation import parse_heads, run_ablated
 from induction_probes.probes.attention.patterns import (
@@ -111,8 +111,7 @@ def test_no_matching_key_is_an_error():
 
 
 def small_model(**overrides):
-    settings = dict(n_layers=2, d_model=8, n_ctx=20, d_vocab=3, n_heads=2, seed=3, dtype="float64")
-    return HookedTransformer(HookedTransformerConfig(**(settings | overrides)))
+    return tiny_model(**(dict(d_model=8, n_ctx=20, d_vocab=3, n_heads=2, seed=3, dtype="float64") | overrides))
 
 
 def no_hooks_left(model) -> bool:

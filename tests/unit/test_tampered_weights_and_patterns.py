@@ -5,30 +5,21 @@ import logging
 
 import pytest
 import torch
+from tiny_models import tiny_model
 
 from induction_probes.circuits.interop.transformer_lens_io import (
     load_transformer_lens_state_dict,
     transformer_lens_state_dict,
 )
-from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.models.model import HookedTransformer
 from induction_probes.probes.attention.patterns import bigram_matching_score, previous_token_score
 
 logging.getLogger("transformer_lens").setLevel(logging.ERROR)
 
 
 def model() -> HookedTransformer:
-    cfg = HookedTransformerConfig(
-        n_layers=2,
-        d_model=8,
-        n_heads=1,
-        n_ctx=6,
-        d_vocab=3,
-        positional="standard",
-        normalization="LN",
-        init_range=0.3,
-        seed=1,
-    )
-    return HookedTransformer(cfg)
+    config = dict(d_model=8, n_heads=1, n_ctx=6, d_vocab=3, positional="standard", normalization="LN")
+    return tiny_model(**config, init_range=0.3, seed=1)
 
 
 def tampered(edit) -> dict:

@@ -5,25 +5,15 @@ import warnings
 
 import pytest
 import torch
+from tiny_models import tiny_model
 
-from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.models.model import HookedTransformer
 from induction_probes.circuits.models.tl_hooks import MissingHookError
 
 
 def small(positional="relative", d_mlp=None, input_type="tokens") -> HookedTransformer:
-    cfg = HookedTransformerConfig(
-        n_layers=2,
-        d_model=8,
-        n_heads=2,
-        n_ctx=12,
-        d_vocab=4,
-        positional=positional,
-        d_mlp=d_mlp,
-        input_type=input_type,
-        init_range=0.5,
-        seed=1,
-    )
-    return HookedTransformer(cfg).eval()
+    config = dict(d_model=8, n_heads=2, n_ctx=12, d_vocab=4, positional=positional, d_mlp=d_mlp)
+    return tiny_model(**config, input_type=input_type, init_range=0.5, seed=1).eval()
 
 
 def test_w_pos_of_a_relative_model_says_why_and_hasattr_still_answers():

@@ -6,6 +6,7 @@ import logging
 
 import pytest
 import torch
+from tiny_models import tiny_model, with_affine_parts
 
 from induction_probes.circuits.constructions.edelman import prop21
 from induction_probes.circuits.constructions.loading import load_construction
@@ -17,7 +18,7 @@ from induction_probes.circuits.interop.transformer_lens_io import (
     to_bridge,
     transformer_lens_state_dict,
 )
-from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.models.model import HookedTransformer
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.ablation.head_ablation import run_ablated
 from induction_probes.probes.attention.patterns import bigram_matching_score, previous_token_score, run_with_patterns
@@ -26,25 +27,9 @@ logging.getLogger("transformer_lens").setLevel(logging.ERROR)
 
 
 def standard_model(use_bias=True) -> HookedTransformer:
-    cfg = HookedTransformerConfig(
-        n_layers=2,
-        d_model=16,
-        n_heads=2,
-        n_ctx=30,
-        d_vocab=4,
-        positional="standard",
-        normalization="LN",
-        use_bias=use_bias,
-        init_range=0.3,
-        seed=1,
-    )
-    model = HookedTransformer(cfg)
-    generator = torch.Generator().manual_seed(2)
-    with torch.no_grad():  # LayerNorm gains and biases away from 1 and 0, so the affine step shows
-        for name, param in model.named_parameters():
-            if name.rsplit(".", 1)[-1] in ("w", "b", "b_Q", "b_K", "b_V", "b_O", "b_U"):
-                param.copy_(torch.randn(param.shape, generator=generator) * 0.4 + name.endswith(".w"))
-    return model.eval()
+    config = dict(d_model=16, n_heads=2, n_ctx=30, d_vocab=4, positional="standard", normalization="LN")
+    model = tiny_model(**config, use_bias=use_bias, init_range=0.3, seed=1)
+    return with_affine_parts(model, scale=0.4, seed=2)
 
 
 def tokens(n=3, length=20, seed=0, k=4):

@@ -4,6 +4,7 @@ Each is checked against what it must give (a run patched onto itself, our own pr
 
 import pytest
 import torch
+from tiny_models import tiny_model, with_affine_parts
 from transformer_lens import patching
 from transformer_lens.head_detector import detect_head
 from transformer_lens.tools.analysis.direct_logit_attribution import direct_logit_attribution
@@ -18,26 +19,9 @@ T = 16
 
 def standard_model(d_mlp=None) -> HookedTransformer:
     """Absolute positions, LayerNorm with random gains and biases (so the affine step shows), biases."""
-    cfg = HookedTransformerConfig(
-        n_layers=2,
-        d_model=16,
-        n_heads=2,
-        n_ctx=50,
-        d_vocab=5,
-        positional="standard",
-        normalization="LN",
-        use_bias=True,
-        d_mlp=d_mlp,
-        init_range=0.3,
-        seed=3,
-    )
-    model = HookedTransformer(cfg)
-    generator = torch.Generator().manual_seed(4)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if name.split(".")[-1] in ("w", "b", "b_Q", "b_K", "b_V", "b_O", "b_U", "b_in", "b_out"):
-                param.copy_(torch.randn(param.shape, generator=generator) * 0.5 + (name.endswith(".w")))
-    return model.eval()
+    config = dict(d_model=16, n_heads=2, n_ctx=50, d_vocab=5, positional="standard", normalization="LN")
+    model = tiny_model(**config, use_bias=True, d_mlp=d_mlp, init_range=0.3, seed=3)
+    return with_affine_parts(model, scale=0.5, seed=4)
 
 
 MODELS = {
