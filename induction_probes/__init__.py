@@ -67,6 +67,7 @@ EXPORTS = {
     "ablation_report": "induction_probes.probes.report.views",
     "run_report": "induction_probes.probes.report.views",
     "html_report": "induction_probes.probes.report.views",
+    "baselines_report": "induction_probes.probes.report.baselines",
     "llc_report": "induction_probes.probes.report.llc",
     "per_head_report": "induction_probes.probes.report.llc_heads",
     "write_paper": "induction_probes.probes.paper.build",  # both papers' figures, on one page

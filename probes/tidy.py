@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
+
 from induction_probes.circuits.common.names import heads_label
 from induction_probes.circuits.common.validation import require_int
+from induction_probes.probes.intervals import paired_effect
 
 COLUMNS = ["step", "sequences_seen", "layer", "head", "measure", "value", "low", "high"]
 ABLATION_COLUMNS = COLUMNS + ["ablated", "mode", "effect", "effect_low", "effect_high"]
@@ -44,8 +47,6 @@ def row(step, seen, layer, head, measure: str, value, low=None, high=None) -> di
 
 def frame(records: list[dict], columns: list[str] | None = None):
     """The rows as a DataFrame with ``columns`` (every column of the rows, ``COLUMNS`` first, by default)."""
-    import pandas as pd  # pandas takes a while to import: only for a frame, not for every probe
-
     if columns is None:
         columns = COLUMNS + [name for name in dict.fromkeys(k for r in records for k in r) if name not in COLUMNS]
     table = pd.DataFrame.from_records(records, columns=columns)
@@ -173,8 +174,6 @@ def ablation_frame(baseline, results: list, step: int | None = None, sequences_s
 
 def effect_columns(ablated, clean, measure: str) -> dict:
     """The paired effect of an ablation on one behavioural measure (empty where per-sequence values are missing)."""
-    from induction_probes.probes.intervals import paired_effect  # scipy: only for a frame
-
     effect = paired_effect(ablated, clean, measure)
     if effect is None:
         return {"effect": None, "effect_low": None, "effect_high": None}

@@ -11,12 +11,17 @@ Like the configs, this module imports torch only inside its functions: the comma
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.config import Config, option
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.validation import quoted
+
+# the command line checks --device while it parses: torch loads when a device is first used
+torch = lazy_module("torch")
 
 if TYPE_CHECKING:
     from torch import nn
@@ -46,8 +51,6 @@ class DeviceOptions(Config):
 def parse_device(name: str | torch.device | None) -> torch.device:
     """The torch device named ``name`` (None: cpu), of a kind this tool runs on, whether or not this
     machine has it (a Ray cluster's nodes may, where its driver does not)."""
-    import torch
-
     if name is None:
         return torch.device(DEFAULT_DEVICE)
     try:
@@ -62,8 +65,6 @@ def parse_device(name: str | torch.device | None) -> torch.device:
 def resolve_device(name: str | torch.device | None) -> torch.device:
     """The torch device named ``name`` (None: cpu), checked to exist on this machine; on CUDA, with
     deterministic algorithms switched on (:func:`use_deterministic`)."""
-    import torch
-
     device = parse_device(name)
     if device.type == "cuda":
         use_deterministic()  # before the first CUDA call below initialises CUDA
@@ -81,8 +82,6 @@ def use_deterministic() -> None:
     """Deterministic algorithms wherever torch has them (``warn_only``: the few ops without one warn
     instead of failing), and cuBLAS's fixed workspace. On CPU nothing changes: its kernels already give
     the same bits for the same inputs on the same machine."""
-    import torch
-
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.backends.cudnn.benchmark = False
@@ -90,28 +89,20 @@ def use_deterministic() -> None:
 
 def device_kind(device: torch.device | str) -> str:
     """What a run records: ``cuda`` for ``cuda:3``, ``cpu`` for ``cpu``."""
-    import torch
-
     return torch.device(device).type
 
 
 def visible_gpus() -> int:
     """CUDA GPUs this process can use (0 without CUDA)."""
-    import torch
-
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def model_device(model: nn.Module) -> torch.device:
     """Where a model's weights are (cpu for a model without parameters)."""
-    import torch
-
     first = next(model.parameters(), None)
     return torch.device("cpu") if first is None else first.device
 
 
 def on_cpu(model: nn.Module):
     """The model itself if it is on the CPU, else a CPU copy: for probes that read the weights alone."""
-    import copy
-
     return model if model_device(model).type == "cpu" else copy.deepcopy(model).cpu()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+from induction_probes.circuits.common.validation import require_int
+
 MAX_NUMBERS = 1 << 28  # numbers in any one tensor a command builds (1 GiB of float32)
 MAX_PARAMETERS = 1 << 26  # parameters of a model (256 MiB of float32)
 MAX_LAYERS = 256  # every layer is a module of its own: Python objects, not only numbers
@@ -45,8 +47,6 @@ def require_at_most(name: str, value: int, limit: int) -> int:
 
 def require_seed(name: str, value: object) -> int:
     """A seed: an integer from 0 to :data:`MAX_SEED`, the same rule for every command and config."""
-    from induction_probes.circuits.common.validation import require_int
-
     return require_at_most(name, require_int(name, value, 0), MAX_SEED)
 
 

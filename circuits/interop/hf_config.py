@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
+
 from induction_probes.circuits.common.limits import (
     MAX_LAYERS,
     MAX_LM_CONTEXT,
@@ -77,6 +79,7 @@ def checked_config(value: dict):
 def known_config_class(value: dict):
     """The config class of ``value``'s ``model_type``, one transformers itself defines (no code of the folder's),
     with no sub-configs (a vision tower, a text config inside), whose sizes the checks here would not reach."""
+    # transformers' registry of configs, to check a folder's: finding a folder (any probe command) needs none
     import transformers
     from transformers import CONFIG_MAPPING
 
@@ -141,8 +144,7 @@ def names_of(config_class, name: str) -> list[str]:
 def parameter_count(config) -> int:
     """The parameters of a model of ``config``, counted on the meta device: its modules are built, no tensor
     is allocated, and what it counts is exact for every architecture, tied embeddings counted once."""
-    import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # the auto classes load each architecture's code when used
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import torch
+
 from induction_probes.circuits.common.devices import resolve_device
 from induction_probes.circuits.common.untrusted import CheckpointError, read_text
 from induction_probes.circuits.interop.hf_config import checked_config, refuse_code
@@ -197,8 +199,7 @@ def pretrained(source: ModelSource, device: str = "cpu") -> Iterator[tuple]:
     checked files; its config within the limits (:mod:`.hf_config`), its weights matching it and finite.
     Inside, the private folder of the checked files still exists (TransformerBridge reloads a tokenizer from
     its folder to add the BOS token: it reads the checked copy, not the model's folder)."""
-    import torch  # finding a model's source needs neither torch nor transformers: loaded to load a model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # the auto classes load architectures' code
 
     device = resolve_device(device)  # before anything is read: a device this machine lacks is one line
     files = read_model_folder(model_folder(source))
@@ -257,8 +258,6 @@ def refuse_unloaded_weights(source: ModelSource, info: dict) -> None:
 
 def refuse_not_finite(source: ModelSource, model: nn.Module) -> None:
     """Refuse a model with a NaN or infinite weight: every probe's number would be NaN, or a guess."""
-    import torch
-
     for name, tensor in itertools.chain(model.named_parameters(), model.named_buffers()):
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
             raise LanguageModelError(f"{source.describe()}: tensor {name} holds NaN or infinity: refusing to probe it")

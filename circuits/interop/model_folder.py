@@ -80,6 +80,7 @@ class ModelFolder:
 
     @classmethod
     def cache(cls, repo_id: str, revision: str | None, name: str) -> ModelFolder:
+        # the Hugging Face hub's cache layout, read only for a cache name (not for a folder on disk)
         from huggingface_hub import constants
         from huggingface_hub.file_download import repo_folder_name
 
@@ -92,7 +93,7 @@ class ModelFolder:
         if self.repo_id is None:
             path = self.root / file
             return path if os.path.lexists(path) else None
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # only for a cache name, as above
 
         found = try_to_load_from_cache(self.repo_id, file, revision=self.revision)
         if not isinstance(found, str):

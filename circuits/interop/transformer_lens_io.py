@@ -14,6 +14,8 @@ import logging
 
 import torch
 from torch import Tensor
+from transformer_lens.config import TransformerBridgeConfig
+from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint
 
 from induction_probes.circuits.common.devices import model_device
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
@@ -92,8 +94,6 @@ def format_only_names(cfg: HookedTransformerConfig) -> set[str]:
 
 
 def bridge_config(cfg: HookedTransformerConfig):
-    from transformer_lens.config import TransformerBridgeConfig  # the bridge loads transformers: only when asked for
-
     check_expressible(cfg)
     return TransformerBridgeConfig(
         n_layers=cfg.n_layers,
@@ -115,7 +115,6 @@ def to_bridge(model: HookedTransformer):
     """A ``TransformerBridge.boot_native`` model holding our weights (TransformerLens's own loader,
     ``convert_tl_checkpoint``), in eval mode, not in compatibility mode."""
     from transformer_lens.model_bridge import TransformerBridge  # loads transformers: only when a bridge is asked for
-    from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint
 
     bridge = TransformerBridge.boot_native(bridge_config(model.cfg), dtype=model.cfg.dtype)
     bridge.load_state_dict(convert_tl_checkpoint(transformer_lens_state_dict(model), bridge.cfg), strict=True)

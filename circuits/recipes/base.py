@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from induction_probes.circuits.common.config import Config, option
+from induction_probes.circuits.common.config import Config, option, option_names
 from induction_probes.circuits.common.limits import (
     MAX_CHECKPOINTS,
     MAX_STEPS,
@@ -47,6 +47,16 @@ def one_or_per_layer(text: str) -> str | tuple[str, ...]:
     return items[0] if len(items) == 1 else items
 
 
+SEED_FIELDS = ("model_seed", "data_seed", "eval_seed")  # what one seed S sets, to S, S+1, S+2
+
+
+def seeds_from(seed: int, recipe_class: type) -> dict[str, int]:
+    """The seed fields of ``recipe_class`` set from one seed S (``train --seed S``, a sweep's seed S): S, S+1,
+    S+2 in the order of :data:`SEED_FIELDS`, those it has (the toy model has no eval seed)."""
+    names = option_names(recipe_class)
+    return {name: seed + offset for offset, name in enumerate(SEED_FIELDS) if name in names}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Recipe(Config):
     """What every minibatch recipe has: a task, a schedule, three seeds and a fixed evaluation set.
@@ -71,7 +81,7 @@ class Recipe(Config):
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "eval_seqs", "n_checkpoints"):
             require_int(name, getattr(self, name), 1)
-        for name in ("model_seed", "data_seed", "eval_seed"):
+        for name in SEED_FIELDS:
             require_seed(name, getattr(self, name))
         require_positive("lr", self.lr)
         if self.lr_schedule not in SCHEDULES:

@@ -17,6 +17,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from induction_probes.circuits.common.lazy import lazy_module
+
+# imported with the markov recipe at --help: torch loads when a clamp is first built
+attention_masks = lazy_module("induction_probes.circuits.models.attention_masks")
+torch = lazy_module("torch")
+
 if TYPE_CHECKING:  # torch is imported where it is used: recipes read the names without loading it
     from jaxtyping import Float
     from torch import Tensor
@@ -26,8 +32,6 @@ CLAMP_LAYERS = {"previous-token": 0, "induction": 1}
 
 def previous_token_pattern(tokens: Tensor) -> Float[Tensor, "batch query_pos key_pos"]:
     """[batch, query, key]."""
-    import torch
-
     n_pos = tokens.shape[1]
     pattern = torch.diag_embed(torch.ones(n_pos - 1, device=tokens.device), offset=-1)
     pattern[0, 0] = 1.0
@@ -36,12 +40,11 @@ def previous_token_pattern(tokens: Tensor) -> Float[Tensor, "batch query_pos key
 
 def induction_pattern(tokens: Tensor) -> Float[Tensor, "batch query_pos key_pos"]:
     """[batch, query, key]."""
-    import torch
 
-    from induction_probes.circuits.models.attention_masks import causal_mask, matching_keys
-
-    match = matching_keys(tokens)
-    keys = torch.where(match.any(-1, keepdim=True), match, causal_mask(tokens.shape[1], tokens.device)).float()
+    match = attention_masks.matching_keys(tokens)
+    keys = torch.where(
+        match.any(-1, keepdim=True), match, attention_masks.causal_mask(tokens.shape[1], tokens.device)
+    ).float()
     return keys / keys.sum(-1, keepdim=True)
 
 

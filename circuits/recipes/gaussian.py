@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from induction_probes.circuits.common.config import Config, nested, option
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.limits import (
     MAX_PARAMETERS,
     MAX_STEPS,
@@ -20,6 +21,12 @@ from induction_probes.circuits.common.limits import (
 from induction_probes.circuits.common.validation import quoted, require_int, require_positive
 from induction_probes.circuits.recipes.base import Recipe
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
+
+# the command line builds `train`'s options from these recipes at --help: torch and the model configs load
+# when a model is first built
+model_configs = lazy_module("induction_probes.circuits.models.model_config")
+torch = lazy_module("torch")
+toy = lazy_module("induction_probes.circuits.models.toy")
 
 if TYPE_CHECKING:
     from torch import nn
@@ -52,9 +59,7 @@ class GaussianRecipe(Recipe):
         super().__post_init__()
 
     def model_config(self):
-        from induction_probes.circuits.models.model_config import transformer_config
-
-        return transformer_config(
+        return model_configs.transformer_config(
             n_layers=2,
             d_model=self.d_model,
             d_head=self.d_model,
@@ -69,8 +74,6 @@ class GaussianRecipe(Recipe):
         )
 
     def make_optimizer(self, model: nn.Module):
-        import torch
-
         slopes = [p for name, p in model.named_parameters() if name.endswith("alibi_slope")]
         rest = [p for name, p in model.named_parameters() if not name.endswith("alibi_slope")]
         groups = [{"params": rest, "lr": self.lr}, {"params": slopes, "lr": self.slope_lr}]
@@ -127,9 +130,7 @@ class ToyRecipe(Config):
         _ = self.task  # L >= 4 and the target's own checks
 
     def model_config(self):
-        from induction_probes.circuits.models.toy import ToyConfig
-
-        return ToyConfig(self.sigma, self.slope_init, self.d, self.model_seed)
+        return toy.ToyConfig(self.sigma, self.slope_init, self.d, self.model_seed)
 
     @property
     def task(self) -> GaussianTask:

@@ -10,11 +10,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from induction_probes.circuits.common.config import nested, option
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.validation import quoted, require_int, require_positive
 from induction_probes.circuits.recipes.base import SCHEDULES, Recipe, int_tuple, name_tuple
-from induction_probes.circuits.recipes.clamps import CLAMP_LAYERS
+from induction_probes.circuits.recipes.clamps import CLAMP_LAYERS, clamp_hooks
 from induction_probes.circuits.recipes.transformer import TransformerRecipe
 from induction_probes.circuits.tasks.markov.task import MarkovTask
+
+# the command line builds `train`'s options from these recipes at --help: torch and the model configs load
+# when a model is first built
+minimal = lazy_module("induction_probes.circuits.models.minimal")
+torch = lazy_module("torch")
 
 if TYPE_CHECKING:
     from torch import nn
@@ -81,7 +87,6 @@ class MarkovRecipe(TransformerRecipe):
     def training_hooks(self, inputs, step: int) -> list:
         if not self.clamp or step < self.clamp_from:
             return []
-        from induction_probes.circuits.recipes.clamps import clamp_hooks
 
         return clamp_hooks(self.clamp, inputs)
 
@@ -109,12 +114,8 @@ class MinimalRecipe(Recipe):
         check_schedule(self)
 
     def model_config(self):
-        from induction_probes.circuits.models.minimal import MinimalConfig
-
-        return MinimalConfig(d_vocab=self.task.k, n_ctx=self.task.seq_len, first_layer=self.first_layer)
+        return minimal.MinimalConfig(d_vocab=self.task.k, n_ctx=self.task.seq_len, first_layer=self.first_layer)
 
     def make_optimizer(self, model: nn.Module):
-        import torch
-
         groups = [{"params": [model.W], "lr": self.lr}, {"params": [model.v], "lr": self.lr_v}]
         return torch.optim.SGD(groups), [self.lr, self.lr_v]

@@ -13,9 +13,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.config import option
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.limits import MAX_LAYERS, require_at_most
 from induction_probes.circuits.common.validation import quoted, require_int
 from induction_probes.circuits.recipes.base import Recipe, int_tuple, one_or_per_layer
+
+# the command line builds `train`'s options from these recipes at --help: torch and the model configs load
+# when a model is first built
+model_configs = lazy_module("induction_probes.circuits.models.model_config")
+torch = lazy_module("torch")
 
 if TYPE_CHECKING:
     from torch import nn
@@ -69,10 +75,8 @@ class TransformerRecipe(Recipe):
         return self.heads
 
     def model_config(self):
-        from induction_probes.circuits.models.model_config import transformer_config
-
         heads = self.layer_heads()
-        return transformer_config(
+        return model_configs.transformer_config(
             n_layers=self.n_layers,
             d_model=self.d_head * max(heads) if self.d_model is None else self.d_model,
             d_head=self.d_head,
@@ -90,8 +94,6 @@ class TransformerRecipe(Recipe):
     def make_optimizer(self, model: nn.Module):
         """AdamW with weight decay on the linear maps only, as the authors' minGPT trainer does (not on
         embeddings, positions, slopes, LayerNorm gains or biases)."""
-        import torch
-
         groups: dict[bool, list] = {True: [], False: []}
         for name, param in model.named_parameters():
             groups[name.rsplit(".", 1)[-1] in DECAYED].append(param)

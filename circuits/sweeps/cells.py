@@ -8,22 +8,27 @@ import json
 import time
 from pathlib import Path
 
+import torch
+from safetensors import SafetensorError, safe_open
+
 from induction_probes.circuits.common.registry import outside_registrations, register_again
+from induction_probes.circuits.common.untrusted import refuse_links_below
 from induction_probes.circuits.recipes.task_kinds import recipe_from_json
+from induction_probes.circuits.runs.layout import RESUME_FILE
+from induction_probes.circuits.runs.reader import read_manifest
 from induction_probes.circuits.sweeps.sweep_spec import Cell, SpecError
+from induction_probes.circuits.training.toy import train_toy
+from induction_probes.circuits.training.train import RunLocked, saved_recipe, train_run
 
 
 def cell_status(path: Path, recipe, root: Path) -> str:
     """Whether a cell directory of the sweep in ``root`` is new, done or partial, from its own files; a
     SpecError if it holds another recipe, a CheckpointError if a link sits anywhere on the way below ``root``
     (a linked condition folder would put a run, or its lock, outside the sweep)."""
-    from induction_probes.circuits.common.untrusted import refuse_links_below
-
     refuse_links_below(root, path, why="a sweep reads and writes only inside its own directory")
     config_path = path / "config.json"
     if not config_path.exists():
         return "new"
-    from induction_probes.circuits.training.train import saved_recipe
 
     if saved_recipe(path) != recipe:
         raise SpecError(f"{path} holds a run of another recipe than this spec's")
@@ -32,10 +37,6 @@ def cell_status(path: Path, recipe, root: Path) -> str:
 
 def is_finished(path: Path) -> bool:
     """Whether ``path`` holds a run that trained every step of its recipe and saved its last resume state."""
-    from induction_probes.circuits.runs.layout import RESUME_FILE
-    from induction_probes.circuits.runs.reader import read_manifest
-    from induction_probes.circuits.training.train import saved_recipe
-
     if not (path / "config.json").is_file() or not (path / "manifest.json").is_file():
         return False
     steps = [entry["step"] for entry in read_manifest(path)]
@@ -50,8 +51,6 @@ def is_finished(path: Path) -> bool:
 
 def resume_step(path: Path) -> int | None:
     """The step of the resume state at ``path`` (from its header alone), None if it is not one."""
-    from safetensors import SafetensorError, safe_open
-
     if not path.is_file():
         return None
     try:
@@ -64,9 +63,6 @@ def resume_step(path: Path) -> int | None:
 def run_cell(root: str, cell_json: dict) -> dict:
     """Train one unfinished cell (fresh, or continued where it stopped) in its own process; never raises:
     a failure is reported in the result so that it never takes the other cells down."""
-    import torch
-
-    from induction_probes.circuits.training.train import RunLocked, train_run
 
     torch.set_num_threads(1)
     started = time.perf_counter()
@@ -100,8 +96,6 @@ def run_cell(root: str, cell_json: dict) -> dict:
 def train_toy_cell(recipe, path: Path, status: str, device: str | None) -> None:
     """A toy cell (``train_toy``: seconds, no resume state): trained from its first step; an interrupted one
     is refused, since its files cannot be continued."""
-    from induction_probes.circuits.training.toy import train_toy
-
     if status == "partial":
         raise SpecError(f"{path} holds an interrupted toy run, which cannot be resumed: remove it and run again")
     train_toy(recipe, path, device=device)

@@ -5,6 +5,7 @@ resumes its cell. Ray is imported only when a sweep runs on it."""
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 from induction_probes.circuits.sweeps.cells import died, run_cell
@@ -16,8 +17,6 @@ RAY_CONNECT_SECONDS = 10  # to reach a cluster's address before Ray's own, much 
 def ray_address_answers(address: str) -> None:
     """Refuse a ``host:port`` (or ``ray://host:port``) where nothing listens, within seconds: ``ray.init``
     itself retries such an address for minutes. Other forms (``auto``) are left to Ray."""
-    import socket
-
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         return
@@ -34,7 +33,7 @@ def keep_local_ray_on_loopback() -> None:
     """Ray reads its clusters switch once, when it is imported, and the processes it starts read it from the
     environment: a program that imported Ray before the sweep set the variable would still get this machine's
     network address, so the in-process constant follows the variable too (unless the user set it to 1)."""
-    from ray._private import ray_constants
+    from ray._private import ray_constants  # Ray is the ray extra's: imported only by a sweep on Ray
 
     if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") == "0":
         ray_constants.ENABLE_RAY_CLUSTER = False
@@ -44,9 +43,7 @@ def answers_on_loopback_only(address: str) -> bool:
     """Whether ``address`` is a cluster on this machine's loopback that answers there only (its nodes started
     with ``--node-ip-address 127.0.0.1``). Ray replaces a loopback address by this machine's network address,
     where such a cluster does not listen, and then retries for minutes; its own loopback mode keeps it."""
-    import socket
-
-    from ray._private.services import node_ip_address_from_perspective
+    from ray._private.services import node_ip_address_from_perspective  # the ray extra's, as above
 
     host, _, port = address.rpartition(":")
     if address.startswith("ray://") or host.strip("[]") not in ("127.0.0.1", "localhost", "::1") or not port.isdigit():
@@ -70,7 +67,7 @@ def ray_results(
         # head, its workers and the processes they start listen on the loopback address only
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
-        import ray
+        import ray  # the ray extra's: without it, refused in one line
     except ImportError:
         raise SpecError("the ray backend needs Ray: pip install 'induction-probes[ray]'") from None
     if address is None or answers_on_loopback_only(address):

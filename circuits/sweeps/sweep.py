@@ -12,10 +12,14 @@ from __future__ import annotations
 import fcntl
 import itertools
 import json
+import multiprocessing
 import os
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
+from induction_probes.circuits.common.devices import parse_device, resolve_device, visible_gpus
+from induction_probes.circuits.runs.writer import write_atomic
 from induction_probes.circuits.sweeps.cells import (  # noqa: F401 (the sweep's API: a cell's status and its run)
     cell_json,
     cell_status,
@@ -44,8 +48,6 @@ def prepare(spec: Spec, out: Path):
     journal, open for appending and locked for as long as it stays open: a second sweep on the same
     directory is refused at once (SweepBusy) instead of racing this one for its cells and its journal.
     The lock dies with its process, so a killed sweep leaves none behind."""
-    from induction_probes.circuits.runs.writer import write_atomic  # torch comes with it: not needed to parse a spec
-
     refuse_another_sweep(spec, out)  # before anything is made: a refusal leaves the folder as it was
     out.mkdir(parents=True, exist_ok=True)
     # O_NOFOLLOW: a link planted at the journal's name is refused, not followed
@@ -118,9 +120,6 @@ def local_results(root: Path, cells: list[dict], workers: int):
     """Run cells on a pool of ``workers`` processes (spawned: a clean torch in each), yielding results as
     they finish. A worker that dies (killed, out of memory) breaks the whole pool: the cells whose files
     it never touched are queued again on a fresh pool (at most twice each), the others failed."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
     queue, tries = list(cells), dict.fromkeys((cell["path"] for cell in cells), 0)
     while queue:
         before = {cell["path"]: fingerprint(root / cell["path"]) for cell in queue}
@@ -182,7 +181,6 @@ def run_sweep(
         raise SpecError(f"workers must be an integer >= 1, got {workers!r}")
     if address is not None and backend != "ray":
         raise SpecError("--address is for the ray backend")
-    from induction_probes.circuits.common.devices import parse_device, resolve_device, visible_gpus
 
     if device is not None:
         parse_device(device)  # a name that is no device, on any backend: offline, before the address is tried

@@ -41,6 +41,7 @@ from induction_probes.circuits.common.config import config_from_options, option_
 from induction_probes.circuits.common.limits import MAX_CELLS, MAX_NAME, MAX_SPEC_BYTES
 from induction_probes.circuits.common.untrusted import read_text
 from induction_probes.circuits.common.validation import quoted
+from induction_probes.circuits.recipes.base import SEED_FIELDS, seeds_from
 from induction_probes.circuits.recipes.task_kinds import recipe_entry, recipe_names
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS
 
@@ -51,7 +52,6 @@ def sweep_recipes() -> list[str]:
 
 
 SPEC_KEYS = {"recipe", "seeds", "description", "count", "base", "conditions", "grid"}
-SEED_KEYS = ("model_seed", "data_seed", "eval_seed")
 SPEC_FILE, LOG_FILE = "spec.toml", "sweep.jsonl"
 PATH_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._,=+-]*")  # a condition's directory name: never "..", "/" or empty
 
@@ -96,13 +96,11 @@ class Spec:
     def cells(self) -> list[Cell]:
         """Every cell in a fixed order: condition, then grid point, then seed."""
         recipe_class = recipe_entry(self.recipe).recipe
-        seed_keys = [key for key in SEED_KEYS if key in option_names(recipe_class)]  # the toy has no eval seed
         cells = []
         for name, overrides in self.conditions.items():
             for point in self.grid_points():
                 for seed in self.seeds:
-                    seeds = {key: seed + SEED_KEYS.index(key) for key in seed_keys}
-                    options = seeds | self.base | overrides | point
+                    options = seeds_from(seed, recipe_class) | self.base | overrides | point
                     label = condition_label(name, point)
                     try:
                         recipe = config_from_options(recipe_class, options)
@@ -184,13 +182,13 @@ def parse_spec(text: str, source: str = "spec") -> Spec:
     if not all(isinstance(values, list) and values for values in tables["grid"].values()):
         raise SpecError(f"{source}: each [grid] entry must be a non-empty list of values")
     check_cell_count(source, len(seeds), len(conditions), [len(values) for values in tables["grid"].values()])
-    known = set(option_names(recipe_entry(raw["recipe"]).recipe)) - set(SEED_KEYS)
+    known = set(option_names(recipe_entry(raw["recipe"]).recipe)) - set(SEED_FIELDS)
     for where, names in [("base", tables["base"]), ("grid", tables["grid"])] + [
         (f"conditions.{name}", overrides) for name, overrides in conditions.items()
     ]:
         wrong = sorted(set(names) - known)
         if wrong:
-            hint = " (seeds come from `seeds`)" if set(wrong) & set(SEED_KEYS) else ""
+            hint = " (seeds come from `seeds`)" if set(wrong) & set(SEED_FIELDS) else ""
             raise SpecError(
                 f"{source}: [{where}] has keys the {raw['recipe']} recipe does not know: {', '.join(wrong)}{hint}"
             )

@@ -21,10 +21,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from induction_probes.circuits.common.config import option
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.limits import MAX_CORPUS_BYTES, require_seed, require_sequences
 from induction_probes.circuits.common.untrusted import read_bytes
 from induction_probes.circuits.common.validation import quoted, require_int
 from induction_probes.circuits.tasks.base import TaskConfig
+
+# the command line reads this config at --help: torch loads when the text is first tokenized
+F = lazy_module("torch.nn.functional")
+streams = lazy_module("induction_probes.circuits.tasks.streams")
+torch = lazy_module("torch")
 
 if TYPE_CHECKING:
     import torch
@@ -73,8 +79,6 @@ def windows(
     tokens: UInt8[Tensor, " byte"], n_seqs: int, length: int, generator: torch.Generator
 ) -> Int[Tensor, "batch pos"]:
     """``n_seqs`` windows of ``length`` consecutive bytes at offsets drawn uniformly from every possible one."""
-    import torch
-
     offsets = torch.randint(len(tokens) - length + 1, (n_seqs,), generator=generator)
     return tokens[offsets.unsqueeze(1) + torch.arange(length)].long()
 
@@ -151,8 +155,6 @@ class TextTask(TaskConfig):
 
     def tokens(self, part: str) -> UInt8[Tensor, " byte"]:
         """The bytes of the ``"train"`` or ``"held_out"`` part of the run's own text."""
-        import torch
-
         data = own_corpus(self.file, self.sha256, self.n_bytes)
         cut = self.split()
         return torch.frombuffer(bytearray(data[:cut] if part == "train" else data[cut:]), dtype=torch.uint8)
@@ -168,22 +170,18 @@ class TextTask(TaskConfig):
         return f"eval loss {metrics['eval_loss']:.4f} nats/byte"
 
     def stream(self, seed: int):
-        from induction_probes.circuits.tasks.streams import GeneratorStream
-
         train = self.tokens("train")
-        return GeneratorStream(lambda n_seqs, generator: windows(train, n_seqs, self.seq_len + 1, generator), seed)
+        return streams.GeneratorStream(
+            lambda n_seqs, generator: windows(train, n_seqs, self.seq_len + 1, generator), seed
+        )
 
     def inputs_and_targets(self, sample: Tensor) -> tuple[Tensor, Tensor]:
         return sample[:, :-1], sample[:, 1:]
 
     def loss(self, outputs: Tensor, targets: Tensor) -> Float[Tensor, ""]:
-        from torch.nn.functional import cross_entropy
-
-        return cross_entropy(outputs.flatten(0, 1), targets.flatten())
+        return F.cross_entropy(outputs.flatten(0, 1), targets.flatten())
 
     def eval_set(self, n_seqs: int, seed: int) -> TextEvalSet:
-        import torch
-
         require_int("n_seqs", n_seqs, 1)
         require_seed("seed", seed)
         require_sequences("n_seqs", n_seqs, self.numbers_per_sequence())
@@ -194,8 +192,6 @@ class TextTask(TaskConfig):
         """The loss on ``eval_set`` of two predictors fitted to the training text, what a model's loss is read
         against: ``unigram`` (each byte's frequency) and ``bigram`` (each byte's frequency after the current
         one), both with one pseudo-count per byte value (add-one)."""
-        import torch
-
         train = self.tokens("train").int()  # int32 pair codes: a quarter of int64's memory on a large text
         unigram = torch.bincount(train, minlength=BYTES).double() + 1.0
         pairs = torch.bincount(train[:-1] * BYTES + train[1:], minlength=BYTES * BYTES).double().view(BYTES, BYTES)

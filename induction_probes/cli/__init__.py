@@ -1,12 +1,12 @@
 """The ``induction-probes`` command: one module per command group, each a thin layer that parses, calls
-one library function and formats.
+one function of the report layer (:mod:`induction_probes.probes.report`) and prints.
 
 Every sub-command prints a readable table, or JSON with ``--json``. Bad input of any kind ends with one
 line on stderr and exit status 2, never a traceback: argparse errors and the ``ValueError``s that the
 API raises for invalid arguments are both reported that way. Parsing imports no torch, so ``--help``
-and usage errors answer at once; torch is loaded only to run a command: every command module is loaded to
-build the parser, so its handlers import the report they call inside themselves (tests/unit/test_structure.py).
-Handlers parse, call one function of the report layer and print; no command module imports another. The modules named in
+and usage errors answer at once: every command module is loaded to build the parser, so each declares
+what its handlers call as a ``lazy_module`` (circuits/common/lazy.py), loaded once a command runs. No
+command module imports another (tests/unit/test_layers.py). The modules named in
 ``$INDUCTION_PROBES_PLUGINS`` are imported first, so that what they register is on the command line.
 """
 
@@ -16,10 +16,14 @@ import os
 import sys
 from collections.abc import Sequence
 
+from induction_probes.circuits.common.devices import resolve_device
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.registry import load_plugins
 from induction_probes.circuits.common.validation import IncompleteResult
 from induction_probes.cli import baselines, experiments, llc, paper, probe, runs, sweep, train, verify
 from induction_probes.cli.common import PROG, Parser, UsageError
+
+torch = lazy_module("torch")  # parsing needs no torch: it loads once a command runs
 
 COMMAND_GROUPS = (baselines, train, sweep, runs, probe, llc, verify, experiments, paper)
 OUT_OF_MEMORY = "not enough memory for this command (try smaller sizes)"
@@ -50,14 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     try:
-        import torch
-
         # These models are tiny: on the 2-core machine one thread beat two (bench/bench_model.py).
         torch.set_num_threads(1)
         # a device this machine lacks: one line, status 2, before anything is written (but a sweep's may be a cluster's)
         if "device" in vars(args) and not getattr(args, "checks_its_device", False):
-            from induction_probes.circuits.common.devices import resolve_device
-
             resolve_device(args.device)
         print(args.handler(args), flush=True)
     except BrokenPipeError:  # the reader went away (| head): nothing left to say, and no traceback

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import argparse
 
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.cli.common import (
     add_config_options,
     add_output_options,
     add_subcommands,
+    answer,
     config_from_options,
     count,
-    format_table,
-    json_text,
     seed,
     typed_options,
 )
+
+# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
+baselines_views = lazy_module("induction_probes.probes.report.baselines")
 
 
 def register(commands) -> None:
@@ -30,16 +33,5 @@ def register(commands) -> None:
 
 
 def run_baselines(args: argparse.Namespace) -> str:
-    from induction_probes.circuits.tasks.markov.strategies import strategy_baselines
-
     task = config_from_options(MarkovTask, typed_options(args, MarkovTask))
-    result = strategy_baselines(task, n_seqs=args.n_seqs, seed=args.seed)
-    if args.json:
-        described = {"task": task.name} | {key: value for key, value in task.to_json().items() if key != "name"}
-        return json_text(described | {key: value for key, value in vars(result).items() if key != "task"})
-    rows = [["true", "-", result.mean_ce["true"]]]
-    rows += [[name, kl, result.mean_ce[name]] for name, kl in result.last_token_kl.items()]
-    chains = task.eval_task().describe().removeprefix("ICL-MC ")
-    title = f"ICL-MC strategy baselines: {chains}, {result.n_seqs} sequences, seed {result.seed}"
-    table = format_table(["strategy", "last-token KL(true||s)", "mean CE over positions"], rows)
-    return f"{title}\n{table}"
+    return answer(baselines_views.baselines_report(task, args.n_seqs, args.seed, as_json=args.json))

@@ -1,5 +1,5 @@
 """What every command module shares: the one-line-error parser, options generated from config classes,
-the options of commands that read a run, and the report's tables (:mod:`induction_probes.probes.report.tables`).
+the options of commands that read a run or a language model, and how an answer is printed.
 Torch-free, so parsing never waits for torch."""
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ from pathlib import Path
 from induction_probes.circuits.common.config import config_from_options, option_names  # noqa: F401 (the command modules import them from here)
 from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.common.devices import DeviceOptions
-from induction_probes.probes.report.tables import (  # noqa: F401 (the command modules import them from here)
-    figure_lines,
-    format_table,
-    json_text,
-    provenance,
-    spread_steps,
-)
+from induction_probes.circuits.common.lazy import lazy_module
+from induction_probes.circuits.common.limits import require_seed
+from induction_probes.probes.report.tables import json_text
+
+# read once a command names a model: parsing (and --help) needs no Hugging Face layer
+language_models = lazy_module("induction_probes.circuits.interop.language_models")
 
 PROG = "induction-probes"
 FIELD_TYPES = {"int": int, "float": float, "str": str}
@@ -61,8 +60,6 @@ def count(text: str) -> int:
 
 def seed(text: str) -> int:
     """The type of every --seed: an integer from 0 to circuits/common/limits.py's MAX_SEED, checked while parsing."""
-    from induction_probes.circuits.common.limits import require_seed
-
     try:
         return require_seed("a seed", int(text))
     except ValueError as error:
@@ -209,9 +206,8 @@ def language_model(args: argparse.Namespace):
     Nothing is downloaded: the environment is set offline for Hugging Face before anything of theirs loads."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from induction_probes.circuits.interop.language_models import find_source
 
-    source = find_source(args.run)
+    source = language_models.find_source(args.run)
     given = [name for name in LM_OPTIONS if getattr(args, name, None) is not None]
     if source is None and given:
         raise ValueError(f"--{given[0].replace('_', '-')} applies to language models only; {args.run} is a run")

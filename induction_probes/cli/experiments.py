@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.recipes.gaussian import ToyRecipe
 from induction_probes.cli.common import (
     add_config_options,
@@ -17,6 +18,10 @@ from induction_probes.cli.common import (
     path,
     typed_options,
 )
+
+# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
+toy_report = lazy_module("induction_probes.probes.report.toy")
+toy_training = lazy_module("induction_probes.circuits.training.toy")
 
 
 def register(commands) -> None:
@@ -45,20 +50,15 @@ def register(commands) -> None:
 
 def run_toy(args: argparse.Namespace) -> str:
     """One toy run with its phases marked, or the plateau sweep over L and σ."""
-    from induction_probes.circuits.training.toy import train_toy
-    from induction_probes.probes.report.toy import output_directory, toy_report, toy_sweep_report
-
     given, device, shown = typed_options(args, ToyRecipe), device_of(args), {"plot": args.plot, "as_json": args.json}
     if args.sweep:
-        return answer(toy_sweep_report(given, out=args.out, device=device, **shown))
+        return answer(toy_report.toy_sweep_report(given, out=args.out, device=device, **shown))
     recipe = config_from_options(ToyRecipe, given)
-    with output_directory(args.out) as out:
-        history = train_toy(recipe, out / "toy" if args.out is None else out, device=device)
-    return answer(toy_report(recipe, history, **shown))
+    with toy_report.output_directory(args.out) as out:
+        history = toy_training.train_toy(recipe, out / "toy" if args.out is None else out, device=device)
+    return answer(toy_report.toy_report(recipe, history, **shown))
 
 
 def run_experiment_ih4(args: argparse.Namespace) -> str:
-    from induction_probes.probes.report.toy import ih4_report
-
     options = {"out": args.out, "device": device_of(args), "plot": args.plot, "as_json": args.json}
-    return answer(ih4_report(args.steps, **options))
+    return answer(toy_report.ih4_report(args.steps, **options))

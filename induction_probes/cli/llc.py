@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 
 from induction_probes.circuits.common.defaults import LLC_CHECKPOINTS, LLC_SEQS, PROBE_SEED
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.cli.common import (
+    add_config_options,
     add_device_option,
     add_output_options,
     add_run_argument,
@@ -14,9 +16,13 @@ from induction_probes.cli.common import (
     count,
     device_of,
     seed,
+    typed_options,
 )
+from induction_probes.probes.llc.overrides import LLCOverrides
 
-RULE = "(default: the estimator's rule, see docs/learning-coefficient.md)"
+# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
+llc_heads_report = lazy_module("induction_probes.probes.report.llc_heads")
+llc_report = lazy_module("induction_probes.probes.report.llc")
 
 
 def register(commands) -> None:
@@ -31,13 +37,7 @@ def register(commands) -> None:
     llc.add_argument(
         "--steps", type=step_list, help="comma-separated checkpoint steps to estimate instead of --checkpoints"
     )
-    llc.add_argument("--lr", type=float, help=f"SGLD step size {RULE}")
-    llc.add_argument("--localization", type=float, help=f"pull towards the checkpoint, gamma {RULE}")
-    llc.add_argument("--n-beta", type=float, help=f"inverse temperature n*beta {RULE}")
-    llc.add_argument("--chains", type=int, help="SGLD chains (default 4)")
-    llc.add_argument("--draws", type=int, help=f"draws per chain after the burn-in {RULE}")
-    llc.add_argument("--burn-in", type=int, help=f"SGLD steps per chain before the draws {RULE}")
-    llc.add_argument("--batch-size", type=int, help="sequences per SGLD step (default min(n, 256))")
+    add_config_options(llc, LLCOverrides)
     llc.add_argument(
         "--n-seqs",
         type=count,
@@ -69,14 +69,11 @@ def names(text: str) -> list[str]:
 
 
 def run_llc(args: argparse.Namespace) -> str:
-    from induction_probes.probes.report.llc import OVERRIDES, llc_report
-    from induction_probes.probes.report.llc_heads import per_head_report
-
     if args.blocks is not None and not args.per_head:
         raise ValueError("--blocks names the blocks of --per-head: give --per-head too")
-    settings = {name: getattr(args, name) for name in OVERRIDES}
+    settings = typed_options(args, LLCOverrides)
     where = {"steps": args.steps, "checkpoints": args.checkpoints, "n_seqs": args.n_seqs, "seed": args.seed}
     options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
     if args.per_head:
-        return answer(per_head_report(args.run, blocks=args.blocks, **where, **options, **settings))
-    return answer(llc_report(args.run, **where, **options, **settings))
+        return answer(llc_heads_report.per_head_report(args.run, blocks=args.blocks, **where, **options, **settings))
+    return answer(llc_report.llc_report(args.run, **where, **options, **settings))

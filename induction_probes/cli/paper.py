@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import argparse
 
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.cli.common import path
+
+# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
+paper_build = lazy_module("induction_probes.probes.paper.build")
 
 
 def register(commands) -> None:
@@ -21,11 +25,4 @@ def register(commands) -> None:
 
 
 def run_paper(args: argparse.Namespace) -> str:
-    from induction_probes.probes.paper.build import write_paper
-    from induction_probes.probes.paper.page import counts_text
-
-    paper = write_paper(args.out)
-    return (
-        f"page: {paper.page}\n{len(paper.figures)} figures, {len(paper.entries)} entries "
-        f"({counts_text(paper.entries)}) in {paper.seconds:.0f} s"
-    )
+    return paper_build.write_paper(args.out).summary()

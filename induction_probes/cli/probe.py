@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.cli.common import (
     add_language_model_options,
     add_probe_set_options,
@@ -15,7 +16,11 @@ from induction_probes.cli.common import (
     language_model,
     language_model_options,
 )
-from induction_probes.probes.report.views import ablation_report, probe_report, probed_run
+from induction_probes.probes.report.views import ablation_report, probe_report
+
+# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
+lm_markov_report = lazy_module("induction_probes.probes.report.lm_markov")
+lm_report = lazy_module("induction_probes.probes.report.lm")
 
 
 def register(commands) -> None:
@@ -40,32 +45,25 @@ def register(commands) -> None:
 def run_probe(args: argparse.Namespace) -> str:
     """Attention and behaviour probes of one checkpoint (default the last) or of every checkpoint."""
     if (source := language_model(args)) is not None and args.task == "markov":
-        from induction_probes.probes.report.lm_markov import markov_lm_report
-
         options = {"n_seqs": args.n_seqs, "seed": args.seed, "device": device_of(args), "plot": args.plot}
-        return answer(
-            markov_lm_report(source, k=args.k or 3, seq_len=args.seq_len, step=args.step, all_steps=args.all_steps,
-                             as_json=args.json, **options)
-        )  # fmt: skip
+        chains = {"k": args.k or 3, "seq_len": args.seq_len, "step": args.step, "all_steps": args.all_steps}
+        return answer(lm_markov_report.markov_lm_report(source, as_json=args.json, **chains, **options))
     if source is not None:
-        from induction_probes.probes.report.lm import probe_language_model
-
         options = language_model_options(args) | {"text": args.text}
-        return answer(probe_language_model(source, step=args.step, all_steps=args.all_steps, **options))
-    run = probed_run(args.run)
+        return answer(lm_report.probe_language_model(source, step=args.step, all_steps=args.all_steps, **options))
     if args.all_steps and args.step is not None:
         raise ValueError("give --step or --all-steps, not both")
-    steps = run.steps if args.all_steps else [run.entry(args.step)["step"]]
+    steps = "all" if args.all_steps else None if args.step is None else [args.step]
     options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
-    return answer(probe_report(run, steps, args.n_seqs, args.seed, **options))
+    return answer(probe_report(args.run, steps, args.n_seqs, args.seed, **options))
 
 
 def run_ablate(args: argparse.Namespace) -> str:
     """Each head alone, or the --heads given together, ablated in the checkpoint at --step."""
     if (source := language_model(args)) is not None:
-        from induction_probes.probes.report.lm import ablate_language_model
-
         options = language_model_options(args)
-        return answer(ablate_language_model(source, step=args.step, heads=args.heads, mode=args.mode, **options))
+        return answer(
+            lm_report.ablate_language_model(source, step=args.step, heads=args.heads, mode=args.mode, **options)
+        )
     options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
     return answer(ablation_report(args.run, args.heads, args.step, args.n_seqs, args.seed, args.mode, **options))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import induction_probes.probes.report.views as views
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.cli.common import (
     add_device_option,
     add_output_options,
@@ -14,6 +15,10 @@ from induction_probes.cli.common import (
     language_model,
     path,
 )
+
+# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
+info_views = lazy_module("induction_probes.probes.report.info")
+lm_report = lazy_module("induction_probes.probes.report.lm")
 
 
 def register(commands) -> None:
@@ -39,12 +44,9 @@ def register(commands) -> None:
 
 def run_info(args: argparse.Namespace) -> str:
     if (source := language_model(args)) is not None:
-        from induction_probes.probes.report.lm import language_model_info
+        return answer(lm_report.language_model_info(source, step=args.step, as_json=args.json))
 
-        return answer(language_model_info(source, step=args.step, as_json=args.json))
-    from induction_probes.probes.report.info import info_report
-
-    return answer(info_report(args.run, args.step, as_json=args.json))
+    return answer(info_views.info_report(args.run, args.step, as_json=args.json))
 
 
 def run_report(args: argparse.Namespace) -> str:

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import argparse
 
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.cli.common import add_device_option, add_output_options, answer, count, path
+
+# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
+sweep_reports = lazy_module("induction_probes.probes.report.sweeps")
 
 
 def register(commands) -> None:
@@ -13,73 +17,46 @@ def register(commands) -> None:
         "sweep",
         help="train every cell of an experiment spec (TOML): conditions x grid x seeds",
         description="Train every cell of a spec into DIR/<condition>/seed-<S>; rerun the same command to "
-        "continue an interrupted sweep (finished cells are skipped, interrupted ones resumed).",
+        "continue an interrupted sweep (finished cells are skipped, interrupted ones resumed). docs/sweeps.md "
+        "says what a spec holds and how cells are placed.",
     )
-    sweep.add_argument("spec", type=path, help="experiment spec (TOML; see the README)")
+    sweep.add_argument("spec", type=path, help="experiment spec (TOML; see docs/sweeps.md)")
     sweep.add_argument("--out", type=path, required=True, help="sweep directory (new, empty, or this spec's)")
     sweep.add_argument("--workers", type=int, default=1, help="cells trained at once (default 1)")
-    sweep.add_argument(
-        "--backend", choices=("local", "ray"), default="local", help="local process pool (default) or Ray"
-    )
-    sweep.add_argument(
-        "--address",
-        help="with --backend ray: the address of a running Ray cluster (default: start a local Ray instance)",
-    )
+    sweep.add_argument("--backend", choices=("local", "ray"), default="local", help="local pool (default) or Ray")
+    sweep.add_argument("--address", help="with --backend ray: a running cluster's (default: a local Ray)")
     add_device_option(sweep)
-    sweep.add_argument(
-        "--gpus-per-cell",
-        type=float,
-        default=0.0,
-        metavar="F",
-        help="GPUs per cell, fractions allowed (0.25: four cells share a GPU): Ray's num_gpus, or "
-        "the local pool's visible GPUs in turn (default 0: --device, cpu)",
-    )
+    sweep.add_argument("--gpus-per-cell", type=float, default=0.0, metavar="F", help="GPUs per cell (docs/devices.md)")
     # the sweep checks --device itself: against this machine, or by name only for a remote Ray cluster, whose
     # nodes have the GPUs (docs/devices.md)
     sweep.set_defaults(handler=run_sweep_command, checks_its_device=True)
 
-    summarize = commands.add_parser("summarize", help="mean and 95%% intervals over seeds of a sweep's runs")
+    summarize = commands.add_parser(
+        "summarize",
+        help="mean and 95%% intervals over seeds of a sweep's runs",
+        description="The summary of a sweep directory, or of a summary.json recomputed from its per-seed "
+        "records (docs/sweeps.md).",
+    )
+    summarize.add_argument("sweep_dir", type=path, metavar="DIR", help="a sweep directory, or a summary.json")
     summarize.add_argument(
-        "sweep_dir",
-        type=path,
-        metavar="DIR",
-        help="a sweep directory, or a summary.json whose "
-        "statistics (comparisons, bounded intervals, kinds of solution) are recomputed from its "
-        "per-seed runs records",
+        "--count", metavar="PRIOR", help="x-axis: sequences of this prior only (default: the spec's)"
     )
     summarize.add_argument(
-        "--count",
-        metavar="PRIOR",
-        help="x-axis: training sequences of this prior only "
-        "(e.g. doubly-stochastic, as Edelman et al.'s mixture figure counts them; default: the spec's count)",
+        "--probe-seqs", type=count, default=500, help="fresh sequences of the final probes and --by-prior (default 500)"
     )
     summarize.add_argument(
-        "--probe-seqs",
-        type=count,
-        default=500,
-        help="fresh sequences for the final checkpoints' probe scores and --by-prior losses (default 500)",
-    )
-    summarize.add_argument(
-        "--by-prior",
-        metavar="PRIORS",
-        default="",
-        help="also evaluate each run's final checkpoint on fresh chains of these priors (e.g. "
-        "doubly-stochastic,unigram): its loss and KL(true||model) per prior, compared between conditions",
+        "--by-prior", metavar="PRIORS", default="", help="also each final checkpoint's loss and KL on these priors"
     )
     add_output_options(summarize)
     summarize.set_defaults(handler=run_summarize)
 
 
 def run_sweep_command(args: argparse.Namespace) -> str:
-    from induction_probes.probes.report.sweeps import sweep_report
-
     options = {"workers": args.workers, "backend": args.backend, "address": args.address}
     device = getattr(args, "device", None)  # --device is left out of the namespace unless given
-    return sweep_report(args.spec, args.out, device=device, gpus_per_cell=args.gpus_per_cell, **options)
+    return sweep_reports.sweep_report(args.spec, args.out, device=device, gpus_per_cell=args.gpus_per_cell, **options)
 
 
 def run_summarize(args: argparse.Namespace) -> str:
-    from induction_probes.probes.report.sweeps import summary_report
-
     options = {"count": args.count, "probe_seqs": args.probe_seqs, "by_prior": args.by_prior}
-    return answer(summary_report(args.sweep_dir, plot=args.plot, as_json=args.json, **options))
+    return answer(sweep_reports.summary_report(args.sweep_dir, plot=args.plot, as_json=args.json, **options))

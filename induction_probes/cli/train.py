@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import shlex
 
+from induction_probes.circuits.common.lazy import lazy_module
+from induction_probes.circuits.recipes.base import seeds_from
 from induction_probes.circuits.recipes.task_kinds import recipe_entry, recipe_names
 from induction_probes.cli.common import (
     PROG,
@@ -20,7 +22,9 @@ from induction_probes.cli.common import (
     typed_options,
 )
 
-SEED_FIELDS = ("model_seed", "data_seed", "eval_seed")
+# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
+info_views = lazy_module("induction_probes.probes.report.info")
+training = lazy_module("induction_probes.circuits.training.train")
 
 
 def register(commands) -> None:
@@ -41,9 +45,6 @@ def register(commands) -> None:
 
 
 def run_train(args: argparse.Namespace) -> str:
-    from induction_probes.circuits.training.train import TrainingInterrupted, saved_recipe, train_run
-    from induction_probes.probes.report.info import info_text
-
     recipe_class = recipe_entry(args.recipe).recipe
     typed = typed_options(args, recipe_class)
     recipe = None
@@ -51,17 +52,19 @@ def run_train(args: argparse.Namespace) -> str:
         ignored = [flag(name) for name in typed] + (["--seed"] if args.seed is not None else [])
         if ignored:
             raise ValueError(f"--resume continues the recipe saved in the run; drop {', '.join(ignored)}")
-        saved = saved_recipe(args.out)
+        saved = training.saved_recipe(args.out)
         if saved.name != recipe_class.name:
             raise ValueError(f"{args.out} is a {saved.name} run: continue it with 'train {saved.name} --resume'")
     else:
-        seeds = dict(zip(SEED_FIELDS, (args.seed, args.seed + 1, args.seed + 2))) if args.seed is not None else {}
+        seeds = seeds_from(args.seed, recipe_class) if args.seed is not None else {}
         recipe = config_from_options(recipe_class, seeds | typed)
     try:
-        run = train_run(recipe, args.out, resume=args.resume, stop_after=args.stop_after, device=device_of(args))
-    except TrainingInterrupted as interrupt:  # main prints this line and exits 130
+        run = training.train_run(
+            recipe, args.out, resume=args.resume, stop_after=args.stop_after, device=device_of(args)
+        )
+    except training.TrainingInterrupted as interrupt:  # main prints this line and exits 130
         again = shlex.join([PROG, "train", args.recipe, "--out", str(args.out), "--resume"])
         raise KeyboardInterrupt(
             f"interrupted at step {interrupt.step}, which is saved: continue with {again}"
         ) from None
-    return info_text(run)
+    return info_views.info_text(run)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.cli.common import (
     add_device_option,
     add_output_options,
@@ -14,6 +15,9 @@ from induction_probes.cli.common import (
     run_name,
     seed,
 )
+
+# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
+verify_reports = lazy_module("induction_probes.probes.report.verify")
 
 
 def register(commands) -> None:
@@ -60,28 +64,26 @@ def add_fresh_sequence_options(parser: argparse.ArgumentParser) -> None:
 def run_verify_prop21(args: argparse.Namespace) -> str:
     """Proposition 2.1 against its exact limit, the error as c grows, and its probe scores; with
     --against, a trained run against the construction."""
-    from induction_probes.probes.report.verify import prop21_comparison, prop21_report
-
     options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
     if args.against is not None:
         where = {"all_steps": args.all_steps} | options
-        return answer(prop21_comparison(args.against, args.step, args.n_seqs, args.seed, args.c, args.k, **where))
+        return answer(
+            verify_reports.prop21_comparison(args.against, args.step, args.n_seqs, args.seed, args.c, args.k, **where)
+        )
     if args.k is None:
         raise ValueError("--k is required (or --against RUN, whose k is used)")
-    return answer(prop21_report(args.k, args.c, args.seq_len, args.n_seqs, args.seed, **options))
+    return answer(verify_reports.prop21_report(args.k, args.c, args.seq_len, args.n_seqs, args.seed, **options))
 
 
 def run_verify_wang_ih2(args: argparse.Namespace) -> str:
     """Wang et al.'s Theorem 4.1 against IH_2 on fresh Gaussian sequences, over a grid of β."""
-    from induction_probes.probes.report.verify import wang_ih2_report
-
     options = {"device": device_of(args), "as_json": args.json}
-    return answer(wang_ih2_report(args.d, args.beta, args.seq_len, args.n_seqs, args.seed, **options))
+    return answer(verify_reports.wang_ih2_report(args.d, args.beta, args.seq_len, args.n_seqs, args.seed, **options))
 
 
 def run_verify_wang_ihn(args: argparse.Namespace) -> str:
     """Wang et al.'s Theorem 4.3 against IH_n over a grid of first-layer head counts."""
-    from induction_probes.probes.report.verify import wang_ihn_report
-
     options = {"device": device_of(args), "as_json": args.json}
-    return answer(wang_ihn_report(args.d, args.n, args.heads, args.seq_len, args.n_seqs, args.seed, **options))
+    return answer(
+        verify_reports.wang_ihn_report(args.d, args.n, args.heads, args.seq_len, args.n_seqs, args.seed, **options)
+    )

@@ -24,12 +24,14 @@ the held-out one makes the negative direction one that other data confirm.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 if TYPE_CHECKING:
     from torch import nn
@@ -68,8 +70,6 @@ def split(data: tuple[Tensor, ...], count: int = SUBSETS) -> list[tuple[Tensor, 
 def hessian_vector(model: nn.Module, loss_fn, data, params, vector: list[Tensor]) -> list[Tensor]:
     """H v by double backward. Fused attention kernels have no second derivative, so attention runs on
     torch's math kernel here (the same values, any module that calls scaled_dot_product_attention)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel  # only the Hessian needs the math kernel
-
     with sdpa_kernel(SDPBackend.MATH):
         loss = full_loss(model, loss_fn, data)
         grads = torch.autograd.grad(loss, params, create_graph=True)
@@ -240,7 +240,6 @@ def saddle(point: dict) -> str | None:
 
 def shifted(model: nn.Module, params, moves: list[Tensor], radius: float):
     """The model's weights moved by ``radius`` · ``moves`` (a context: restored exactly on exit)."""
-    import contextlib
 
     @contextlib.contextmanager
     def moved():

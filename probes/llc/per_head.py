@@ -30,14 +30,19 @@ import math
 import time
 from dataclasses import asdict, dataclass
 
+import pandas as pd
 import torch
 from jaxtyping import Float
+from scipy.stats import t as student_t
 from torch import Tensor, nn
 from torch.func import functional_call
 
 from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.common.names import head_label
+from induction_probes.circuits.runs.reader import as_run
+from induction_probes.probes.llc.calibration import orthogonal_noise, reduced_rank_regression, squared_error
 from induction_probes.probes.llc.estimator import LLCError, estimate_llc
+from induction_probes.probes.llc.markov import next_token_loss
 
 HEAD_PARAMETERS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "W_rel", "alibi_slope")  # row h of each
 EMBED = ("embed.W_E", "pos_embed.W_pos")
@@ -111,8 +116,6 @@ def block_size(model: nn.Module, block: Block) -> int:
 def chain_interval(per_chain: list[float], bound: float, level: float = LEVEL) -> tuple[float, float] | None:
     """The Student-t interval of the mean over chains, clipped to a coefficient's range [0, d/2] (chains are
     independent draws of the same estimator; with 4 chains t = 3.18, so it is wide)."""
-    from scipy.stats import t as student_t
-
     if len(per_chain) < 2:
         return None
     values = torch.tensor(per_chain, dtype=torch.float64)
@@ -164,8 +167,6 @@ class PerHeadResult:
 
     def to_frame(self):
         """One row per (step, block): step, sequences_seen, block, n_params, llc, llc_std, low, high."""
-        import pandas as pd
-
         columns = ["step", "sequences_seen", "block", "n_params", "llc", "llc_std", "low", "high", "problems"]
         return pd.DataFrame(
             [
@@ -199,9 +200,6 @@ def per_head_llc(
     (:func:`~induction_probes.probes.llc.markov.next_token_loss`); ``settings`` override the estimator's rule
     (n_beta, localization, lr, burn_in, draws, chains, batch_size) and are the same for
     every block. ``progress(step, block, record)``, if given, is called after each estimate."""
-    from induction_probes.circuits.runs.reader import as_run
-    from induction_probes.probes.llc.markov import next_token_loss
-
     start = time.perf_counter()
     settings = {"seed": seed} | settings
     if isinstance(run_or_model, nn.Module):
@@ -289,8 +287,6 @@ def block_linear_regression(
     """(model at its exact empirical minimum, data, blocks, each block's coefficient): regular, so a head's
     coefficient is m / 2, ``v``'s p / 2, and the whole model's their sum (heads · m + p) / 2. The noise is
     orthogonal to the inputs, so the point is the empirical loss's exact minimum."""
-    from induction_probes.probes.llc.calibration import orthogonal_noise
-
     generator = torch.Generator().manual_seed(seed)
     x = correlated_inputs(n, heads * m + p, rho, generator)
     w = torch.randn(heads, m, generator=generator, dtype=torch.float64)
@@ -310,8 +306,6 @@ def block_reduced_rank(
     (:func:`~induction_probes.probes.llc.calibration.reduced_rank_regression`), blocks A and B. With B held at
     B₀ (rank r, its other columns zero), A ↦ B₀ A is linear of rank r·M: A's coefficient is r·M / 2 (the other
     rows of A are exactly flat), B's r·N / 2; the whole is Aoyagi and Watanabe's λ, not their sum."""
-    from induction_probes.probes.llc.calibration import reduced_rank_regression
-
     model, data, whole = reduced_rank_regression(M, N, H, r, n=n, seed=seed)
     blocks = [Block("A", (("A", None),)), Block("B", (("B", None),))]
     return model, data, blocks, {"A": r * M / 2, "B": r * N / 2, "whole": whole}
@@ -327,8 +321,6 @@ MARKOV_K3_SEQS = 512
 def calibrate_blocks(n: int = 1024, **settings) -> list[dict]:
     """Each calibration model's blocks (and the whole model) at ``settings``: estimate, truth, whether within
     :data:`CALIBRATION_TOLERANCE` of the truth plus three standard errors over chains, and the blocks' sum."""
-    from induction_probes.probes.llc.calibration import squared_error
-
     cases = [
         ("block linear regression", block_linear_regression(n=n), half_squared_error),
         ("reduced-rank regression M=N=3, H=2, r=1", block_reduced_rank(n=n), squared_error),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from induction_probes.probes.figures.plots_llc import plot_llc, plot_per_head_llc
 from induction_probes.probes.paper.edelman_sweeps import PAPER, k_seqs, redraw
 from induction_probes.probes.paper.entries import EXTRA, PARTLY, Entry, judged
 from induction_probes.probes.paper.shipped import open_run, read_json, source
@@ -36,8 +37,6 @@ def clamps_entry(directory: Path) -> Entry:
 
 
 def llc_entry(directory: Path) -> Entry:
-    from induction_probes.probes.figures.plots_llc import plot_llc
-
     result = read_json("markov-k3-llc", "llc.json")
     estimates = result["checkpoints"]
     run = open_run("markov-k3")
@@ -65,8 +64,6 @@ def llc_entry(directory: Path) -> Entry:
 def per_head_llc_entry(directory: Path) -> Entry:
     """Each head's refined LLC over markov-k3's training (``llc --per-head``), beside the progress measures'
     first crossings: which block's coefficient moves, and when."""
-    from induction_probes.probes.figures.plots_llc import plot_per_head_llc
-
     result = read_json("markov-k3-llc-heads", "llc_heads.json")
     run = open_run("markov-k3")
     figure = plot_per_head_llc(

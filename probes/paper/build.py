@@ -10,7 +10,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from induction_probes.circuits.runs.writer import write_atomic
+from induction_probes.probes.paper.beyond import clamps_entry, llc_entry, per_head_llc_entry
+from induction_probes.probes.paper.edelman import edelman_run_entries
+from induction_probes.probes.paper.edelman_sweeps import edelman_sweep_entries
+from induction_probes.probes.paper.edelman_variants import variant_entries
 from induction_probes.probes.paper.entries import Entry, read_quotes, with_quote
+from induction_probes.probes.paper.page import counts_text, page_html
+from induction_probes.probes.paper.wang import plateau_entry, theorem_entries, toy_entries, trained_entries
+from induction_probes.probes.paper.wang_rebuttal import wang_rebuttal_entries, window_entry
+from induction_probes.probes.paper.wang_toy_sweeps import layerwise_entry
 
 FIGURES = "figures"
 COMMAND = "induction-probes paper --out DIR"
@@ -26,6 +35,11 @@ class Paper:
     entries: list[Entry]
     figures: list[Path]
     seconds: float
+
+    def summary(self) -> str:
+        """What ``induction-probes paper`` prints: the page, and what it holds."""
+        held = f"{len(self.figures)} figures, {len(self.entries)} entries ({counts_text(self.entries)})"
+        return f"page: {self.page}\n{held} in {self.seconds:.0f} s"
 
 
 def prepare_output(out: Path) -> Path:
@@ -52,14 +66,6 @@ def prepare_output(out: Path) -> Path:
 
 def all_entries(figures: Path) -> list[Entry]:
     """Both papers' entries in the page's order, their figures drawn into ``figures``."""
-    from induction_probes.probes.paper.beyond import clamps_entry, llc_entry, per_head_llc_entry
-    from induction_probes.probes.paper.edelman import edelman_run_entries
-    from induction_probes.probes.paper.edelman_sweeps import edelman_sweep_entries
-    from induction_probes.probes.paper.edelman_variants import variant_entries
-    from induction_probes.probes.paper.wang import plateau_entry, theorem_entries, toy_entries, trained_entries
-    from induction_probes.probes.paper.wang_rebuttal import wang_rebuttal_entries, window_entry
-    from induction_probes.probes.paper.wang_toy_sweeps import layerwise_entry
-
     entries = [
         *edelman_run_entries(figures),
         clamps_entry(figures),
@@ -82,9 +88,6 @@ def all_entries(figures: Path) -> list[Entry]:
 def write_paper(out: str | os.PathLike) -> Paper:
     """Redraw every figure the project reproduces of both papers into ``out/figures/`` and write the page
     ``out/index.html`` (see :mod:`induction_probes.probes.paper`); no training, only shipped files."""
-    from induction_probes.circuits.runs.writer import write_atomic
-    from induction_probes.probes.paper.page import page_html
-
     start = time.perf_counter()
     figures = prepare_output(Path(out))
     entries = all_entries(figures)

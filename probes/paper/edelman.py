@@ -8,12 +8,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.attention.patterns import odd_even_excess
+from scipy.stats import norm
+
+from induction_probes.probes.attention.patterns import (
+    last_token_matching_mass,
+    odd_even_excess,
+    previous_is_heaviest,
+    run_with_patterns,
+)
+from induction_probes.probes.comparison.construction_limits import check_prop21
+from induction_probes.probes.comparison.trained_vs_prop21 import compare_with_prop21
+from induction_probes.probes.figures.plots_circuit import plot_prop21, plot_prop21_comparison
 from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, judged
 from induction_probes.probes.paper.runs import (
     MarkovFacts,
     around_transition,
     draw_positional,
+    markov_facts,
     progress_over_training,
 )
 
@@ -112,8 +123,6 @@ def loss_entry(k3: MarkovFacts) -> Entry:
 def chance_z(comparisons: int = 1) -> float:
     """The normal quantile within which ``comparisons`` chance differences all stay at least 95 % of the time
     (Bonferroni, which needs no independence: 1.96 for one, 2.64 for six)."""
-    from scipy.stats import norm
-
     return float(norm.ppf(1 - 0.025 / comparisons))
 
 
@@ -179,12 +188,6 @@ def attention_entry(k3: MarkovFacts) -> Entry:
 
 def attention_lines_entry(k3: MarkovFacts) -> Entry:
     """Fig. 2 as the authors draw it, with the two things its lines show measured over the probe set."""
-    from induction_probes.probes.attention.patterns import (
-        last_token_matching_mass,
-        previous_is_heaviest,
-        run_with_patterns,
-    )
-
     tokens = k3.probe_set.inputs
     measured = {}
     for step in (k3.run.steps[0], k3.run.steps[-1]):
@@ -321,10 +324,6 @@ def order_entry(k3: MarkovFacts, directory: Path) -> Entry:
 
 
 def prop21_entries(k3: MarkovFacts, directory: Path) -> list[Entry]:
-    from induction_probes.probes.comparison.construction_limits import check_prop21
-    from induction_probes.probes.comparison.trained_vs_prop21 import compare_with_prop21
-    from induction_probes.probes.figures.plots_circuit import plot_prop21, plot_prop21_comparison
-
     check = check_prop21(3, 100.0, 100, 200, 0)
     exact = check.max_abs_error < 1e-6  # float64: the c = 100 construction is within 2e-11 of its limit
     construction = judged(
@@ -363,8 +362,6 @@ def prop21_entries(k3: MarkovFacts, directory: Path) -> list[Entry]:
 
 def edelman_run_entries(directory: Path) -> list[Entry]:
     """Every Edelman et al. entry that the shipped runs answer, their figures written into ``directory``."""
-    from induction_probes.probes.paper.runs import markov_facts
-
     k3, minimal = markov_facts("markov-k3", directory), markov_facts("minimal-k3", directory)
     k2 = markov_facts("markov-k2", directory, circuit_figures=False)  # its phases and positional profiles only
     return [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from induction_probes.probes.figures.plots_sweep import plot_sweep_summary
 from induction_probes.probes.paper.entries import (
     AGREE,
     DIFFER,
@@ -24,8 +25,6 @@ ISSUE = "issue 23"
 
 
 def redraw(name: str, directory: Path) -> tuple[dict, list[Path]]:
-    from induction_probes.probes.figures.plots_sweep import plot_sweep_summary
-
     result = summary(name)
     return result, plot_sweep_summary(result, directory)
 

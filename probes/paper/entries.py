@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -104,6 +105,4 @@ def with_quote(entry: Entry, quotes: dict[str, dict]) -> Entry:
 
 def read_quotes() -> dict[str, dict]:
     """``quotes.toml`` beside this module: the authors' words of every entry."""
-    import tomllib
-
     return tomllib.loads((Path(__file__).parent / "quotes.toml").read_text(encoding="utf-8"))

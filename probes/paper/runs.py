@@ -10,6 +10,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from induction_probes.circuits.common.defaults import PAGE_SEQS, PROBE_SEED
+from induction_probes.probes.attention.patterns import chance_scores, run_with_patterns
+from induction_probes.probes.behaviour.icl_behaviour import (
+    even_sequence,
+    illustrative_steps,
+    log_spread_steps,
+    plateau_step,
+    strategy_phases,
+)
+from induction_probes.probes.figures.plots import (
+    figure_name,
+    plot_distance_to_strategies,
+    plot_loss_against_baselines,
+    plot_progress_measures,
+    plot_scores_over_training,
+    step_caption,
+)
+from induction_probes.probes.figures.plots_attention import plot_attention_lines
+from induction_probes.probes.figures.plots_circuit import (
+    plot_attention_heatmaps,
+    plot_minimal_parameters,
+    plot_positional_profiles,
+)
+from induction_probes.probes.paper.shipped import open_run
+from induction_probes.probes.progress.progress_measures import progress_measures, threshold_crossings
+from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
 
 
 @dataclass
@@ -47,10 +72,6 @@ def markov_facts(name: str, directory: Path, circuit_figures: bool = True) -> Ma
     """The run's metrics, phases and strategy baselines, and its figures of the phases (written into
     ``directory``); with attention heads, the probes too, and (``circuit_figures``) the attention and score
     figures; for the minimal model, v and W."""
-    from induction_probes.probes.behaviour.icl_behaviour import illustrative_steps, strategy_phases
-    from induction_probes.probes.figures.plots import plot_distance_to_strategies, plot_loss_against_baselines
-    from induction_probes.probes.paper.shipped import open_run
-
     run = open_run(name)
     metrics, recipe = run.metrics(), run.recipe
     eval_kl = run.task.eval_set(recipe.eval_seqs, recipe.eval_seed).strategy_kl()
@@ -77,8 +98,6 @@ def markov_facts(name: str, directory: Path, circuit_figures: bool = True) -> Ma
 
 def probe_steps(facts: MarkovFacts) -> list[int]:
     """Steps spread in log sequences seen, the illustrative ones, and the first checkpoint of the last phase."""
-    from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
-
     saved = set(facts.run.steps)
     seen = {m["step"]: m["sequences_seen"] for m in facts.metrics if m["step"] in saved}
     steps = log_spread_steps(seen) | set(facts.shown)
@@ -89,13 +108,6 @@ def probe_steps(facts: MarkovFacts) -> list[int]:
 
 def probe_and_draw(facts: MarkovFacts, directory: Path, figures: bool = True) -> None:
     """Probes at :func:`probe_steps`, and (``figures``) the attention and score figures."""
-    from induction_probes.probes.attention.patterns import chance_scores, run_with_patterns
-    from induction_probes.probes.behaviour.icl_behaviour import even_sequence
-    from induction_probes.probes.figures.plots import figure_name, plot_scores_over_training, step_caption
-    from induction_probes.probes.figures.plots_attention import plot_attention_lines
-    from induction_probes.probes.figures.plots_circuit import plot_attention_heatmaps
-    from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
-
     run, name = facts.run, facts.name
     probe_set = facts.probe_set = probe_eval_set(run, PAGE_SEQS, PROBE_SEED)
     steps = probe_steps(facts)
@@ -123,10 +135,6 @@ def probe_and_draw(facts: MarkovFacts, directory: Path, figures: bool = True) ->
 
 def draw_minimal(facts: MarkovFacts, directory: Path) -> None:
     """The minimal model's v and W on the plateau, at the drop and at the end, as ``report`` draws them."""
-    from induction_probes.probes.behaviour.icl_behaviour import plateau_step
-    from induction_probes.probes.figures.plots import step_caption
-    from induction_probes.probes.figures.plots_circuit import plot_minimal_parameters
-
     run = facts.run
     drop = min(run.steps, key=lambda step: abs(step - facts.phases[-1].first_step))
     facts.shown = sorted({plateau_step(facts.phases, run.steps), drop, run.steps[-1]})
@@ -146,9 +154,6 @@ def around_transition(facts: MarkovFacts) -> list[int]:
 
 def draw_positional(facts: MarkovFacts, directory: Path) -> Path:
     """Layer 0's positional profile at :func:`around_transition`'s steps."""
-    from induction_probes.probes.figures.plots import figure_name, step_caption
-    from induction_probes.probes.figures.plots_circuit import plot_positional_profiles
-
     steps = around_transition(facts)
     captions = {s: step_caption(facts.entry(s)) for s in steps}
     profiles = {s: facts.probes[s].positional_profile[0].numpy() for s in steps}
@@ -159,9 +164,6 @@ def draw_positional(facts: MarkovFacts, directory: Path) -> Path:
 def progress_over_training(facts: MarkovFacts, directory: Path) -> dict:
     """The progress measures of every checkpoint (weights only), their figure, and per measure the first
     step at which the best head is halfway from chance to Proposition 2.1 (None: never)."""
-    from induction_probes.probes.figures.plots import plot_progress_measures
-    from induction_probes.probes.progress.progress_measures import progress_measures, threshold_crossings
-
     run = facts.run
     progress = [progress_measures(run.load(step=step), step) for step in run.steps]
     by_step = {m["step"]: m for m in facts.metrics}

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from induction_probes.circuits.common.untrusted import read_text
+from induction_probes.circuits.runs.reader import Run
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 RESULTS = REPOSITORY / "experiments" / "results"
@@ -53,6 +54,4 @@ def source(sweep: str) -> list[str]:
 
 def open_run(name: str):
     """A shipped run of ``checkpoints/`` by name, or a toy run of ``experiments/results/toy/``."""
-    from induction_probes.circuits.runs.reader import Run
-
     return Run.open(name if name in RUNS else result_path("toy", name))

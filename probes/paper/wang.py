@@ -6,19 +6,29 @@ shipped result answers yet."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import torch
+
 from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
+from induction_probes.circuits.common.metrics import linear_fit
+from induction_probes.circuits.models.toy import reach_step, toy_phases
+from induction_probes.probes.ablation.ablation_study import gaussian_ablation_study
+from induction_probes.probes.ablation.head_ablation import single_heads
+from induction_probes.probes.comparison.construction_limits import check_wang_ih2, check_wang_ihn
+from induction_probes.probes.figures.plots import figure_name, heads_label
+from induction_probes.probes.figures.plots_circuit import plot_error_bars, plot_gaussian_scores, plot_gaussian_training
+from induction_probes.probes.figures.plots_toy import plot_plateau_sweep, plot_toy
 from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, judged
+from induction_probes.probes.paper.figures import plot_error_curve
 from induction_probes.probes.paper.shipped import open_run, read_json
+from induction_probes.probes.run_level.all_probes import probe_gaussian
 
 PAPER = "Wang et al. 2024"
 
 
 def theorem_entries(directory: Path) -> list[Entry]:
-    from induction_probes.probes.comparison.construction_limits import check_wang_ih2, check_wang_ihn
-    from induction_probes.probes.paper.figures import plot_error_curve
-
     ih2 = check_wang_ih2(d=2, beta=20.0, seq_len=20, n_seqs=1000, seed=0)
     errors = [error for _, error in ih2.error_by_beta]
     falls = all(b <= a for a, b in zip(errors, errors[1:])) and errors[-1] < 1e-3
@@ -72,16 +82,6 @@ def theorem_entries(directory: Path) -> list[Entry]:
 
 
 def trained_entries(directory: Path) -> list[Entry]:
-    from induction_probes.probes.ablation.ablation_study import gaussian_ablation_study
-    from induction_probes.probes.ablation.head_ablation import single_heads
-    from induction_probes.probes.figures.plots import figure_name, heads_label
-    from induction_probes.probes.figures.plots_circuit import (
-        plot_error_bars,
-        plot_gaussian_scores,
-        plot_gaussian_training,
-    )
-    from induction_probes.probes.run_level.all_probes import probe_gaussian
-
     run, name = open_run("gaussian-ih2"), "gaussian-ih2"
     steps = sorted(set(run.steps[:: max(1, len(run.steps) // 10)]) | {run.steps[-1]})  # about 10, and the last
     results = [probe_gaussian(run, step, PROBE_SEQS, PROBE_SEED) for step in steps]
@@ -122,8 +122,6 @@ def trained_entries(directory: Path) -> list[Entry]:
 
 def toy_history(name: str) -> tuple[object, list[dict], object]:
     """A shipped toy run: its recipe, its logged history and its phases (None where they did not all appear)."""
-    from induction_probes.circuits.models.toy import toy_phases
-
     run = open_run(name)
     history = run.metrics()
     try:
@@ -134,8 +132,6 @@ def toy_history(name: str) -> tuple[object, list[dict], object]:
 
 
 def draw_toy(name: str, directory: Path) -> tuple[object, list[dict], object, Path]:
-    from induction_probes.probes.figures.plots_toy import plot_toy
-
     recipe, history, phases = toy_history(name)
     title = (
         f"toy model: L={recipe.seq_len}, σ={recipe.sigma:g}, α*={recipe.alpha_star:g}, {recipe.optimizer}"
@@ -180,12 +176,6 @@ def toy_entries(directory: Path) -> list[Entry]:
 def positions_entry(history: list[dict], phases, source: list[str]) -> Entry:
     """Which parameters move first (the step each makes half its total change), and how w_K·w_Q grows on the
     plateau: a straight line in log(w_K·w_Q) against steps, fitted over phase II, is exponential growth."""
-    import math
-
-    import torch
-
-    from induction_probes.circuits.common.metrics import linear_fit
-    from induction_probes.circuits.models.toy import reach_step
 
     kq = [h["w_K"] * h["w_Q"] for h in history]
     steps = {name: reach_step(history, [h[name] for h in history]) for name in ("p1", "p2")} | {
@@ -221,8 +211,6 @@ def positions_entry(history: list[dict], phases, source: list[str]) -> Entry:
 
 
 def plateau_entry(directory: Path) -> Entry:
-    from induction_probes.probes.figures.plots_toy import plot_plateau_sweep
-
     result = read_json("toy", "plateau-sweep.json")
     rows = [(row["seq_len"], row["sigma"], row["plateau"]) for row in result["rows"]]
     fit = (result["fit"]["slope"], result["fit"]["intercept"], result["fit"]["r2"])

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from induction_probes.probes.figures.plots_task_sweep import plot_task_sweep
+from induction_probes.probes.figures.plots_toy import plot_capacity_table
 from induction_probes.probes.paper.entries import DIFFER, Entry, by_parts, interval_text, judged, p_text
 from induction_probes.probes.paper.shipped import read_json, source, summary
 from induction_probes.probes.paper.wang import PAPER
+from induction_probes.probes.paper.wang_toy_sweeps import boolean_sweep_entry, wide_adam_entry
 
 # Fig. 7's read-out, fixed before the sweep ran: a token in the window reads back with R² >= WINDOW_READ, the one
 # just outside with |R²| <= OUTSIDE, the target after layer 0 with R² <= OUTSIDE_TARGET, the output within LEARNED
@@ -19,8 +22,6 @@ CAPACITY_LINE = 0.3  # MSE / target variance below which plots_toy.plot_capacity
 
 
 def capacity_entry(directory: Path) -> Entry:
-    from induction_probes.probes.figures.plots_toy import plot_capacity_table
-
     rows = [(r["model"], r["heads"], r["d_model"], r["relative_mse"]) for r in read_json("ih4", "capacity.json")]
     learns = {label: error < CAPACITY_LINE for label, _, _, error in rows}
     expected = {label: heads > 1 and width >= 8 for label, heads, width, _ in rows}  # D = n·d = 8 for n = 4, d = 2
@@ -66,8 +67,6 @@ WINDOW_TEXT = {  # each part as counted in the entry, and why the verdict is not
 
 def window_entry(directory: Path) -> Entry:
     """Rebuttal Fig. 7 beyond IH_2: the window read back from layer 0 of each trained IH_3 model."""
-    from induction_probes.probes.figures.plots_task_sweep import plot_task_sweep
-
     result, n = summary("gih-roles"), 3
     (condition,) = result["conditions"].values()
     runs = condition["runs"]
@@ -136,8 +135,6 @@ def text_condition_text(name: str, condition: dict) -> str:
 def text_entry(directory: Path) -> Entry:
     """Rebuttal Fig. 3 from the text sweep: judged on its relative-position condition (the figure's RPEs), the
     absolute one reported beside it."""
-    from induction_probes.probes.figures.plots_task_sweep import plot_task_sweep
-
     result = summary("text")
     figures = plot_task_sweep(result, directory)
     conditions = result["conditions"]
@@ -159,8 +156,6 @@ def text_entry(directory: Path) -> Entry:
 
 
 def wang_rebuttal_entries(directory: Path) -> list[Entry]:
-    from induction_probes.probes.paper.wang_toy_sweeps import boolean_sweep_entry, wide_adam_entry
-
     return [
         boolean_sweep_entry(directory),
         wide_adam_entry(directory),

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from induction_probes.probes.figures.plots_toy import plot_toy_sweep
 from induction_probes.probes.paper.entries import AGREE, DIFFER, NOT_YET, PARTLY, Entry, interval_text, judged, p_text
 from induction_probes.probes.paper.shipped import RESULTS, source, summary
 from induction_probes.probes.paper.wang import PAPER
+from induction_probes.probes.sweeps.statistics import interval
 
 SIGNIFICANT = 0.05  # the sign test's level for "positions first in every seed, beyond chance"
 
 
 def sweep_figures(name: str, directory: Path) -> tuple[dict, list[Path]]:
-    from induction_probes.probes.figures.plots_toy import plot_toy_sweep
-
     result = summary(name)
     return result, plot_toy_sweep(result, directory)
 
@@ -146,6 +146,4 @@ def wide_adam_entry(directory: Path) -> Entry:
 
 
 def interval_of(condition: dict, key: str) -> dict:
-    from induction_probes.probes.sweeps.statistics import interval
-
     return interval([run["halved"][key] for run in condition["runs"] if run["halved"][key] is not None])

@@ -16,9 +16,15 @@ from induction_probes.circuits.common.defaults import LLC_CHECKPOINTS, LLC_SEQS,
 from induction_probes.circuits.common.limits import MAX_CHECKPOINTS, require_at_most
 from induction_probes.circuits.common.validation import require_int
 from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
+from induction_probes.circuits.tasks.markov.strategies import closest_strategy
+from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
+from induction_probes.probes.figures.plots_llc import plot_llc
+from induction_probes.probes.llc.calibration import calibrate
+from induction_probes.probes.llc.estimator import LLCSettings
+from induction_probes.probes.llc.markov import checkpoint_llc, construction_estimates
+from induction_probes.probes.llc.overrides import OVERRIDES
 from induction_probes.probes.report.tables import figure_lines, format_table, provenance
 
-OVERRIDES = ("lr", "localization", "n_beta", "chains", "draws", "burn_in", "batch_size")  # the rule's settings
 N_SEQS = LLC_SEQS
 CHECKPOINTS = LLC_CHECKPOINTS
 SAMPLER_FAILURES = ("diverged", "never moved")  # problems of the sampler itself, not of the point
@@ -39,9 +45,6 @@ def llc_report(
     """The LLC of ``steps`` (default ``checkpoints`` of them, step 0 included) of an ICL-MC run, on ``n_seqs``
     fresh sequences of ``seed``; ``overrides`` replace the rule's settings (:data:`OVERRIDES`). Bad input
     raises ValueError before any sampling; a diverged or frozen sampler, FloatingPointError."""
-    from induction_probes.probes.llc.calibration import calibrate
-    from induction_probes.probes.llc.markov import checkpoint_llc, construction_estimates
-
     run = as_run(run)
     settings = estimator_settings(overrides, seed, n_seqs)
     if run.task.name != "markov":
@@ -70,8 +73,6 @@ def llc_report(
 
 def estimator_settings(overrides: dict, seed: int, n_seqs: int) -> dict:
     """The settings given (the rest follow the estimator's rule), checked before any work."""
-    from induction_probes.probes.llc.estimator import LLCSettings
-
     unknown = sorted(set(overrides) - set(OVERRIDES))
     if unknown:
         raise ValueError(f"unknown LLC settings {unknown}: the rule's settings are {', '.join(OVERRIDES)}")
@@ -99,8 +100,6 @@ def chosen_steps(run: Run, steps: list[int] | None, checkpoints: int) -> list[in
 
 def log_spread(steps: list[int], sequences: list[int], count: int) -> list[int]:
     """Step 0 and about ``count − 1`` steps evenly spread in log(sequences seen) over the rest."""
-    from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
-
     if count < 1:
         raise ValueError(f"checkpoints must be at least 1, got {count}")
     return sorted({steps[0]} | log_spread_steps(dict(zip(steps, sequences)), count - 1))
@@ -150,13 +149,9 @@ def text(run: Run, settings: dict, estimates: list[dict], construction: dict, ca
 
 
 def closest(metrics: dict) -> str:
-    from induction_probes.circuits.tasks.markov.strategies import closest_strategy
-
     return closest_strategy(metrics["last_token_kl"])
 
 
 def plot_estimates(run: Run, estimates: list[dict], construction: dict, directory: Path) -> list[Path]:
-    from induction_probes.probes.figures.plots_llc import plot_llc
-
     name = run.path.name
     return [plot_llc(estimates, run.metrics(), construction["best_scales"], name, directory / f"{name}_llc.png")]

@@ -14,6 +14,9 @@ from pathlib import Path
 
 from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
+from induction_probes.probes.figures.plots_llc import plot_per_head_llc
+from induction_probes.probes.llc.per_head import calibrate_blocks, per_head_llc
+from induction_probes.probes.progress.progress_measures import progress_measures
 from induction_probes.probes.report.llc import (
     CHECKPOINTS,
     N_SEQS,
@@ -22,6 +25,7 @@ from induction_probes.probes.report.llc import (
     estimator_settings,
     number,
 )
+from induction_probes.probes.report.markov_probes import progress_thresholds
 from induction_probes.probes.report.tables import figure_lines, format_table, provenance
 
 
@@ -40,10 +44,8 @@ def per_head_report(
 ) -> str | dict:
     """The refined LLC of ``blocks`` (default every head, ``embed`` and ``unembed``) at ``steps`` (default
     ``checkpoints`` of them) on ``n_seqs`` fresh sequences of ``seed``; ``overrides`` replace the rule's
-    settings, the same for every block (:data:`~induction_probes.probes.report.llc.OVERRIDES`). Bad input
+    settings, the same for every block (:data:`~induction_probes.probes.llc.overrides.OVERRIDES`). Bad input
     raises ValueError before any sampling."""
-    from induction_probes.probes.llc.per_head import calibrate_blocks, per_head_llc
-
     run = as_run(run)
     settings = estimator_settings(overrides, seed, n_seqs)
     if run.task.name != "markov":
@@ -62,9 +64,6 @@ def per_head_report(
 def progress_crossings(run: Run) -> dict:
     """Each progress measure's first crossing of its threshold over all of the run's checkpoints (read from the
     weights alone, so every checkpoint costs a load, not a forward pass)."""
-    from induction_probes.probes.progress.progress_measures import progress_measures
-    from induction_probes.probes.report.markov_probes import progress_thresholds
-
     return progress_thresholds(run, [progress_measures(run.load(step=step), step) for step in run.steps])
 
 
@@ -110,7 +109,5 @@ def cell(row: dict | None) -> str:
 
 
 def plot_blocks(run: Run, rows: list[dict], crossings: dict, directory: Path) -> Path:
-    from induction_probes.probes.figures.plots_llc import plot_per_head_llc
-
     name = run.path.name
     return plot_per_head_llc(rows, run.metrics(), crossings, name, directory / f"{name}_llc_per_head.png")

@@ -16,7 +16,13 @@ from induction_probes.circuits.interop.language_models import (
     load_bridge,
     require_model,
 )
+from induction_probes.probes.ablation.head_ablation import check_heads, parse_head_list, single_heads
+from induction_probes.probes.lm.ablation import ablate, check_mode
+from induction_probes.probes.lm.measure import text_icl_score
+from induction_probes.probes.lm.plots import plot_lm_ablation, plot_lm_scores, plot_lm_series
+from induction_probes.probes.lm.protocols import repeated_random_tokens
 from induction_probes.probes.lm.roles import THRESHOLD, heads_text, interval_text
+from induction_probes.probes.lm.series import probe, probe_series
 from induction_probes.probes.report.tables import figure_lines, format_table
 
 ABLATE_THRESHOLD = 0.5  # share of the induction gap an ablation must remove to be marked
@@ -27,7 +33,7 @@ PROTOCOL = "repeated random tokens [BOS] + F + R + R, |R| drawn per sequence, wi
 
 def quiet_transformers() -> None:
     """The command's output is its table: no loading bar per checkpoint, no config warnings."""
-    from transformers.utils import logging
+    from transformers.utils import logging  # only to quiet a language model's loading
 
     logging.disable_progress_bar()
     logging.set_verbosity_error()
@@ -99,8 +105,6 @@ def probe_language_model(
 ) -> str | dict:
     """The induction probes of one model (or of the series' checkpoint at ``step``), or of every checkpoint of a
     series with ``all_steps``: scores with their intervals, each head's role, the composition check, losses."""
-    from induction_probes.probes.lm.series import probe, probe_series
-
     protocol = {"length": length, "batch": n_seqs, "seed": seed, "threshold": threshold}
     if all_steps:
         if not isinstance(source, Series):
@@ -115,8 +119,6 @@ def probe_language_model(
     text_icl = read_text_icl(bridge, text) if text else None
     figures = []
     if plot:
-        from induction_probes.probes.lm.plots import plot_lm_scores
-
         stem = figure_stem(source, model)
         figures = [plot_lm_scores(result.scores, f"{stem}: head scores", plot / f"{stem}_head_scores.png")]
     if as_json:
@@ -134,8 +136,6 @@ def probe_language_model(
 
 
 def read_text_icl(bridge, file: Path):
-    from induction_probes.probes.lm.measure import text_icl_score
-
     try:
         text = read_text(file, TEXT_BYTES)
     except UnicodeDecodeError:
@@ -201,8 +201,6 @@ def series_view(source: Series, results: list, protocol: dict, threshold: float,
     """The per-step table (and JSON, and figure) of a checkpoint series."""
     figures = []
     if plot:
-        from induction_probes.probes.lm.plots import plot_lm_series
-
         name = Path(source.name).name or "series"
         figures = [plot_lm_series(results, source.name, plot / f"{name}_induction_steps.png")]
     if as_json:
@@ -264,10 +262,6 @@ def ablate_language_model(
     """Each head alone (or the ``heads`` together) ablated on repeated random tokens, ranked by the rise of the
     repeated copy's loss (paired, with its interval); marked where the rise is at least ``threshold`` of the
     clean model's gap; ``heads`` as the command line writes them ("L1H0,1.1") are checked before any boot."""
-    from induction_probes.probes.ablation.head_ablation import check_heads, parse_head_list, single_heads
-    from induction_probes.probes.lm.ablation import ablate, check_mode
-    from induction_probes.probes.lm.protocols import repeated_random_tokens
-
     check_mode(mode)
     heads = parse_head_list(heads) if isinstance(heads, str) else heads
     model, bridge = boot(source, step, device)
@@ -281,8 +275,6 @@ def ablate_language_model(
     marked = [r.heads for r in results if baseline.gap > 0 and r.gap_removed >= threshold]
     figures = []
     if plot:
-        from induction_probes.probes.lm.plots import plot_lm_ablation
-
         name = figure_stem(source, model)
         title_text = f"{name}: {mode} ablation"
         figures = [plot_lm_ablation(baseline, results[:TABLE_ROWS], title_text, plot / f"{name}_ablation_{mode}.png")]

@@ -14,7 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from induction_probes.circuits.common.validation import IncompleteResult
+from induction_probes.circuits.sweeps.sweep import read_spec, run_sweep
+from induction_probes.probes.figures.plots_sweep import plot_sweep_summary
+from induction_probes.probes.figures.plots_task_sweep import plot_task_sweep
+from induction_probes.probes.figures.plots_toy import plot_toy_sweep
 from induction_probes.probes.report.tables import figure_lines, format_table
+from induction_probes.probes.sweeps.summary import summarize_sweep
+from induction_probes.probes.sweeps.sweep_statistics import recompute_summary
 
 STATUSES = ("trained", "resumed", "skipped", "busy", "failed")
 
@@ -41,8 +47,6 @@ def sweep_report(
     """Train every cell of the spec file ``spec`` into ``out`` (:func:`~induction_probes.circuits.sweeps.sweep.
     run_sweep`, each cell's progress to ``report``), and say in one line what was done; SomeCellsFailed when a
     cell failed or another process holds it. Interrupted, it says how to continue."""
-    from induction_probes.circuits.sweeps.sweep import read_spec, run_sweep
-
     out = Path(out)
     options = {"workers": workers, "backend": backend, "address": address, "device": device}
     try:
@@ -71,9 +75,6 @@ def summary_report(
     """The summary of the sweep directory ``sweep`` (``count``: the x-axis's prior, ``probe_seqs``: sequences of
     the final probes, ``by_prior``: priors to evaluate on), or of a ``summary.json`` recomputed from its per-seed
     records; its figures written into ``plot``."""
-    from induction_probes.probes.sweeps.summary import summarize_sweep
-    from induction_probes.probes.sweeps.sweep_statistics import recompute_summary
-
     sweep = Path(sweep)
     if sweep.suffix == ".json":
         if by_prior:
@@ -97,13 +98,7 @@ def summary_table_of(summary: dict) -> str:
 def summary_figures(summary: dict, plot) -> list[Path]:
     if plot is None:
         return []
-    kind = summary.get("summary")
-    if kind == "toy":
-        from induction_probes.probes.figures.plots_toy import plot_toy_sweep as draw
-    elif kind == "task":
-        from induction_probes.probes.figures.plots_task_sweep import plot_task_sweep as draw
-    else:
-        from induction_probes.probes.figures.plots_sweep import plot_sweep_summary as draw
+    draw = {"toy": plot_toy_sweep, "task": plot_task_sweep}.get(summary.get("summary"), plot_sweep_summary)
     return draw(summary, Path(plot))
 
 

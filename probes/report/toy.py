@@ -15,7 +15,10 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+from induction_probes.circuits.models.toy import PARAMETERS, fit_plateau, toy_phases
 from induction_probes.circuits.recipes.gaussian import ToyRecipe
+from induction_probes.circuits.sweeps.experiments import SWEEP_RECIPE, ih4_capacity, toy_sweep
+from induction_probes.probes.figures.plots_toy import plot_capacity_table, plot_plateau_sweep, plot_toy
 from induction_probes.probes.report.tables import figure_lines, format_table
 
 
@@ -39,8 +42,6 @@ def toy_report(
     """A toy run of ``recipe`` (its ``history``, as :func:`~induction_probes.circuits.training.toy.train_toy`
     returns it) with its phases marked (a run whose four phases did not all appear is a result, and says which
     is missing)."""
-    from induction_probes.circuits.models.toy import PARAMETERS, toy_phases
-
     try:
         phases, missing = toy_phases(history), None
     except ValueError as error:
@@ -78,8 +79,6 @@ def toy_title_line(recipe: ToyRecipe) -> str:
 
 
 def toy_figure(recipe: ToyRecipe, history: list[dict], phases, directory: Path) -> Path:
-    from induction_probes.probes.figures.plots_toy import plot_toy
-
     kind = ("_boolean" if recipe.boolean else "") + ("_adam" if recipe.optimizer == "adam" else "")
     kind += f"_d{recipe.d}" if recipe.d > 1 else ""
     title = f"toy model: L={recipe.seq_len}, σ={recipe.sigma:g}, α*={recipe.alpha_star:g}, {recipe.optimizer}"
@@ -99,9 +98,6 @@ def toy_sweep_report(
     """The plateau sweep over L in {10, 20, 40} x σ in {1e-2, 1e-3, 1e-4}, its recipe the sweep's own with
     ``options`` (ToyRecipe fields other than the grid's seq_len and sigma) replaced, and the fit of the plateau's
     length against L·log(1/σ)."""
-    from induction_probes.circuits.models.toy import fit_plateau
-    from induction_probes.circuits.sweeps.experiments import SWEEP_RECIPE, toy_sweep
-
     options = dict(options or {})
     if grid := [name for name in ("seq_len", "sigma") if name in options]:
         raise ValueError(
@@ -112,8 +108,6 @@ def toy_sweep_report(
     fit = fit_plateau(rows)
     figures = []
     if plot is not None:
-        from induction_probes.probes.figures.plots_toy import plot_plateau_sweep
-
         figures = [plot_plateau_sweep(rows, fit, Path(plot) / "toy_plateau_sweep.png")]
     if as_json:
         return {
@@ -134,14 +128,10 @@ def ih4_report(
     as_json: bool = False,
 ) -> str | list[dict]:
     """The rebuttal's capacity experiment: IH_4 (d = 2) needs several first-layer heads and D ≥ n·d."""
-    from induction_probes.circuits.sweeps.experiments import ih4_capacity
-
     with output_directory(out) as directory:
         rows = ih4_capacity(directory, steps, device=device)
     figures = []
     if plot is not None:
-        from induction_probes.probes.figures.plots_toy import plot_capacity_table
-
         figures = [plot_capacity_table(rows, Path(plot) / "ih4_capacity.png")]
     if as_json:
         return [{"model": label, "heads": h, "d_model": w, "relative_mse": e} for label, h, w, e in rows]

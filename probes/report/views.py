@@ -24,8 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.paths import path_argument, plot_folder
 from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, TaskView
+
+# the command line imports this module while it parses: runs and ablations load when a view runs
+head_ablation = lazy_module("induction_probes.probes.ablation.head_ablation")
+reader = lazy_module("induction_probes.circuits.runs.reader")
 
 if TYPE_CHECKING:
     from induction_probes.circuits.runs.reader import Run, RunOrPath
@@ -42,9 +47,7 @@ TASK_VIEW = TaskView(
 def probed_run(run: RunOrPath):
     """``run`` (a Run, or a run's folder or shipped name, opened), unless it holds no attention heads to probe
     (the toy model's six parameters)."""
-    from induction_probes.circuits.runs.reader import as_run
-
-    run = as_run(run)
+    run = reader.as_run(run)
     if run.kind == "toy":
         raise ValueError(f"run {run.path.name} is a toy-model run: six parameters, no attention heads to probe")
     return run
@@ -57,7 +60,7 @@ def view_of(run: Run) -> TaskView:
 
 def probe_report(
     run: RunOrPath,
-    steps: list[int] | None = None,
+    steps: list[int] | str | None = None,
     n_seqs: int = PROBE_SEQS,
     seed: int = PROBE_SEED,
     *,
@@ -65,10 +68,14 @@ def probe_report(
     plot: Path | None = None,
     as_json: bool = False,
 ) -> str | dict:
-    """The probes of ``steps`` (default: the last checkpoint) as the run's view shows them; ``plot`` a str or a
-    Path."""
+    """The probes of ``steps`` (default: the last checkpoint; ``"all"``: every checkpoint) as the run's view
+    shows them; ``plot`` a str or a Path."""
     run = probed_run(run)
-    steps = [run.entry()["step"]] if steps is None else run.saved_steps(steps)
+    if steps is None:
+        steps = [run.entry()["step"]]
+    elif isinstance(steps, str) and steps == "all":
+        steps = run.steps
+    steps = run.saved_steps(steps)
     plot = plot_folder(plot)
     return view_of(run).get("probe")(run, steps, n_seqs, seed, device=device, plot=plot, as_json=as_json)
 
@@ -88,15 +95,15 @@ def ablation_report(
     """The checkpoint at ``step`` (default the last) with each head set ablated (default: each head alone; a
     string "L.H,L.H" is one set) in ``mode`` (zero, mean or resample), on ``n_seqs`` fresh sequences drawn with
     ``seed``."""
-    from induction_probes.probes.ablation.head_ablation import heads_in_layer, parse_heads, single_heads
-
     run, plot = probed_run(run), plot_folder(plot)
     if isinstance(head_sets, str):  # one set as the command line writes it, "0.0,1.0", checked against the run
         cfg = run.model_config
-        head_sets = [parse_heads(head_sets, cfg.n_layers, lambda layer: heads_in_layer(cfg, layer))]
+        head_sets = [
+            head_ablation.parse_heads(head_sets, cfg.n_layers, lambda layer: head_ablation.heads_in_layer(cfg, layer))
+        ]
     step = run.entry(step)["step"]
     model = run.load(step=step, device=device)
-    head_sets = single_heads(model) if head_sets is None else head_sets
+    head_sets = head_ablation.single_heads(model) if head_sets is None else head_sets
     ablate = view_of(run).get("ablate")
     return ablate(run, model, head_sets, step, mode, n_seqs, seed, device=device, plot=plot, as_json=as_json)
 
@@ -106,9 +113,7 @@ def run_report(
 ) -> str | dict:
     """The run over training, as its view shows it; with ``html`` a folder, also its one-page report written
     there (refused first where the view has none), its path a last line of the text or ``report`` in the JSON."""
-    from induction_probes.circuits.runs.reader import as_run
-
-    run = as_run(run)
+    run = reader.as_run(run)
     page = html_report(run, html, device) if html is not None else None
     report = view_of(run).get("report")(run, device=device, plot=plot_folder(plot), as_json=as_json)
     if page is None:

@@ -44,6 +44,7 @@ from induction_probes.probes.behaviour.by_prior import evaluate_run_on_priors, p
 from induction_probes.probes.sweeps.statistics import interval, nonnegative_interval
 from induction_probes.probes.sweeps.sweep_statistics import add_statistics
 from induction_probes.probes.sweeps.task_summary import summarize_task_sweep
+from induction_probes.probes.sweeps.toy_summary import summarize_toy_sweep
 
 if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import HookedModel
@@ -256,8 +257,6 @@ def summarize_sweep(
         prior_task(task, prior)
     done, missing = finished_cells(root, spec)
     if spec.recipe == "toy":
-        from induction_probes.probes.sweeps.toy_summary import summarize_toy_sweep
-
         return summarize_toy_sweep(root, spec, done, missing)
     if not isinstance(task, MarkovTask):
         return summarize_task_sweep(root, spec, done, missing, probe_seqs)

@@ -39,6 +39,8 @@ from induction_probes.probes.sweeps.statistics import (
     seed_values,
     split_into_kinds,
 )
+from induction_probes.probes.sweeps.task_summary import task_comparisons, task_condition_statistics
+from induction_probes.probes.sweeps.toy_summary import add_toy_statistics
 
 BOUNDED = ("previous_token_layer0", "bigram_matching_last_layer")  # scores in [0, 1]
 MEASURES = ("transition", "transition_kl", "plateau", "final_kl", *BOUNDED)
@@ -188,12 +190,8 @@ def recompute_summary(path) -> dict:
         if not isinstance(summary, dict) or not isinstance(summary["conditions"], dict):
             raise TypeError("conditions")
         if summary.get("summary") == "toy":  # a toy-model sweep's: its own statistics, from its own records
-            from induction_probes.probes.sweeps.toy_summary import add_toy_statistics
-
             return add_toy_statistics(summary)
         if summary.get("summary") == "task":  # a task sweep's (the text task, the Gaussian task): likewise
-            from induction_probes.probes.sweeps.task_summary import task_comparisons, task_condition_statistics
-
             for condition in summary["conditions"].values():
                 condition |= task_condition_statistics(condition["runs"])
             return summary | task_comparisons(summary["conditions"])

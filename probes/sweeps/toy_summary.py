@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from scipy.stats import binomtest
+
 from induction_probes.circuits.common.paths import portable
 from induction_probes.circuits.common.untrusted import require_finite
 from induction_probes.circuits.models.toy import count_plateaus, reach_step, toy_phases
@@ -71,8 +73,6 @@ def halving_step(history: list[dict], key: str) -> int | None:
 def positions_first_test(records: list[dict]) -> dict:
     """Over seeds: how many learn w_KQ after both slopes, the one-sided sign test of that, and the paired
     tests of step(w_KQ) against max(step p1, step p2)."""
-    from scipy.stats import binomtest
-
     positions = [max(r["learned"]["p1"], r["learned"]["p2"]) for r in records]
     kq = [r["learned"]["w_KQ"] for r in records]
     first = sum(r["positions_first"] for r in records)

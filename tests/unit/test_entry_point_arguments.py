@@ -20,6 +20,7 @@ def eval_set():
     [
         ([], "at least one step"),
         ("10", "a list of saved steps"),
+        ("every", "a list of saved steps"),  # probe_report's one word for every checkpoint is "all"
         (b"10", "a list of saved steps"),
         ({10: 1}, "a list of saved steps"),
         (10, "a list of saved steps"),

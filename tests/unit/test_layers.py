@@ -99,12 +99,29 @@ def owner(name: str, modules) -> str | None:
     return name or None
 
 
+def lazy_declarations(tree: ast.AST):
+    """Every ``lazy_module("package.module")`` call (circuits/common/lazy.py): an import made on first use,
+    an edge of the graph like any other."""
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "lazy_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            yield node
+
+
 def imports_of(name: str, source: str, modules, where: str) -> list[Import]:
     package = name if where.endswith("__init__.py") else name.rpartition(".")[0]
     found = []
-    for node in import_nodes(ast.parse(source)):
+    tree = ast.parse(source)
+    for node in [*import_nodes(tree), *lazy_declarations(tree)]:
         targets = []
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Call):
+            targets = [node.args[0].value]
+        elif isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         else:
             base = node.module or ""
@@ -238,6 +255,21 @@ def test_circuits_never_imports_probes_probes_never_train_and_nothing_imports_th
     assert not bad, report("imports across a wall", bad)
 
 
+def test_no_command_module_imports_another(edges):
+    """A command module parses, calls the report layer and prints; what two of them share is in cli/common.py.
+    The command line's own __init__ builds the parser from all of them."""
+    shared = {"induction_probes.cli", "induction_probes.cli.common"}
+    between = [
+        edge
+        for edge in edges
+        if edge.importer.startswith("induction_probes.cli.")
+        and edge.importer not in shared
+        and edge.imported.startswith("induction_probes.cli")
+        and edge.imported not in shared
+    ]
+    assert not between, report("command modules importing each other", between)
+
+
 # The contract's checks, shown to fail: a synthetic package written in a temporary folder.
 def synthetic(tmp_path: Path, files: dict[str, str]) -> dict[str, Path]:
     modules = {}
@@ -268,6 +300,15 @@ def test_a_package_init_and_its_module_importing_each_other_is_a_circle(tmp_path
     modules = synthetic(tmp_path, {"pkg": "from pkg.a import f\n", "pkg.a": "from pkg import CONSTANT\n"})
     (found,) = circles(import_graph(modules))
     assert {(e.importer, e.imported) for e in found} == {("pkg", "pkg.a"), ("pkg.a", "pkg")}
+
+
+def test_a_lazy_module_declaration_is_an_import_of_the_graph(tmp_path):
+    modules = synthetic(
+        tmp_path,
+        {"pkg": "", "pkg.a": 'torch = lazy_module("pkg.b")\n', "pkg.b": "import pkg.a\n"},
+    )
+    (circle,) = circles(import_graph(modules))
+    assert {(e.importer, e.imported) for e in circle} == {("pkg.a", "pkg.b"), ("pkg.b", "pkg.a")}
 
 
 def test_type_checking_imports_are_left_out_and_an_upward_import_is_named(tmp_path):

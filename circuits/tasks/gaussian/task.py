@@ -11,9 +11,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from induction_probes.circuits.common.config import option
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.limits import require_numbers, require_seed, require_sequences
 from induction_probes.circuits.common.validation import quoted, require_int, require_positive
 from induction_probes.circuits.tasks.base import TaskConfig
+
+# the command line reads this config at --help: torch and the sequences' maths load when it draws
+F = lazy_module("torch.nn.functional")
+sequences = lazy_module("induction_probes.circuits.tasks.gaussian.sequences")
+streams = lazy_module("induction_probes.circuits.tasks.streams")
+torch = lazy_module("torch")
 
 if TYPE_CHECKING:
     import torch
@@ -68,46 +75,33 @@ class GaussianTask(TaskConfig):
         return f"Gaussian induction task {self.target} (n={self.order}), d={self.d}, L={self.seq_len}"
 
     def W_star(self) -> Float[Tensor, "history history"]:
-        import torch
-
         return self.w_star * torch.eye((self.order - 1) * self.d, dtype=torch.float64)
 
     def target_of(self, x: Tensor) -> Float[Tensor, "batch d"]:
-        from induction_probes.circuits.tasks.gaussian.sequences import induction_head, mixed_target
-
         if self.target == "mixed":
-            return mixed_target(x, self.alpha_star, self.W_star())
-        return induction_head(x, self.order, self.W_star())
+            return sequences.mixed_target(x, self.alpha_star, self.W_star())
+        return sequences.induction_head(x, self.order, self.W_star())
 
     def sample(self, n_seqs: int, generator: torch.Generator) -> Float[Tensor, "batch pos d"]:
         """Sequences of this task, float64."""
-        from induction_probes.circuits.tasks.gaussian.sequences import sample_sequences
-
-        return sample_sequences(n_seqs, self.seq_len, self.d, generator=generator, boolean=self.boolean)
+        return sequences.sample_sequences(n_seqs, self.seq_len, self.d, generator=generator, boolean=self.boolean)
 
     def stream(self, seed: int):
         """The training sequences of ``seed``, from one generator."""
-        from induction_probes.circuits.tasks.streams import GeneratorStream
-
-        return GeneratorStream(self.sample, seed)
+        return streams.GeneratorStream(self.sample, seed)
 
     def inputs_and_targets(self, x: Tensor) -> tuple[Tensor, Tensor]:
         return x.float(), self.target_of(x).float()
 
     def loss(self, outputs: Tensor, targets: Tensor) -> Float[Tensor, ""]:
-        from torch.nn.functional import mse_loss
-
-        return mse_loss(outputs[:, -1], targets)
+        return F.mse_loss(outputs[:, -1], targets)
 
     def eval_set(self, n_seqs: int, seed: int):
         """A :class:`~induction_probes.circuits.tasks.gaussian.sequences.GaussianEvalSet` of ``n_seqs`` sequences
         and their targets."""
-        import torch
-
-        from induction_probes.circuits.tasks.gaussian.sequences import GaussianEvalSet
 
         require_int("n_seqs", n_seqs, 1)
         require_seed("seed", seed)
         require_sequences("n_seqs", n_seqs, self.numbers_per_sequence())
         x = self.sample(n_seqs, torch.Generator().manual_seed(seed))
-        return GaussianEvalSet(x=x, targets=self.target_of(x))
+        return sequences.GaussianEvalSet(x=x, targets=self.target_of(x))

@@ -11,11 +11,19 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from induction_probes.circuits.common.config import option
+from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.limits import require_seed, require_sequences
 from induction_probes.circuits.common.validation import require_int
 from induction_probes.circuits.tasks.base import TaskConfig
 from induction_probes.circuits.tasks.markov import parameters
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS, SIMPLE_PRIORS
+
+# the command line reads this config at --help: the modules that draw chains (and torch) load when it draws
+F = lazy_module("torch.nn.functional")
+chains = lazy_module("induction_probes.circuits.tasks.markov.chains")
+markov_streams = lazy_module("induction_probes.circuits.tasks.markov.streams")
+strategies = lazy_module("induction_probes.circuits.tasks.markov.strategies")
+streams = lazy_module("induction_probes.circuits.tasks.streams")
 
 if TYPE_CHECKING:
     from jaxtyping import Float
@@ -132,31 +140,27 @@ class MarkovTask(TaskConfig):
         are counted, not drawn from one generator). With a curriculum, the first training sequences are those
         of its prior's stream of ``seed``, then the task's own stream of ``seed`` from its start
         (:class:`~induction_probes.circuits.tasks.markov.streams.CurriculumStream`)."""
-        from induction_probes.circuits.tasks.markov.chains import sample_markov
-        from induction_probes.circuits.tasks.markov.streams import CountedStream, CurriculumStream, MixtureStream
-        from induction_probes.circuits.tasks.streams import GeneratorStream
-
         if self.schedule is not None and purpose == "train":  # evaluation chains are the task's prior's
             first, switch = self.schedule
-            early = CountedStream(self.with_prior(first), seed, purpose)
-            return CurriculumStream(early, replace(self, curriculum=None).stream(seed, purpose), switch)
+            early = markov_streams.CountedStream(self.with_prior(first), seed, purpose)
+            return markov_streams.CurriculumStream(early, replace(self, curriculum=None).stream(seed, purpose), switch)
         if self.prior == "dirichlet":
-            draw = lambda n_seqs, generator: sample_markov(  # noqa: E731
+            draw = lambda n_seqs, generator: chains.sample_markov(  # noqa: E731
                 n_seqs, self.k, self.seq_len, n=self.n, alpha=self.alpha, generator=generator
             )
-            return GeneratorStream(draw, seed)
+            return streams.GeneratorStream(draw, seed)
         if self.components:
-            first, second = (CountedStream(self.with_prior(prior), seed, purpose) for prior in self.components)
-            return MixtureStream(first, second, self.p)
-        return CountedStream(self, seed, purpose)
+            first, second = (
+                markov_streams.CountedStream(self.with_prior(prior), seed, purpose) for prior in self.components
+            )
+            return markov_streams.MixtureStream(first, second, self.p)
+        return markov_streams.CountedStream(self, seed, purpose)
 
     def inputs_and_targets(self, sample) -> tuple[Tensor, Tensor]:
         return sample.inputs, sample.targets
 
     def loss(self, outputs: Tensor, targets: Tensor) -> Float[Tensor, ""]:
-        from torch.nn.functional import cross_entropy
-
-        return cross_entropy(outputs.flatten(0, 1), targets.flatten())
+        return F.cross_entropy(outputs.flatten(0, 1), targets.flatten())
 
     def eval_task(self) -> MarkovTask:
         """The task evaluation and probe sequences come from: the training one unless ``eval_prior``."""
@@ -165,9 +169,9 @@ class MarkovTask(TaskConfig):
     def eval_set(self, n_seqs: int, seed: int):
         """A :class:`~induction_probes.circuits.tasks.markov.strategies.MarkovEvalSet` of the evaluation prior's
         chains: the truth and every strategy, computed once."""
-        from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
-
         require_int("n_seqs", n_seqs, 1)
         require_seed("seed", seed)
         require_sequences("n_seqs", n_seqs, self.numbers_per_sequence())
-        return MarkovEvalSet.from_sample(self.eval_task().stream(seed, purpose="eval").take(n_seqs), self.alpha)
+        return strategies.MarkovEvalSet.from_sample(
+            self.eval_task().stream(seed, purpose="eval").take(n_seqs), self.alpha
+        )
