@@ -7,18 +7,47 @@ cache). The measurements live in :mod:`induction_probes.probes.lm`; this is thei
 >>> result.induction_heads, result.scores.content.at(1, 0)  # doctest: +SKIP
 """
 
-from induction_probes.circuits.interop.language_models import as_hooked, find_source, load_bridge  # noqa: F401
-from induction_probes.probes.ablation.head_ablation import single_heads  # noqa: F401 (the same function as induction_probes')
-from induction_probes.probes.lm.ablation import HeadAblation, ablate  # noqa: F401
-from induction_probes.probes.lm.markov import MarkovProbe, probe_markov, probe_markov_series  # noqa: F401
-from induction_probes.probes.lm.measure import HeadScores, evaluate, head_scores, text_icl_score  # noqa: F401
-from induction_probes.probes.lm.protocols import (  # noqa: F401
+from induction_probes.circuits.interop.language_models import as_hooked, find_source, load_bridge
+from induction_probes.probes.ablation.head_ablation import single_heads
+from induction_probes.probes.lm.ablation import HeadAblation, ablate
+from induction_probes.probes.lm.markov import MarkovProbe, probe_markov, probe_markov_series
+from induction_probes.probes.lm.measure import HeadScores, evaluate, head_scores, text_icl_score
+from induction_probes.probes.lm.protocols import (
     InductionLoss,
     RepeatedTokens,
     repeated_random_tokens,
     vocabulary,
 )
-from induction_probes.probes.lm.roles import head_roles  # noqa: F401
-from induction_probes.probes.lm.series import StepProbes, probe, probe_series, probe_tokens  # noqa: F401
-from induction_probes.probes.report.lm import ablate_language_model, probe_language_model  # noqa: F401 (the views)
-from induction_probes.probes.report.lm_markov import markov_lm_report  # noqa: F401 (the view of probe --task markov)
+from induction_probes.probes.lm.roles import head_roles
+from induction_probes.probes.lm.series import StepProbes, probe, probe_series, probe_tokens
+from induction_probes.probes.report.lm import ablate_language_model, probe_language_model  # the views
+from induction_probes.probes.report.lm_markov import markov_lm_report
+
+# the language-model face: what a notebook imports from here; everything else is internal
+__all__ = [
+    "HeadAblation",
+    "HeadScores",
+    "InductionLoss",
+    "MarkovProbe",
+    "RepeatedTokens",
+    "StepProbes",
+    "ablate",
+    "ablate_language_model",
+    "as_hooked",
+    "evaluate",
+    "find_source",
+    "head_roles",
+    "head_scores",
+    "load_bridge",
+    "markov_lm_report",
+    "probe",
+    "probe_language_model",
+    "probe_markov",
+    "probe_markov_series",
+    "probe_series",
+    "probe_tokens",
+    "repeated_random_tokens",
+    "single_heads",
+    "text_icl_score",
+    "vocabulary",
+]

@@ -15,6 +15,16 @@ def test_every_exported_name_is_the_object_its_module_defines():
     assert set(induction_probes.__all__) == set(induction_probes.EXPORTS) <= set(dir(induction_probes))
 
 
+def test_the_language_model_face_says_what_it_exports_and_nothing_else_leaks():
+    from induction_probes import lm
+
+    imported = {name for name, value in vars(lm).items() if not name.startswith("_") and callable(value)}
+    assert set(lm.__all__) == imported  # every name it imports is one it exports, and no other is public
+    assert lm.single_heads is induction_probes.single_heads  # a shared name is the very same function
+    # the three names it shares with the package's face: one function each, or a name of its own
+    assert not {"probe_model", "ablation_study"} & set(lm.__all__)
+
+
 def test_the_question_helpers_the_ablation_table_and_the_llc_come_from_the_top():
     from induction_probes import ablation_frame, align_runs, estimate_llc, first_crossings, limits, phases, transition
     from induction_probes.circuits.common import limits as deep_limits
