@@ -70,6 +70,16 @@ EXPORTS = {
     "baselines_report": "induction_probes.probes.report.baselines",
     "llc_report": "induction_probes.probes.report.llc",
     "per_head_report": "induction_probes.probes.report.llc_heads",
+    "info_report": "induction_probes.probes.report.info",
+    "sweep_report": "induction_probes.probes.report.sweeps",  # what sweep and summarize print
+    "summary_report": "induction_probes.probes.report.sweeps",
+    "prop21_report": "induction_probes.probes.report.verify",  # what verify prints
+    "prop21_comparison": "induction_probes.probes.report.verify",
+    "wang_ih2_report": "induction_probes.probes.report.verify",
+    "wang_ihn_report": "induction_probes.probes.report.verify",
+    "toy_report": "induction_probes.probes.report.toy",  # what toy and experiment print
+    "toy_sweep_report": "induction_probes.probes.report.toy",
+    "ih4_report": "induction_probes.probes.report.toy",
     "write_paper": "induction_probes.probes.paper.build",  # both papers' figures, on one page
     # sweeps: train every cell of a spec (many seeds and conditions), then summarize them over seeds
     "parse_spec": "induction_probes.circuits.sweeps.sweep_spec",

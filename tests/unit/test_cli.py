@@ -38,6 +38,17 @@ def test_baselines_table_is_readable():
     assert [line.split()[0] for line in lines[3:]] == ["true", "uniform", "unigram", "bigram"]
 
 
+def test_the_baselines_command_prints_what_the_report_returns_from_python(capsys):
+    from induction_probes import MarkovTask, baselines_report
+    from induction_probes.probes.report.tables import json_text
+
+    task = MarkovTask(k=2, seq_len=30)
+    for flags, as_json in (([], False), (["--json"], True)):
+        assert main(["baselines", "markov", "--k", "2", "--seq-len", "30", "--n-seqs", "300", *flags]) == 0
+        shown = baselines_report(task, 300, 0, as_json=as_json)
+        assert capsys.readouterr().out == (json_text(shown) if as_json else shown) + "\n"
+
+
 @pytest.mark.parametrize(
     "args,message",
     [
