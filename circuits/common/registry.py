@@ -72,7 +72,7 @@ class Registration:
         that is neither a class nor a function describes itself with (its ``reference()``)."""
         if isinstance(self.entry, str):
             return self.entry
-        if callable(getattr(self.entry, "reference", None)):
+        if not isinstance(self.entry, type) and callable(getattr(self.entry, "reference", None)):
             return self.entry.reference()
         name = getattr(self.entry, "__qualname__", "")
         if not self.module or not name or "<" in name:

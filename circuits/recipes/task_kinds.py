@@ -145,9 +145,11 @@ def register_task(kind: TaskKind, *, replace: bool = False) -> TaskKind:
     if not isinstance(kind, TaskKind):
         raise ValueError(f"register_task takes a TaskKind, got {quoted(kind)}")
     for entry in kind.recipes:
-        holder = recipe_holder(entry.recipe.name)
-        if holder is not None and holder.name != kind.name:
-            raise ValueError(f"the recipe {quoted(entry.recipe.name)} is registered already, by the task {holder.name}")
+        held = find_recipe(entry.recipe.name)
+        if held is not None and held[0].name != kind.name:
+            raise ValueError(
+                f"the recipe {quoted(entry.recipe.name)} is registered already, by the task {held[0].name}"
+            )
     TASK_KINDS.register(kind.name, kind, replace=replace)
     return kind
 
@@ -157,17 +159,17 @@ def unregister_task(kind: TaskKind | str) -> None:
     TASK_KINDS.unregister(kind.name if isinstance(kind, TaskKind) else kind)
 
 
-def recipe_holder(name: str) -> TaskKind | None:
-    return next((kind for _, kind in TASK_KINDS.items() for e in kind.recipes if e.recipe.name == name), None)
+def find_recipe(name: str) -> tuple[TaskKind, RecipeEntry] | None:
+    """The kind that holds the recipe called ``name``, and its entry there; None if no kind does."""
+    return next(((kind, e) for _, kind in TASK_KINDS.items() for e in kind.recipes if e.recipe.name == name), None)
 
 
 def recipe_entry(name: str) -> RecipeEntry:
     """The registered recipe called ``name``; an :class:`UnknownName` otherwise."""
-    for _, kind in TASK_KINDS.items():
-        for entry in kind.recipes:
-            if entry.recipe.name == name:
-                return entry
-    raise UnknownName(f"unknown recipe {quoted(name)} (known: {', '.join(recipe_names()) or 'none'})")
+    found = find_recipe(name)
+    if found is None:
+        raise UnknownName(f"unknown recipe {quoted(name)} (known: {', '.join(recipe_names()) or 'none'})")
+    return found[1]
 
 
 def recipe_names(*, command: bool | None = None) -> list[str]:
