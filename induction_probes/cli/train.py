@@ -45,26 +45,30 @@ def register(commands) -> None:
 
 
 def run_train(args: argparse.Namespace) -> str:
-    recipe_class = recipe_entry(args.recipe).recipe
-    typed = typed_options(args, recipe_class)
-    recipe = None
-    if args.resume:
-        ignored = [flag(name) for name in typed] + (["--seed"] if args.seed is not None else [])
-        if ignored:
-            raise ValueError(f"--resume continues the recipe saved in the run; drop {', '.join(ignored)}")
-        saved = training.saved_recipe(args.out)
-        if saved.name != recipe_class.name:
-            raise ValueError(f"{args.out} is a {saved.name} run: continue it with 'train {saved.name} --resume'")
-    else:
-        seeds = seeds_from(args.seed, recipe_class) if args.seed is not None else {}
-        recipe = config_from_options(recipe_class, seeds | typed)
+    recipe = recipe_of(args)  # None with --resume: the saved recipe, checked against the options
+    options = {"resume": args.resume, "stop_after": args.stop_after, "device": device_of(args)}
     try:
-        run = training.train_run(
-            recipe, args.out, resume=args.resume, stop_after=args.stop_after, device=device_of(args)
-        )
+        run = training.train_run(recipe, args.out, **options)
     except training.TrainingInterrupted as interrupt:  # main prints this line and exits 130
         again = shlex.join([PROG, "train", args.recipe, "--out", str(args.out), "--resume"])
         raise KeyboardInterrupt(
             f"interrupted at step {interrupt.step}, which is saved: continue with {again}"
         ) from None
     return info_views.info_text(run)
+
+
+def recipe_of(args: argparse.Namespace):
+    """The recipe the options describe; with --resume, a check that none was given and that the run in --out
+    is of this recipe (None: the saved one is continued)."""
+    recipe_class = recipe_entry(args.recipe).recipe
+    typed = typed_options(args, recipe_class)
+    if not args.resume:
+        seeds = seeds_from(args.seed, recipe_class) if args.seed is not None else {}
+        return config_from_options(recipe_class, seeds | typed)
+    ignored = [flag(name) for name in typed] + (["--seed"] if args.seed is not None else [])
+    if ignored:
+        raise ValueError(f"--resume continues the recipe saved in the run; drop {', '.join(ignored)}")
+    saved = training.saved_recipe(args.out)
+    if saved.name != recipe_class.name:
+        raise ValueError(f"{args.out} is a {saved.name} run: continue it with 'train {saved.name} --resume'")
+    return None
