@@ -74,13 +74,20 @@ class Registration:
             return self.entry
         if not isinstance(self.entry, type) and callable(getattr(self.entry, "reference", None)):
             return self.entry.reference()
-        name = getattr(self.entry, "__qualname__", "")
-        if not self.module or not name or "<" in name:
-            raise ValueError(
-                f"{quoted(self.name)} is not defined at the top level of a module: another process "
-                "(a sweep's worker) cannot find it; define it at a module's top level"
-            )
-        return f"{self.module}:{name}"
+        return top_level_reference(self.entry, quoted(self.name), self.module)
+
+
+def top_level_reference(obj: Any, what: str, module: str | None = None) -> str:
+    """``"module:qualname"`` of a class or function (``module``: where it is defined, default its own), by
+    which another process finds it; refused, naming it as ``what``, unless it is at a module's top level."""
+    module = module or getattr(obj, "__module__", None)
+    name = getattr(obj, "__qualname__", "")
+    if not module or not name or "<" in name:
+        raise ValueError(
+            f"{what} is not defined at the top level of a module: another process "
+            "(a sweep's worker) cannot find it; define it at a module's top level"
+        )
+    return f"{module}:{name}"
 
 
 def defining_module(entry: Any) -> str | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
 from induction_probes.circuits.common.config import Config
-from induction_probes.circuits.common.registry import Expects, Registry, UnknownName, resolve
+from induction_probes.circuits.common.registry import Expects, Registry, UnknownName, resolve, top_level_reference
 from induction_probes.circuits.common.validation import quoted
 from induction_probes.circuits.recipes.gaussian import GaussianRecipe, ToyRecipe
 from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
@@ -96,9 +96,10 @@ class TaskKind:
     def reference(self) -> dict:
         """This kind as plain data another process (a sweep's worker) rebuilds with :meth:`from_reference`."""
         return {
-            "task": class_reference(self.task),
+            "task": top_level_reference(self.task, self.task.__qualname__),
             "recipes": [
-                {"recipe": class_reference(e.recipe), "help": e.help, "command": e.command} for e in self.recipes
+                {"recipe": top_level_reference(e.recipe, e.recipe.__qualname__), "help": e.help, "command": e.command}
+                for e in self.recipes
             ],
             "probe": self.probe,
             "view": None if self.view is None else vars(self.view),
@@ -121,15 +122,6 @@ def task_of(recipe: type) -> type | None:
     if config is None:
         raise ValueError(f"recipe {recipe.__name__} declares no task class: give it `task: T = nested(T)`")
     return config
-
-
-def class_reference(cls: type) -> str:
-    if "<" in cls.__qualname__:
-        raise ValueError(
-            f"{cls.__qualname__} is not defined at the top level of a module: another process "
-            "(a sweep's worker) cannot find it; define it at a module's top level"
-        )
-    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 TASK_KINDS = Registry(
