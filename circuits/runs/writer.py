@@ -21,6 +21,13 @@ from induction_probes.circuits.models.classes import model_class_name
 from induction_probes.circuits.runs.layout import LOCK_FILE, checkpoint_file
 from induction_probes.circuits.runs.reader import read_manifest, read_metrics_lines
 
+TEMPORARY_SUFFIX = ".tmp"  # write_atomic writes FILE through .FILE.<random>.tmp beside it
+
+
+def is_temporary_of(name: str, target: str) -> bool:
+    """Whether ``name`` is a temporary file :func:`write_atomic` makes on its way to writing ``target``."""
+    return name.startswith(f".{target}.") and name.endswith(TEMPORARY_SUFFIX)
+
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never half, and no link
@@ -28,7 +35,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     random name, so nothing can be waiting there), fsync'ed, then renamed over ``path`` (a rename replaces
     a link at ``path`` itself instead of writing where it points)."""
     refuse_links(path.parent, why="a run writes only inside its own directory")
-    descriptor, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    descriptor, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
     try:
         with os.fdopen(descriptor, "wb") as handle:
             os.fchmod(handle.fileno(), FILE_MODE & ~current_umask())  # mkstemp's 0600 would differ from file to file
@@ -146,7 +153,7 @@ def left_by_a_killed_start(entry: Path) -> bool:
     """What a writer killed before its run's config.json was in place leaves in a directory: the lock, and
     the temporary file of config.json (a directory holding only these is still empty for a new run)."""
     name = entry.name
-    return name == LOCK_FILE or (name.startswith(".config.json.") and name.endswith(".tmp") and entry.is_file())
+    return name == LOCK_FILE or (is_temporary_of(name, "config.json") and entry.is_file())
 
 
 def remove_unfinished_writes(path: Path) -> None:
@@ -154,5 +161,5 @@ def remove_unfinished_writes(path: Path) -> None:
     makes, and only in the run's own folders; unlinking a link never touches where it points)."""
     for folder in (path, path / "checkpoints", path / "resume"):
         if folder.is_dir() and not folder.is_symlink():
-            for leftover in folder.glob(".*.tmp"):
+            for leftover in folder.glob(f".*{TEMPORARY_SUFFIX}"):
                 leftover.unlink()

@@ -19,7 +19,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from induction_probes.circuits.common.devices import parse_device, resolve_device, visible_gpus
-from induction_probes.circuits.runs.writer import write_atomic
+from induction_probes.circuits.runs.writer import is_temporary_of, write_atomic
 from induction_probes.circuits.sweeps.cells import (  # noqa: F401 (the sweep's API: a cell's status and its run)
     cell_json,
     cell_status,
@@ -82,8 +82,8 @@ def refuse_another_sweep(spec: Spec, out: Path) -> None:
 
 
 def is_a_sweeps_first_file(name: str) -> bool:
-    """The journal, or the temporary file the spec is written through (runs/writer.py's write_atomic)."""
-    return name == LOG_FILE or (name.startswith(f".{SPEC_FILE}.") and name.endswith(".tmp"))
+    """The journal, or the temporary file the spec is written through."""
+    return name == LOG_FILE or is_temporary_of(name, SPEC_FILE)
 
 
 def place_cells(cells: list[dict], device: str | None, gpus_per_cell: float, n_gpus: int) -> list[dict]:
