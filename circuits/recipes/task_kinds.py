@@ -164,11 +164,16 @@ def recipe_entry(name: str) -> RecipeEntry:
     return found[1]
 
 
-def recipe_names(*, command: bool | None = None) -> list[str]:
+def recipe_entries(*, command: bool | None = None) -> list[RecipeEntry]:
     """Every registered recipe, in registration order; with ``command``, those that are (or are not) ``train``
     sub-commands."""
     entries = [e for _, kind in TASK_KINDS.items() for e in kind.recipes]
-    return [e.recipe.name for e in entries if command is None or e.command == command]
+    return [e for e in entries if command is None or e.command == command]
+
+
+def recipe_names(*, command: bool | None = None) -> list[str]:
+    """The names of :func:`recipe_entries`."""
+    return [e.recipe.name for e in recipe_entries(command=command)]
 
 
 def task_from_json(values: Any) -> TaskConfig:

@@ -8,7 +8,7 @@ import shlex
 
 from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.recipes.base import seeds_from
-from induction_probes.circuits.recipes.task_kinds import recipe_entry, recipe_names
+from induction_probes.circuits.recipes.task_kinds import recipe_entries, recipe_entry
 from induction_probes.cli.common import (
     PROG,
     add_config_options,
@@ -30,11 +30,10 @@ training = lazy_module("induction_probes.circuits.training.train")
 def register(commands) -> None:
     train = commands.add_parser("train", help="train a model and write a run directory")
     recipes = add_subcommands(train, "recipe")
-    for name in recipe_names(command=True):
-        entry = recipe_entry(name)  # recipe classes import no torch: reading them keeps --help light
+    for entry in recipe_entries(command=True):  # recipe classes import no torch: reading them keeps --help light
         recipe_class = entry.recipe
         description = (recipe_class.__doc__ or "").split("\n\n")[0]
-        parser = recipes.add_parser(name, help=entry.help or description, description=description)
+        parser = recipes.add_parser(recipe_class.name, help=entry.help or description, description=description)
         add_config_options(parser, recipe_class)
         parser.add_argument("--out", type=path, required=True, help="run directory to create (or continue)")
         parser.add_argument("--seed", type=seed, help="sets the model, data and eval seeds to S, S+1, S+2")
