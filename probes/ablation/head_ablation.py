@@ -97,7 +97,7 @@ def z_hook(layer: int) -> str:
 
 def reference_z(model: HookedModel, reference_inputs: Tensor, layers: set[int]) -> dict[int, Tensor]:
     """hook_z of the clean model on the reference set, for the given layers."""
-    _, captured = run_with_captures(model, reference_inputs, [z_hook(layer) for layer in sorted(layers)])
+    _, captured = run_with_captures(model, reference_inputs, [z_hook(layer) for layer in sorted(layers)], output=False)
     return {layer: captured[z_hook(layer)] for layer in layers}
 
 

@@ -109,7 +109,7 @@ def token_matching_matrix(model: HookedModel, tokens: Tensor, k: int) -> Float[T
     are all accounted for: the effective matrix through the layer-0 OV circuit, whatever the gauge.
     """
     names = ["blocks.1.attn.hook_q", "blocks.1.attn.hook_k"]
-    _, captured = run_with_captures(model, tokens, names)
+    _, captured = run_with_captures(model, tokens, names, output=False)
     q, key = captured[names[0]][:, :, 0], captured[names[1]][:, :, 0]
     scores = torch.einsum("bqe,bke->bqk", q, key) / q.shape[-1] ** 0.5
     previous, causal = previous_tokens(tokens), causal_mask(tokens.shape[1])

@@ -196,17 +196,18 @@ def copying_per_sequence(
 
 
 def patterns_and_more(
-    model: HookedModel, tokens: Tensor, extra: list[str]
-) -> tuple[Tensor, list[Tensor], dict[str, Tensor]]:
-    """Logits, every layer's pattern and the activations named in ``extra``, from one pass."""
+    model: HookedModel, tokens: Tensor, extra: list[str], logits: bool = True
+) -> tuple[Tensor | None, list[Tensor], dict[str, Tensor]]:
+    """Logits (None without ``logits``: the pass stops at the last pattern), every layer's pattern and the
+    activations named in ``extra``, from one pass."""
     names = [pattern_hook(layer) for layer in range(model.cfg.n_layers)]
-    logits, captured = run_with_captures(model, tokens, names + extra)
+    logits, captured = run_with_captures(model, tokens, names + extra, output=logits)
     return logits, [captured[name] for name in names], captured
 
 
 def repeat_pass(model: HookedModel, repeated: RepeatedTokens, rows: slice) -> Float[Tensor, "batch ..."]:
     """Per sequence of ``rows``: [loss at every token | previous-token, induction, copying per layer and head]."""
-    part = RepeatedTokens(repeated.tokens[rows], repeated.lengths[rows], repeated.prefix)
+    part = repeated.rows(rows)
     last = model.cfg.n_layers - 1
     z_names = [f"blocks.{layer}.attn.hook_z" for layer in range(model.cfg.n_layers)]
     logits, patterns, captured = patterns_and_more(model, part.tokens, z_names + [f"blocks.{last}.hook_resid_post"])
@@ -224,8 +225,8 @@ def repeat_pass(model: HookedModel, repeated: RepeatedTokens, rows: slice) -> Fl
 def control_pass(model: HookedModel, repeated: RepeatedTokens, rows: slice) -> Float[Tensor, "batch layer head ..."]:
     """Per sequence of ``rows`` of the control: [layer, head, 1 + distance]: the induction offset's attention,
     then the distance profile."""
-    part = RepeatedTokens(repeated.tokens[rows], repeated.lengths[rows], repeated.prefix)
-    _, patterns, _ = patterns_and_more(model, repeated.control[rows], [])
+    part = repeated.rows(rows)
+    _, patterns, _ = patterns_and_more(model, part.control, [], logits=False)
     per_layer = [torch.cat([offset_scores(p, part)[..., None], distance_profile(p, part)], -1) for p in patterns]
     return torch.stack(per_layer, 1)
 

@@ -42,15 +42,25 @@ DEFAULT_LENGTHS = (10, 50)  # |R| drawn from 10..50 per sequence: TransformerLen
 class RepeatedTokens:
     """``tokens[s]`` = ``prefix`` tokens (a BOS, or none), a filler, then R + R with R of ``lengths[s]`` tokens
     starting at ``starts[s]``; every sequence ends with its repeat. ``control[s]`` is the same sequence with
-    its second R replaced by other tokens (None where none could be made: one sequence of plain tokens)."""
+    its second R replaced by other tokens (None where none could be made: one sequence of plain tokens).
+    ``bounds``: the protocol's |R| range (default: the shortest and longest here), which :meth:`rows` keeps, so
+    that every chunk of one protocol measures the same distances."""
 
     tokens: Int[Tensor, "batch pos"]
     lengths: Int[Tensor, " batch"]
     prefix: int = 0
     control: Int[Tensor, "batch pos"] | None = None
+    bounds: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
+        if self.bounds is None and self.lengths.numel():  # none: refused below, with the reason
+            object.__setattr__(self, "bounds", (int(self.lengths.min()), int(self.lengths.max())))
         check_repeated(self)
+
+    def rows(self, part: slice) -> RepeatedTokens:
+        """The sequences ``part`` (a chunk), with their controls and the protocol's |R| range."""
+        control = None if self.control is None else self.control[part]
+        return RepeatedTokens(self.tokens[part], self.lengths[part], self.prefix, control, self.bounds)
 
     @property
     def starts(self) -> Int[Tensor, " batch"]:
@@ -59,7 +69,8 @@ class RepeatedTokens:
 
     @property
     def length_range(self) -> tuple[int, int]:
-        return int(self.lengths.min()), int(self.lengths.max())
+        """The protocol's shortest and longest |R| (a chunk's own lengths lie within them)."""
+        return self.bounds
 
     def second_copy(self) -> tuple[Int[Tensor, "batch query_pos"], torch.BoolTensor]:
         """The positions of each sequence's second R, padded to the longest: [batch, L_max] positions and the
@@ -80,8 +91,12 @@ def check_repeated(repeated: RepeatedTokens) -> None:
         raise ValueError("no sequences: repeated tokens need at least one")
     if lengths.shape != (tokens.shape[0],) or lengths.dtype.is_floating_point:
         raise ValueError("lengths must hold one integer |R| per sequence")
-    if int(lengths.min()) < 2 or int((2 * lengths).max()) > tokens.shape[1] - repeated.prefix:
-        raise ValueError(f"each R needs 2 <= L and {repeated.prefix} + 2 x L <= {tokens.shape[1]} positions")
+    low, high = repeated.bounds
+    if not 2 <= low <= int(lengths.min()) <= int(lengths.max()) <= high or 2 * high > tokens.shape[1] - repeated.prefix:
+        raise ValueError(
+            f"each R needs 2 <= L, within the |R| range {low}..{high}, and {repeated.prefix} + 2 x {high} <= "
+            f"{tokens.shape[1]} positions"
+        )
     positions, valid = repeated.second_copy()
     first = tokens.gather(1, positions - lengths[:, None])
     if not torch.equal(first[valid], tokens.gather(1, positions)[valid]):
@@ -203,7 +218,8 @@ def repeated_random_tokens(
         second, fresh.gather(1, (offsets[None] - (2 * high - lengths[:, None])).clamp(0, high - 1)), body
     )
     start = torch.full((batch, prefix), bos_id(model) if prefix else 0, dtype=torch.long)
-    return RepeatedTokens(torch.cat([start, tokens], dim=1), lengths, prefix, torch.cat([start, control], dim=1))
+    tokens, control = torch.cat([start, tokens], dim=1), torch.cat([start, control], dim=1)
+    return RepeatedTokens(tokens, lengths, prefix, control, (low, high))
 
 
 @dataclass(frozen=True)

@@ -134,8 +134,8 @@ def induction_with_ablated(
     name = pattern_hook(layer)
 
     def scores(rows: slice) -> Tensor:
-        part = RepeatedTokens(repeated.tokens[rows], repeated.lengths[rows], repeated.prefix)
-        _, captured = run_with_captures(model, part.tokens, [name], hooks)
+        part = repeated.rows(rows)
+        _, captured = run_with_captures(model, part.tokens, [name], hooks, output=False)
         return offset_scores(captured[name], part)
 
     return chunked(scores, repeated.tokens.shape[0], chunk_size(model, repeated.tokens.shape[1]))

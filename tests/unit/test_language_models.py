@@ -362,3 +362,27 @@ def test_every_model_a_probe_is_given_meets_the_hooked_model_protocol(models):
 
     assert not isinstance(ToyModel(ToyConfig()), HookedModel)  # a cfg and a forward pass, but no hooks
     assert not isinstance(torch.nn.Linear(2, 2), HookedModel)
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_chunks_of_one_protocol_give_the_scores_of_one_chunk(models, architecture, monkeypatch):
+    """A model too large for one chunk measured every chunk's distances on its own |R| range, and the chunks'
+    profiles could not be joined (a crash on GPT-2 small). Chunks are slices of one protocol: the same scores,
+    losses and compositions as one chunk, on the default |R| range."""
+    from induction_probes.probes.lm import measure
+
+    bridge = lm.load_bridge(find_source(str(models[architecture])))
+    repeated = lm.repeated_random_tokens(bridge, batch=7, seed=5)  # the default range, cut to the context
+    assert repeated.length_range == (10, (N_CTX - repeated.prefix) // 2)
+    whole = lm.probe_tokens(bridge, repeated)
+    per_sequence = measure.chunk_size(bridge, repeated.tokens.shape[1])
+    assert per_sequence >= 7  # one chunk holds them all at the default size
+    monkeypatch.setattr(measure, "CHUNK_NUMBERS", measure.CHUNK_NUMBERS // per_sequence * 2)  # chunks of 2
+    assert measure.chunk_size(bridge, repeated.tokens.shape[1]) == 2
+    chunked = lm.probe_tokens(bridge, repeated)
+    for name in ("previous_token", "induction", "control", "content", "copying", "positional_share"):
+        # float32 passes over other batch sizes round differently in the last bits (1e-6 of a share is 1e-6)
+        assert torch.allclose(getattr(whole.scores, name).value, getattr(chunked.scores, name).value, atol=1e-6)
+    assert torch.equal(whole.scores.positional_offset, chunked.scores.positional_offset)
+    assert torch.allclose(whole.loss.repeated_half_per_sequence, chunked.loss.repeated_half_per_sequence, atol=1e-5)
+    assert [c.reader for c in whole.compositions] == [c.reader for c in chunked.compositions]
