@@ -7,7 +7,8 @@ config class reads them by (GPT-2's ``n_layer`` is ``num_hidden_layers`` through
 with the class's declared default where the file gives none. Only then is the config class built, and the
 model's parameters counted on the meta device, where building a model allocates no memory. A config asking
 for quantized weights or code of its own is refused: the loader loads float32 weights and runs no code from
-a model's folder.
+a model's folder. Its ``architectures`` must be a list of class names, and a ``tokenizer.json`` must hold the
+token it names for unknown words.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def checked_config(value: dict):
     """The transformers config that ``value``, config.json's object, describes, once its sizes are within the
     limits; a ``ValueError`` in one sentence naming the key for the first that is not."""
     refuse_code(value)
+    check_architectures(value)
     config_class = known_config_class(value)
     check_sizes(value, config_class)
     config = config_class.from_dict(value)  # bounded now: every size it builds from was checked above
@@ -74,6 +76,28 @@ def checked_config(value: dict):
             "(circuits/common/limits.py)"
         )
     return config
+
+
+def check_architectures(value: dict) -> None:
+    """``architectures``, where given, a list of class names: TransformerBridge picks its adapter by the first,
+    and of a string it would take the first letter."""
+    names = value.get("architectures")
+    if names is not None and not (isinstance(names, list) and all(isinstance(name, str) for name in names)):
+        shown = one_line(repr(names))
+        raise ValueError(f'architectures must be a list of class names, such as ["GPT2LMHeadModel"]: got {shown}')
+
+
+def check_tokenizer_model(tokenizer: dict) -> None:
+    """tokenizer.json's model, where it names a token for unknown words (WordLevel, WordPiece, BPE), holding
+    that token in its vocabulary: the tokenizers library loads one that does not, then fails on the first word
+    it does not know, such as the one TransformerBridge encodes when it boots."""
+    model = tokenizer.get("model")
+    unknown, vocabulary = (model.get("unk_token"), model.get("vocab")) if isinstance(model, dict) else (None, None)
+    if isinstance(unknown, str) and isinstance(vocabulary, dict) and unknown not in vocabulary:
+        raise ValueError(
+            f"its model's unk_token {one_line(repr(unknown))} is not in its vocabulary ({len(vocabulary):,} tokens): "
+            "no word outside the vocabulary could be encoded"
+        )
 
 
 def known_config_class(value: dict):

@@ -4,7 +4,8 @@ Where a model comes from (:func:`find_source`), in this order:
 
 - a directory holding a Hugging Face model (``config.json`` with a ``model_type``, safetensors weights),
   as ``save_pretrained`` writes it;
-- a directory of checkpoints: sub-folders ``step_N/`` (or ``stepN/``), each such a model directory;
+- a directory of checkpoints: sub-folders ``step_N/`` (or ``stepN/``), each such a model directory (one that
+  is not, or cannot be read, is refused by name: a series is never probed with a checkpoint left out);
 - a name in the local Hugging Face cache (``HF_HUB_CACHE``), whose revisions named ``stepN`` (as Pythia
   publishes its training checkpoints) are its checkpoint series.
 
@@ -28,6 +29,7 @@ import itertools
 import json
 import os
 import re
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,11 +40,15 @@ import torch
 
 from induction_probes.circuits.common.devices import resolve_device
 from induction_probes.circuits.common.untrusted import CheckpointError, read_text
-from induction_probes.circuits.interop.hf_config import checked_config, refuse_code
+from induction_probes.circuits.interop.hf_config import check_tokenizer_model, checked_config, refuse_code
 from induction_probes.circuits.interop.model_folder import (
     CONFIG,
     TOKENIZER_CONFIG,
+    TOKENIZER_JSON,
+    TOKENIZER_VOCABULARIES,
+    CastWeightsWarning,
     LanguageModelError,
+    ModelFiles,
     ModelFolder,
     as_model_error,
     one_line,
@@ -107,29 +113,64 @@ def format_steps(steps: list[int]) -> str:
 
 
 def is_model_directory(path: Path) -> bool:
-    """A Hugging Face model directory: its own ``config.json`` (read through the untrusted-file reader: no link,
-    a regular file of a sane size) naming a model type, and no ``manifest.json`` (a run directory of ours also
-    has a config.json)."""
-    if not path.is_dir() or (path / "manifest.json").exists():
-        return False
+    """A Hugging Face model directory (:func:`not_a_model_directory`)."""
+    return path.is_dir() and not_a_model_directory(path) is None
+
+
+def not_a_model_directory(folder: Path) -> str | None:
+    """Why the folder ``folder`` is not a Hugging Face model directory, None where it is one: that needs its own
+    ``config.json`` (read through the untrusted-file reader: no link, a regular file of a sane size, and a pipe
+    never waited on) naming a model type, and no ``manifest.json`` (a run directory of ours also has a
+    config.json)."""
+    if (folder / "manifest.json").exists():
+        return "it holds a manifest.json, as a run of ours does"
     try:
-        value = json.loads(read_text(path / CONFIG, root=path))
-    except (CheckpointError, OSError, ValueError, RecursionError):  # refused, absent, not UTF-8 or not JSON
-        return False
-    return isinstance(value, dict) and isinstance(value.get("model_type"), str)
+        value = json.loads(read_text(folder / CONFIG, root=folder))
+    except FileNotFoundError:
+        return f"it has no {CONFIG}"
+    except (CheckpointError, OSError) as error:  # a link, a pipe, a device, too large: the reader says which
+        return one_line(error)
+    except (ValueError, RecursionError):  # not UTF-8, not JSON
+        return f"its {CONFIG} is not JSON"
+    if not isinstance(value, dict) or not isinstance(value.get("model_type"), str):
+        return f"its {CONFIG} has no model_type"
+    return None
 
 
 def step_folders(path: Path) -> list[ModelSource]:
-    """The ``step_N/`` model directories of ``path``, in step order (links are not followed)."""
+    """The ``step_N/`` model directories of ``path``, in step order. A ``step_N`` that is not one (a link, which
+    is not followed, a file, or a folder without a readable config.json) is refused by name, not left out: the
+    series would be probed as if that checkpoint had never been saved."""
     found = []
     for child in path.iterdir() if path.is_dir() and not path.is_symlink() else []:
         match = STEP_FOLDER.fullmatch(child.name)
-        if match and not child.is_symlink() and is_model_directory(child):
+        if match:
+            refuse_unreadable_checkpoint(child)
             found.append(ModelSource(str(child), step=int(match.group(1))))
     steps = [source.step for source in found]
     if len(set(steps)) < len(steps):
         raise LanguageModelError(f"{path} has two checkpoint folders for one step (step_N and stepN)")
     return sorted(found, key=lambda source: source.step)
+
+
+def refuse_unreadable_checkpoint(folder: Path) -> None:
+    """Refuse the checkpoint folder ``folder`` of a series unless it is a model directory of its own."""
+    if folder.is_symlink():
+        why = "it is a symbolic link: a series' checkpoints are its own folders"
+    else:
+        why = not_a_model_directory(folder) if folder.is_dir() else "it is not a folder"
+    if why is not None:
+        raise LanguageModelError(f"checkpoint {folder} cannot be read as a model: {why}")
+
+
+def refuse_neither_run_nor_model(path: Path) -> None:
+    """Refuse a folder with a config.json but no manifest.json, saying what it lacks to be either: it is no run of
+    ours, so the message the run reader would give (no manifest.json) would tell half of it."""
+    if path.is_dir() and os.path.lexists(path / CONFIG) and not os.path.lexists(path / "manifest.json"):
+        raise LanguageModelError(
+            f"{path} is neither a run of ours (no manifest.json) nor a Hugging Face model directory "
+            f"({not_a_model_directory(path)})"
+        )
 
 
 def cached_revisions(name: str) -> list[str] | None:
@@ -155,7 +196,10 @@ def find_source(name: str) -> ModelSource | Series | None:
         if is_model_directory(path):
             return ModelSource(str(path))
         series = step_folders(path)
-        return Series(str(path), tuple(series)) if series else None
+        if series:
+            return Series(str(path), tuple(series))
+        refuse_neither_run_nor_model(path)
+        return None
 
     if name in shipped_run_names():
         return None
@@ -199,7 +243,7 @@ def pretrained(source: ModelSource, device: str = "cpu") -> Iterator[tuple]:
     checked files; its config within the limits (:mod:`.hf_config`), its weights matching it and finite.
     Inside, the private folder of the checked files still exists (TransformerBridge reloads a tokenizer from
     its folder to add the BOS token: it reads the checked copy, not the model's folder)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer  # the auto classes load architectures' code
+    from transformers import AutoModelForCausalLM  # the auto classes load architectures' code
 
     device = resolve_device(device)  # before anything is read: a device this machine lacks is one line
     files = read_model_folder(model_folder(source))
@@ -207,6 +251,8 @@ def pretrained(source: ModelSource, device: str = "cpu") -> Iterator[tuple]:
         config = checked_config(files.json(CONFIG))
     with as_model_error(f"{source.describe()}: {TOKENIZER_CONFIG}"):
         refuse_code(files.json(TOKENIZER_CONFIG) or {})
+    with as_model_error(f"{source.describe()}: {TOKENIZER_JSON}"):
+        check_tokenizer_model(files.json(TOKENIZER_JSON) or {})
     options = {"local_files_only": True, "trust_remote_code": False}
     with staged(files) as folder:
         with as_model_error(f"cannot load {source.describe()}"):
@@ -220,11 +266,34 @@ def pretrained(source: ModelSource, device: str = "cpu") -> Iterator[tuple]:
                 ignore_mismatched_sizes=True,  # reported in info, and refused below by name and shapes
                 **options,
             )
-            tokenizer = AutoTokenizer.from_pretrained(folder, **options) if files.has_tokenizer else None
+            tokenizer = load_tokenizer(folder, files, source.describe())
         refuse_unloaded_weights(source, info)
         refuse_not_finite(source, model)
+        warn_cast_weights(source, files, model)
         model.config.name_or_path = source.location  # where it came from, not the private folder
         yield model.to(device).eval(), tokenizer
+
+
+def load_tokenizer(folder: Path, files: ModelFiles, name: str):
+    """The tokenizer of the checked files in ``folder`` (None where the model has none), tried once on text, as
+    TransformerBridge uses it at once. Tokenizer files without a vocabulary make a tokenizer only of a class that
+    needs none (ByT5's bytes): for any other, what is missing is said, not the library's long guess."""
+    from transformers import AutoTokenizer  # the auto classes load architectures' code
+
+    if not files.tokenizer_files:
+        return None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+    except Exception:
+        if files.has_vocabulary:
+            raise  # the library's own message, as one line (as_model_error)
+        present = ", ".join(files.tokenizer_files)
+        raise LanguageModelError(
+            f"{name} has {present} but no tokenizer file ({', '.join(TOKENIZER_VOCABULARIES)}) to build its "
+            f"tokenizer from: add one, or remove {present}"
+        ) from None
+    tokenizer.encode("a")  # what TransformerBridge does first with it: a tokenizer that cannot fails here, in one line
+    return tokenizer
 
 
 def load_pretrained(source: ModelSource, device: str = "cpu"):
@@ -263,10 +332,33 @@ def refuse_not_finite(source: ModelSource, model: nn.Module) -> None:
             raise LanguageModelError(f"{source.describe()}: tensor {name} holds NaN or infinity: refusing to probe it")
 
 
+def warn_cast_weights(source: ModelSource, files: ModelFiles, model: nn.Module) -> None:
+    """Warn, in one line naming the file, of weights stored as integers or booleans that were loaded cast to
+    float32: the values are kept, but such weights are usually quantized ones whose scales are not applied, so
+    the probes may measure another model than the one trained. Only tensors loaded into a float tensor of the
+    model count (by name, a base model's without its prefix): not the integer buffers it keeps as they are,
+    nor those it has no place for (GPT-2's saved masks)."""
+    floating = {name for name, tensor in model.state_dict().items() if tensor.is_floating_point()}
+    prefix = model.base_model_prefix
+    stored = files.non_float_tensors().items()
+    cast = {name: found for name, found in stored if {name, f"{prefix}.{name}"} & floating}
+    if cast:
+        first = min(cast)
+        dtypes = " and ".join(sorted({dtype for dtype, _ in cast.values()}))
+        message = (
+            f"{source.describe()}: {len(cast)} weight tensor(s) stored as {dtypes} (e.g. {one_line(first)}) were cast "
+            "to float32: integer weights are usually quantized ones, whose scales are not applied here"
+        )
+        # the file at fault as the warning's place, line 0: one line, and not a line of this module's source
+        warnings.warn_explicit(message, CastWeightsWarning, filename=str(cast[first][1]), lineno=0)
+
+
 def architecture(model: nn.Module) -> str:
-    """The class name TransformerLens's adapters are registered under (GPT2LMHeadModel, LlamaForCausalLM)."""
-    names = getattr(model.config, "architectures", None) or [type(model).__name__]
-    return names[0]
+    """The class name TransformerLens's adapters are registered under (GPT2LMHeadModel, LlamaForCausalLM): the
+    config's first architecture (a list of names in a config read from a folder: :mod:`.hf_config`), else the
+    model's own class, as for a model built in Python without one."""
+    names = getattr(model.config, "architectures", None)
+    return names[0] if isinstance(names, list) and names and isinstance(names[0], str) else type(model).__name__
 
 
 def bridge_from_hf(model: nn.Module, tokenizer=None, name: str = "in-memory model"):

@@ -6,7 +6,8 @@
   a size checked before the first byte is read);
 - the weights, ``model.safetensors`` or the shards the index names: plain file names ending ``.safetensors``,
   regular files inside the folder, :data:`~induction_probes.circuits.common.limits.MAX_LM_WEIGHT_BYTES` in all;
-  memory-mapped by safetensors when the model loads, never read here.
+  memory-mapped by safetensors when the model loads; only their headers are read here, for the dtypes of their
+  tensors (one that is not floating point loads cast to float32, with a :class:`CastWeightsWarning`).
 
 A model in the local Hugging Face cache is read the same way: each file is found through huggingface_hub's
 own cache lookup, and the blob a snapshot's link leads to must be a regular file inside the cache's folder
@@ -40,10 +41,11 @@ CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
+TOKENIZER_JSON = "tokenizer.json"
 # what AutoTokenizer reads of a fast (tokenizer.json), byte-level BPE (vocab.json, merges.txt), WordPiece
 # (vocab.txt) or SentencePiece (tokenizer.model) tokenizer; chat templates are never needed here
 TOKENIZER_FILES = (
-    "tokenizer.json",
+    TOKENIZER_JSON,
     TOKENIZER_CONFIG,
     "special_tokens_map.json",
     "added_tokens.json",
@@ -52,12 +54,32 @@ TOKENIZER_FILES = (
     "vocab.txt",
     "tokenizer.model",
 )
+# the files of those that hold a tokenizer's vocabulary: the others (its config, special tokens, merges) alone
+# make a tokenizer only of a class that needs no vocabulary (ByT5's bytes)
+TOKENIZER_VOCABULARIES = (TOKENIZER_JSON, "vocab.json", "vocab.txt", "tokenizer.model")
 TEXT_FILES = (CONFIG, "generation_config.json", *TOKENIZER_FILES)
+# safetensors' codes of the dtypes that are not floating point, and torch's names of them: such weights load
+# cast to float32, their values kept but not what they meant (quantized weights lose the scales they need)
+NON_FLOAT_DTYPES = {
+    "BOOL": "bool",
+    "U8": "uint8",
+    "I8": "int8",
+    "U16": "uint16",
+    "I16": "int16",
+    "U32": "uint32",
+    "I32": "int32",
+    "U64": "uint64",
+    "I64": "int64",
+}
 QUOTED = 200  # characters of a stranger's value or of a library's message kept in one error line
 
 
 class LanguageModelError(ValueError):
     """A language model that cannot be found, read or booted."""
+
+
+class CastWeightsWarning(UserWarning):
+    """Weights stored as integers or booleans, loaded all the same: cast to float32."""
 
 
 def one_line(error: BaseException | str, limit: int = QUOTED) -> str:
@@ -131,8 +153,24 @@ class ModelFiles:
         return None if file not in self.texts else json_object(self.texts[file])
 
     @property
-    def has_tokenizer(self) -> bool:
-        return any(file in self.texts for file in TOKENIZER_FILES)
+    def tokenizer_files(self) -> list[str]:
+        return [file for file in TOKENIZER_FILES if file in self.texts]
+
+    @property
+    def has_vocabulary(self) -> bool:
+        return any(file in self.texts for file in TOKENIZER_VOCABULARIES)
+
+    def non_float_tensors(self) -> dict[str, tuple[str, Path]]:
+        """The weights' tensors stored in a dtype that is not floating point: name -> (torch's name of that
+        dtype, its file), from the safetensors headers alone."""
+        from safetensors import safe_open  # reads a file's header; its tensors are memory-mapped, not read
+
+        found = {}
+        for path in self.weights.values():
+            with safe_open(path, framework="pt") as weights:
+                dtypes = {name: weights.get_slice(name).get_dtype() for name in weights.keys()}
+            found |= {name: (NON_FLOAT_DTYPES[code], path) for name, code in dtypes.items() if code in NON_FLOAT_DTYPES}
+        return found
 
 
 def read_model_folder(folder: ModelFolder) -> ModelFiles:

@@ -7,8 +7,10 @@ one way a stranger could."""
 
 import json
 import os
+import re
 import shutil
 import socket
+import warnings
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from safetensors.torch import load_file, save_file
 
 from induction_probes import lm
 from induction_probes.circuits.interop.language_models import LanguageModelError, find_source, load_pretrained
+from induction_probes.circuits.interop.model_folder import CastWeightsWarning
 
 ARCHITECTURES = ("gpt2", "neox", "llama")
 INDEX = "model.safetensors.index.json"
@@ -92,6 +95,54 @@ def assert_refused(capsys, tmp_path, name, match):
     assert len(err.strip().splitlines()) == 1 and err.startswith("induction-probes: error: "), err
     assert not plots.exists() or not any(plots.iterdir())
     assert before is None or listing(folder) == before
+
+
+# --- finding the model: a folder that is neither a model nor a run, a checkpoint that cannot be read ------
+
+
+def test_a_folder_whose_config_has_no_model_type_is_neither_a_run_nor_a_model(models, tmp_path, capsys):
+    folder = copy_model(models, "gpt2", tmp_path / "model")
+    config = json.loads((folder / "config.json").read_text())
+    del config["model_type"]
+    (folder / "config.json").write_text(json.dumps(config))
+    assert_refused(
+        capsys,
+        tmp_path,
+        folder,
+        r"is neither a run of ours \(no manifest.json\) nor a Hugging Face model directory "
+        r"\(its config.json has no model_type\)$",
+    )
+
+
+@pytest.mark.parametrize("kind", ["config a link", "config a named pipe", "no config", "folder a link", "a file"])
+def test_a_checkpoint_folder_that_cannot_be_read_as_a_model_is_refused_not_left_out(models, tmp_path, capsys, kind):
+    series = tmp_path / "series"
+    for step in (1, 2, 3):
+        copy_model(models, "gpt2", series / f"step_{step}")
+    broken = series / "step_2"
+    config = broken / "config.json"
+    if kind == "config a link":
+        config.unlink()
+        config.symlink_to(models["gpt2"] / "config.json")
+    elif kind == "config a named pipe":  # opened without waiting for a writer, then refused
+        config.unlink()
+        os.mkfifo(config)
+    elif kind == "no config":
+        config.unlink()
+    else:
+        shutil.rmtree(broken)
+        if kind == "folder a link":
+            broken.symlink_to(models["gpt2"], target_is_directory=True)
+        else:
+            broken.write_text("step 2")
+    why = {
+        "config a link": "config.json is a symbolic link",
+        "config a named pipe": "config.json is not a regular file",
+        "no config": "it has no config.json",
+        "folder a link": "it is a symbolic link",
+        "a file": "it is not a folder",
+    }[kind]
+    assert_refused(capsys, tmp_path, series, f"checkpoint {re.escape(str(broken))} cannot be read as a model: .*{why}")
 
 
 # --- the index: safetensors files inside the folder only ------------------------------------------------
@@ -212,6 +263,12 @@ CONFIGS = {
     "code of its own": ("gpt2", {"auto_map": {"AutoModelForCausalLM": "evil.Model"}}, "names code of its own"),
     "asks for its code": ("gpt2", {"trust_remote_code": True}, "asks for its own code to run"),
     "unknown model type": ("gpt2", {"model_type": "evil"}, "model_type 'evil' is not one transformers"),
+    "architectures a string": (  # read by its first letter, "G", it named no architecture
+        "gpt2",
+        {"architectures": "GPT2LMHeadModel"},
+        "architectures must be a list of class names, such as .*: got 'GPT2LMHeadModel'",
+    ),
+    "architectures not names": ("llama", {"architectures": [7]}, "architectures must be a list of .*: got \\[7\\]"),
 }
 
 
@@ -221,6 +278,12 @@ def test_configs_beyond_the_limits_or_asking_for_code_or_quantization_are_refuse
     folder = copy_model(models, architecture, tmp_path / "model", **changes)
     (folder / "evil.py").write_text("raise SystemExit('code from the folder ran')\n")
     assert_refused(capsys, tmp_path, folder, "config.json: " + match)
+
+
+def test_a_model_built_in_python_with_architectures_a_string_boots_as_its_own_class(models):
+    model, _ = load_pretrained(find_source(str(models["gpt2"])))
+    model.config.architectures = "GPT2LMHeadModel"  # a config built in Python, not read from a folder's file
+    assert lm.as_hooked(model).cfg.n_layers == 2
 
 
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "1e999"])  # 1e999: Python's json reads it as infinity
@@ -236,6 +299,41 @@ def test_a_tokenizer_config_naming_code_of_its_own_is_refused(models, tmp_path, 
     folder = copy_model(models, "llama", tmp_path / "model")
     edit_json(folder / "tokenizer_config.json", {"auto_map": {"AutoTokenizer": ["evil.Tokenizer", None]}})
     assert_refused(capsys, tmp_path, folder, "tokenizer_config.json: names code of its own")
+
+
+def test_a_tokenizer_whose_unknown_word_token_is_not_in_its_vocabulary_is_refused_naming_the_file(
+    models, tmp_path, capsys
+):
+    folder = copy_model(models, "llama", tmp_path / "model")
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    tokenizer["model"]["unk_token"] = "<nope>"  # the tokenizers library loads it, then fails on a word it lacks
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    assert_refused(
+        capsys,
+        tmp_path,
+        folder,
+        f"^{re.escape(str(folder))}: tokenizer.json: its model's unk_token '<nope>' is not in its vocabulary",
+    )
+
+
+def test_a_tokenizer_config_without_a_tokenizer_file_is_refused_in_one_whole_line(models, tmp_path, capsys):
+    folder = copy_model(models, "llama", tmp_path / "model")
+    (folder / "tokenizer.json").unlink()
+    assert_refused(
+        capsys,
+        tmp_path,
+        folder,
+        f"^{re.escape(str(folder))} has tokenizer_config.json but no tokenizer file "
+        r"\(tokenizer.json, vocab.json, vocab.txt, tokenizer.model\) to build its tokenizer from: "
+        "add one, or remove tokenizer_config.json$",
+    )
+
+
+def test_a_tokenizer_needing_no_vocabulary_still_loads_from_its_config_alone(models, tmp_path):
+    folder = copy_model(models, "gpt2", tmp_path / "model")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "ByT5Tokenizer"}))  # bytes
+    _, tokenizer = load_pretrained(find_source(str(folder)))
+    assert type(tokenizer).__name__ == "ByT5Tokenizer"
 
 
 # --- the weights: exactly the config's tensors, finite --------------------------------------------------
@@ -271,6 +369,29 @@ def test_gpt2s_saved_causal_masks_and_tied_embeddings_still_load(models, tmp_pat
 
     model, _ = load_pretrained(find_source(str(with_weights(models, tmp_path / "model", add_masks))))
     assert model.lm_head.weight is model.transformer.wte.weight  # tied: saved once, loaded into both
+
+
+def test_integer_weights_load_cast_to_float32_with_a_one_line_warning(models, tmp_path, capsys):
+    def quantize(tensors):
+        name = "transformer.h.0.mlp.c_fc.weight"
+        tensors[name] = (tensors[name] * 100).to(torch.int8)  # as if quantized, its scales left out
+        tensors["transformer.h.0.attn.bias"] = torch.ones(1, 1, 64, 64, dtype=torch.bool)  # a saved mask: not a weight
+
+    folder = with_weights(models, tmp_path / "model", quantize)
+    stored = load_file(folder / "model.safetensors")["transformer.h.0.mlp.c_fc.weight"]
+    message = r"1 weight tensor\(s\) stored as int8 \(e.g. transformer.h.0.mlp.c_fc.weight\) were cast to float32"
+    with pytest.warns(CastWeightsWarning, match=message) as caught:
+        model, _ = load_pretrained(find_source(str(folder)))
+    assert torch.equal(model.transformer.h[0].mlp.c_fc.weight, stored.float())  # loaded, as float32
+    (warning,) = [w for w in caught if w.category is CastWeightsWarning]
+    shown = warnings.formatwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    assert len(shown.strip().splitlines()) == 1 and warning.filename == str(folder / "model.safetensors"), shown
+    with pytest.warns(CastWeightsWarning, match=message):
+        code, out, err = cli(capsys, "info", str(folder))
+    assert code == 0 and "parameters" in out, err
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CastWeightsWarning)
+        load_pretrained(find_source(str(models["gpt2"])))  # float weights: no warning
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
