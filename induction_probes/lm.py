@@ -7,7 +7,8 @@ cache). The measurements live in :mod:`induction_probes.probes.lm`; this is thei
 >>> result.induction_heads, result.scores.content.at(1, 0)  # doctest: +SKIP
 """
 
-from induction_probes.circuits.interop.language_models import as_hooked, find_source, load_bridge
+from induction_probes.circuits.interop.language_models import as_hooked, load_bridge
+from induction_probes.circuits.interop.model_sources import find_source
 from induction_probes.probes.ablation.head_ablation import single_heads
 from induction_probes.probes.lm.ablation import HeadAblation, ablate
 from induction_probes.probes.lm.markov import MarkovProbe, probe_markov, probe_markov_series

@@ -14,6 +14,11 @@ ablation removes) take a percentile bootstrap instead (:func:`bootstrap_mean_int
 :func:`bootstrap_ratio_interval`): whole sequences are resampled with replacement, the statistic is recomputed
 on each resample, and the interval is the resamples' central ``level`` quantiles. A resampled mean never leaves
 the values' range, so a score's interval stays inside its bounds.
+
+Rows that come in clusters (the sequences of one draw of a language model's k token ids share those ids) are not
+independent: :func:`cluster_mean_interval` and :func:`cluster_ratio_intervals` resample clusters, then rows within
+each (a two-stage bootstrap), and :func:`draw_t_interval` takes Student's t over the cluster means. With one
+cluster each is the plain interval over rows.
 """
 
 from __future__ import annotations
@@ -152,3 +157,61 @@ def bootstrap_ratio_interval(
     value, low, high = bootstrap_ratio_intervals(num, den, level, seed)
     bounds = (None, None) if low.isnan() else (low.item(), high.item())
     return Estimate(value.item(), *bounds, num.numel(), level)
+
+
+@functools.lru_cache(maxsize=2)  # every curve, window and head of one probe resamples the same rows: draw them once
+def cluster_weights(n_draws: int, n_seqs: int) -> Float[Tensor, "resample batch"]:
+    """[resamples, n_draws · n_seqs]: row r holds how often the two-stage bootstrap's resample r takes each
+    (draw, sequence) pair, divided by their number, so that ``weights @ values`` is every resample's mean. Stage
+    one draws ``n_draws`` draws with replacement; stage two, for each one drawn (a draw drawn twice twice,
+    independently), ``n_seqs`` of its sequences with replacement. With one draw: the sequence bootstrap of
+    :func:`~induction_probes.probes.intervals.resampling_weights`, the same resamples."""
+    if n_draws == 1:
+        return resampling_weights(n_seqs)
+    generator = torch.Generator().manual_seed(BOOTSTRAP_SEED)
+    draws = torch.randint(0, n_draws, (BOOTSTRAP_RESAMPLES, n_draws), generator=generator)
+    sequences = torch.randint(0, n_seqs, (BOOTSTRAP_RESAMPLES, n_draws, n_seqs), generator=generator)
+    rows = (draws[..., None] * n_seqs + sequences).reshape(BOOTSTRAP_RESAMPLES, -1)
+    counts = torch.zeros(BOOTSTRAP_RESAMPLES, n_draws * n_seqs, dtype=torch.float64)
+    return counts.scatter_add_(1, rows, torch.ones_like(rows, dtype=torch.float64)) / (n_draws * n_seqs)
+
+
+def percentiles(resampled: Tensor) -> tuple[Tensor, Tensor]:
+    """The central :data:`LEVEL` interval of the resamples (first dimension)."""
+    levels = torch.tensor([(1 - LEVEL) / 2, (1 + LEVEL) / 2], dtype=torch.float64)
+    low, high = torch.quantile(resampled, levels, dim=0)
+    return low, high
+
+
+def cluster_mean_interval(values: Float[Tensor, "batch ..."], n_draws: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The mean over (draw, sequence) rows, draw-major, with its two-stage percentile-bootstrap interval, for
+    every trailing entry at once."""
+    values = values.double().cpu()
+    n = values.shape[0]
+    resampled = cluster_weights(n_draws, n // n_draws) @ values.reshape(n, -1)
+    return (values.mean(0), *(b.reshape(values.shape[1:]) for b in percentiles(resampled)))
+
+
+def cluster_ratio_intervals(
+    numerator: Float[Tensor, "batch ..."], denominator: Float[Tensor, " batch"], n_draws: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """mean(numerator) / mean(denominator) over (draw, sequence) rows, with its two-stage percentile-bootstrap
+    interval (the same resamples for both); NaN bounds where a resample's denominator is not positive."""
+    num, den = numerator.double().cpu(), denominator.double().cpu()
+    n = num.shape[0]
+    value, weights = num.mean(0) / den.mean(), cluster_weights(n_draws, n // n_draws)
+    resampled_den = weights @ den
+    if (resampled_den <= 0).any():  # a resample with no query that has a matching key has no score
+        nan = torch.full_like(value, math.nan)
+        return value, nan, nan.clone()
+    ratios = (weights @ num.reshape(n, -1)) / resampled_den[:, None]
+    return (value, *(b.reshape(num.shape[1:]) for b in percentiles(ratios)))
+
+
+def draw_t_interval(per_row: Float[Tensor, " batch"], n_draws: int) -> Estimate:
+    """The mean over (draw, sequence) rows with its Student t interval over the per-draw means (D − 1 degrees
+    of freedom), or over the sequences when there is one draw. ``n``: every row."""
+    if n_draws == 1:
+        return mean_interval(per_row)
+    over_draws = mean_interval(per_row.double().reshape(n_draws, -1).mean(1))
+    return Estimate(over_draws.value, over_draws.low, over_draws.high, per_row.numel())

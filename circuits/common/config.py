@@ -10,6 +10,7 @@ This module and the config classes built on it import no torch: the command line
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import MISSING, asdict, field, fields
 from typing import Any
 
@@ -89,3 +90,15 @@ def config_from_options(config_class: type, options: dict):
     if missing:
         raise ValueError(f"--{missing[0].replace('_', '-')} is required")
     return config_class(**values)
+
+
+def count(text: str) -> int:
+    """The type of an option that counts (sequences, states, draws): an integer >= 1, checked while parsing, so
+    that the message names the option (``--probe-seqs``), not the parameter it is passed as."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text[:200]!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value

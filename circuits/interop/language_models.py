@@ -1,13 +1,7 @@
 """Hugging Face language models as probe targets, booted through TransformerLens's ``TransformerBridge``.
 
-Where a model comes from (:func:`find_source`), in this order:
-
-- a directory holding a Hugging Face model (``config.json`` with a ``model_type``, safetensors weights),
-  as ``save_pretrained`` writes it;
-- a directory of checkpoints: sub-folders ``step_N/`` (or ``stepN/``), each such a model directory (one that
-  is not, or cannot be read, is refused by name: a series is never probed with a checkpoint left out);
-- a name in the local Hugging Face cache (``HF_HUB_CACHE``), whose revisions named ``stepN`` (as Pythia
-  publishes its training checkpoints) are its checkpoint series.
+Where a model comes from (a folder, a series of ``step_N/`` folders, a name in the local cache) is
+:mod:`.model_sources`'s, which loads nothing.
 
 Nothing is downloaded: every load is ``local_files_only``, so a model must be on disk (a name missing from
 the cache is one clear error). A model's folder is untrusted input: transformers is given only the files
@@ -26,214 +20,42 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
 import os
-import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
 from induction_probes.circuits.common.devices import resolve_device
-from induction_probes.circuits.common.untrusted import CheckpointError, read_text
 from induction_probes.circuits.interop.hf_config import check_tokenizer_model, checked_config, refuse_code
 from induction_probes.circuits.interop.model_folder import (
     CONFIG,
+    STALE_BUFFER,
     TOKENIZER_CONFIG,
     TOKENIZER_JSON,
     TOKENIZER_VOCABULARIES,
     CastWeightsWarning,
     LanguageModelError,
     ModelFiles,
-    ModelFolder,
     as_model_error,
     one_line,
     read_model_folder,
     staged,
 )
-from induction_probes.circuits.runs.shipped import shipped_run_names
+from induction_probes.circuits.interop.model_sources import ModelSource, Series, find_source, format_steps, model_folder
 
 if TYPE_CHECKING:
     from torch import nn
-
-STEP_FOLDER = re.compile(r"step_?(\d+)")  # step_1000/ (our convention) or step1000 (Pythia's revisions)
-# causal masks that older transformers saved among GPT-2's and GPT-NeoX's weights (attn.bias, attn.masked_bias):
-# buffers the model rebuilds, not weights, so a checkpoint holding them matches its config all the same
-STALE_BUFFER = re.compile(r"(^|\.)(attn|attention)\.(bias|masked_bias)$")
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """One model on disk: a directory, or a name (and revision) in the local Hugging Face cache."""
-
-    location: str  # the directory, or the cache's repository id
-    revision: str | None = None  # a cache revision (a branch such as step1000, or a commit)
-    step: int | None = None  # the training step, when the model is one of a series
-
-    @property
-    def in_cache(self) -> bool:
-        return not Path(self.location).is_dir()
-
-    def describe(self) -> str:
-        where = f"{self.location} (local Hugging Face cache)" if self.in_cache else self.location
-        return where + (f", revision {self.revision}" if self.revision else "")
 
 
 if TYPE_CHECKING:  # what a language-model probe takes: a folder or cache name, a ModelSource, or a model
     ModelLike = ModelSource | nn.Module | str | os.PathLike  # (Hugging Face's, a TransformerBridge, any hooked one)
 
 
-@dataclass(frozen=True)
-class Series:
-    """Checkpoints of one training run, in step order."""
-
-    name: str
-    checkpoints: tuple[ModelSource, ...]
-
-    @property
-    def steps(self) -> list[int]:
-        return [source.step for source in self.checkpoints]
-
-    def at(self, step: int | None) -> ModelSource:
-        """The checkpoint at ``step`` (default the last)."""
-        if step is None:
-            return self.checkpoints[-1]
-        for source in self.checkpoints:
-            if source.step == step:
-                return source
-        raise LanguageModelError(f"{self.name} has no checkpoint at step {step} (steps {format_steps(self.steps)})")
-
-
-def format_steps(steps: list[int]) -> str:
-    return ", ".join(map(str, steps)) if len(steps) <= 8 else f"{steps[0]}, {steps[1]}, ..., {steps[-1]}"
-
-
-def is_model_directory(path: Path) -> bool:
-    """A Hugging Face model directory (:func:`not_a_model_directory`)."""
-    return path.is_dir() and not_a_model_directory(path) is None
-
-
-def not_a_model_directory(folder: Path) -> str | None:
-    """Why the folder ``folder`` is not a Hugging Face model directory, None where it is one: that needs its own
-    ``config.json`` (read through the untrusted-file reader: no link, a regular file of a sane size, and a pipe
-    never waited on) naming a model type, and no ``manifest.json`` (a run directory of ours also has a
-    config.json)."""
-    if (folder / "manifest.json").exists():
-        return "it holds a manifest.json, as a run of ours does"
-    try:
-        value = json.loads(read_text(folder / CONFIG, root=folder))
-    except FileNotFoundError:
-        return f"it has no {CONFIG}"
-    except (CheckpointError, OSError) as error:  # a link, a pipe, a device, too large: the reader says which
-        return one_line(error)
-    except (ValueError, RecursionError):  # not UTF-8, not JSON
-        return f"its {CONFIG} is not JSON"
-    if not isinstance(value, dict) or not isinstance(value.get("model_type"), str):
-        return f"its {CONFIG} has no model_type"
-    return None
-
-
-def step_folders(path: Path) -> list[ModelSource]:
-    """The ``step_N/`` model directories of ``path``, in step order. A ``step_N`` that is not one (a link, which
-    is not followed, a file, or a folder without a readable config.json) is refused by name, not left out: the
-    series would be probed as if that checkpoint had never been saved."""
-    found = []
-    for child in path.iterdir() if path.is_dir() and not path.is_symlink() else []:
-        match = STEP_FOLDER.fullmatch(child.name)
-        if match:
-            refuse_unreadable_checkpoint(child)
-            found.append(ModelSource(str(child), step=int(match.group(1))))
-    steps = [source.step for source in found]
-    if len(set(steps)) < len(steps):
-        raise LanguageModelError(f"{path} has two checkpoint folders for one step (step_N and stepN)")
-    return sorted(found, key=lambda source: source.step)
-
-
-def refuse_unreadable_checkpoint(folder: Path) -> None:
-    """Refuse the checkpoint folder ``folder`` of a series unless it is a model directory of its own."""
-    if folder.is_symlink():
-        why = "it is a symbolic link: a series' checkpoints are its own folders"
-    else:
-        why = not_a_model_directory(folder) if folder.is_dir() else "it is not a folder"
-    if why is not None:
-        raise LanguageModelError(f"checkpoint {folder} cannot be read as a model: {why}")
-
-
-def refuse_neither_run_nor_model(path: Path) -> None:
-    """Refuse a folder with a config.json but no manifest.json, saying what it lacks to be either: it is no run of
-    ours, so the message the run reader would give (no manifest.json) would tell half of it."""
-    if path.is_dir() and os.path.lexists(path / CONFIG) and not os.path.lexists(path / "manifest.json"):
-        raise LanguageModelError(
-            f"{path} is neither a run of ours (no manifest.json) nor a Hugging Face model directory "
-            f"({not_a_model_directory(path)})"
-        )
-
-
-def cached_revisions(name: str) -> list[str] | None:
-    """The names of the revisions of model ``name`` in the local Hugging Face cache (None: not there)."""
-    from huggingface_hub import constants, scan_cache_dir  # Hugging Face's libraries load in seconds: only when used
-    from huggingface_hub.errors import CacheNotFound
-
-    try:  # the cache that try_to_load_from_cache reads (scan_cache_dir's own default is fixed at its import)
-        repos = scan_cache_dir(constants.HF_HUB_CACHE).repos
-    except CacheNotFound:
-        return None
-    for repo in repos:
-        if repo.repo_id == name and repo.repo_type == "model":
-            return sorted(ref for revision in repo.revisions for ref in revision.refs)
-    return None
-
-
-def find_source(name: str) -> ModelSource | Series | None:
-    """The language model ``name`` names, or None when it names a run of ours (a run directory or a
-    shipped run), left to :class:`~induction_probes.circuits.runs.reader.Run`. Raises when it names nothing."""
-    path = Path(name)
-    if path.exists():
-        if is_model_directory(path):
-            return ModelSource(str(path))
-        series = step_folders(path)
-        if series:
-            return Series(str(path), tuple(series))
-        refuse_neither_run_nor_model(path)
-        return None
-
-    if name in shipped_run_names():
-        return None
-    looks_like_path = name.startswith(("/", ".", "~")) or name.count("/") > 1  # never a repository id
-    revisions = None if looks_like_path else cached_revisions(name)
-    if revisions is None:
-        shipped = ", ".join(shipped_run_names()) or "none"
-        raise LanguageModelError(
-            f"no run directory or shipped run named {name!r} (shipped runs: {shipped}), nor a Hugging Face model "
-            f"directory or a model in the local Hugging Face cache; nothing is downloaded "
-            f"(fetch it first: hf download {name})"
-        )
-    steps = sorted((int(m.group(1)), ref) for ref in revisions if (m := STEP_FOLDER.fullmatch(ref)))
-    if steps:
-        return Series(name, tuple(ModelSource(name, revision=ref, step=step) for step, ref in steps))
-    return ModelSource(name)
-
-
-def require_model(source: ModelSource | Series, step: int | None) -> ModelSource:
-    """One model of ``source``: itself, or a series' checkpoint at ``step`` (default the last)."""
-    if isinstance(source, Series):
-        return source.at(step)
-    if step is not None:
-        raise LanguageModelError(f"{source.location} is one model, not a checkpoint series: --step does not apply")
-    return source
-
-
 # --- loading ----------------------------------------------------------------------------------------
-
-
-def model_folder(source: ModelSource) -> ModelFolder:
-    if source.in_cache:
-        return ModelFolder.cache(source.location, source.revision, source.describe())
-    return ModelFolder(Path(source.location), source.describe())
 
 
 @contextmanager
@@ -414,25 +236,3 @@ def as_hooked(model: ModelLike, device: str = "cpu"):
         f"cannot probe a {type(model).__name__}: give a model directory or cache name, a "
         "Hugging Face model, a TransformerBridge or a hooked model"
     )
-
-
-def describe(bridge) -> dict:
-    """What was loaded, for ``info``: architecture, sizes, parameters, tokenizer."""
-    cfg, tokenizer = bridge.cfg, getattr(bridge, "tokenizer", None)
-    original = getattr(bridge, "original_model", None)
-    hf_config = getattr(original, "config", None)
-    return {
-        "architecture": architecture(original) if original is not None else type(bridge).__name__,
-        "model_type": getattr(hf_config, "model_type", None),
-        "n_layers": cfg.n_layers,
-        "n_heads": cfg.n_heads,
-        "n_key_value_heads": getattr(cfg, "n_key_value_heads", None),
-        "d_model": cfg.d_model,
-        "d_head": cfg.d_head,
-        "d_vocab": cfg.d_vocab,
-        "n_ctx": cfg.n_ctx,
-        "parameters": sum(p.numel() for p in bridge.parameters()),
-        "dtype": str(next(bridge.parameters()).dtype).removeprefix("torch."),
-        "positional": getattr(cfg, "positional_embedding_type", None),
-        "tokenizer": None if tokenizer is None else {"class": type(tokenizer).__name__, "size": len(tokenizer)},
-    }

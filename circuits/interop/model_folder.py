@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -72,6 +73,10 @@ NON_FLOAT_DTYPES = {
     "I64": "int64",
 }
 QUOTED = 200  # characters of a stranger's value or of a library's message kept in one error line
+MAX_HEADER_BYTES = 100 * 2**20  # the safetensors format's own limit on a file's header
+# causal masks that older transformers saved among GPT-2's and GPT-NeoX's weights (attn.bias, attn.masked_bias):
+# buffers the model rebuilds, not weights, so a checkpoint holding them matches its config all the same
+STALE_BUFFER = re.compile(r"(^|\.)(attn|attention)\.(bias|masked_bias)$")
 
 
 class LanguageModelError(ValueError):
@@ -160,17 +165,49 @@ class ModelFiles:
     def has_vocabulary(self) -> bool:
         return any(file in self.texts for file in TOKENIZER_VOCABULARIES)
 
+    def tensors(self) -> dict[str, tuple[str, list[int], Path]]:
+        """Every tensor of the weights: name -> (safetensors' dtype code, shape, its file), from the headers alone."""
+        found = {}
+        for path in self.weights.values():
+            found |= {name: (entry["dtype"], entry["shape"], path) for name, entry in tensor_header(path).items()}
+        return found
+
     def non_float_tensors(self) -> dict[str, tuple[str, Path]]:
         """The weights' tensors stored in a dtype that is not floating point: name -> (torch's name of that
         dtype, its file), from the safetensors headers alone."""
-        from safetensors import safe_open  # reads a file's header; its tensors are memory-mapped, not read
+        stored = self.tensors().items()
+        return {name: (NON_FLOAT_DTYPES[code], path) for name, (code, _, path) in stored if code in NON_FLOAT_DTYPES}
 
-        found = {}
-        for path in self.weights.values():
-            with safe_open(path, framework="pt") as weights:
-                dtypes = {name: weights.get_slice(name).get_dtype() for name in weights.keys()}
-            found |= {name: (NON_FLOAT_DTYPES[code], path) for name, code in dtypes.items() if code in NON_FLOAT_DTYPES}
-        return found
+    def parameter_count(self) -> int:
+        """The weights' numbers, from the headers: the parameters as saved (tied embeddings once), without the
+        causal masks older transformers saved beside them."""
+        stored = self.tensors().items()
+        return sum(math.prod(shape) for name, (_, shape, _) in stored if not STALE_BUFFER.search(name))
+
+
+def tensor_header(path: Path) -> dict[str, dict]:
+    """A safetensors file's header (name -> dtype code and shape; its metadata left out), read without torch:
+    its stated length is checked against the format's own limit and the file's size before it is read.
+    ``path`` was checked to be a regular file inside the model's folder (:meth:`ModelFolder.weights_size`)."""
+    with open(path, "rb") as file:
+        stated = file.read(8)
+        length = int.from_bytes(stated, "little") if len(stated) == 8 else 0
+        if not 0 < length <= min(MAX_HEADER_BYTES, os.fstat(file.fileno()).st_size - 8):
+            raise LanguageModelError(f"{path} is not a safetensors file: its header length does not fit the file")
+        try:
+            header = json_object(file.read(length))
+        except ValueError as error:
+            raise LanguageModelError(f"{path} is not a safetensors file: its header is {error}") from None
+    header.pop("__metadata__", None)
+    for name, entry in header.items():
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        if not (isinstance(entry.get("dtype"), str) and isinstance(shape, list) and all(is_size(n) for n in shape)):
+            raise LanguageModelError(f"{path}: tensor {one_line(name)} has no dtype and shape in its header")
+    return header
+
+
+def is_size(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def read_model_folder(folder: ModelFolder) -> ModelFiles:

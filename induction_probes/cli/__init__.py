@@ -54,8 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     try:
-        # These models are tiny: on the 2-core machine one thread beat two (bench/bench_model.py).
-        torch.set_num_threads(1)
+        # These models are tiny: on the 2-core machine one thread beat two (bench/bench_model.py). A command that
+        # computes nothing (info) leaves torch unloaded: importing it is most of such a command's time.
+        if not getattr(args, "computes_nothing", False):
+            torch.set_num_threads(1)
         # a device this machine lacks: one line, status 2, before anything is written (but a sweep's may be a cluster's)
         if "device" in vars(args) and not getattr(args, "checks_its_device", False):
             resolve_device(args.device)

@@ -9,15 +9,23 @@ import os
 from dataclasses import MISSING, fields
 from pathlib import Path
 
-from induction_probes.circuits.common.config import config_from_options, option_names  # noqa: F401 (the command modules import them from here)
-from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
+from induction_probes.circuits.common.config import (  # noqa: F401 (the command modules import them from here)
+    config_from_options,
+    count,
+    option_names,
+)
+from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.common.devices import DeviceOptions
-from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.limits import require_seed
+from induction_probes.circuits.interop import model_sources
+from induction_probes.probes.lm.options import (
+    INDUCTION_OPTIONS,
+    LM_OPTIONS,
+    MARKOV_OPTIONS,
+    AblationOptions,
+    ProbeOptions,
+)
 from induction_probes.probes.report.tables import json_text
-
-# read once a command names a model: parsing (and --help) needs no Hugging Face layer
-language_models = lazy_module("induction_probes.circuits.interop.language_models")
 
 PROG = "induction-probes"
 FIELD_TYPES = {"int": int, "float": float, "str": str}
@@ -44,18 +52,6 @@ def run_name(text: str) -> str:
     """The type of every run argument (a folder or a shipped run's name): an empty one names no place either."""
     path(text)
     return text
-
-
-def count(text: str) -> int:
-    """The type of an option that counts sequences: an integer >= 1, checked while parsing, so that the message
-    names the option (``--probe-seqs``), not the parameter it is passed as."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text[:200]!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
-    return value
 
 
 def seed(text: str) -> int:
@@ -136,68 +132,29 @@ def add_probe_set_options(parser: argparse.ArgumentParser) -> None:
     the model runs on."""
     add_device_option(parser)
     parser.add_argument(
-        "--n-seqs", type=count, default=PROBE_SEQS, help="fresh sequences to probe on (default %(default)s)"
+        "--n-seqs",
+        type=count,
+        help=f"fresh sequences to probe on (default {PROBE_SEQS} on a run, {LM_PROBE_SEQS} on a language model)",
     )
     parser.add_argument("--seed", type=seed, default=PROBE_SEED, help="seed of those sequences (default %(default)s)")
     add_output_options(parser)
 
 
+def probe_set_size(args: argparse.Namespace, language_model: bool) -> int:
+    """--n-seqs, or the default for what is probed (the API's default, written once in defaults.py)."""
+    if args.n_seqs is not None:
+        return args.n_seqs
+    return LM_PROBE_SEQS if language_model else PROBE_SEQS
+
+
 # --- a run of ours or a Hugging Face language model -------------------------------------------------------
-
-LM_OPTIONS = ("length", "threshold", "text", "task", "k", "seq_len")  # options only a language model reads
-INDUCTION_OPTIONS = ("length", "threshold", "text")  # those of the repeated-tokens protocol, not of --task markov
-
-
-def length_range(text: str) -> int | tuple[int, int]:
-    """The type of --length: |R| as one integer (12) or an inclusive range (8-16)."""
-    low, dash, high = text.partition("-")
-    if not (low.strip().isdigit() and (not dash or high.strip().isdigit())):
-        raise argparse.ArgumentTypeError(f"|R| must be an integer or a range LOW-HIGH (e.g. 8-16), got {text[:200]!r}")
-    value = (int(low), int(high)) if dash else int(low)
-    bounds = value if dash else (value, value)
-    if not 2 <= bounds[0] <= bounds[1]:
-        raise argparse.ArgumentTypeError(f"|R| needs 2 <= LOW <= HIGH, got {text[:200]!r}")
-    return value
-
-
-def share(text: str) -> float:
-    """The type of a --threshold: a number in (0, 1] (NaN and infinity are no threshold)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a threshold must be a number in (0, 1], got {text[:200]!r}") from None
-    if not 0 < value <= 1:  # also false for NaN
-        raise argparse.ArgumentTypeError(f"a threshold must be a number in (0, 1], got {text[:200]!r}")
-    return value
 
 
 def add_language_model_options(parser: argparse.ArgumentParser, ablate: bool = False) -> None:
-    """The options only a language model reads; a run of ours given one is refused, not silently ignored."""
+    """The options only a language model reads, generated from their configs
+    (:mod:`~induction_probes.probes.lm.options`); a run of ours given one is refused, not silently ignored."""
     group = parser.add_argument_group("language models (a Hugging Face model directory or cache name)")
-    group.add_argument(
-        "--length",
-        type=length_range,
-        help="|R| in the repeated random sequences [BOS] + F + R + R: N, or a range LOW-HIGH drawn per sequence "
-        "(default 10-50, within the model's context)",
-    )
-    what = "share of the induction gap an ablation removes (default 0.5)" if ablate else "attention score (default 0.4)"
-    group.add_argument("--threshold", type=share, help=f"mark heads whose {what} reaches this")
-    if not ablate:
-        group.add_argument(
-            "--task",
-            choices=["induction", "markov"],
-            help="induction: repeated random tokens (default); markov: ICL-MC chains over --k of its tokens",
-        )
-        group.add_argument("--k", type=count, help="--task markov: states of each chain (default 3)")
-        group.add_argument(
-            "--seq-len", type=count, help="--task markov: tokens per sequence (default 100, within the context)"
-        )
-        group.add_argument(
-            "--text",
-            type=path,
-            metavar="FILE",
-            help="also the ICL score on this UTF-8 text: loss at token 500 minus token 50 (Olsson et al.)",
-        )
+    add_config_options(group, AblationOptions if ablate else ProbeOptions)
 
 
 def language_model(args: argparse.Namespace):
@@ -207,23 +164,22 @@ def language_model(args: argparse.Namespace):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-    source = language_models.find_source(args.run)
+    source = model_sources.find_source(args.run)
     given = [name for name in LM_OPTIONS if getattr(args, name, None) is not None]
     if source is None and given:
         raise ValueError(f"--{given[0].replace('_', '-')} applies to language models only; {args.run} is a run")
     markov = getattr(args, "task", None) == "markov"
     if markov and (wrong := [name for name in INDUCTION_OPTIONS if getattr(args, name, None) is not None]):
         raise ValueError(f"--{wrong[0]} belongs to the repeated-tokens protocol, not to --task markov")
-    if not markov and (wrong := [name for name in ("k", "seq_len") if getattr(args, name, None) is not None]):
+    if not markov and (wrong := [name for name in MARKOV_OPTIONS if getattr(args, name, None) is not None]):
         raise ValueError(f"--{wrong[0].replace('_', '-')} applies to --task markov only")
     return source
 
 
 def language_model_options(args: argparse.Namespace) -> dict:
-    """The keyword arguments every language-model view takes from the command line."""
-    options = {"length": args.length, "n_seqs": args.n_seqs, "seed": args.seed, "device": device_of(args)}
-    return (
-        options
-        | {"as_json": args.json, "plot": getattr(args, "plot", None)}
-        | ({"threshold": args.threshold} if args.threshold is not None else {})
-    )
+    """The keyword arguments a language-model view takes from the command line: the probe set, and the
+    language-model options that were given (the view's own defaults stand for the others)."""
+    given = {name: getattr(args, name) for name in LM_OPTIONS if name != "task" and hasattr(args, name)}
+    options = {"n_seqs": probe_set_size(args, True), "seed": args.seed, "device": device_of(args)}
+    options |= {"progress": not given.pop("quiet", False), "as_json": args.json, "plot": getattr(args, "plot", None)}
+    return options | given

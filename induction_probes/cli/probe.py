@@ -15,6 +15,7 @@ from induction_probes.cli.common import (
     device_of,
     language_model,
     language_model_options,
+    probe_set_size,
 )
 from induction_probes.probes.report.views import ablation_report, probe_report
 
@@ -44,18 +45,17 @@ def register(commands) -> None:
 
 def run_probe(args: argparse.Namespace) -> str:
     """Attention and behaviour probes of one checkpoint (default the last) or of every checkpoint."""
-    if (source := language_model(args)) is not None and args.task == "markov":
-        options = {"n_seqs": args.n_seqs, "seed": args.seed, "device": device_of(args), "plot": args.plot}
-        chains = {"k": args.k or 3, "seq_len": args.seq_len, "step": args.step, "all_steps": args.all_steps}
-        return answer(lm_markov_report.markov_lm_report(source, as_json=args.json, **chains, **options))
+    if (source := language_model(args)) is not None and getattr(args, "task", None) == "markov":
+        options = language_model_options(args)
+        return answer(lm_markov_report.markov_lm_report(source, step=args.step, all_steps=args.all_steps, **options))
     if source is not None:
-        options = language_model_options(args) | {"text": args.text}
+        options = language_model_options(args)
         return answer(lm_report.probe_language_model(source, step=args.step, all_steps=args.all_steps, **options))
     if args.all_steps and args.step is not None:
         raise ValueError("give --step or --all-steps, not both")
     steps = "all" if args.all_steps else None if args.step is None else [args.step]
     options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
-    return answer(probe_report(args.run, steps, args.n_seqs, args.seed, **options))
+    return answer(probe_report(args.run, steps, probe_set_size(args, False), args.seed, **options))
 
 
 def run_ablate(args: argparse.Namespace) -> str:
@@ -66,4 +66,5 @@ def run_ablate(args: argparse.Namespace) -> str:
             lm_report.ablate_language_model(source, step=args.step, heads=args.heads, mode=args.mode, **options)
         )
     options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
-    return answer(ablation_report(args.run, args.heads, args.step, args.n_seqs, args.seed, args.mode, **options))
+    n_seqs = probe_set_size(args, False)
+    return answer(ablation_report(args.run, args.heads, args.step, n_seqs, args.seed, args.mode, **options))

@@ -15,10 +15,10 @@ from induction_probes.cli.common import (
     language_model,
     path,
 )
+from induction_probes.probes.report.lm_info import language_model_info
 
 # what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
 info_views = lazy_module("induction_probes.probes.report.info")
-lm_report = lazy_module("induction_probes.probes.report.lm")
 
 
 def register(commands) -> None:
@@ -26,7 +26,7 @@ def register(commands) -> None:
     add_run_argument(info)
     info.add_argument("--step", type=int, help="checkpoint to load and verify (default: the last)")
     add_output_options(info, plot=False)
-    info.set_defaults(handler=run_info)
+    info.set_defaults(handler=run_info, computes_nothing=True)  # a language model's info imports no torch
 
     report = commands.add_parser("report", help="loss against the strategies over an ICL-MC run, phases, figures")
     add_run_argument(report)
@@ -44,7 +44,7 @@ def register(commands) -> None:
 
 def run_info(args: argparse.Namespace) -> str:
     if (source := language_model(args)) is not None:
-        return answer(lm_report.language_model_info(source, step=args.step, as_json=args.json))
+        return answer(language_model_info(source, step=args.step, as_json=args.json))
 
     return answer(info_views.info_report(args.run, args.step, as_json=args.json))
 

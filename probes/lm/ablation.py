@@ -12,17 +12,23 @@ of means with a percentile-bootstrap interval that resamples the sequences for b
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
+from tqdm.auto import tqdm
 
+from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.common.devices import model_device
 from induction_probes.circuits.common.limits import require_seed
-from induction_probes.circuits.common.names import head_label
+from induction_probes.circuits.common.names import head_label, heads_label
+from induction_probes.circuits.interop.resume import resid_pre_hook, run_from_layer
 from induction_probes.probes.ablation.head_ablation import MODES, ablation_hooks, check_heads, heads_in_layer
+from induction_probes.probes.attention.patterns import run_with_captures
 from induction_probes.probes.intervals import Estimate, bootstrap_ratio_interval, mean_interval
-from induction_probes.probes.lm.measure import chunk_size, chunked, per_token_loss
+from induction_probes.probes.lm.measure import chunk_size, per_token_loss
+from induction_probes.probes.lm.progress import progress_bar
 from induction_probes.probes.lm.protocols import InductionLoss, RepeatedTokens, estimate_json, induction_loss
 
 if TYPE_CHECKING:
@@ -68,25 +74,43 @@ class HeadAblation:
         }
 
 
-def ablated_loss(
-    model: HookedModel, repeated: RepeatedTokens, heads, mode: str, reference: RepeatedTokens | None, seed: int
-) -> InductionLoss:
-    """:class:`InductionLoss` with ``heads`` ablated together (none: the clean model)."""
+def ablated_losses(
+    model: HookedModel,
+    repeated: RepeatedTokens,
+    head_sets: list[list[tuple[int, int]]],
+    mode: str,
+    reference: RepeatedTokens | None,
+    seed: int,
+    bar: tqdm,
+) -> list[InductionLoss]:
+    """:class:`InductionLoss` of the clean model, then of each head set ablated together, a chunk of sequences at
+    a time. Each chunk's clean pass keeps the residual stream entering every layer an ablation starts at, and each
+    ablated pass resumes there (:func:`~induction_probes.circuits.interop.resume.run_from_layer`): the layers below
+    the lowest ablated head are not run again, and memory holds one chunk's residuals."""
     tokens = repeated.tokens.to(model_device(model))
     ref = None if reference is None else reference.tokens
     if ref is not None and ref.shape != tokens.shape:
         raise ValueError("the reference sequences must have the probed sequences' shape")
-
-    def losses(rows: slice) -> torch.Tensor:
+    starts = [min(layer for layer, _ in heads) for heads in head_sets]
+    kept = sorted({resid_pre_hook(layer) for layer in starts if layer > 0})
+    n, size = tokens.shape[0], chunk_size(model, tokens.shape[1])
+    per_token: list[list[torch.Tensor]] = [[] for _ in range(len(head_sets) + 1)]
+    for first in range(0, n, size):
+        rows = slice(first, first + size)
         part = tokens[rows]
-        hooks = (
-            ablation_hooks(model, heads, mode, None if ref is None else ref[rows], seed + rows.start) if heads else []
-        )
-        with torch.no_grad():
-            return per_token_loss(model.run_with_hooks(part, fwd_hooks=hooks), part).cpu()
-
-    per_token = chunked(losses, tokens.shape[0], chunk_size(model, tokens.shape[1]))
-    return induction_loss(per_token, repeated)
+        logits, residuals = run_with_captures(model, part, kept)
+        per_token[0].append(per_token_loss(logits, part))
+        for i, (heads, layer) in enumerate(zip(head_sets, starts), 1):
+            bar.set_postfix_str(
+                heads_label(heads, ",")
+                + (f" (sequences {first + 1}-{min(n, first + size)} of {n})" if size < n else "")
+            )
+            hooks = ablation_hooks(model, heads, mode, None if ref is None else ref[rows], seed + first)
+            residual = residuals.get(resid_pre_hook(layer))
+            logits = run_from_layer(model, part, None if residual is None else residual.to(part.device), layer, hooks)
+            per_token[i].append(per_token_loss(logits, part).cpu())
+            bar.update()
+    return [induction_loss(torch.cat(parts), repeated) for parts in per_token]
 
 
 def check_mode(mode: str) -> None:
@@ -100,12 +124,12 @@ def ablate(
     head_sets: list[list[tuple[int, int]]],
     mode: str = "zero",
     reference: RepeatedTokens | None = None,
-    seed: int = 0,
-    progress=None,
+    seed: int = PROBE_SEED,
+    progress: bool = False,
 ) -> tuple[InductionLoss, list[HeadAblation]]:
     """The clean model's :class:`InductionLoss` and each head set's ablation, in the order of ``head_sets``.
     ``reference`` (mean, resample): other repeated random sequences of the same shape, e.g. the same protocol
-    with another seed. ``progress``: wraps the head sets (a tqdm bar)."""
+    with another seed. ``progress``: a bar on stderr (a terminal's) naming the heads being ablated."""
     check_mode(mode)
     require_seed("the seed", seed)
     if not isinstance(repeated, RepeatedTokens):
@@ -116,8 +140,7 @@ def ablate(
         check_heads(heads, model.cfg.n_layers, lambda layer: heads_in_layer(model.cfg, layer))
     if mode != "zero" and reference is None:
         raise ValueError(f"{mode} ablation needs reference sequences")
-    baseline = ablated_loss(model, repeated, [], mode, reference, seed)
-    measure = lambda heads: ablated_loss(model, repeated, heads, mode, reference, seed)  # noqa: E731
-    return baseline, [
-        HeadAblation(list(heads), mode, measure(heads), baseline) for heads in (progress or list)(head_sets)
-    ]
+    passes = len(head_sets) * math.ceil(repeated.tokens.shape[0] / chunk_size(model, repeated.tokens.shape[1]))
+    with progress_bar(passes, f"{mode} ablation", progress, unit="pass", leave=True) as bar:
+        baseline, *losses = ablated_losses(model, repeated, head_sets, mode, reference, seed, bar)
+    return baseline, [HeadAblation(list(heads), mode, loss, baseline) for heads, loss in zip(head_sets, losses)]

@@ -1,18 +1,23 @@
 """Does a language model learn Markov chains in context, and which heads do it? The project's ICL-MC probes
 (Edelman et al. 2024) on any model booted through TransformerLens's ``TransformerBridge``, or on our own: chains
-written in k of its tokens (:func:`~.markov_measure.markov_tokens`; the protocol and the measurements are
-described in :mod:`.markov_measure`), then :func:`probe_markov` for one model and :func:`probe_markov_series` for
-a training run's checkpoints on the same sequences.
+written in k of its tokens, over several draws of those k ids (the protocol: :mod:`.markov_protocol`; the
+measurements: :mod:`.markov_measure`), then :func:`probe_markov` for one model and :func:`probe_markov_series`
+for a training run's checkpoints on the same sequences.
 
 The rule of the verdict, with T input positions, late = positions ⌊T/2⌋..T − 1 and early = positions 1..⌈T/10⌉
 (position 0 left out: there the bigram strategy has seen no transition and is uniform), q the model's prediction
-over the k tokens, every KL a mean over the window per sequence and every interval 95 % over sequences:
+over the k tokens, every KL a mean over the window per (id draw, sequence) and every interval 95 % over id draws
+× sequences (Student t over the per-draw means for the differences below; over sequences with one draw):
 
-- **learns the chains in context** when both paired differences have intervals below 0:
-  late KL(bigram ‖ q) − late KL(unigram ‖ q) (closer to the bigram strategy than to the unigram one: it reads the
-  successors of the current token, not only the tokens' frequencies) and late KL(true ‖ q) − early KL(true ‖ q)
-  (its predictions approach the sequence's own chain as it reads more of it). The second reads the truth, not the
-  bigram strategy: a Bayes-optimal model sits at the bigram strategy from the start and would not move closer.
+- **learns the chains in context** when all three paired differences have intervals entirely below 0:
+  late KL(true ‖ q) − late KL(true ‖ uniform) (it beats guessing uniformly over the k tokens: the other two are
+  relative, and a model far worse than uniform can still pass them); late KL(bigram ‖ q) − late KL(unigram ‖ q)
+  (closer to the bigram strategy than to the unigram one: it reads the successors of the current token, not only
+  the tokens' frequencies); and late KL(true ‖ q) − early KL(true ‖ q) (its predictions approach the sequence's
+  own chain as it reads more of it). The last reads the truth, not the bigram strategy: a Bayes-optimal model sits
+  at the bigram strategy from the start and would not move closer. Otherwise the verdict names each condition
+  that failed, with its numbers. Late KL(true ‖ q) is reported beside late KL(true ‖ uniform) and
+  KL(true ‖ bigram), the strategies' own distances to the truth on the same sequences.
 - **statistical induction head**: a head whose bigram-matching score reaches halfway from its chance level to 1
   and whose interval's low end is above chance (the progress measures' halfway convention, docs/probes.md).
 - **previous-token head**: the same rule on the previous-token score.
@@ -31,15 +36,18 @@ from typing import TYPE_CHECKING
 from induction_probes.probes.attention.patterns import chance_scores
 from induction_probes.probes.intervals import Estimate
 from induction_probes.probes.lm.markov_measure import (
+    INTERVAL_METHODS,
+    REFERENCES,
     STRATEGIES,
     HeadScore,
     MarkovBehaviour,
-    MarkovTokens,
     behaviour,
-    chain_pass,
+    draws_pass,
     head_scores,
-    markov_tokens,
+    reference_key,
 )
+from induction_probes.probes.lm.markov_protocol import MarkovDraws, MarkovTokens, as_draws, markov_draws
+from induction_probes.probes.lm.progress import progress_bar
 from induction_probes.probes.lm.protocols import estimate_json
 
 if TYPE_CHECKING:
@@ -62,12 +70,29 @@ def span(positions: range) -> list[int]:
     return [positions.start, positions.stop - 1]
 
 
+@dataclass(frozen=True)
+class Condition:
+    """One condition of "learns the chains in context": a paired difference whose interval must lie below 0."""
+
+    name: str  # the JSON key
+    difference: str  # what is subtracted, as the text writes it
+    failure: str  # what failing it says of the model
+    estimate: Estimate
+
+    @property
+    def holds(self) -> bool:
+        return self.estimate.high is not None and self.estimate.high < 0
+
+    def evidence(self) -> str:
+        return f"{self.difference} = {interval(self.estimate)}"
+
+
 @dataclass(frozen=True, eq=False)
 class MarkovProbe:
     """Every ICL-MC probe of one model (or checkpoint ``step``) and the verdict (module docstring)."""
 
     step: int | None
-    protocol: MarkovTokens
+    protocol: MarkovDraws
     behaviour: MarkovBehaviour
     heads: list[HeadScore]
     chance: dict[str, float]
@@ -84,6 +109,15 @@ class MarkovProbe:
         """Mean KL(name ‖ q) over the ``window`` ("early" or "late") positions, with its interval."""
         return self.behaviour.window(name, getattr(self, window))
 
+    def reference(self, strategy: str, window: str = "late") -> Estimate:
+        """Mean KL(true ‖ strategy) over the ``window`` positions: what KL(true ‖ q) would be at that strategy."""
+        return self.behaviour.window(reference_key(strategy), getattr(self, window))
+
+    @property
+    def intervals(self) -> str:
+        """What every interval covers, and how it is computed (:mod:`.markov_measure` says why)."""
+        return f"{self.protocol.coverage}: {INTERVAL_METHODS}"
+
     @property
     def mass(self) -> Estimate:
         """The softmax mass on the k tokens, averaged over every prediction position."""
@@ -98,8 +132,35 @@ class MarkovProbe:
         return self.behaviour.paired(("true", self.late), ("true", self.early))
 
     @property
+    def truth_minus_uniform(self) -> Estimate:
+        return self.behaviour.paired(("true", self.late), (reference_key("uniform"), self.late))
+
+    def conditions(self) -> list[Condition]:
+        """The verdict's three conditions (module docstring), in the order the text gives them."""
+        return [
+            Condition(
+                "true_minus_uniform_late",
+                "late KL(true || model) - KL(true || uniform)",
+                "it does not beat uniform guessing",
+                self.truth_minus_uniform,
+            ),
+            Condition(
+                "bigram_minus_unigram_late",
+                "late KL(bigram || model) - KL(unigram || model)",
+                "it is not closer to the bigram strategy than to the unigram one",
+                self.bigram_minus_unigram,
+            ),
+            Condition(
+                "true_late_minus_early",
+                "KL(true || model) late - early",
+                "its KL to the true chain does not fall from the early positions to the late",
+                self.truth_late_minus_early,
+            ),
+        ]
+
+    @property
     def learns_in_context(self) -> bool:
-        return all(e.high is not None and e.high < 0 for e in (self.bigram_minus_unigram, self.truth_late_minus_early))
+        return all(c.holds for c in self.conditions())
 
     def threshold(self, score: str) -> float:
         chance = self.chance[score]
@@ -126,22 +187,34 @@ class MarkovProbe:
     def best(self, score: str) -> HeadScore:
         return max(self.heads, key=lambda h: getattr(h, score).value)
 
+    def truth_references(self) -> str:
+        """Late KL(true ‖ model) beside the uniform and bigram strategies' own."""
+        model = interval(self.kl("true"))
+        uniform, bigram = (interval(self.reference(s)) for s in REFERENCES)
+        return f"late KL(true || model) = {model}, KL(true || uniform) = {uniform}, KL(true || bigram) = {bigram}"
+
     def verdict(self) -> str:
-        """The verdict in one sentence, with the numbers it rests on."""
-        closer, falls = self.bigram_minus_unigram, self.truth_late_minus_early
-        evidence = (
-            f"late KL(bigram || model) - KL(unigram || model) = {interval(closer)}, "
-            f"KL(true || model) late - early = {interval(falls)}"
-        )
+        """The verdict in one sentence: each failed condition with its numbers, then the conditions that held,
+        KL(true ‖ model) beside its references, and what the intervals cover."""
+        conditions = self.conditions()
+        failed = [f"{c.failure} ({c.evidence()}, not below 0)" for c in conditions if not c.holds]
+        said = "learns the chains in context" if not failed else "does not learn the chains in context: "
+        held = [c.evidence() for c in conditions if c.holds]
+        numbers = [f"{'held' if failed else 'conditions'}: {', '.join(held)}"] if held else []
+        numbers = "; ".join([*numbers, self.truth_references(), f"intervals {self.protocol.coverage}"])
         heads = (
             f"statistical induction heads: {labels(self.induction_heads) or 'none'}; "
             f"previous-token heads: {labels(self.previous_token_heads) or 'none'}"
         )
-        said = "learns the chains in context" if self.learns_in_context else "does not learn the chains in context"
-        return f"{said} ({evidence}); {heads}"
+        return f"{said}{'; '.join(failed)} ({numbers}); {heads}"
 
     def to_json(self) -> dict:
         curves = {name: curve_json(self.behaviour, name) for name in ("mass", *STRATEGIES)}
+        references = {
+            s: {w: estimate_json(self.reference(s, w)) for w in ("early", "late")}
+            | {"per_position": curve_json(self.behaviour, reference_key(s))}
+            for s in REFERENCES
+        }
         return {
             "step": self.step,
             "protocol": self.protocol.to_json(),
@@ -151,6 +224,8 @@ class MarkovProbe:
                 name: {w: estimate_json(self.kl(name, w)) for w in ("early", "late")} | {"per_position": curves[name]}
                 for name in STRATEGIES
             },
+            "references": references,
+            "intervals": self.intervals,
             "chance": dict(self.chance),
             "thresholds": {score: self.threshold(score) for score in ("bigram_matching", "previous_token")},
             "heads": [head_json(h) for h in self.heads],
@@ -159,8 +234,10 @@ class MarkovProbe:
             "learns_in_context": self.learns_in_context,
             "verdict": {
                 "learns_in_context": self.learns_in_context,
-                "bigram_minus_unigram_late": estimate_json(self.bigram_minus_unigram),
-                "true_late_minus_early": estimate_json(self.truth_late_minus_early),
+                **{c.name: estimate_json(c.estimate) for c in self.conditions()},
+                "failed": [c.name for c in self.conditions() if not c.holds],
+                "late_kl_to_truth": {"model": estimate_json(self.kl("true"))}
+                | {s: estimate_json(self.reference(s)) for s in REFERENCES},
                 "text": self.verdict(),
             },
         }
@@ -186,22 +263,35 @@ def head_json(head: HeadScore) -> dict:
     return {"head": head.label, "layer": head.layer, "index": head.head} | scores
 
 
-def probe_markov(model: HookedModel, protocol: MarkovTokens, step: int | None = None) -> MarkovProbe:
-    """Every ICL-MC probe of a booted ``model`` on ``protocol``'s sequences (:func:`markov_tokens`), and the
-    verdict. ``model``: a TransformerBridge, our HookedTransformer, or any hooked model with
-    ``blocks.{l}.attn.hook_pattern`` whose call gives logits."""
-    chain = chain_pass(model, protocol)
-    chance = chance_scores(protocol.tokens)
+def probe_markov(
+    model: HookedModel, protocol: MarkovDraws | MarkovTokens, step: int | None = None, progress: bool = False
+) -> MarkovProbe:
+    """Every ICL-MC probe of a booted ``model`` on ``protocol``'s sequences (:func:`markov_draws`, or one draw of
+    :func:`~.markov_protocol.markov_tokens`), and the verdict. ``model``: a TransformerBridge, our
+    HookedTransformer, or any hooked model with ``blocks.{l}.attn.hook_pattern`` whose call gives logits.
+    ``progress``: a bar on stderr over the sequences, where stderr is a terminal or a notebook's."""
+    protocol = as_draws(protocol)
+    where = "chains" if step is None else f"chains, step {step}"
+    with progress_bar(protocol.tokens.shape[0], where, progress) as bar:
+        chain = draws_pass(model, protocol, bar)
+    chance = chance_scores(protocol.tokens)  # pooled over every draw's sequences, as the head scores are
     return MarkovProbe(step, protocol, behaviour(chain, protocol), head_scores(chain), chance)
 
 
 def probe_markov_series(
-    models: Iterable[tuple[int | None, object]], protocol: MarkovTokens | dict
+    models: Iterable[tuple[int | None, object]],
+    protocol: MarkovDraws | MarkovTokens | dict,
+    progress: bool = False,
+    count: int | None = None,
 ) -> Iterator[MarkovProbe]:
     """:func:`probe_markov` of each (step, model) in turn on the same sequences: ``protocol`` itself, or the
-    options of :func:`markov_tokens` (``k``, ``n_seqs``, ``seq_len``, ``seed``, ``tokens``), drawn for the first
-    model. ``models`` may boot each model lazily (a generator), so that one is in memory at a time."""
-    for step, model in models:
-        if not isinstance(protocol, MarkovTokens):
-            protocol = markov_tokens(model, **protocol)
-        yield probe_markov(model, protocol, step)
+    options of :func:`markov_draws` (``k``, ``n_seqs``, ``seq_len``, ``seed``, ``tokens``, ``id_draws``), drawn
+    for the first model. ``models`` may boot each model lazily (a generator), so that one is in memory at a
+    time. ``progress``: bars on stderr, over the ``count`` checkpoints (when several) and each one's sequences."""
+    with progress_bar(count, "checkpoints", progress and count != 1, unit="checkpoint", leave=True) as bar:
+        for step, model in models:
+            bar.set_postfix_str(f"step {step}")
+            if isinstance(protocol, dict):
+                protocol = markov_draws(model, **protocol)
+            yield probe_markov(model, protocol, step, progress)
+            bar.update()

@@ -1,17 +1,8 @@
 """The measurements of :mod:`.markov`: ICL-MC chains (Edelman et al. 2024) written in k of a language model's
 tokens, its in-context predictions against the unigram and bigram strategies, and each head's bigram-matching
-and previous-token scores, every number with a 95 % interval over sequences.
+and previous-token scores, every number with a 95 % interval over id draws and sequences.
 
-The protocol (:func:`markov_tokens`):
-
-- **Tokens.** By default k distinct ordinary ids (:func:`~.protocols.vocabulary`: no special token, no padded
-  embedding row) drawn uniformly without replacement by a generator seeded with ``seed``, in increasing order:
-  state s is written as the s-th smallest. Or ``tokens=[...]``: state s is ``tokens[s]``.
-- **Sequences.** ``n_seqs`` sequences of the ICL-MC task of our runs (``MarkovTask(k, seq_len)``: each sequence
-  its own chain, rows Dir(1), the first state from its stationary distribution), the evaluation stream of
-  ``seed``; opened by the model's BOS when it has one, as the repeated-token protocol does. ``seq_len``
-  defaults to our runs' T = 100 cut to the context; a longer one is refused. The same seed gives the same ids
-  and the same sequences.
+The protocol is :mod:`.markov_protocol`'s.
 
 What is measured (:func:`~.markov.probe_markov` reads it, and gives the verdict):
 
@@ -19,32 +10,48 @@ What is measured (:func:`~.markov.probe_markov` reads it, and gives the verdict)
   renormalised (a log-softmax over their k logits), q_t; then KL(s ‖ q_t) for s = the sequence's own chain
   ("true") and the uniform, unigram and bigram strategies (Dirichlet(1) pseudo-counts), per sequence and
   position: the direction and definition of our runs' metrics.jsonl (``MarkovEvalSet.per_position``). ``mass``
-  is what the full softmax puts on the k ids: how much the renormalisation hides.
+  is what the full softmax puts on the k ids: how much the renormalisation hides. The references
+  KL(true ‖ uniform) and KL(true ‖ bigram), per sequence and position, are what KL(true ‖ q_t) would be were the
+  model to predict as the uniform or the bigram strategy does.
 - **Heads.** Per sequence, the bigram-matching mass (attention on the keys j whose previous token is the
   query's, :func:`~induction_probes.probes.attention.patterns.bigram_matching_score`; its 1 − TV form as
   ``bigram_matching_ideal``) and the previous-token score, on the whole sequence the model reads, BOS included;
-  chance is attention spread evenly over the keys (:func:`~induction_probes.probes.attention.patterns.chance_scores`).
+  chance is attention spread evenly over the keys (:func:`~induction_probes.probes.attention.patterns.chance_scores`),
+  pooled over every draw's sequences as the scores are.
 
-Intervals: percentile bootstrap over sequences (2,000 resamples, seed 0) for KLs, masses and attention scores,
-which keeps each inside its bounds; Student t for the paired differences of the verdict.
+Intervals, 95 % over id draws × sequences. A (draw, sequence) pair is not an independent unit: the sequences
+of one draw share its ids, and the ids can move a model's KLs far more than the sequences do (0.40 against
+0.93 nats for two draws in one report), so draws are clusters and every interval resamples or averages them as
+such (with one draw, everything below is the interval over sequences it was before draws existed):
+
+- KLs, masses and attention scores: a two-stage percentile bootstrap (2,000 resamples, seed 0): draws with
+  replacement, then the sequences of each drawn draw with replacement
+  (:func:`~induction_probes.probes.intervals.cluster_weights`). A resampled mean stays within the values' range, so
+  each interval stays inside its bounds. Resampling at both stages counts the within-draw spread twice, so the
+  interval is somewhat wide where draws agree; where they differ, resampling few draws understates their spread (a
+  bootstrap over D values has (D − 1)/D of their variance, and no t quantile: Davison & Hinkley 1997, §3.8). So these
+  intervals describe the numbers, and the verdict rests on the next.
+- The verdict's paired differences (unbounded): Student t over the per-draw means, D − 1 degrees of freedom
+  (:func:`~induction_probes.probes.intervals.draw_t_interval`). Every draw has ``n_seqs`` sequences, so each per-draw
+  mean has variance σ²_draw + σ²_sequence / n_seqs, and their spread estimates exactly the variance of the overall
+  mean: within-draw variation included, and exact under normality of the per-draw means (a mean of n_seqs
+  sequences). Few draws give wide intervals (t₀.₉₇₅ = 12.7 with 2 draws, 3.18 with 4): a "yes" must survive another
+  draw of ids. With one draw, Student t over sequences.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Float
 from torch import Tensor
+from tqdm.auto import tqdm
 
-from induction_probes.circuits.common.limits import require_seed
-from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.common.metrics import kl_divergence
 from induction_probes.circuits.models.attention_masks import matching_keys
-from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
-from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.attention.patterns import (
     bigram_matching_score,
     previous_token_score,
@@ -52,117 +59,23 @@ from induction_probes.probes.attention.patterns import (
 )
 from induction_probes.probes.intervals import (
     Estimate,
-    bootstrap_mean_interval,
-    bootstrap_ratio_intervals,
-    mean_interval,
+    cluster_mean_interval,
+    cluster_ratio_intervals,
+    draw_t_interval,
 )
+from induction_probes.probes.lm.markov_protocol import MarkovDraws, MarkovTokens, as_draws, check_fits
 from induction_probes.probes.lm.measure import chunk_size
-from induction_probes.probes.lm.protocols import bos_id, vocabulary
 
 if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import HookedModel
 
-SEQ_LEN = next(f.default for f in fields(MarkovTask) if f.name == "seq_len")  # T = 100, our runs' default
-N_SEQS = 200
-MIN_SEQ_LEN = 4  # the early window (positions 1..⌈T/10⌉) must end before the late one (T/2..T − 1) begins
 STRATEGIES = ("true", "uniform", "unigram", "bigram")
+INTERVAL_METHODS = (
+    "two-stage percentile bootstrap (id draws, then sequences within each) for KLs, masses and attention scores; "
+    "Student t over the per-draw means for the verdict's differences (over sequences with one draw)"
+)
+REFERENCES = ("uniform", "bigram")  # KL(true ‖ s): what KL(true ‖ model) would be, were the model to predict as s
 SHARE = (0.0, 1.0)  # the bounds of attention scores and of the softmax mass on the k tokens
-
-
-@dataclass(frozen=True, eq=False)
-class MarkovTokens:
-    """The protocol's sequences (module docstring): chain states in ``eval_set`` (with the truth and every
-    strategy), written as ``ids[state]`` after the BOS ``bos`` when there is one (:attr:`tokens`)."""
-
-    ids: Int[Tensor, " k"]
-    eval_set: MarkovEvalSet
-    bos: int | None
-    seed: int
-
-    @property
-    def k(self) -> int:
-        return len(self.ids)
-
-    @property
-    def seq_len(self) -> int:
-        return self.eval_set.inputs.shape[1]
-
-    @property
-    def n_seqs(self) -> int:
-        return self.eval_set.inputs.shape[0]
-
-    @property
-    def prefix(self) -> int:
-        return int(self.bos is not None)
-
-    @property
-    def tokens(self) -> Int[Tensor, "batch pos"]:
-        """What the model reads: [BOS] + ids[x_0] ... ids[x_{T−1}]."""
-        body = self.ids[self.eval_set.inputs]
-        if self.bos is None:
-            return body
-        return torch.cat([torch.full((self.n_seqs, 1), self.bos, dtype=body.dtype), body], dim=1)
-
-    def to_json(self) -> dict:
-        return {
-            "task": "ICL-MC, rows Dir(1), one chain per sequence",
-            "k": self.k,
-            "ids": self.ids.tolist(),
-            "seq_len": self.seq_len,
-            "n_seqs": self.n_seqs,
-            "seed": self.seed,
-            "bos": self.bos,
-        }
-
-
-def chain_ids(model: HookedModel, k: int, seed: int = 0, tokens: Iterable[int] | None = None) -> Int[Tensor, " k"]:
-    """The k ids state 0..k−1 are written as: ``tokens`` as given, or k distinct ordinary ids drawn with
-    ``seed``, in increasing order (module docstring)."""
-    k, seed = require_int("k", k, 2), require_seed("seed", seed)
-    ordinary = vocabulary(model)
-    if tokens is None:
-        if k > len(ordinary):
-            raise ValueError(f"k = {k} exceeds the {len(ordinary)} ordinary tokens of the model's vocabulary")
-        drawn = torch.randperm(len(ordinary), generator=torch.Generator().manual_seed(seed))[:k]
-        return ordinary[drawn].sort().values
-    given = list(tokens)
-    if len(given) != k or any(isinstance(t, bool) or not isinstance(t, int) for t in given):
-        raise ValueError(f"tokens must be {k} integer ids, one per state, got {given!r}")
-    if len(set(given)) != k:
-        raise ValueError(f"tokens must be {k} distinct ids, got {given!r}")
-    outside = sorted(set(given) - set(ordinary.tolist()))
-    if outside:
-        raise ValueError(f"token {outside[0]} is a special token or outside the model's ordinary vocabulary")
-    return torch.tensor(given, dtype=torch.long)
-
-
-def markov_tokens(
-    model: HookedModel,
-    k: int,
-    n_seqs: int = N_SEQS,
-    seq_len: int | None = None,
-    seed: int = 0,
-    tokens: Iterable[int] | None = None,
-) -> MarkovTokens:
-    """``n_seqs`` ICL-MC sequences over k of the model's tokens (module docstring)."""
-    ids = chain_ids(model, k, seed, tokens)
-    bos = bos_id(model)
-    room = model.cfg.n_ctx - int(bos is not None)
-    seq_len = min(SEQ_LEN, room) if seq_len is None else require_int("seq_len", seq_len, MIN_SEQ_LEN)
-    if seq_len > room:
-        raise ValueError(f"seq_len {seq_len} does not fit the model's context of {model.cfg.n_ctx} tokens")
-    if seq_len < MIN_SEQ_LEN:
-        raise ValueError(f"the model's context of {model.cfg.n_ctx} tokens holds no chain of {MIN_SEQ_LEN} tokens")
-    eval_set = MarkovTask(k=ids.numel(), seq_len=seq_len).eval_set(require_int("n_seqs", n_seqs, 2), seed)
-    return MarkovTokens(ids, eval_set, bos, seed)
-
-
-def check_fits(model: HookedModel, protocol: MarkovTokens) -> None:
-    """Refuse a model that cannot read ``protocol``'s tokens as drawn (another checkpoint's vocabulary)."""
-    if int(protocol.ids.max()) >= model.cfg.d_vocab or protocol.prefix + protocol.seq_len > model.cfg.n_ctx:
-        raise ValueError("the sequences do not fit this model's vocabulary or context: draw them for it")
-    if bos_id(model) != protocol.bos:
-        raise ValueError(f"the sequences open with BOS {protocol.bos}, the model's BOS is {bos_id(model)}")
 
 
 # --- one pass per chunk: the prediction over the k ids and each head's per-sequence sums ------------------
@@ -172,7 +85,8 @@ def check_fits(model: HookedModel, protocol: MarkovTokens) -> None:
 class ChainPass:
     """What the model's passes over the protocol's tokens leave, per sequence: its logits over the k ids at the
     T prediction positions, the mass of its full softmax there, and per layer each head's previous-token score,
-    its attention on matching keys summed over the queries that have one (plain and 1 − TV), and their count."""
+    its attention on matching keys summed over the queries that have one (plain and 1 − TV), and their count.
+    Over ``n_draws`` id draws, the rows are (draw, sequence) pairs, draw-major (:class:`MarkovDraws`)."""
 
     logits: Float[Tensor, "batch pos k"]
     mass: Float[Tensor, "batch pos"]
@@ -180,6 +94,7 @@ class ChainPass:
     matched: list[Float[Tensor, "batch head"]]
     ideal: list[Float[Tensor, "batch head"]]
     n_matched: Float[Tensor, " batch"]
+    n_draws: int = 1
 
 
 def restricted(logits: Float[Tensor, "batch pos d_vocab"], protocol: MarkovTokens) -> tuple[Tensor, Tensor]:
@@ -206,8 +121,9 @@ def sequence_sums(pattern: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor, Tens
     return previous, matched, ideal, counts
 
 
-def chain_pass(model: HookedModel, protocol: MarkovTokens) -> ChainPass:
-    """One forward pass per chunk of sequences (within the language-model probes' memory bound)."""
+def chain_pass(model: HookedModel, protocol: MarkovTokens, bar: tqdm | None = None) -> ChainPass:
+    """One forward pass per chunk of sequences (within the language-model probes' memory bound); ``bar`` (a
+    progress bar) advances by each chunk's sequences."""
     check_fits(model, protocol)
     tokens = protocol.tokens
     size = chunk_size(model, tokens.shape[1])
@@ -217,6 +133,8 @@ def chain_pass(model: HookedModel, protocol: MarkovTokens) -> ChainPass:
         logits, patterns = run_with_patterns(model, chunk)
         sums = [sequence_sums(pattern, chunk) for pattern in patterns]
         parts.append((*restricted(logits, protocol), sums))
+        if bar is not None:
+            bar.update(chunk.shape[0])
     n_layers = len(parts[0][2])
     per_layer = [[torch.cat([p[2][layer][i] for p in parts]) for layer in range(n_layers)] for i in range(4)]
     return ChainPass(
@@ -226,6 +144,23 @@ def chain_pass(model: HookedModel, protocol: MarkovTokens) -> ChainPass:
         matched=per_layer[1],
         ideal=per_layer[2],
         n_matched=per_layer[3][0],
+    )
+
+
+def draws_pass(model: HookedModel, protocol: MarkovDraws, bar: tqdm | None = None) -> ChainPass:
+    """:func:`chain_pass` of every draw (each reads its own ids), the rows stacked draw-major."""
+    passes = [chain_pass(model, draw, bar) for draw in protocol.draws]
+    layers = range(len(passes[0].previous))
+    stack = lambda name: torch.cat([getattr(p, name) for p in passes])  # noqa: E731
+    per_layer = lambda name: [torch.cat([getattr(p, name)[layer] for p in passes]) for layer in layers]  # noqa: E731
+    return ChainPass(
+        logits=stack("logits"),
+        mass=stack("mass"),
+        previous=per_layer("previous"),
+        matched=per_layer("matched"),
+        ideal=per_layer("ideal"),
+        n_matched=stack("n_matched"),
+        n_draws=protocol.n_draws,
     )
 
 
@@ -250,7 +185,7 @@ def as_estimate(value: Tensor, low: Tensor, high: Tensor, n: int) -> Estimate:
 
 @dataclass(frozen=True)
 class HeadScore:
-    """One head's scores, each a mean over sequences with its interval."""
+    """One head's scores, each pooled over every draw's sequences with its interval over draws and sequences."""
 
     layer: int
     head: int
@@ -265,13 +200,13 @@ class HeadScore:
 
 def head_scores(chain: ChainPass) -> list[HeadScore]:
     """Every head's three scores; the bigram-matching ones are ratios of per-sequence sums over the counts, so
-    their values equal the pooled scores of the whole batch."""
-    n, found = chain.n_matched.numel(), []
+    their values equal the pooled scores of the whole batch, every draw's sequences together."""
+    n, draws, found = chain.n_matched.numel(), chain.n_draws, []
     for layer, previous in enumerate(chain.previous):
         estimates = [
-            within(*bootstrap_ratio_intervals(chain.matched[layer], chain.n_matched), SHARE),
-            within(*bootstrap_ratio_intervals(chain.ideal[layer], chain.n_matched), SHARE),
-            within(*bootstrap_mean_interval(previous), SHARE),
+            within(*cluster_ratio_intervals(chain.matched[layer], chain.n_matched, draws), SHARE),
+            within(*cluster_ratio_intervals(chain.ideal[layer], chain.n_matched, draws), SHARE),
+            within(*cluster_mean_interval(previous, draws), SHARE),
         ]
         for head in range(previous.shape[1]):
             found.append(HeadScore(layer, head, *(as_estimate(*(t[head] for t in e), n) for e in estimates)))
@@ -280,34 +215,56 @@ def head_scores(chain: ChainPass) -> list[HeadScore]:
 
 @dataclass(frozen=True, eq=False)
 class MarkovBehaviour:
-    """KL(s ‖ q) per sequence and position for each s of :data:`STRATEGIES`, and the mass on the k ids."""
+    """Per (draw, sequence) row, draw-major, and position: KL(s ‖ q) for each s of :data:`STRATEGIES`, the mass
+    on the k ids, and the references KL(true ‖ s) for each s of :data:`REFERENCES`, keyed ``"true||s"``."""
 
     kl: dict[str, Float[Tensor, "batch pos"]]
     mass: Float[Tensor, "batch pos"]
+    references: dict[str, Float[Tensor, "batch pos"]] = field(default_factory=dict)
+    n_draws: int = 1
 
     @staticmethod
     def bounds(name: str) -> tuple[float, float]:
         return SHARE if name == "mass" else (0.0, math.inf)
 
     def values(self, name: str) -> Float[Tensor, "batch pos"]:
-        return self.mass if name == "mass" else self.kl[name]
+        """``name``: "mass", a strategy (KL(name ‖ q)) or a reference key ("true||uniform")."""
+        return self.mass if name == "mass" else self.references[name] if "||" in name else self.kl[name]
 
     def curve(self, name: str) -> tuple[Tensor, Tensor, Tensor]:
-        """Per position: the mean over sequences and its bootstrap interval."""
-        return within(*bootstrap_mean_interval(self.values(name)), self.bounds(name))
+        """Per position: the mean over draws and sequences and its two-stage bootstrap interval."""
+        return within(*cluster_mean_interval(self.values(name), self.n_draws), self.bounds(name))
 
     def window(self, name: str, positions: range) -> Estimate:
-        """The mean over ``positions`` (per sequence), with its bootstrap interval over sequences."""
-        per_sequence = self.values(name)[:, positions.start : positions.stop].mean(-1)
-        return as_estimate(*within(*bootstrap_mean_interval(per_sequence), self.bounds(name)), per_sequence.numel())
+        """The mean over ``positions`` (per row), with its two-stage bootstrap interval over draws and sequences."""
+        per_row = self.values(name)[:, positions.start : positions.stop].mean(-1)
+        return as_estimate(*within(*cluster_mean_interval(per_row, self.n_draws), self.bounds(name)), per_row.numel())
 
     def paired(self, first: tuple[str, range], second: tuple[str, range]) -> Estimate:
-        """Window mean of ``first`` minus that of ``second`` on the same sequences, with its t interval."""
+        """Window mean of ``first`` minus that of ``second`` on the same rows, with its t interval over the
+        per-draw means (over sequences with one draw)."""
         (a, wa), (b, wb) = first, second
         per_a, per_b = (self.values(n)[:, w.start : w.stop].mean(-1) for n, w in ((a, wa), (b, wb)))
-        return mean_interval(per_a - per_b)
+        return draw_t_interval(per_a - per_b, self.n_draws)
 
 
-def behaviour(chain: ChainPass, protocol: MarkovTokens) -> MarkovBehaviour:
-    _, kl = protocol.eval_set.per_position(chain.logits, per_sequence=True)
-    return MarkovBehaviour({name: kl[name] for name in STRATEGIES}, chain.mass)
+def reference_key(strategy: str) -> str:
+    """The name of KL(true ‖ strategy) among a :class:`MarkovBehaviour`'s values."""
+    return f"true||{strategy}"
+
+
+def draw_kls(draw: MarkovTokens, logits: Float[Tensor, "batch pos k"]) -> dict[str, Tensor]:
+    """One draw's KL(s ‖ q) for each strategy s and its references KL(true ‖ s), per sequence and position."""
+    _, kl = draw.eval_set.per_position(logits, per_sequence=True)
+    truth, strategies = draw.eval_set.truth, draw.eval_set.strategies
+    references = {reference_key(s): kl_divergence(truth, strategies[s].log()) for s in REFERENCES}
+    return {name: kl[name] for name in STRATEGIES} | references
+
+
+def behaviour(chain: ChainPass, protocol: MarkovTokens | MarkovDraws) -> MarkovBehaviour:
+    """Every KL of every draw, each draw's rows against its own chains, stacked draw-major as ``chain``'s are."""
+    protocol = as_draws(protocol)
+    per_draw = [draw_kls(d, logits) for d, logits in zip(protocol.draws, chain.logits.split(protocol.n_seqs))]
+    stacked = {name: torch.cat([kls[name] for kls in per_draw]) for name in per_draw[0]}
+    references = {reference_key(s): stacked.pop(reference_key(s)) for s in REFERENCES}
+    return MarkovBehaviour(stacked, chain.mass, references, protocol.n_draws)

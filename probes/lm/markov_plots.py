@@ -1,6 +1,8 @@
 """Figures of the ICL-MC probe of a language model (:mod:`.markov`): one model's KL to each strategy and mass on
 the k tokens per position with its heads' two scores, and a checkpoint series' KLs and best heads against step,
-on the conventions of our runs' figures (probes/figures/plots.py) and the language-model series figure."""
+on the conventions of our runs' figures (probes/figures/plots.py) and the language-model series figure. Beside
+KL(true ‖ model), dotted, the references KL(true ‖ uniform) and KL(true ‖ bigram): where the model's distance to
+the truth would be, were it to predict as each strategy does (the verdict needs it below the uniform one)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,13 @@ from pathlib import Path
 
 from induction_probes.probes.figures.plots import save, strategy_colour, subplots, theme
 from induction_probes.probes.lm.markov import MarkovProbe
+from induction_probes.probes.lm.markov_measure import REFERENCES, reference_key
 from induction_probes.probes.lm.plots import step_axis
 
 SHOWN_HEADS = 3  # heads drawn in colour per score over steps: the best at the last step
 NAMED_HEADS = 4  # heads named in one model's scatter, per score: the marked ones first, then the best
 CURVES = (("unigram", strategy_colour("unigram")), ("bigram", strategy_colour("bigram")), ("true", "0.2"))
+REFERENCE_CURVES = tuple((s, strategy_colour(s)) for s in REFERENCES)  # KL(true ‖ s), dotted in s's colour
 HEAD_COLOURS = ("tab:blue", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")  # not the strategies'
 TITLES = {"bigram_matching": "bigram-matching score", "previous_token": "previous-token score A[i, i-1]"}
 
@@ -36,11 +40,14 @@ def kl_panel(ax, result: MarkovProbe) -> None:
     for name, colour in CURVES:
         value, low, high = result.behaviour.curve(name)
         band(ax, positions, value, low, high, colour, f"KL({name} || model)", ls="--" if name == "true" else "-")
+    for name, colour in REFERENCE_CURVES:
+        value, low, high = result.behaviour.curve(reference_key(name))
+        band(ax, positions, value, low, high, colour, f"KL(true || {name}), reference", ls=":")
     windows(ax, result)
     ax.set_xlabel("input position t")
-    ax.set_ylabel("KL (nats), mean over sequences")
+    ax.set_ylabel("KL (nats), mean over draws x sequences")
     ax.set_ylim(0, ax.get_ylim()[1] * 1.15)  # room above the curves for the windows' names
-    ax.set_title("model's prediction over the k tokens vs each strategy")
+    ax.set_title(f"model's prediction over the k tokens vs each strategy\n(bands: {result.protocol.coverage})")
     ax.legend(loc="upper right", bbox_to_anchor=(1, 0.9), fontsize=9)  # below the windows' names
 
 
@@ -142,10 +149,15 @@ def plot_markov_series(results: list[MarkovProbe], name: str, path: Path) -> Pat
             marker="o",
             ms=4,
         )
+    for strategy, colour in REFERENCE_CURVES:  # the same sequences at every step: flat unless the sequences differ
+        estimates = [r.reference(strategy) for r in results]
+        low, high = [e.low for e in estimates], [e.high for e in estimates]
+        label = f"KL(true || {strategy}), reference"
+        band(axes[0], steps, [e.value for e in estimates], low, high, colour, label, ls=":")
     step_axis(axes[0], steps)
     axes[0].set_ylim(bottom=0)
     axes[0].set_ylabel("KL (nats), late positions")
-    axes[0].set_title("prediction over the k tokens vs each strategy")
+    axes[0].set_title(f"prediction over the k tokens vs each strategy\n(bands: {results[-1].protocol.coverage})")
     axes[0].legend(loc="best", fontsize=9)
     score_panel(axes[1], results, "bigram_matching")
     score_panel(axes[2], results, "previous_token")

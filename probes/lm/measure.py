@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from induction_probes.circuits.common.devices import model_device
 from induction_probes.circuits.interop.language_models import as_hooked
@@ -139,9 +140,17 @@ def per_token_loss(
     return -log_probs.gather(-1, tokens[:, 1:, None].to(log_probs.device)).squeeze(-1)
 
 
-def chunked(forward: Callable[[slice], Tensor], n: int, size: int) -> Float[Tensor, "batch ..."]:
-    """``forward(part, rows)`` on ``size`` sequences at a time, the results joined along the batch."""
-    return torch.cat([forward(slice(start, start + size)) for start in range(0, n, size)])
+def chunked(
+    forward: Callable[[slice], Tensor], n: int, size: int, bar: tqdm | None = None
+) -> Float[Tensor, "batch ..."]:
+    """``forward(rows)`` on ``size`` sequences at a time, the results joined along the batch; ``bar`` (a
+    progress bar) advances by each chunk's sequences."""
+    parts = []
+    for start in range(0, n, size):
+        parts.append(forward(slice(start, start + size)))
+        if bar is not None:
+            bar.update(min(size, n - start))
+    return torch.cat(parts)
 
 
 def at_queries(pattern: Tensor, positions: Tensor, keys: Tensor) -> Float[Tensor, "batch query_pos head"]:
@@ -232,18 +241,18 @@ def control_pass(model: HookedModel, repeated: RepeatedTokens, rows: slice) -> F
 
 
 def evaluate(
-    model: HookedModel, repeated: RepeatedTokens | Int[Tensor, "batch pos"]
+    model: HookedModel, repeated: RepeatedTokens | Int[Tensor, "batch pos"], bar: tqdm | None = None
 ) -> tuple[HeadScores, InductionLoss]:
     """Head scores (with their intervals) and induction losses on ``repeated``, a chunk at a time (plain tokens
-    as :func:`head_scores` takes them)."""
+    as :func:`head_scores` takes them); ``bar`` advances by the sequences through each of the two passes."""
     repeated = repeated if isinstance(repeated, RepeatedTokens) else from_tokens(repeated)
     if repeated.control is None:
         raise ValueError("the content-based score needs a control: give two or more sequences")
     n, n_pos = repeated.tokens.shape
     check_ids(model, repeated.tokens)
     size = chunk_size(model, n_pos)
-    repeats = chunked(lambda rows: repeat_pass(model, repeated, rows), n, size)
-    controls = chunked(lambda rows: control_pass(model, repeated, rows), n, size)
+    repeats = chunked(lambda rows: repeat_pass(model, repeated, rows), n, size, bar)
+    controls = chunked(lambda rows: control_pass(model, repeated, rows), n, size, bar)
     loss = induction_loss(repeats[:, : n_pos - 1], repeated)
     heads = repeats[:, n_pos - 1 :].reshape(n, model.cfg.n_layers, model.cfg.n_heads, 3)
     previous, induction, copying = heads.unbind(-1)

@@ -27,6 +27,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED
 from induction_probes.circuits.common.limits import require_numbers, require_seed
 from induction_probes.probes.ablation.head_ablation import is_index
 from induction_probes.probes.intervals import Estimate, mean_interval
@@ -187,8 +188,8 @@ def fitting_lengths(
 def repeated_random_tokens(
     model: HookedModel,
     length: int | tuple[int, int] | None = None,
-    batch: int = 16,
-    seed: int = 0,
+    batch: int = LM_PROBE_SEQS,
+    seed: int = PROBE_SEED,
     bos: bool | None = None,
 ) -> RepeatedTokens:
     """``batch`` sequences [BOS] + F + R + R and their controls (module docstring). ``length``: |R|, one value

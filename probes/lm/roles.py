@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from jaxtyping import Float
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from induction_probes.circuits.common.names import head_label, heads_label
 from induction_probes.probes.ablation.head_ablation import ablation_hooks
@@ -127,7 +128,7 @@ class Composition:
 
 
 def induction_with_ablated(
-    model: HookedModel, repeated: RepeatedTokens, writer: tuple[int, int], layer: int
+    model: HookedModel, repeated: RepeatedTokens, writer: tuple[int, int], layer: int, bar: tqdm | None = None
 ) -> Float[Tensor, "batch head"]:
     """Per sequence and head of ``layer``, the induction score on the repeat with ``writer`` zero-ablated."""
     hooks = ablation_hooks(model, [writer], "zero")
@@ -138,7 +139,7 @@ def induction_with_ablated(
         _, captured = run_with_captures(model, part.tokens, [name], hooks, output=False)
         return offset_scores(captured[name], part)
 
-    return chunked(scores, repeated.tokens.shape[0], chunk_size(model, repeated.tokens.shape[1]))
+    return chunked(scores, repeated.tokens.shape[0], chunk_size(model, repeated.tokens.shape[1]), bar)
 
 
 def compositions(
@@ -147,13 +148,20 @@ def compositions(
     scores: HeadScores,
     induction: list[tuple[int, int]],
     previous: list[tuple[int, int]],
+    bar: tqdm | None = None,
 ) -> list[Composition]:
     """Each induction head against each previous-token head of an earlier layer (module docstring), on the
-    sequences ``scores`` were measured on."""
+    sequences ``scores`` were measured on; ``bar`` grows by the passes this takes and advances through them."""
+    pairs = [(writer, layer) for writer in previous for layer in sorted({h[0] for h in induction if h[0] > writer[0]})]
+    if bar is not None and pairs:
+        bar.total += len(pairs) * repeated.tokens.shape[0]
+        bar.refresh()
     results = []
     for writer in previous:
         readers = [h for h in induction if h[0] > writer[0]]
-        by_layer = {layer: induction_with_ablated(model, repeated, writer, layer) for layer in {h[0] for h in readers}}
+        by_layer = {
+            layer: induction_with_ablated(model, repeated, writer, layer, bar) for layer in {h[0] for h in readers}
+        }
         for reader in readers:
             clean = scores.induction_per_sequence[:, reader[0], reader[1]]
             ablated = by_layer[reader[0]][:, reader[1]]

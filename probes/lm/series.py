@@ -8,9 +8,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED
 from induction_probes.circuits.common.names import head_label
-from induction_probes.circuits.interop.language_models import ModelSource, load_bridge
+from induction_probes.circuits.interop.language_models import load_bridge
+from induction_probes.circuits.interop.model_sources import ModelSource
 from induction_probes.probes.lm.measure import HeadScores, evaluate
+from induction_probes.probes.lm.progress import progress_bar
 from induction_probes.probes.lm.protocols import InductionLoss, RepeatedTokens, repeated_random_tokens
 from induction_probes.probes.lm.roles import (
     THRESHOLD,
@@ -68,16 +71,22 @@ class StepProbes:
 
 
 def probe_tokens(
-    model: HookedModel, repeated: RepeatedTokens, step: int | None = None, threshold: float = THRESHOLD
+    model: HookedModel,
+    repeated: RepeatedTokens,
+    step: int | None = None,
+    threshold: float = THRESHOLD,
+    progress: bool = False,
 ) -> StepProbes:
-    """Every probe of ``model`` on the sequences ``repeated``."""
+    """Every probe of ``model`` on the sequences ``repeated``; ``progress``: a bar on stderr (a terminal's)."""
     if not 0 < threshold <= 1:
         raise ValueError(f"the threshold is a share of attention in (0, 1], got {threshold!r}")
-    scores, loss = evaluate(model, repeated)
-    roles = head_roles(scores, threshold)
-    induction = heads_labelled(roles, "induction", scores, "content")
-    previous = heads_labelled(roles, "previous-token", scores, "previous_token")
-    found = compositions(model, repeated, scores, induction, previous)
+    where = "probing" if step is None else f"probing step {step}"
+    with progress_bar(2 * repeated.tokens.shape[0], where, progress) as bar:
+        scores, loss = evaluate(model, repeated, bar)
+        roles = head_roles(scores, threshold)
+        induction = heads_labelled(roles, "induction", scores, "content")
+        previous = heads_labelled(roles, "previous-token", scores, "previous_token")
+        found = compositions(model, repeated, scores, induction, previous, bar)
     return StepProbes(step, repeated, scores, loss, threshold, roles, found)
 
 
@@ -85,17 +94,26 @@ def probe(
     model: HookedModel,
     step: int | None = None,
     length: int | tuple[int, int] | None = None,
-    batch: int = 16,
-    seed: int = 0,
+    batch: int = LM_PROBE_SEQS,
+    seed: int = PROBE_SEED,
     bos: bool | None = None,
     threshold: float = THRESHOLD,
+    progress: bool = False,
 ) -> StepProbes:
     """Every probe of one booted model on :func:`repeated_random_tokens` (``length``: |R|, one value or a range;
-    by default 10..50 within the context)."""
-    return probe_tokens(model, repeated_random_tokens(model, length, batch, seed, bos), step, threshold)
+    by default 10..50 within the context); ``progress``: a bar on stderr (a terminal's)."""
+    repeated = repeated_random_tokens(model, length, batch, seed, bos)
+    return probe_tokens(model, repeated, step, threshold, progress)
 
 
-def probe_series(checkpoints: Iterable[ModelSource], device: str = "cpu", **protocol) -> Iterator[StepProbes]:
-    """:func:`probe` of each checkpoint in turn, booting one at a time (``protocol``: its options)."""
-    for source in checkpoints:
-        yield probe(load_bridge(source, device), source.step, **protocol)
+def probe_series(
+    checkpoints: Iterable[ModelSource], device: str = "cpu", progress: bool = False, **protocol
+) -> Iterator[StepProbes]:
+    """:func:`probe` of each checkpoint in turn, booting one at a time (``protocol``: its options); ``progress``:
+    a bar over the checkpoints, and one over each checkpoint's passes."""
+    checkpoints = list(checkpoints)
+    with progress_bar(len(checkpoints), "checkpoints", progress, unit="checkpoint", leave=True) as bar:
+        for source in checkpoints:
+            bar.set_postfix_str(f"step {source.step}")
+            yield probe(load_bridge(source, device), source.step, progress=progress, **protocol)
+            bar.update()

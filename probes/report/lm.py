@@ -1,21 +1,17 @@
-"""What ``probe``, ``ablate`` and ``info`` show for a Hugging Face language model (a model directory, a directory
+"""What ``probe`` and ``ablate`` show for a Hugging Face language model (a model directory, a directory
 of ``step_N/`` checkpoints, or a name in the local Hugging Face cache), callable from Python: each function takes
-the model's source (:func:`~induction_probes.circuits.interop.language_models.find_source`) and returns its text,
+the model's source (:func:`~induction_probes.circuits.interop.model_sources.find_source`) and returns its text,
 with one ``figure: PATH`` line per figure written into ``plot``, or with ``as_json`` a JSON-ready dict."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED
 from induction_probes.circuits.common.names import head_label
 from induction_probes.circuits.common.untrusted import read_text
-from induction_probes.circuits.interop.language_models import (
-    ModelSource,
-    Series,
-    describe,
-    load_bridge,
-    require_model,
-)
+from induction_probes.circuits.interop.language_models import load_bridge
+from induction_probes.circuits.interop.model_sources import ModelSource, Series, require_model
 from induction_probes.probes.ablation.head_ablation import check_heads, parse_head_list, single_heads
 from induction_probes.probes.lm.ablation import ablate, check_mode
 from induction_probes.probes.lm.measure import text_icl_score
@@ -95,16 +91,18 @@ def probe_language_model(
     step: int | None = None,
     all_steps: bool = False,
     length: int | tuple[int, int] | None = None,
-    n_seqs: int = 64,
-    seed: int = 0,
+    n_seqs: int = LM_PROBE_SEQS,
+    seed: int = PROBE_SEED,
     threshold: float = THRESHOLD,
     text: Path | None = None,
     device: str = "cpu",
     plot: Path | None = None,
     as_json: bool = False,
+    progress: bool = True,
 ) -> str | dict:
     """The induction probes of one model (or of the series' checkpoint at ``step``), or of every checkpoint of a
-    series with ``all_steps``: scores with their intervals, each head's role, the composition check, losses."""
+    series with ``all_steps``: scores with their intervals, each head's role, the composition check, losses.
+    ``progress``: bars on stderr where it is a terminal or a notebook's (:mod:`induction_probes.probes.lm.progress`)."""
     protocol = {"length": length, "batch": n_seqs, "seed": seed, "threshold": threshold}
     if all_steps:
         if not isinstance(source, Series):
@@ -112,10 +110,10 @@ def probe_language_model(
         if step is not None:
             raise ValueError("give --step or --all-steps, not both")
         quiet_transformers()
-        results = list(probe_series(source.checkpoints, device, **protocol))
+        results = list(probe_series(source.checkpoints, device, progress, **protocol))
         return series_view(source, results, protocol_json(length, n_seqs, seed), threshold, plot, as_json)
     model, bridge = boot(source, step, device)
-    result = probe(bridge, model.step, **protocol)
+    result = probe(bridge, model.step, **protocol, progress=progress)
     text_icl = read_text_icl(bridge, text) if text else None
     figures = []
     if plot:
@@ -251,17 +249,18 @@ def ablate_language_model(
     heads: list[tuple[int, int]] | str | None = None,
     mode: str = "zero",
     length: int | tuple[int, int] | None = None,
-    n_seqs: int = 64,
-    seed: int = 0,
+    n_seqs: int = LM_PROBE_SEQS,
+    seed: int = PROBE_SEED,
     threshold: float = ABLATE_THRESHOLD,
     device: str = "cpu",
     plot: Path | None = None,
     as_json: bool = False,
-    progress=None,
+    progress: bool = True,
 ) -> str | dict:
     """Each head alone (or the ``heads`` together) ablated on repeated random tokens, ranked by the rise of the
     repeated copy's loss (paired, with its interval); marked where the rise is at least ``threshold`` of the
-    clean model's gap; ``heads`` as the command line writes them ("L1H0,1.1") are checked before any boot."""
+    clean model's gap; ``heads`` as the command line writes them ("L1H0,1.1") are checked before any boot.
+    ``progress``: a bar on stderr naming the heads being ablated, where stderr is a terminal or a notebook's."""
     check_mode(mode)
     heads = parse_head_list(heads) if isinstance(heads, str) else heads
     model, bridge = boot(source, step, device)
@@ -337,34 +336,3 @@ def percent_cell(estimate) -> str:
 
 def interval_parts(estimate) -> tuple[float, float | None, float | None]:
     return estimate.value, estimate.low, estimate.high
-
-
-# --- info -----------------------------------------------------------------------------------------------
-
-
-def language_model_info(source: ModelSource | Series, *, step: int | None = None, as_json: bool = False) -> str | dict:
-    """What was loaded: the model, its architecture and sizes, its tokenizer, its checkpoints."""
-    model, bridge = boot(source, step, "cpu")
-    about = describe(bridge)
-    steps = source.steps if isinstance(source, Series) else None
-    if as_json:
-        return {"model": model.describe(), "step": model.step, "steps": steps, **about}
-    grouped = about["n_key_value_heads"] not in (None, about["n_heads"])
-    kv = f" ({about['n_key_value_heads']} key-value heads)" if grouped else ""
-    tokenizer = about["tokenizer"]
-    lines = [
-        f"Hugging Face model {model.describe()}, booted through TransformerBridge",
-        f"architecture {about['architecture']} ({about['model_type']}): {about['n_layers']} layers, "
-        f"{about['n_heads']} head(s) per layer{kv}, d_model {about['d_model']}, d_head {about['d_head']}, "
-        f"vocabulary {about['d_vocab']}, context {about['n_ctx']}, positions {about['positional']}",
-        f"parameters: {about['parameters']:,} ({about['dtype']})",
-        "tokenizer: "
-        + (
-            f"{tokenizer['class']}, {tokenizer['size']} tokens"
-            if tokenizer
-            else "none (the random-token probes need none; --text needs one)"
-        ),
-    ]
-    if steps is not None:
-        lines.append(f"checkpoint series: {len(steps)} steps from {steps[0]} to {steps[-1]}; loaded step {model.step}")
-    return "\n".join(lines)

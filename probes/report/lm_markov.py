@@ -12,20 +12,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.common.limits import require_seed
 from induction_probes.circuits.common.validation import require_int
-from induction_probes.circuits.interop.language_models import (
-    ModelSource,
-    Series,
-    as_hooked,
-    find_source,
-    load_bridge,
-    require_model,
-)
+from induction_probes.circuits.interop.language_models import as_hooked, load_bridge
+from induction_probes.circuits.interop.model_sources import ModelSource, Series, find_source, require_model
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.lm.markov import STRATEGIES, MarkovProbe, interval, labels, probe_markov_series, span
-from induction_probes.probes.lm.markov_measure import MIN_SEQ_LEN, N_SEQS
+from induction_probes.probes.lm.markov_measure import REFERENCES
 from induction_probes.probes.lm.markov_plots import plot_markov_model, plot_markov_series
+from induction_probes.probes.lm.markov_protocol import MIN_SEQ_LEN, N_SEQS, draw_count
 from induction_probes.probes.report.lm import quiet_transformers
 from induction_probes.probes.report.tables import figure_lines, format_table
 
@@ -33,13 +29,13 @@ if TYPE_CHECKING:
     from induction_probes.circuits.interop.language_models import ModelLike
 
 BEST_ROWS, PREVIOUS_ROWS = 8, 4  # heads a table lists: the best by bigram matching, then by previous token
-INTERVALS = "95 % over sequences: percentile bootstrap for KLs, masses and attention scores; Student t for differences"
 
 
-def check_options(k, n_seqs, seq_len, seed, step, all_steps) -> None:
+def check_options(k, n_seqs, seq_len, seed, step, all_steps, id_draws=None, tokens=None) -> None:
     """Refuse bad options in one line each, before anything is booted."""
     require_int("k", k, 2)
     require_int("n_seqs", n_seqs, 2)  # one sequence has no interval
+    draw_count(id_draws, tokens)  # at least one draw; tokens given: one
     require_seed("seed", seed)
     if seq_len is not None:
         require_int("seq_len", seq_len, MIN_SEQ_LEN)
@@ -51,24 +47,25 @@ def check_options(k, n_seqs, seq_len, seed, step, all_steps) -> None:
 
 def checkpoints(
     model: ModelLike | Run, step, all_steps: bool, device: str
-) -> tuple[str, Iterable[tuple[int | None, object]], bool]:
-    """What to probe: a name, the (step, model) pairs, booted one at a time, and whether they are a series."""
+) -> tuple[str, Iterable[tuple[int | None, object]], bool, int]:
+    """What to probe: a name, the (step, model) pairs, booted one at a time, whether they are a series, and how
+    many there are."""
     if isinstance(model, (str, os.PathLike)):
         source = find_source(os.fspath(model))
         model = Run.open(model) if source is None else source
     if isinstance(model, Run):
         steps = model.steps if all_steps else [model.steps[-1] if step is None else step]
-        return model.path.name, ((s, model.load(step=s, device=device)) for s in steps), all_steps
+        return model.path.name, ((s, model.load(step=s, device=device)) for s in steps), all_steps, len(steps)
     if isinstance(model, (ModelSource, Series)):
         quiet_transformers()
         if all_steps and not isinstance(model, Series):
             raise ValueError(f"{model.location} is one model, not a checkpoint series: all_steps does not apply")
         chosen = model.checkpoints if all_steps else (require_model(model, step),)
         name = model.name if isinstance(model, Series) else model.describe()
-        return name, ((s.step, load_bridge(s, device)) for s in chosen), all_steps
+        return name, ((s.step, load_bridge(s, device)) for s in chosen), all_steps, len(chosen)
     if step is not None or all_steps:
         raise ValueError("a booted model is one model: step and all_steps do not apply")
-    return type(model).__name__, [(None, as_hooked(model, device))], False
+    return type(model).__name__, [(None, as_hooked(model, device))], False, 1
 
 
 def markov_lm_report(
@@ -77,24 +74,28 @@ def markov_lm_report(
     k: int = 3,
     n_seqs: int = N_SEQS,
     seq_len: int | None = None,
-    seed: int = 0,
+    seed: int = PROBE_SEED,
     tokens: list[int] | None = None,
+    id_draws: int | None = None,
     step: int | None = None,
     all_steps: bool = False,
     device: str = "cpu",
     plot: str | os.PathLike | None = None,
     as_json: bool = False,
+    progress: bool = True,
 ) -> str | dict:
     """The ICL-MC probe of ``model`` (a model directory, a folder of ``step_N/`` checkpoints, a name in the local
     Hugging Face cache, a run of ours by path or name, a ``ModelSource``, ``Series`` or ``Run``, or a booted
     model: a TransformerBridge, a Hugging Face model or our HookedTransformer): one model (``step``: a series'
     checkpoint, default the last) or, with ``all_steps``, every checkpoint on the same sequences. ``k`` states
-    written as ``tokens`` or as k ordinary ids drawn with ``seed``; ``n_seqs`` sequences of ``seq_len`` tokens
-    (default T = 100 within the context). Bad options raise ValueError."""
-    check_options(k, n_seqs, seq_len, seed, step, all_steps)
-    name, models, series = checkpoints(model, step, all_steps, device)
-    options = {"k": k, "n_seqs": n_seqs, "seq_len": seq_len, "seed": seed, "tokens": tokens}
-    results = list(probe_markov_series(models, options))
+    written as ``tokens`` (one id draw) or as k ordinary ids drawn with ``seed``, ``id_draws`` times (default 4),
+    each draw with its own ``n_seqs`` sequences (default 64) of ``seq_len`` tokens (default T = 100 within the
+    context); the intervals cover draws and sequences. ``progress``: bars on stderr over checkpoints and sequences,
+    where stderr is a terminal or a notebook's. Bad options raise ValueError."""
+    check_options(k, n_seqs, seq_len, seed, step, all_steps, id_draws, tokens)
+    name, models, series, count = checkpoints(model, step, all_steps, device)
+    options = {"k": k, "n_seqs": n_seqs, "seq_len": seq_len, "seed": seed, "tokens": tokens, "id_draws": id_draws}
+    results = list(probe_markov_series(models, options, progress, count))
     figures = write_figures(name, results, series, plot)
     if as_json:
         return report_json(name, results, series, figures)
@@ -119,7 +120,7 @@ def write_figures(name: str, results: list[MarkovProbe], series: bool, plot) -> 
 
 
 def report_json(name: str, results: list[MarkovProbe], series: bool, figures: list[Path]) -> dict:
-    head = {"model": name, "intervals": INTERVALS, "figures": [str(path) for path in figures]}
+    head = {"model": name, "intervals": results[0].intervals, "figures": [str(path) for path in figures]}
     if series:
         entries = [r.to_json() for r in results]
         protocol = entries[0]["protocol"]
@@ -127,21 +128,38 @@ def report_json(name: str, results: list[MarkovProbe], series: bool, figures: li
     return head | results[0].to_json()
 
 
+def drawn_ids(result: MarkovProbe) -> str:
+    """The ids of every draw, once where every draw has the same (a vocabulary of only k ordinary tokens)."""
+    protocol = result.protocol
+    each = [", ".join(map(str, ids)) for ids in protocol.ids]
+    if protocol.n_draws == 1:
+        return f"ids {each[0]}"
+    if len(set(each)) == 1:
+        return f"ids {each[0]} in each of {protocol.n_draws} id draws"
+    return f"{protocol.n_draws} id draws: ids " + "; ".join(each)
+
+
 def protocol_line(name: str, result: MarkovProbe) -> str:
     protocol = result.protocol
-    ids = ", ".join(map(str, protocol.ids.tolist()))
     bos = f"after BOS {protocol.bos}" if protocol.bos is not None else "no BOS"
     where = name + (f", step {result.step}" if result.step is not None else "")
+    per_draw = " per draw" if protocol.n_draws > 1 else ""
     return (
-        f"{where}: ICL-MC chains over k = {protocol.k} tokens (ids {ids}), {protocol.n_seqs} sequences of "
-        f"{protocol.seq_len} tokens ({bos}), seed {protocol.seed}"
+        f"{where}: ICL-MC chains over k = {protocol.k} tokens ({drawn_ids(result)}), {protocol.n_seqs} sequences"
+        f"{per_draw} of {protocol.seq_len} tokens ({bos}), seed {protocol.seed}"
     )
 
 
 def kl_table(result: MarkovProbe) -> str:
+    """KL(s ‖ model) for every strategy, then the references KL(true ‖ s) the model's KL to the truth is read
+    against."""
     early, late = (f"{w} ({span(getattr(result, w))[0]}-{span(getattr(result, w))[1]})" for w in ("early", "late"))
-    rows = [[s, interval(result.kl(s, "early")), interval(result.kl(s, "late"))] for s in STRATEGIES]
-    return format_table(["KL(s || model)", early, late], rows)
+    rows = [[f"{s} || model", interval(result.kl(s, "early")), interval(result.kl(s, "late"))] for s in STRATEGIES]
+    rows += [
+        [f"true || {s} (reference)", interval(result.reference(s, "early")), interval(result.reference(s, "late"))]
+        for s in REFERENCES
+    ]
+    return format_table(["KL", early, late], rows)
 
 
 def shown_heads(result: MarkovProbe) -> list:
@@ -179,7 +197,7 @@ def model_text(name: str, result: MarkovProbe) -> str:
         [
             protocol_line(name, result),
             f"verdict: {result.verdict()}",
-            "KL(s || model): the model's next-token distribution renormalised over the k tokens; " + INTERVALS,
+            "model: its next-token distribution renormalised over the k tokens; intervals " + result.intervals,
             kl_table(result),
             f"mass on the k tokens: {interval(result.mass)} (mean over positions; lowest "
             f"{mass_value[lowest].item():.3f} at position {lowest})",
@@ -208,10 +226,12 @@ def series_text(name: str, results: list[MarkovProbe]) -> str:
         )
     headers = ["step", "KL unigram", "KL bigram", "KL true", "matching head", "score", "prev-token head", "score"]
     last = results[-1]
+    references = ", ".join(f"KL(true || {s}) = {interval(last.reference(s))}" for s in REFERENCES)
     return "\n".join(
         [
             f"{name}: {len(results)} checkpoints; " + protocol_line(name, last).split(": ", 1)[1],
-            f"KL(s || model) over the late positions {span(last.late)[0]}-{span(last.late)[1]}; best heads by score",
+            f"KL(s || model) over the late positions {span(last.late)[0]}-{span(last.late)[1]}; best heads by score; "
+            f"against {references} on the same sequences at every step; intervals {last.intervals}",
             format_table([*headers, "induction heads", "learns"], rows),
             f"verdict at step {last.step}: {last.verdict()}",
         ]

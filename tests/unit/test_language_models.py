@@ -9,7 +9,8 @@ import torch
 from lm_models import N_CTX, VOCAB, WORDS, hf_scores, save_model
 
 from induction_probes import lm
-from induction_probes.circuits.interop.language_models import LanguageModelError, ModelSource, Series, find_source
+from induction_probes.circuits.interop.model_folder import LanguageModelError
+from induction_probes.circuits.interop.model_sources import ModelSource, Series, find_source
 from induction_probes.probes.lm.measure import per_token_loss
 from induction_probes.probes.lm.protocols import RepeatedTokens, induction_loss
 

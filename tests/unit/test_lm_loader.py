@@ -19,8 +19,9 @@ from lm_models import save_model
 from safetensors.torch import load_file, save_file
 
 from induction_probes import lm
-from induction_probes.circuits.interop.language_models import LanguageModelError, find_source, load_pretrained
-from induction_probes.circuits.interop.model_folder import CastWeightsWarning
+from induction_probes.circuits.interop.language_models import load_pretrained
+from induction_probes.circuits.interop.model_folder import CastWeightsWarning, LanguageModelError
+from induction_probes.circuits.interop.model_sources import find_source
 
 ARCHITECTURES = ("gpt2", "neox", "llama")
 INDEX = "model.safetensors.index.json"
@@ -386,9 +387,8 @@ def test_integer_weights_load_cast_to_float32_with_a_one_line_warning(models, tm
     (warning,) = [w for w in caught if w.category is CastWeightsWarning]
     shown = warnings.formatwarning(warning.message, warning.category, warning.filename, warning.lineno)
     assert len(shown.strip().splitlines()) == 1 and warning.filename == str(folder / "model.safetensors"), shown
-    with pytest.warns(CastWeightsWarning, match=message):
-        code, out, err = cli(capsys, "info", str(folder))
-    assert code == 0 and "parameters" in out, err
+    code, out, err = cli(capsys, "info", str(folder))  # reads the headers, loads nothing: says what is stored
+    assert code == 0 and "(float32, int8)" in out, err
     with warnings.catch_warnings():
         warnings.simplefilter("error", CastWeightsWarning)
         load_pretrained(find_source(str(models["gpt2"])))  # float weights: no warning

@@ -3,6 +3,8 @@ renormalised prediction to each strategy, its heads' scores and the verdict, che
 out by hand on tiny Hugging Face models (tests/lm_models.py), and on the shipped markov-k3, whose layer-1 head is
 a statistical induction head."""
 
+import copy
+import json
 import math
 import socket
 
@@ -13,8 +15,9 @@ from lm_models import N_CTX, VOCAB, hf_attentions, save_model
 from induction_probes import Run, lm
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.attention.patterns import bigram_matching_scores, previous_token_scores, run_with_patterns
+from induction_probes.probes.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from induction_probes.probes.lm.markov import early_positions, late_positions, probe_markov
-from induction_probes.probes.lm.markov_measure import SEQ_LEN, chain_ids, markov_tokens
+from induction_probes.probes.lm.markov_protocol import SEQ_LEN, chain_ids, markov_draws, markov_tokens
 from induction_probes.probes.report.lm_markov import markov_lm_report
 from induction_probes.probes.report.tables import json_text
 
@@ -206,26 +209,42 @@ def test_on_markov_k3_the_probe_is_the_native_probes_and_finds_its_statistical_i
 def test_the_report_text_json_and_figure_of_one_model(markov_k3, tmp_path):
     text = markov_lm_report(markov_k3, k=3, n_seqs=50, plot=tmp_path)
     lines = text.splitlines()
-    assert lines[0].startswith("HookedTransformer: ICL-MC chains over k = 3 tokens (ids 0, 1, 2), 50 sequences")
+    # markov-k3's vocabulary is its k = 3 tokens: every id draw is ids 0, 1, 2, each with its own 50 sequences
+    assert lines[0].startswith(
+        "HookedTransformer: ICL-MC chains over k = 3 tokens (ids 0, 1, 2 in each of 4 id draws), 50 sequences per draw"
+    )
     assert lines[1].startswith("verdict: learns the chains in context") and "heads: L1H0" in lines[1]
+    assert "intervals 95 % over 4 id draws x 50 sequences" in lines[1]
+    assert any(line.startswith("true || uniform (reference)") for line in lines)
     assert any(line.startswith("L1H0") and line.count("*") == 1 for line in lines)
     (figure,) = [line.removeprefix("figure: ") for line in lines if line.startswith("figure: ")]
     assert open(figure, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     answer = markov_lm_report(markov_k3, k=3, n_seqs=50, as_json=True)
     json_text(answer)  # strict JSON: no NaN anywhere
-    assert answer["protocol"] | {"task": None} == {
+    assert answer["protocol"] | {"task": None, "sequences": None} == {
         "task": None,
+        "sequences": None,
         "k": 3,
-        "ids": [0, 1, 2],
+        "ids": [[0, 1, 2]] * 4,  # one list per id draw
+        "id_draws": 4,
         "seq_len": 100,
-        "n_seqs": 50,
-        "seed": 0,
+        "n_seqs": 50,  # per draw
+        "seed": 12345,  # the one default seed of the API and the command line
         "bos": None,
     }
     assert answer["induction_heads"] == ["L1H0"] and answer["previous_token_heads"] == ["L0H0"]
     assert [h["head"] for h in answer["heads"]] == ["L0H0", "L1H0"]
     assert set(answer["heads"][1]["bigram_matching"]) == {"value", "low", "high"}
     assert len(answer["kl"]["bigram"]["per_position"]["value"]) == 100 and answer["verdict"]["learns_in_context"]
+    assert answer["intervals"].startswith("95 % over 4 id draws x 50 sequences: two-stage percentile bootstrap")
+    assert answer["verdict"]["failed"] == [] and answer["verdict"]["true_minus_uniform_late"]["high"] < 0
+    truth = answer["verdict"]["late_kl_to_truth"]  # the model beside what each strategy would score
+    assert truth["model"] == answer["kl"]["true"]["late"] and set(truth) == {"model", "uniform", "bigram"}
+    for strategy in ("uniform", "bigram"):
+        reference = answer["references"][strategy]
+        assert reference["late"] == truth[strategy] and len(reference["per_position"]["value"]) == 100
+        assert 0 <= reference["late"]["low"] <= reference["late"]["value"] <= reference["late"]["high"]
+    assert truth["bigram"]["high"] < truth["model"]["low"] < truth["model"]["high"] < truth["uniform"]["low"]
 
 
 def test_a_series_is_probed_on_the_same_sequences_at_every_step(tmp_path):
@@ -241,6 +260,111 @@ def test_a_series_is_probed_on_the_same_sequences_at_every_step(tmp_path):
     assert one["step"] == 0 and one["heads"] == answer["checkpoints"][0]["heads"]
 
 
+# --- the uniform condition, and intervals over id draws ----------------------------------------------------
+
+
+def overconfident(model, factor: float = 5.0):
+    """``model`` with its unembedding scaled by ``factor``: the same ranking of the next token, five times the
+    confidence, so far from the truth that guessing uniformly is closer."""
+    sharper = copy.deepcopy(model)
+    with torch.no_grad():
+        sharper.unembed.W_U.mul_(factor)
+    return sharper
+
+
+def test_a_model_worse_than_uniform_does_not_learn_and_the_verdict_says_why(markov_k3):
+    result = probe_markov(overconfident(markov_k3), markov_draws(markov_k3, 3, n_seqs=50, id_draws=4))
+    beats_uniform, closer_to_bigram, approaches_truth = result.conditions()
+    # the two relative conditions still hold: without the uniform one, this model would "learn the chains"
+    assert closer_to_bigram.holds and approaches_truth.holds
+    # margins for another CPU's rounding: KL(true || model) 1.03 against 0.29 for uniform guessing
+    assert result.kl("true").low > result.reference("uniform").high + 0.5
+    assert not beats_uniform.holds and beats_uniform.estimate.low > 0.5 and not result.learns_in_context
+    verdict = result.verdict()
+    difference = beats_uniform.estimate
+    assert verdict.startswith(
+        "does not learn the chains in context: it does not beat uniform guessing (late KL(true || model) - "
+        f"KL(true || uniform) = {difference.value:.3f} [{difference.low:.3f}, {difference.high:.3f}], not below 0)"
+    )
+    assert "not closer" not in verdict and "does not fall" not in verdict  # only the failed condition is named
+    assert "(held: late KL(bigram || model) - KL(unigram || model) = " in verdict  # the others, as holding
+    assert f"late KL(true || model) = {result.kl('true').value:.3f}" in verdict
+    assert f"KL(true || uniform) = {result.reference('uniform').value:.3f}" in verdict
+    verdict_json = result.to_json()["verdict"]
+    assert verdict_json["failed"] == ["true_minus_uniform_late"] and not verdict_json["learns_in_context"]
+    assert verdict_json["true_minus_uniform_late"]["low"] == difference.low
+
+
+def test_each_id_draw_has_its_own_ids_and_sequences_the_first_as_one_draw(bridges):
+    gpt2 = bridges["gpt2"]
+    protocol = markov_draws(gpt2, 3, n_seqs=6, seq_len=12, seed=3, id_draws=3)
+    one = markov_tokens(gpt2, 3, n_seqs=6, seq_len=12, seed=3)
+    assert protocol.n_draws == 3 and len({tuple(ids) for ids in protocol.ids}) == 3  # three sets of ids here
+    assert torch.equal(protocol.first.ids, one.ids) and torch.equal(protocol.first.tokens, one.tokens)
+    stream = MarkovTask(k=3, seq_len=12).eval_task().stream(3, purpose="eval")  # draw d: the d-th block of 6
+    for draw in protocol.draws:
+        assert torch.equal(draw.eval_set.inputs, stream.take(6).inputs)
+    assert torch.equal(markov_draws(gpt2, 3, n_seqs=6, seq_len=12, seed=3, id_draws=3).tokens, protocol.tokens)
+    assert markov_draws(gpt2, 3, n_seqs=6, seq_len=12).n_draws == 4  # the default
+    assert markov_draws(gpt2, 3, n_seqs=6, seq_len=12, tokens=[7, 8, 9]).ids == [[7, 8, 9]]  # given: one draw
+    with pytest.raises(ValueError, match="tokens name the k ids: there is one id draw, not id_draws = 2"):
+        markov_draws(gpt2, 3, tokens=[7, 8, 9], id_draws=2)
+    with pytest.raises(ValueError, match="id_draws must be an integer >= 1"):
+        markov_draws(gpt2, 3, id_draws=0)
+
+
+def two_stage_bootstrap_by_hand(values: list[float], n_draws: int) -> tuple[float, float]:
+    """The 2.5 % and 97.5 % quantiles of the two-stage bootstrap's resampled means, one resample at a time:
+    draws with replacement, then each drawn draw's sequences with replacement (the probe's generator calls)."""
+    n_seqs = len(values) // n_draws
+    generator = torch.Generator().manual_seed(BOOTSTRAP_SEED)
+    draws = torch.randint(0, n_draws, (BOOTSTRAP_RESAMPLES, n_draws), generator=generator).tolist()
+    sequences = torch.randint(0, n_seqs, (BOOTSTRAP_RESAMPLES, n_draws, n_seqs), generator=generator).tolist()
+    means = []
+    for r in range(BOOTSTRAP_RESAMPLES):
+        taken = [values[d * n_seqs + s] for d, within in zip(draws[r], sequences[r]) for s in within]
+        means.append(sum(taken) / len(taken))
+    levels = torch.tensor([0.025, 0.975], dtype=torch.float64)
+    low, high = torch.quantile(torch.tensor(means, dtype=torch.float64), levels).tolist()
+    return low, high
+
+
+def test_intervals_cover_id_draws_and_sequences_as_computed_from_every_draw_by_hand(bridges):
+    from scipy.stats import t as student_t
+
+    gpt2 = bridges["gpt2"]
+    protocol = markov_draws(gpt2, 3, n_seqs=6, seq_len=12, seed=3, id_draws=3)
+    result = probe_markov(gpt2, protocol)
+    alone = [probe_markov(gpt2, draw) for draw in protocol.draws]  # each draw probed by itself
+    late = result.late
+    for name in ("true", "bigram"):  # the rows are (draw, sequence) pairs, draw-major
+        assert torch.equal(result.behaviour.kl[name], torch.cat([a.behaviour.kl[name] for a in alone]))
+    # KL(true || model) - KL(true || uniform), late: a t interval over the 3 per-draw means, 2 degrees of freedom
+    per_draw = []
+    for a in alone:
+        truth, uniform = a.behaviour.kl["true"], a.behaviour.references["true||uniform"]
+        per_draw.append((truth[:, late.start :].mean(-1) - uniform[:, late.start :].mean(-1)).mean().item())
+    mean = sum(per_draw) / 3
+    spread = math.sqrt(sum((m - mean) ** 2 for m in per_draw) / 2)
+    half = student_t.ppf(0.975, 2) * spread / math.sqrt(3)
+    difference = result.truth_minus_uniform
+    assert difference.value == pytest.approx(mean, abs=1e-12) and difference.n == 18
+    assert (difference.low, difference.high) == pytest.approx((mean - half, mean + half), abs=1e-12)
+    # late KL(true || uniform): the two-stage bootstrap over all 18 (draw, sequence) pairs
+    reference = result.behaviour.references["true||uniform"][:, late.start :].mean(-1).tolist()
+    estimate = result.reference("uniform")
+    assert estimate.value == pytest.approx(sum(reference) / 18, abs=1e-12)
+    assert (estimate.low, estimate.high) == pytest.approx(two_stage_bootstrap_by_hand(reference, 3), abs=1e-12)
+    # heads pooled over draws: every draw has 6 sequences, so the previous-token score is the draws' mean
+    for index, head in enumerate(result.heads):
+        by_draw = [a.heads[index].previous_token.value for a in alone]
+        assert head.previous_token.value == pytest.approx(sum(by_draw) / 3, abs=1e-12)
+    answer = result.to_json()
+    assert answer["protocol"]["id_draws"] == 3 and answer["protocol"]["ids"] == protocol.ids
+    assert answer["intervals"].startswith("95 % over 3 id draws x 6 sequences: ")
+    assert "intervals 95 % over 3 id draws x 6 sequences" in result.verdict()
+
+
 @pytest.mark.parametrize(
     "options, message",
     [
@@ -251,6 +375,8 @@ def test_a_series_is_probed_on_the_same_sequences_at_every_step(tmp_path):
         (dict(step=3), "a booted model is one model"),
         (dict(seq_len=101), "does not fit the model's context of 100"),
         (dict(tokens=[0, 0, 1]), "distinct"),
+        (dict(id_draws=0), "id_draws must be an integer >= 1"),
+        (dict(tokens=[0, 1, 2], id_draws=3), "tokens name the k ids: there is one id draw"),
     ],
 )
 def test_bad_options_raise_one_clear_line(markov_k3, options, message):
@@ -270,6 +396,8 @@ def test_the_command_line_gives_the_reports_json_and_refuses_options_of_the_othe
     assert capsys.readouterr().out.strip() == json_text(expected).strip()
     assert main([*argv, "--step", "5"]) == 0  # one checkpoint of the series, as text
     assert capsys.readouterr().out.startswith(f"{series}")
+    assert main([*argv, "--step", "5", "--id-draws", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["protocol"]["id_draws"] == 2
     for wrong, message in (
         (["--length", "5"], "--length belongs to the repeated-tokens protocol, not to --task markov"),
         (["--k", "1"], "k must be an integer >= 2"),
@@ -279,5 +407,7 @@ def test_the_command_line_gives_the_reports_json_and_refuses_options_of_the_othe
         assert len(err.strip().splitlines()) == 1 and message in err, err
     assert main(["probe", series, "--k", "3"]) == 2  # --k without --task markov
     assert "--k applies to --task markov only" in capsys.readouterr().err
+    assert main(["probe", series, "--id-draws", "2"]) == 2
+    assert "--id-draws applies to --task markov only" in capsys.readouterr().err
     assert main(["probe", "markov-k3", "--task", "markov"]) == 2  # a run of ours has its own task
     assert "--task applies to language models only" in capsys.readouterr().err

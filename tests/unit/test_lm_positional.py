@@ -13,7 +13,7 @@ import torch
 from lm_models import N_CTX, VOCAB
 
 from induction_probes import lm
-from induction_probes.circuits.interop.language_models import find_source
+from induction_probes.circuits.interop.model_sources import find_source
 
 DISTANCE = 11
 TOKEN_DIMS = 16

@@ -1,0 +1,69 @@
+"""Long language-model work shows its progress on stderr where someone watches (a terminal), names what it is
+doing, and keeps stdout (the JSON) clean; --quiet turns it off, and so does a stderr that is not a terminal."""
+
+import fcntl
+import json
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
+
+import pytest
+from lm_models import save_model
+
+from induction_probes.cli import main
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return save_model("gpt2", tmp_path_factory.mktemp("lm") / "gpt2")
+
+
+def on_a_terminal(*argv: str) -> tuple[int, str, str]:
+    """The command with stderr on a pseudo-terminal (a user's), stdout a pipe: status, stdout, what the
+    terminal showed."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))  # a terminal's size (tqdm fits
+    # its bar to the width, and a new pseudo-terminal has none)
+    command = [sys.executable, "-c", "import sys; from induction_probes.cli import main; sys.exit(main(sys.argv[1:]))"]
+    process = subprocess.Popen([*command, *argv], stdout=subprocess.PIPE, stderr=follower, stdin=subprocess.DEVNULL)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the follower's side closed: the process has ended
+            break
+        if not chunk:
+            break
+        shown += chunk
+    out = process.stdout.read().decode()
+    os.close(leader)
+    return process.wait(timeout=120), out, shown.decode(errors="replace")
+
+
+def test_ablate_shows_which_head_and_the_time_left_and_keeps_the_json_clean(model):
+    code, out, shown = on_a_terminal("ablate", str(model), "--json", "--n-seqs", "4", "--length", "6")
+    assert code == 0, shown
+    assert len(json.loads(out)["ablations"]) == 8  # stdout is the JSON alone
+    assert "zero ablation" in shown and "L1H3" in shown and "8/8" in shown  # what, which head, how far
+    assert "<" in shown  # tqdm's elapsed<remaining
+    code, out, shown = on_a_terminal("ablate", str(model), "--json", "--n-seqs", "4", "--length", "6", "--quiet")
+    assert code == 0 and "ablation" not in shown and json.loads(out)["mode"] == "zero"
+
+
+def test_no_bar_where_stderr_is_not_a_terminal(model, capsys):
+    assert main(["probe", str(model), "--n-seqs", "4", "--length", "6"]) == 0
+    assert main(["ablate", str(model), "--n-seqs", "4", "--length", "6", "--heads", "L1H0"]) == 0
+    assert capsys.readouterr().err == ""  # pytest's captured stderr is no terminal
+
+
+def test_probe_and_every_checkpoint_of_a_series_show_their_passes(model, tmp_path):
+    series = tmp_path / "series"
+    for step in (0, 10):
+        save_model("gpt2", series / f"step_{step}", seed=step)
+    code, out, shown = on_a_terminal("probe", str(series), "--all-steps", "--n-seqs", "4", "--length", "6")
+    assert code == 0 and "2 checkpoints" in out, shown
+    assert "checkpoints" in shown and "step 10" in shown and "probing step 0" in shown
