@@ -8,11 +8,13 @@ The rule, with ``threshold`` t (default 0.4) on scores that are attention shares
   on the control as on the repeat, so its content-based score is about 0 whatever |R| is.
 - **positional, not induction**: not induction, yet its score on the repeat reaches t: that much of its
   attention lands on the induction offset without the repeat (the control's score says how much).
-- **positional**: not induction, and on the control it puts at least t of its attention on one distance
-  d ≥ 2, whatever the tokens.
+- **positional** (shown as ``positional(d)``): on the control it puts at least t of its attention on one
+  distance d ≥ 2, whatever the tokens.
 - **previous-token**: its previous-token score reaches t.
 
-A head may hold several labels (a previous-token head is positional at d = 1, which is not repeated).
+A head holds every label whose test it passes, so a mixture shows both parts: ``induction + positional(5)`` for
+a head that spends half its attention on the induction target and, whatever the tokens, most of the rest five
+tokens back (a previous-token head is positional at d = 1, which is not repeated).
 
 Evidence that an induction head is a circuit, beside its copying score: **K-composition**, checked
 causally (the ablation-conditioned induction score of ARENA's induction-head exercises): the induction
@@ -55,10 +57,17 @@ class HeadRole:
     head: int
     labels: tuple[str, ...]
     reasons: tuple[str, ...]
+    offset: int  # the distance back where the control's attention peaks: the d of positional(d)
 
     @property
     def name(self) -> str:
         return head_label(self.layer, self.head)
+
+    @property
+    def text(self) -> str:
+        """The labels as a table shows them: ``induction + positional(5)``, or ``-``."""
+        shown = [f"positional({self.offset})" if label == "positional" else label for label in self.labels]
+        return " + ".join(shown) or "-"
 
     def to_json(self) -> dict:
         return {"labels": list(self.labels), "reasons": list(self.reasons)}
@@ -81,11 +90,11 @@ def head_role(scores: HeadScores, layer: int, head: int, threshold: float = THRE
                 f"{control:.2f} on non-repeated tokens at the same offset",
             )
         )
-    if not found and offset >= 2 and share >= threshold:
+    if offset >= 2 and share >= threshold:
         found.append(("positional", f"puts {share:.2f} of its attention {offset} tokens back whatever the tokens"))
     if previous[0] >= threshold:
         found.append(("previous-token", f"previous-token score {interval_text(*previous)} >= {threshold}"))
-    return HeadRole(layer, head, tuple(name for name, _ in found), tuple(reason for _, reason in found))
+    return HeadRole(layer, head, tuple(name for name, _ in found), tuple(reason for _, reason in found), offset)
 
 
 def head_roles(scores: HeadScores, threshold: float = THRESHOLD) -> list[HeadRole]:

@@ -154,10 +154,11 @@ def head_rows(result) -> list[list]:
         rows.append(
             [
                 head_label(layer, head) + (" *" if "induction" in role.labels else ""),
-                ", ".join(role.labels) or "-",
+                role.text,
                 interval_text(*scores.content.at(layer, head)),
                 interval_text(*scores.induction.at(layer, head)),
                 interval_text(*scores.control.at(layer, head)),
+                f"{interval_text(*scores.positional_share.at(layer, head))} at {role.offset}",
                 interval_text(*scores.previous_token.at(layer, head)),
                 interval_text(*scores.copying.at(layer, head)),
             ]
@@ -168,23 +169,33 @@ def head_rows(result) -> list[list]:
 def probe_text(name: str, bridge, result, n_seqs: int, seed: int) -> str:
     low, high = result.repeated.length_range
     n_heads = bridge.cfg.n_layers * bridge.cfg.n_heads
-    headers = ["head", "role", "content-based", "on R + R", "control", "previous-token", "copying (logit)"]
+    headers = [
+        "head",
+        "role",
+        "content-based",
+        "on R + R",
+        "control",
+        "positional",
+        "previous-token",
+        "copying (logit)",
+    ]
     rows = head_rows(result)
     lines = [
         f"{name}: {bridge.cfg.n_layers} layers x {bridge.cfg.n_heads} head(s)",
         f"{n_seqs} sequences of repeated random tokens, |R| drawn from {low} to {high} per sequence, each with a "
         f"control whose second R is fresh tokens (seed {seed}); [low, high]: 95 % intervals over sequences",
         format_table(headers, rows),
-        f"({len(rows)} of {n_heads} heads, by content-based score = on R + R minus control; * marks induction "
-        "heads; --json has every head)",
+        f"({len(rows)} of {n_heads} heads, by content-based score = on R + R minus control; positional: the "
+        "control's attention at the distance back it favours; * marks induction heads; --json has every head)",
         f"induction heads (content-based score >= {result.threshold}, interval above 0): "
         f"{heads_text(result.induction_heads)}",
         f"previous-token heads (>= {result.threshold}): {heads_text(result.previous_token_heads)}",
     ]
     positional = [r for r in result.roles if any(name.startswith("positional") for name in r.labels)]
     for role in positional[:TABLE_ROWS]:
-        index = next(i for i, name in enumerate(role.labels) if name.startswith("positional"))
-        lines.append(f"{role.name}: {role.labels[index]}: {role.reasons[index]}")
+        for label, reason in zip(role.labels, role.reasons):
+            if label.startswith("positional"):
+                lines.append(f"{role.name}: {label}: {reason}")
     for c in result.compositions:
         verdict = "depends on" if c.depends else "does not depend on"
         lines.append(
