@@ -12,6 +12,7 @@ from induction_probes.circuits.interop.model_sources import find_source
 from induction_probes.probes.ablation.head_ablation import single_heads
 from induction_probes.probes.lm.ablation import HeadAblation, ablate
 from induction_probes.probes.lm.markov import MarkovProbe, probe_markov, probe_markov_series
+from induction_probes.probes.lm.markov_protocol import markov_draws
 from induction_probes.probes.lm.measure import HeadScores, evaluate, head_scores, text_icl_score
 from induction_probes.probes.lm.protocols import (
     InductionLoss,
@@ -20,8 +21,9 @@ from induction_probes.probes.lm.protocols import (
     vocabulary,
 )
 from induction_probes.probes.lm.roles import head_roles
-from induction_probes.probes.lm.series import StepProbes, probe, probe_series, probe_tokens
+from induction_probes.probes.lm.series import SeriesProbes, StepProbes, probe, probe_series, probe_tokens
 from induction_probes.probes.report.lm import ablate_language_model, probe_language_model  # the views
+from induction_probes.probes.report.lm_info import language_model_info
 from induction_probes.probes.report.lm_markov import markov_lm_report
 
 # the language-model face: what a notebook imports from here; everything else is internal
@@ -31,6 +33,7 @@ __all__ = [
     "InductionLoss",
     "MarkovProbe",
     "RepeatedTokens",
+    "SeriesProbes",
     "StepProbes",
     "ablate",
     "ablate_language_model",
@@ -39,7 +42,9 @@ __all__ = [
     "find_source",
     "head_roles",
     "head_scores",
+    "language_model_info",
     "load_bridge",
+    "markov_draws",
     "markov_lm_report",
     "probe",
     "probe_language_model",

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float
-from scipy.stats import t as student_t
+from scipy.special import stdtrit  # Student's t quantile: scipy.stats would cost a language model's probe 0.6 s
 from torch import Tensor
 
 LEVEL = 0.95
@@ -64,7 +64,7 @@ def mean_interval(per_sequence: Float[Tensor, " batch"], level: float = LEVEL) -
     mean = values.mean().item()
     if n == 1:
         return Estimate(mean, None, None, 1, level)
-    half = float(student_t.ppf((1 + level) / 2, n - 1)) * values.std().item() / math.sqrt(n)
+    half = float(stdtrit(n - 1, (1 + level) / 2)) * values.std().item() / math.sqrt(n)
     return Estimate(mean, mean - half, mean + half, n, level)
 
 

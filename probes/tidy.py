@@ -57,6 +57,12 @@ def frame(records: list[dict], columns: list[str] | None = None):
     return table
 
 
+def crossing_step(steps: list[int], values: list[float], threshold: float) -> int | None:
+    """The first of ``steps`` whose value reaches ``threshold`` (None: never): a first crossing, read off a
+    measure's rows over checkpoints."""
+    return next((step for step, value in zip(steps, values) if value >= threshold), None)
+
+
 class Tidy:
     """Mixed into a result class that defines ``to_records(sequences_seen=None)``."""
 

@@ -174,6 +174,26 @@ def find_source(name: str) -> ModelSource | Series | None:
     return ModelSource(name)
 
 
+def as_source(value: ModelSource | Series | str | os.PathLike) -> ModelSource | Series:
+    """A language model or series as given, or the one a path or cache name names (a run of ours is refused)."""
+    if isinstance(value, (ModelSource, Series)):
+        return value
+    source = find_source(os.fspath(value))
+    if source is None:
+        raise LanguageModelError(f"{os.fspath(value)} is a run of ours, not a language model: probe it as a run")
+    return source
+
+
+def require_series(name: str) -> Series:
+    """The checkpoint series ``name`` names (a folder of ``step_N/`` checkpoints or a cache name with ``stepN``
+    revisions); one clear error for anything else."""
+    source = find_source(name)
+    if not isinstance(source, Series):
+        what = "a run of ours" if source is None else "one model"
+        raise LanguageModelError(f"{name} is {what}, not a checkpoint series of a language model")
+    return source
+
+
 def require_model(source: ModelSource | Series, step: int | None) -> ModelSource:
     """One model of ``source``: itself, or a series' checkpoint at ``step`` (default the last)."""
     if isinstance(source, Series):

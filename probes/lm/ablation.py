@@ -23,21 +23,32 @@ from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.common.devices import model_device
 from induction_probes.circuits.common.limits import require_seed
 from induction_probes.circuits.common.names import head_label, heads_label
+from induction_probes.circuits.interop.language_models import as_hooked
 from induction_probes.circuits.interop.resume import resid_pre_hook, run_from_layer
 from induction_probes.probes.ablation.head_ablation import MODES, ablation_hooks, check_heads, heads_in_layer
 from induction_probes.probes.attention.patterns import run_with_captures
 from induction_probes.probes.intervals import Estimate, bootstrap_ratio_interval, mean_interval
 from induction_probes.probes.lm.measure import chunk_size, per_token_loss
 from induction_probes.probes.lm.progress import progress_bar
-from induction_probes.probes.lm.protocols import InductionLoss, RepeatedTokens, estimate_json, induction_loss
+from induction_probes.probes.lm.protocols import (
+    LOSSES,
+    InductionLoss,
+    RepeatedTokens,
+    estimate_json,
+    induction_loss,
+)
+from induction_probes.probes.tidy import Tidy, row
 
 if TYPE_CHECKING:
+    from induction_probes.circuits.interop.language_models import ModelLike
     from induction_probes.circuits.models.hooked_model import HookedModel
 
 
 @dataclass(frozen=True)
-class HeadAblation:
-    """The induction loss with ``heads`` ablated, against the clean model's ``baseline`` on the same sequences."""
+class HeadAblation(Tidy):
+    """The induction loss with ``heads`` ablated, against the clean model's ``baseline`` on the same sequences.
+    ``to_frame()``: one row per loss and effect with its interval, ``ablated`` and ``mode`` beside it (a single
+    ablated head is also the row's layer and head)."""
 
     heads: list[tuple[int, int]]
     mode: str
@@ -63,6 +74,13 @@ class HeadAblation:
     @property
     def gap_removed(self) -> float:
         return self.share.value if self.baseline.gap > 0 else float("nan")
+
+    def to_records(self, sequences_seen: int | None = None) -> list[dict]:
+        layer, head = self.heads[0] if len(self.heads) == 1 else (None, None)
+        estimates = {measure: self.loss.interval(name) for measure, name in LOSSES.items()}
+        estimates |= {"loss_increase": self.increase} | ({"gap_removed": self.share} if self.baseline.gap > 0 else {})
+        extra = {"ablated": heads_label(self.heads, ","), "mode": self.mode}
+        return [row(None, sequences_seen, layer, head, m, e.value, e.low, e.high) | extra for m, e in estimates.items()]
 
     def to_json(self) -> dict:
         return {
@@ -119,7 +137,7 @@ def check_mode(mode: str) -> None:
 
 
 def ablate(
-    model: HookedModel,
+    model: ModelLike,
     repeated: RepeatedTokens,
     head_sets: list[list[tuple[int, int]]],
     mode: str = "zero",
@@ -132,6 +150,7 @@ def ablate(
     with another seed. ``progress``: a bar on stderr (a terminal's) naming the heads being ablated."""
     check_mode(mode)
     require_seed("the seed", seed)
+    model = as_hooked(model)
     if not isinstance(repeated, RepeatedTokens):
         raise TypeError("ablate reads a RepeatedTokens (lm.repeated_random_tokens), not plain tokens")
     if isinstance(head_sets, (str, bytes)) or not head_sets:

@@ -49,6 +49,7 @@ from induction_probes.probes.lm.markov_measure import (
 from induction_probes.probes.lm.markov_protocol import MarkovDraws, MarkovTokens, as_draws, markov_draws
 from induction_probes.probes.lm.progress import progress_bar
 from induction_probes.probes.lm.protocols import estimate_json
+from induction_probes.probes.tidy import Tidy, row
 
 if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import HookedModel
@@ -88,8 +89,10 @@ class Condition:
 
 
 @dataclass(frozen=True, eq=False)
-class MarkovProbe:
-    """Every ICL-MC probe of one model (or checkpoint ``step``) and the verdict (module docstring)."""
+class MarkovProbe(Tidy):
+    """Every ICL-MC probe of one model (or checkpoint ``step``) and the verdict (module docstring). ``to_frame()``:
+    one row per KL (``kl_true_late``: KL(true ‖ model) over the late window), reference, verdict difference and
+    (head, score), with its interval (:mod:`induction_probes.probes.tidy`)."""
 
     step: int | None
     protocol: MarkovDraws
@@ -208,6 +211,18 @@ class MarkovProbe:
         )
         return f"{said}{'; '.join(failed)} ({numbers}); {heads}"
 
+    def to_records(self, sequences_seen: int | None = None) -> list[dict]:
+        def model_row(measure: str, e: Estimate) -> dict:
+            return row(self.step, sequences_seen, None, None, measure, e.value, e.low, e.high)
+
+        windows = ("early", "late")
+        rows = [model_row(f"kl_{name}_{w}", self.kl(name, w)) for name in STRATEGIES for w in windows]
+        rows += [model_row(f"kl_true_{s}_{w}", self.reference(s, w)) for s in REFERENCES for w in windows]
+        rows += [model_row("mass", self.mass)] + [model_row(c.name, c.estimate) for c in self.conditions()]
+        for h in self.heads:
+            rows += [row(self.step, sequences_seen, h.layer, h.head, s, *estimate_parts(getattr(h, s))) for s in SCORES]
+        return rows
+
     def to_json(self) -> dict:
         curves = {name: curve_json(self.behaviour, name) for name in ("mass", *STRATEGIES)}
         references = {
@@ -251,6 +266,10 @@ def interval(estimate: Estimate, digits: int = 3) -> str:
     if estimate.low is None:
         return f"{estimate.value:.{digits}f}"
     return f"{estimate.value:.{digits}f} [{estimate.low:.{digits}f}, {estimate.high:.{digits}f}]"
+
+
+def estimate_parts(estimate: Estimate) -> tuple[float, float | None, float | None]:
+    return estimate.value, estimate.low, estimate.high
 
 
 def curve_json(behaviour: MarkovBehaviour, name: str) -> dict:

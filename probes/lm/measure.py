@@ -274,7 +274,7 @@ def evaluate(
 
 def head_scores(
     model: ModelLike,
-    tokens: Int[Tensor, "batch pos"] | RepeatedTokens | None = None,
+    tokens: Int[Tensor, "batch pos"] | RepeatedTokens | list[list[int]] | None = None,
 ) -> HeadScores:
     """Every head's scores (module docstring), each with its interval over sequences.
 
@@ -284,7 +284,11 @@ def head_scores(
     and lengths that vary), or None for :func:`~induction_probes.probes.lm.protocols.repeated_random_tokens`'s
     defaults."""
     model = as_hooked(model)
-    return evaluate(model, repeated_random_tokens(model) if tokens is None else tokens)[0]
+    if tokens is None:
+        tokens = repeated_random_tokens(model)
+    elif not isinstance(tokens, (Tensor, RepeatedTokens)):  # nested lists of ids, as a notebook writes them
+        tokens = torch.as_tensor(tokens)
+    return evaluate(model, tokens)[0]
 
 
 def check_ids(model: HookedModel, tokens: Tensor) -> None:

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import HookedModel
 
 TEXT_EARLY, TEXT_LATE = 50, 500  # Olsson et al.'s ICL score: loss at token 500 minus loss at token 50
+# each loss as the JSON and the long tables name it -> its name in InductionLoss
+LOSSES = {"first_half_loss": "first_half", "induction_loss": "repeated_half", "gap": "gap", "icl_score": "icl"}
 DEFAULT_LENGTHS = (10, 50)  # |R| drawn from 10..50 per sequence: TransformerLens's and ARENA's 50 at the top
 
 
@@ -262,8 +264,7 @@ class InductionLoss:
         return mean_interval(getattr(self, f"{name}_per_sequence"))
 
     def to_json(self) -> dict:
-        names = {"first_half_loss": "first_half", "induction_loss": "repeated_half", "gap": "gap", "icl_score": "icl"}
-        return {key: estimate_json(self.interval(name)) for key, name in names.items()}
+        return {key: estimate_json(self.interval(name)) for key, name in LOSSES.items()}
 
 
 def estimate_json(estimate: Estimate) -> dict:

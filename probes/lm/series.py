@@ -4,17 +4,18 @@ across a run's checkpoints)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED
 from induction_probes.circuits.common.names import head_label
-from induction_probes.circuits.interop.language_models import load_bridge
-from induction_probes.circuits.interop.model_sources import ModelSource
+from induction_probes.circuits.interop.language_models import as_hooked, load_bridge
+from induction_probes.circuits.interop.model_sources import Series, require_series
 from induction_probes.probes.lm.measure import HeadScores, evaluate
 from induction_probes.probes.lm.progress import progress_bar
-from induction_probes.probes.lm.protocols import InductionLoss, RepeatedTokens, repeated_random_tokens
+from induction_probes.probes.lm.protocols import LOSSES, InductionLoss, RepeatedTokens, repeated_random_tokens
 from induction_probes.probes.lm.roles import (
     THRESHOLD,
     Composition,
@@ -23,15 +24,21 @@ from induction_probes.probes.lm.roles import (
     head_roles,
     heads_labelled,
 )
+from induction_probes.probes.tidy import Tidy, crossing_step, frame, per_head, row
 
 if TYPE_CHECKING:
-    from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.interop.language_models import ModelLike
+
+
+CROSSING_COLUMNS = ["measure", "layer", "head", "threshold", "step", "step_low", "step_high"]
+HEAD_SCORES = ("content", "induction", "control", "previous_token", "copying", "positional_share")
 
 
 @dataclass(frozen=True, eq=False)
-class StepProbes:
+class StepProbes(Tidy):
     """Every probe of one checkpoint on repeated random tokens: scores, losses, each head's role and the
-    composition check of the induction heads found."""
+    composition check of the induction heads found. ``to_frame()``: one row per (head, score) and per loss, with
+    its 95 % interval over sequences (:mod:`induction_probes.probes.tidy`)."""
 
     step: int | None
     repeated: RepeatedTokens
@@ -69,15 +76,68 @@ class StepProbes:
             **self.loss.to_json(),
         }
 
+    def to_records(self, sequences_seen: int | None = None) -> list[dict]:
+        rows = []
+        for name in HEAD_SCORES:
+            estimate = getattr(self.scores, name)
+            bounds = list(zip(estimate.low.tolist(), estimate.high.tolist()))  # per layer: its heads' lows, highs
+            rows += per_head(self.step, sequences_seen, name, estimate.value.tolist(), intervals=bounds)
+        for measure, name in LOSSES.items():
+            e = self.loss.interval(name)
+            rows.append(row(self.step, sequences_seen, None, None, measure, e.value, e.low, e.high))
+        return rows
+
+
+@dataclass(frozen=True, eq=False)
+class SeriesProbes(Tidy):
+    """:func:`probe` of every checkpoint of a series (``results``, in step order), on the same sequences."""
+
+    name: str
+    results: tuple[StepProbes, ...]
+
+    def __iter__(self) -> Iterator[StepProbes]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    @property
+    def steps(self) -> list[int | None]:
+        return [r.step for r in self.results]
+
+    def to_records(self, sequences_seen: int | None = None) -> list[dict]:
+        return [record for result in self.results for record in result.to_records(sequences_seen)]
+
+    def first_crossings(self, threshold: float = THRESHOLD, scores: tuple[str, ...] = ("content", "previous_token")):
+        """At which step each head's score first reaches ``threshold``, as a DataFrame: one row per (score, layer,
+        head), ``step`` empty where it never does. The interval over sequences: ``step_low``, the first step whose
+        interval reaches the threshold at its top (it may have crossed), and ``step_high``, the first whose
+        interval lies at or above it (it has crossed, at 95 %)."""
+        rows = []
+        for name in scores:
+            estimates = [getattr(r.scores, name) for r in self.results]
+            for layer, head in self.results[0].scores.heads():
+                first = {
+                    column: crossing_step(
+                        self.steps, [getattr(e, part)[layer, head].item() for e in estimates], threshold
+                    )
+                    for column, part in (("step", "value"), ("step_low", "high"), ("step_high", "low"))
+                }
+                rows.append({"measure": name, "layer": layer, "head": head, "threshold": threshold} | first)
+        table = frame(rows, CROSSING_COLUMNS)
+        return table.astype({"step_low": "Int64", "step_high": "Int64"})  # steps that may be missing, as ``step``
+
 
 def probe_tokens(
-    model: HookedModel,
+    model: ModelLike,
     repeated: RepeatedTokens,
     step: int | None = None,
     threshold: float = THRESHOLD,
     progress: bool = False,
 ) -> StepProbes:
-    """Every probe of ``model`` on the sequences ``repeated``; ``progress``: a bar on stderr (a terminal's)."""
+    """Every probe of ``model`` (a path, cache name or model: :func:`as_hooked`) on the sequences ``repeated``;
+    ``progress``: a bar on stderr (a terminal's)."""
+    model = as_hooked(model)
     if not 0 < threshold <= 1:
         raise ValueError(f"the threshold is a share of attention in (0, 1], got {threshold!r}")
     where = "probing" if step is None else f"probing step {step}"
@@ -91,7 +151,7 @@ def probe_tokens(
 
 
 def probe(
-    model: HookedModel,
+    model: ModelLike,
     step: int | None = None,
     length: int | tuple[int, int] | None = None,
     batch: int = LM_PROBE_SEQS,
@@ -100,20 +160,25 @@ def probe(
     threshold: float = THRESHOLD,
     progress: bool = False,
 ) -> StepProbes:
-    """Every probe of one booted model on :func:`repeated_random_tokens` (``length``: |R|, one value or a range;
-    by default 10..50 within the context); ``progress``: a bar on stderr (a terminal's)."""
+    """Every probe of one model (a path, cache name or model) on :func:`repeated_random_tokens` (``length``: |R|,
+    one value or a range; by default 10..50 within the context); ``progress``: a bar on stderr (a terminal's)."""
+    model = as_hooked(model)
     repeated = repeated_random_tokens(model, length, batch, seed, bos)
     return probe_tokens(model, repeated, step, threshold, progress)
 
 
 def probe_series(
-    checkpoints: Iterable[ModelSource], device: str = "cpu", progress: bool = False, **protocol
-) -> Iterator[StepProbes]:
-    """:func:`probe` of each checkpoint in turn, booting one at a time (``protocol``: its options); ``progress``:
-    a bar over the checkpoints, and one over each checkpoint's passes."""
-    checkpoints = list(checkpoints)
-    with progress_bar(len(checkpoints), "checkpoints", progress, unit="checkpoint", leave=True) as bar:
-        for source in checkpoints:
+    series: Series | str | os.PathLike, device: str = "cpu", progress: bool = False, **protocol
+) -> SeriesProbes:
+    """:func:`probe` of every checkpoint of ``series`` (a folder of ``step_N/`` checkpoints, a name in the local
+    Hugging Face cache with ``stepN`` revisions, or a ``Series``), booting one at a time, on the same sequences
+    (``protocol``: :func:`probe`'s options); ``progress``: a bar over the checkpoints and one over each one's
+    passes."""
+    series = series if isinstance(series, Series) else require_series(os.fspath(series))
+    results = []
+    with progress_bar(len(series.checkpoints), "checkpoints", progress, unit="checkpoint", leave=True) as bar:
+        for source in series.checkpoints:
             bar.set_postfix_str(f"step {source.step}")
-            yield probe(load_bridge(source, device), source.step, progress=progress, **protocol)
+            results.append(probe(load_bridge(source, device), source.step, progress=progress, **protocol))
             bar.update()
+    return SeriesProbes(series.name, tuple(results))

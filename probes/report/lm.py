@@ -5,17 +5,17 @@ with one ``figure: PATH`` line per figure written into ``plot``, or with ``as_js
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED
 from induction_probes.circuits.common.names import head_label
 from induction_probes.circuits.common.untrusted import read_text
 from induction_probes.circuits.interop.language_models import load_bridge
-from induction_probes.circuits.interop.model_sources import ModelSource, Series, require_model
+from induction_probes.circuits.interop.model_sources import ModelSource, Series, as_source, require_model
 from induction_probes.probes.ablation.head_ablation import check_heads, parse_head_list, single_heads
 from induction_probes.probes.lm.ablation import ablate, check_mode
 from induction_probes.probes.lm.measure import text_icl_score
-from induction_probes.probes.lm.plots import plot_lm_ablation, plot_lm_scores, plot_lm_series
 from induction_probes.probes.lm.protocols import repeated_random_tokens
 from induction_probes.probes.lm.roles import THRESHOLD, heads_text, interval_text
 from induction_probes.probes.lm.series import probe, probe_series
@@ -25,6 +25,14 @@ ABLATE_THRESHOLD = 0.5  # share of the induction gap an ablation must remove to 
 TABLE_ROWS = 12  # heads listed in a table (all of them are in the JSON)
 TEXT_BYTES = 1 << 24  # a --text file: 16 MiB, far more than the ICL score's windows need
 PROTOCOL = "repeated random tokens [BOS] + F + R + R, |R| drawn per sequence, with controls [BOS] + F + R + R'"
+
+
+def figures_module():
+    """The language-model figures, imported only when a figure is asked for: matplotlib and seaborn are a second
+    of every probe's start otherwise."""
+    from induction_probes.probes.lm import plots  # matplotlib and seaborn: only once a figure is asked for
+
+    return plots
 
 
 def quiet_transformers() -> None:
@@ -86,7 +94,7 @@ def loss_line(loss) -> str:
 
 
 def probe_language_model(
-    source: ModelSource | Series,
+    source: ModelSource | Series | str | os.PathLike,
     *,
     step: int | None = None,
     all_steps: bool = False,
@@ -103,6 +111,7 @@ def probe_language_model(
     """The induction probes of one model (or of the series' checkpoint at ``step``), or of every checkpoint of a
     series with ``all_steps``: scores with their intervals, each head's role, the composition check, losses.
     ``progress``: bars on stderr where it is a terminal or a notebook's (:mod:`induction_probes.probes.lm.progress`)."""
+    source = as_source(source)
     protocol = {"length": length, "batch": n_seqs, "seed": seed, "threshold": threshold}
     if all_steps:
         if not isinstance(source, Series):
@@ -110,7 +119,7 @@ def probe_language_model(
         if step is not None:
             raise ValueError("give --step or --all-steps, not both")
         quiet_transformers()
-        results = list(probe_series(source.checkpoints, device, progress, **protocol))
+        results = list(probe_series(source, device, progress, **protocol))
         return series_view(source, results, protocol_json(length, n_seqs, seed), threshold, plot, as_json)
     model, bridge = boot(source, step, device)
     result = probe(bridge, model.step, **protocol, progress=progress)
@@ -118,7 +127,9 @@ def probe_language_model(
     figures = []
     if plot:
         stem = figure_stem(source, model)
-        figures = [plot_lm_scores(result.scores, f"{stem}: head scores", plot / f"{stem}_head_scores.png")]
+        figures = [
+            figures_module().plot_lm_scores(result.scores, f"{stem}: head scores", plot / f"{stem}_head_scores.png")
+        ]
     if as_json:
         extra = {"text_icl": text_icl.to_json()} if text_icl else {}
         body = {"threshold": threshold, **result.to_json(), **extra, "figures": [str(f) for f in figures]}
@@ -211,7 +222,7 @@ def series_view(source: Series, results: list, protocol: dict, threshold: float,
     figures = []
     if plot:
         name = Path(source.name).name or "series"
-        figures = [plot_lm_series(results, source.name, plot / f"{name}_induction_steps.png")]
+        figures = [figures_module().plot_lm_series(results, source.name, plot / f"{name}_induction_steps.png")]
     if as_json:
         body = {"threshold": threshold, "checkpoints": [r.to_json() for r in results]}
         return header(source, None, protocol) | body | {"figures": [str(f) for f in figures]}
@@ -254,7 +265,7 @@ def series_view(source: Series, results: list, protocol: dict, threshold: float,
 
 
 def ablate_language_model(
-    source: ModelSource | Series,
+    source: ModelSource | Series | str | os.PathLike,
     *,
     step: int | None = None,
     heads: list[tuple[int, int]] | str | None = None,
@@ -274,7 +285,7 @@ def ablate_language_model(
     ``progress``: a bar on stderr naming the heads being ablated, where stderr is a terminal or a notebook's."""
     check_mode(mode)
     heads = parse_head_list(heads) if isinstance(heads, str) else heads
-    model, bridge = boot(source, step, device)
+    model, bridge = boot(as_source(source), step, device)
     head_sets = single_heads(bridge) if heads is None else [heads]
     for head_set in head_sets:
         check_heads(head_set, bridge.cfg.n_layers, lambda layer: bridge.cfg.n_heads)
@@ -287,7 +298,11 @@ def ablate_language_model(
     if plot:
         name = figure_stem(source, model)
         title_text = f"{name}: {mode} ablation"
-        figures = [plot_lm_ablation(baseline, results[:TABLE_ROWS], title_text, plot / f"{name}_ablation_{mode}.png")]
+        figures = [
+            figures_module().plot_lm_ablation(
+                baseline, results[:TABLE_ROWS], title_text, plot / f"{name}_ablation_{mode}.png"
+            )
+        ]
     if as_json:
         body = {
             "mode": mode,

@@ -7,6 +7,8 @@ those that do not match the config.
 
 from __future__ import annotations
 
+import os
+
 from induction_probes.circuits.interop.model_folder import (
     CONFIG,
     NON_FLOAT_DTYPES,
@@ -16,7 +18,7 @@ from induction_probes.circuits.interop.model_folder import (
     as_model_error,
     read_model_folder,
 )
-from induction_probes.circuits.interop.model_sources import ModelSource, Series, model_folder, require_model
+from induction_probes.circuits.interop.model_sources import ModelSource, Series, as_source, model_folder, require_model
 
 # the names config.json gives each size under, across transformers' architectures (GPT-2 keeps its own)
 SIZE_NAMES = {
@@ -65,8 +67,11 @@ def tokenizer_about(tokenizer_config: dict | None, tokenizer: dict | None) -> di
     return {"class": name if isinstance(name, str) else "from tokenizer.json", "size": size}
 
 
-def language_model_info(source: ModelSource | Series, *, step: int | None = None, as_json: bool = False) -> str | dict:
+def language_model_info(
+    source: ModelSource | Series | str | os.PathLike, *, step: int | None = None, as_json: bool = False
+) -> str | dict:
     """What was found: the model, its architecture and sizes, its parameters, its tokenizer, its checkpoints."""
+    source = as_source(source)
     model = require_model(source, step)
     files = read_model_folder(model_folder(model))
     with as_model_error(f"{model.describe()}: {CONFIG}"):

@@ -19,7 +19,7 @@ from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.behaviour.icl_behaviour import Phase, strategy_phases
 from induction_probes.probes.progress.progress_measures import SCALAR_MEASURES, config_calibration
 from induction_probes.probes.run_level.all_probes import probe_run
-from induction_probes.probes.tidy import frame, row
+from induction_probes.probes.tidy import crossing_step, frame, row
 
 CROSSING_COLUMNS = ["measure", "layer", "head", "chance", "ideal", "threshold", "step", "sequences_seen", "caveat"]
 
@@ -54,11 +54,6 @@ def transition(run: Run) -> Transition | None:
         return None
     last, before = found[-1], found[-2]
     return Transition(last.first_step, last.first_sequences, before.strategy, last.strategy)
-
-
-def crossing_step(steps: list[int], values: list[float], threshold: float) -> int | None:
-    """The first of ``steps`` whose value reaches ``threshold`` (None: never)."""
-    return next((step for step, value in zip(steps, values) if value >= threshold), None)
 
 
 def first_crossings(probes):
