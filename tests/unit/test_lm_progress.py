@@ -2,6 +2,7 @@
 doing, and keeps stdout (the JSON) clean; --quiet turns it off, and so does a stderr that is not a terminal."""
 
 import fcntl
+import io
 import json
 import os
 import pty
@@ -44,26 +45,41 @@ def on_a_terminal(*argv: str) -> tuple[int, str, str]:
     return process.wait(timeout=120), out, shown.decode(errors="replace")
 
 
+class Terminal(io.StringIO):
+    """A stderr that says it is a terminal, as a user's does."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def test_ablate_shows_which_head_and_the_time_left_and_keeps_the_json_clean(model):
+    """Through the installed command, on a pseudo-terminal: what a user sees."""
     code, out, shown = on_a_terminal("ablate", str(model), "--json", "--n-seqs", "4", "--length", "6")
     assert code == 0, shown
     assert len(json.loads(out)["ablations"]) == 8  # stdout is the JSON alone
     assert "zero ablation" in shown and "L1H3" in shown and "8/8" in shown  # what, which head, how far
     assert "<" in shown  # tqdm's elapsed<remaining
-    code, out, shown = on_a_terminal("ablate", str(model), "--json", "--n-seqs", "4", "--length", "6", "--quiet")
-    assert code == 0 and "ablation" not in shown and json.loads(out)["mode"] == "zero"
 
 
-def test_no_bar_where_stderr_is_not_a_terminal(model, capsys):
+def test_quiet_or_a_stderr_that_is_no_terminal_shows_no_bar(model, capsys, monkeypatch):
     assert main(["probe", str(model), "--n-seqs", "4", "--length", "6"]) == 0
     assert main(["ablate", str(model), "--n-seqs", "4", "--length", "6", "--heads", "L1H0"]) == 0
     assert capsys.readouterr().err == ""  # pytest's captured stderr is no terminal
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["ablate", str(model), "--n-seqs", "4", "--length", "6", "--quiet"]) == 0
+    assert "ablation" not in terminal.getvalue()
 
 
-def test_probe_and_every_checkpoint_of_a_series_show_their_passes(model, tmp_path):
+def test_probe_markov_and_every_checkpoint_of_a_series_show_their_passes(model, tmp_path, capsys, monkeypatch):
     series = tmp_path / "series"
     for step in (0, 10):
         save_model("gpt2", series / f"step_{step}", seed=step)
-    code, out, shown = on_a_terminal("probe", str(series), "--all-steps", "--n-seqs", "4", "--length", "6")
-    assert code == 0 and "2 checkpoints" in out, shown
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["probe", str(series), "--all-steps", "--n-seqs", "4", "--length", "6"]) == 0
+    shown = terminal.getvalue()
     assert "checkpoints" in shown and "step 10" in shown and "probing step 0" in shown
+    assert main(["probe", str(model), "--task", "markov", "--n-seqs", "4", "--id-draws", "2"]) == 0
+    assert "chains:" in terminal.getvalue()[len(shown) :] and "/8 " in terminal.getvalue()[len(shown) :]  # 2 draws x 4
+    assert "2 checkpoints" in capsys.readouterr().out
