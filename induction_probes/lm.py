@@ -11,6 +11,7 @@ from induction_probes.circuits.interop.language_models import as_hooked, load_br
 from induction_probes.circuits.interop.model_sources import find_source
 from induction_probes.probes.ablation.head_ablation import single_heads
 from induction_probes.probes.lm.ablation import HeadAblation, ablate
+from induction_probes.probes.lm.attribution import Screen, attribution_rises, screen_heads
 from induction_probes.probes.lm.markov import MarkovProbe, probe_markov, probe_markov_series
 from induction_probes.probes.lm.markov_protocol import markov_draws
 from induction_probes.probes.lm.measure import HeadScores, evaluate, head_scores, text_icl_score
@@ -33,11 +34,13 @@ __all__ = [
     "InductionLoss",
     "MarkovProbe",
     "RepeatedTokens",
+    "Screen",
     "SeriesProbes",
     "StepProbes",
     "ablate",
     "ablate_language_model",
     "as_hooked",
+    "attribution_rises",
     "evaluate",
     "find_source",
     "head_roles",
@@ -53,6 +56,7 @@ __all__ = [
     "probe_series",
     "probe_tokens",
     "repeated_random_tokens",
+    "screen_heads",
     "single_heads",
     "text_icl_score",
     "vocabulary",

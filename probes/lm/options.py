@@ -61,6 +61,13 @@ class AblationOptions(LanguageModelOptions):
     threshold: float | None = option(
         None, "mark ablations that remove this share of the induction gap (default 0.5)", type=share
     )
+    screen: int | None = option(
+        None,
+        "rank every head by attribution patching (one forward and one backward pass), then ablate only the top N "
+        "exactly (zero and mean modes)",
+        type=count,
+        metavar="N",
+    )
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,6 @@ class ProbeOptions(LanguageModelOptions):
     )
 
 
-LM_OPTIONS = tuple(option_names(ProbeOptions))  # every option only a language model reads
+LM_OPTIONS = tuple(dict.fromkeys(option_names(ProbeOptions) + option_names(AblationOptions)))  # a model's only
 INDUCTION_OPTIONS = ("length", "threshold", "text")  # those of the repeated-tokens protocol, not of --task markov
 MARKOV_OPTIONS = ("k", "seq_len", "id_draws")  # those of --task markov

@@ -15,6 +15,7 @@ from induction_probes.circuits.interop.language_models import load_bridge
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, as_source, require_model
 from induction_probes.probes.ablation.head_ablation import check_heads, parse_head_list, single_heads
 from induction_probes.probes.lm.ablation import ablate, check_mode
+from induction_probes.probes.lm.attribution import Screen, ranked_heads, screen_heads
 from induction_probes.probes.lm.measure import text_icl_score
 from induction_probes.probes.lm.protocols import repeated_random_tokens
 from induction_probes.probes.lm.roles import THRESHOLD, heads_text, interval_text
@@ -278,20 +279,30 @@ def ablate_language_model(
     plot: Path | None = None,
     as_json: bool = False,
     progress: bool = True,
+    screen: int | None = None,
 ) -> str | dict:
     """Each head alone (or the ``heads`` together) ablated on repeated random tokens, ranked by the rise of the
     repeated copy's loss (paired, with its interval); marked where the rise is at least ``threshold`` of the
     clean model's gap; ``heads`` as the command line writes them ("L1H0,1.1") are checked before any boot.
-    ``progress``: a bar on stderr naming the heads being ablated, where stderr is a terminal or a notebook's."""
+    ``progress``: a bar on stderr naming the heads being ablated, where stderr is a terminal or a notebook's.
+    ``screen`` N: attribution patching ranks every head first (:mod:`~induction_probes.probes.lm.attribution`),
+    and only its top N are ablated exactly."""
     check_mode(mode)
     heads = parse_head_list(heads) if isinstance(heads, str) else heads
-    model, bridge = boot(as_source(source), step, device)
+    if screen is not None and heads is not None:
+        raise ValueError("the screen ranks every head: give --screen or --heads, not both")
+    source = as_source(source)
+    model, bridge = boot(source, step, device)
     head_sets = single_heads(bridge) if heads is None else [heads]
     for head_set in head_sets:
         check_heads(head_set, bridge.cfg.n_layers, lambda layer: bridge.cfg.n_heads)
     tokens = repeated_random_tokens(bridge, length, n_seqs, seed)
     reference = repeated_random_tokens(bridge, tokens.length_range, n_seqs, seed + 1)  # other sequences, same shape
-    baseline, results = ablate(bridge, tokens, head_sets, mode, reference, seed, progress)
+    if screen is None:
+        (baseline, results), found = ablate(bridge, tokens, head_sets, mode, reference, seed, progress), None
+    else:
+        baseline, found = screen_heads(bridge, tokens, screen, mode, reference, seed, progress)
+        results = found.checked
     results = sorted(results, key=lambda r: -r.loss_increase)
     marked = [r.heads for r in results if baseline.gap > 0 and r.gap_removed >= threshold]
     figures = []
@@ -310,12 +321,36 @@ def ablate_language_model(
             "baseline": baseline.to_json(),
             "ablations": [r.to_json() for r in results],
             "marked": [heads_text(h) for h in marked],
-        }
+        } | ({"screen": screen_json(found)} if found else {})
         return (
             header(source, model, protocol_json(length, n_seqs, seed)) | body | {"figures": [str(f) for f in figures]}
         )
     lines = ablation_lines(title(source, model), tokens, mode, n_seqs, seed, threshold, baseline, results, marked)
-    return "\n".join(lines + figure_lines(figures))
+    return "\n".join(lines + (screen_lines(found) if found else []) + figure_lines(figures))
+
+
+def screen_json(found: Screen) -> dict:
+    estimates = found.estimates
+    return {
+        "method": "attribution patching: (z' - z) . dL/dz per head, one forward and one backward pass",
+        "estimates": [{"head": head_label(l, h)} | estimates.to_json(l, h) for l, h, _ in ranked_heads(estimates)],
+        "checked": [heads_text(r.heads) for r in found.checked],
+        "rank_correlation": found.agreement,
+    }
+
+
+def screen_lines(found: Screen) -> list[str]:
+    """What the screen estimated for the heads it checked, and how well it ranked them."""
+    n_heads = found.estimates.value.numel()
+    estimated = ", ".join(
+        f"{heads_text(r.heads)} {interval_text(*found.estimates.at(*r.heads[0]))}" for r in found.checked
+    )
+    agreement = "" if found.agreement is None else f"; rank correlation with the exact rises {found.agreement:.2f}"
+    return [
+        f"screen: attribution patching estimated all {n_heads} heads' rises in one forward and one backward pass; "
+        f"the {len(found.checked)} it ranks highest were ablated exactly (the table){agreement}",
+        f"estimated rise: {estimated}",
+    ]
 
 
 def ablation_lines(name, tokens, mode, n_seqs, seed, threshold, baseline, results, marked) -> list[str]:
