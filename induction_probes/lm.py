@@ -23,7 +23,8 @@ from induction_probes.probes.lm.protocols import (
 )
 from induction_probes.probes.lm.roles import head_roles
 from induction_probes.probes.lm.series import SeriesProbes, StepProbes, probe, probe_series, probe_tokens
-from induction_probes.probes.report.lm import ablate_language_model, probe_language_model  # the views
+from induction_probes.probes.report.lm import probe_language_model  # the views
+from induction_probes.probes.report.lm_ablation import ablate_language_model
 from induction_probes.probes.report.lm_info import language_model_info
 from induction_probes.probes.report.lm_markov import markov_lm_report
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from induction_probes.circuits.sweeps.cells import died, run_cell
@@ -55,13 +57,10 @@ def answers_on_loopback_only(address: str) -> bool:
     return False
 
 
-def ray_results(
-    root: Path, cells: list[dict], workers: int, address: str | None, report=print, gpus_per_cell: float = 0.0
-):
-    """Run cells as Ray tasks of one CPU (and ``gpus_per_cell`` GPUs) each: on the cluster at ``address``,
-    or on a local Ray instance of ``workers`` CPUs, bound to this machine's loopback address only. Every node
-    must see ``root`` at the same path (a shared filesystem). Ray gives a task its GPU share through
-    CUDA_VISIBLE_DEVICES, so it trains on cuda."""
+@contextmanager
+def ray_session(workers: int, address: str | None, report=print) -> Iterator:
+    """Ray, started for the length of the block: on the cluster at ``address``, or on a local Ray instance of
+    ``workers`` CPUs bound to this machine's loopback address only; shut down whatever happens."""
     if address is None:
         # Ray takes this machine's network address for a node unless clusters are off, as on macOS: then its
         # head, its workers and the processes they start listen on the loopback address only
@@ -82,6 +81,18 @@ def ray_results(
     else:
         ray.init(address=address, log_to_driver=False)
     try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def ray_results(
+    root: Path, cells: list[dict], workers: int, address: str | None, report=print, gpus_per_cell: float = 0.0
+):
+    """Run cells as Ray tasks of one CPU (and ``gpus_per_cell`` GPUs) each, in a :func:`ray_session`. Every node
+    must see ``root`` at the same path (a shared filesystem). Ray gives a task its GPU share through
+    CUDA_VISIBLE_DEVICES, so it trains on cuda."""
+    with ray_session(workers, address, report) as ray:
         gpus = ray.cluster_resources().get("GPU", 0)
         if gpus_per_cell > gpus:  # Ray would wait forever for a GPU that is not there
             raise SpecError(f"--gpus-per-cell {gpus_per_cell:g} asks for more GPUs than the Ray cluster has ({gpus:g})")
@@ -98,5 +109,3 @@ def ray_results(
                 yield ray.get(done[0])
             except Exception as error:  # noqa: BLE001 -- a worker that died
                 yield died(cell, error)
-    finally:
-        ray.shutdown()

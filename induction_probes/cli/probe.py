@@ -22,6 +22,7 @@ from induction_probes.probes.report.views import ablation_report, probe_report
 # what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
 lm_markov_report = lazy_module("induction_probes.probes.report.lm_markov")
 lm_report = lazy_module("induction_probes.probes.report.lm")
+lm_ablation_report = lazy_module("induction_probes.probes.report.lm_ablation")
 
 
 def register(commands) -> None:
@@ -61,10 +62,8 @@ def run_probe(args: argparse.Namespace) -> str:
 def run_ablate(args: argparse.Namespace) -> str:
     """Each head alone, or the --heads given together, ablated in the checkpoint at --step."""
     if (source := language_model(args)) is not None:
-        options = language_model_options(args)
-        return answer(
-            lm_report.ablate_language_model(source, step=args.step, heads=args.heads, mode=args.mode, **options)
-        )
+        options = language_model_options(args) | {"step": args.step, "heads": args.heads, "mode": args.mode}
+        return answer(lm_ablation_report.ablate_language_model(source, **options))
     options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
     n_seqs = probe_set_size(args, False)
     return answer(ablation_report(args.run, args.heads, args.step, n_seqs, args.seed, args.mode, **options))

@@ -88,6 +88,13 @@ class ProbeOptions(LanguageModelOptions):
     seq_len: int | None = option(
         None, "--task markov: tokens per sequence (default 100, within the context)", type=count
     )
+    backend: str | None = option(
+        None,
+        "with --all-steps: local (default) or ray, one Ray task per checkpoint, on a local Ray instance or the cluster "
+        "at --address (every node sees the series at the same path)",
+        choices=["local", "ray"],
+    )
+    address: str | None = option(None, "--backend ray: a running cluster's address (default: a local instance)")
     id_draws: int | None = option(
         None, "--task markov: draws of the k token ids, each with its own --n-seqs sequences (default 4)", type=count
     )

@@ -9,10 +9,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import torch
+
 from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED
 from induction_probes.circuits.common.names import head_label
 from induction_probes.circuits.interop.language_models import as_hooked, load_bridge
-from induction_probes.circuits.interop.model_sources import Series, require_series
+from induction_probes.circuits.interop.model_sources import ModelSource, Series, require_series
+from induction_probes.circuits.sweeps.ray_backend import ray_session
 from induction_probes.probes.lm.measure import HeadScores, evaluate
 from induction_probes.probes.lm.progress import progress_bar
 from induction_probes.probes.lm.protocols import LOSSES, InductionLoss, RepeatedTokens, repeated_random_tokens
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
     from induction_probes.circuits.interop.language_models import ModelLike
 
 
+BACKENDS = ("local", "ray")  # where a series' checkpoints are probed
 CROSSING_COLUMNS = ["measure", "layer", "head", "threshold", "step", "step_low", "step_high"]
 HEAD_SCORES = ("content", "induction", "control", "previous_token", "copying", "positional_share")
 
@@ -168,17 +172,51 @@ def probe(
 
 
 def probe_series(
-    series: Series | str | os.PathLike, device: str = "cpu", progress: bool = False, **protocol
+    series: Series | str | os.PathLike,
+    device: str = "cpu",
+    progress: bool = False,
+    backend: str = "local",
+    address: str | None = None,
+    **protocol,
 ) -> SeriesProbes:
     """:func:`probe` of every checkpoint of ``series`` (a folder of ``step_N/`` checkpoints, a name in the local
-    Hugging Face cache with ``stepN`` revisions, or a ``Series``), booting one at a time, on the same sequences
-    (``protocol``: :func:`probe`'s options); ``progress``: a bar over the checkpoints and one over each one's
-    passes."""
+    Hugging Face cache with ``stepN`` revisions, or a ``Series``) on the same sequences (``protocol``:
+    :func:`probe`'s options); ``progress``: a bar over the checkpoints. ``backend="local"`` boots them one at a
+    time here; ``"ray"`` runs one Ray task per checkpoint, on the cluster at ``address`` (every node must see the
+    series at the same path) or on a local Ray instance, with the numbers of a local run."""
     series = series if isinstance(series, Series) else require_series(os.fspath(series))
-    results = []
+    if backend not in BACKENDS:
+        raise ValueError(f"the backend is local or ray, not {str(backend)[:200]!r}")
     with progress_bar(len(series.checkpoints), "checkpoints", progress, unit="checkpoint", leave=True) as bar:
+        if backend == "ray":
+            return SeriesProbes(series.name, tuple(ray_probes(series, device, address, bar, protocol)))
+        results = []
         for source in series.checkpoints:
             bar.set_postfix_str(f"step {source.step}")
             results.append(probe(load_bridge(source, device), source.step, progress=progress, **protocol))
             bar.update()
     return SeriesProbes(series.name, tuple(results))
+
+
+def probe_checkpoint(source: ModelSource, device: str, protocol: dict) -> StepProbes:
+    """One checkpoint's probes as a Ray task runs them: on one torch thread, as the command line computes, so
+    that its numbers are a local run's."""
+    torch.set_num_threads(1)
+    return probe(load_bridge(source, device), source.step, **protocol)
+
+
+def ray_probes(series: Series, device: str, address: str | None, bar, protocol: dict) -> list[StepProbes]:
+    """Every checkpoint of ``series`` probed by a Ray task of one CPU (run again, elsewhere, if its worker dies),
+    gathered in step order."""
+    workers = min(len(series.checkpoints), os.cpu_count() or 1)  # a local instance's CPUs
+    with ray_session(workers, address, report=lambda line: None) as ray:
+        remote = ray.remote(num_cpus=1, max_retries=3)(probe_checkpoint)
+        pending = {remote.remote(source, device, protocol): source.step for source in series.checkpoints}
+        found = {}
+        while pending:
+            (ready,), _ = ray.wait(list(pending), num_returns=1)
+            step = pending.pop(ready)
+            found[step] = ray.get(ready)
+            bar.set_postfix_str(f"step {step}")
+            bar.update()
+    return [found[source.step] for source in series.checkpoints]

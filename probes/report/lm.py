@@ -1,4 +1,4 @@
-"""What ``probe`` and ``ablate`` show for a Hugging Face language model (a model directory, a directory
+"""What ``probe`` shows for a Hugging Face language model (a model directory, a directory
 of ``step_N/`` checkpoints, or a name in the local Hugging Face cache), callable from Python: each function takes
 the model's source (:func:`~induction_probes.circuits.interop.model_sources.find_source`) and returns its text,
 with one ``figure: PATH`` line per figure written into ``plot``, or with ``as_json`` a JSON-ready dict."""
@@ -13,16 +13,11 @@ from induction_probes.circuits.common.names import head_label
 from induction_probes.circuits.common.untrusted import read_text
 from induction_probes.circuits.interop.language_models import load_bridge
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, as_source, require_model
-from induction_probes.probes.ablation.head_ablation import check_heads, parse_head_list, single_heads
-from induction_probes.probes.lm.ablation import ablate, check_mode
-from induction_probes.probes.lm.attribution import Screen, ranked_heads, screen_heads
 from induction_probes.probes.lm.measure import text_icl_score
-from induction_probes.probes.lm.protocols import repeated_random_tokens
 from induction_probes.probes.lm.roles import THRESHOLD, heads_text, interval_text
 from induction_probes.probes.lm.series import probe, probe_series
 from induction_probes.probes.report.tables import figure_lines, format_table
 
-ABLATE_THRESHOLD = 0.5  # share of the induction gap an ablation must remove to be marked
 TABLE_ROWS = 12  # heads listed in a table (all of them are in the JSON)
 TEXT_BYTES = 1 << 24  # a --text file: 16 MiB, far more than the ICL score's windows need
 PROTOCOL = "repeated random tokens [BOS] + F + R + R, |R| drawn per sequence, with controls [BOS] + F + R + R'"
@@ -108,9 +103,13 @@ def probe_language_model(
     plot: Path | None = None,
     as_json: bool = False,
     progress: bool = True,
+    backend: str = "local",
+    address: str | None = None,
 ) -> str | dict:
     """The induction probes of one model (or of the series' checkpoint at ``step``), or of every checkpoint of a
-    series with ``all_steps``: scores with their intervals, each head's role, the composition check, losses.
+    series with ``all_steps``, here or (``backend="ray"``) on Ray
+    (:func:`~induction_probes.probes.lm.series.probe_series`): scores with their intervals, each head's role, the
+    composition check, losses.
     ``progress``: bars on stderr where it is a terminal or a notebook's (:mod:`induction_probes.probes.lm.progress`)."""
     source = as_source(source)
     protocol = {"length": length, "batch": n_seqs, "seed": seed, "threshold": threshold}
@@ -120,8 +119,10 @@ def probe_language_model(
         if step is not None:
             raise ValueError("give --step or --all-steps, not both")
         quiet_transformers()
-        results = list(probe_series(source, device, progress, **protocol))
+        results = list(probe_series(source, device, progress, backend, address, **protocol))
         return series_view(source, results, protocol_json(length, n_seqs, seed), threshold, plot, as_json)
+    if backend != "local" or address is not None:
+        raise ValueError("--backend and --address spread the checkpoints of --all-steps: give it too")
     model, bridge = boot(source, step, device)
     result = probe(bridge, model.step, **protocol, progress=progress)
     text_icl = read_text_icl(bridge, text) if text else None
@@ -260,140 +261,3 @@ def series_view(source: Series, results: list, protocol: dict, threshold: float,
         f"(|R| from {low} to {high}, seed {protocol['seed']}); [low, high]: 95 % intervals over sequences"
     )
     return "\n".join([heading, format_table(headers, rows)] + figure_lines(figures))
-
-
-# --- ablate ---------------------------------------------------------------------------------------------
-
-
-def ablate_language_model(
-    source: ModelSource | Series | str | os.PathLike,
-    *,
-    step: int | None = None,
-    heads: list[tuple[int, int]] | str | None = None,
-    mode: str = "zero",
-    length: int | tuple[int, int] | None = None,
-    n_seqs: int = LM_PROBE_SEQS,
-    seed: int = PROBE_SEED,
-    threshold: float = ABLATE_THRESHOLD,
-    device: str = "cpu",
-    plot: Path | None = None,
-    as_json: bool = False,
-    progress: bool = True,
-    screen: int | None = None,
-) -> str | dict:
-    """Each head alone (or the ``heads`` together) ablated on repeated random tokens, ranked by the rise of the
-    repeated copy's loss (paired, with its interval); marked where the rise is at least ``threshold`` of the
-    clean model's gap; ``heads`` as the command line writes them ("L1H0,1.1") are checked before any boot.
-    ``progress``: a bar on stderr naming the heads being ablated, where stderr is a terminal or a notebook's.
-    ``screen`` N: attribution patching ranks every head first (:mod:`~induction_probes.probes.lm.attribution`),
-    and only its top N are ablated exactly."""
-    check_mode(mode)
-    heads = parse_head_list(heads) if isinstance(heads, str) else heads
-    if screen is not None and heads is not None:
-        raise ValueError("the screen ranks every head: give --screen or --heads, not both")
-    source = as_source(source)
-    model, bridge = boot(source, step, device)
-    head_sets = single_heads(bridge) if heads is None else [heads]
-    for head_set in head_sets:
-        check_heads(head_set, bridge.cfg.n_layers, lambda layer: bridge.cfg.n_heads)
-    tokens = repeated_random_tokens(bridge, length, n_seqs, seed)
-    reference = repeated_random_tokens(bridge, tokens.length_range, n_seqs, seed + 1)  # other sequences, same shape
-    if screen is None:
-        (baseline, results), found = ablate(bridge, tokens, head_sets, mode, reference, seed, progress), None
-    else:
-        baseline, found = screen_heads(bridge, tokens, screen, mode, reference, seed, progress)
-        results = found.checked
-    results = sorted(results, key=lambda r: -r.loss_increase)
-    marked = [r.heads for r in results if baseline.gap > 0 and r.gap_removed >= threshold]
-    figures = []
-    if plot:
-        name = figure_stem(source, model)
-        title_text = f"{name}: {mode} ablation"
-        figures = [
-            figures_module().plot_lm_ablation(
-                baseline, results[:TABLE_ROWS], title_text, plot / f"{name}_ablation_{mode}.png"
-            )
-        ]
-    if as_json:
-        body = {
-            "mode": mode,
-            "threshold": threshold,
-            "baseline": baseline.to_json(),
-            "ablations": [r.to_json() for r in results],
-            "marked": [heads_text(h) for h in marked],
-        } | ({"screen": screen_json(found)} if found else {})
-        return (
-            header(source, model, protocol_json(length, n_seqs, seed)) | body | {"figures": [str(f) for f in figures]}
-        )
-    lines = ablation_lines(title(source, model), tokens, mode, n_seqs, seed, threshold, baseline, results, marked)
-    return "\n".join(lines + (screen_lines(found) if found else []) + figure_lines(figures))
-
-
-def screen_json(found: Screen) -> dict:
-    estimates = found.estimates
-    return {
-        "method": "attribution patching: (z' - z) . dL/dz per head, one forward and one backward pass",
-        "estimates": [{"head": head_label(l, h)} | estimates.to_json(l, h) for l, h, _ in ranked_heads(estimates)],
-        "checked": [heads_text(r.heads) for r in found.checked],
-        "rank_correlation": found.agreement,
-    }
-
-
-def screen_lines(found: Screen) -> list[str]:
-    """What the screen estimated for the heads it checked, and how well it ranked them."""
-    n_heads = found.estimates.value.numel()
-    estimated = ", ".join(
-        f"{heads_text(r.heads)} {interval_text(*found.estimates.at(*r.heads[0]))}" for r in found.checked
-    )
-    agreement = "" if found.agreement is None else f"; rank correlation with the exact rises {found.agreement:.2f}"
-    return [
-        f"screen: attribution patching estimated all {n_heads} heads' rises in one forward and one backward pass; "
-        f"the {len(found.checked)} it ranks highest were ablated exactly (the table){agreement}",
-        f"estimated rise: {estimated}",
-    ]
-
-
-def ablation_lines(name, tokens, mode, n_seqs, seed, threshold, baseline, results, marked) -> list[str]:
-    rows = [
-        [
-            "none",
-            estimate_cell(*interval_parts(baseline.interval("repeated_half"))),
-            "",
-            "",
-            f"{baseline.icl_score:.2f}",
-        ]
-    ]
-    for r in results[: max(TABLE_ROWS, len(marked))]:
-        share = r.share
-        rows.append(
-            [
-                heads_text(r.heads) + (" *" if r.heads in marked else ""),
-                estimate_cell(*interval_parts(r.loss.interval("repeated_half"))),
-                estimate_cell(*interval_parts(r.increase)),
-                percent_cell(share) if baseline.gap > 0 else "-",
-                f"{r.loss.icl_score:.2f}",
-            ]
-        )
-    low, high = tokens.length_range
-    lines = [
-        f"{name}: {mode} ablation on {n_seqs} sequences of repeated random tokens (|R| from {low} to {high}, "
-        f"seed {seed}); [low, high]: 95 % intervals over sequences, effects paired with the clean model",
-        loss_line(baseline).replace("loss on R", "clean model, loss on R"),
-        format_table(["ablated heads", "loss repeat", "rise", "share of gap", "ICL score"], rows),
-    ]
-    if baseline.gap <= 0:
-        lines.append("the clean model predicts the repeat no better than the first copy: no induction to remove")
-    else:
-        names = ", ".join(heads_text(h) for h in marked) or "none"
-        lines.append(f"* removes >= {100 * threshold:.0f}% of the gap: {names}")
-    return lines
-
-
-def percent_cell(estimate) -> str:
-    if estimate.low is None:
-        return f"{100 * estimate.value:.0f}%"
-    return f"{100 * estimate.value:.0f}% [{100 * estimate.low:.0f}, {100 * estimate.high:.0f}]"
-
-
-def interval_parts(estimate) -> tuple[float, float | None, float | None]:
-    return estimate.value, estimate.low, estimate.high

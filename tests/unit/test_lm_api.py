@@ -4,6 +4,8 @@ the API and the command line share one default seed and number of sequences."""
 
 import argparse
 import inspect
+import shutil
+import tempfile
 
 import pandas as pd
 import pytest
@@ -101,3 +103,18 @@ def test_one_default_seed_and_number_of_sequences_for_the_api_and_the_command_li
     from induction_probes.cli.common import probe_set_size
 
     assert probe_set_size(argparse.Namespace(n_seqs=None), True) == LM_PROBE_SEQS
+
+
+def test_a_series_probed_on_ray_gives_the_local_numbers(series, monkeypatch):
+    """One Ray task per checkpoint, on a local Ray instance bound to loopback, as the sweeps' Ray tests run."""
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    folder = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must be
+    monkeypatch.setenv("RAY_TMPDIR", folder)  # Ray's files in a folder of this test's, found by no one else
+    monkeypatch.setenv("RAY_ADDRESS", "")
+    local = lm.probe_series(str(series), length=6, batch=4)
+    on_ray = lm.probe_series(str(series), backend="ray", length=6, batch=4)
+    assert on_ray.steps == [0, 50, 100]
+    assert [r.to_json() for r in on_ray] == [r.to_json() for r in local]  # the same numbers, to the last bit
+    with pytest.raises(ValueError, match="local or ray"):
+        lm.probe_series(str(series), backend="dask")
+    shutil.rmtree(folder, ignore_errors=True)
