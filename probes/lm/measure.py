@@ -181,8 +181,22 @@ def distance_profile(pattern: Tensor, repeated: RepeatedTokens) -> Float[Tensor,
     return masked_mean(values, valid).transpose(1, 2)
 
 
+def unembedding(model: HookedModel) -> tuple[Float[Tensor, "d_model d_vocab"], Float[Tensor, " d_model"]]:
+    """W_U and its mean over the vocabulary, read once per pass (a bridge builds W_U anew at each reading, and
+    GPT-2's is 38 M numbers)."""
+    W_U = model.W_U.detach().to(model_device(model))
+    return W_U, W_U.mean(1)
+
+
 def copying_per_sequence(
-    model: HookedModel, layer: int, z: Tensor, resid: Tensor, pattern: Tensor, tokens: Tensor, repeated: RepeatedTokens
+    model: HookedModel,
+    layer: int,
+    z: Tensor,
+    resid: Tensor,
+    pattern: Tensor,
+    tokens: Tensor,
+    repeated: RepeatedTokens,
+    unembed: tuple[Tensor, Tensor],
 ) -> Float[Tensor, "batch head"]:
     """Per sequence, the direct-path logit each head of ``layer`` adds to the token it attends to most, minus
     the mean it adds over the vocabulary, averaged over the second R's queries (module docstring)."""
@@ -190,8 +204,7 @@ def copying_per_sequence(
     rows = torch.arange(tokens.shape[0])[:, None]
     device, dtype = model_device(model), z.dtype
     W_O = model.blocks[layer].attn.W_O.detach().to(device)  # [head, d_head, d_model]
-    W_U = model.W_U.detach().to(device)  # [d_model, d_vocab]
-    direction = (W_U - W_U.mean(1, keepdim=True)).T  # [d_vocab, d_model]: a logit less the mean logit
+    W_U, mean_logit = unembed
     r = resid[rows, positions].to(device)  # [batch, query, d_model]
     with torch.no_grad():
         normed = model.ln_final(r)
@@ -199,7 +212,7 @@ def copying_per_sequence(
         for head in range(W_O.shape[0]):
             out = z[rows, positions, head].to(device, dtype) @ W_O[head]
             attended = pattern[rows, head, positions].argmax(-1)  # [batch, query]: the key it looks at most
-            target = direction[tokens[rows, attended].to(device)]  # [batch, query, d_model]
+            target = W_U.T[tokens[rows, attended].to(device)] - mean_logit  # a logit less the mean logit
             scores.append(((normed - model.ln_final(r - out)) * target).sum(-1).cpu())
     return masked_mean(torch.stack(scores, -1), valid)
 
@@ -221,9 +234,10 @@ def repeat_pass(model: HookedModel, repeated: RepeatedTokens, rows: slice) -> Fl
     z_names = [f"blocks.{layer}.attn.hook_z" for layer in range(model.cfg.n_layers)]
     logits, patterns, captured = patterns_and_more(model, part.tokens, z_names + [f"blocks.{last}.hook_resid_post"])
     resid = captured[f"blocks.{last}.hook_resid_post"]
-    per_layer = []
+    per_layer, unembed = [], unembedding(model)
     for layer, pattern in enumerate(patterns):
-        copying = copying_per_sequence(model, layer, captured[z_names[layer]], resid, pattern, part.tokens, part)
+        z = captured[z_names[layer]]
+        copying = copying_per_sequence(model, layer, z, resid, pattern, part.tokens, part, unembed)
         per_layer.append(
             torch.stack([previous_token_per_sequence(pattern).double(), offset_scores(pattern, part), copying], -1)
         )
