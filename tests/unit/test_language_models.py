@@ -412,3 +412,34 @@ def test_a_mixture_head_is_labelled_with_every_part_that_passes_its_test():
     assert role.labels == ("induction", "positional") and role.text == "induction + positional(5)"
     assert "5 tokens back" in role.reasons[1]
     assert head_role(scores, 0, 0, threshold=0.5).text == "positional(5)"  # the content test fails at 0.5
+
+
+def test_the_copying_score_equals_its_formula_computed_query_by_query(models):
+    """(ln_final(r) − ln_final(r − o)) · (W_U[:, t] − mean_v W_U[:, v]) at each query of the second R, t the key
+    the head attends to most, o = z W_O the head's output: a loop over sequences, queries and heads."""
+    bridge = lm.load_bridge(find_source(str(models["gpt2"])))
+    repeated = lm.repeated_random_tokens(bridge, length=(4, 8), batch=3, seed=4)
+    scores = lm.head_scores(bridge, repeated)
+    last = bridge.cfg.n_layers - 1
+    _, cache = bridge.run_with_cache(repeated.tokens)
+    W_U = bridge.W_U.detach().double()
+    for layer in range(bridge.cfg.n_layers):
+        z, pattern = cache[f"blocks.{layer}.attn.hook_z"].double(), cache[f"blocks.{layer}.attn.hook_pattern"]
+        resid = cache[f"blocks.{last}.hook_resid_post"].double()
+        W_O = bridge.blocks[layer].attn.W_O.detach().double()
+        ln = bridge.ln_final.double()
+        for head in range(bridge.cfg.n_heads):
+            per_sequence = []
+            for s, length in enumerate(repeated.lengths.tolist()):
+                n_pos = repeated.tokens.shape[1]
+                values = []
+                for i in range(n_pos - length, n_pos):
+                    t = repeated.tokens[s, pattern[s, head, i].argmax()]
+                    out = z[s, i, head] @ W_O[head]
+                    with torch.no_grad():
+                        change = ln(resid[s, i][None])[0] - ln((resid[s, i] - out)[None])[0]
+                    values.append((change * (W_U[:, t] - W_U.mean(1))).sum().item())
+                per_sequence.append(sum(values) / len(values))
+            # float32 passes against float64 here: ~1e-6 of logits of order 0.1
+            assert scores.copying.value[layer, head].item() == pytest.approx(sum(per_sequence) / 3, abs=1e-4)
+        bridge.ln_final.float()
