@@ -21,6 +21,8 @@ layer's b_O (shared by its heads) and the MLPs belong to no block and stay at w*
 the blocks' coefficients add up to the whole model's (:func:`block_linear_regression`, the calibration). For
 a singular model they need not: fixing the other blocks can make a block's map regular where the whole is
 not (reduced-rank regression, :func:`block_reduced_rank`, whose blocks sum to less than the whole here).
+
+**Intervals** over chains, never clipped and flagged where they leave [0, d/2]: :mod:`.chain_intervals`.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 import torch
 from jaxtyping import Float
-from scipy.stats import t as student_t
 from torch import Tensor, nn
 from torch.func import functional_call
 
@@ -41,13 +42,13 @@ from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.common.names import head_label
 from induction_probes.circuits.runs.reader import as_run
 from induction_probes.probes.llc.calibration import orthogonal_noise, reduced_rank_regression, squared_error
+from induction_probes.probes.llc.chain_intervals import chain_estimate
 from induction_probes.probes.llc.estimator import LLCError, estimate_llc
 from induction_probes.probes.llc.markov import next_token_loss
 
 HEAD_PARAMETERS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "W_rel", "alibi_slope")  # row h of each
 EMBED = ("embed.W_E", "pos_embed.W_pos")
 UNEMBED = ("unembed.W_U", "unembed.b_U")
-LEVEL = 0.95
 
 
 @dataclass(frozen=True)
@@ -113,23 +114,13 @@ def block_size(model: nn.Module, block: Block) -> int:
     return sum(names[n].numel() if row is None else names[n][row].numel() for n, row in block.entries)
 
 
-def chain_interval(per_chain: list[float], bound: float, level: float = LEVEL) -> tuple[float, float] | None:
-    """The Student-t interval of the mean over chains, clipped to a coefficient's range [0, d/2] (chains are
-    independent draws of the same estimator; with 4 chains t = 3.18, so it is wide)."""
-    if len(per_chain) < 2:
-        return None
-    values = torch.tensor(per_chain, dtype=torch.float64)
-    half = float(student_t.ppf((1 + level) / 2, len(per_chain) - 1)) * float(values.std()) / math.sqrt(len(values))
-    mean = float(values.mean())
-    return max(mean - half, 0.0), min(mean + half, bound)
-
-
 def block_llc(model: nn.Module, block: Block, loss_fn, data: tuple[Tensor, ...], **settings) -> dict:
-    """The refined LLC of one block: the estimator on its :class:`BlockView`, as a JSON-ready record."""
+    """The refined LLC of one block: the estimator on its :class:`BlockView`, as a JSON-ready record; the
+    interval over chains is unclipped, and flagged where it leaves [0, d/2] (:func:`~.chain_intervals.range_flags`)."""
     start = time.perf_counter()
     result = estimate_llc(BlockView(model, block), loss_fn, data, **settings)
     d = block_size(model, block)
-    interval = chain_interval(result.per_chain, d / 2) if result.llc is not None else None
+    chains = chain_estimate(result.per_chain, d / 2) if result.llc is not None else None
     record = result.to_json()
     settings_json = record.pop("settings")
     return {
@@ -138,10 +129,10 @@ def block_llc(model: nn.Module, block: Block, loss_fn, data: tuple[Tensor, ...],
         "llc": result.llc,
         "llc_std": result.llc_std,
         "llc_stderr": result.llc_stderr,
-        "interval": list(interval) if interval else None,
+        "interval": chains["interval"] if chains else None,
         "per_chain": result.per_chain,
         "problems": result.problems,
-        "flags": result.flags,
+        "flags": result.flags + (chains["range_flags"] if chains else []),
         "settings": settings_json,
         "diagnostics": record["diagnostics"],
         "init_loss": result.init_loss,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from induction_probes.probes.figures.plots_llc import plot_llc, plot_per_head_llc
+from induction_probes.probes.llc.chain_intervals import RANGE_FLAGS, restated
 from induction_probes.probes.paper.edelman_sweeps import PAPER, k_seqs, redraw
 from induction_probes.probes.paper.entries import EXTRA, PARTLY, Entry, judged
 from induction_probes.probes.paper.shipped import open_run, read_json, source
@@ -65,9 +66,10 @@ def per_head_llc_entry(directory: Path) -> Entry:
     """Each head's refined LLC over markov-k3's training (``llc --per-head``), beside the progress measures'
     first crossings: which block's coefficient moves, and when."""
     result = read_json("markov-k3-llc-heads", "llc_heads.json")
+    rows = [restated(row) for row in result["rows"]]  # the interval by the current rule, from the stored chains
     run = open_run("markov-k3")
     figure = plot_per_head_llc(
-        result["rows"],
+        rows,
         run.metrics(),
         result["progress_thresholds"],
         "markov-k3",
@@ -78,18 +80,21 @@ def per_head_llc_entry(directory: Path) -> Entry:
         if row["llc"] is None:
             return f"step {row['step']}: refused ({row['problems'][0].split(':')[0]})"
         low, high = row["interval"]
-        return f"step {row['step']}: {row['llc']:.1f} [{low:.1f}, {high:.1f}]"
+        beyond = [flag.split(":")[0] for flag in row["flags"] if flag.startswith(RANGE_FLAGS)]
+        return f"step {row['step']}: {row['llc']:.1f} [{low:.1f}, {high:.1f}]" + "".join(f" ({b})" for b in beyond)
 
-    blocks = dict.fromkeys(row["block"] for row in result["rows"])
+    blocks = dict.fromkeys(row["block"] for row in rows)
     per_block = [
         f"{block} ({next(b['n_params'] for b in result['blocks'] if b['name'] == block)} parameters): "
-        + ", ".join(said(row) for row in result["rows"] if row["block"] == block)
+        + ", ".join(said(row) for row in rows if row["block"] == block)
         for block in blocks
     ]
     crossings = result["progress_thresholds"]
     ours = (
         f"refined LLC per block on {result['n_seqs']} sequences (95 % intervals over {result['settings']['chains']} "
-        "chains); " + "; ".join(per_block) + "; previous-token match crosses its threshold at step "
+        "chains, not clipped to [0, d/2]); "
+        + "; ".join(per_block)
+        + "; previous-token match crosses its threshold at step "
         f"{crossings['previous_token_match']['first_step']}, K-composition match at "
         f"{crossings['k_composition_match']['first_step']}"
     )

@@ -15,6 +15,7 @@ from pathlib import Path
 from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.probes.figures.plots_llc import plot_per_head_llc
+from induction_probes.probes.llc.chain_intervals import RANGE_FLAGS
 from induction_probes.probes.llc.per_head import calibrate_blocks, per_head_llc
 from induction_probes.probes.progress.progress_measures import progress_measures
 from induction_probes.probes.report.llc import (
@@ -84,7 +85,8 @@ def text(run: Run, settings: dict, rows: list[dict], crossings: dict, calibratio
     flagged = [f"step {r['step']} {r['block']}: {diagnostics(r)}" for r in rows if r["problems"] or r["flags"]]
     return "\n".join(
         [
-            f"run {run.path.name}: refined local learning coefficient per block (LLC [95 % interval over chains]; "
+            f"run {run.path.name}: refined local learning coefficient per block (LLC [95 % interval over chains, "
+            "not clipped to [0, d/2]: flagged where it leaves it]; "
             f"settings given: {settings}; the rest by the rule)",
             format_table(["step", "sequences", *names], table),
             *(f"  {line}" for line in flagged),
@@ -95,7 +97,16 @@ def text(run: Run, settings: dict, rows: list[dict], crossings: dict, calibratio
 
 
 def blocks_read(blocks: list[dict]) -> str:
-    return ", ".join(f"{b['block']} {number(b['llc'])} (truth {b['truth']:g})" for b in blocks)
+    """Each calibration block's estimate, its interval where it has one (the whole model has none) and any flag
+    of its leaving [0, d/2], beside its truth."""
+
+    def read(b: dict) -> str:
+        low, high = b.get("interval") or (None, None)
+        shown = number(b["llc"]) if low is None else f"{number(b['llc'])} [{number(low)}, {number(high)}]"
+        marks = [flag.split(":")[0] for flag in b.get("flags", []) if flag.startswith(RANGE_FLAGS)]
+        return shown + "".join(f" ({mark})" for mark in marks)
+
+    return ", ".join(f"{b['block']} {read(b)} (truth {b['truth']:g})" for b in blocks)
 
 
 def cell(row: dict | None) -> str:

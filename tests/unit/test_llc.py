@@ -75,8 +75,9 @@ def test_llc_command_refuses_bad_settings_in_one_line(capsys, option):
 
 
 def test_llc_per_head_command_answers_each_block_with_its_calibration_and_figure(capsys, tmp_path):
-    """``llc --per-head``: one row per (step, block) with an interval inside [0, d/2], the block calibration at
-    the same settings, the progress measures' crossings, and the figure; its JSON is the API's."""
+    """``llc --per-head``: one row per (step, block) with an interval around its estimate (flagged where it leaves
+    [0, d/2]), the block calibration at the same settings, the progress measures' crossings, and the figure; its
+    JSON is the API's."""
     from induction_probes.probes.report.llc_heads import per_head_report
 
     options = ["--steps", "4000", "--draws", "6", "--burn-in", "3", "--chains", "2", "--n-seqs", "32"]
@@ -89,8 +90,10 @@ def test_llc_per_head_command_answers_each_block_with_its_calibration_and_figure
     assert [(r["step"], r["block"]) for r in out["rows"]] == [(4000, "L1H0"), (4000, "embed")]
     for row in out["rows"]:
         assert row["settings"]["draws"] == 6 and row["n_params"] > 0
-        if row["interval"] is not None:
-            assert 0 <= row["interval"][0] <= row["interval"][1] <= row["n_params"] / 2
+        if row["interval"] is not None:  # the estimate inside its interval; outside [0, d/2] only when flagged
+            assert row["interval"][0] <= row["llc"] <= row["interval"][1]
+            ranges = [flag for flag in row["flags"] if flag.startswith(("beyond d/2", "below 0"))]
+            assert bool(ranges) != (0 <= row["interval"][0] <= row["interval"][1] <= row["n_params"] / 2)
     assert out["calibration"]["settings"] == {"draws": 6, "burn_in": 3, "chains": 2, "seed": 12345}
     assert {"case", "blocks", "sum_of_blocks"} <= out["calibration"]["cases"][0].keys()
     assert out["progress_thresholds"]["previous_token_match"]["first_step"] is not None

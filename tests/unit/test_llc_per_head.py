@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from induction_probes import HookedTransformer, HookedTransformerConfig
+from induction_probes.probes.llc.chain_intervals import chain_estimate, chain_interval, range_flags
 from induction_probes.probes.llc.estimator import LLCError
 from induction_probes.probes.llc.markov import next_token_loss
 from induction_probes.probes.llc.per_head import (
@@ -18,7 +19,6 @@ from induction_probes.probes.llc.per_head import (
     block_linear_regression,
     block_size,
     calibrate_blocks,
-    chain_interval,
     model_blocks,
     per_head_llc,
     within,
@@ -107,12 +107,23 @@ def test_bad_blocks_and_models_are_refused_by_name():
         model_blocks(torch.nn.Linear(2, 2))
 
 
-def test_chain_interval_is_a_t_interval_clipped_to_the_coefficients_range():
-    low, high = chain_interval([1.0, 2.0, 3.0, 4.0], bound=10.0)
+def test_chain_interval_is_a_t_interval_unclipped_and_flagged_outside_the_coefficients_range():
+    low, high = chain_interval([1.0, 2.0, 3.0, 4.0])
     half = 3.182446305284263 * (1.2909944487358056 / 2)  # t_{0.975, 3} · s / √4
     assert (low, high) == pytest.approx((2.5 - half, 2.5 + half), rel=1e-9)
-    assert chain_interval([0.1, 0.2, 3.0, 0.1], bound=1.0) == (0.0, 1.0)  # never below 0 nor above d/2
-    assert chain_interval([1.0], bound=1.0) is None
+    # clipped to [0, d/2] alone (the old rule) this read (0.0, 1.0) and left out its own estimate 0.85's spread;
+    # now both are as sampled, the estimate inside, and flagged on each side it leaves [0, d/2]
+    chains = chain_estimate([0.1, 0.2, 3.0, 0.1], bound=1.0)
+    low, high = chains["interval"]
+    assert chains["llc"] == pytest.approx(0.85) and low < 0 <= chains["llc"] <= 1.0 < high
+    assert [flag.split(":")[0] for flag in chains["range_flags"]] == ["beyond d/2", "below 0"]
+    assert "the interval of 0.85 [" in chains["range_flags"][0]
+    assert chain_estimate([0.4, 0.5, 0.6], bound=1.0)["range_flags"] == []
+    assert range_flags(1.2, (1.1, 1.3), 1.0) == [
+        "beyond d/2: the estimate 1.2 [1.1, 1.3] is above d/2 = 1, the largest value a learning coefficient can "
+        "take (shown as sampled, not clipped)"
+    ]
+    assert chain_interval([1.0]) is None and chain_estimate([1.0], bound=1.0)["interval"] is None
 
 
 def test_the_calibration_models_know_their_blocks_coefficients():
