@@ -7,8 +7,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 AGREE, DIFFER, PARTLY, NOT_YET = "agree", "differ", "partly", "not reproduced yet"
+# a rule's "differ" where the authors state no settings to reproduce: ours decide it, stated (at_our_settings)
+AT_OUR_SETTINGS = "not reproduced at our settings"
 EXTRA = "no claim to compare"  # a shipped result that neither paper measures
-VERDICTS = (AGREE, PARTLY, DIFFER, NOT_YET, EXTRA)
+VERDICTS = (AGREE, PARTLY, DIFFER, AT_OUR_SETTINGS, NOT_YET, EXTRA)
+RULE_OUTCOME = {AT_OUR_SETTINGS: DIFFER}  # the rule's outcome a verdict word states, where it is not the word
 
 
 SEEDS = {"edelman": "Edelman et al.'s response to their reviewers", "wang": "Wang et al.'s response to their reviewers"}
@@ -71,6 +74,16 @@ def judged(
 def by_parts(held: list[bool]) -> str:
     """The verdict of a claim made of parts: agree when every part holds, differ when none does, partly else."""
     return AGREE if all(held) else PARTLY if any(held) else DIFFER
+
+
+def at_our_settings(verdict: str, reason: str, settings: str, unstated: str) -> tuple[str, str]:
+    """A rule's verdict on a claim whose settings the authors do not state (``unstated``: what they leave out),
+    measured at ``settings`` of ours: "differ" there supports "not reproduced at our settings", not that the
+    authors' result differs; the reason states the settings. Any other verdict is returned as it is."""
+    if verdict != DIFFER:
+        return verdict, reason
+    stated = f"the rule reads differ at our settings ({settings}; the authors give no {unstated})"
+    return AT_OUR_SETTINGS, f"{stated}: {reason}"
 
 
 def not_yet(paper: str, where: str, claim: str, issue: str, today: str = "nothing yet") -> Entry:

@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from induction_probes.probes.paper.entries import (
     AGREE,
+    AT_OUR_SETTINGS,
     DIFFER,
     EXTRA,
     NOT_YET,
@@ -32,7 +33,14 @@ PAPERS = {
     ),
     "beyond the papers": ("Shipped results that neither paper measures", None),
 }
-CLASSES = {AGREE: "agree", PARTLY: "partly", DIFFER: "differ", NOT_YET: "notyet", EXTRA: "extra"}
+CLASSES = {
+    AGREE: "agree",
+    PARTLY: "partly",
+    DIFFER: "differ",
+    AT_OUR_SETTINGS: "oursettings",
+    NOT_YET: "notyet",
+    EXTRA: "extra",
+}
 STYLE = """
 body { font-family: sans-serif; max-width: 1150px; margin: 2em auto; padding: 0 1em; color: #222; line-height: 1.4; }
 h1 { font-size: 1.6em; } h2 { margin-top: 2.2em; border-bottom: 1px solid #ccc; }
@@ -42,7 +50,7 @@ td, th { border: 1px solid #ddd; padding: 4px 6px; } th { background: #f3f3f3; t
 .entry { margin: 1.6em 0; padding-top: 0.4em; border-top: 1px dashed #ddd; }
 .verdict { font-weight: bold; padding: 1px 7px; border-radius: 4px; white-space: nowrap; }
 .agree { background: #d8f0d8; } .partly { background: #fdf0c8; } .differ { background: #f8d4d4; }
-.notyet { background: #e4e4e4; } .extra { background: #dde8f6; }
+.notyet { background: #e4e4e4; } .extra { background: #dde8f6; } .oursettings { background: #f4e1cc; }
 .figures { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
 figure { margin: 0.5em 0; flex: 1 1 460px; max-width: 820px; } img { width: 100%; border: 1px solid #eee; }
 figcaption { color: #666; font-size: 0.85em; }

@@ -7,7 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from induction_probes.probes.figures.plots_toy import plot_toy_sweep
-from induction_probes.probes.paper.entries import AGREE, DIFFER, NOT_YET, PARTLY, Entry, interval_text, judged, p_text
+from induction_probes.probes.paper.entries import (
+    AGREE,
+    DIFFER,
+    NOT_YET,
+    PARTLY,
+    Entry,
+    at_our_settings,
+    interval_text,
+    judged,
+    p_text,
+)
 from induction_probes.probes.paper.shipped import RESULTS, source, summary
 from induction_probes.probes.paper.wang import PAPER
 from induction_probes.probes.sweeps.statistics import interval
@@ -133,6 +143,8 @@ def wide_adam_entry(directory: Path) -> Entry:
         f"{[len(run['plateaus']) for run in gd['runs']]}, lazy → rich in {gd['n_lazy_then_rich']}/{gd['n_seeds']}"
     )
     verdict, reason = adam_verdict(below)
+    if below is not None:  # the authors give no dimension, step or initialisation: "differ" is ours only
+        verdict, reason = at_our_settings(verdict, reason, adam_settings(below), ADAM_UNSTATED)
     return Entry(
         PAPER,
         "rebuttal Fig. 5",
@@ -142,6 +154,23 @@ def wide_adam_entry(directory: Path) -> Entry:
         reason,
         figures,
         sources,
+    )
+
+
+ADAM_UNSTATED = "dimension, learning rate or initialisation for this toy"
+
+
+def adam_settings(below: dict[str, dict]) -> str:
+    """The settings the Adam verdict was measured at, read from the sweep's recipes: the toy's size, the
+    initialisation's scale, the data, and each learning rate with its steps and seeds."""
+    recipe = next(iter(below.values()))["recipe"]
+    rates = " and ".join(f"{condition['recipe']['lr']:g}" for condition in below.values())
+    steps = " and ".join(dict.fromkeys(f"{condition['recipe']['steps']:,}" for condition in below.values()))
+    seeds = " and ".join(dict.fromkeys(str(condition["n_seeds"]) for condition in below.values()))
+    return (
+        f"d = {recipe['d']}, L = {recipe['seq_len']}, initialisation scale σ = {recipe['sigma']:g}, "
+        f"W* = w* I with w* = {recipe['w_star']:g}, {recipe['n_seqs']:,} sequences, Adam at steps {rates} for "
+        f"{steps} steps, {seeds} seeds at each"
     )
 
 

@@ -12,10 +12,13 @@ from induction_probes.probes.behaviour.icl_behaviour import Phase
 from induction_probes.probes.paper.edelman import AUTHORS_BASELINES, baselines_entry, chance_z, difference_se, passes
 from induction_probes.probes.paper.entries import (
     AGREE,
+    AT_OUR_SETTINGS,
     DIFFER,
     NOT_YET,
     PARTLY,
+    RULE_OUTCOME,
     Entry,
+    at_our_settings,
     by_parts,
     interval_text,
     not_yet,
@@ -107,3 +110,20 @@ def test_the_page_escapes_text_and_shows_each_figure_once():
     assert page.count('<img src="figures/a%20b%26c.png"') == 1 and 'href="#entry-0"' in page
     assert "<b>Why:</b> because" in page and "<b>Issue:</b> issue 23" in page
     assert 'href="https://arxiv.org/abs/2402.11004"' in page and 'href="https://arxiv.org/abs/2410.11474"' in page
+
+
+def test_a_differ_at_settings_the_authors_did_not_give_reads_not_reproduced_at_our_settings():
+    """A rule's "differ" on a claim whose settings the authors leave out supports only "not reproduced at our
+    settings"; the reason states ours; the word stands for the rule's differ; other verdicts pass unchanged."""
+    verdict, reason = at_our_settings(DIFFER, "at neither rate", "d = 8, 5 seeds", "dimension or learning rate")
+    assert verdict == AT_OUR_SETTINGS == "not reproduced at our settings" and RULE_OUTCOME[verdict] == DIFFER
+    assert reason == (
+        "the rule reads differ at our settings (d = 8, 5 seeds; the authors give no dimension or learning rate): "
+        "at neither rate"
+    )
+    assert at_our_settings(PARTLY, "one rate", "d = 8", "dimension") == (PARTLY, "one rate")
+    with pytest.raises(ValueError, match="needs its reason"):
+        Entry("Wang et al. 2024", "Fig. 5", "claim", "ours", AT_OUR_SETTINGS)
+    page = page_html([Entry("Wang et al. 2024", "Fig. 5", "claim", "ours", verdict, reason)], 1.0, "paper")
+    assert '<span class="verdict oursettings">not reproduced at our settings</span>' in page
+    assert "<b>Why:</b> the rule reads differ at our settings" in page and "1 not reproduced at our settings" in page

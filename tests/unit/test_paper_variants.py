@@ -13,6 +13,7 @@ from induction_probes.probes.paper.edelman_variants import (
     final_kl_by_heads,
     mlp_verdict,
     spectrum_verdict,
+    tetragram_claim_verdict,
     tetragram_verdict,
 )
 from induction_probes.probes.paper.entries import AGREE, DIFFER, NOT_YET, PARTLY
@@ -161,17 +162,48 @@ TETRA = ["uniform", "unigram", "bigram", "trigram", "4-gram"]
         ([["uniform", "unigram", "bigram", "4-gram"]] * 10, (1, 2, 3), DIFFER),  # 4-gram reached, no ladder
     ],
 )
-def test_tetragram_marks(phases, peaks, verdict):
+def test_tetragram_marks_of_the_rule_written_after_the_data(phases, peaks, verdict):
+    """The rule shown beside the spec's (the ladder and the heads as claimed): it decides no verdict."""
     result = summary(base=condition(40_000, 0.1, phases=phases, peaks=peaks))
-    assert tetragram_verdict(result)[0] == verdict
+    assert tetragram_claim_verdict(result)[0] == verdict
 
 
 def test_tetragram_counts_both_marks_out_of_the_seeds_and_says_the_rule_changed():
     phases = [["uniform", "4-gram"]] * 5 + [TETRA] * 5
     result = summary(base=condition(40_000, 0.1, phases=phases, peaks=(1, 2, 3)))
-    assert tetragram_verdict(result) == (
+    assert tetragram_claim_verdict(result) == (
         PARTLY,
         "the ladder in turn in 5/10 seeds, heads at 1, 2, 3 in 10/10 (rule changed after the data were seen)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("phases", "peaks", "verdict"),
+    [
+        ([TETRA] * 10, (1, 2, 3), AGREE),
+        ([TETRA] * 10, (3, 2, 1), AGREE),  # heads in any order
+        ([["uniform", "unigram", "bigram", "4-gram"]] + [TETRA] * 9, (1, 2, 3), PARTLY),  # one skips trigram
+        ([TETRA] * 10, (1, 1, 2), PARTLY),  # the ladder in every seed, the heads in none: 4-gram reached
+        ([["uniform", "unigram", "bigram", "trigram"]] * 10, (1, 2, 3), DIFFER),  # no seed reaches 4-gram
+        ([["uniform", "unigram", "bigram", "4-gram"]] * 10, (1, 2, 3), PARTLY),  # 4-gram reached, no ladder
+        ([["uniform", "4-gram"]] * 10, (1, 1, 2), PARTLY),  # the shipped sweep's picture
+        ([["uniform", "4-gram", "trigram"]] * 10, (1, 2, 3), PARTLY),  # reached at a checkpoint, not kept
+        ([["uniform", "trigram"]] * 10, (1, 1, 2), DIFFER),
+    ],
+)
+def test_tetragram_is_judged_by_its_specs_marks(phases, peaks, verdict):
+    """experiments/tetragram.toml, fixed before the run: agree if the ladder (ending at 4-gram) and the heads at
+    1, 2, 3 hold in every seed, differ if no seed reaches 4-gram, partly otherwise."""
+    result = summary(base=condition(40_000, 0.1, phases=phases, peaks=peaks))
+    assert tetragram_verdict(result)[0] == verdict
+
+
+def test_tetragram_by_its_specs_marks_counts_the_seeds_that_reach_4_gram():
+    phases = [["uniform", "4-gram"]] * 5 + [TETRA] * 5
+    result = summary(base=condition(40_000, 0.1, phases=phases, peaks=(1, 2, 3)))
+    assert tetragram_verdict(result) == (
+        PARTLY,
+        "4-gram reached in 10/10 seeds, the ladder in turn in 5/10, heads at 1, 2, 3 in 10/10",
     )
 
 
