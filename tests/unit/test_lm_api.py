@@ -118,3 +118,25 @@ def test_a_series_probed_on_ray_gives_the_local_numbers(series, monkeypatch):
     with pytest.raises(ValueError, match="local or ray"):
         lm.probe_series(str(series), backend="dask")
     shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("architecture", ["gpt2", "neox", "llama"])
+def test_every_command_runs_to_the_end_on_each_family(architecture, tmp_path, capsys):
+    """probe, ablate, --task markov and --all-steps over three checkpoints, on GPT-2, GPT-NeoX and Llama with
+    grouped-query attention (at small width; bench/bench_lm.py runs them at GPT-2 small's size)."""
+    from induction_probes.cli import main
+
+    for step in (0, 1, 2):
+        save_model(architecture, tmp_path / f"step_{step}", seed=step)
+    small = ["--n-seqs", "4", "--length", "6"]
+    commands = [
+        ["probe", str(tmp_path), *small],
+        ["probe", str(tmp_path), "--all-steps", *small],
+        ["ablate", str(tmp_path), *small],
+        ["probe", str(tmp_path), "--task", "markov", "--k", "3", "--n-seqs", "4", "--id-draws", "2"],
+        ["probe", str(tmp_path), "--task", "markov", "--k", "3", "--n-seqs", "4", "--id-draws", "2", "--all-steps"],
+    ]
+    for argv in commands:
+        assert main(argv) == 0, (argv, capsys.readouterr().err)
+    out = capsys.readouterr().out
+    assert out.count("3 checkpoints") == 1 and "verdict" in out and "zero ablation" in out
