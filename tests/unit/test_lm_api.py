@@ -139,4 +139,4 @@ def test_every_command_runs_to_the_end_on_each_family(architecture, tmp_path, ca
     for argv in commands:
         assert main(argv) == 0, (argv, capsys.readouterr().err)
     out = capsys.readouterr().out
-    assert out.count("3 checkpoints") == 1 and "verdict" in out and "zero ablation" in out
+    assert out.count("3 checkpoints") == 2 and "verdict" in out and "zero ablation" in out  # both --all-steps
