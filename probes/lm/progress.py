@@ -14,5 +14,11 @@ from tqdm.auto import tqdm
 
 def progress_bar(total: int, description: str, enabled: bool = True, unit: str = "seq", leave: bool = False) -> tqdm:
     """A tqdm bar on stderr, shown only when ``enabled`` and stderr is a terminal or a notebook's."""
-    shown = enabled and (sys.stderr.isatty() or "ipykernel" in sys.modules)
+    shown = enabled and (sys.stderr.isatty() or in_notebook())
     return tqdm(total=total, desc=description, unit=unit, leave=leave, disable=not shown, file=sys.stderr)
+
+
+def in_notebook() -> bool:
+    """Whether this process is a running notebook kernel (a program may import IPython's kernel without being one)."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return shell is not None and hasattr(shell, "kernel")

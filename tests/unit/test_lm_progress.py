@@ -83,3 +83,12 @@ def test_probe_markov_and_every_checkpoint_of_a_series_show_their_passes(model, 
     assert main(["probe", str(model), "--task", "markov", "--n-seqs", "4", "--id-draws", "2"]) == 0
     assert "chains:" in terminal.getvalue()[len(shown) :] and "/8 " in terminal.getvalue()[len(shown) :]  # 2 draws x 4
     assert "2 checkpoints" in capsys.readouterr().out
+
+
+def test_importing_a_notebook_kernel_does_not_make_a_notebook():
+    """A test suite (the tutorial's) imports ipykernel into a worker that is no notebook: no bar follows."""
+    import ipykernel  # noqa: F401
+
+    from induction_probes.probes.lm.progress import in_notebook, progress_bar
+
+    assert not in_notebook() and progress_bar(3, "x").disable
