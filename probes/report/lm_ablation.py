@@ -65,12 +65,7 @@ def ablate_language_model(
         check_heads(head_set, bridge.cfg.n_layers, lambda layer: bridge.cfg.n_heads)
     tokens = repeated_random_tokens(bridge, length, n_seqs, seed)
     reference = repeated_random_tokens(bridge, tokens.length_range, n_seqs, seed + 1)  # other sequences, same shape
-    if screen is None:
-        (baseline, results), found = ablate(bridge, tokens, head_sets, mode, reference, seed, progress), None
-    else:
-        baseline, found = screen_heads(bridge, tokens, screen, mode, reference, seed, progress)
-        results = found.checked
-    results = sorted(results, key=lambda r: -r.loss_increase)
+    baseline, results, found = ablations(bridge, tokens, head_sets, mode, reference, seed, progress, screen)
     marked = [r.heads for r in results if baseline.gap > 0 and r.gap_removed >= threshold]
     figures = []
     if plot:
@@ -94,6 +89,17 @@ def ablate_language_model(
         )
     lines = ablation_lines(title(source, model), tokens, mode, n_seqs, seed, threshold, baseline, results, marked)
     return "\n".join(lines + (screen_lines(found) if found else []) + figure_lines(figures))
+
+
+def ablations(bridge, tokens, head_sets, mode, reference, seed, progress, screen: int | None):
+    """The clean loss, the ablations by their rise from the highest down, and the :class:`Screen` that chose them
+    (None without ``screen``: every head set is ablated)."""
+    if screen is None:
+        (baseline, results), found = ablate(bridge, tokens, head_sets, mode, reference, seed, progress), None
+    else:
+        baseline, found = screen_heads(bridge, tokens, screen, mode, reference, seed, progress)
+        results = found.checked
+    return baseline, sorted(results, key=lambda r: -r.loss_increase), found
 
 
 def screen_json(found: Screen) -> dict:
