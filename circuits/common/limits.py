@@ -27,6 +27,15 @@ MAX_SPEC_BYTES = 1 << 20  # a sweep's spec.toml: 1 MiB, far above any spec a per
 MAX_NAME = 100  # characters of one directory name a spec makes (a condition, a grid key=value)
 MAX_SEED = 2**62  # torch's generators take at most 2^64 - 1; a run's seeds are S, S + 1, S + 2
 
+# The LLC estimator's sampling (probes/llc): each chain is a copy of the model and runs burn_in + draws SGLD steps,
+# a forward and a backward pass each, for every checkpoint and calibration case. The rule's defaults are 4 chains
+# and a burn-in (and as many draws) of at most 100,000 steps (MAX_RULE_STEPS in probes/llc/estimator.py); Lau et
+# al. sample a few thousand. These admit 16 times the default chains and the rule's largest burn-in and draws, and
+# refuse what would sample for days or hold a billion copies of the model.
+MAX_CHAINS = 64  # SGLD chains of one estimate
+MAX_DRAWS = 100_000  # draws per chain after the burn-in
+MAX_BURN_IN = 100_000  # SGLD steps per chain before the draws
+
 # A Hugging Face model folder (circuits/interop) names its own sizes, so they are checked before anything is built.
 # These admit GPT-2 small to XL, Pythia up to 1.4B and Llama-style models of up to about 2B parameters (Llama 3.2
 # 1B, TinyLlama, SmolLM, Qwen2.5 1.5B), and refuse a model whose float32 weights one CPU machine's memory could

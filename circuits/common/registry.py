@@ -24,7 +24,9 @@ in the worker, so that it sees the same registries as the process that started i
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import os
 import sys
 import weakref
@@ -53,6 +55,35 @@ class Expects:
 
     what: str  # "a recipe config class"
     test: Callable[[Any], bool]
+
+
+def python_function(what: str, *arguments: str) -> Expects:
+    """What a registry of functions holds: a function defined in Python (not a builtin such as ``os.system``,
+    not a class) that can be called with ``arguments`` by position, as its consumers call it."""
+
+    def test(entry: Any) -> bool:
+        target = entry
+        while isinstance(target, functools.partial):
+            target = target.func
+        if not (inspect.isfunction(target) or (inspect.ismethod(target) and inspect.isfunction(target.__func__))):
+            return False
+        try:
+            inspect.signature(entry).bind(*arguments)
+        except (TypeError, ValueError):
+            return False
+        return True
+
+    return Expects(f"{what}: a Python function taking ({', '.join(arguments)})", test)
+
+
+def described(entry: Any) -> str:
+    """What a resolved entry is, for a refusal: its type, and a function's parameters."""
+    if inspect.isfunction(entry):
+        try:
+            return shortened(f"a function taking {inspect.signature(entry)}", 120)
+        except ValueError:
+            pass
+    return f"a {type(entry).__name__}"
 
 
 @dataclass
@@ -185,7 +216,7 @@ class Registry:
         except (ImportError, AttributeError) as error:
             raise UnusableEntry(f"{where}, which cannot be imported: {one_line(error)}") from None
         if self.expects is not None and not self.expects.test(entry):
-            raise UnusableEntry(f"{where}, a {type(entry).__name__}, not {self.expects.what}")
+            raise UnusableEntry(f"{where}, {described(entry)}, not {self.expects.what}")
         return entry
 
     __getitem__ = get
@@ -268,7 +299,8 @@ def register_again(registrations: list[dict]) -> None:
 
 def one_line(error: BaseException) -> str:
     """An exception as one line of a message: its type, and its text with the line breaks made spaces."""
-    return shortened(f"{type(error).__name__}: {' '.join(str(error).split())}")
+    text = " ".join(str(error).split())
+    return shortened(f"{type(error).__name__}: {text}" if text else type(error).__name__)
 
 
 def load_plugins() -> None:
@@ -302,5 +334,6 @@ def import_plugin(name: str) -> None:
         ) from None
     except SystemExit as stop:  # sys.exit in a plugin would end the command with nothing said
         raise ValueError(f"{where}, which called sys.exit({quoted(stop.code)}) while being imported") from None
-    except Exception as error:  # its own bug, or a registration refused: the plugin's, said in one line
+    except BaseException as error:  # its own bug, a registration refused, even a KeyboardInterrupt or GeneratorExit
+        # it raised: the plugin's, said in one line (a Ctrl-C during its import cannot be told apart, and ends it too)
         raise ValueError(f"{where}, which failed while being imported: {one_line(error)}") from None

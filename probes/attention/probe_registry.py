@@ -15,11 +15,11 @@ Imports nothing heavy: the entries are resolved on first use."""
 
 from __future__ import annotations
 
-from induction_probes.circuits.common.registry import Expects, Registry
+from induction_probes.circuits.common.registry import Registry, python_function
 
 _SCORES = "induction_probes.probes.attention.scores"
 
-PROBES = Registry("probe", __name__, Expects("a function of attention patterns", callable))
+PROBES = Registry("probe", __name__, python_function("a probe", "patterns", "tokens"))
 PROBES.register("previous_token", f"{_SCORES}:previous_token", calibrated=True)
 PROBES.register("bigram_matching", f"{_SCORES}:bigram_matching", calibrated=True)
 PROBES.register("bigram_matching_ideal", f"{_SCORES}:bigram_matching_ideal", calibrated=True)

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from induction_probes.circuits.common.limits import MAX_BURN_IN, MAX_CHAINS, MAX_DRAWS, require_at_most
 from induction_probes.probes.llc.curvature import (
     curvature,
     gradient_shift,
@@ -59,7 +60,8 @@ GAMMA_SHARE = 0.01  # γ / (nβ λ_max)
 STEP_SHARE = 0.1  # ε (nβ λ_max + γ)
 MAX_BATCH = 256
 SMALLEST_STEP = float(torch.finfo(torch.float32).tiny)  # the sampler updates float32 weights: a smaller step is 0
-MAX_RULE_STEPS = 100_000  # a burn-in the rule derives beyond this would sample for hours: it must be asked for
+MAX_RULE_STEPS = MAX_BURN_IN  # a burn-in the rule derives beyond this would sample for hours: it must be asked for
+LIMITS = {"chains": MAX_CHAINS, "draws": MAX_DRAWS, "burn_in": MAX_BURN_IN}  # circuits/common/limits.py
 CHECK_FACTOR = 0.25  # the stability check samples again at γ · this (module docstring)
 CHECK_SHARE = 0.1  # the check flags a change beyond this share of the estimate (plus two standard errors)
 
@@ -87,6 +89,11 @@ class LLCSettings:
             lowest = 0 if name == "burn_in" else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < lowest:
                 raise LLCError(f"{name} must be an integer >= {lowest}, got {value!r}")
+        for name, limit in LIMITS.items():  # before a chain is copied or a step taken
+            try:
+                require_at_most(name, getattr(self, name), limit)
+            except ValueError as error:
+                raise LLCError(str(error)) from None
         if self.draws < 3:
             raise LLCError(f"draws must be at least 3 (the settling test compares thirds), got {self.draws}")
         for name in ("n_beta", "lr"):
@@ -198,7 +205,7 @@ def relaxation_steps(lr: float, gamma: float) -> int:
             f"steps per e-fold, more than {MAX_RULE_STEPS:,}: give burn_in and draws (--burn-in, --draws) "
             "or a larger lr"
         )
-    return math.ceil(1.0 / rate)
+    return min(math.ceil(1.0 / rate), MAX_RULE_STEPS)  # 1 / rate may round above it
 
 
 def posterior_scale(model: nn.Module, loss_fn, point: dict, n_beta: float, seed: int) -> dict:

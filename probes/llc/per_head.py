@@ -236,6 +236,9 @@ def chosen_blocks(model: nn.Module, names: list[str] | None) -> list[Block]:
     if names is None:
         return available
     by_name = {b.name: b for b in available}
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # the same block sampled again: twice the time for a second estimate of the same thing
+        raise LLCError(f"blocks names {', '.join(twice)} more than once: name each block once")
     unknown = [n for n in names if n not in by_name]
     if unknown or not names:
         raise LLCError(f"unknown blocks {unknown or '(none given)'}: the model's blocks are {', '.join(by_name)}")

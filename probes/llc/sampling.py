@@ -19,6 +19,21 @@ if TYPE_CHECKING:
 
 FORCE_EVERY = 10  # draws between two readings of the localization and data forces
 LEAD_SEED = 500  # a chain's lead (the localization check's extra burn-in) draws from seed + this; chains are 1000 apart
+INSTALL_LLC = "pip install 'induction-probes[llc]'"
+
+
+class MissingExtra(ValueError):
+    """An optional extra the work needs is not installed (bad input to the command: one line, status 2)."""
+
+
+def sgld_sampler() -> type:
+    """devinterp's SGMCMC, the llc extra's: needed only to sample, not to import the estimator. Without it, a
+    :class:`MissingExtra` (bad input, one line) that names the install command, as ``sweep --backend ray`` does."""
+    try:
+        from devinterp.optim import SGMCMC  # the llc extra: needed only to sample, not to import the estimator
+    except ImportError:
+        raise MissingExtra(f"the LLC's SGLD sampler needs devinterp (the llc extra): {INSTALL_LLC}") from None
+    return SGMCMC
 
 
 def sample(model: nn.Module, loss_fn, data, settings, lead: int = 0) -> tuple[Tensor, float | None] | str:
@@ -41,8 +56,7 @@ def run_chain(model: nn.Module, loss_fn, data, settings, chain: int, lead: int =
     localization-to-data force ratio. ``lead`` steps more of burn-in come first, on a generator of their own,
     so that the last ``burn_in + draws`` steps see the batches and noise of the chain without a lead (the
     localization check's common random numbers)."""
-    from devinterp.optim import SGMCMC  # the llc extra: needed only to sample, not to import the estimator
-
+    SGMCMC = sgld_sampler()
     n = len(data[0])
     replica, anchor = copy.deepcopy(model), copy.deepcopy(model)  # the anchor stays at w*
     params = sampled_parameters(replica)

@@ -2,12 +2,16 @@
 settings, each checkpoint's diagnostics and the construction's refusal or estimate."""
 
 import json
+import sys
 
 import pytest
 
+from induction_probes.circuits.common.limits import MAX_BURN_IN, MAX_CHAINS, MAX_DRAWS
 from induction_probes.cli import main
 from induction_probes.probes.llc.calibration import CASES
-from induction_probes.probes.report.llc import log_spread
+from induction_probes.probes.llc.estimator import LLCError, LLCSettings
+from induction_probes.probes.llc.sampling import MissingExtra
+from induction_probes.probes.report.llc import llc_report, log_spread
 
 
 def test_checkpoints_are_spread_in_log_sequences_with_step_0():
@@ -110,3 +114,47 @@ def test_llc_per_head_refuses_unknown_blocks_in_one_line(capsys, option, says):
     assert main(["llc", "markov-k3", "--steps", "4000", *option]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and says in err
+
+
+def one_line_refusal(argv: list[str], capsys) -> str:
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("induction-probes: error: "), err
+    return err
+
+
+@pytest.mark.parametrize("per_head", [[], ["--per-head"]])
+def test_llc_without_the_llc_extra_names_its_install_command_in_one_line(per_head, monkeypatch, capsys):
+    # issue 52 (B6): without devinterp, a 32-line ModuleNotFoundError; None in sys.modules makes its import fail
+    monkeypatch.setitem(sys.modules, "devinterp", None)
+    monkeypatch.setitem(sys.modules, "devinterp.optim", None)
+    err = one_line_refusal(["llc", "markov-k3", "--steps", "4000", *per_head], capsys)
+    assert "needs devinterp (the llc extra): pip install 'induction-probes[llc]'" in err
+    with pytest.raises(MissingExtra, match=r"pip install 'induction-probes\[llc\]'"):  # the API, before any work
+        llc_report("markov-k3", steps=[4000])
+
+
+def test_llc_per_head_refuses_a_block_named_twice_in_one_line(capsys):
+    # issue 52 (B10): L0H0,L0H0 sampled the same block twice
+    options = ["--steps", "4000", "--per-head", "--blocks", "L0H0,L1H0,L0H0"]
+    err = one_line_refusal(["llc", "markov-k3", *options], capsys)
+    assert "blocks names L0H0 more than once: name each block once" in err
+
+
+@pytest.mark.parametrize(
+    "option, says",
+    [
+        (["--chains", "1000000000"], "chains = 1000000000 is above the limit of 64"),
+        (["--draws", "1000000000000"], "draws = 1000000000000 is above the limit of 100,000"),
+        (["--burn-in", "100001"], "burn_in = 100001 is above the limit of 100,000"),
+    ],
+)
+def test_llc_chains_draws_and_burn_in_above_their_limits_are_refused_in_one_line(option, says, capsys):
+    # issue 52 (B11): no limit before; the limits are circuits/common/limits.py's, checked by the API too
+    assert says in one_line_refusal(["llc", "markov-k3", "--steps", "4000", *option], capsys)
+    name = option[0][2:].replace("-", "_")
+    with pytest.raises(LLCError, match=f"^{says}"):
+        llc_report("markov-k3", steps=[4000], **{name: int(option[1])})
+    at_limit = {"chains": MAX_CHAINS, "draws": MAX_DRAWS, "burn_in": MAX_BURN_IN}[name]
+    settings = LLCSettings(n_beta=1.0, localization=1.0, lr=1.0, **({"burn_in": 1, "draws": 3} | {name: at_limit}))
+    assert getattr(settings, name) == at_limit

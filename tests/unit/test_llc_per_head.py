@@ -107,6 +107,12 @@ def test_bad_blocks_and_models_are_refused_by_name():
         model_blocks(torch.nn.Linear(2, 2))
 
 
+def test_a_block_named_twice_is_refused_before_any_sampling():
+    # issue 52 (B10): the same block was sampled twice, its row reported twice
+    with pytest.raises(LLCError, match="^blocks names L0H0, embed more than once: name each block once$"):
+        per_head_llc(two_head_model(), tokens=tokens(), blocks=["embed", "L0H0", "L1H0", "L0H0", "embed"])
+
+
 def test_chain_interval_is_a_t_interval_unclipped_and_flagged_outside_the_coefficients_range():
     low, high = chain_interval([1.0, 2.0, 3.0, 4.0])
     half = 3.182446305284263 * (1.2909944487358056 / 2)  # t_{0.975, 3} · s / √4

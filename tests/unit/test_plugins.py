@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
-from induction_probes import TASK_KINDS
-from induction_probes.circuits.common.registry import PLUGINS_VARIABLE
+from induction_probes import PROBES, TASK_KINDS
+from induction_probes.circuits.common.registry import PLUGINS_VARIABLE, UnusableEntry
 from induction_probes.circuits.recipes.markov import MarkovRecipe
 from induction_probes.circuits.recipes.task_kinds import recipe_entry
 from induction_probes.cli import main
@@ -93,3 +93,49 @@ def test_a_task_kind_registered_as_a_string_that_is_no_kind_is_refused_when_reso
         TASK_KINDS.unregister("sideways")
     assert message in err and "'sideways'" in err and target in err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("raised", ["KeyboardInterrupt", "GeneratorExit"])
+def test_a_plugin_raising_a_base_exception_on_import_is_one_line_naming_it(raised, tmp_path, monkeypatch, capsys):
+    # issue 52 (B7): neither is an Exception, and both once ended the command in a 23-line traceback
+    name = plugin(tmp_path, monkeypatch, f"raise {raised}\n")
+    err = refused(capsys)
+    assert f"names the module '{name}', which failed while being imported: {raised}\n" in err
+
+
+def test_a_probe_registered_as_a_builtin_is_refused_in_one_line_before_it_is_called(tmp_path, monkeypatch, capsys):
+    # issue 52 (B8): "os:system" passed the check (it is callable) and was then called with the patterns
+    source = 'from induction_probes import PROBES\nPROBES.register("shell", "os:system")\n'
+    plugin(tmp_path, monkeypatch, source)
+    try:
+        err = refused(capsys, ["probe", "markov-k3", "--step", "4000", "--n-seqs", "10"])
+    finally:
+        PROBES.unregister("shell")
+    assert "the probe 'shell' is registered as 'os:system', a builtin_function_or_method, not a probe" in err
+
+
+@pytest.mark.parametrize(
+    "target, refusal",
+    [
+        ("os:system", "a builtin_function_or_method, not a probe: a Python function taking (patterns, tokens)"),
+        ("json:dumps", "a function taking (obj, *, skipkeys=False"),  # a Python function, but not of (patterns, tokens)
+        ("json:JSONDecoder", "a type, not a probe"),
+        (f"{__name__}:first_token", None),  # a real probe, defined outside the package: resolved as it is
+    ],
+)
+def test_a_lazy_probe_is_checked_to_be_a_python_function_of_patterns_and_tokens(target, refusal):
+    PROBES.register("lazy", target)
+    try:
+        if refusal is None:
+            assert PROBES.get("lazy") is first_token
+        else:
+            with pytest.raises(UnusableEntry, match="^the probe 'lazy' is registered as") as caught:
+                PROBES.get("lazy")
+            assert refusal in str(caught.value) and "\n" not in str(caught.value)
+    finally:
+        PROBES.unregister("lazy")
+
+
+def first_token(patterns, tokens):
+    """A probe as docs/extending.md writes one: each layer's mean attention on the first token, per head."""
+    return [pattern[:, :, :, 0].mean(dim=(0, 2)) for pattern in patterns]

@@ -29,6 +29,11 @@ from induction_probes.circuits.recipes.task_kinds import (
 from induction_probes.circuits.tasks.markov.prior_registry import SIMPLE_PRIORS
 
 
+def twice_the_pattern(patterns, tokens):
+    """A probe as PROBES holds one: a Python function of (patterns, tokens)."""
+    return [2 * pattern for pattern in patterns]
+
+
 def twice(x):
     return 2 * x
 
@@ -179,9 +184,10 @@ def test_a_simple_prior_is_what_its_registration_says_not_where_it_stands():
 
 
 def test_a_worker_makes_the_registrations_of_its_parent_again():
-    # a function is what PROBES holds, and the round trip is the registry's: the worker gets "module:name", which
-    # it resolves and checks as its own lazy entries (a task registered as a function would now be refused there)
-    PROBES.register("twice", twice)
+    # a function of (patterns, tokens) is what PROBES holds, and the round trip is the registry's: the worker gets
+    # "module:name", which it resolves and checks as its own lazy entries (a task registered as a function, or a
+    # function of other arguments, would now be refused there)
+    PROBES.register("twice", twice_the_pattern)
     try:
         sent = [item for item in outside_registrations() if item["name"] == "twice"]
         assert sent == [
@@ -189,13 +195,13 @@ def test_a_worker_makes_the_registrations_of_its_parent_again():
                 "registry": "induction_probes.probes.attention.probe_registry",
                 "kind": "probe",
                 "name": "twice",
-                "entry": f"{__name__}:twice",
+                "entry": f"{__name__}:twice_the_pattern",
                 "info": {},
             }
         ]
         PROBES.unregister("twice")
         register_again(sent)
-        assert PROBES.get("twice") is twice  # found again from the module that defines it
+        assert PROBES.get("twice") is twice_the_pattern  # found again from the module that defines it
     finally:
         PROBES.unregister("twice")
 
