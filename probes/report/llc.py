@@ -23,6 +23,7 @@ from induction_probes.probes.llc.calibration import calibrate
 from induction_probes.probes.llc.estimator import LLCSettings
 from induction_probes.probes.llc.markov import checkpoint_llc, construction_estimates
 from induction_probes.probes.llc.overrides import OVERRIDES
+from induction_probes.probes.llc.sampling import sgld_sampler
 from induction_probes.probes.report.tables import figure_lines, format_table, provenance
 
 N_SEQS = LLC_SEQS
@@ -81,6 +82,7 @@ def estimator_settings(overrides: dict, seed: int, n_seqs: int) -> dict:
     LLCSettings(**({"n_beta": 1.0, "localization": 1.0, "lr": 1.0, "burn_in": 1, "draws": 3} | given))
     if given.get("batch_size") is not None and given["batch_size"] > n_seqs:
         raise ValueError(f"batch_size {given['batch_size']} is more than the {n_seqs} sequences (n_seqs) to draw from")
+    sgld_sampler()  # the llc extra: without it, its install command now, not a traceback after the Hessian
     return given | {"seed": seed}
 
 
