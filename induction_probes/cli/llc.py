@@ -49,6 +49,13 @@ def register(commands) -> None:
     )
     llc.add_argument("--per-head", action="store_true", help="each head's, the embedding's and unembedding's own LLC")
     llc.add_argument("--blocks", type=names, help="with --per-head: comma-separated blocks, e.g. L1H0,embed")
+    llc.add_argument(
+        "--data-draws",
+        type=count,
+        default=1,
+        help="with --per-head: draws of the --n-seqs sequences (seeds --seed, --seed + 1, ...), --chains chains on "
+        "each, so that the intervals cover the data draw (default %(default)s)",
+    )
     add_device_option(llc)
     add_output_options(llc)
     llc.set_defaults(handler=run_llc)
@@ -71,9 +78,12 @@ def names(text: str) -> list[str]:
 def run_llc(args: argparse.Namespace) -> str:
     if args.blocks is not None and not args.per_head:
         raise ValueError("--blocks names the blocks of --per-head: give --per-head too")
+    if args.data_draws != 1 and not args.per_head:
+        raise ValueError("--data-draws is a setting of --per-head: give --per-head too")
     settings = typed_options(args, LLCOverrides)
     where = {"steps": args.steps, "checkpoints": args.checkpoints, "n_seqs": args.n_seqs, "seed": args.seed}
     options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
     if args.per_head:
-        return answer(llc_heads_report.per_head_report(args.run, blocks=args.blocks, **where, **options, **settings))
+        heads = {"blocks": args.blocks, "data_draws": args.data_draws}
+        return answer(llc_heads_report.per_head_report(args.run, **heads, **where, **options, **settings))
     return answer(llc_report.llc_report(args.run, **where, **options, **settings))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import seaborn as sns
@@ -12,7 +13,9 @@ from induction_probes.probes.figures.plots import phase_key, save, strategies_ab
 CIRCUIT_MEASURES = {"previous_token_match": "--", "k_composition_match": ":"}  # progress measure: line style
 
 
-def plot_llc(estimates: list[dict], metrics: list[dict], construction: dict, title: str, path: Path) -> Path:
+def plot_llc(
+    estimates: list[dict], metrics: list[dict], construction: dict, title: str, path: Path, failing: str = ""
+) -> Path:
     """Above: KL(strategy ‖ model) over training, shaded by the closest strategy. Below: the LLC estimates
     (``llc`` command's JSON records) at the sampled checkpoints (bars: standard deviation over chains), refused
     ones marked on the axis; the construction's (at its best scales) and, where step 0 was sampled, the initial
@@ -54,10 +57,13 @@ def plot_llc(estimates: list[dict], metrics: list[dict], construction: dict, tit
     phase_key(bottom, kept, loc="lower right")
     bottom.legend(loc="upper left", fontsize=8)
     top.set_title(f"{title}: the learning coefficient over training")
+    mark_failing(fig, failing)
     return save(fig, path)
 
 
-def plot_per_head_llc(rows: list[dict], metrics: list[dict], crossings: dict, title: str, path: Path) -> Path:
+def plot_per_head_llc(
+    rows: list[dict], metrics: list[dict], crossings: dict, title: str, path: Path, failing: str = ""
+) -> Path:
     """Above: KL(strategy ‖ model). Below: each block's refined LLC (``llc --per-head``'s JSON rows) at the
     sampled checkpoints, bars its 95 % interval over chains, hollow where flagged, crosses on the axis where
     refused; a line where the previous-token and K-composition measures first reach their thresholds."""
@@ -79,10 +85,12 @@ def plot_per_head_llc(rows: list[dict], metrics: list[dict], crossings: dict, ti
             mec=colours[name],
             zorder=3,
         )
+        quarter_gamma(bottom, mine, colours[name])
         refused = [r["sequences_seen"] for r in rows if r["block"] == name and r["sequences_seen"] and r["llc"] is None]
         bottom.plot(refused, [0] * len(refused), "x", color=colours[name], ms=8)
     bottom.plot([], [], "o", mfc="white", mec="grey", label="flagged (see the JSON's flags)")
     bottom.plot([], [], "x", color="grey", label="refused by the diagnostics")
+    bottom.plot([], [], ls=":", marker="d", color="grey", label="the same at γ/4")
     for name, style in CIRCUIT_MEASURES.items():  # the two pieces whose order the question is about
         crossing = crossings.get(name) or {}
         if crossing.get("first_sequences"):
@@ -94,4 +102,21 @@ def plot_per_head_llc(rows: list[dict], metrics: list[dict], crossings: dict, ti
     top.legend(loc="center left", fontsize=8)  # phase_key's legend replaced the curves'
     bottom.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=8, ncol=3)
     top.set_title(f"{title}: each head's learning coefficient over training")
+    mark_failing(fig, failing)
     return save(fig, path)
+
+
+def quarter_gamma(bottom, rows: list[dict], colour) -> None:
+    """A block's estimates at γ/4 (the localization check), dotted beside the series' γ: the second resolution
+    a change must hold at."""
+    kept = [r for r in rows if r.get("quarter") and r["quarter"]["llc"] is not None]
+    if kept:
+        xs, ys = [r["sequences_seen"] for r in kept], [r["quarter"]["llc"] for r in kept]
+        bottom.plot(xs, ys, ls=":", marker="d", ms=5, color=colour, alpha=0.7)
+
+
+def mark_failing(fig, failing: str) -> None:
+    """The failing calibration's mark, in red across the top of the figure, so no reader takes the estimates
+    below it as calibrated."""
+    if failing:
+        fig.text(0.5, 0.995, textwrap.fill(failing, 130), ha="center", va="top", color="tab:red", fontsize=8)

@@ -238,13 +238,13 @@ CASES = {  # name: (builder, arguments); the calibration every shipped estimate 
 }
 
 
-def calibrate(names=None, **settings) -> list[dict]:
-    """Each calibration case estimated with ``settings`` (the estimator's defaults where empty):
-    [{name, truth, estimate, ...}]."""
+def calibrate(names=None, n: int = 2000, **settings) -> list[dict]:
+    """Each calibration case on ``n`` samples (nβ = n / ln n, as a result on as many), estimated with
+    ``settings`` (the estimator's defaults where empty): [{name, truth, estimate, llc_std, llc_stderr, ...}]."""
     cases = []
     for name in names or CASES:
         builder, arguments = CASES[name]
-        model, data, truth = builder(*arguments)
+        model, data, truth = builder(*arguments, n=n)
         result = estimate_llc(model, squared_error, data, **settings)
         cases.append(
             {
@@ -252,6 +252,7 @@ def calibrate(names=None, **settings) -> list[dict]:
                 "truth": truth,
                 "estimate": result.llc,
                 "llc_std": result.llc_std,
+                "llc_stderr": result.llc_stderr,
                 "problems": result.problems,
                 "flags": result.flags,
             }

@@ -81,3 +81,48 @@ def restated(record: dict) -> dict:
         "interval": list(interval) if interval else None,
         "flags": kept + range_flags(record["llc"], interval, record["n_params"] / 2),
     }
+
+
+def difference_interval(before: list[float], after: list[float], level: float = LEVEL) -> dict | None:
+    """The change of the mean over chains from ``before`` to ``after`` (independent chains: two checkpoints are
+    sampled apart) and its Welch interval (Welch-Satterthwaite degrees of freedom); None with fewer than two
+    chains on a side."""
+    if len(before) < 2 or len(after) < 2:
+        return None
+    a, b = torch.tensor(before, dtype=torch.float64), torch.tensor(after, dtype=torch.float64)
+    va, vb = float(a.var()) / len(a), float(b.var()) / len(b)
+    change = float(b.mean() - a.mean())
+    if va + vb == 0:
+        return {"change": change, "interval": [change, change]}
+    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = float(student_t.ppf((1 + level) / 2, dof)) * math.sqrt(va + vb)
+    return {"change": change, "interval": [change - half, change + half]}
+
+
+def change_between(before: dict, after: dict) -> dict:
+    """The change of a block's coefficient between two records (:func:`~.per_head.block_llc`) at the series'
+    γ and at γ/4 (each record's ``quarter``), and whether it is real: both intervals exclude 0 on the same side.
+    Records sampled at different γ are not compared without a flag (``flags``)."""
+    main = difference_interval(before.get("per_chain") or [], after.get("per_chain") or [])
+    quarter = difference_interval(
+        (before.get("quarter") or {}).get("per_chain") or [], (after.get("quarter") or {}).get("per_chain") or []
+    )
+    sides = [side(d) for d in (main, quarter)]
+    flags = []
+    gammas = {(r.get("settings") or {}).get("localization") for r in (before, after)}
+    if len(gammas) > 1:
+        flags.append(f"different resolutions: γ {' and '.join(f'{g:.3g}' for g in gammas if g is not None)}")
+    return {
+        "at_gamma": main,
+        "at_quarter_gamma": quarter,
+        "real": sides[0] != 0 and sides[0] == sides[1] and not flags,
+        "flags": flags,
+    }
+
+
+def side(difference: dict | None) -> int:
+    """+1 or -1 where the interval excludes 0 on that side, 0 where it holds 0 (or there is none)."""
+    if difference is None:
+        return 0
+    low, high = difference["interval"]
+    return 1 if low > 0 else -1 if high < 0 else 0

@@ -18,11 +18,12 @@ b_K, b_V (with biases) and of its positional parameters (relative positions W_re
 layer's b_O (shared by its heads) and the MLPs belong to no block and stay at w* throughout.
 
 **What the sum means.** For a regular model every block's coefficient is half its number of parameters, so
-the blocks' coefficients add up to the whole model's (:func:`block_linear_regression`, the calibration). For
-a singular model they need not: fixing the other blocks can make a block's map regular where the whole is
-not (reduced-rank regression, :func:`block_reduced_rank`, whose blocks sum to less than the whole here).
+the blocks' coefficients add up to the whole model's (the calibration, :mod:`.block_calibration`). For a
+singular model they need not: fixing the other blocks can make a block's map regular where the whole is not
+(reduced-rank regression there, whose blocks sum to less than the whole).
 
 **Intervals** over chains, never clipped and flagged where they leave [0, d/2]: :mod:`.chain_intervals`.
+**Over training**, each block is sampled at one γ and step for every step compared: :mod:`.resolution`.
 """
 
 from __future__ import annotations
@@ -34,17 +35,17 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 import torch
-from jaxtyping import Float
 from torch import Tensor, nn
 from torch.func import functional_call
 
 from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.common.names import head_label
-from induction_probes.circuits.runs.reader import as_run
-from induction_probes.probes.llc.calibration import orthogonal_noise, reduced_rank_regression, squared_error
+from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.runs.reader import Run, as_run
 from induction_probes.probes.llc.chain_intervals import chain_estimate
 from induction_probes.probes.llc.estimator import LLCError, estimate_llc
 from induction_probes.probes.llc.markov import next_token_loss
+from induction_probes.probes.llc.resolution import series_settings
 
 HEAD_PARAMETERS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "W_rel", "alibi_slope")  # row h of each
 EMBED = ("embed.W_E", "pos_embed.W_pos")
@@ -114,29 +115,79 @@ def block_size(model: nn.Module, block: Block) -> int:
     return sum(names[n].numel() if row is None else names[n][row].numel() for n, row in block.entries)
 
 
-def block_llc(model: nn.Module, block: Block, loss_fn, data: tuple[Tensor, ...], **settings) -> dict:
-    """The refined LLC of one block: the estimator on its :class:`BlockView`, as a JSON-ready record; the
-    interval over chains is unclipped, and flagged where it leaves [0, d/2] (:func:`~.chain_intervals.range_flags`)."""
+def block_llc(
+    model: nn.Module, block: Block, loss_fn, data: tuple[Tensor, ...], *, fresh: tuple = (), **settings
+) -> dict:
+    """The refined LLC of one block: the estimator on its :class:`BlockView`, as a JSON-ready record, with
+    ``settings.chains`` chains on ``data`` and as many on each draw in ``fresh`` (further draws of the data,
+    so that the interval covers the data draw too, not only the sampler's spread). The estimate is the mean over
+    all chains; its interval over them is unclipped, and flagged where it leaves [0, d/2]
+    (:func:`~.chain_intervals.range_flags`); ``quarter`` is the same at γ/4 (the estimator's localization check,
+    paired chain by chain)."""
     start = time.perf_counter()
-    result = estimate_llc(BlockView(model, block), loss_fn, data, **settings)
+    view = BlockView(model, block)
+    results = [estimate_llc(view, loss_fn, draw, **settings) for draw in (data, *fresh)]
     d = block_size(model, block)
-    chains = chain_estimate(result.per_chain, d / 2) if result.llc is not None else None
-    record = result.to_json()
-    settings_json = record.pop("settings")
-    return {
+    pooled = pooled_chains(results)
+    chains = chain_estimate(pooled["per_chain"], d / 2) if pooled["llc"] is not None else None
+    return pooled | {
         "block": block.name,
         "n_params": d,
-        "llc": result.llc,
-        "llc_std": result.llc_std,
-        "llc_stderr": result.llc_stderr,
         "interval": chains["interval"] if chains else None,
-        "per_chain": result.per_chain,
-        "problems": result.problems,
-        "flags": result.flags + (chains["range_flags"] if chains else []),
-        "settings": settings_json,
-        "diagnostics": record["diagnostics"],
-        "init_loss": result.init_loss,
+        "interval_covers": f"{len(pooled['per_chain'])} chains on {len(results)} draw(s) of the data",
+        "quarter": quarter_gamma(results, d),
+        "flags": pooled["flags"] + (chains["range_flags"] if chains else []),
+        "settings": results[0].to_json()["settings"],
         "seconds": time.perf_counter() - start,
+    }
+
+
+def pooled_chains(results: list) -> dict:
+    """One record from the estimator's results on several draws of the data: every chain's value, their mean
+    (as :func:`~.chain_intervals.chain_estimate` takes it, so the interval holds it), spread and standard error;
+    problems and flags of each draw, named by draw where there are several."""
+    named = len(results) > 1
+
+    def said(index: int, lines: list[str]) -> list[str]:
+        return [f"data draw {index}: {line}" if named else line for line in lines]
+
+    per_chain = [value for result in results for value in result.per_chain]
+    problems = [line for i, result in enumerate(results) for line in said(i, result.problems)]
+    flags = [line for i, result in enumerate(results) for line in said(i, result.flags)]
+    accepted = not problems and len(per_chain) > 0
+    llc = sum(per_chain) / len(per_chain) if accepted else None
+    std = float(torch.tensor(per_chain, dtype=torch.float64).std()) if len(per_chain) > 1 else 0.0
+    diagnostics = results[0].diagnostics
+    if named:
+        draws = [{"llc": r.llc, "per_chain": r.per_chain, "init_loss": r.init_loss} for r in results]
+        diagnostics = diagnostics | {"data_draws": draws}
+    return {
+        "llc": llc,
+        "llc_std": std if accepted else None,
+        "llc_stderr": std / math.sqrt(len(per_chain)) if accepted else None,
+        "per_chain": per_chain,
+        "problems": problems,
+        "flags": flags,
+        "diagnostics": diagnostics,
+        "init_loss": results[0].init_loss,
+    }
+
+
+def quarter_gamma(results: list, d: int) -> dict | None:
+    """The estimate at γ/4 from the estimator's localization check (every draw's chains, paired with the
+    estimate's), its interval and range flags; None where a draw has no check (refused, or the check off)."""
+    checks = [r.diagnostics.get("localization_check") for r in results]
+    if not all(check and check.get("per_chain") for check in checks):
+        return None
+    per_chain = [value for check in checks for value in check["per_chain"]]
+    found = chain_estimate(per_chain, d / 2)
+    return {
+        "llc": found["llc"],
+        "interval": found["interval"],
+        "flags": found["range_flags"],
+        "n_params": d,
+        "localization": checks[0]["localization"],
+        "per_chain": per_chain,
     }
 
 
@@ -180,6 +231,7 @@ def per_head_llc(
     tokens: Tensor | None = None,
     n_seqs: int = 1024,
     seed: int = PROBE_SEED,
+    data_draws: int = 1,
     blocks: list[str] | None = None,
     device: str = "cpu",
     progress=None,
@@ -187,35 +239,37 @@ def per_head_llc(
 ) -> PerHeadResult:
     """The refined LLC of every head, the embedding and the unembedding (or the ``blocks`` named) of an ICL-MC
     run at ``steps`` (checkpoint steps; default the last), or of a model on ``tokens`` [n_seqs, seq_len]. The
-    loss is the next-token cross-entropy on ``n_seqs`` fresh sequences of ``seed``
-    (:func:`~induction_probes.probes.llc.markov.next_token_loss`); ``settings`` override the estimator's rule
-    (n_beta, localization, lr, burn_in, draws, chains, batch_size) and are the same for
-    every block. ``progress(step, block, record)``, if given, is called after each estimate."""
+    loss is the next-token cross-entropy on ``n_seqs`` fresh sequences of ``seed``, and ``chains`` chains more
+    on each of ``data_draws − 1`` further draws (seeds ``seed + 1``, ...)
+    (:func:`~induction_probes.probes.llc.markov.next_token_loss`). ``settings`` override the estimator's rule
+    (n_beta, localization, lr, burn_in, draws, chains, batch_size), the same for every block; over several
+    steps, each block is sampled at one γ and step for all of them (:mod:`.resolution`).
+    ``progress(step, block, record)``, if given, is called after each estimate."""
     start = time.perf_counter()
     settings = {"seed": seed} | settings
+    require_int("data_draws", data_draws, 1)
     if isinstance(run_or_model, nn.Module):
-        if tokens is None:
-            raise LLCError("a model needs tokens [n_seqs, seq_len] to estimate on")
-        models, run, seen = [(None, run_or_model)], None, {}
+        if tokens is None or data_draws > 1:
+            raise LLCError("a model needs tokens [n_seqs, seq_len] to estimate on, and one draw of them")
+        models, run, seen, draws = [(None, run_or_model)], None, {}, [tokens]
     else:
         run = as_run(run_or_model)
-        if run.task.name != "markov":
-            raise LLCError(f"run {run.path.name} is not an ICL-MC run: the per-head LLC samples a next-token loss")
-        steps = [run.steps[-1]] if steps is None else sorted(set(steps))
-        if missing := sorted(set(steps) - set(run.steps)):
-            raise LLCError(f"run {run.path.name} has no checkpoint at steps {missing}")
-        tokens = run.task.eval_set(n_seqs, seed).inputs if tokens is None else tokens
-        models = [(step, run.load(step=step, device=device)) for step in steps]
-        seen = {step: run.entry(step)["sequences_seen"] for step in steps}
-    tokens = tokens.to(device)
+        models, seen = run_checkpoints(run, steps, device)
+        draws = [run.task.eval_set(n_seqs, seed + i).inputs for i in range(data_draws)]
+    data = [(draw.to(device),) for draw in draws]
     chosen = chosen_blocks(models[0][1], blocks)
     rows = []
-    for step, model in models:
-        for block in chosen:
-            estimate = block_llc(model, block, next_token_loss, (tokens,), **settings)
-            rows.append(record := {"step": step, "sequences_seen": seen.get(step)} | estimate)
+    for block in chosen:
+        views = [BlockView(model, block) for _, model in models]
+        labels = [step for step, _ in models]
+        series, resolution = series_settings(views, next_token_loss, data[0], labels=labels, **settings)
+        for step, model in models:
+            estimate = block_llc(model, block, next_token_loss, data[0], fresh=tuple(data[1:]), **series)
+            rows.append(record := {"step": step, "sequences_seen": seen.get(step), "resolution": resolution} | estimate)
             if progress is not None:
                 progress(step, block, record)
+    order = {step: i for i, (step, _) in enumerate(models)}
+    rows.sort(key=lambda r: order[r["step"]])  # step by step, each step's blocks in the model's order
     described = [
         {"name": b.name, "entries": [list(e) for e in b.entries], "n_params": block_size(models[0][1], b)}
         for b in chosen
@@ -224,11 +278,22 @@ def per_head_llc(
         run=None if run is None else run.path.name,
         rows=rows,
         blocks=described,
-        settings=settings,
-        n_seqs=len(tokens),
+        settings=settings | {"data_draws": data_draws},
+        n_seqs=len(draws[0]),
         seed=seed,
         seconds=time.perf_counter() - start,
     )
+
+
+def run_checkpoints(run: Run, steps: list[int] | None, device: str) -> tuple[list, dict]:
+    """[(step, model)] of an ICL-MC run at ``steps`` (default its last) and each step's sequences seen."""
+    if run.task.name != "markov":
+        raise LLCError(f"run {run.path.name} is not an ICL-MC run: the per-head LLC samples a next-token loss")
+    steps = [run.steps[-1]] if steps is None else sorted(set(steps))
+    if missing := sorted(set(steps) - set(run.steps)):
+        raise LLCError(f"run {run.path.name} has no checkpoint at steps {missing}")
+    models = [(step, run.load(step=step, device=device)) for step in steps]
+    return models, {step: run.entry(step)["sequences_seen"] for step in steps}
 
 
 def chosen_blocks(model: nn.Module, names: list[str] | None) -> list[Block]:
@@ -243,117 +308,3 @@ def chosen_blocks(model: nn.Module, names: list[str] | None) -> list[Block]:
     if unknown or not names:
         raise LLCError(f"unknown blocks {unknown or '(none given)'}: the model's blocks are {', '.join(by_name)}")
     return [by_name[n] for n in names]
-
-
-# Calibration: models whose blocks' coefficients are known in closed form.
-
-
-class BlockLinear(nn.Module):
-    """y = Σ_h x_h · w_h + z · v: heads' weights ``w`` [head, m] stored in one tensor, as a layer's heads are,
-    and one more block ``v`` [p] of its own."""
-
-    def __init__(self, w: Tensor, v: Tensor):
-        super().__init__()
-        self.w = nn.Parameter(w.clone())
-        self.v = nn.Parameter(v.clone())
-
-    def forward(self, x: Tensor) -> Float[Tensor, " n"]:
-        heads, m = self.w.shape
-        return (x[:, : heads * m] * self.w.reshape(-1)).sum(-1) + x[:, heads * m :] @ self.v
-
-
-def half_squared_error(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Float[Tensor, ""]:
-    x, y = batch
-    return 0.5 * ((y - model(x)) ** 2).mean()
-
-
-def correlated_inputs(n: int, d: int, rho: float, generator: torch.Generator) -> Float[Tensor, "n d"]:
-    """Gaussian inputs with every pair of coordinates correlated ``rho`` (so no block's Hessian is the others'
-    business alone: the whole Hessian is not block-diagonal), the mean removed."""
-    shared = torch.randn(n, 1, generator=generator, dtype=torch.float64)
-    x = math.sqrt(rho) * shared + math.sqrt(1 - rho) * torch.randn(n, d, generator=generator, dtype=torch.float64)
-    return x - x.mean(0)
-
-
-def block_linear_regression(
-    heads: int = 3, m: int = 4, p: int = 6, n: int = 1024, rho: float = 0.3, seed: int = 0
-) -> tuple[nn.Module, tuple[Tensor, Tensor], list[Block], dict[str, float]]:
-    """(model at its exact empirical minimum, data, blocks, each block's coefficient): regular, so a head's
-    coefficient is m / 2, ``v``'s p / 2, and the whole model's their sum (heads · m + p) / 2. The noise is
-    orthogonal to the inputs, so the point is the empirical loss's exact minimum."""
-    generator = torch.Generator().manual_seed(seed)
-    x = correlated_inputs(n, heads * m + p, rho, generator)
-    w = torch.randn(heads, m, generator=generator, dtype=torch.float64)
-    v = torch.randn(p, generator=generator, dtype=torch.float64)
-    model = BlockLinear(w, v).double()
-    with torch.no_grad():
-        y = model(x) + orthogonal_noise(x, 1, generator)[:, 0]
-    blocks = [Block(f"w{h}", (("w", h),)) for h in range(heads)] + [Block("v", (("v", None),))]
-    truth = {f"w{h}": m / 2 for h in range(heads)} | {"v": p / 2, "whole": (heads * m + p) / 2}
-    return model, (x, y), blocks, truth
-
-
-def block_reduced_rank(
-    M: int = 3, N: int = 3, H: int = 2, r: int = 1, n: int = 1024, seed: int = 0
-) -> tuple[nn.Module, tuple[Tensor, Tensor], list[Block], dict[str, float]]:
-    """Reduced-rank regression y = B A x at its most singular true parameter
-    (:func:`~induction_probes.probes.llc.calibration.reduced_rank_regression`), blocks A and B. With B held at
-    B₀ (rank r, its other columns zero), A ↦ B₀ A is linear of rank r·M: A's coefficient is r·M / 2 (the other
-    rows of A are exactly flat), B's r·N / 2; the whole is Aoyagi and Watanabe's λ, not their sum."""
-    model, data, whole = reduced_rank_regression(M, N, H, r, n=n, seed=seed)
-    blocks = [Block("A", (("A", None),)), Block("B", (("B", None),))]
-    return model, data, blocks, {"A": r * M / 2, "B": r * N / 2, "whole": whole}
-
-
-CALIBRATION_TOLERANCE = 0.1  # share of the truth, besides three standard errors over chains (tests say why)
-# The settings measured on markov-k3 (step 606, L1H0: 77 s on one CPU thread at 512 sequences); the rule sets
-# nβ, γ and the step, these replace its chains, burn-in, draws and batch, and skip the localization check.
-MARKOV_K3_SETTINGS = {"chains": 4, "burn_in": 200, "draws": 200, "batch_size": 64}
-MARKOV_K3_SEQS = 512
-
-
-def calibrate_blocks(n: int = 1024, **settings) -> list[dict]:
-    """Each calibration model's blocks (and the whole model) at ``settings``: estimate, truth, whether within
-    :data:`CALIBRATION_TOLERANCE` of the truth plus three standard errors over chains, and the blocks' sum."""
-    cases = [
-        ("block linear regression", block_linear_regression(n=n), half_squared_error),
-        ("reduced-rank regression M=N=3, H=2, r=1", block_reduced_rank(n=n), squared_error),
-    ]
-    report = []
-    for name, (model, data, blocks, truth), loss_fn in cases:
-        rows = [block_llc(model, block, loss_fn, data, **settings) for block in blocks]
-        whole = estimate_llc(model, loss_fn, data, **settings)
-        rows.append(
-            {
-                "block": "whole",
-                "n_params": sum(p.numel() for p in model.parameters()),
-                "llc": whole.llc,
-                "llc_std": whole.llc_std,
-                "llc_stderr": whole.llc_stderr,
-                "problems": whole.problems,
-                "flags": whole.flags,
-            }
-        )
-        for row in rows:
-            row["truth"] = truth[row["block"]]
-            row["within"] = within(row)
-        estimates = [row["llc"] for row in rows[:-1]]
-        stderrs = [row["llc_stderr"] or 0.0 for row in rows[:-1]]
-        report.append(
-            {
-                "case": name,
-                "blocks": rows,
-                "sum_of_blocks": None if None in estimates else sum(estimates),
-                "sum_stderr": math.sqrt(sum(e**2 for e in stderrs)),
-                "sum_of_truths": sum(truth[b.name] for b in blocks),
-                "whole_truth": truth["whole"],
-            }
-        )
-    return report
-
-
-def within(row: dict) -> bool:
-    """Whether an estimate lies within :data:`CALIBRATION_TOLERANCE` of its truth plus three standard errors."""
-    if row["llc"] is None:
-        return False
-    return abs(row["llc"] - row["truth"]) <= CALIBRATION_TOLERANCE * row["truth"] + 3 * row["llc_stderr"]

@@ -21,8 +21,10 @@ from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
 from induction_probes.probes.figures.plots_llc import plot_llc
 from induction_probes.probes.llc.calibration import calibrate
 from induction_probes.probes.llc.estimator import LLCSettings
-from induction_probes.probes.llc.markov import checkpoint_llc, construction_estimates
+from induction_probes.probes.llc.gate import FAILS, gate, marked
+from induction_probes.probes.llc.markov import checkpoint_llc, construction_estimates, next_token_loss
 from induction_probes.probes.llc.overrides import OVERRIDES
+from induction_probes.probes.llc.resolution import SERIES, series_settings
 from induction_probes.probes.llc.sampling import sgld_sampler
 from induction_probes.probes.report.tables import figure_lines, format_table, provenance
 
@@ -53,15 +55,21 @@ def llc_report(
     steps = chosen_steps(run, steps, checkpoints)
     tokens = run.task.eval_set(n_seqs, seed).inputs.to(device)  # drawn on the CPU, then moved once
     metrics = {m["step"]: m for m in run.metrics()}
+    models = [run.load(step=step, device=device) for step in steps]
+    series, resolution = series_settings(models, next_token_loss, (tokens,), labels=steps, **settings)
     estimates = [
         {"step": step, "sequences_seen": metrics[step]["sequences_seen"], "closest": closest(metrics[step])}
-        | checkpoint_llc(run.load(step=step, device=device), tokens, **settings).to_json()
-        for step in steps
+        | checkpoint_llc(model, tokens, **series).to_json()
+        | {"resolution": resolution}
+        for step, model in zip(steps, models)
     ]
     refuse_broken_sampler(estimates)
-    construction = construction_estimates(run.task.k, run.task.seq_len, tokens, **settings)
-    calibration = {"settings": settings, "cases": calibrate(**settings)}
-    figures = plot_estimates(run, estimates, construction, Path(plot)) if plot is not None else []
+    construction = construction_estimates(run.task.k, run.task.seq_len, tokens, **settings)  # each its own γ
+    cases = calibrate(n=n_seqs, **settings)
+    calibration = {"settings": settings, "n": n_seqs, "cases": cases, "gate": gate(whole_cases(cases))}
+    estimates = marked(estimates, calibration["gate"])
+    construction = dict(zip(construction, marked(list(construction.values()), calibration["gate"])))
+    figures = plot_estimates(run, estimates, construction, calibration["gate"], Path(plot)) if plot is not None else []
     if as_json:
         return provenance(run, steps, n_seqs, seed) | {
             "settings": settings,
@@ -70,6 +78,13 @@ def llc_report(
             "construction": construction,
         }
     return "\n".join([text(run, settings, estimates, construction, calibration), *figure_lines(figures)])
+
+
+def whole_cases(cases: list[dict]) -> list[dict]:
+    """:func:`~induction_probes.probes.llc.calibration.calibrate`'s cases as :func:`.gate.gate` reads them."""
+    return [
+        {"name": c["name"], "estimate": c["estimate"], "truth": c["truth"], "stderr": c["llc_stderr"]} for c in cases
+    ]
 
 
 def estimator_settings(overrides: dict, seed: int, n_seqs: int) -> dict:
@@ -125,27 +140,44 @@ def number(value, digits: int = 3) -> str:
     return "refused" if value is None else f"{value:.{digits}g}"
 
 
-def diagnostics(estimate: dict) -> str:
-    return "; ".join(estimate["problems"] + estimate["flags"]) or "-"
+def diagnostics(estimate: dict, mark: str = "") -> str:
+    """An estimate's problems and flags, less the failing calibration's ``mark`` (shown once above them)."""
+    return "; ".join(estimate["problems"] + [f for f in estimate["flags"] if f != mark]) or "-"
+
+
+def at_quarter_gamma(estimate: dict) -> str:
+    """The estimator's localization check: the same chains again at γ/4."""
+    check = (estimate.get("diagnostics") or {}).get("localization_check") or {}
+    return number(check.get("estimate"))
 
 
 def text(run: Run, settings: dict, estimates: list[dict], construction: dict, calibration: dict) -> str:
+    mark = calibration["gate"]["mark"]
     rows = [
-        [e["step"], e["sequences_seen"], e["closest"], number(e["llc"]), number(e["llc_std"])]
+        [e["step"], e["sequences_seen"], e["closest"], number(e["llc"]), number(e["llc_std"]), at_quarter_gamma(e)]
         + setting_cells(e["settings"])
-        + [diagnostics(e)]
+        + [diagnostics(e, mark)]
         for e in estimates
     ]
     for name, e in construction.items():
-        rows.append([f"Prop. 2.1 {name}", "-", "-", number(e["llc"]), number(e["llc_std"]), "-", "-", diagnostics(e)])
+        rows.append(
+            [f"Prop. 2.1 {name}", "-", "-", number(e["llc"]), number(e["llc_std"]), at_quarter_gamma(e)]
+            + setting_cells(e["settings"])
+            + [diagnostics(e, mark)]
+        )
     cases = ", ".join(f"{c['name']} {number(c['estimate'])} (truth {c['truth']:g})" for c in calibration["cases"])
-    headers = ["step", "sequences", "closest", "LLC", "sd over chains", "n*beta", "gamma", "diagnostics"]
+    headers = ["step", "sequences", "closest", "LLC", "sd over chains", "at gamma/4", "n*beta", "gamma", "diagnostics"]
+    series = estimates[0]["resolution"]["rule"] == SERIES
     return "\n".join(
         [
             f"run {run.path.name}: local learning coefficient (settings given: {settings or 'none'}; "
             "the rest by the rule)",
+            *([FAILS.upper() + mark[len(FAILS) :]] if mark else []),
+            "gamma: one for every step, the rule at the largest curvature over them (the construction: its own)"
+            if series
+            else "gamma: the rule at each point's own curvature",
             format_table(headers, rows),
-            f"calibration at the same settings: {cases}",
+            f"calibration at the same settings ({calibration['gate']['tolerance']}): {cases}",
         ]
     )
 
@@ -154,6 +186,7 @@ def closest(metrics: dict) -> str:
     return closest_strategy(metrics["last_token_kl"])
 
 
-def plot_estimates(run: Run, estimates: list[dict], construction: dict, directory: Path) -> list[Path]:
+def plot_estimates(run: Run, estimates: list[dict], construction: dict, verdict: dict, directory: Path) -> list[Path]:
     name = run.path.name
-    return [plot_llc(estimates, run.metrics(), construction["best_scales"], name, directory / f"{name}_llc.png")]
+    path = directory / f"{name}_llc.png"
+    return [plot_llc(estimates, run.metrics(), construction["best_scales"], name, path, failing=verdict["mark"])]

@@ -15,14 +15,16 @@ from pathlib import Path
 from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.probes.figures.plots_llc import plot_per_head_llc
-from induction_probes.probes.llc.chain_intervals import RANGE_FLAGS
-from induction_probes.probes.llc.per_head import calibrate_blocks, per_head_llc
+from induction_probes.probes.llc.block_calibration import calibrate_blocks, gate_cases
+from induction_probes.probes.llc.chain_intervals import RANGE_FLAGS, change_between
+from induction_probes.probes.llc.gate import FAILS, gate, marked
+from induction_probes.probes.llc.per_head import per_head_llc
+from induction_probes.probes.llc.resolution import SERIES
 from induction_probes.probes.progress.progress_measures import progress_measures
 from induction_probes.probes.report.llc import (
     CHECKPOINTS,
     N_SEQS,
     chosen_steps,
-    diagnostics,
     estimator_settings,
     number,
 )
@@ -38,28 +40,54 @@ def per_head_report(
     blocks: list[str] | None = None,
     n_seqs: int = N_SEQS,
     seed: int = PROBE_SEED,
+    data_draws: int = 1,
     device: str = "cpu",
     plot: str | os.PathLike | None = None,
     as_json: bool = False,
     **overrides,
 ) -> str | dict:
     """The refined LLC of ``blocks`` (default every head, ``embed`` and ``unembed``) at ``steps`` (default
-    ``checkpoints`` of them) on ``n_seqs`` fresh sequences of ``seed``; ``overrides`` replace the rule's
-    settings, the same for every block (:data:`~induction_probes.probes.llc.overrides.OVERRIDES`). Bad input
-    raises ValueError before any sampling."""
+    ``checkpoints`` of them) on ``n_seqs`` fresh sequences of ``seed`` (and ``data_draws − 1`` further draws,
+    as many chains on each); ``overrides`` replace the rule's settings, the same for every block
+    (:data:`~induction_probes.probes.llc.overrides.OVERRIDES`). Over several steps each block has one γ for all
+    of them, and ``changes`` compares each later step with the first at γ and at γ/4. The calibration at the
+    same settings gates: where it misses, every row is marked. Bad input raises ValueError before any
+    sampling."""
     run = as_run(run)
     settings = estimator_settings(overrides, seed, n_seqs)
     if run.task.name != "markov":
         raise ValueError(f"run {run.path.name} is not an ICL-MC run: the llc command samples a next-token loss")
     steps = chosen_steps(run, steps, checkpoints)
-    result = per_head_llc(run, steps, n_seqs=n_seqs, blocks=blocks, device=device, **settings)
+    result = per_head_llc(run, steps, n_seqs=n_seqs, data_draws=data_draws, blocks=blocks, device=device, **settings)
     crossings = progress_crossings(run)
-    calibration = {"settings": settings, "cases": calibrate_blocks(**settings)}
-    figures = [plot_blocks(run, result.rows, crossings, Path(plot))] if plot is not None else []
+    cases = calibrate_blocks(n=n_seqs, **settings)
+    calibration = {"settings": settings, "n": n_seqs, "cases": cases, "gate": gate(gate_cases(cases))}
+    rows = marked(result.rows, calibration["gate"])
+    figures = [plot_blocks(run, rows, crossings, calibration["gate"], Path(plot))] if plot is not None else []
     if as_json:
-        answer = result.to_json() | {"progress_thresholds": crossings, "calibration": calibration}
-        return provenance(run, steps, n_seqs, seed) | answer
-    return "\n".join([text(run, settings, result.rows, crossings, calibration), *figure_lines(figures)])
+        answer = result.to_json() | {"rows": rows, "changes": changes(rows)}
+        return (
+            provenance(run, steps, n_seqs, seed)
+            | answer
+            | {"progress_thresholds": crossings, "calibration": calibration}
+        )
+    return "\n".join([text(run, settings, rows, crossings, calibration), *figure_lines(figures)])
+
+
+def changes(rows: list[dict]) -> list[dict]:
+    """Each block's change from the first step to every later one, at the series' γ and at γ/4
+    (:func:`~induction_probes.probes.llc.chain_intervals.change_between`): real only where both agree."""
+    first: dict[str, dict] = {}
+    found = []
+    for row in rows:
+        if row["llc"] is None:
+            continue
+        if row["block"] not in first:
+            first[row["block"]] = row
+            continue
+        before = first[row["block"]]
+        found.append({"block": row["block"], "from": before["step"], "to": row["step"]} | change_between(before, row))
+    return found
 
 
 def progress_crossings(run: Run) -> dict:
@@ -69,31 +97,79 @@ def progress_crossings(run: Run) -> dict:
 
 
 def text(run: Run, settings: dict, rows: list[dict], crossings: dict, calibration: dict) -> str:
-    names = list(dict.fromkeys(r["block"] for r in rows))
-    by_step: dict[int, dict[str, dict]] = {}
-    for row in rows:
-        by_step.setdefault(row["step"], {})[row["block"]] = row
-    table = [
-        [step, next(iter(cells.values()))["sequences_seen"], *(cell(cells.get(name)) for name in names)]
-        for step, cells in by_step.items()
-    ]
     crossed = ", ".join(
         f"{name} at step {c['first_step']}" if c["first_step"] is not None else f"{name} never"
         for name, c in crossings.items()
     )
     cases = "; ".join(f"{case['case']}: {blocks_read(case['blocks'])}" for case in calibration["cases"])
-    flagged = [f"step {r['step']} {r['block']}: {diagnostics(r)}" for r in rows if r["problems"] or r["flags"]]
+    mark = calibration["gate"]["mark"]
+    flagged = [
+        f"step {r['step']} {r['block']}: {'; '.join(r['problems'] + [f for f in r['flags'] if f != mark])}"
+        for r in rows
+        if r["problems"] or any(f != mark for f in r["flags"])
+    ]
     return "\n".join(
         [
             f"run {run.path.name}: refined local learning coefficient per block (LLC [95 % interval over chains, "
             "not clipped to [0, d/2]: flagged where it leaves it]; "
             f"settings given: {settings}; the rest by the rule)",
-            format_table(["step", "sequences", *names], table),
+            *([FAILS.upper() + mark[len(FAILS) :]] if mark else []),
+            resolution_line(rows),
+            table(rows, lambda row: row),
+            "the same at γ/4 (the localization check, chains paired with the estimate's):",
+            table(rows, lambda row: row.get("quarter")),
             *(f"  {line}" for line in flagged),
+            *change_lines(changes(rows)),
             f"progress measures first reach their thresholds: {crossed}",
-            f"calibration at the same settings: {cases}",
+            f"calibration at the same settings ({calibration['gate']['tolerance']}): {cases}",
         ]
     )
+
+
+def table(rows: list[dict], estimate) -> str:
+    """Steps down, blocks across: ``estimate(row)`` (a record with llc, interval and flags) in each cell."""
+    names = list(dict.fromkeys(r["block"] for r in rows))
+    by_step: dict[int, dict[str, dict]] = {}
+    for row in rows:
+        by_step.setdefault(row["step"], {})[row["block"]] = row
+    body = [
+        [
+            step,
+            next(iter(cells.values()))["sequences_seen"],
+            *(cell(cells.get(n) and estimate(cells[n])) for n in names),
+        ]
+        for step, cells in by_step.items()
+    ]
+    return format_table(["step", "sequences", *names], body)
+
+
+def resolution_line(rows: list[dict]) -> str:
+    """Which γ each block was sampled at: one for all steps (the series rule) or each step's own."""
+    seen: dict[str, dict] = {}
+    for row in rows:
+        seen.setdefault(row["block"], row)
+    if all(r["resolution"]["rule"] != SERIES for r in seen.values()):
+        return "γ: the rule at each step's own curvature (per step; not for comparing steps)"
+    return "γ: one per block for every step, the rule at the largest curvature over them: " + ", ".join(
+        f"{name} {r['resolution']['localization']:.3g} (set by step {r['resolution']['set_by']})"
+        for name, r in seen.items()
+        if r["resolution"]["rule"] == SERIES
+    )
+
+
+def change_lines(found: list[dict]) -> list[str]:
+    def shown(difference: dict | None) -> str:
+        if difference is None:
+            return "-"
+        low, high = difference["interval"]
+        return f"{difference['change']:+.3g} [{low:+.3g}, {high:+.3g}]"
+
+    return [
+        f"  {c['block']} step {c['from']} -> {c['to']}: {shown(c['at_gamma'])} at γ, "
+        f"{shown(c['at_quarter_gamma'])} at γ/4: {'a change at both' if c['real'] else 'not a change at both'}"
+        + "".join(f" ({flag})" for flag in c["flags"])
+        for c in found
+    ]
 
 
 def blocks_read(blocks: list[dict]) -> str:
@@ -119,6 +195,7 @@ def cell(row: dict | None) -> str:
     return f"{row['llc']:.3g} [{number(low)}, {number(high)}]{mark}"
 
 
-def plot_blocks(run: Run, rows: list[dict], crossings: dict, directory: Path) -> Path:
+def plot_blocks(run: Run, rows: list[dict], crossings: dict, verdict: dict, directory: Path) -> Path:
     name = run.path.name
-    return plot_per_head_llc(rows, run.metrics(), crossings, name, directory / f"{name}_llc_per_head.png")
+    path = directory / f"{name}_llc_per_head.png"
+    return plot_per_head_llc(rows, run.metrics(), crossings, name, path, failing=verdict["mark"])

@@ -7,22 +7,18 @@ import pytest
 import torch
 
 from induction_probes import HookedTransformer, HookedTransformerConfig
-from induction_probes.probes.llc.chain_intervals import chain_estimate, chain_interval, range_flags
-from induction_probes.probes.llc.estimator import LLCError
-from induction_probes.probes.llc.markov import next_token_loss
-from induction_probes.probes.llc.per_head import (
-    CALIBRATION_TOLERANCE,
+from induction_probes.probes.llc.block_calibration import (
     MARKOV_K3_SEQS,
     MARKOV_K3_SETTINGS,
-    Block,
-    BlockView,
     block_linear_regression,
-    block_size,
     calibrate_blocks,
-    model_blocks,
-    per_head_llc,
-    within,
+    half_squared_error,
 )
+from induction_probes.probes.llc.chain_intervals import chain_estimate, chain_interval, range_flags
+from induction_probes.probes.llc.estimator import LLCError
+from induction_probes.probes.llc.gate import TOLERANCE_SHARE, within_tolerance
+from induction_probes.probes.llc.markov import next_token_loss
+from induction_probes.probes.llc.per_head import Block, BlockView, block_size, model_blocks, per_head_llc
 
 
 def two_head_model() -> HookedTransformer:
@@ -137,14 +133,10 @@ def test_the_calibration_models_know_their_blocks_coefficients():
     assert truth == {"w0": 2.0, "w1": 2.0, "w2": 2.0, "v": 3.0, "whole": 9.0}
     assert sum(truth[b.name] for b in blocks) == truth["whole"]  # regular: the blocks add up to the whole
     # the point is the empirical minimum: the gradient vanishes to rounding
-    from induction_probes.probes.llc.per_head import half_squared_error
-
     loss = half_squared_error(model, (x, y))
     grads = torch.autograd.grad(loss, list(model.parameters()))
     assert max(float(g.abs().max()) for g in grads) < 1e-12
-    assert within({"llc": 2.1, "truth": 2.0, "llc_stderr": 0.0}) and not within(
-        {"llc": 2.3, "truth": 2.0, "llc_stderr": 0.0}
-    )
+    assert within_tolerance(2.1, 2.0, 0.0) and not within_tolerance(2.3, 2.0, 0.0)
 
 
 def test_every_block_is_within_tolerance_at_the_settings_for_markov_k3():
@@ -156,7 +148,7 @@ def test_every_block_is_within_tolerance_at_the_settings_for_markov_k3():
     for case in report:
         for row in case["blocks"]:
             assert row["llc"] is not None and not row["problems"], (case["case"], row["block"], row["problems"])
-            assert abs(row["llc"] - row["truth"]) <= CALIBRATION_TOLERANCE * row["truth"] + 3 * row["llc_stderr"], (
+            assert abs(row["llc"] - row["truth"]) <= TOLERANCE_SHARE * row["truth"] + 3 * row["llc_stderr"], (
                 case["case"],
                 row["block"],
                 row["llc"],
@@ -165,5 +157,5 @@ def test_every_block_is_within_tolerance_at_the_settings_for_markov_k3():
     linear, singular = report
     assert linear["sum_of_truths"] == linear["whole_truth"] == 9.0
     # the blocks' errors add up: the same tolerance on the sum, with the blocks' standard errors combined
-    assert abs(linear["sum_of_blocks"] - 9.0) <= CALIBRATION_TOLERANCE * 9.0 + 3 * linear["sum_stderr"]
+    assert abs(linear["sum_of_blocks"] - 9.0) <= TOLERANCE_SHARE * 9.0 + 3 * linear["sum_stderr"]
     assert singular["sum_of_truths"] == 3.0 and singular["whole_truth"] == 3.5  # singular: the sum is not the whole
