@@ -17,6 +17,7 @@ from induction_probes.circuits.recipes.task_kinds import recipe_from_json
 from induction_probes.circuits.runs.layout import RESUME_FILE
 from induction_probes.circuits.runs.reader import read_manifest
 from induction_probes.circuits.sweeps.sweep_spec import Cell, SpecError
+from induction_probes.circuits.sweeps.worker_start import drop_current_folder
 from induction_probes.circuits.training.toy import train_toy
 from induction_probes.circuits.training.train import RunLocked, saved_recipe, train_run
 
@@ -66,6 +67,7 @@ def run_cell(root: str, cell_json: dict) -> dict:
 
     torch.set_num_threads(1)
     started = time.perf_counter()
+    drop_current_folder()  # on Ray too, before a plugin is imported (worker_start's docstring)
     register_again(cell_json.get("registrations", []))  # the tasks, recipes, probes, priors its parent registered
     recipe = recipe_from_json(cell_json["recipe"], cell_json["task"])
     path = Path(root) / cell_json["path"]

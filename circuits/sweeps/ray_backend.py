@@ -12,6 +12,7 @@ from pathlib import Path
 
 from induction_probes.circuits.sweeps.cells import died, run_cell
 from induction_probes.circuits.sweeps.sweep_spec import SpecError
+from induction_probes.circuits.sweeps.worker_start import empty_working_dir
 
 RAY_CONNECT_SECONDS = 10  # to reach a cluster's address before Ray's own, much longer, retries begin
 
@@ -72,18 +73,27 @@ def ray_session(workers: int, address: str | None, report=print) -> Iterator:
     if address is None or answers_on_loopback_only(address):
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         keep_local_ray_on_loopback()
-    if address is None:
-        # "local": a new instance, never the cluster that a `ray start` on this machine last recorded
-        context = ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False)
-        where = context.address_info["gcs_address"]
-        local = where.rpartition(":")[0] in ("127.0.0.1", "localhost", "[::1]")
-        report(f"a local Ray instance at {where}" + (" (this machine only)" if local else ""))
-    else:
-        ray.init(address=address, log_to_driver=False)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
+    with empty_working_dir() as folder:
+        # a working directory of its own, empty: else Ray puts this process's current folder on its workers' path
+        runtime_env = {"working_dir": folder}
+        if address is None:
+            # "local": a new instance, never the cluster that a `ray start` on this machine last recorded
+            context = ray.init(
+                address="local",
+                num_cpus=workers,
+                include_dashboard=False,
+                log_to_driver=False,
+                runtime_env=runtime_env,
+            )
+            where = context.address_info["gcs_address"]
+            local = where.rpartition(":")[0] in ("127.0.0.1", "localhost", "[::1]")
+            report(f"a local Ray instance at {where}" + (" (this machine only)" if local else ""))
+        else:
+            ray.init(address=address, log_to_driver=False, runtime_env=runtime_env)
+        try:
+            yield ray
+        finally:
+            ray.shutdown()
 
 
 def ray_results(
@@ -101,7 +111,8 @@ def ray_results(
         remote = ray.remote(num_cpus=1, num_gpus=gpus_per_cell, max_retries=3)(run_cell)
         if gpus_per_cell:
             cells = [cell | {"device": "cuda"} for cell in cells]
-        pending = {remote.remote(str(root), cell): cell for cell in cells}
+        # the workers run in Ray's working directory, not this one: the root by its absolute path
+        pending = {remote.remote(os.path.abspath(root), cell): cell for cell in cells}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             cell = pending.pop(done[0])

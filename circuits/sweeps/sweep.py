@@ -37,6 +37,7 @@ from induction_probes.circuits.sweeps.sweep_spec import (  # noqa: F401 (the swe
     parse_spec,
     read_spec,
 )
+from induction_probes.circuits.sweeps.worker_start import safe_children, start_worker
 
 
 class SweepBusy(SpecError):
@@ -117,14 +118,21 @@ def check_placement(device: str | None, gpus_per_cell: float, n_gpus: int | None
 
 
 def local_results(root: Path, cells: list[dict], workers: int):
-    """Run cells on a pool of ``workers`` processes (spawned: a clean torch in each), yielding results as
+    """Run cells on a pool of ``workers`` processes (spawned: a clean torch in each; started as
+    :mod:`.worker_start` says: no current folder on their path, dead with this process), yielding results as
     they finish. A worker that dies (killed, out of memory) breaks the whole pool: the cells whose files
     it never touched are queued again on a fresh pool (at most twice each), the others failed."""
     queue, tries = list(cells), dict.fromkeys((cell["path"] for cell in cells), 0)
     while queue:
         before = {cell["path"]: fingerprint(root / cell["path"]) for cell in queue}
         broken = []
-        with ProcessPoolExecutor(min(workers, len(queue)), mp_context=multiprocessing.get_context("spawn")) as pool:
+        context = multiprocessing.get_context("spawn")
+        with (
+            safe_children(),  # the workers and the resource tracker never import from the current folder
+            ProcessPoolExecutor(
+                min(workers, len(queue)), mp_context=context, initializer=start_worker, initargs=(os.getpid(),)
+            ) as pool,
+        ):
             futures = {pool.submit(run_cell, str(root), cell): cell for cell in queue}
             for future in as_completed(futures):
                 try:

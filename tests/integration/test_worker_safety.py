@@ -1,0 +1,134 @@
+"""Worker processes run only our code and die with their driver (issue 52, B1, B2, B5).
+
+Modules planted in the folder a command is started from (``pickle.py``, ``tomllib.py``, ``safetensors.py``,
+``torch.py``, ``sitecustomize.py``) would each write a marker if imported: none may, in the driver, its spawned
+workers, multiprocessing's resource tracker or Ray's workers. A sweep's driver killed mid-cell takes its worker
+with it, and the same command then resumes the cell rather than finding it busy."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from induction_probes.circuits.sweeps.worker_start import drop_current_folder, safe_children
+
+BIN = Path(sys.executable).parent
+PLANTED = ("pickle", "tomllib", "safetensors", "torch", "sitecustomize")
+SPEC = """
+recipe = "markov"
+seeds = [0]
+[base]
+k = 2
+seq_len = 8
+steps = {steps}
+batch_size = 4
+eval_seqs = 10
+n_checkpoints = {checkpoints}
+"""
+
+
+def plant(folder: Path, markers: Path) -> None:
+    for name in PLANTED:
+        (folder / f"{name}.py").write_text(f"open({str(markers / name)!r}, 'w').close()\n", encoding="utf-8")
+
+
+def command(args: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    return subprocess.run(
+        [str(BIN / "induction-probes"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture
+def hostile_folder(tmp_path) -> tuple[Path, Path]:
+    folder, markers = tmp_path / "here", tmp_path / "markers"
+    folder.mkdir()
+    markers.mkdir()
+    plant(folder, markers)
+    (folder / "spec.toml").write_text(SPEC.format(steps=3, checkpoints=2), encoding="utf-8")
+    return folder, markers
+
+
+def test_the_planted_modules_would_run_from_the_current_folder(hostile_folder):
+    # the hazard is real: a plain `python -c` started there imports them (sitecustomize only where the folder
+    # is on the path before `site` runs, as PYTHONPATH=. would put it)
+    folder, markers = hostile_folder
+    subprocess.run([sys.executable, "-c", "import tomllib"], cwd=folder, check=True, env={"PATH": os.environ["PATH"]})
+    assert (markers / "tomllib").exists()
+
+
+def test_sweep_and_summarize_import_nothing_from_the_current_folder(hostile_folder):
+    folder, markers = hostile_folder
+    swept = command(["sweep", "spec.toml", "--out", "runs", "--workers", "1"], folder)
+    assert swept.returncode == 0, swept.stderr
+    assert "trained" in swept.stdout
+    summary = command(["summarize", "runs", "--json"], folder)
+    assert summary.returncode == 0, summary.stderr
+    assert json.loads(summary.stdout)
+    assert sorted(p.name for p in markers.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_ray_workers_import_nothing_from_the_drivers_folder(hostile_folder):
+    folder, markers = hostile_folder
+    swept = command(["sweep", "spec.toml", "--out", "runs", "--workers", "1", "--backend", "ray"], folder)
+    assert swept.returncode == 0, swept.stderr
+    assert "trained" in swept.stdout
+    assert sorted(p.name for p in markers.iterdir()) == []
+
+
+def test_safe_children_sets_and_restores_the_flag(monkeypatch):
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)
+    with safe_children():
+        flag = subprocess.run([sys.executable, "-c", "import sys; print(sys.flags.safe_path)"], capture_output=True)
+    assert flag.stdout.strip() == b"True" and "PYTHONSAFEPATH" not in os.environ
+
+
+def test_drop_current_folder_removes_every_spelling_of_it(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", ["", ".", str(tmp_path), "/usr/lib/python3"])
+    drop_current_folder()
+    assert sys.path == ["/usr/lib/python3"]
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ")[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_killed_drivers_worker_stops_and_the_rerun_resumes(tmp_path):
+    (tmp_path / "spec.toml").write_text(SPEC.format(steps=600, checkpoints=30), encoding="utf-8")
+    args = [str(BIN / "induction-probes"), "sweep", "spec.toml", "--out", "runs", "--workers", "1"]
+    driver = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cell = tmp_path / "runs" / "base" / "seed-0"
+    deadline = time.monotonic() + 120
+    while not (cell / "resume").exists() and time.monotonic() < deadline:  # training, with a resume state
+        time.sleep(0.5)
+    assert (cell / "resume").exists(), "the worker never wrote a resume state"
+    workers = [c for c in children(driver.pid) if "python" in Path(f"/proc/{c}/cmdline").read_text()]
+    assert workers
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    deadline = time.monotonic() + 20
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(w) for w in workers), "a worker outlived its driver"
+    again = command(["sweep", "spec.toml", "--out", "runs", "--workers", "1"], tmp_path, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert "resumed" in again.stdout and "busy" not in again.stdout
