@@ -14,6 +14,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet torch==2.13.0
 	@echo "torch installed; installing induction-probes, transformer-lens, Ray, devinterp, the test tools and mkdocs"
 	$(BIN)/pip install --quiet -e '.[test,ray,llc,docs]'
+	@# The browser tests (tests/integration/test_views_browser.py) drive Debian's chromium through Playwright by its
+	@# path (Playwright's own browser download is never used). Installed here where it is missing and apt-get can
+	@# run as root (CI); anywhere else nothing happens and those tests say they were skipped.
+	command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }; }; } || true
 	touch $(STAMP)
 	@echo "$(VENV) is ready"
 

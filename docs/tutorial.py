@@ -133,6 +133,15 @@ print(
 assert steps[0] < crossed["bigram_matching"] < crossed["previous_token"]  # the order the text claims, shown
 
 # %% [markdown]
+# The same heads, interactively: a run's probes show CircuitsVis's attention explorer in a notebook, offline
+# (its JavaScript is inlined; nothing is fetched). Hover or click a head to enlarge its pattern, hover a token
+# to see where it looks. `over_training.attention(step)` gives another step's, and `induction-probes movie
+# markov-k3 --out DIR` puts the explorer on a slider over training (see docs/views.md).
+
+# %%
+over_training  # the explorer: every head at the last probed step, on one probe sequence
+
+# %% [markdown]
 # Every measure's first crossing on these checkpoints: the progress measures read from the weights (halfway
 # from chance to Proposition 2.1) and the attention probes. A measure already past its threshold at the first
 # probed step shows that step; probe every checkpoint (`steps=run.steps`) for the exact one.

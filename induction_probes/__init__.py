@@ -67,6 +67,7 @@ EXPORTS = {
     "ablation_report": "induction_probes.probes.report.views",
     "run_report": "induction_probes.probes.report.views",
     "html_report": "induction_probes.probes.report.views",
+    "write_movie": "induction_probes.probes.report.movie",  # what movie writes: one offline page
     "baselines_report": "induction_probes.probes.report.baselines",
     "llc_report": "induction_probes.probes.report.llc",
     "per_head_report": "induction_probes.probes.report.llc_heads",

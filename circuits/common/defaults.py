@@ -10,3 +10,4 @@ LM_PROBE_SEQS = 64
 PAGE_SEQS = 200  # the HTML report's and the paper page's probe set: stable scores in about a second per run
 LLC_SEQS = 4096  # fresh sequences the LLC sampler draws its batches from
 LLC_CHECKPOINTS = 12  # checkpoints `llc` estimates by default, spread evenly in log(sequences seen)
+MOVIE_FRAMES = 24  # checkpoints a formation movie shows at most by default: about 1.6 MB for two heads

@@ -20,12 +20,12 @@ from induction_probes.circuits.common.devices import resolve_device
 from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.registry import load_plugins
 from induction_probes.circuits.common.validation import IncompleteResult
-from induction_probes.cli import baselines, experiments, llc, paper, probe, runs, sweep, train, verify
+from induction_probes.cli import baselines, experiments, llc, movie, paper, probe, runs, sweep, train, verify
 from induction_probes.cli.common import PROG, Parser, UsageError
 
 torch = lazy_module("torch")  # parsing needs no torch: it loads once a command runs
 
-COMMAND_GROUPS = (baselines, train, sweep, runs, probe, llc, verify, experiments, paper)
+COMMAND_GROUPS = (baselines, train, sweep, runs, probe, llc, verify, experiments, paper, movie)
 OUT_OF_MEMORY = "not enough memory for this command (try smaller sizes)"
 
 

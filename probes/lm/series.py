@@ -4,6 +4,7 @@ across a run's checkpoints)."""
 
 from __future__ import annotations
 
+import html
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from induction_probes.circuits.common.names import head_label
 from induction_probes.circuits.interop.language_models import as_hooked, load_bridge
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, require_series
 from induction_probes.circuits.sweeps.ray_backend import ray_session
+from induction_probes.circuits.sweeps.worker_start import drop_current_folder
+from induction_probes.probes.attention.patterns import run_with_patterns
 from induction_probes.probes.lm.measure import HeadScores, evaluate
 from induction_probes.probes.lm.progress import progress_bar
 from induction_probes.probes.lm.protocols import LOSSES, InductionLoss, RepeatedTokens, repeated_random_tokens
@@ -28,9 +31,11 @@ from induction_probes.probes.lm.roles import (
     heads_labelled,
 )
 from induction_probes.probes.tidy import Tidy, crossing_step, frame, per_head, row
+from induction_probes.probes.views.explorer import AttentionExample, rounded
 
 if TYPE_CHECKING:
     from induction_probes.circuits.interop.language_models import ModelLike
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 
 BACKENDS = ("local", "ray")  # where a series' checkpoints are probed
@@ -51,6 +56,10 @@ class StepProbes(Tidy):
     threshold: float
     roles: list[HeadRole]
     compositions: list[Composition]
+    attention: AttentionExample | None = None  # every head on one sequence: CircuitsVis's explorer, in a notebook
+
+    def _repr_html_(self) -> str:
+        return self.attention.html() if self.attention is not None else f"<pre>{html.escape(repr(self))}</pre>"
 
     @property
     def induction_heads(self) -> list[tuple[int, int]]:
@@ -109,6 +118,9 @@ class SeriesProbes(Tidy):
     def steps(self) -> list[int | None]:
         return [r.step for r in self.results]
 
+    def _repr_html_(self) -> str:  # the last checkpoint's explorer
+        return self.results[-1]._repr_html_() if self.results else "<p>no checkpoint probed</p>"
+
     def to_records(self, sequences_seen: int | None = None) -> list[dict]:
         return [record for result in self.results for record in result.to_records(sequences_seen)]
 
@@ -151,7 +163,30 @@ def probe_tokens(
         induction = heads_labelled(roles, "induction", scores, "content")
         previous = heads_labelled(roles, "previous-token", scores, "previous_token")
         found = compositions(model, repeated, scores, induction, previous, bar)
-    return StepProbes(step, repeated, scores, loss, threshold, roles, found)
+    return StepProbes(step, repeated, scores, loss, threshold, roles, found, example_attention(model, repeated, step))
+
+
+def token_texts(model: HookedModel, ids: list[int]) -> list[str]:
+    """The tokens as the model's tokenizer writes them, or their ids where it has none."""
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None:
+        return [str(i) for i in ids]
+    return [str(t) for t in tokenizer.convert_ids_to_tokens(ids)]
+
+
+def example_attention(model: HookedModel, repeated: RepeatedTokens, step: int | None) -> AttentionExample:
+    """Every head's pattern on the probe sequence with the shortest R, on its BOS (if any) and R + R only (the
+    filler before them is left out of the view, so its rows need not sum to 1)."""
+    row = int(repeated.lengths.argmin())
+    n_pos, length = repeated.tokens.shape[1], int(repeated.lengths[row])
+    keep = torch.tensor([*range(repeated.prefix), *range(n_pos - 2 * length, n_pos)])
+    layers = run_with_patterns(model, repeated.tokens[row : row + 1])[1]
+    patterns = [p[0, head][keep][:, keep] for p in layers for head in range(p.shape[1])]
+    heads = [head_label(layer, head) for layer, p in enumerate(layers) for head in range(p.shape[1])]
+    where = "" if step is None else f"step {step}: "
+    bos = "[BOS] + " if repeated.prefix else ""
+    caption = f"{where}every head's attention on repeated random tokens, {bos}R + R with |R| = {length}"
+    return AttentionExample(token_texts(model, repeated.tokens[row, keep].tolist()), heads, rounded(patterns), caption)
 
 
 def probe(
@@ -202,6 +237,7 @@ def probe_checkpoint(source: ModelSource, device: str, protocol: dict) -> StepPr
     """One checkpoint's probes as a Ray task runs them: on one torch thread, as the command line computes, so
     that its numbers are a local run's."""
     torch.set_num_threads(1)
+    drop_current_folder()  # before the model's code is imported (circuits/sweeps/worker_start.py)
     return probe(load_bridge(source, device), source.step, **protocol)
 
 

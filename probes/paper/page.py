@@ -55,7 +55,11 @@ td, th { border: 1px solid #ddd; padding: 4px 6px; } th { background: #f3f3f3; t
 figure { margin: 0.5em 0; flex: 1 1 460px; max-width: 820px; } img { width: 100%; border: 1px solid #eee; }
 figcaption { color: #666; font-size: 0.85em; }
 .sources { color: #666; font-size: 0.85em; }
+#contents ul { padding-left: 1.2em; } #contents li { margin: 0.5em 0; } a.up { font-size: 0.55em; font-weight: normal; }
 """
+
+
+UP = '<a class="up" href="#contents">contents</a>'  # back to the table of contents, beside each paper's title
 
 
 def text(value: object) -> str:
@@ -136,14 +140,15 @@ def page_html(entries: list[Entry], seconds: float, command: str) -> str:
     """The whole page: a head with the counts of verdicts, then per paper an overview table and its entries."""
     numbered = list(enumerate(entries))
     shown: dict[str, int] = {}
-    sections = []
-    for paper, (title, address) in PAPERS.items():
+    sections, contents = [], []
+    for number, (paper, (title, address)) in enumerate(PAPERS.items()):
         mine = [(i, e) for i, e in numbered if e.paper == paper]
         if not mine:
             continue
         link = f' (<a href="{text(address)}">arXiv</a>)' if address else ""
+        contents.append(contents_item(number, paper, title, mine))
         sections += [
-            f"<h2>{text(paper)}: {text(title)}{link}</h2>",
+            f'<h2 id="paper-{number}">{text(paper)}: {text(title)}{link} {UP}</h2>',
             f"<p>{text(counts_text([e for _, e in mine]))}.</p>",
             overview(mine),
             *(entry_html(i, e, shown) for i, e in mine),
@@ -157,6 +162,14 @@ def page_html(entries: list[Entry], seconds: float, command: str) -> str:
         "(<code>checkpoints/</code>) and results (<code>experiments/results/</code>), or computed from them; nothing "
         "was trained. Each entry gives the paper's figure or section, what the paper claims, what we measured, and "
         "whether the two agree; a figure the project does not reproduce yet names the issue that would add it. "
-        f"In all: {text(counts_text(entries))}; {len(shown)} figures.</p>",
+        f"In all: {text(counts_text(entries))}; {len(shown)} figures; a figure opens at full size when clicked.</p>",
+        f'<nav id="contents"><h2>Contents</h2><ul>{"".join(contents)}</ul></nav>',
     ]
     return "\n".join(head + sections + ["</body></html>"])
+
+
+def contents_item(number: int, paper: str, title: str, mine: list[tuple[int, Entry]]) -> str:
+    """A paper's line of the table of contents: its section, its counts, and a link to each of its entries."""
+    links = " · ".join(f'<a href="#{anchor(i)}">{text(e.where)}</a>' for i, e in mine)
+    counts = text(counts_text([e for _, e in mine]))
+    return f'<li><a href="#paper-{number}">{text(paper)}: {text(title)}</a> ({counts})<br><small>{links}</small></li>'

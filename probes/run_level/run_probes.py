@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.attention.patterns import chance_scores
 from induction_probes.probes.attention.probe_registry import PROBES
 from induction_probes.probes.progress.crossing_caveats import initial_model_of, progress_warnings
 from induction_probes.probes.progress.progress_measures import Measure
+from induction_probes.probes.run_level.attention_example import run_attention
 from induction_probes.probes.tidy import COLUMNS, Tidy, checked_seen
+from induction_probes.probes.views.explorer import AttentionExample
 
 PROBE_MEASURES = PROBES.where(calibrated=True)  # the probes whose chance level chance_scores gives
 
@@ -51,6 +54,15 @@ class RunProbes(Tidy, Sequence):
     @property
     def steps(self) -> list[int]:
         return [c.step for c in self.checkpoints]
+
+    def attention(self, step: int | None = None) -> AttentionExample:
+        """Every head's pattern at ``step`` (default the last probed) on one of 100 sequences of the run's task drawn
+        with the probe seed: CircuitsVis's explorer, offline, in a notebook (``_repr_html_``) or as ``.html()``."""
+        inputs = self.run.task.eval_set(100, PROBE_SEED).inputs
+        return run_attention(self.run, self.steps[-1] if step is None else step, inputs)
+
+    def _repr_html_(self) -> str:
+        return self.attention().html() if self.checkpoints else "<p>no checkpoint probed</p>"
 
     def calibration(self) -> dict[str, Measure]:
         """:func:`probe_calibration` on this run's probe set."""

@@ -96,7 +96,8 @@ def test_every_claim_has_a_verdict_and_the_missing_ones_an_issue(paper):
     _, out = paper
     text = (out / "index.html").read_text(encoding="utf-8")
     for paper_name in ("Edelman et al. 2024", "Wang et al. 2024"):
-        assert f"<h2>{paper_name}:" in text
+        assert re.search(rf'<h2 id="paper-\d+">{re.escape(paper_name)}:', text)  # each an anchor of the contents
+    assert '<nav id="contents">' in text and text.index("</nav>") < text.index('<div class="entry"')
     verdicts = re.findall(r'<h3>.*?<span class="verdict \w+">([^<]+)</span></h3>', text)
     # "not reproduced yet" appears only while a spec waits in experiments/queued/; the page must tell both
     # ways a result can go

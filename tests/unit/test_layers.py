@@ -22,6 +22,8 @@ import pytest
 # - interop and training, side by side: language models refuse the names of shipped runs (runs.shipped);
 #   training writes runs. Neither needs the other.
 # - sweeps: many trainings. The top of circuits.
+# - views: HTML from plain numbers (CircuitsVis's attention explorer, the formation movie's page), below every
+#   measurement, so that a probe result can show itself in a notebook (``_repr_html_``); it loads no run itself.
 # - probes: measurements on models and runs, then the statistics of sweeps, the LLC and the figures,
 #   then language-model probes (their figures use the figures layer), then the papers' page and the report
 #   (the text, figures and HTML of probe, ablate, report and verify: it reads runs and probes them and never
@@ -35,6 +37,7 @@ LAYERS: list[list[str]] = [
     ["induction_probes.circuits.runs"],
     ["induction_probes.circuits.interop", "induction_probes.circuits.training"],
     ["induction_probes.circuits.sweeps"],
+    ["induction_probes.probes.views"],
     ["induction_probes.probes"],
     ["induction_probes.probes.llc", "induction_probes.probes.sweeps"],
     ["induction_probes.probes.figures"],

@@ -110,6 +110,9 @@ def test_the_page_escapes_text_and_shows_each_figure_once():
     assert page.count('<img src="figures/a%20b%26c.png"') == 1 and 'href="#entry-0"' in page
     assert "<b>Why:</b> because" in page and "<b>Issue:</b> issue 23" in page
     assert 'href="https://arxiv.org/abs/2402.11004"' in page and 'href="https://arxiv.org/abs/2410.11474"' in page
+    contents = page[page.index('<nav id="contents">') : page.index("</nav>")]  # the table of contents, on top
+    assert page.index("</nav>") < page.index('<h2 id="paper-0">') and 'id="paper-1"' in page
+    assert all(f'href="#entry-{i}"' in contents for i in range(3)) and 'href="#paper-1"' in contents
 
 
 def test_a_differ_at_settings_the_authors_did_not_give_reads_not_reproduced_at_our_settings():

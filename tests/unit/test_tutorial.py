@@ -54,5 +54,7 @@ def test_the_notebook_runs_and_draws_its_figures():
     assert not [o for o in outputs if o.output_type == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) == FIGURES, f"{len(images)} figures drawn inline, expected {FIGURES}"
+    pages = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    assert any("CircuitsVis.AttentionHeads" in page and "var CircuitsVis" in page for page in pages)  # inlined
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "closest strategy bigram" in text and "L1H0 zeroed: closest strategy uniform" in text

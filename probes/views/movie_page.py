@@ -1,0 +1,161 @@
+"""The formation movie as one offline HTML file: a step slider (and a play button) over the checkpoints shown,
+driving three views together: the chosen heads' attention patterns at that checkpoint (CircuitsVis's explorer),
+the loss and head-score curves with their bands and a marker at the step, and the phase the run is in.
+
+Everything is inlined: CircuitsVis's bundle, movie.js (the page's only hand-written JavaScript), the frames as
+JSON and the charts as SVG, so the page fetches nothing. :func:`movie_html` takes plain numbers (a
+:class:`Movie`); the report layer (:mod:`induction_probes.probes.report.movie`) gathers them from a run or a
+language model's checkpoint series."""
+
+from __future__ import annotations
+
+import html
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from induction_probes.circuits.runs.writer import write_atomic
+from induction_probes.probes.views.charts import Axis, Curve, line_chart, phase_strip
+from induction_probes.probes.views.explorer import circuitsvis_script, inline_script, rounded, script_json
+
+SCRIPT = Path(__file__).with_name("movie.js")
+STYLE = """
+body { font-family: sans-serif; max-width: 1150px; margin: 1.5em auto; padding: 0 1em; color: #222; }
+h1 { font-size: 1.5em; margin-bottom: 0.2em; } .note { color: #555; font-size: 0.9em; margin: 0.2em 0; }
+#controls { position: sticky; top: 0; background: #fff; padding: 0.6em 0; z-index: 2; border-bottom: 1px solid #ddd; }
+#controls { display: flex; align-items: center; gap: 0.8em; white-space: nowrap; }
+#step-slider { flex: 1 1 auto; min-width: 200px; } #step-label { font-weight: bold; }
+#phase-label { padding: 0.1em 0.5em; background: #eef; border-radius: 4px; }
+#views { display: flex; flex-wrap: wrap; gap: 1.5em; } #movie-heads-box { flex: 1 1 480px; min-width: 420px; }
+#charts { flex: 1 1 540px; } .chart-box { margin: 0 0 0.8em 0; } .chart-box figcaption { font-weight: bold; }
+svg.chart text { font-size: 11px; fill: #333; } ul.legend { list-style: none; padding: 0; margin: 0.2em 0 0 0; }
+ul.legend li { display: inline-block; margin-right: 1.2em; font-size: 12px; }
+.swatch { display: inline-block; width: 22px; margin-right: 0.35em; vertical-align: middle; }
+"""
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One checkpoint shown: its step, the slider's label, the phase at that step, and [head, query, key]."""
+
+    step: int
+    label: str
+    phase: str
+    patterns: list
+
+
+@dataclass(frozen=True)
+class Chart:
+    title: str
+    y_label: str
+    curves: list[Curve]
+    threshold: float | None = None
+
+
+@dataclass(frozen=True)
+class Movie:
+    """What a movie page shows. ``phases``: (name, first step, last step), in order, over the whole run."""
+
+    title: str
+    tokens: list[str]
+    heads: list[str]
+    frames: list[Frame]
+    charts: list[Chart]
+    phases: list[tuple[str, int, int]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def movie_axis(movie: Movie) -> Axis:
+    steps = [f.step for f in movie.frames] + [s for c in movie.charts for curve in c.curves for s in curve.steps]
+    steps += [step for _, first, last in movie.phases for step in (first, last)]
+    return Axis(min(steps), max(steps))
+
+
+def frames_json(movie: Movie) -> str:
+    frames = [
+        {"step": f.step, "label": f.label, "phase": f.phase, "patterns": rounded(f.patterns)} for f in movie.frames
+    ]
+    return script_json({"tokens": movie.tokens, "heads": movie.heads, "frames": frames})
+
+
+def movie_html(movie: Movie) -> str:
+    """The page, self-contained: nothing in it names a file or an address to fetch."""
+    if not movie.frames:
+        raise ValueError("a movie needs at least one checkpoint to show")
+    axis = movie_axis(movie)
+    charts = [line_chart(c.title, axis, c.curves, c.y_label, c.threshold) for c in movie.charts]
+    if movie.phases:
+        charts.insert(0, phase_strip("phase over training", axis, movie.phases))
+    last = len(movie.frames) - 1
+    controls = (
+        '<div id="controls"><button id="play" type="button">play</button> '
+        f'<input id="step-slider" type="range" min="0" max="{last}" value="{last}" step="1" '
+        'aria-label="checkpoint shown"><span id="step-label"></span>'
+        '<span>phase: <span id="phase-label"></span></span></div>'
+    )
+    notes = "".join(f'<p class="note">{html.escape(note, quote=False)}</p>' for note in movie.notes)
+    heads = (
+        '<div id="movie-heads-box"><p class="note">Attention of the chosen heads at the step shown: hover or click '
+        "a head to enlarge its pattern, hover a token to see where it looks.</p>"
+        '<div id="movie-heads"></div></div>'
+    )
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>{html.escape(movie.title)}</title><style>{STYLE}</style></head><body>",
+            f"<h1>{html.escape(movie.title)}</h1>{notes}{controls}",
+            f'<div id="views">{heads}<div id="charts">{"".join(charts)}</div></div>',
+            inline_script(frames_json(movie), type="application/json", id="movie-data"),
+            inline_script(circuitsvis_script()),
+            inline_script(SCRIPT.read_text(encoding="utf-8")),
+            "</body></html>",
+        ]
+    )
+
+
+def subsample(steps: list[int], most: int) -> list[int]:
+    """At most ``most`` of ``steps``, spread evenly over their order, the first and the last always among them."""
+    if most < 2:
+        raise ValueError(f"a movie shows at least 2 checkpoints, got frames={most!r}")
+    if len(steps) <= most:
+        return list(steps)
+    return sorted({steps[round(i * (len(steps) - 1) / (most - 1))] for i in range(most)})
+
+
+def threshold_phases(steps: list[int], reached: list[list[str]]) -> tuple[list[str], list[tuple[str, int, int]]]:
+    """Per step, which heads have reached their threshold (``reached[i]``, the names at ``steps[i]``) as a phase's
+    name, and those phases as stretches (name, first step, last step)."""
+    names = [("formed: " + ", ".join(heads)) if heads else "no chosen head at its threshold" for heads in reached]
+    stretches: list[tuple[str, int, int]] = []
+    for step, name in zip(steps, names):
+        if stretches and stretches[-1][0] == name:
+            stretches[-1] = (name, stretches[-1][1], step)
+        else:
+            stretches.append((name, step, step))
+    return names, stretches
+
+
+def movie_folder(out) -> Path:
+    """``out`` as a Path, if a movie can be written there: not empty, no link, no file, no folder at movie.html."""
+    if not isinstance(out, (str, os.PathLike)) or os.fspath(out) == "":
+        raise ValueError(f"out must name a folder, got {out!r}")
+    out = Path(out)
+    if out.is_symlink():
+        raise ValueError(f"{out} is a symbolic link: give a folder of its own for the movie")
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} exists and is not a folder")
+    page = out / "movie.html"
+    if page.is_dir() and not page.is_symlink():
+        raise ValueError(f"{page} is a folder: the movie cannot be written there")
+    return out
+
+
+def write_movie_page(movie: Movie, out: str | os.PathLike) -> Path:
+    """``out/movie.html`` (``out`` made if missing; a file or a link there is refused, not written through)."""
+    out = movie_folder(out)
+    text = movie_html(movie)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out.resolve() / "movie.html"
+    write_atomic(path, text.encode("utf-8"))  # a rename: a link planted at the page's name is replaced, not followed
+    return path

@@ -1,0 +1,114 @@
+"""The formation movie and the attention explorer without a browser: one self-contained file for a run of ours
+and for a language model's series, what it shows, the checkpoints it keeps, and bad input in one line
+(tests/integration/test_views_browser.py opens the pages in Chromium)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from lm_models import save_model
+
+from induction_probes import Run, lm, probe_run
+from induction_probes.cli import main
+from induction_probes.probes.report.movie import write_movie
+from induction_probes.probes.run_level.all_probes import probe_eval_set
+from induction_probes.probes.views.explorer import circuitsvis_script, explorer_html, inline_script
+from induction_probes.probes.views.movie_page import subsample
+
+
+def page_data(path: Path) -> dict:
+    text = path.read_text()
+    found = re.search(r'<script type="application/json" id="movie-data">(.*?)</script>', text, re.S)
+    return json.loads(found.group(1))
+
+
+def self_contained(text: str) -> bool:
+    """No element that loads anything: no script, image, frame or style sheet from a file or an address."""
+    return not re.search(r"<(script|img|iframe|link|source)\b[^>]*\b(src|href)=", text, re.I)
+
+
+@pytest.fixture(scope="module")
+def series(tmp_path_factory):
+    root = tmp_path_factory.mktemp("series")
+    for step in (0, 40, 80, 120):
+        save_model("gpt2", root / f"step_{step}", seed=step)
+    return root
+
+
+def test_a_markov_movie_is_one_offline_file_with_the_phases_and_the_checkpoints_it_keeps(tmp_path):
+    made = write_movie("markov-k3", tmp_path / "out", frames=3, n_seqs=20)
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["movie.html"]
+    text = made.path.read_text()
+    assert self_contained(text) and "unpkg" not in text
+    data = page_data(made.path)
+    assert [f["step"] for f in data["frames"]] == made.shown == [0, 1253, 4000]  # first, middle, last
+    assert data["heads"] == ["L0H0", "L1H0"] and set(data["tokens"]) == {"0", "1", "2"}  # the chain's states
+    assert data["frames"][0]["phase"] == "uniform closest" and data["frames"][-1]["phase"] == "bigram closest"
+    assert len(data["frames"][0]["patterns"][0]) == len(data["tokens"]) == 30
+    assert "Showing 3 of the run's 137 checkpoints" in text and "3 of 137 checkpoints" in made.summary()
+    assert text.count('class="step-marker"') == 4  # the phase strip, two heads' scores, the loss
+    assert 'class="band"' in text  # the token probes' intervals over sequences
+
+
+def test_a_gaussian_movie_shows_positions_and_phases_by_threshold(tmp_path):
+    made = write_movie("gaussian-ih2", tmp_path, frames=3, n_seqs=20)
+    data = page_data(made.path)
+    assert data["tokens"][:2] == ["x0", "x1"] and made.shown == [0, 185, 600]
+    assert data["frames"][0]["phase"] == "no chosen head at its threshold"
+    assert data["frames"][-1]["phase"].startswith("formed: ")
+
+
+def test_a_language_model_series_has_its_movie_with_loss_bands(series, tmp_path):
+    made = write_movie(series, tmp_path, frames=3, n_seqs=4)
+    data = page_data(made.path)
+    assert made.shown == [0, 80, 120] and made.total == 4  # spread evenly, the last kept
+    assert all(re.fullmatch(r"L[01]H[0-3]", head) for head in data["heads"])
+    assert len(data["frames"][0]["patterns"]) == len(data["heads"])
+    text = made.path.read_text()
+    assert "loss on repeated random tokens" in text and 'class="band"' in text and self_contained(text)
+
+
+def test_subsampling_keeps_the_first_and_the_last_and_at_most_the_number_asked():
+    steps = list(range(0, 1000, 7))
+    kept = subsample(steps, 10)
+    assert len(kept) == 10 and kept[0] == 0 and kept[-1] == steps[-1] and kept == sorted(kept)
+    assert subsample([0, 5], 24) == [0, 5]
+
+
+def test_probe_results_show_the_explorer_offline_in_a_notebook(series):
+    run = Run.open("markov-k3")
+    shown = probe_run(run, probe_eval_set(run, 10, 0), steps=[4000])._repr_html_()
+    assert "CircuitsVis.AttentionHeads" in shown and circuitsvis_script()[:200] in shown and self_contained(shown)
+    assert '"attentionHeadNames": ["L0H0", "L1H0"]' in shown
+    step = lm.probe(series / "step_120", length=5, batch=4)
+    assert step.attention.heads[:2] == ["L0H0", "L0H1"] and len(step.attention.tokens) == 10  # R + R, |R| = 5
+    assert "CircuitsVis.AttentionHeads" in step._repr_html_()
+
+
+def test_nothing_in_a_token_can_end_the_script_it_is_written_in():
+    fragment = explorer_html([[[1.0]]], ["</script><b>x"], ["L0H0"], bundle=False)
+    assert fragment.count("</script>") == 1 and "\\u003c/script>" in fragment
+    assert inline_script("a = '</SCRIPT>'") == "<script>a = '<\\/SCRIPT>'</script>"
+    with pytest.raises(ValueError, match="every pattern must be 2 x 2"):
+        explorer_html([[[1.0]]], ["a", "b"], ["L0H0"])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["movie", "no-such-run", "--out", "OUT"], "no run directory or shipped run named 'no-such-run'"),
+        (["movie", "markov-k3", "--out", "FILE"], "exists and is not a folder"),
+        (["movie", "markov-k3", "--out", "OUT", "--frames", "1"], "frames must be an integer from 2 to 200"),
+        (["movie", "markov-k3", "--out", "OUT", "--heads", "L7H0"], "layer 7"),
+        (["movie", "MODEL", "--out", "OUT"], "is one model, not a checkpoint series"),
+        (["movie", "markov-k3"], "the following arguments are required: --out"),
+    ],
+)
+def test_bad_input_gives_one_line_and_status_2(args, message, series, tmp_path, capsys):
+    (tmp_path / "FILE").write_text("not a folder")
+    places = {"OUT": str(tmp_path / "out"), "FILE": str(tmp_path / "FILE"), "MODEL": str(series / "step_0")}
+    assert main([places.get(a, a) for a in args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "out" / "movie.html").exists()
