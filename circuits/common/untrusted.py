@@ -12,6 +12,7 @@ config.json must not come back as a 30 MB error line.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import stat
@@ -68,6 +69,25 @@ def read_bytes(path: Path, limit: int = MAX_TEXT_BYTES, root: Path | None = None
     if len(data) > limit:  # it grew while being read
         raise CheckpointError(f"{path} is larger than such a file can be ({limit:,} bytes)")
     return data
+
+
+def open_for_writing(path: Path, flags: int, mode: int = 0o666) -> int:
+    """A descriptor of ``path`` opened with ``flags`` (``O_WRONLY``, ``O_APPEND``, ``O_CREAT``, ...) for writing
+    in a folder a stranger may have written: a link at its name is refused (``O_NOFOLLOW``), and so is anything
+    that is not a regular file, checked on the open descriptor; ``O_NONBLOCK`` so that a named pipe there with
+    no reader cannot hold the open for ever (it fails at once, or opens and is refused)."""
+    try:
+        descriptor = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):  # a link, a folder, a pipe nobody reads
+            kind = {errno.ELOOP: "a symbolic link", errno.EISDIR: "a folder", errno.ENXIO: "a named pipe"}
+            raise CheckpointError(f"{path} is {kind[error.errno]}, not a regular file: refusing to write it") from None
+        raise
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise CheckpointError(f"{path} is not a regular file: refusing to write it")
+    os.set_blocking(descriptor, True)  # a regular file's writes never wait; the flag only guarded the open
+    return descriptor
 
 
 def read_text(path: Path, limit: int = MAX_TEXT_BYTES, root: Path | None = None) -> str:

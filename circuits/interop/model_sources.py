@@ -130,18 +130,40 @@ def refuse_neither_run_nor_model(path: Path) -> None:
 
 
 def cached_revisions(name: str) -> list[str] | None:
-    """The names of the revisions of model ``name`` in the local Hugging Face cache (None: not there)."""
-    from huggingface_hub import constants, scan_cache_dir  # Hugging Face's libraries load in seconds: only when used
-    from huggingface_hub.errors import CacheNotFound
+    """The names of the revisions of model ``name`` in the local Hugging Face cache whose snapshot is there
+    (None: no such model). Only that model's ``refs/`` is read, each ref as an untrusted file (a named pipe,
+    a folder or a link at a ref's name is refused in one line: huggingface_hub's own scan of the whole cache
+    would wait for ever on a pipe)."""
+    from huggingface_hub import constants  # Hugging Face's libraries load in seconds: only when used
 
-    try:  # the cache that try_to_load_from_cache reads (scan_cache_dir's own default is fixed at its import)
-        repos = scan_cache_dir(constants.HF_HUB_CACHE).repos
-    except CacheNotFound:
+    folder = Path(constants.HF_HUB_CACHE) / ("models--" + name.replace("/", "--"))
+    if not folder.is_dir() or folder.is_symlink():
         return None
-    for repo in repos:
-        if repo.repo_id == name and repo.repo_type == "model":
-            return sorted(ref for revision in repo.revisions for ref in revision.refs)
-    return None
+    refs = folder / "refs"
+    found = []
+    for ref in ref_files(refs):
+        try:
+            commit = read_text(ref, limit=MAX_REF_BYTES, root=folder).strip()
+        except (CheckpointError, UnicodeDecodeError) as error:
+            raise LanguageModelError(f"the cache's ref {ref} of {name} cannot be read: {error}") from None
+        if (folder / "snapshots" / commit).is_dir():
+            found.append(ref.relative_to(refs).as_posix())
+    return sorted(found)
+
+
+MAX_REF_BYTES = 256  # a ref holds one commit hash
+
+
+def ref_files(refs: Path) -> list[Path]:
+    """Every entry below ``refs`` that is not a folder (links and pipes included, so that reading refuses them),
+    without following a linked folder."""
+    if not refs.is_dir() or refs.is_symlink():
+        return []
+    found = []
+    for parent, folders, files in os.walk(refs, followlinks=False):
+        found += [Path(parent) / name for name in files]
+        found += [Path(parent) / name for name in folders if (Path(parent) / name).is_symlink()]
+    return sorted(found)
 
 
 def find_source(name: str) -> ModelSource | Series | None:

@@ -19,6 +19,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from induction_probes.circuits.common.devices import parse_device, resolve_device, visible_gpus
+from induction_probes.circuits.common.untrusted import open_for_writing
 from induction_probes.circuits.runs.writer import is_temporary_of, write_atomic
 from induction_probes.circuits.sweeps.cells import (  # noqa: F401 (the sweep's API: a cell's status and its run)
     cell_json,
@@ -51,8 +52,8 @@ def prepare(spec: Spec, out: Path):
     The lock dies with its process, so a killed sweep leaves none behind."""
     refuse_another_sweep(spec, out)  # before anything is made: a refusal leaves the folder as it was
     out.mkdir(parents=True, exist_ok=True)
-    # O_NOFOLLOW: a link planted at the journal's name is refused, not followed
-    descriptor = os.open(out / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    # a link, folder or named pipe planted at the journal's name is refused in one line, never followed or waited on
+    descriptor = open_for_writing(out / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     journal = os.fdopen(descriptor, "a")
     try:
         try:

@@ -9,7 +9,6 @@ at the stop. Nothing about the machine or the clock is saved, so equal recipes g
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import json
@@ -30,7 +29,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from induction_probes.circuits.common.devices import device_kind, resolve_device
-from induction_probes.circuits.common.untrusted import CheckpointError, refuse_links
+from induction_probes.circuits.common.untrusted import CheckpointError, open_for_writing, refuse_links
 from induction_probes.circuits.common.validation import require_int
 from induction_probes.circuits.models.classes import build_model
 from induction_probes.circuits.recipes.base import Recipe
@@ -234,14 +233,8 @@ def only_writer(out: Path):
     """Hold ``out/lock`` while training, so that a second trainer on the same directory stops at once
     instead of interleaving its files with ours. The lock dies with its process: a crash leaves no stale lock."""
     out.mkdir(parents=True, exist_ok=True)
-    try:  # O_NOFOLLOW: a link planted at the lock's name is refused, not created or locked through
-        descriptor = os.open(out / LOCK_FILE, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise CheckpointError(
-                f"{out / LOCK_FILE} is a symbolic link: a run writes only inside its own directory"
-            ) from None
-        raise
+    # a link planted at the lock's name is refused, not locked through; a pipe or folder there, not waited on
+    descriptor = open_for_writing(out / LOCK_FILE, os.O_WRONLY | os.O_CREAT)
     with os.fdopen(descriptor, "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

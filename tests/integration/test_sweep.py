@@ -263,7 +263,7 @@ def test_links_planted_at_the_sweeps_own_files_are_not_followed(tmp_path):
     (tmp_path / "saved.toml").rename(out / "spec.toml")
     (out / "sweep.jsonl").unlink()
     (out / "sweep.jsonl").symlink_to(watched)
-    with pytest.raises(OSError):  # the journal refuses its link: one line, status 1, on the command line
+    with pytest.raises(ValueError, match="symbolic link"):  # the journal refuses its link: one line, status 2
         run_sweep(spec, out, report=lambda line: None)
     assert watched.read_text() == spec.text
 

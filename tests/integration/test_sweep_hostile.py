@@ -6,6 +6,7 @@ import fcntl
 import json
 import multiprocessing
 import os
+import signal
 import socket
 import time
 
@@ -254,3 +255,29 @@ def test_tampered_metrics_are_one_line_not_a_number(sweep_dir, tamper, capsys):
     for argv in (["summarize", str(sweep_dir)], ["summarize", str(sweep_dir), "--json"]):
         err = one_line(argv, capsys)
         assert "metrics.jsonl" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("kind", ["named pipe", "folder", "link"])
+@pytest.mark.parametrize("command", ["sweep", "train"])
+def test_a_pipe_folder_or_link_at_the_journal_or_a_lock_is_one_line_not_a_hang(kind, command, tmp_path, capsys):
+    # issue 52 (B4): a named pipe at sweep.jsonl held the sweep for ever, as one at a run's lock held its trainer;
+    # a folder or a link there gave status 1
+    spec = tmp_path / "spec.toml"
+    spec.write_text(tiny())
+    out = tmp_path / "out"
+    out.mkdir()
+    target = out / ("sweep.jsonl" if command == "sweep" else "lock")
+    if kind == "named pipe":
+        os.mkfifo(target)
+    elif kind == "folder":
+        target.mkdir()
+    else:
+        target.symlink_to(tmp_path / "elsewhere")
+    argv = ["sweep", str(spec)] if command == "sweep" else ["train", "markov", "--k", "2", "--steps", "2"]
+    signal.alarm(120)  # a hang fails the test instead of holding the suite
+    try:
+        err = one_line([*argv, "--out", str(out)], capsys)
+    finally:
+        signal.alarm(0)
+    assert f"{target} is {'a ' + kind if kind != 'link' else 'a symbolic link'}, not a regular file" in err, err
+    assert not (tmp_path / "elsewhere").exists()

@@ -477,3 +477,19 @@ def test_a_cache_snapshot_leading_outside_its_cache_folder_or_to_a_pipe_is_refus
             (snapshot / file).symlink_to(f"../../blobs/{file}")
         match = "only safetensors files in the model's folder itself"
     assert_refused(capsys, tmp_path, "local/tiny", match)
+
+
+@pytest.mark.parametrize("kind", ["named pipe", "link", "huge"])
+def test_a_cache_ref_that_is_no_small_regular_file_is_refused_not_waited_on(models, cache, tmp_path, capsys, kind):
+    # issue 52 (item 2): huggingface_hub's scan of the cache opened a pipe at refs/main and waited for ever
+    cache_model(models, cache)
+    ref = cache / "models--local--tiny" / "refs" / "main"
+    ref.unlink()
+    if kind == "named pipe":
+        os.mkfifo(ref)
+    elif kind == "link":
+        (tmp_path / "elsewhere").write_text("a" * 40)
+        ref.symlink_to(tmp_path / "elsewhere")
+    else:
+        ref.write_text("a" * 100_000)
+    assert_refused(capsys, tmp_path, "local/tiny", "the cache's ref .*refs/main of local/tiny cannot be read")
