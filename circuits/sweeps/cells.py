@@ -12,10 +12,10 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from induction_probes.circuits.common.registry import outside_registrations, register_again
-from induction_probes.circuits.common.untrusted import refuse_links_below
+from induction_probes.circuits.common.untrusted import CheckpointError, read_text, refuse_links_below
 from induction_probes.circuits.recipes.task_kinds import recipe_from_json
 from induction_probes.circuits.runs.layout import RESUME_FILE
-from induction_probes.circuits.runs.reader import read_manifest
+from induction_probes.circuits.runs.reader import read_manifest, sha256_of
 from induction_probes.circuits.sweeps.sweep_spec import Cell, SpecError
 from induction_probes.circuits.sweeps.worker_start import drop_current_folder
 from induction_probes.circuits.training.toy import train_toy
@@ -33,7 +33,34 @@ def cell_status(path: Path, recipe, root: Path) -> str:
 
     if saved_recipe(path) != recipe:
         raise SpecError(f"{path} holds a run of another recipe than this spec's")
-    return "done" if is_finished(path) else "partial"
+    if not is_finished(path):
+        return "partial"
+    return "damaged" if damage(path) else "done"
+
+
+def damage(path: Path) -> str | None:
+    """What is wrong with a finished run's last files, or None: its last checkpoint must still have the hash its
+    manifest recorded (a file cut in half has not), and the last line of its metrics must be whole and of its
+    last step (a line half-written by a killed process is not)."""
+    last = read_manifest(path)[-1]
+    checkpoint = path / last["file"]
+    try:
+        refuse_links_below(path, checkpoint)
+        if not checkpoint.is_file():  # a pipe there would hold the hash's read for ever
+            return f"its last checkpoint {last['file']} is missing or not a regular file"
+        digest = sha256_of(checkpoint)
+    except (OSError, CheckpointError) as error:
+        return f"its last checkpoint cannot be read ({error})"
+    if digest != last.get("sha256"):
+        return f"its last checkpoint {last['file']} is not the file its manifest recorded (cut short or changed)"
+    try:
+        lines = read_text(path / "metrics.jsonl", root=path).splitlines()
+        final = json.loads(lines[-1])["step"] if lines else None
+    except (OSError, CheckpointError, ValueError, KeyError, TypeError):
+        final = None
+    if final != last["step"]:
+        return f"the last line of its metrics.jsonl is not a whole record of step {last['step']}"
+    return None
 
 
 def is_finished(path: Path) -> bool:
@@ -76,6 +103,8 @@ def run_cell(root: str, cell_json: dict) -> dict:
         status = cell_status(path, recipe, Path(root))
         if status == "done":  # finished by another sweep since this one looked
             return result | {"status": "skipped"}
+        if status == "damaged":  # never "skipped": summarize would refuse it; retraining would hide the damage
+            raise CheckpointError(f"finished but damaged: {damage(path)}; remove {path} and run again to retrain it")
         if recipe.name == "toy":
             final_kl = train_toy_cell(recipe, path, status, cell_json.get("device"))
         else:

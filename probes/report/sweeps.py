@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from induction_probes.circuits.common.validation import IncompleteResult
-from induction_probes.circuits.sweeps.sweep import read_spec, run_sweep
+from induction_probes.circuits.sweeps.sweep import SPEC_FILE, read_spec, run_sweep
 from induction_probes.probes.figures.plots_sweep import plot_sweep_summary
 from induction_probes.probes.figures.plots_task_sweep import plot_task_sweep
 from induction_probes.probes.figures.plots_toy import plot_toy_sweep
@@ -52,6 +52,8 @@ def sweep_report(
     try:
         results = run_sweep(read_spec(Path(spec)), out, report=report, gpus_per_cell=gpus_per_cell, **options)
     except KeyboardInterrupt:
+        if not (out / SPEC_FILE).is_file():  # stopped before the sweep claimed its folder: nothing to continue
+            raise KeyboardInterrupt("interrupted before the sweep began: nothing was trained") from None
         raise KeyboardInterrupt(f"interrupted: run the same command again to continue the sweep in {out}") from None
     counts = {status: sum(r["status"] == status for r in results) for status in STATUSES}
     line = f"sweep {out}: {len(results)} cells, " + ", ".join(f"{n} {status}" for status, n in counts.items() if n)

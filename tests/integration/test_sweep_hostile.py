@@ -281,3 +281,46 @@ def test_a_pipe_folder_or_link_at_the_journal_or_a_lock_is_one_line_not_a_hang(k
         signal.alarm(0)
     assert f"{target} is {'a ' + kind if kind != 'link' else 'a symbolic link'}, not a regular file" in err, err
     assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize("claimed", [False, True])
+def test_an_interrupted_sweep_mentions_continuing_only_where_there_is_something_to_continue(claimed, tmp_path):
+    # issue 52 (item 5): Ctrl-C said "run the same command again to continue" even before anything was made.
+    # The interrupt is raised where Ctrl-C would land (inside run_sweep), before or after the folder is claimed.
+    from induction_probes.probes.report import sweeps
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text(tiny())
+    out = tmp_path / "out"
+
+    def interrupted(parsed, folder, **options):
+        if claimed:
+            prepare(parsed, folder).close()
+        raise KeyboardInterrupt
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sweeps, "run_sweep", interrupted)
+        with pytest.raises(KeyboardInterrupt) as stop:
+            sweeps.sweep_report(spec, out)
+    said = str(stop.value)
+    assert ("run the same command again" in said) == claimed
+    assert ("nothing was trained" in said) == (not claimed)
+
+
+@pytest.mark.parametrize("damage", ["checkpoint cut in half", "metrics line cut in half"])
+def test_a_finished_cell_damaged_since_is_reported_never_skipped(damage, tmp_path, capsys):
+    # issue 52: a finished cell whose last checkpoint or metrics line was cut short was "skipped", status 0
+    spec = tmp_path / "spec.toml"
+    spec.write_text(tiny(steps=3))
+    out = tmp_path / "out"
+    assert main(["sweep", str(spec), "--out", str(out)]) == 0
+    cell = out / "base" / "seed-0"
+    last = json.loads((cell / "manifest.json").read_text())[-1]["file"]
+    victim = cell / last if damage.startswith("checkpoint") else cell / "metrics.jsonl"
+    data = victim.read_bytes()
+    victim.write_bytes(data[: len(data) - 40])
+    capsys.readouterr()
+    assert main(["sweep", str(spec), "--out", str(out)]) == 1
+    said = capsys.readouterr()
+    assert "skipped" not in said.err + said.out
+    assert "finished but damaged" in said.err + said.out and "remove" in said.err + said.out
