@@ -88,8 +88,17 @@ def config_from_options(config_class: type, options: dict):
     required = [f.name for f in fields(config_class) if f.default is MISSING and f.default_factory is MISSING]
     missing = [name for name in required if name not in values]
     if missing:
-        raise ValueError(f"--{missing[0].replace('_', '-')} is required")
+        raise MissingOption(missing[0])
     return config_class(**values)
+
+
+class MissingOption(ValueError):
+    """A required setting not given: named as the command line's option; ``name`` is the setting's own name, for
+    callers that name it otherwise (a sweep spec's key)."""
+
+    def __init__(self, name: str):
+        super().__init__(f"--{name.replace('_', '-')} is required")
+        self.name = name
 
 
 def count(text: str) -> int:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from induction_probes.circuits.common.config import config_from_options, option_names
+from induction_probes.circuits.common.config import MissingOption, config_from_options, option_names
 from induction_probes.circuits.common.limits import MAX_CELLS, MAX_NAME, MAX_SPEC_BYTES
 from induction_probes.circuits.common.untrusted import read_text
 from induction_probes.circuits.common.validation import quoted
@@ -104,6 +104,11 @@ class Spec:
                     label = condition_label(name, point)
                     try:
                         recipe = config_from_options(recipe_class, options)
+                    except MissingOption as error:  # named as the spec names it, not as a command-line option
+                        raise SpecError(
+                            f"condition {label}: the spec sets no {error.name}, which the {self.recipe} recipe "
+                            f"requires: add `{error.name} = ...` under [base] (or to each condition)"
+                        ) from None
                     except ValueError as error:
                         raise SpecError(f"condition {label}: {error}") from None
                     cells.append(Cell(label, seed, recipe))

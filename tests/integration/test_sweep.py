@@ -94,6 +94,8 @@ def run_files(root: Path) -> dict[str, bytes]:
         ('recipe = "markov"\nseeds = [0]\ndescription = {a = 1}\n[base]\nk = 3', "description must be a string"),
         ('recipe = "markov"\nseeds = [0]\ndescription = 3\n[base]\nk = 3', "description must be a string"),
         (f'recipe = "{"x" * 5000}"\nseeds = [0]', "... (5,000 characters)"),  # quoted, not repeated whole
+        # issue 52: named "--k is required", a command-line option, where the spec's key is meant
+        ('recipe = "markov"\nseeds = [0]', "the spec sets no k, which the markov recipe requires: add `k = ...`"),
     ],
 )
 def test_a_bad_spec_is_refused_by_name_before_anything_runs(text, message, tmp_path, capsys):
