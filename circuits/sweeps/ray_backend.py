@@ -12,7 +12,7 @@ from pathlib import Path
 
 from induction_probes.circuits.sweeps.cells import died, run_cell
 from induction_probes.circuits.sweeps.sweep_spec import SpecError
-from induction_probes.circuits.sweeps.worker_start import empty_working_dir
+from induction_probes.circuits.sweeps.worker_start import declared_paths, empty_working_dir
 
 RAY_CONNECT_SECONDS = 10  # to reach a cluster's address before Ray's own, much longer, retries begin
 
@@ -76,6 +76,8 @@ def ray_session(workers: int, address: str | None, report=print) -> Iterator:
     with empty_working_dir() as folder:
         # a working directory of its own, empty: else Ray puts this process's current folder on its workers' path
         runtime_env = {"working_dir": folder}
+        if declared_paths():  # the plugins' folders, absolute: a relative one would name the empty folder
+            runtime_env["env_vars"] = {"PYTHONPATH": os.pathsep.join(declared_paths())}
         if address is None:
             # "local": a new instance, never the cluster that a `ray start` on this machine last recorded
             context = ray.init(

@@ -51,10 +51,21 @@ def empty_working_dir() -> Iterator[str]:
         yield folder
 
 
+def declared_paths() -> list[str]:
+    """The folders ``PYTHONPATH`` names, made absolute: the user's declared place for plugins (``PYTHONPATH=.``
+    declares the current folder, and it stays)."""
+    return [os.path.abspath(entry) for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+
+
 def drop_current_folder() -> None:
-    """Remove the current folder (``''``, ``'.'`` or its absolute path) from ``sys.path``."""
-    here = os.getcwd()
-    sys.path[:] = [entry for entry in sys.path if entry not in ("", ".") and os.path.abspath(entry) != here]
+    """Remove the implicit current folder from ``sys.path``: the empty entry, and ``'.'`` or the folder's own
+    path unless ``PYTHONPATH`` declares it."""
+    here, declared = os.getcwd(), set(declared_paths())
+    sys.path[:] = [
+        entry
+        for entry in sys.path
+        if entry != "" and (os.path.abspath(entry) != here or os.path.abspath(entry) in declared)
+    ]
 
 
 def start_worker(parent: int) -> None:

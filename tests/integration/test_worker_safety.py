@@ -89,11 +89,16 @@ def test_safe_children_sets_and_restores_the_flag(monkeypatch):
     assert flag.stdout.strip() == b"True" and "PYTHONSAFEPATH" not in os.environ
 
 
-def test_drop_current_folder_removes_every_spelling_of_it(monkeypatch, tmp_path):
+def test_drop_current_folder_removes_every_spelling_of_it_unless_pythonpath_declares_it(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     monkeypatch.setattr(sys, "path", ["", ".", str(tmp_path), "/usr/lib/python3"])
     drop_current_folder()
     assert sys.path == ["/usr/lib/python3"]
+    monkeypatch.setenv("PYTHONPATH", ".")  # the documented way to run a plugin beside you: kept
+    monkeypatch.setattr(sys, "path", ["", str(tmp_path), "/usr/lib/python3"])
+    drop_current_folder()
+    assert sys.path == [str(tmp_path), "/usr/lib/python3"]
 
 
 def children(pid: int) -> list[int]:
@@ -132,3 +137,22 @@ def test_a_killed_drivers_worker_stops_and_the_rerun_resumes(tmp_path):
     again = command(["sweep", "spec.toml", "--out", "runs", "--workers", "1"], tmp_path, timeout=600)
     assert again.returncode == 0, again.stderr
     assert "resumed" in again.stdout and "busy" not in again.stdout
+
+
+@pytest.mark.slow
+def test_a_plugin_beside_you_declared_with_pythonpath_dot_still_reaches_the_workers(tmp_path):
+    # docs/extending.md's way to run a plugin from the current folder: PYTHONPATH=. declares it, so the workers
+    # keep it (only the implicit entry goes)
+    from test_extending import PLUGIN
+
+    (tmp_path / "first_token_plugin.py").write_text(PLUGIN)
+    (tmp_path / "spec.toml").write_text('recipe = "first-token"\nseeds = [0]\n[base]\nsteps = 2\nn_checkpoints = 2\n')
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([".", str(Path(__file__).parent)]),
+        "INDUCTION_PROBES_PLUGINS": "first_token_plugin",
+    }
+    args = [str(BIN / "induction-probes"), "sweep", "spec.toml", "--out", "runs", "--workers", "1"]
+    swept = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    assert "1 trained" in swept.stdout + swept.stderr
