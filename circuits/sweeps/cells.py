@@ -146,3 +146,21 @@ def cell_json(cell: Cell) -> dict:
         "task": cell.recipe.task.to_json(),
         "registrations": outside_registrations(),
     }
+
+
+HEARTBEAT_SECONDS = 30  # a line about the cells in training at least this often, so a long cell is never silent
+
+
+def training_line(root: Path, cells: list[dict]) -> str:
+    """Where the cells in training are, from each one's metrics as written so far (a line half-written, or no
+    metrics yet, reads as starting)."""
+    where = []
+    for cell in cells:
+        try:
+            lines = read_text(Path(root) / cell["path"] / "metrics.jsonl", root=Path(root)).splitlines()
+            step = json.loads(lines[-1])["step"]
+        except (OSError, CheckpointError, ValueError, KeyError, TypeError, IndexError):
+            step = None
+        total = cell["recipe"].get("steps")
+        where.append(f"{cell['path']} " + ("starting" if step is None else f"at step {step} of {total}"))
+    return "training: " + (", ".join(where) if where else "waiting for a worker")

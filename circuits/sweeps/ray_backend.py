@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from induction_probes.circuits.sweeps.cells import died, run_cell
+from induction_probes.circuits.sweeps.cells import HEARTBEAT_SECONDS, died, run_cell, training_line
 from induction_probes.circuits.sweeps.sweep_spec import SpecError
 from induction_probes.circuits.sweeps.worker_start import declared_paths, empty_working_dir
 
@@ -116,7 +116,10 @@ def ray_results(
         # the workers run in Ray's working directory, not this one: the root by its absolute path
         pending = {remote.remote(os.path.abspath(root), cell): cell for cell in cells}
         while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=HEARTBEAT_SECONDS)
+            if not done:  # Ray does not say which tasks run: the cells with metrics are the ones started
+                report(training_line(root, list(pending.values())))
+                continue
             cell = pending.pop(done[0])
             try:
                 yield ray.get(done[0])

@@ -15,18 +15,20 @@ import json
 import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from induction_probes.circuits.common.devices import parse_device, resolve_device, visible_gpus
 from induction_probes.circuits.common.untrusted import open_for_writing
 from induction_probes.circuits.runs.writer import is_temporary_of, write_atomic
 from induction_probes.circuits.sweeps.cells import (  # noqa: F401 (the sweep's API: a cell's status and its run)
+    HEARTBEAT_SECONDS,
     cell_json,
     cell_status,
     died,
     is_finished,
     run_cell,
+    training_line,
 )
 from induction_probes.circuits.sweeps.ray_backend import ray_address_answers, ray_results
 from induction_probes.circuits.sweeps.sweep_spec import (  # noqa: F401 (the sweep's API: spec and running in one import)
@@ -118,11 +120,12 @@ def check_placement(device: str | None, gpus_per_cell: float, n_gpus: int | None
         raise SpecError(f"with --backend ray, --device {device} needs --gpus-per-cell (each cell's share of a GPU)")
 
 
-def local_results(root: Path, cells: list[dict], workers: int):
+def local_results(root: Path, cells: list[dict], workers: int, report=print):
     """Run cells on a pool of ``workers`` processes (spawned: a clean torch in each; started as
     :mod:`.worker_start` says: no current folder on their path, dead with this process), yielding results as
     they finish. A worker that dies (killed, out of memory) breaks the whole pool: the cells whose files
-    it never touched are queued again on a fresh pool (at most twice each), the others failed."""
+    it never touched are queued again on a fresh pool (at most twice each), the others failed. Every
+    :data:`~.cells.HEARTBEAT_SECONDS` without a finished cell, ``report`` hears where the cells in training are."""
     queue, tries = list(cells), dict.fromkeys((cell["path"] for cell in cells), 0)
     while queue:
         before = {cell["path"]: fingerprint(root / cell["path"]) for cell in queue}
@@ -135,11 +138,16 @@ def local_results(root: Path, cells: list[dict], workers: int):
             ) as pool,
         ):
             futures = {pool.submit(run_cell, str(root), cell): cell for cell in queue}
-            for future in as_completed(futures):
-                try:
-                    yield future.result()
-                except Exception as error:  # noqa: BLE001 -- run_cell never raises: its worker died
-                    broken.append((futures[future], error))
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=HEARTBEAT_SECONDS, return_when=FIRST_COMPLETED)
+                if not done:
+                    report(training_line(root, [futures[f] for f in futures if f.running()]))
+                for future in done:
+                    try:
+                        yield future.result()
+                    except Exception as error:  # noqa: BLE001 -- run_cell never raises: its worker died
+                        broken.append((futures[future], error))
         queue = []
         for cell, error in broken:
             tries[cell["path"]] += 1
@@ -210,7 +218,8 @@ def run_sweep(
         if not todo:
             trained = iter(())
         elif backend == "local":
-            trained = local_results(out, place_cells(todo, device, gpus_per_cell, n_gpus), min(workers, len(todo)))
+            placed = place_cells(todo, device, gpus_per_cell, n_gpus)
+            trained = local_results(out, placed, min(workers, len(todo)), report)
         else:
             trained = ray_results(out, place_cells(todo, device, 0.0, 0), workers, address, report, gpus_per_cell)
         finished: dict[str, dict] = {}

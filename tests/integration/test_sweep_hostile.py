@@ -324,3 +324,19 @@ def test_a_finished_cell_damaged_since_is_reported_never_skipped(damage, tmp_pat
     said = capsys.readouterr()
     assert "skipped" not in said.err + said.out
     assert "finished but damaged" in said.err + said.out and "remove" in said.err + said.out
+
+
+def test_a_sweep_says_where_its_cells_are_while_none_finishes(tmp_path, monkeypatch):
+    # issue 52 (sweeps): nothing was printed for 4 minutes while the first cells trained
+    import re
+
+    from induction_probes.circuits.sweeps import sweep
+
+    monkeypatch.setattr(sweep, "HEARTBEAT_SECONDS", 0.5)
+    lines = []
+    results = run_sweep(parse_spec(tiny(steps=600)), tmp_path / "out", report=lines.append)
+    assert [r["status"] for r in results] == ["trained"]
+    beats = [line for line in lines if line.startswith("training: ")]
+    assert beats and all(re.fullmatch(r"training: base/seed-0 (starting|at step \d+ of 600)", b) for b in beats)
+    steps = [int(m.group(1)) for b in beats if (m := re.search(r"at step (\d+)", b))]
+    assert steps and steps == sorted(steps)  # read from the cell's metrics as they grow
