@@ -6,20 +6,27 @@ One standard for every figure: its title says what it shows; both axes are label
 a run's figures share one x-axis, training sequences seen on a log scale (so the short uniform phase is
 as wide as the plateau), with the background shaded by the strategy the model is closest to and a key
 for the shading; chance levels and baselines are drawn; annotations are rounded to what is meaningful;
-and fonts stay readable when a slide shows the figure at half width.
+and fonts stay readable when a slide shows the figure at half width. Where the data hold intervals (over
+sequences or seeds) the figure draws them, as error bars or bands; every key sits beside or below the panels,
+never on the data, and names every line drawn; a head has one colour (:func:`head_colour`) in every figure; and
+:func:`save` raises any text under 10 px at the width the paper page shows the figure.
 """
 
 from __future__ import annotations
 
 import io
 import math
+import re
+import zlib
 from pathlib import Path
 
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.text import Text
+from matplotlib.transforms import offset_copy
 
 from induction_probes.circuits.common.names import head_label, heads_label  # noqa: F401 (the figures' import)
 from induction_probes.circuits.runs.writer import write_atomic
@@ -27,6 +34,28 @@ from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 
 STRATEGY_COLOURS = {"uniform": "tab:blue", "unigram": "tab:orange", "bigram": "tab:green", "trigram": "tab:red"}
 SEQUENCES_LABEL = "training sequences seen (log scale)"
+# heads' colours: none of the strategies' (a head's curve sits beside them) and none grey (the heads not shown)
+HEAD_PALETTE = (
+    "tab:purple",
+    "tab:brown",
+    "tab:pink",
+    "tab:olive",
+    "tab:cyan",
+    "navy",
+    "darkgoldenrod",
+    "teal",
+    "darkmagenta",
+    "black",
+    "lightcoral",
+    "slateblue",
+    "peru",
+)
+KEY_FONT = 11  # legends and annotations: 10 px or more where the paper page shows a figure (see displayed_px)
+# The paper page (probes/paper/page.py) shows a figure in a column of (1150 − 2 · 16 − 16) / 2 px beside another,
+# or across the whole text (1150 − 2 · 16 px) when it is wider than WIDE_INCHES: its text is read at that width.
+PAGE_COLUMN_PX, PAGE_WIDE_PX, WIDE_INCHES = 551, 1118, 8.5
+MIN_PX = 10.05  # the smallest text, in the page's pixels (a hair over 10: a size computed to 10 may round below)
+DPI = 120
 
 
 def theme(style: str = "ticks") -> None:
@@ -43,6 +72,53 @@ def subplots(*grid, figsize: tuple[float, float], layout: str | None = None, **o
 
 def strategy_colour(name: str) -> str:
     return STRATEGY_COLOURS.get(name, "tab:purple")
+
+
+def head_colour(label: str) -> str:
+    """The one colour of the head ``label`` (L1H0) in every figure of a model: a function of its layer and index
+    alone, so the induction and the Markov figures agree whichever heads each shows."""
+    found = re.fullmatch(r"L(\d+)H(\d+)", label)
+    index = 5 * int(found[1]) + int(found[2]) if found else zlib.crc32(label.encode())  # 13 colours: a prime
+    return HEAD_PALETTE[index % len(HEAD_PALETTE)]
+
+
+def is_wide(width_inches: float) -> bool:
+    """Whether the paper page shows a figure this wide across the whole text, not in a column."""
+    return width_inches > WIDE_INCHES
+
+
+def displayed_px(fig: Figure, points: float) -> float:
+    """How many screen pixels a font of ``points`` takes where the paper page shows ``fig``."""
+    width = fig.get_figwidth()
+    return points / 72 * (PAGE_WIDE_PX if is_wide(width) else PAGE_COLUMN_PX) / width
+
+
+def legend_outside(ax: Axes, below: bool = False, sections: dict[str, list] | None = None, **options):
+    """One legend beside the axes (right of them, or ``below`` them, under the tick labels and the x label: a fixed
+    offset in points, which a fraction of the axes' height is not), never over the data. ``sections``: further
+    keys (a title, then its handles) in the same legend, each under its title: a layout engine makes room for an
+    axes' own legend, not for a second one added beside it, which it let run off the figure."""
+    handles, labels = options.pop("handles", None), options.pop("labels", None)
+    titles = []  # the rows that name a section, in bold
+    if sections:
+        if handles is None:
+            handles, labels = ax.get_legend_handles_labels()
+        labels = labels or [handle.get_label() for handle in handles]
+        for title, extra in sections.items():
+            titles.append(len(handles))
+            handles = [*handles, Line2D([], [], ls="none"), *extra]  # an empty row, named with its title
+            labels = [*labels, title, *(handle.get_label() for handle in extra)]
+    if handles is not None:
+        options["handles"] = handles
+        options["labels"] = labels or [handle.get_label() for handle in handles]
+    where = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}
+    if below:
+        under = offset_copy(ax.transAxes, fig=ax.figure, y=-48, units="points")
+        where = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0), "bbox_transform": under}
+    legend = ax.legend(**where, borderaxespad=0, fontsize=KEY_FONT, title_fontsize=KEY_FONT, **options)
+    for row in titles:
+        legend.get_texts()[row].set_fontweight("bold")
+    return legend
 
 
 def meaningful(value: float, scale: float, digits: int = 2) -> str:
@@ -97,7 +173,7 @@ def shade_closest_strategy(ax: Axes, x: list[float], metrics: list[dict]) -> Non
 
 def plot_distance_to_strategies(metrics: list[dict], strategies: list[str], title: str, path: Path) -> Path:
     """KL(strategy ‖ model) at the last token against sequences seen (Edelman et al., Figure 1), with the
-    model's own KL(true ‖ model) for reference."""
+    model's own KL(true ‖ model) for reference; the keys beside the axes, off the curves."""
     theme()
     kept = with_sequences(metrics)
     x = [m["sequences_seen"] for m in kept]
@@ -108,8 +184,7 @@ def plot_distance_to_strategies(metrics: list[dict], strategies: list[str], titl
     sequences_axis(ax, x)
     ax.set_ylabel("KL(· ‖ model), last token (nats)")
     ax.set_title(f"{title}: distance from each strategy to the model")
-    phase_key(ax, kept, loc="lower left")
-    ax.legend(loc="lower center", fontsize=9, title="curves", title_fontsize=9)
+    legend_outside(ax, title="curves", sections={"shading": phase_handles(kept)})
     return save(fig, path)
 
 
@@ -121,7 +196,8 @@ def strategy_curves(ax: Axes, x: list[float], metrics: list[dict], strategies) -
 
 
 def plot_loss_against_baselines(metrics: list[dict], baselines: dict[str, float], title: str, path: Path) -> Path:
-    """KL(true ‖ model) at the last token, with each strategy's KL(true ‖ strategy) as a dashed line."""
+    """KL(true ‖ model) at the last token, with each strategy's KL(true ‖ strategy) as a dashed line. The
+    training metrics hold means only (no per-sequence values), so the curve has no band."""
     theme()
     kept = with_sequences(metrics)
     x = [m["sequences_seen"] for m in kept]
@@ -132,10 +208,9 @@ def plot_loss_against_baselines(metrics: list[dict], baselines: dict[str, float]
         ax.axhline(value, color=strategy_colour(name), ls="--", lw=1.5, label=f"{name} strategy ({value:.3f})")
     sequences_axis(ax, x)
     ax.set_ylabel("KL(true ‖ model), last token (nats)")
-    ax.set_ylim(0, 1.4 * max(*baselines.values(), *(m["last_token_kl"]["true"] for m in kept)))  # room for the key
+    ax.set_ylim(0, 1.1 * max(*baselines.values(), *(m["last_token_kl"]["true"] for m in kept)))
     ax.set_title(f"{title}: test loss against the strategies' losses")
-    phase_key(ax, kept, loc="lower left")
-    ax.legend(loc="upper right", fontsize=9, title="KL(true ‖ ·)", title_fontsize=9)
+    legend_outside(ax, title="KL(true ‖ ·)", sections={"shading": phase_handles(kept)})
     return save(fig, path)
 
 
@@ -144,13 +219,34 @@ def save(fig: Figure, path: Path) -> Path:
     colour bars that span several axes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     as_plain_text(fig)
+    readable_text(fig)
     if fig.get_layout_engine() is None:
         fig.tight_layout()
     png = io.BytesIO()
-    fig.savefig(png, dpi=120, format="png")
+    fig.savefig(png, dpi=DPI, format="png")
     # by a rename, as a run's files: a link planted at the figure's name is replaced, never written through
     write_atomic(path.parent.resolve() / path.name, png.getvalue())
     return path
+
+
+def smallest_points(fig: Figure) -> float:
+    """The font size, in points, that is MIN_PX pixels where the paper page shows ``fig``."""
+    return MIN_PX / displayed_px(fig, 1.0)
+
+
+def readable_text(fig: Figure) -> None:
+    """Every text of ``fig`` raised to :func:`smallest_points` where it is smaller, tick labels through their
+    axis (an axis makes new tick labels as the view changes, from its own settings), before the layout, which
+    makes room for the larger text: a panel of a wide figure is read at the page's width, not the PNG's."""
+    smallest = smallest_points(fig)
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            ticks = axis.get_major_ticks() + axis.get_minor_ticks()
+            if any(tick.label1.get_fontsize() < smallest for tick in ticks):
+                axis.set_tick_params(which="both", labelsize=smallest)
+    for text in fig.findobj(Text):
+        if text.get_fontsize() < smallest:
+            text.set_fontsize(smallest)
 
 
 def as_plain_text(fig: Figure) -> None:
@@ -180,84 +276,77 @@ def step_caption(entry: dict) -> str:
     )
 
 
+def best_head_band(results: list, score: str, layer: int) -> tuple[list[float], list[float], list[float]]:
+    """The best head of ``layer`` by ``score`` at each checkpoint: its value and the 95 % interval over the probe
+    sequences (NaN where a result carries none, which leaves a gap in the band)."""
+    values, lows, highs = [], [], []
+    for r in results:
+        scores = r.scores[score][layer]
+        best = int(scores.argmax())
+        bounds = getattr(r, "intervals", {}).get(score)
+        low, high = (bounds[layer][0][best].item(), bounds[layer][1][best].item()) if bounds else (math.nan,) * 2
+        values, lows, highs = values + [scores[best].item()], lows + [low], highs + [high]
+    return values, lows, highs
+
+
 def plot_scores_over_training(
     results: list, metrics: list[dict], chance: dict[str, float], title: str, path: Path
 ) -> Path:
-    """Layer 0's previous-token and the last layer's bigram-matching scores (best head) against sequences
-    seen, shaded by phase, each with its chance level (attention spread evenly over the keys).
-    ``metrics`` holds the run's metrics entry of each result's step."""
+    """Layer 0's previous-token and the last layer's bigram-matching scores (best head, with its 95 % interval
+    over the probe sequences as a band) against sequences seen, shaded by phase, each with its chance level
+    (attention spread evenly over the keys). ``metrics`` holds the run's metrics entry of each result's step."""
     theme()
     kept = [(r, m) for r, m in zip(results, metrics) if m["sequences_seen"] > 0]
     x = [m["sequences_seen"] for _, m in kept]
-    last = len(results[0].bigram_matching) - 1
+    last = len(results[0].scores["bigram_matching"]) - 1
     curves = {
-        "previous_token": ("tab:purple", "layer 0 previous-token", [r.previous_token[0].max().item() for r, _ in kept]),
-        "bigram_matching": (
-            "tab:brown",
-            f"layer {last} bigram-matching",
-            [r.bigram_matching[-1].max().item() for r, _ in kept],
-        ),
+        "previous_token": ("tab:purple", "layer 0 previous-token", 0),
+        "bigram_matching": ("tab:brown", f"layer {last} bigram-matching", last),
     }
     fig, ax = subplots(figsize=(8, 4.6))
     shade_closest_strategy(ax, x, [m for _, m in kept])
-    for name, (colour, label, values) in curves.items():
+    for name, (colour, label, layer) in curves.items():
+        values, low, high = best_head_band([r for r, _ in kept], name, layer)
         ax.plot(x, values, color=colour, lw=2, label=label)
+        ax.fill_between(x, low, high, color=colour, alpha=0.25, lw=0, label="its 95 % interval")
         ax.axhline(chance[name], color=colour, ls=":", lw=1.5, label=f"chance ({chance[name]:.2f})")
     sequences_axis(ax, x)
-    ax.set_ylabel("score of the best head (attention mass)")
+    ax.set_ylabel("score of the best head\n(attention mass)")
     ax.set_ylim(-0.03, 1.03)
     ax.set_title(f"{title}: circuit scores over training")
-    phase_key(ax, [m for _, m in kept], loc="center left")
-    ax.legend(loc="upper left", fontsize=9)
+    legend_outside(ax, sections={"shading": phase_handles([m for _, m in kept])})
     return save(fig, path)
 
 
-def phase_key(ax: Axes, metrics: list[dict], loc: str = "lower left") -> None:
-    """A legend entry for each strategy whose shading appears, so the bands need no caption."""
+def phase_handles(metrics: list[dict]) -> list[Patch]:
+    """A key entry for each strategy whose shading appears, so the bands need no caption."""
     shown = dict.fromkeys(closest_strategy(m["last_token_kl"]) for m in metrics)
-    handles = [Patch(color=strategy_colour(name), alpha=0.15, label=f"closest: {name}") for name in shown]
-    ax.add_artist(ax.legend(handles=handles, loc=loc, fontsize=8, title="shading", title_fontsize=8))
+    return [Patch(color=strategy_colour(name), alpha=0.15, label=f"closest: {name}") for name in shown]
 
 
-def strategies_above(metrics: list[dict], height: float) -> tuple:
+def phase_key(ax: Axes, metrics: list[dict], loc: str = "lower left") -> None:
+    """:func:`phase_handles` as a legend of its own inside the axes, kept past the axes' next legend (the
+    figures that keep their keys outside give the handles to :func:`legend_outside` as a section instead)."""
+    ax.add_artist(ax.legend(handles=phase_handles(metrics), loc=loc, fontsize=8, title="shading", title_fontsize=8))
+
+
+def strategies_above(metrics: list[dict], height: float, width: float = 8, outside: bool = False) -> tuple:
     """A two-panel figure on a shared log x-axis of sequences seen (step 0, at no sequences, left out), both
-    shaded by the closest strategy; the top panel holds KL(strategy ‖ model) and the model's KL(true ‖ model).
-    Returns (figure, top, bottom, x, the metrics kept)."""
+    shaded by the closest strategy; the top panel holds KL(strategy ‖ model) and the model's KL(true ‖ model),
+    with its key inside (or ``outside``, right of the panel). Returns (figure, top, bottom, x, the metrics kept)."""
     theme()
     kept = with_sequences(metrics)
     x = [m["sequences_seen"] for m in kept]
-    fig, (top, bottom) = subplots(2, 1, figsize=(8, height), sharex=True)
+    layout = "constrained" if outside else None  # constrained layout makes room for keys outside the axes
+    fig, (top, bottom) = subplots(2, 1, figsize=(width, height), sharex=True, layout=layout)
     for ax in (top, bottom):
         shade_closest_strategy(ax, x, kept)
     strategy_curves(top, x, kept, ("uniform", "unigram", "bigram"))
     top.set_yscale("log")
     top.set_ylabel("KL(· ‖ model), last token (nats)")
-    top.legend(loc="center left", fontsize=8)
+    if outside:
+        legend_outside(top, sections={"shading": phase_handles(kept)})
+    else:
+        top.legend(loc="center left", fontsize=8)
     sequences_axis(bottom, x)
     return fig, top, bottom, x, kept
-
-
-def plot_progress_measures(progress: list, metrics: list[dict], thresholds: dict, title: str, path: Path) -> Path:
-    """Above: KL(strategy ‖ model) and the model's KL(true ‖ model), last token. Below: each progress measure
-    rescaled so that chance is 0 and Proposition 2.1 is 1 (its threshold is 0.5), with a mark where it first
-    reaches the threshold. Shared log x-axis of sequences seen, shaded by the closest strategy."""
-    fig, top, bottom, x, kept = strategies_above(metrics, height=7)
-    keep = [i for i, m in enumerate(metrics) if m["sequences_seen"] > 0]  # the checkpoints the x-axis holds
-    colours = dict(zip(thresholds, sns.color_palette("dark", len(thresholds))))
-    styles = {"ov_copying_accuracy": (0, (4, 2))}  # dashed: it sits on the copying score once both reach 1
-    scaled = {
-        name: [(progress[i].value(name) - row["chance"]) / (row["construction"] - row["chance"]) for i in keep]
-        for name, row in thresholds.items()
-    }
-    for name, row in thresholds.items():
-        bottom.plot(x, scaled[name], color=colours[name], lw=2, ls=styles.get(name, "-"), label=name.replace("_", " "))
-        if row["first_sequences"]:
-            bottom.axvline(row["first_sequences"], color=colours[name], ls=":", lw=1.2)
-    bottom.axhline(0.5, color="grey", lw=1, ls="--", label="threshold (halfway)")
-    values = [v for curve in scaled.values() for v in curve]
-    bottom.set_ylim(min(-0.1, *values) - 0.05, max(1.0, *values) + 0.1)
-    bottom.set_ylabel("measure, rescaled\n(chance 0, construction 1)")
-    phase_key(bottom, kept, loc="lower right")
-    bottom.legend(loc="upper left", fontsize=8)
-    top.set_title(f"{title}: the circuit's pieces, read from the weights")
-    return save(fig, path)

@@ -18,7 +18,6 @@ from induction_probes.probes.figures.plots import (
     heads_label,
     log_limits,
     meaningful,
-    phase_key,
     sequences_axis,
     shade_closest_strategy,
     strategy_colour,
@@ -42,40 +41,44 @@ def plot_positional_profiles(
         ax.set_title(captions[step], fontsize=11)
         ax.set_xlabel("distance i − j (positions)")
     axes[0][0].set_ylabel("weight on distance d\n(softmax over d of q·r_d)")
-    axes[0][0].legend(loc="upper right", fontsize=9)
+    plots.legend_outside(axes[0][0], below=True)
     fig.suptitle(f"{title}: layer 0's positional profile (where it looks, whatever the tokens)")
     return plots.save(fig, path)
 
 
+def interval_errors(behaviours: list, measure: str, values: list[float]) -> np.ndarray | None:
+    """[2, bars]: each bar's distance down and up to the ends of its 95 % interval over the sequences on
+    ``measure`` (a ``Behaviour``'s ``intervals``); None where a bar has none (one sequence)."""
+    estimates = [getattr(b, "intervals", {}).get(measure) for b in behaviours]
+    if any(e is None or e.low is None for e in estimates):
+        return None
+    return np.array([[v - e.low for v, e in zip(values, estimates)], [e.high - v for v, e in zip(values, estimates)]])
+
+
 def plot_ablation_bars(baseline, results: list, strategy_kl: dict[str, float], title: str, path: Path) -> Path:
-    """Last-token KL(true ‖ model) with each head set ablated, against the clean model, coloured by the
-    strategy the ablated model is closest to, with each strategy's own KL(true ‖ strategy) drawn."""
+    """Last-token KL(true ‖ model) with each head set ablated, against the clean model, with its 95 % interval
+    over the sequences as an error bar, coloured by the strategy the ablated model is closest to, with each
+    strategy's own KL(true ‖ strategy) drawn; the keys right of the axes."""
     theme()
     labels = ["none"] + [heads_label(r.heads) for r in results]
     behaviours = [baseline] + [r.behaviour for r in results]
     values = [b.last_token_kl["true"] for b in behaviours]
+    errors = interval_errors(behaviours, "last_token_kl.true", values)
     closest = [b.closest_strategy for b in behaviours]
-    fig, ax = plots.subplots(figsize=(max(6, 1.5 * len(labels) + 3), 4.4))
-    bars = ax.bar(labels, values, color=[strategy_colour(c) for c in closest], width=0.6)
-    ax.bar_label(bars, labels=[f"{v:.3f}" for v in values], fontsize=10)
+    fig, ax = plots.subplots(figsize=(max(5, 0.9 * len(labels) + 1.5) + 3, 4.6))
+    bars = ax.bar(labels, values, yerr=errors, capsize=4, color=[strategy_colour(c) for c in closest], width=0.6)
+    ax.bar_label(bars, labels=[f"{v:.3f}" for v in values], fontsize=plots.KEY_FONT, padding=3)
     lines = [
         ax.axhline(v, color=strategy_colour(name), ls="--", lw=1.3, label=f"{name} strategy ({v:.3f})")
         for name, v in strategy_kl.items()
     ]
-    ax.set_ylim(0, 1.35 * max(*values, *strategy_kl.values()))  # room for the key above the bars
+    top = max(*values, *strategy_kl.values(), *([] if errors is None else np.add(values, errors[1])))
+    ax.set_ylim(0, 1.15 * top)  # room for the bars' labels
     ax.set_xlabel("ablated heads (none: the clean model)")
     ax.set_ylabel("KL(true ‖ model), last token (nats)")
-    ax.set_title(title)
+    ax.set_title(title + ("" if errors is None else "\n(error bars: 95 % interval over sequences)"))
     keys = [Patch(color=strategy_colour(c), label=f"closest: {c}") for c in dict.fromkeys(closest)]
-    ax.add_artist(ax.legend(handles=keys, loc="upper left", fontsize=9, title="bar colour", title_fontsize=9))
-    ax.legend(
-        handles=lines,
-        loc="upper left",
-        bbox_to_anchor=(1.0, 1.0),
-        fontsize=9,
-        title="KL(true ‖ strategy)",
-        title_fontsize=9,
-    )
+    plots.legend_outside(ax, handles=lines, title="KL(true ‖ strategy)", sections={"bar colour": keys})
     return plots.save(fig, path)
 
 
@@ -111,22 +114,33 @@ def plot_gaussian_scores(results: list, sequences: list[int], title: str, path: 
     error.set_ylabel("MSE / target variance (log scale)")
     sequences_axis(ax, x)
     lines = ax.get_legend_handles_labels(), error.get_legend_handles_labels()
-    ax.legend(lines[0][0] + lines[1][0], lines[0][1] + lines[1][1], loc="center left", fontsize=9)
+    plots.legend_outside(ax, below=True, handles=lines[0][0] + lines[1][0], labels=lines[0][1] + lines[1][1], ncol=2)
     ax.set_title(f"{title}: circuit scores and error on fresh sequences")
     return plots.save(fig, path)
 
 
 def plot_error_bars(rows: list[tuple[str, float]], title: str, path: Path) -> Path:
-    """MSE over the target's variance with each head set ablated ("none": the clean model), against the
-    error of predicting the mean (1)."""
+    """MSE over the target's variance with each head set ablated ("none": the clean model), with each value's 95 %
+    interval over the sequences as an error bar where it carries one (``low`` and ``high``), against the error
+    of predicting the mean (1)."""
     theme()
-    fig, ax = plots.subplots(figsize=(max(6, 1.5 * len(rows) + 2), 4.4))
-    bars = ax.bar([label for label, _ in rows], [value for _, value in rows], color="tab:gray", width=0.6)
-    ax.bar_label(bars, labels=[f"{value:.3g}" for _, value in rows], fontsize=10)
+    values = [value for _, value in rows]
+    bounds = [(getattr(v, "low", None), getattr(v, "high", None)) for v in values]
+    known = all(low is not None for low, _ in bounds)
+    errors = (
+        np.array([[v - low for v, (low, _) in zip(values, bounds)], [high - v for v, (_, high) in zip(values, bounds)]])
+        if known
+        else None
+    )
+    fig, ax = plots.subplots(figsize=(max(6, 1.2 * len(rows) + 1.5), 4.4))
+    bars = ax.bar([label for label, _ in rows], values, yerr=errors, capsize=4, color="tab:gray", width=0.6)
+    ax.bar_label(bars, labels=[f"{value:.3g}" for value in values], fontsize=plots.KEY_FONT, padding=3)
     ax.axhline(1.0, color="black", ls="--", lw=1.2, label="predicting the mean (1)")
-    ax.set_ylim(0, 1.15 * max(1.0, *(value for _, value in rows)))
-    ax.set(xlabel="ablated heads (none: the clean model)", ylabel="MSE / target variance", title=title)
-    ax.legend(loc="upper left", fontsize=9)
+    top = max(1.0, *values, *([] if errors is None else np.add(values, errors[1])))
+    ax.set_ylim(0, 1.15 * top)
+    ax.set(xlabel="ablated heads (none: the clean model)", ylabel="MSE / target variance")
+    ax.set_title(title + ("" if errors is None else "\n(error bars: 95 % interval over sequences)"))
+    plots.legend_outside(ax, below=True)
     return plots.save(fig, path)
 
 
@@ -170,7 +184,7 @@ def plot_attention_heatmaps(
             ax.set_ylabel("query position i → (tick: its token)")
     fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="attention weight")
     if n_layers > 1:
-        axes[1][0].legend(loc="upper right", fontsize=9, facecolor="lightgrey")
+        plots.legend_outside(axes[-1][0], below=True, facecolor="lightgrey")  # grey: the white rings show
     joint = "\n" if len(steps) == 1 else " "  # one column is too narrow for the title on one line
     fig.suptitle(f"{title}:{joint}attention on one sequence (first {n_pos} positions, head 0)", fontsize=14)
     return plots.save(fig, path)
@@ -191,7 +205,7 @@ def plot_prop21(result, path: Path) -> Path:
         title=f"k={result.k}: error against the c → ∞ limit",
     )
     left.margins(x=0.08)
-    left.legend()
+    plots.legend_outside(left, below=True, ncol=2)
     right.plot(result.kl_bigram_by_position.numpy(), color="tab:green")
     right.set(
         xlabel="position in the sequence (0-indexed)",
@@ -265,8 +279,7 @@ def plot_prop21_over_training(results: dict, metrics: list[dict], k: int, title:
     ax.set_ylim(-0.03, 1.1)
     ax.set_ylabel("agreement with Prop. 2.1 (1 = construction)")
     ax.set_title(f"{title}: how close to Proposition 2.1 over training")
-    phase_key(ax, [m for _, m in kept], loc="lower right")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize=9)
+    plots.legend_outside(ax, below=True, ncol=2, sections={"shading": plots.phase_handles([m for _, m in kept])})
     return plots.save(fig, path)
 
 
@@ -331,6 +344,6 @@ def plot_gaussian_training(metrics: list[dict], title: str, path: Path) -> Path:
     log_limits(ax, [m["relative_mse"] for m in kept] + [1.0])
     ax.set_ylabel("MSE / target variance (log scale)")
     sequences_axis(ax, x)
-    ax.legend(loc="lower left", fontsize=9)
+    plots.legend_outside(ax, below=True, ncol=2)
     ax.set_title(f"{title}: error over training")
     return plots.save(fig, path)

@@ -43,7 +43,7 @@ def plot_sweep_summary(summary: dict, directory: Path) -> list[Path]:
     ax.set_xlabel(summary["x_axis"])
     ax.set_ylabel("KL(true ‖ model), last token")
     ax.set_title(f"{name}: test loss, mean and 95% band over seeds\n(vertical bands: 95% interval of the transition)")
-    ax.legend(fontsize=8)
+    plots.legend_outside(ax, below=True)
     paths = [plots.save(fig, directory / f"{name}-kl.png")]
     fig, axes = subplots(1, len(conditions), figsize=(max(6.5, 4.2 * len(conditions)), 4.2), squeeze=False, sharey=True)
     for ax, (condition, values) in zip(axes[0], conditions.items()):
@@ -56,7 +56,7 @@ def plot_sweep_summary(summary: dict, directory: Path) -> list[Path]:
         ax.set_title(f"{condition} ({values['n_seeds']} seeds)", fontsize=10)
     fig.supxlabel(summary["x_axis"], fontsize=11)
     axes[0][0].set_ylabel("KL(strategy ‖ model), last token")
-    axes[0][0].legend(title="strategy", fontsize=8)
+    plots.legend_outside(axes[0][-1], title="strategy")  # right of the last panel: every panel has the same three
     fig.suptitle(f"{name}: distance to each strategy,\nmean and 95% band over seeds", fontsize=11)
     paths.append(plots.save(fig, directory / f"{name}-strategies.png"))
     if any("even_odd" in values for values in conditions.values()):

@@ -7,7 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.figures.plots import head_label, save, sequences_axis, subplots, theme, with_sequences
+from induction_probes.probes.figures.plots import (
+    head_colour,
+    head_label,
+    legend_outside,
+    save,
+    sequences_axis,
+    subplots,
+    theme,
+    with_sequences,
+)
 from induction_probes.probes.run_level.task_probes import scalar_metrics
 
 
@@ -32,9 +41,10 @@ def plot_task_probes(scores_by_step: dict[int, dict], sequences: dict[int, int],
             x = [sequences[step] for step in kept]
             for layer, head in heads:
                 values = [scores_by_step[step][name][layer][head].item() for step in kept]
-                ax.plot(x, values, marker="o", lw=1.8, label=head_label(layer, head))
+                label = head_label(layer, head)
+                ax.plot(x, values, marker="o", lw=1.8, color=head_colour(label), label=label)
             sequences_axis(ax, x)
-            ax.legend(loc="best", fontsize=9)
+            legend_outside(ax, below=True, ncol=4)
         ax.set(ylabel="probe value", title=name)
     fig.suptitle(f"{title}: attention probes per head")
     return save(fig, path)

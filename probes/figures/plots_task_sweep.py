@@ -65,7 +65,7 @@ def weight_panel(ax: Axes, runs: list[dict], part: str) -> None:
         ax.axhline(0.5, color="gray", lw=0.8)
         ax.set(ylabel="‖W(t) − W(0)‖ / ‖W(T) − W(0)‖")
     ax.set(xscale="log")
-    ax.legend(fontsize=8, ncol=3, loc="upper left")
+    plots.legend_outside(ax)
 
 
 def plot_task_sweep_training(summary: dict, name: str, condition: dict, path: Path) -> Path:
@@ -81,7 +81,7 @@ def plot_task_sweep_training(summary: dict, name: str, condition: dict, path: Pa
     fig, axes = plots.subplots(len(metrics) + 2, 1, figsize=(9, 2.8 * (len(metrics) + 2)), sharex=True)
     for ax, metric in zip(axes, metrics):
         metric_panel(ax, metric, runs, condition.get("baselines", {}))
-    axes[0].legend(fontsize=8, ncol=3, title="dot: half of its change made", title_fontsize=8)
+    plots.legend_outside(axes[0], title="dot: half of\nits change made")
     weight_panel(axes[-2], runs, "norm")
     weight_panel(axes[-1], runs, "moved")
     axes[-1].set_xlabel("step (log scale)")
@@ -120,7 +120,7 @@ def plot_task_sweep_order(summary: dict, name: str, condition: dict, path: Path)
         xlabel="step (log scale)",
         title=f"{name}: half-way steps, per seed",
     )
-    ax.legend(fontsize=8, loc="lower left")
+    plots.legend_outside(ax)
     return plots.save(fig, path)
 
 
@@ -148,7 +148,7 @@ def plot_task_sweep_readout(summary: dict, name: str, condition: dict, path: Pat
         right.plot([0, 1], ends, "o-", color=colour, lw=1.5)
     left.set(xticks=distances, xlabel="distance i back from position s", ylabel="held-out R²", ylim=(-0.1, 1.08))
     left.set_title("the token i back, x(s − i), read from the residual stream after layer 0", fontsize=10)
-    left.legend(fontsize=8)
+    plots.legend_outside(left, below=True, ncol=5)
     right.set(xticks=[0, 1], xticklabels=["after layer 0", "output"], ylim=(-0.1, 1.08), xlim=(-0.3, 1.3))
     right.set_title("the target (R²; output: 1 − MSE / variance)", fontsize=10)
     fig.suptitle(f"{Path(summary['sweep']).name} / {name}: {condition['task']}", fontsize=11)

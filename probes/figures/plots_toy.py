@@ -46,27 +46,24 @@ def plot_toy(history: list[dict], phases, title: str, path: Path) -> Path:
     theme()
     shown = [h for h in history if h["step"] > 0]  # a log axis has no step 0
     steps = [h["step"] for h in shown]
-    fig, (top, bottom) = plots.subplots(2, 1, figsize=(9, 8), sharex=True)
+    fig, (top, bottom) = plots.subplots(2, 1, figsize=(9, 8), sharex=True, layout="constrained")  # room for the keys
     for key, label in (("loss", "total"), ("loss_4gram", "4-gram part"), ("loss_induction", "induction part")):
         colour, style, width = TOY_STYLES[key]
         top.plot(steps, [max(h[key], 1e-12) for h in shown], color=colour, ls=style, lw=width, label=label)
     top.set(yscale="log", ylabel="loss (½ MSE, log scale)")
-    top.add_artist(top.legend(loc="upper right", fontsize=9, title="loss", title_fontsize=9))  # kept past the phase key
     for name in TOY_PARAMETERS:
         colour, style, width = TOY_STYLES[name]
         bottom.plot(steps, [h[name] for h in shown], color=colour, ls=style, lw=width, label=name)
     bottom.set(ylabel="parameter value")
-    bottom.legend(loc="upper left", ncol=3, fontsize=9, title="parameter", title_fontsize=9)
+    plots.legend_outside(bottom, title="parameter")
     sequences_axis(bottom, steps)
     bottom.set_xlabel("gradient step (log scale; full batch)")
+    phases_key = {}
     if phases:
         bounds = [0, phases.end_of_I, phases.end_of_II, phases.end_of_III, steps[-1]]
         shade_toy_phases(bottom, bounds)
-        top.add_artist(
-            top.legend(
-                handles=shade_toy_phases(top, bounds), loc="lower left", fontsize=9, title="phase", title_fontsize=9
-            )
-        )
+        phases_key = {"phase": shade_toy_phases(top, bounds)}
+    plots.legend_outside(top, title="loss", sections=phases_key)
     top.set_title(f"{title}\nloss parts and parameters through the phases")
     return plots.save(fig, path)
 
@@ -87,7 +84,7 @@ def plot_plateau_sweep(rows: list[tuple[int, float, int]], fit: tuple[float, flo
         label=f"{slope:.1f}·L·log(1/σ) {intercept:+.0f}, R² = {r2:.3f}",
     )
     ax.set(xlabel="L · log(1/σ)", ylabel="plateau length (steps)", title="toy model: plateau (phase II) length")
-    ax.legend()
+    plots.legend_outside(ax, below=True)
     return plots.save(fig, path)
 
 
@@ -133,7 +130,7 @@ def plot_toy_sweep_losses(summary: dict, path: Path) -> Path:
             ax.set(xscale="log", yscale="log")
     axes[0][0].set_ylabel("total loss (½ MSE)")
     axes[1][0].set_ylabel("induction part")
-    axes[0][0].legend(fontsize=8, title="dot: end of plateau (II)", title_fontsize=8)
+    plots.legend_outside(axes[0][-1], title="dot: end of\nplateau (II)")
     fig.suptitle(f"toy sweep {Path(summary['sweep']).name}: every seed")
     return plots.save(fig, path)
 
@@ -164,7 +161,7 @@ def plot_toy_sweep_steps(summary: dict, path: Path) -> Path:
     ax.set_yticks(range(len(measures)), [label for label, *_ in measures])
     ax.set(xscale="log", xlabel="step (log scale)", title=f"toy sweep {Path(summary['sweep']).name}: per seed")
     ax.invert_yaxis()
-    ax.legend(fontsize=9, title="condition", title_fontsize=9)
+    plots.legend_outside(ax, title="condition")
     return plots.save(fig, path)
 
 

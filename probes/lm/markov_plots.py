@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.figures.plots import save, strategy_colour, subplots, theme
+from induction_probes.probes.figures.plots import head_colour, legend_outside, save, strategy_colour, subplots, theme
 from induction_probes.probes.lm.markov import MarkovProbe
 from induction_probes.probes.lm.markov_measure import REFERENCES, reference_key
 from induction_probes.probes.lm.plots import step_axis
@@ -17,7 +17,6 @@ SHOWN_HEADS = 3  # heads drawn in colour per score over steps: the best at the l
 NAMED_HEADS = 4  # heads named in one model's scatter, per score: the marked ones first, then the best
 CURVES = (("unigram", strategy_colour("unigram")), ("bigram", strategy_colour("bigram")), ("true", "0.2"))
 REFERENCE_CURVES = tuple((s, strategy_colour(s)) for s in REFERENCES)  # KL(true ‖ s), dotted in s's colour
-HEAD_COLOURS = ("tab:blue", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")  # not the strategies'
 TITLES = {"bigram_matching": "bigram-matching score", "previous_token": "previous-token score A[i, i-1]"}
 
 
@@ -48,7 +47,7 @@ def kl_panel(ax, result: MarkovProbe) -> None:
     ax.set_ylabel("KL (nats), mean over draws x sequences")
     ax.set_ylim(0, ax.get_ylim()[1] * 1.15)  # room above the curves for the windows' names
     ax.set_title(f"model's prediction over the k tokens vs each strategy\n(bands: {result.protocol.coverage})")
-    ax.legend(loc="upper right", bbox_to_anchor=(1, 0.9), fontsize=9)  # below the windows' names
+    legend_outside(ax, below=True)
 
 
 def mass_panel(ax, result: MarkovProbe) -> None:
@@ -58,7 +57,7 @@ def mass_panel(ax, result: MarkovProbe) -> None:
     ax.set_xlabel("input position t")
     ax.set_ylabel("probability")
     ax.set_title(f"mass on the k = {result.protocol.k} chain tokens (mean {result.mass.value:.3f})")
-    ax.legend(loc="lower right", fontsize=9)
+    legend_outside(ax, below=True)
 
 
 def named_heads(result: MarkovProbe) -> set[str]:
@@ -91,7 +90,7 @@ def heads_panel(ax, result: MarkovProbe) -> None:
 def plot_markov_model(result: MarkovProbe, title: str, path: Path) -> Path:
     """KL to each strategy and mass on the k tokens per position, and every head's two scores."""
     theme()
-    fig, axes = subplots(1, 3, figsize=(16, 4.6))
+    fig, axes = subplots(1, 3, figsize=(16, 6.4), layout="constrained")  # constrained: room for the keys below
     kl_panel(axes[0], result)
     mass_panel(axes[1], result)
     heads_panel(axes[2], result)
@@ -103,37 +102,32 @@ def best_heads(result: MarkovProbe, score: str) -> list[str]:
     return [h.label for h in sorted(result.heads, key=lambda h: -getattr(h, score).value)[:SHOWN_HEADS]]
 
 
-def head_colours(result: MarkovProbe) -> dict[str, str]:
-    """One colour per head shown in either score panel, the same in both."""
-    shown = dict.fromkeys(best_heads(result, "bigram_matching") + best_heads(result, "previous_token"))
-    return {label: HEAD_COLOURS[i % len(HEAD_COLOURS)] for i, label in enumerate(shown)}
-
-
 def score_panel(ax, results: list[MarkovProbe], score: str) -> None:
     """Every head's score against step in grey, the best ``SHOWN_HEADS`` at the last step in colour with bands,
     chance dashed and the verdict's threshold dotted."""
-    steps, best, colours = [r.step for r in results], best_heads(results[-1], score), head_colours(results[-1])
+    steps, best = [r.step for r in results], best_heads(results[-1], score)
     for index, head in enumerate(results[-1].heads):
         estimates = [getattr(r.heads[index], score) for r in results]
         if head.label in best:
             low, high = [e.low for e in estimates], [e.high for e in estimates]
-            colour = colours[head.label]
+            colour = head_colour(head.label)  # the head's colour in every figure of the model, the induction one's too
             band(ax, steps, [e.value for e in estimates], low, high, colour, head.label, marker="o", ms=4)
         else:
             ax.plot(steps, [e.value for e in estimates], color="0.75", lw=0.8, zorder=1)
     ax.plot(steps, [r.chance[score] for r in results], color="0.5", ls="--", lw=1, label="chance")
-    ax.plot(steps, [r.threshold(score) for r in results], color="0.3", ls=":", lw=1, label="threshold")
+    ax.plot(steps, [r.threshold(score) for r in results], color="0.3", ls=":", lw=1.2, label="verdict's threshold")
+    ax.plot([], [], color="0.75", lw=0.8, label="the other heads")
     step_axis(ax, steps)
     ax.set_ylim(-0.03, 1.03)
     ax.set_ylabel("attention score")
     ax.set_title(TITLES[score])
-    ax.legend(loc="upper left", fontsize=9)
+    legend_outside(ax, below=True, ncol=2)
 
 
 def plot_markov_series(results: list[MarkovProbe], name: str, path: Path) -> Path:
     """Late-position KL to each strategy, and the best heads' two scores, against training step."""
     theme()
-    fig, axes = subplots(1, 3, figsize=(16, 4.6))
+    fig, axes = subplots(1, 3, figsize=(16, 6), layout="constrained")  # constrained: room for the keys below
     steps = [r.step for r in results]
     for strategy, colour in CURVES:
         estimates = [r.kl(strategy) for r in results]
@@ -158,7 +152,7 @@ def plot_markov_series(results: list[MarkovProbe], name: str, path: Path) -> Pat
     axes[0].set_ylim(bottom=0)
     axes[0].set_ylabel("KL (nats), late positions")
     axes[0].set_title(f"prediction over the k tokens vs each strategy\n(bands: {results[-1].protocol.coverage})")
-    axes[0].legend(loc="best", fontsize=9)
+    legend_outside(axes[0], below=True)
     score_panel(axes[1], results, "bigram_matching")
     score_panel(axes[2], results, "previous_token")
     fig.suptitle(f"{name}: statistical induction on ICL-MC chains over training")

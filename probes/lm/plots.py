@@ -6,17 +6,37 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from induction_probes.probes.figures.plots import head_label, heads_label, save, sns, subplots, theme
+from induction_probes.probes.figures.plots import (
+    head_colour,
+    head_label,
+    heads_label,
+    legend_outside,
+    save,
+    sns,
+    subplots,
+    theme,
+)
 
 SHOWN_HEADS = 3  # heads drawn in colour per score: the best at the last step
 
 
 def step_axis(ax, steps: list[int]) -> None:
-    """Training steps on a log scale that keeps step 0 (linear below 1), as Pythia's checkpoints need."""
-    ax.set_xscale("symlog", linthresh=1)
-    ax.set_xlim(0 if min(steps) == 0 else min(steps) / 1.25, max(steps) * 1.25)
-    ax.set_xlabel("training step (log scale, step 0 at the left)")
+    """Training steps on a linear axis: a symlog one (step 0 kept) gave 40 % of the width to the first few
+    hundred steps of Pythia's series, where nothing forms; a margin keeps the first and last points off the frame."""
+    margin = 0.02 * (max(steps) - min(steps) or 1)
+    ax.set_xlim(min(steps) - margin, max(steps) + margin)
+    ax.xaxis.set_major_locator(MaxNLocator(6))
+    ax.xaxis.set_major_formatter(
+        FuncFormatter(lambda step, _: f"{step / 1000:g}k" if abs(step) >= 1000 else f"{step:g}")
+    )
+    ax.set_xlabel("training step (linear; k: thousand)" if max(steps) >= 1000 else "training step (linear)")
+
+
+def threshold_line(ax, threshold: float) -> None:
+    """The share of attention at which a head's score names its role (probes/lm/roles.py), marked and keyed."""
+    ax.axhline(threshold, color="0.3", ls=":", lw=1.2, label=f"role threshold ({threshold:g})")
 
 
 def score_panel(ax, results: list, score: str, title: str) -> None:
@@ -32,7 +52,7 @@ def score_panel(ax, results: list, score: str, title: str) -> None:
             steps,
             curve,
             lw=2 if shown else 0.8,
-            color=None if shown else "0.75",
+            color=head_colour(head_label(layer, head)) if shown else "0.75",  # a head's colour in every figure
             zorder=3 if shown else 1,
             label=f"head {head_label(layer, head)}" if shown else None,
             marker="o" if shown else None,
@@ -41,38 +61,42 @@ def score_panel(ax, results: list, score: str, title: str) -> None:
         if shown:
             low, high = ([getattr(e, bound)[layer, head].item() for e in estimates] for bound in ("low", "high"))
             ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.2, lw=0, zorder=2)
+    ax.plot([], [], color="0.75", lw=0.8, label="the other heads")
+    threshold_line(ax, results[-1].threshold)
     step_axis(ax, steps)
     ax.set_ylim(-0.03 if score != "content" else -0.23, 1.03)
     ax.set_ylabel("attention score")
     ax.set_title(title)
-    ax.legend(loc="upper left", fontsize=9)
+    legend_outside(ax, below=True, ncol=2)
 
 
 def plot_lm_series(results: list, name: str, path: Path) -> Path:
     """Induction and previous-token scores of every head, and the loss on each copy of R, against step."""
     theme()
-    fig, axes = subplots(1, 3, figsize=(15, 4.4))
-    score_panel(axes[0], results, "content", "content-based induction score (R + R minus control)")
+    fig, axes = subplots(1, 3, figsize=(16, 5.6), layout="constrained")  # constrained: room for the keys below
+    score_panel(axes[0], results, "content", "content-based induction score\n(R + R minus control)")
     score_panel(axes[1], results, "previous_token", "previous-token score A[i, i-1]")
-    steps = [r.step for r in results]
-    axes[2].plot(
-        steps, [r.loss.first_half for r in results], color="tab:blue", lw=2, marker="o", ms=3, label="first copy of R"
-    )
-    axes[2].plot(
-        steps,
-        [r.loss.repeated_half for r in results],
-        color="tab:red",
-        lw=2,
-        marker="o",
-        ms=3,
-        label="repeated copy (induction loss)",
-    )
-    step_axis(axes[2], steps)
-    axes[2].set_ylabel("loss (nats per token)")
-    axes[2].set_title("loss on repeated random tokens")
-    axes[2].legend(loc="best", fontsize=9)
-    fig.suptitle(f"{name}: induction heads over training")
+    loss_panel(axes[2], results)
+    fig.suptitle(f"{name}: induction heads over training (bands: 95 % intervals over sequences)")
     return save(fig, path)
+
+
+def loss_panel(ax, results: list) -> None:
+    """The loss on each copy of R against step, with its 95 % interval over sequences as a band."""
+    steps = [r.step for r in results]
+    for part, colour, label in (
+        ("first_half", "tab:blue", "first copy of R"),
+        ("repeated_half", "tab:red", "repeated copy (induction loss)"),
+    ):
+        estimates = [r.loss.interval(part) for r in results]
+        ax.plot(steps, [e.value for e in estimates], color=colour, lw=2, marker="o", ms=3, label=label)
+        low = [e.value if e.low is None else e.low for e in estimates]  # one sequence: no interval, no band
+        high = [e.value if e.high is None else e.high for e in estimates]
+        ax.fill_between(steps, low, high, color=colour, alpha=0.2, lw=0)
+    step_axis(ax, steps)
+    ax.set_ylabel("loss (nats per token)")
+    ax.set_title("loss on repeated random tokens")
+    legend_outside(ax, below=True)
 
 
 def plot_lm_ablation(baseline, results: list, title: str, path: Path) -> Path:
@@ -99,7 +123,8 @@ def plot_lm_ablation(baseline, results: list, title: str, path: Path) -> Path:
     ax.set_xlabel("ablated heads")
     ax.set_ylabel("loss on the repeated copy (nats per token)")
     ax.set_title(title)
-    ax.legend(loc="best", fontsize=9)
+    ax.set_title(title + "\n(error bars: 95 % intervals over sequences)")
+    legend_outside(ax)
     ax.tick_params(axis="x", labelrotation=45)
     for label in ax.get_xticklabels():
         label.set_horizontalalignment("right")

@@ -31,5 +31,5 @@ def plot_error_curve(
     if log_x:
         ax.set_xscale("log")
     ax.margins(x=0.06)
-    ax.legend(loc="upper right", fontsize=9)
+    plots.legend_outside(ax, below=True)
     return plots.save(fig, path)

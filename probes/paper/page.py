@@ -5,10 +5,12 @@ addresses it holds are plain links to the two papers' arXiv pages."""
 from __future__ import annotations
 
 import html
+import struct
 from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
+from induction_probes.probes.figures.plots import DPI, is_wide
 from induction_probes.probes.paper.entries import (
     AGREE,
     AT_OUR_SETTINGS,
@@ -53,6 +55,7 @@ td, th { border: 1px solid #ddd; padding: 4px 6px; } th { background: #f3f3f3; t
 .notyet { background: #e4e4e4; } .extra { background: #dde8f6; } .oursettings { background: #f4e1cc; }
 .figures { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
 figure { margin: 0.5em 0; flex: 1 1 460px; max-width: 820px; } img { width: 100%; border: 1px solid #eee; }
+figure.wide { flex-basis: 100%; max-width: none; }
 figcaption { color: #666; font-size: 0.85em; }
 .sources { color: #666; font-size: 0.85em; }
 #contents ul { padding-left: 1.2em; } #contents li { margin: 0.5em 0; } a.up { font-size: 0.55em; font-weight: normal; }
@@ -73,6 +76,17 @@ def anchor(index: int) -> str:
 def figure_src(path: Path) -> str:
     """The relative address of a figure beside the page (its name percent-encoded)."""
     return "figures/" + quote(path.name)
+
+
+def figure_class(path: Path) -> str:
+    """``wide`` for a figure drawn wider than a column holds readably (``is_wide``: several panels), so the page
+    shows it across the whole text; read from the PNG's header (its width at 8 bytes past the IHDR tag)."""
+    try:
+        header = path.read_bytes()[:24]
+    except OSError:  # a figure not drawn here (an entry built by hand): shown in a column
+        return ""
+    ok = header[:8] == b"\x89PNG\r\n\x1a\n" and header[12:16] == b"IHDR"
+    return ' class="wide"' if ok and is_wide(struct.unpack(">I", header[16:20])[0] / DPI) else ""
 
 
 def badge(verdict: str) -> str:
@@ -121,7 +135,7 @@ def entry_html(index: int, entry: Entry, shown: dict[str, int]) -> str:
         shown[path.name] = index
         src = text(figure_src(path))  # the figure links to itself: a click shows it at full size
         drawn.append(
-            f'<figure><a href="{src}"><img src="{src}" alt="{text(path.name)}"></a>'
+            f'<figure{figure_class(path)}><a href="{src}"><img src="{src}" alt="{text(path.name)}"></a>'
             f"<figcaption>{text(path.name)}</figcaption></figure>"
         )
     if drawn:

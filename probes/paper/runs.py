@@ -22,7 +22,6 @@ from induction_probes.probes.figures.plots import (
     figure_name,
     plot_distance_to_strategies,
     plot_loss_against_baselines,
-    plot_progress_measures,
     plot_scores_over_training,
     step_caption,
 )
@@ -32,6 +31,7 @@ from induction_probes.probes.figures.plots_circuit import (
     plot_minimal_parameters,
     plot_positional_profiles,
 )
+from induction_probes.probes.figures.plots_progress import plot_progress_measures
 from induction_probes.probes.paper.shipped import open_run
 from induction_probes.probes.progress.progress_measures import progress_measures, threshold_crossings
 from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run

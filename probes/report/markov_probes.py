@@ -11,11 +11,11 @@ from induction_probes.probes.attention.patterns import chance_scores, run_with_p
 from induction_probes.probes.behaviour.icl_behaviour import even_sequence, illustrative_steps, strategy_phases
 from induction_probes.probes.figures.plots import (
     figure_name,
-    plot_progress_measures,
     plot_scores_over_training,
     step_caption,
 )
 from induction_probes.probes.figures.plots_circuit import plot_attention_heatmaps, plot_positional_profiles
+from induction_probes.probes.figures.plots_progress import plot_progress_measures
 from induction_probes.probes.progress.progress_measures import threshold_crossings
 from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
 from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
