@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench shipped experiments paper
+.PHONY: demo test test-fast bench shipped experiments paper
 
 $(STAMP): pyproject.toml
 	@echo "setting up $(VENV): torch 2.13.0 (CPU), then this project with its test, Ray, devinterp and docs extras (a few minutes, once)"
@@ -74,9 +74,17 @@ paper: $(STAMP)
 
 # Two test processes where the machine has two cores (pytest-xdist): the suite is CPU-bound and single-threaded,
 # so a second core halves it; no more than two, as on the 2-core machines it is sized for. worksteal: a worker
-# that runs out takes tests from the other, so one long test near the end (the Ray cluster's) leaves none idle.
-test: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto --maxprocesses 2 --dist worksteal tests
+# that runs out takes tests from the other, so one long test near the end (a sweep's) leaves none idle.
+PYTEST := $(BIN)/python -m pytest -q -n auto --maxprocesses 2 --dist worksteal
+
+# Two tiers, so that the loop run before every commit takes minutes: test-fast leaves out the slow tier (LLC
+# accuracy, Ray clusters, fault injection: tests/conftest.py's SLOW), and test runs it after the fast tier, so
+# that CI, which runs `make test`, still runs every test. A failing fast tier stops there: CI fails either way.
+test-fast: $(STAMP)
+	$(PYTEST) -m "not slow" tests
+
+test: test-fast
+	$(PYTEST) -m slow tests
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_markov.py

@@ -24,6 +24,12 @@ RECIPES = {
 }
 
 
+@pytest.fixture
+def tiny_run(trained_once) -> Run:
+    """TINY's run, trained once for the session: the tests given it only read it."""
+    return trained_once(TINY)
+
+
 def run_files(path) -> dict[str, bytes]:
     files = [path / name for name in ("config.json", "manifest.json", "metrics.jsonl")]
     files += sorted((path / "checkpoints").iterdir())
@@ -59,8 +65,8 @@ def test_the_fast_metrics_are_per_position_s_numbers_to_the_bit():
             assert eval_set.metrics(logits) == before
 
 
-def test_device_cpu_gives_the_same_files_as_no_device(tmp_path):
-    default = train_run(TINY, tmp_path / "default", progress=False)
+def test_device_cpu_gives_the_same_files_as_no_device(tmp_path, tiny_run):
+    default = tiny_run
     cpu = train_run(TINY, tmp_path / "cpu", progress=False, device="cpu")
     assert run_files(default.path) == run_files(cpu.path)
     assert (
@@ -92,8 +98,8 @@ def test_device_cpu_gives_the_same_files_as_no_device(tmp_path):
     assert Run.open(default.path).config["devices"] == ["cpu"]
 
 
-def test_a_model_knows_its_device(tmp_path):
-    run = train_run(TINY, tmp_path / "run", progress=False)
+def test_a_model_knows_its_device(tiny_run):
+    run = tiny_run
     model = run.load(device="cpu")
     assert model.cfg.device == "cpu" and next(model.parameters()).device.type == "cpu"
     assert run.load(step=0).cfg is not model.cfg  # each model owns its config, so moving one moves no other

@@ -22,6 +22,12 @@ TINY = MarkovRecipe(
 )
 
 
+@pytest.fixture
+def tiny_run(trained_once) -> Run:
+    """TINY's run, trained once for the session: the tests given it only read it."""
+    return trained_once(TINY)
+
+
 def run_files(path: Path) -> dict[str, bytes]:
     """Everything a run promises to reproduce: config, manifest, metrics and weights (not resume/)."""
     files = [
@@ -43,8 +49,8 @@ def test_schedule_is_log_spaced_early_and_linear_later():
     assert max(late_gaps) - min(late_gaps) <= 1  # evenly spaced afterwards
 
 
-def test_run_directory_layout_and_metrics(tmp_path):
-    run = train_run(TINY, tmp_path / "run", progress=False)
+def test_run_directory_layout_and_metrics(tiny_run):
+    run = tiny_run
     assert run.steps == checkpoint_schedule(TINY.steps, TINY.n_checkpoints)
     for entry in run.manifest:
         assert entry["sequences_seen"] == entry["step"] * TINY.batch_size
@@ -78,8 +84,8 @@ def test_run_directory_layout_and_metrics(tmp_path):
     assert not list(run.path.rglob("*.tmp"))
 
 
-def test_same_seeds_give_byte_identical_files(tmp_path):
-    a = train_run(TINY, tmp_path / "a", progress=False)
+def test_same_seeds_give_byte_identical_files(tmp_path, tiny_run):
+    a = tiny_run  # trained in another folder, earlier in the session
     b = train_run(TINY, tmp_path / "b", progress=False)
     assert run_files(a.path) == run_files(b.path)
     c = train_run(replace(TINY, data_seed=7), tmp_path / "c", progress=False)
@@ -87,16 +93,16 @@ def test_same_seeds_give_byte_identical_files(tmp_path):
 
 
 @pytest.mark.parametrize("stop", [13, 20])  # between checkpoints, and on one
-def test_resume_reproduces_an_uninterrupted_run(tmp_path, stop):
-    whole = train_run(TINY, tmp_path / "whole", progress=False)
+def test_resume_reproduces_an_uninterrupted_run(tmp_path, stop, tiny_run):
+    whole = tiny_run
     train_run(TINY, tmp_path / "split", stop_after=stop, progress=False)
     assert Run.open(tmp_path / "split").steps[-1] <= stop
     resumed = train_run(None, tmp_path / "split", resume=True, progress=False)
     assert run_files(resumed.path) == run_files(whole.path)
 
 
-def test_a_crash_while_saving_leaves_only_complete_checkpoints(tmp_path, monkeypatch):
-    whole = train_run(TINY, tmp_path / "whole", progress=False)
+def test_a_crash_while_saving_leaves_only_complete_checkpoints(tmp_path, monkeypatch, tiny_run):
+    whole = tiny_run
     real_save = checkpoint_module.save_tensors
     calls = {"n": 0}
 
@@ -148,9 +154,9 @@ def written_paths(tmp_path, monkeypatch) -> list[str]:
 
 
 def test_killed_at_any_write_point_of_the_first_or_a_later_checkpoint_resume_finishes_byte_for_byte(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, tiny_run
 ):
-    whole = every_file(train_run(TINY, tmp_path / "whole", progress=False).path)
+    whole = every_file(tiny_run.path)
     names = written_paths(tmp_path, monkeypatch)
     resume_writes = [i for i, name in enumerate(names) if name == "state.safetensors"]
     first = range(0, resume_writes[0] + 1)  # config, step 0's weights, metrics, manifest, resume state
@@ -177,9 +183,9 @@ def test_killed_at_any_write_point_of_the_first_or_a_later_checkpoint_resume_fin
         assert every_file(out) == whole, f"killed while writing {names[point]} (write {point})"
 
 
-def test_a_writer_killed_while_writing_the_first_config_leaves_a_directory_the_same_command_starts(tmp_path):
+def test_a_writer_killed_while_writing_the_first_config_leaves_a_directory_the_same_command_starts(tmp_path, tiny_run):
     """SIGKILL leaves write_atomic's temporary file behind (an exception would have removed it)."""
-    whole = every_file(train_run(TINY, tmp_path / "whole", progress=False).path)
+    whole = every_file(tiny_run.path)
     out = tmp_path / "killed"
     out.mkdir()
     (out / "lock").touch()
@@ -198,8 +204,8 @@ def test_starting_over_an_existing_run_is_refused(tmp_path):
         train_run(TINY, tmp_path / "run", progress=False)
 
 
-def test_loaded_checkpoint_reproduces_the_logged_metrics(tmp_path):
-    run = train_run(TINY, tmp_path / "run", progress=False)
+def test_loaded_checkpoint_reproduces_the_logged_metrics(tiny_run):
+    run = tiny_run
     eval_set = TINY.task.eval_set(TINY.eval_seqs, TINY.eval_seed)
     for index in (0, 4, -1):
         model = run.load(index=index)
@@ -230,8 +236,8 @@ def test_a_damaged_resume_state_is_refused_in_one_line(tmp_path, capsys):
     assert "does not match its checksum" in capsys.readouterr().err
 
 
-def test_a_run_that_crashed_before_its_first_resume_state_starts_over_on_resume(tmp_path):
-    whole = train_run(TINY, tmp_path / "whole", progress=False)
+def test_a_run_that_crashed_before_its_first_resume_state_starts_over_on_resume(tmp_path, tiny_run):
+    whole = tiny_run
     crashed = tmp_path / "crashed"
     train_run(TINY, crashed, stop_after=0, progress=False)
     (crashed / "resume" / "state.safetensors").unlink()  # as if killed between the step-0 files
@@ -279,10 +285,10 @@ def own_files(path: Path) -> dict[str, bytes]:
     return {name: data for name, data in run_files(path).items() if not (path / name).is_symlink()}
 
 
-def test_links_planted_in_a_run_are_never_written_through(tmp_path):
+def test_links_planted_in_a_run_are_never_written_through(tmp_path, tiny_run):
     watched = tmp_path / "watched"
     watched.write_bytes(b"not the run's")
-    whole = train_run(TINY, tmp_path / "whole", progress=False)
+    whole = tiny_run
     split = tmp_path / "split"
     train_run(TINY, split, stop_after=13, progress=False)
     plant_links(split, watched)

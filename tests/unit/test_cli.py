@@ -19,10 +19,9 @@ def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(COMMAND), *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
 
 
-def test_baselines_json_has_the_documented_keys_and_values():
-    result = run("baselines", "markov", "--k", "3", "--seq-len", "100", "--n-seqs", "20000", "--json")
-    assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)
+def test_baselines_json_has_the_documented_keys_and_values(capsys):
+    assert main(["baselines", "markov", "--k", "3", "--seq-len", "100", "--n-seqs", "20000", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
     assert {"k", "seq_len", "alpha", "n_seqs", "last_token_kl", "mean_ce"} <= data.keys()
     assert set(data["last_token_kl"]) == {"uniform", "unigram", "bigram"}
     assert set(data["mean_ce"]) == {"true", "uniform", "unigram", "bigram"}
@@ -30,10 +29,9 @@ def test_baselines_json_has_the_documented_keys_and_values():
     assert abs(data["mean_ce"]["true"] - 0.821) < 0.01
 
 
-def test_baselines_table_is_readable():
-    result = run("baselines", "markov", "--k", "2", "--n-seqs", "500")
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+def test_baselines_table_is_readable(capsys):
+    assert main(["baselines", "markov", "--k", "2", "--n-seqs", "500"]) == 0
+    lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("ICL-MC strategy baselines: k=2")
     assert [line.split()[0] for line in lines[3:]] == ["true", "uniform", "unigram", "bigram"]
 
@@ -162,10 +160,11 @@ def test_experiment_ih4_reports_the_three_models(capsys):
     assert all(0 < r["relative_mse"] < 1.5 for r in rows)
 
 
-def test_a_missing_step_names_the_nearest_saved_ones():
-    result = run("probe", "markov-k3", "--step", "1000", "--n-seqs", "10")
-    assert result.returncode == 2
-    assert "step 1000 is not saved in run markov-k3; the nearest saved steps are 970 and 1010" in result.stderr
+def test_a_missing_step_names_the_nearest_saved_ones(capsys):
+    assert main(["probe", "markov-k3", "--step", "1000", "--n-seqs", "10"]) == 2
+    assert (
+        "step 1000 is not saved in run markov-k3; the nearest saved steps are 970 and 1010" in capsys.readouterr().err
+    )
 
 
 def test_a_bare_command_shows_its_usage_and_a_closed_pipe_is_no_traceback():
@@ -181,8 +180,9 @@ def test_a_bare_command_shows_its_usage_and_a_closed_pipe_is_no_traceback():
     assert piped.stdout.strip() == "{" and "Traceback" not in piped.stderr
 
 
-def test_training_into_a_log_writes_a_progress_line_per_tenth_of_the_work(tmp_path):
-    result = run(
+def test_training_into_a_log_writes_a_progress_line_per_tenth_of_the_work(tmp_path, capsys):
+    # in process, stderr is captured, not a terminal, as in a log
+    argv = [
         "train",
         "markov",
         "--k",
@@ -199,9 +199,10 @@ def test_training_into_a_log_writes_a_progress_line_per_tenth_of_the_work(tmp_pa
         "20",
         "--out",
         str(tmp_path / "run"),
-    )
-    assert result.returncode == 0, result.stderr
-    progress_lines = [line for line in result.stderr.replace("\r", "\n").splitlines() if line.startswith("train run")]
+    ]
+    assert main(argv) == 0
+    stderr = capsys.readouterr().err
+    progress_lines = [line for line in stderr.replace("\r", "\n").splitlines() if line.startswith("train run")]
     assert 2 <= len(progress_lines) <= 12
 
 
@@ -237,11 +238,11 @@ def test_gaussian_probe_and_ablate_write_the_figures_they_are_asked_for(tmp_path
     assert all(f"figure: {tmp_path / name}" in out for name in names)
 
 
-def test_json_never_prints_a_number_that_could_not_be_computed():
+def test_json_never_prints_a_number_that_could_not_be_computed(capsys):
     for json_option in (["--json"], []):
-        result = run("verify", "prop21", "--k", "3", "--c", "1e155", "--n-seqs", "20", *json_option)
-        assert result.returncode == 2 and result.stdout == ""
-        assert "c = 1e+155 is too large to compute" in result.stderr and result.stderr.count("\n") == 1
+        assert main(["verify", "prop21", "--k", "3", "--c", "1e155", "--n-seqs", "20", *json_option]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and "c = 1e+155 is too large to compute" in err and err.count("\n") == 1
 
 
 def test_report_of_a_gaussian_run_shows_its_error_over_training(capsys, tmp_path):

@@ -21,13 +21,14 @@ from pathlib import Path
 
 import pytest
 
+from induction_probes.cli import main
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"<!--\s*(skip|run)\s*(?::\s*(.*?))?\s*-->")
 COMMAND = Path(sys.executable).with_name("induction-probes")
 TUTORIAL = ROOT / "docs" / "tutorial.py"
 TOP = "induction_probes"
-COMMAND_TIMEOUT_S = 60  # the slowest runnable lines (probe markov-k3 --step 0, baselines) take ~10 s here
 
 
 @dataclass
@@ -189,23 +190,19 @@ def runnable_blocks() -> list[tuple[Block, Block | None]]:
 
 
 @pytest.mark.parametrize("block, shown", runnable_blocks(), ids=lambda b: b and f"{page_id(b.page)}:{b.line}")
-def test_runnable_shell_blocks_run_and_print_what_the_page_shows(block, shown):
+def test_runnable_shell_blocks_run_and_print_what_the_page_shows(block, shown, monkeypatch, capsys):
+    # in process, through what the entry point calls: the output is the point here, and a process per line
+    # would pay the imports again (the entry point itself is tested in test_cli.py)
+    monkeypatch.chdir(ROOT)
     output = ""
     for line in block.code.splitlines():
         words = line.split("#")[0].split()
         if words[:1] != ["induction-probes"]:
             continue
-        result = subprocess.run(
-            [str(COMMAND), *words[1:]],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=COMMAND_TIMEOUT_S,
-            check=False,  # the status is asserted below, with stderr
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-        )
-        assert result.returncode == 0, f"{line!r} failed: {result.stderr[-2000:]}"
-        output += result.stdout
+        status = main(words[1:])
+        printed = capsys.readouterr()
+        assert status == 0, f"{line!r} failed: {printed.err[-2000:]}"
+        output += printed.out
     if shown is not None:
         printed = [" ".join(line.split()) for line in output.splitlines()]
         position = 0

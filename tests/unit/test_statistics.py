@@ -1,8 +1,10 @@
 """The comparison statistics against hand computation, scipy and their formulas, and the shipped summaries'
 comparisons recomputed from their own per-seed values."""
 
+import itertools
 import json
 import math
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ from induction_probes.probes.sweeps.statistics import (
     interval,
     nonnegative_interval,
     paired_comparison,
+    signed_rank_p,
     split_into_kinds,
     welch_comparison,
 )
@@ -57,6 +60,55 @@ def test_wilcoxon_signed_rank_exact_by_counting():
     a = [0.0] * 5
     b = [0.5, -1.0, 2.0, 3.0, 4.0]
     assert paired_comparison(a, b, bounded=False)["rank_p_value"] == pytest.approx(6 / 32, rel=1e-12)
+
+
+def signed_rank_p_by_brute_force(differences) -> Fraction:
+    """Every one of the 2^n sign flips of ``differences`` (zeros included, as scipy's permutation test does),
+    the rank sum of the positive ones with zeros dropped and ties at their average rank, counted as fractions."""
+    d = np.asarray(differences, float)
+    ranks = stats.rankdata(np.abs(d[d != 0]))
+    magnitudes = np.abs(d[d != 0])
+
+    def positive_sum(signs) -> Fraction:
+        return sum((Fraction(r) for r, s in zip(ranks, signs) if s > 0), Fraction(0))
+
+    observed = positive_sum(np.sign(d[d != 0]))
+    sums = [positive_sum(signs) for signs in itertools.product((-1, 1), repeat=len(magnitudes))]
+    sums = sums * 2 ** int(np.sum(d == 0))  # a zero's two signs give the same sum
+    below = Fraction(sum(s <= observed for s in sums), len(sums))
+    above = Fraction(sum(s >= observed for s in sums), len(sums))
+    return min(Fraction(1), 2 * min(below, above))
+
+
+@pytest.mark.parametrize(
+    "differences",
+    [
+        [0.0, 0.0, 1.0, -1.0, 2.0, 2.0, -2.0, 3.0, 0.5, -0.5],  # zeros, and ties across signs
+        [1.5, 1.5, 1.5, 1.5, -1.5, 0.0, 4.0, 4.0, -0.25],  # a tie of five, and half ranks
+        [-2.0, -2.0, -2.0, -1.0, -1.0, 0.0],  # every sign negative: the smallest p the ties allow
+        [0.0, 0.0, 0.0, 3.0],  # one signed difference: p = 1
+        [0.3, -0.1, 0.7, 0.2, -0.4, 0.9, 1.1, -0.6, 0.8, 1.3, 1.2],  # no ties, eleven values
+    ],
+)
+def test_signed_rank_p_is_the_count_over_every_sign_flip(differences):
+    assert signed_rank_p(differences) == pytest.approx(float(signed_rank_p_by_brute_force(differences)), abs=1e-15)
+
+
+def test_signed_rank_p_equals_scipy_where_scipy_is_exact():
+    """scipy's wilcoxon enumerates the sign flips with ties or zeros up to n = 13 and uses the exact
+    distribution without them up to n = 50 (further with method="exact"): the same p-values to the last bit
+    (every probability is a multiple of 2^-n). Beyond, scipy falls back to a normal approximation."""
+    rng = np.random.default_rng(0)
+    for n in range(1, 14):  # half-integers in [-1.5, 1.5]: zeros and ties in nearly every draw
+        d = rng.integers(-3, 4, size=n) * 0.5
+        d[0] = 0.5 if not d.any() else d[0]
+        assert signed_rank_p(d) == stats.wilcoxon(d).pvalue, d
+    for n in (2, 5, 10, 20, 35, 50):
+        d = rng.normal(size=n)
+        assert signed_rank_p(d) == stats.wilcoxon(d).pvalue, d
+    d = rng.normal(size=70) + 0.3
+    assert signed_rank_p(d) == pytest.approx(stats.wilcoxon(d, method="exact").pvalue, rel=1e-12)
+    assert math.isnan(signed_rank_p([0.0, 0.0]))  # no signed difference: no test
 
 
 def test_welch_by_its_formula():
