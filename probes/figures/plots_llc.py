@@ -6,9 +6,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import seaborn as sns
-
-from induction_probes.probes.figures.plots import phase_key, save, strategies_above
+from induction_probes.probes.figures.plots import head_colour, legend_outside, save, strategies_above
 
 CIRCUIT_MEASURES = {"previous_token_match": "--", "k_composition_match": ":"}  # progress measure: line style
 
@@ -20,7 +18,7 @@ def plot_llc(
     (``llc`` command's JSON records) at the sampled checkpoints (bars: standard deviation over chains), refused
     ones marked on the axis; the construction's (at its best scales) and, where step 0 was sampled, the initial
     model's as horizontal lines (step 0 has seen no sequences: a log axis has no place for it)."""
-    fig, top, bottom, x, kept = strategies_above(metrics, height=6.5)
+    fig, top, bottom, x, kept = strategies_above(metrics, height=6.5, width=10, outside=True)
     trained = [e for e in estimates if e["sequences_seen"] > 0]
     accepted = [e for e in trained if e["llc"] is not None]
     bottom.errorbar(
@@ -31,8 +29,18 @@ def plot_llc(
         marker="o",
         capsize=3,
         lw=1.5,
-        label="LLC (± sd over chains)",
+        label=f"LLC at {resolution_said(estimates)} (± sd over chains)",
     )
+    checked = [e for e in accepted if (e["diagnostics"].get("localization_check") or {}).get("estimate") is not None]
+    if checked:
+        bottom.plot(
+            [e["sequences_seen"] for e in checked],
+            [e["diagnostics"]["localization_check"]["estimate"] for e in checked],
+            ls=":",
+            marker="d",
+            color="grey",
+            label="the same at γ/4",
+        )
     refused = [e["sequences_seen"] for e in trained if e["llc"] is None]
     if refused:
         bottom.plot(refused, [0] * len(refused), "rx", ms=8, label="refused by the diagnostics")
@@ -54,8 +62,7 @@ def plot_llc(
         bottom.plot([], [], " ", label=f"Prop. 2.1 construction: {verdict} by the diagnostics, not drawn")
     bottom.axhline(0, color="grey", lw=0.8)
     bottom.set_ylabel("local learning coefficient")
-    phase_key(bottom, kept, loc="lower right")
-    bottom.legend(loc="upper left", fontsize=8)
+    legend_outside(bottom)
     top.set_title(f"{title}: the learning coefficient over training")
     mark_failing(fig, failing)
     return save(fig, path)
@@ -67,9 +74,9 @@ def plot_per_head_llc(
     """Above: KL(strategy ‖ model). Below: each block's refined LLC (``llc --per-head``'s JSON rows) at the
     sampled checkpoints, bars its 95 % interval over chains, hollow where flagged, crosses on the axis where
     refused; a line where the previous-token and K-composition measures first reach their thresholds."""
-    fig, top, bottom, x, kept = strategies_above(metrics, height=8)
+    fig, top, bottom, x, kept = strategies_above(metrics, height=8, width=10, outside=True)
     names = list(dict.fromkeys(r["block"] for r in rows))
-    colours = dict(zip(names, sns.color_palette("deep", len(names))))
+    colours = {name: head_colour(name) for name in names}  # as in every other figure of the model
     for name in names:
         mine = [r for r in rows if r["block"] == name and r["sequences_seen"] and r["llc"] is not None]
         errors = [[r["llc"] - r["interval"][0] for r in mine], [r["interval"][1] - r["llc"] for r in mine]]
@@ -98,12 +105,17 @@ def plot_per_head_llc(
             bottom.plot([], [], color="grey", ls=style, lw=1.2, label=f"{name.replace('_', ' ')} crosses its threshold")
     bottom.axhline(0, color="grey", lw=0.8)
     bottom.set_ylabel("refined LLC of the block")
-    phase_key(top, kept, loc="lower right")
-    top.legend(loc="center left", fontsize=8)  # phase_key's legend replaced the curves'
-    bottom.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=8, ncol=3)
+    legend_outside(bottom)
     top.set_title(f"{title}: each head's learning coefficient over training")
     mark_failing(fig, failing)
     return save(fig, path)
+
+
+def resolution_said(records: list[dict]) -> str:
+    """Which γ the records were sampled at, as a key says it (the rule's name is probes/llc/resolution.py's
+    SERIES, spelled out: figures sit below the estimator in the layers and do not import it)."""
+    rules = {(r.get("resolution") or {}).get("rule") for r in records}
+    return "one γ for every step" if rules == {"one for the series"} else "each step's own γ"
 
 
 def quarter_gamma(bottom, rows: list[dict], colour) -> None:
@@ -118,5 +130,5 @@ def quarter_gamma(bottom, rows: list[dict], colour) -> None:
 def mark_failing(fig, failing: str) -> None:
     """The failing calibration's mark, in red across the top of the figure, so no reader takes the estimates
     below it as calibrated."""
-    if failing:
-        fig.text(0.5, 0.995, textwrap.fill(failing, 130), ha="center", va="top", color="tab:red", fontsize=8)
+    if failing:  # a suptitle, which the constrained layout makes room for above the panels
+        fig.suptitle(textwrap.fill(failing, 110), color="tab:red", fontsize=8)

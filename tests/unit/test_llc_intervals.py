@@ -206,7 +206,7 @@ def test_the_paper_entry_shows_each_head_inside_its_interval(monkeypatch, tmp_pa
     from induction_probes.probes.paper import beyond
 
     drawn = []
-    monkeypatch.setattr(beyond, "plot_per_head_llc", lambda rows, *args: drawn.extend(rows) or tmp_path / "x.png")
+    monkeypatch.setattr(beyond, "plot_per_head_llc", lambda rows, *args, **kw: drawn.extend(rows) or tmp_path / "x.png")
     entry = beyond.per_head_llc_entry(tmp_path)
     assert drawn and all(holds(row) for row in drawn if row["llc"] is not None)
     assert "not clipped to [0, d/2]" in entry.ours
