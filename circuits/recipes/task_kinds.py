@@ -184,6 +184,26 @@ def task_from_json(values: Any) -> TaskConfig:
     return TASK_KINDS.get(values["name"]).task.from_dict(parameters)
 
 
+PLUGINS_VARIABLE = "INDUCTION_PROBES_PLUGINS"
+
+
+def plugin_of(recipe) -> str | None:
+    """The module outside this package that defined ``recipe``'s task or recipe class (a plugin), if any: a run's
+    config records it, so that a reader without the plugin can be told which module to name."""
+    modules = [type(recipe.task).__module__ if task_of(type(recipe)) is not None else None, type(recipe).__module__]
+    return next((m for m in modules if m and not m.startswith("induction_probes")), None)
+
+
+def plugin_hint(config: dict) -> str:
+    """What a run's config says of the plugin that defined its task: the module to name, and where."""
+    plugin = config.get("plugin")
+    if not isinstance(plugin, str):
+        return ""
+    return (
+        f"; it was trained with the plugin module {quoted(plugin)}: name it in ${PLUGINS_VARIABLE} (docs/extending.md)"
+    )
+
+
 def recipe_from_json(recipe: Any, task: Any):
     """The recipe of a run from its ``config.json`` entries ``recipe`` and ``task``."""
     names = recipe_names()

@@ -29,7 +29,7 @@ from induction_probes.circuits.models.classes import build_model, config_class
 from induction_probes.circuits.models.minimal import MinimalConfig
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 from induction_probes.circuits.models.registry import MODEL_CLASSES
-from induction_probes.circuits.recipes.task_kinds import recipe_from_json, task_from_json
+from induction_probes.circuits.recipes.task_kinds import plugin_hint, recipe_from_json, task_from_json
 from induction_probes.circuits.runs.layout import checkpoint_file
 from induction_probes.circuits.runs.shipped import resolve_run
 
@@ -137,7 +137,8 @@ class Run:
         try:
             return task_from_json(self.config["task"])
         except ValueError as error:
-            raise CheckpointError(f"invalid task in {self.path / 'config.json'}: {error}") from None
+            hint = plugin_hint(self.config)
+            raise CheckpointError(f"invalid task in {self.path / 'config.json'}: {error}{hint}") from None
 
     @property
     def recipe(self):
@@ -145,7 +146,8 @@ class Run:
         try:
             return recipe_from_json(self.config["recipe"], self.config["task"])
         except ValueError as error:
-            raise CheckpointError(f"invalid recipe in {self.path / 'config.json'}: {error}") from None
+            hint = plugin_hint(self.config)
+            raise CheckpointError(f"invalid recipe in {self.path / 'config.json'}: {error}{hint}") from None
 
     @property
     def kind(self) -> str:

@@ -18,6 +18,7 @@ from safetensors.torch import save
 
 from induction_probes.circuits.common.untrusted import CheckpointError, refuse_links
 from induction_probes.circuits.models.classes import model_class_name
+from induction_probes.circuits.recipes.task_kinds import plugin_of
 from induction_probes.circuits.runs.layout import LOCK_FILE, checkpoint_file
 from induction_probes.circuits.runs.reader import read_manifest, read_metrics_lines
 
@@ -78,13 +79,15 @@ def package_version() -> str:
 def run_config(recipe) -> dict:
     """What a run's ``config.json`` holds: the task, the recipe and the resolved model config."""
     model_config = recipe.model_config()
-    return {
+    config = {
         "package_version": package_version(),
         "task": recipe.task.to_json(),
         "recipe": recipe.to_json(),
         "model_class": model_class_name(model_config),
         "model": model_config.to_dict(),
     }
+    plugin = plugin_of(recipe)  # only a plugin's runs carry it: our own runs' configs stay as they were
+    return config | {"plugin": plugin} if plugin else config
 
 
 class RunWriter:

@@ -261,6 +261,12 @@ def test_a_shell_command_sees_the_modules_named_in_the_plugins_variable(tmp_path
     )
     assert out.returncode == 0, out.stderr
     assert "first-token k=4" in out.stdout and (tmp_path / "run" / "config.json").is_file()
+    # issue 52: the run's config names the module that defined its task, and a reader without the plugin says so
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["plugin"] == "test_extending"
+    bare = {key: value for key, value in env.items() if key != "INDUCTION_PROBES_PLUGINS"}
+    out = subprocess.run([str(command), "info", str(tmp_path / "run")], env=bare, capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "plugin module 'test_extending': name it in $INDUCTION_PROBES_PLUGINS" in out.stderr
     beside = {**env, "PYTHONPATH": str(Path(__file__).parent)}  # the plugin's folder not on the path: only the cwd
     out = subprocess.run([str(command), "--help"], env=beside, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "No module named 'first_token_plugin'" in out.stderr  # never the cwd implicitly
