@@ -11,7 +11,12 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from induction_probes.probes.llc.calibration import orthogonal_noise, reduced_rank_regression, squared_error
+from induction_probes.probes.llc.calibration import (
+    at_least,
+    orthogonal_noise,
+    reduced_rank_regression,
+    squared_error,
+)
 from induction_probes.probes.llc.estimator import estimate_llc
 from induction_probes.probes.llc.gate import within_tolerance
 from induction_probes.probes.llc.per_head import Block, block_llc
@@ -82,7 +87,9 @@ MARKOV_K3_SEQS = 512
 
 def calibrate_blocks(n: int = 1024, **settings) -> list[dict]:
     """Each calibration model's blocks (and the whole model) at ``settings``: estimate, truth, whether within
-    :mod:`.gate`'s tolerance, and the blocks' sum."""
+    :mod:`.gate`'s tolerance, and the blocks' sum; on ``n`` samples, or as a result on them sees it
+    (:func:`~.calibration.at_least`)."""
+    n, settings = at_least(n, settings)
     cases = [
         ("block linear regression", block_linear_regression(n=n), half_squared_error),
         ("reduced-rank regression M=N=3, H=2, r=1", block_reduced_rank(n=n), squared_error),

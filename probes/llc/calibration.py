@@ -239,8 +239,20 @@ CASES = {  # name: (builder, arguments); the calibration every shipped estimate 
 
 
 def calibrate(names=None, n: int = 2000, **settings) -> list[dict]:
-    """Each calibration case on ``n`` samples (nβ = n / ln n, as a result on as many), estimated with
-    ``settings`` (the estimator's defaults where empty): [{name, truth, estimate, llc_std, llc_stderr, ...}]."""
+MIN_SAMPLES = 64  # the calibration's largest model has 32 parameters: fewer samples would not determine it
+
+
+def at_least(n: int, settings: dict) -> tuple[int, dict]:
+    """(samples, settings) for a calibration as a result on ``n`` samples sees it: the result's nβ = n / ln n
+    (unless given), on at least :data:`MIN_SAMPLES` samples."""
+    if n >= MIN_SAMPLES or "n_beta" in settings:
+        return max(n, MIN_SAMPLES), settings
+    return MIN_SAMPLES, settings | {"n_beta": n / math.log(n)}
+
+
+    """Each calibration case as a result on ``n`` samples sees it (nβ = n / ln n, :func:`at_least`), estimated
+    with ``settings`` (the estimator's defaults where empty): [{name, truth, estimate, llc_std, llc_stderr, ...}]."""
+    n, settings = at_least(n, settings)
     cases = []
     for name in names or CASES:
         builder, arguments = CASES[name]
