@@ -23,6 +23,7 @@ EXPORTS = {
     # run directories: open a shipped run or a path, load checkpoints
     "Run": "induction_probes.circuits.runs.reader",
     "CheckpointError": "induction_probes.circuits.common.untrusted",
+    "BadInput": "induction_probes.circuits.common.errors",  # every bad-input error of the API is one (a ValueError)
     "limits": "induction_probes.circuits.common",  # the module: the sizes a stranger's files must stay within
     # tasks and the recipes that train on them
     "MarkovTask": "induction_probes.circuits.tasks.markov.task",

@@ -32,6 +32,8 @@ from jaxtyping import Float
 from scipy.special import stdtrit  # Student's t quantile: scipy.stats would cost a language model's probe 0.6 s
 from torch import Tensor
 
+from induction_probes.circuits.common.errors import BadInput
+
 LEVEL = 0.95
 
 
@@ -56,11 +58,11 @@ class Estimate:
 def mean_interval(per_sequence: Float[Tensor, " batch"], level: float = LEVEL) -> Estimate:
     """The mean of ``per_sequence`` with its Student-t interval (module docstring)."""
     if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+        raise BadInput(f"level must be in (0, 1), got {level!r}")
     values = per_sequence.double().flatten()
     n = values.numel()
     if n == 0:
-        raise ValueError("no sequences to average")
+        raise BadInput("no sequences to average")
     mean = values.mean().item()
     if n == 1:
         return Estimate(mean, None, None, 1, level)
@@ -107,7 +109,7 @@ def bootstrap_mean_interval(
     values = per_sequence.double().cpu()
     n = values.shape[0]
     if n == 0:
-        raise ValueError("no sequences to average")
+        raise BadInput("no sequences to average")
     mean = values.mean(0)
     if n == 1:
         nan = torch.full_like(mean, math.nan)
@@ -131,7 +133,7 @@ def bootstrap_ratio_intervals(
     num, den = numerator.double().cpu(), denominator.double().cpu().flatten()
     n = num.shape[0]
     if n == 0 or den.numel() != n:
-        raise ValueError("a ratio interval needs one denominator per sequence of the numerator, at least one")
+        raise BadInput("a ratio interval needs one denominator per sequence of the numerator, at least one")
     value = num.mean(0) / den.mean()
     weights = resampling_weights(n, seed=seed) if n > 1 else None
     means_den = None if weights is None else weights @ den
@@ -153,7 +155,7 @@ def bootstrap_ratio_interval(
     interval (a share of nothing has none)."""
     num, den = numerator.double().cpu().flatten(), denominator.double().cpu().flatten()
     if num.shape != den.shape:
-        raise ValueError("a ratio interval needs as many numerators as denominators, at least one")
+        raise BadInput("a ratio interval needs as many numerators as denominators, at least one")
     value, low, high = bootstrap_ratio_intervals(num, den, level, seed)
     bounds = (None, None) if low.isnan() else (low.item(), high.item())
     return Estimate(value.item(), *bounds, num.numel(), level)

@@ -14,6 +14,7 @@ import argparse
 from dataclasses import MISSING, asdict, field, fields
 from typing import Any
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.validation import shortened
 
 
@@ -47,11 +48,11 @@ class Config:
     def from_dict(cls, values: object):
         """The config from a JSON object; JSON lists become tuples, nested configs are read the same way."""
         if not isinstance(values, dict):
-            raise ValueError(f"a {cls.__name__} must be a JSON object, got {type(values).__name__}")
+            raise BadInput(f"a {cls.__name__} must be a JSON object, got {type(values).__name__}")
         known = {f.name: f for f in fields(cls)}
         unknown = sorted(set(values) - set(known))
         if unknown:
-            raise ValueError(f"unknown {cls.__name__} keys: {shortened(', '.join(map(str, unknown)))}")
+            raise BadInput(f"unknown {cls.__name__} keys: {shortened(', '.join(map(str, unknown)))}")
         converted = {}
         for name, value in values.items():
             inner = known[name].metadata.get("config")
@@ -61,7 +62,7 @@ class Config:
         try:
             return cls(**converted)
         except TypeError as error:  # a required key is missing
-            raise ValueError(f"{cls.__name__}: {error}") from None
+            raise BadInput(f"{cls.__name__}: {error}") from None
 
 
 def option_names(config_class: type) -> list[str]:
@@ -92,7 +93,7 @@ def config_from_options(config_class: type, options: dict):
     return config_class(**values)
 
 
-class MissingOption(ValueError):
+class MissingOption(BadInput):
     """A required setting not given: named as the command line's option; ``name`` is the setting's own name, for
     callers that name it otherwise (a sweep spec's key)."""
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.config import Config, option
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.validation import quoted
 
@@ -35,7 +36,7 @@ DEFAULT_DEVICE = "cpu"
 CUBLAS_WORKSPACE = ":4096:8"
 
 
-class DeviceError(ValueError):
+class DeviceError(BadInput):
     """A device this machine does not have, or a name torch does not know."""
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.validation import quoted
 
 
@@ -21,9 +22,9 @@ def path_argument(name: str, value: object) -> Path:
     """A path argument of the API as a Path: a str is taken as a path, as the command line takes its text. An
     empty one names no place (``Path("")`` would be the current folder, where files would land unasked)."""
     if not isinstance(value, (str, os.PathLike)):
-        raise ValueError(f"{name} must be a folder (a str or a Path), got {quoted(value)}")
+        raise BadInput(f"{name} must be a folder (a str or a Path), got {quoted(value)}")
     if os.fspath(value) == "":
-        raise ValueError(f"{name}: an empty path names no place")
+        raise BadInput(f"{name}: an empty path names no place")
     return Path(value)
 
 

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.validation import quoted, shortened
 
 PACKAGE = "induction_probes"
@@ -41,11 +42,11 @@ PLUGINS_VARIABLE = "INDUCTION_PROBES_PLUGINS"  # modules to import (comma-separa
 _REGISTRIES: weakref.WeakSet[Registry] = weakref.WeakSet()  # every registry alive, to send to workers
 
 
-class UnknownName(ValueError):
+class UnknownName(BadInput):
     """A name no registration of its kind has."""
 
 
-class UnusableEntry(ValueError):
+class UnusableEntry(BadInput):
     """A registered ``"module:attribute"`` that cannot be imported, or is not what its registry holds."""
 
 
@@ -114,7 +115,7 @@ def top_level_reference(obj: Any, what: str, module: str | None = None) -> str:
     module = module or getattr(obj, "__module__", None)
     name = getattr(obj, "__qualname__", "")
     if not module or not name or "<" in name:
-        raise ValueError(
+        raise BadInput(
             f"{what} is not defined at the top level of a module: another process "
             "(a sweep's worker) cannot find it; define it at a module's top level"
         )
@@ -170,15 +171,15 @@ class Registry:
 
             return decorator
         if not isinstance(name, str) or not name:
-            raise ValueError(f"a {self.kind} name must be a non-empty string, got {quoted(name)}")
+            raise BadInput(f"a {self.kind} name must be a non-empty string, got {quoted(name)}")
         if name in self._entries and not replace:
-            raise ValueError(
+            raise BadInput(
                 f"a {self.kind} named {quoted(name)} is registered already (pass replace=True to replace it)"
             )
         if name in self._entries:
             self.refuse_the_packages(name, "replaced")
         if isinstance(entry, str) and not is_reference(entry):
-            raise ValueError(f"a lazy {self.kind} entry is 'package.module:attribute', got {quoted(entry)}")
+            raise BadInput(f"a lazy {self.kind} entry is 'package.module:attribute', got {quoted(entry)}")
         module = entry.partition(":")[0] if isinstance(entry, str) else defining_module(entry)
         self._entries[name] = Registration(name, entry, dict(info), module)
         return self._entries[name]
@@ -190,7 +191,7 @@ class Registry:
     def refuse_the_packages(self, name: str, undone: str) -> None:
         """The package's own registrations are what every run of theirs is read back with: not to be undone."""
         if self.registration(name).is_the_packages:
-            raise ValueError(
+            raise BadInput(
                 f"the {self.kind} {quoted(name)} is the package's own and cannot be {undone}: "
                 "register yours under another name"
             )
@@ -316,7 +317,7 @@ def plugin_names() -> list[str]:
     names = [name.strip() for name in os.environ.get(PLUGINS_VARIABLE, "").split(",") if name.strip()]
     for name in names:
         if not is_dotted_name(name):  # a relative name (.plug) would be a TypeError of importlib's
-            raise ValueError(
+            raise BadInput(
                 f"${PLUGINS_VARIABLE} names {quoted(name)}, which is not a module name "
                 "(dotted Python names, separated by commas)"
             )
@@ -329,11 +330,11 @@ def import_plugin(name: str) -> None:
         importlib.import_module(name)
     except ImportError as error:
         detail = shortened(" ".join(str(error).split()))
-        raise ValueError(
+        raise BadInput(
             f"${PLUGINS_VARIABLE} names a module that cannot be imported: {detail} (importing {quoted(name)})"
         ) from None
     except SystemExit as stop:  # sys.exit in a plugin would end the command with nothing said
-        raise ValueError(f"{where}, which called sys.exit({quoted(stop.code)}) while being imported") from None
+        raise BadInput(f"{where}, which called sys.exit({quoted(stop.code)}) while being imported") from None
     except BaseException as error:  # its own bug, a registration refused, even a KeyboardInterrupt or GeneratorExit
         # it raised: the plugin's, said in one line (a Ctrl-C during its import cannot be told apart, and ends it too)
-        raise ValueError(f"{where}, which failed while being imported: {one_line(error)}") from None
+        raise BadInput(f"{where}, which failed while being imported: {one_line(error)}") from None

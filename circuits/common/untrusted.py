@@ -18,14 +18,15 @@ import os
 import stat
 from pathlib import Path
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import MAX_TEXT_BYTES
 
 
-class CheckpointError(ValueError):
+class CheckpointError(BadInput):
     """A run or checkpoint that cannot be opened: missing, corrupt, or inconsistent with its config."""
 
 
-class NotFiniteError(ValueError):
+class NotFiniteError(BadInput):
     """A number that is NaN or infinite where a result must be a finite number."""
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import numbers
 
+from induction_probes.circuits.common.errors import BadInput
+
 QUOTE_LIMIT = 200  # characters of a value that one error message quotes
 
 
@@ -38,16 +40,16 @@ def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
 def require_int(name: str, value: object, minimum: int) -> int:
     """``value`` as an int, if it is an integer (not a bool, not 2.5) and at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {quoted(value)}")
+        raise BadInput(f"{name} must be an integer, got {quoted(value)}")
     if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+        raise BadInput(f"{name} must be an integer >= {minimum}, got {value}")
     return int(value)
 
 
 def require_positive(name: str, value: object) -> float:
     """``value`` as a float, if it is a finite number > 0."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a number, got {quoted(value)}")
+        raise BadInput(f"{name} must be a number, got {quoted(value)}")
     if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value}")
+        raise BadInput(f"{name} must be a finite number > 0, got {value}")
     return float(value)

@@ -14,6 +14,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from induction_probes.circuits.common.errors import BadInput
+
 
 @dataclass(frozen=True)
 class ResidualLayout:
@@ -24,7 +26,7 @@ class ResidualLayout:
 
     def __post_init__(self) -> None:
         if len(set(self.names)) != len(self.names):
-            raise ValueError(f"residual block names repeat: {self.names}")
+            raise BadInput(f"residual block names repeat: {self.names}")
 
     @property
     def d_model(self) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.validation import require_int, require_positive
 from induction_probes.circuits.constructions.residual import ResidualLayout
 from induction_probes.circuits.models.model import HookedTransformerConfig
@@ -32,7 +33,7 @@ def wang_ih2(
     require_positive("beta", beta)
     require_int("n_ctx", n_ctx, 4)
     if tuple(W_star.shape) != (d, d):
-        raise ValueError(f"W* must be {d} x {d}, got {tuple(W_star.shape)}")
+        raise BadInput(f"W* must be {d} x {d}, got {tuple(W_star.shape)}")
     layout = ResidualLayout(("current", "previous", "output"), width=d)
     D = layout.d_model
     cfg = HookedTransformerConfig(
@@ -73,7 +74,7 @@ def distance_indicator_fit(distance: int, n_heads: int) -> tuple[Tensor, Tensor]
     tail (j > m) and the softmax-normalisation mismatch at early positions vanish as m grows.
     """
     if n_heads < distance:
-        raise ValueError(f"a group needs at least {distance} heads to single out distance {distance}")
+        raise BadInput(f"a group needs at least {distance} heads to single out distance {distance}")
     m = n_heads
     z = torch.arange(1, m + 1, dtype=torch.float64) / (m * (m + 1))
     vandermonde = z[None, :] ** torch.arange(m, dtype=torch.float64)[:, None]  # [j − 1, h]
@@ -138,7 +139,7 @@ def wang_ihn(
     require_int("n_ctx", n_ctx, n + 2)
     width = (n - 1) * d
     if tuple(W_star.shape) != (width, width):
-        raise ValueError(f"W* must be {width} x {width} for n={n}, d={d}; got {tuple(W_star.shape)}")
+        raise BadInput(f"W* must be {width} x {width} for n={n}, d={d}; got {tuple(W_star.shape)}")
     layout = ResidualLayout(("current", *(back(i) for i in range(1, n)), "output"), width=d)
     D = layout.d_model
     cfg = transformer_config(

@@ -17,6 +17,7 @@ import dataclasses
 
 import torch
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import (
     MAX_LAYERS,
     MAX_LM_CONTEXT,
@@ -58,7 +59,7 @@ def refuse_code(value: dict) -> None:
     """Refuse a config (or a tokenizer's config) with an entry of :data:`REFUSED_ENTRIES`."""
     for key, why in REFUSED_ENTRIES.items():
         if key in value:
-            raise ValueError(why)
+            raise BadInput(why)
 
 
 def checked_config(value: dict):
@@ -71,7 +72,7 @@ def checked_config(value: dict):
     config = config_class.from_dict(value)  # bounded now: every size it builds from was checked above
     count = parameter_count(config)
     if count > MAX_LM_PARAMETERS:
-        raise ValueError(
+        raise BadInput(
             f"the model would have {count:,} parameters, above the limit of {MAX_LM_PARAMETERS:,} "
             "(circuits/common/limits.py)"
         )
@@ -84,7 +85,7 @@ def check_architectures(value: dict) -> None:
     names = value.get("architectures")
     if names is not None and not (isinstance(names, list) and all(isinstance(name, str) for name in names)):
         shown = one_line(repr(names))
-        raise ValueError(f'architectures must be a list of class names, such as ["GPT2LMHeadModel"]: got {shown}')
+        raise BadInput(f'architectures must be a list of class names, such as ["GPT2LMHeadModel"]: got {shown}')
 
 
 def check_tokenizer_model(tokenizer: dict) -> None:
@@ -94,7 +95,7 @@ def check_tokenizer_model(tokenizer: dict) -> None:
     model = tokenizer.get("model")
     unknown, vocabulary = (model.get("unk_token"), model.get("vocab")) if isinstance(model, dict) else (None, None)
     if isinstance(unknown, str) and isinstance(vocabulary, dict) and unknown not in vocabulary:
-        raise ValueError(
+        raise BadInput(
             f"its model's unk_token {one_line(repr(unknown))} is not in its vocabulary ({len(vocabulary):,} tokens): "
             "no word outside the vocabulary could be encoded"
         )
@@ -110,13 +111,11 @@ def known_config_class(value: dict):
     model_type = value.get("model_type")
     if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
         shown = one_line(repr(model_type))
-        raise ValueError(f"model_type {shown} is not one transformers {transformers.__version__} defines")
+        raise BadInput(f"model_type {shown} is not one transformers {transformers.__version__} defines")
     config_class = CONFIG_MAPPING[model_type]
     if config_class.sub_configs:
         names = ", ".join(sorted(config_class.sub_configs))
-        raise ValueError(
-            f"model_type {model_type!r} holds configs inside it ({names}): only plain language models load"
-        )
+        raise BadInput(f"model_type {model_type!r} holds configs inside it ({names}): only plain language models load")
     return config_class
 
 
@@ -127,14 +126,14 @@ def check_sizes(value: dict, config_class) -> None:
     sizes = {name: given_size(value, config_class, name, bounds) for name, bounds in REQUIRED_SIZES.items()}
     for name, size in sizes.items():
         if size is None:
-            raise ValueError(f"gives no {name}, and {config_class.__name__} has no default: not a transformer")
+            raise BadInput(f"gives no {name}, and {config_class.__name__} has no default: not a transformer")
     optional = {name: given_size(value, config_class, name, bounds) for name, bounds in OPTIONAL_SIZES.items()}
     heads, hidden = sizes["num_attention_heads"], sizes["hidden_size"]
     key_value_heads = optional["num_key_value_heads"] or heads
     if heads % key_value_heads:
-        raise ValueError(f"its {key_value_heads} key-value heads do not divide its {heads} attention heads")
+        raise BadInput(f"its {key_value_heads} key-value heads do not divide its {heads} attention heads")
     if hidden % heads:
-        raise ValueError(f"its hidden size {hidden} is not divisible by its {heads} attention heads")
+        raise BadInput(f"its hidden size {hidden} is not divisible by its {heads} attention heads")
 
 
 def given_size(value: dict, config_class, name: str, bounds: tuple[int, int | None]) -> int | None:
@@ -149,7 +148,7 @@ def given_size(value: dict, config_class, name: str, bounds: tuple[int, int | No
         if most is not None:
             require_at_most(key, size, most)
     if len(set(given.values())) > 1:
-        raise ValueError(f"gives {name} twice, differently ({', '.join(f'{k} {v}' for k, v in given.items())})")
+        raise BadInput(f"gives {name} twice, differently ({', '.join(f'{k} {v}' for k, v in given.items())})")
     if given:
         return next(iter(given.values()))
     defaults = {field.name: field.default for field in dataclasses.fields(config_class)}

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import MAX_LM_WEIGHT_BYTES, MAX_TEXT_BYTES
 from induction_probes.circuits.common.untrusted import (
     CheckpointError,
@@ -79,7 +80,7 @@ MAX_HEADER_BYTES = 100 * 2**20  # the safetensors format's own limit on a file's
 STALE_BUFFER = re.compile(r"(^|\.)(attn|attention)\.(bias|masked_bias)$")
 
 
-class LanguageModelError(ValueError):
+class LanguageModelError(BadInput):
     """A language model that cannot be found, read or booted."""
 
 
@@ -240,9 +241,9 @@ def json_object(data: bytes) -> dict:
     try:
         value = json.loads(data.decode("utf-8"), parse_constant=not_a_number, parse_float=finite_float)
     except (ValueError, RecursionError) as error:  # not UTF-8, not JSON, NaN, nested too deep
-        raise ValueError(f"not strict JSON ({one_line(error)})") from None
+        raise BadInput(f"not strict JSON ({one_line(error)})") from None
     if not isinstance(value, dict):
-        raise ValueError("not a JSON object")
+        raise BadInput("not a JSON object")
     return value
 
 
@@ -259,10 +260,10 @@ def shard_files(index: dict) -> list[str]:
     name a file inside the folder itself (no separator, so no ``..`` and no absolute path) and never a pickle."""
     weight_map = index.get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
-        raise ValueError("no weight_map naming the files of the weights")
+        raise BadInput("no weight_map naming the files of the weights")
     for file in weight_map.values():
         if not (isinstance(file, str) and file.endswith(".safetensors") and not set(file) & {"/", "\\", "\0"}):
-            raise ValueError(
+            raise BadInput(
                 f"names {one_line(repr(file))}: only safetensors files in the model's folder itself are read"
             )
     return sorted(set(weight_map.values()))

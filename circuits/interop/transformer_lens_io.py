@@ -18,6 +18,7 @@ from transformer_lens.config import TransformerBridgeConfig
 from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint
 
 from induction_probes.circuits.common.devices import model_device
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 
 BIASES = ("b_Q", "b_K", "b_V", "b_O")
@@ -28,12 +29,12 @@ def check_expressible(cfg: HookedTransformerConfig) -> None:
     """Raise ValueError unless TransformerLens's HookedTransformer can express this model."""
     layers = range(cfg.n_layers)
     if cfg.positional != "standard" or any(cfg.layer_mask(l) != "causal" or cfg.layer_skip(l) for l in layers):
-        raise ValueError(
+        raise BadInput(
             "TransformerLens expresses absolute ('standard') positions and causal masks only; this model has "
             f"positional={cfg.positional!r}, mask={cfg.mask!r}, skip_first_keys={cfg.skip_first_keys!r}"
         )
     if len({cfg.heads(l) for l in layers}) > 1 or cfg.input_type != "tokens":
-        raise ValueError("TransformerLens needs one head count for every layer and token inputs")
+        raise BadInput("TransformerLens needs one head count for every layer and token inputs")
 
 
 def transformer_lens_state_dict(model: HookedTransformer) -> dict[str, Tensor]:
@@ -60,25 +61,25 @@ def load_transformer_lens_state_dict(model: HookedTransformer, state_dict: dict[
     kept = {}
     for name, tensor in state_dict.items():
         if not isinstance(tensor, Tensor):
-            raise ValueError(f"{name} is not a tensor")
+            raise BadInput(f"{name} is not a tensor")
         if tensor.is_floating_point() and not torch.isfinite(tensor).all() and not name.endswith(".IGNORE"):
-            raise ValueError(f"{name} is not finite (NaN or infinity)")
+            raise BadInput(f"{name} is not finite (NaN or infinity)")
         if name in ours:
             if tensor.shape != ours[name].shape:
-                raise ValueError(f"{name} has shape {tuple(tensor.shape)}; this model's is {tuple(ours[name].shape)}")
+                raise BadInput(f"{name} has shape {tuple(tensor.shape)}; this model's is {tuple(ours[name].shape)}")
             kept[name] = tensor
         elif name.endswith(".mask") and name in droppable:
             causal = torch.ones(model.cfg.n_ctx, model.cfg.n_ctx, dtype=torch.bool).tril()
             if tensor.shape != causal.shape or not torch.equal(tensor.bool().cpu(), causal):
-                raise ValueError(
+                raise BadInput(
                     f"{name} is not the causal mask of {model.cfg.n_ctx} positions: this model cannot hold it"
                 )
         elif name not in droppable or (not name.endswith(".IGNORE") and tensor.any()):
-            raise ValueError(f"{name} has no place in this model (nonzero, or unknown); build it with use_bias=True?")
+            raise BadInput(f"{name} has no place in this model (nonzero, or unknown); build it with use_bias=True?")
     missing = sorted(set(ours) - set(kept))
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise ValueError(f"the state dict has no {missing[0]}{more}")
+        raise BadInput(f"the state dict has no {missing[0]}{more}")
     model.load_state_dict(kept, strict=True)
 
 
@@ -150,13 +151,13 @@ def process_weights(model: HookedTransformer, **options: bool) -> HookedTransfor
 
     unknown = sorted(set(options) - set(PROCESSING))
     if unknown:
-        raise ValueError(f"unknown weight processing {', '.join(unknown)}; options: {', '.join(PROCESSING)}")
+        raise BadInput(f"unknown weight processing {', '.join(unknown)}; options: {', '.join(PROCESSING)}")
     if len({model.cfg.heads(layer) for layer in range(model.cfg.n_layers)}) > 1:
-        raise ValueError("TransformerLens's weight processing reads one n_heads; this model's layers differ")
+        raise BadInput("TransformerLens's weight processing reads one n_heads; this model's layers differ")
     reasons = unsound_steps(model.cfg)
     refused = [name for name, wanted in options.items() if wanted and name in reasons]
     if refused:
-        raise ValueError(f"{refused[0]}: {reasons[refused[0]]}")
+        raise BadInput(f"{refused[0]}: {reasons[refused[0]]}")
     chosen = {name: name not in reasons and name != "refactor_factored_attn_matrices" for name in PROCESSING} | options
     processed = HookedTransformer(model.cfg.from_dict(model.cfg.to_dict() | {"use_bias": True}))  # mixed heads too
     processed.to(model_device(model))  # its zero biases join the model's weights, on the model's device

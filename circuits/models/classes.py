@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.models.registry import MODEL_CLASSES
 
 
@@ -12,7 +13,7 @@ def model_class_name(config) -> str:
         if isinstance(config, MODEL_CLASSES.get(name).config_class):
             return name
     known = ", ".join(MODEL_CLASSES)
-    raise ValueError(f"no registered model class is built from a {type(config).__name__} (known: {known})")
+    raise BadInput(f"no registered model class is built from a {type(config).__name__} (known: {known})")
 
 
 def config_class(name: str) -> type:

@@ -31,6 +31,7 @@ from transformer_lens import ActivationCache, HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 from induction_probes.circuits.common.config import Config
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import require_numbers
 from induction_probes.circuits.common.validation import require_int
 from induction_probes.circuits.models.model import DTYPES
@@ -56,7 +57,7 @@ class MinimalConfig(Config):
         require_int("d_vocab", self.d_vocab, 2)
         require_int("n_ctx", self.n_ctx, 2)
         if self.first_layer not in FIRST_LAYERS:
-            raise ValueError(f"first_layer must be linear or softmax, got {self.first_layer!r}")
+            raise BadInput(f"first_layer must be linear or softmax, got {self.first_layer!r}")
         require_numbers("W (d_vocab^2)", self.d_vocab**2)
         require_numbers("one attention pattern (n_ctx^2)", self.n_ctx**2)
 
@@ -105,11 +106,11 @@ class MinimalModel(KnowsItsDevice, HookedRootModule):
     def forward(self, tokens: Int[Tensor, "batch pos"], return_type: str = "logits") -> Float[Tensor, "batch pos k"]:
         """The next-token logits; ``return_type`` is TransformerLens's, which tools such as devinterp pass."""
         if return_type != "logits":
-            raise ValueError(f"the minimal model returns logits only, not {return_type!r}")
+            raise BadInput(f"the minimal model returns logits only, not {return_type!r}")
         if tokens.dim() != 2 or not 1 <= tokens.shape[1] <= self.cfg.n_ctx:
-            raise ValueError(f"tokens must be [batch, pos] with pos in 1..{self.cfg.n_ctx}")
+            raise BadInput(f"tokens must be [batch, pos] with pos in 1..{self.cfg.n_ctx}")
         if tokens.min() < 0 or tokens.max() >= self.cfg.d_vocab:
-            raise ValueError(f"tokens must be integers in 0..{self.cfg.d_vocab - 1}")
+            raise BadInput(f"tokens must be integers in 0..{self.cfg.d_vocab - 1}")
         batch, n_pos = tokens.shape
         E = nn.functional.one_hot(tokens.to(self.W.device), self.cfg.d_vocab).to(self.W.dtype)  # where the model is
         first, second = self.blocks[0].attn, self.blocks[1].attn

@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.models.model_config import DTYPES, HookedTransformerConfig, dtype_name  # noqa: F401 (the model's config lives beside it)
 from induction_probes.circuits.models.tl_interface import FactoredCircuits, TransformerLensInterface
 
@@ -54,7 +55,7 @@ class SwitchedHookPoint(HookPoint):
 
     def add_hook(self, hook, dir="fwd", *args, **kwargs) -> None:
         if not self.is_on():
-            raise ValueError(f"{self.name} fires only with {self.switch}: call model.set_{self.switch}(True) first")
+            raise BadInput(f"{self.name} fires only with {self.switch}: call model.set_{self.switch}(True) first")
         super().add_hook(hook, dir, *args, **kwargs)
 
 
@@ -296,14 +297,14 @@ class HookedTransformer(TransformerLensInterface, HookedRootModule):
         cfg = self.cfg
         expected_dims = 2 if cfg.input_type == "tokens" else 3
         if input.dim() != expected_dims:
-            raise ValueError(f"{cfg.input_type} input must have {expected_dims} dims, got shape {tuple(input.shape)}")
+            raise BadInput(f"{cfg.input_type} input must have {expected_dims} dims, got shape {tuple(input.shape)}")
         if not 1 <= input.shape[1] <= cfg.n_ctx:
-            raise ValueError(f"sequence length must be in 1..{cfg.n_ctx}, got {input.shape[1]}")
+            raise BadInput(f"sequence length must be in 1..{cfg.n_ctx}, got {input.shape[1]}")
         if cfg.input_type == "tokens":
             if input.dtype != torch.long or input.numel() and (input.min() < 0 or input.max() >= cfg.d_vocab):
-                raise ValueError(f"tokens must be integers in 0..{cfg.d_vocab - 1}")
+                raise BadInput(f"tokens must be integers in 0..{cfg.d_vocab - 1}")
         elif input.shape[-1] != cfg.d_vocab or not torch.isfinite(input).all():
-            raise ValueError(f"vector input must be finite with last dimension {cfg.d_vocab}")
+            raise BadInput(f"vector input must be finite with last dimension {cfg.d_vocab}")
 
     def with_batch(self, input: Tensor) -> Shaped[Tensor, "batch ..."]:
         """One sequence ([pos] tokens, [pos, d_in] vectors) gains a batch dimension, as in TransformerLens."""
@@ -338,7 +339,7 @@ class HookedTransformer(TransformerLensInterface, HookedRootModule):
         stream entering block L; with ``start_at_layer`` L, ``input`` is that residual stream (and
         ``tokens`` gives the targets of a loss)."""
         if return_type not in ("logits", "loss", "both", None):
-            raise ValueError(f"return_type must be logits, loss, both or None; got {return_type!r}")
+            raise BadInput(f"return_type must be logits, loss, both or None; got {return_type!r}")
         if start_at_layer is None:
             input = self.with_batch(input)
             resid, tokens = self.embed_input(input), input
@@ -360,7 +361,7 @@ class HookedTransformer(TransformerLensInterface, HookedRootModule):
     ) -> Float[Tensor, ""] | Float[Tensor, "batch pos_1"]:
         """Cross-entropy of token t + 1 given the logits at t, as TransformerLens's loss."""
         if self.cfg.input_type != "tokens" or tokens is None:
-            raise ValueError("a loss needs token inputs (with start_at_layer, pass tokens=...)")
+            raise BadInput("a loss needs token inputs (with start_at_layer, pass tokens=...)")
         log_probs = torch.log_softmax(logits[:, :-1], dim=-1)
         per_position = -log_probs.gather(-1, tokens[:, 1:, None].to(logits.device)).squeeze(-1)
         return per_position if per_token else per_position.mean()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from induction_probes.circuits.common.config import Config
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import (
     MAX_HEADS,
     MAX_LAYERS,
@@ -76,7 +77,7 @@ class HookedTransformerConfig(Config):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.d_head is None:
             if self.d_model % n_heads:
-                raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {n_heads}")
+                raise BadInput(f"d_model {self.d_model} is not divisible by n_heads {n_heads}")
             object.__setattr__(self, "d_head", self.d_model // n_heads)
         if self.d_vocab_out is None:
             object.__setattr__(self, "d_vocab_out", self.d_vocab)
@@ -87,18 +88,18 @@ class HookedTransformerConfig(Config):
             for heads in self.layer_heads:
                 require_int("heads per layer", heads, 1)
             if len(set(self.layer_heads)) > 1 and not isinstance(self, MixedHeadsConfig):
-                raise ValueError(
+                raise BadInput(
                     f"layer_heads {self.layer_heads} differ between layers: build the config with "
                     "transformer_config(...) or MixedHeadsConfig(...), whose n_heads says why it has none"
                 )
             if len(set(self.layer_heads)) == 1:  # TransformerLens's tools count a layer's heads with n_heads
                 if n_heads not in (1, self.layer_heads[0]):  # 1: the field's default, or a file from before
-                    raise ValueError(f"n_heads {n_heads} contradicts layer_heads {self.layer_heads}")
+                    raise BadInput(f"n_heads {n_heads} contradicts layer_heads {self.layer_heads}")
                 object.__setattr__(self, "n_heads", self.layer_heads[0])
         if self.positional == "standard":
             pass
         elif isinstance(self.positional, tuple) and "standard" in self.positional:
-            raise ValueError("standard positions are absolute: give positional='standard' for the whole model")
+            raise BadInput("standard positions are absolute: give positional='standard' for the whole model")
         else:
             self._check_choices("positional", self.positional, ATTENTION_POSITIONALS)
         self._check_choices("mask", self.mask, MASKS)
@@ -119,7 +120,7 @@ class HookedTransformerConfig(Config):
         if self.d_mlp is not None:
             require_int("d_mlp", self.d_mlp, 1)
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+            raise BadInput(f"dropout must be in [0, 1), got {self.dropout}")
         self._check_sizes()
 
     def _check_sizes(self) -> None:
@@ -129,7 +130,7 @@ class HookedTransformerConfig(Config):
         require_numbers("the attention masks (n_layers x n_ctx^2)", self.n_layers * self.n_ctx**2)
         count = self.parameter_count()
         if count > MAX_PARAMETERS:
-            raise ValueError(
+            raise BadInput(
                 f"this model would have {count:.3g} parameters, above the limit of {MAX_PARAMETERS:,} "
                 "(circuits/common/limits.py)"
             )
@@ -156,14 +157,14 @@ class HookedTransformerConfig(Config):
 
     def _check_per_layer(self, name: str, values: tuple) -> None:
         if len(values) != self.n_layers:
-            raise ValueError(f"{name} has {len(values)} entries for {self.n_layers} layers")
+            raise BadInput(f"{name} has {len(values)} entries for {self.n_layers} layers")
 
     def _check_choices(self, name: str, value: object, choices: tuple) -> None:
         if isinstance(value, tuple):
             self._check_per_layer(name, value)
         for item in value if isinstance(value, tuple) else (value,):
             if item not in choices:
-                raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got {quoted(item)}")
+                raise BadInput(f"{name} must be one of {', '.join(map(str, choices))}; got {quoted(item)}")
 
     def heads(self, layer: int) -> int:
         return self.layer_heads[layer] if self.layer_heads is not None else self.n_heads
@@ -225,7 +226,7 @@ class MixedHeadsConfig(HookedTransformerConfig):
     @property
     def n_heads(self) -> int:
         counts = ", ".join(f"{heads} in layer {layer}" for layer, heads in enumerate(self.layer_heads))
-        raise ValueError(
+        raise BadInput(
             f"this model's layers have different head counts ({counts}): a tool that reads one "
             "cfg.n_heads would skip heads; per-layer counts are cfg.heads(layer)"
         )

@@ -14,6 +14,7 @@ from torch import Tensor
 from transformer_lens import FactoredMatrix
 from transformer_lens.utilities import composition_scores
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.names import head_label
 from induction_probes.circuits.models.tl_hooks import HeadLabels, HookChecks
 from induction_probes.circuits.models.tl_tokens import TokenInterface
@@ -62,7 +63,7 @@ class TransformerLensInterface(KnowsItsDevice, HookChecks, TokenInterface, Facto
 
     def _stack(self, name: str) -> Tensor:
         if len({self.cfg.heads(layer) for layer in range(self.cfg.n_layers)}) > 1:
-            raise ValueError(f"layers have different head counts; use model.blocks[l].attn.{name}")
+            raise BadInput(f"layers have different head counts; use model.blocks[l].attn.{name}")
         return torch.stack([self._attn_tensor(block.attn, name) for block in self.blocks])
 
     def _attn_tensor(self, attn, name: str) -> Tensor:
@@ -115,7 +116,7 @@ class TransformerLensInterface(KnowsItsDevice, HookChecks, TokenInterface, Facto
         earlier head's OV (left) against every later head's QK (mode "Q" or "K") or OV ("V"); zero where
         the left head is not in an earlier layer. Computed by TransformerLens's ``composition_scores``."""
         if mode not in ("Q", "K", "V"):
-            raise ValueError(f"mode must be Q, K or V, got {mode!r}")
+            raise BadInput(f"mode must be Q, K or V, got {mode!r}")
         left, queries = self.OV, self.QK  # [L, H, d, d] each; composition_scores pairs every left with every right
         right = {"Q": queries, "K": queries.T, "V": self.OV}[mode]
         scores = composition_scores(left, right, broadcast_dims=True)  # [L, H, L, H]
@@ -148,7 +149,7 @@ class TransformerLensInterface(KnowsItsDevice, HookChecks, TokenInterface, Facto
         both on, one set of hooks would be accepted and never fire. The switches live on the model's
         config, shared by everything that holds it (TransformerLens's behaviour too)."""
         if use and getattr(self.cfg, other):
-            raise ValueError(f"{switch} and {other} exclude each other: call model.set_{other}(False) first")
+            raise BadInput(f"{switch} and {other} exclude each other: call model.set_{other}(False) first")
         object.__setattr__(self.cfg, switch, bool(use))
 
     def run_with_cache(self, *args, **kwargs):

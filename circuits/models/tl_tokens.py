@@ -15,6 +15,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from induction_probes.circuits.common.errors import BadInput
+
 RETURN_TYPES = ("input", "str", "tokens")  # TransformerLens's generate(return_type=...)
 
 
@@ -33,7 +35,7 @@ class TokenInterface:
         if isinstance(tokens, (list, tuple)) and tokens and all(isinstance(t, str) for t in tokens):
             tokens = torch.tensor([self._ids_of(text) for text in tokens])
         if not isinstance(tokens, Tensor):
-            raise ValueError(
+            raise BadInput(
                 "this model has no tokenizer: pass token ids as a tensor, or a string of ids such as '0 2 1'"
             )
         return tokens[None] if tokens.dim() == 1 else tokens
@@ -42,7 +44,7 @@ class TokenInterface:
         """The ids of a string ``to_string`` wrote; every sequence of a batch must have as many."""
         words = text.split()
         if not words or not all(word.isdigit() and int(word) < self.cfg.d_vocab for word in words):
-            raise ValueError(
+            raise BadInput(
                 f"this model has no tokenizer: a string of tokens is ids 0..{self.cfg.d_vocab - 1} separated by "
                 f"spaces, got {text[:200]!r}"
             )
@@ -50,14 +52,14 @@ class TokenInterface:
 
     def to_single_token(self, token) -> int:
         if isinstance(token, str):
-            raise ValueError(f"this model has no tokenizer: give token {token!r} as an integer id")
+            raise BadInput(f"this model has no tokenizer: give token {token!r} as an integer id")
         return int(token)
 
     def _token_ids(self, tokens) -> Tensor:
         if self.cfg.input_type != "tokens":
-            raise ValueError("a vector-input model has no tokens to write as strings")
+            raise BadInput("a vector-input model has no tokens to write as strings")
         if isinstance(tokens, str):
-            raise ValueError("this model has no tokenizer: pass token ids (a tensor or a list of ints)")
+            raise BadInput("this model has no tokenizer: pass token ids (a tensor or a list of ints)")
         return torch.as_tensor(tokens)
 
     def to_str_tokens(self, tokens, **_: object) -> list[str] | list[list[str]]:
@@ -69,7 +71,7 @@ class TokenInterface:
         if ids.dim() == 0:
             ids = ids[None]
         if ids.dim() > 2:
-            raise ValueError(f"tokens must be [pos] or [batch, pos], got shape {tuple(ids.shape)}")
+            raise BadInput(f"tokens must be [pos] or [batch, pos], got shape {tuple(ids.shape)}")
         return [str(i) for i in ids.tolist()] if ids.dim() == 1 else [[str(i) for i in row] for row in ids.tolist()]
 
     def to_string(self, tokens) -> str | list[str]:
@@ -110,7 +112,7 @@ class TokenInterface:
         ``prepend_bos`` and ``padding_side`` change nothing. The whole sequence must fit the context:
         pos + max_new_tokens ≤ n_ctx."""
         if return_type not in RETURN_TYPES:
-            raise ValueError(f"return_type must be input, str or tokens, got {str(return_type)[:200]!r}")
+            raise BadInput(f"return_type must be input, str or tokens, got {str(return_type)[:200]!r}")
         tokens = self.to_tokens(input if isinstance(input, (str, list, tuple)) else self._token_ids(input))
         check_generation(self.cfg.n_ctx, tokens.shape[1], max_new_tokens, do_sample, temperature, top_k, top_p)
         generator = None if seed is None else torch.Generator().manual_seed(seed)
@@ -133,15 +135,15 @@ class TokenInterface:
 
 def check_generation(n_ctx, n_pos, max_new_tokens, do_sample, temperature, top_k, top_p) -> None:
     if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
+        raise BadInput(f"max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
     if n_pos + max_new_tokens > n_ctx:
-        raise ValueError(f"{n_pos} tokens + {max_new_tokens} new exceed the context of {n_ctx}")
+        raise BadInput(f"{n_pos} tokens + {max_new_tokens} new exceed the context of {n_ctx}")
     if do_sample and not temperature >= 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+        raise BadInput(f"temperature must be >= 0, got {temperature!r}")
     if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
-        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
+        raise BadInput(f"top_k must be a positive integer or None, got {top_k!r}")
     if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1] or None, got {top_p!r}")
+        raise BadInput(f"top_p must be in (0, 1] or None, got {top_p!r}")
 
 
 def next_tokens(

@@ -20,6 +20,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from induction_probes.circuits.common.config import Config
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.metrics import linear_fit
 from induction_probes.circuits.models.model import softmax_over_allowed
 
@@ -125,13 +126,13 @@ def toy_phases(history: list[dict]) -> ToyPhases:
     first = history[0]["loss_4gram"]
     end_i = next((h for h in history if h["loss_4gram"] <= 0.05 * first), None)
     if end_i is None:
-        raise ValueError("the 4-gram loss never fell by 95%: train longer (phase I did not end)")
+        raise BadInput("the 4-gram loss never fell by 95%: train longer (phase I did not end)")
     level = end_i["loss_induction"]
     later = [h for h in history if h["step"] >= end_i["step"]]
     end_ii = next((h for h in later if h["loss_induction"] < 0.5 * level), None)
     end_iii = next((h for h in later if h["loss_induction"] < 0.05 * level), None)
     if end_ii is None or end_iii is None:
-        raise ValueError("the induction loss never dropped: train longer (the plateau did not end)")
+        raise BadInput("the induction loss never dropped: train longer (the plateau did not end)")
     return ToyPhases(end_i["step"], end_ii["step"], end_iii["step"])
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from induction_probes.circuits.common.config import Config, option, option_names
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import (
     MAX_CHECKPOINTS,
     MAX_STEPS,
@@ -33,7 +34,7 @@ def int_tuple(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(item) for item in text.split(","))
     except ValueError:
-        raise ValueError(f"expected integers separated by commas, e.g. 2,1; got {quoted(text)}") from None
+        raise BadInput(f"expected integers separated by commas, e.g. 2,1; got {quoted(text)}") from None
 
 
 def name_tuple(text: str) -> tuple[str, ...]:
@@ -85,7 +86,7 @@ class Recipe(Config):
             require_seed(name, getattr(self, name))
         require_positive("lr", self.lr)
         if self.lr_schedule not in SCHEDULES:
-            raise ValueError(f"lr_schedule must be cosine or constant, got {quoted(self.lr_schedule)}")
+            raise BadInput(f"lr_schedule must be cosine or constant, got {quoted(self.lr_schedule)}")
         require_at_most("steps", self.steps, MAX_STEPS)
         require_at_most("n_checkpoints", self.n_checkpoints, MAX_CHECKPOINTS)
         model = self.model_config()  # the architecture's own checks and sizes, before anything is written

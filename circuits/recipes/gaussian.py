@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from induction_probes.circuits.common.config import Config, nested, option
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.limits import (
     MAX_PARAMETERS,
@@ -55,7 +56,7 @@ class GaussianRecipe(Recipe):
         require_int("d_model", self.d_model, 1)
         require_positive("slope_lr", self.slope_lr)
         if self.optimizer not in ("adam", "sgd"):
-            raise ValueError(f"optimizer must be adam or sgd, got {quoted(self.optimizer)}")
+            raise BadInput(f"optimizer must be adam or sgd, got {quoted(self.optimizer)}")
         super().__post_init__()
 
     def model_config(self):
@@ -126,7 +127,7 @@ class ToyRecipe(Config):
         # the sequences, and the ALiBi weights over them
         require_sequences("n_seqs", self.n_seqs, self.seq_len**2 + self.seq_len * self.d)
         if self.optimizer not in ("gd", "adam"):
-            raise ValueError(f"optimizer must be gd or adam, got {quoted(self.optimizer)}")
+            raise BadInput(f"optimizer must be gd or adam, got {quoted(self.optimizer)}")
         _ = self.task  # L >= 4 and the target's own checks
 
     def model_config(self):

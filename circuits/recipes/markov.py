@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from induction_probes.circuits.common.config import nested, option
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.validation import quoted, require_int, require_positive
 from induction_probes.circuits.recipes.base import SCHEDULES, Recipe, int_tuple, name_tuple
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 def check_schedule(recipe: Recipe) -> None:
     """A curriculum that ends before the run does: else the run never sees the task's own prior."""
     if recipe.task.schedule is not None and recipe.task.schedule[1] >= recipe.steps * recipe.batch_size:
-        raise ValueError(
+        raise BadInput(
             f"the curriculum's {recipe.task.schedule[1]} sequences must be fewer than the run's "
             f"steps x batch_size = {recipe.steps * recipe.batch_size}"
         )
@@ -71,18 +72,18 @@ class MarkovRecipe(TransformerRecipe):
         require_int("clamp_from", self.clamp_from, 0)
         if not self.clamp:
             if self.clamp_from:
-                raise ValueError("clamp_from needs a clamp")
+                raise BadInput("clamp_from needs a clamp")
             return
         for name in self.clamp:
             if name not in CLAMP_LAYERS:
-                raise ValueError(f"clamp must be previous-token, induction or both, got {quoted(name)}")
+                raise BadInput(f"clamp must be previous-token, induction or both, got {quoted(name)}")
             layer = CLAMP_LAYERS[name]
             if layer >= self.n_layers or self.model_config().layer_mask(layer) != "causal":
-                raise ValueError(f"the {name} clamp needs a layer {layer} with the causal mask")
+                raise BadInput(f"the {name} clamp needs a layer {layer} with the causal mask")
         if "induction" in self.clamp and self.task.n != 2:
-            raise ValueError(f"the induction clamp is the bigram circuit's: it needs n = 2, not {self.task.n}")
+            raise BadInput(f"the induction clamp is the bigram circuit's: it needs n = 2, not {self.task.n}")
         if len(set(self.clamp)) < len(self.clamp) or self.clamp_from >= self.steps:
-            raise ValueError("clamp names must not repeat, and clamp_from must be below steps")
+            raise BadInput("clamp names must not repeat, and clamp_from must be below steps")
 
     def training_hooks(self, inputs, step: int) -> list:
         if not self.clamp or step < self.clamp_from:
@@ -109,7 +110,7 @@ class MinimalRecipe(Recipe):
     def __post_init__(self) -> None:
         require_positive("lr_v", self.lr_v)
         if self.task.n != 2:
-            raise ValueError("the minimal model is for bigram chains: n must be 2")
+            raise BadInput("the minimal model is for bigram chains: n must be 2")
         super().__post_init__()
         check_schedule(self)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
 from induction_probes.circuits.common.config import Config
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.registry import Expects, Registry, UnknownName, resolve, top_level_reference
 from induction_probes.circuits.common.validation import quoted
 from induction_probes.circuits.recipes.gaussian import GaussianRecipe, ToyRecipe
@@ -58,7 +59,7 @@ class RecipeEntry:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.recipe, type) and issubclass(self.recipe, Config) and is_dataclass(self.recipe)):
-            raise ValueError(f"a recipe is a config class (a dataclass and a Config), got {quoted(self.recipe)}")
+            raise BadInput(f"a recipe is a config class (a dataclass and a Config), got {quoted(self.recipe)}")
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,12 @@ class TaskKind:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.task, type) and issubclass(self.task, TaskConfig)):
-            raise ValueError(f"a task kind's task is a task config class (a TaskConfig), got {quoted(self.task)}")
+            raise BadInput(f"a task kind's task is a task config class (a TaskConfig), got {quoted(self.task)}")
         object.__setattr__(self, "recipes", tuple(self.recipes))
         for entry in self.recipes:
             trains = task_of(entry.recipe)
             if trains is not None and trains is not self.task:
-                raise ValueError(
+                raise BadInput(
                     f"recipe {entry.recipe.name} trains the task {trains.name}, not {self.task.name}: "
                     "register it with that task's kind"
                 )
@@ -120,7 +121,7 @@ def task_of(recipe: type) -> type | None:
         return None
     config = task_field.metadata.get("config")
     if config is None:
-        raise ValueError(f"recipe {recipe.__name__} declares no task class: give it `task: T = nested(T)`")
+        raise BadInput(f"recipe {recipe.__name__} declares no task class: give it `task: T = nested(T)`")
     return config
 
 
@@ -135,13 +136,11 @@ TASK_KINDS = Registry(
 def register_task(kind: TaskKind, *, replace: bool = False) -> TaskKind:
     """Register ``kind`` under its task's name. Refused where another kind holds one of its recipe names."""
     if not isinstance(kind, TaskKind):
-        raise ValueError(f"register_task takes a TaskKind, got {quoted(kind)}")
+        raise BadInput(f"register_task takes a TaskKind, got {quoted(kind)}")
     for entry in kind.recipes:
         held = find_recipe(entry.recipe.name)
         if held is not None and held[0].name != kind.name:
-            raise ValueError(
-                f"the recipe {quoted(entry.recipe.name)} is registered already, by the task {held[0].name}"
-            )
+            raise BadInput(f"the recipe {quoted(entry.recipe.name)} is registered already, by the task {held[0].name}")
     TASK_KINDS.register(kind.name, kind, replace=replace)
     return kind
 
@@ -179,7 +178,7 @@ def recipe_names(*, command: bool | None = None) -> list[str]:
 def task_from_json(values: Any) -> TaskConfig:
     """The task a run's ``config.json`` describes (``{"name": ..., parameters}``)."""
     if not isinstance(values, dict) or not isinstance(values.get("name"), str) or values["name"] not in TASK_KINDS:
-        raise ValueError(f"not a known task description (tasks: {', '.join(TASK_KINDS)}): {quoted(values)}")
+        raise BadInput(f"not a known task description (tasks: {', '.join(TASK_KINDS)}): {quoted(values)}")
     parameters = {key: value for key, value in values.items() if key != "name"}
     return TASK_KINDS.get(values["name"]).task.from_dict(parameters)
 
@@ -208,7 +207,7 @@ def recipe_from_json(recipe: Any, task: Any):
     """The recipe of a run from its ``config.json`` entries ``recipe`` and ``task``."""
     names = recipe_names()
     if not isinstance(recipe, dict) or not isinstance(recipe.get("name"), str) or recipe["name"] not in names:
-        raise ValueError(f"not a known recipe (recipes: {', '.join(names)}): {quoted(recipe)}")
+        raise BadInput(f"not a known recipe (recipes: {', '.join(names)}): {quoted(recipe)}")
     values = {key: value for key, value in recipe.items() if key != "name"}
     recipe_class = recipe_entry(recipe["name"]).recipe
     if task_of(recipe_class) is not None:

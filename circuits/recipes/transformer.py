@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.config import option
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.limits import MAX_LAYERS, require_at_most
 from induction_probes.circuits.common.validation import quoted, require_int
@@ -52,7 +53,7 @@ class TransformerRecipe(Recipe):
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.weight_decay) or self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
+            raise BadInput(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
         super().__post_init__()
 
     def vocabulary(self) -> int:
@@ -69,7 +70,7 @@ class TransformerRecipe(Recipe):
         if self.heads is None:
             return self.default_heads()
         if not isinstance(self.heads, tuple) or not all(type(h) is int for h in self.heads):
-            raise ValueError(
+            raise BadInput(
                 f"heads must be integers, one per layer (in a spec: heads = [2, 1]), got {quoted(self.heads)}"
             )
         return self.heads

@@ -16,6 +16,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from induction_probes.circuits.common.devices import resolve_device
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import MAX_TEXT_BYTES
 from induction_probes.circuits.common.untrusted import (
     CheckpointError,
@@ -200,14 +201,14 @@ class Run:
         chosen steps take. A string is no list of steps (it would be read digit by digit), and a step given
         twice would give its rows twice."""
         if isinstance(steps, (str, bytes, Mapping)) or not isinstance(steps, Iterable):
-            raise ValueError(f"steps must be a list of saved steps (integers), got {quoted(steps)}")
+            raise BadInput(f"steps must be a list of saved steps (integers), got {quoted(steps)}")
         steps = list(steps)
         if not steps:
-            raise ValueError("steps must hold at least one step (leave it out, None, for the default)")
+            raise BadInput("steps must hold at least one step (leave it out, None, for the default)")
         for step in steps:
             self.entry(step)  # an integer and saved, or the nearest saved steps are named
         if any(a >= b for a, b in zip(steps, steps[1:])):
-            raise ValueError(f"steps must be in increasing order, each once, got {quoted(steps)}")
+            raise BadInput(f"steps must be in increasing order, each once, got {quoted(steps)}")
         return [int(step) for step in steps]
 
     def checkpoint_path(self, entry: dict) -> Path:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from induction_probes.circuits.common.config import MissingOption, config_from_options, option_names
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import MAX_CELLS, MAX_NAME, MAX_SPEC_BYTES
 from induction_probes.circuits.common.untrusted import read_text
 from induction_probes.circuits.common.validation import quoted
@@ -56,7 +57,7 @@ SPEC_FILE, LOG_FILE = "spec.toml", "sweep.jsonl"
 PATH_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._,=+-]*")  # a condition's directory name: never "..", "/" or empty
 
 
-class SpecError(ValueError):
+class SpecError(BadInput):
     """An experiment spec that cannot be run as written."""
 
 

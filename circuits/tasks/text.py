@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from induction_probes.circuits.common.config import option
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.limits import MAX_CORPUS_BYTES, require_seed, require_sequences
 from induction_probes.circuits.common.untrusted import read_bytes
@@ -48,15 +49,15 @@ def read_corpus(file: str, sha256: str | None = None, n_bytes: int | None = None
     try:
         data = read_bytes(path, MAX_CORPUS_BYTES)
     except FileNotFoundError:
-        raise ValueError(f"the text file {file} does not exist") from None
+        raise BadInput(f"the text file {file} does not exist") from None
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{file} is not UTF-8 text (byte {error.start} cannot be decoded)") from None
+        raise BadInput(f"{file} is not UTF-8 text (byte {error.start} cannot be decoded)") from None
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
-        raise ValueError(f"{file} is not the text this task was made with (its SHA-256 differs from {sha256[:12]}…)")
+        raise BadInput(f"{file} is not the text this task was made with (its SHA-256 differs from {sha256[:12]}…)")
     if n_bytes is not None and len(data) != n_bytes:  # the split is computed from n_bytes: it must be the file's
-        raise ValueError(f"{file} has {len(data):,} bytes, not the {n_bytes:,} this task was made with")
+        raise BadInput(f"{file} has {len(data):,} bytes, not the {n_bytes:,} this task was made with")
     return data
 
 
@@ -66,7 +67,7 @@ def own_corpus(file: str, sha256: str, n_bytes: int) -> bytes:
     try:
         status = os.lstat(file)
     except FileNotFoundError:
-        raise ValueError(f"the text file {file} does not exist") from None
+        raise BadInput(f"the text file {file} does not exist") from None
     return cached_corpus(file, sha256, n_bytes, (status.st_ino, status.st_size, status.st_mtime_ns))
 
 
@@ -131,20 +132,20 @@ class TextTask(TaskConfig):
 
     def __post_init__(self) -> None:
         if not isinstance(self.file, str) or not self.file:
-            raise ValueError("file must name a UTF-8 text file")
+            raise BadInput("file must name a UTF-8 text file")
         require_int("seq_len", self.seq_len, 2)
         if not isinstance(self.held_out, int | float) or not 0.0 < self.held_out < 1.0:
-            raise ValueError(f"held_out must be a share strictly between 0 and 1, got {quoted(self.held_out)}")
+            raise BadInput(f"held_out must be a share strictly between 0 and 1, got {quoted(self.held_out)}")
         if self.sha256 is None:  # a new task: the file itself says what it is
             data = read_corpus(self.file)
             object.__setattr__(self, "sha256", hashlib.sha256(data).hexdigest())
             object.__setattr__(self, "n_bytes", len(data))
         if not isinstance(self.sha256, str) or not SHA256.fullmatch(self.sha256):
-            raise ValueError(f"sha256 must be 64 lower-case hexadecimal digits, got {quoted(self.sha256)}")
+            raise BadInput(f"sha256 must be 64 lower-case hexadecimal digits, got {quoted(self.sha256)}")
         require_int("n_bytes", self.n_bytes, 1)
         shortest = min(self.split(), self.n_bytes - self.split())
         if shortest < self.seq_len + 1:
-            raise ValueError(
+            raise BadInput(
                 f"{self.file} has {self.n_bytes:,} bytes: its training and held-out parts must each hold a window "
                 f"of seq_len + 1 = {self.seq_len + 1} bytes (the shorter has {shortest:,})"
             )

@@ -1,12 +1,12 @@
 """The ``induction-probes`` command: one module per command group, each a thin layer that parses, calls
 one function of the report layer (:mod:`induction_probes.probes.report`) and prints.
 
-Every sub-command prints a readable table, or JSON with ``--json``. Bad input of any kind ends with one
-line on stderr and exit status 2, never a traceback: argparse errors and the ``ValueError``s that the
-API raises for invalid arguments are both reported that way. Parsing imports no torch, so ``--help``
-and usage errors answer at once: every command module is loaded to build the parser, so each declares
-what its handlers call as a ``lazy_module`` (circuits/common/lazy.py), loaded once a command runs. No
-command module imports another (tests/unit/test_layers.py). The modules named in
+Every sub-command prints a readable table, or JSON with ``--json``. Bad input of any kind (argparse's errors,
+the API's :class:`~induction_probes.circuits.common.errors.BadInput`) ends with one line on stderr and exit
+status 2; anything else is a bug of ours: one line, status 1, its traceback in a file the line names.
+Parsing imports no torch, so ``--help`` and usage errors answer at once: every command module is loaded to
+build the parser, so each declares what its handlers call as a ``lazy_module`` (circuits/common/lazy.py),
+loaded once a command runs. No command module imports another (tests/unit/test_layers.py). The modules named in
 ``$INDUCTION_PROBES_PLUGINS`` are imported first, so that what they register is on the command line.
 """
 
@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from induction_probes.circuits.common.devices import resolve_device
+from induction_probes.circuits.common.errors import BAD_INPUT, bug_report
 from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.registry import load_plugins
 from induction_probes.circuits.common.validation import IncompleteResult
@@ -42,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         load_plugins()  # tasks, recipes, probes and priors registered outside the package: before the parser
         parser = build_parser()  # resolves the recipes: a plugin's that is no recipe is refused here
-    except ValueError as error:
+    except BAD_INPUT as error:
         return fail(error, 2)
     if not argv:  # a bare command: say what it can do
         print(parser.format_help(), file=sys.stderr)
@@ -65,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (| head): nothing left to say, and no traceback
         silence_stdout()
         return 1
-    except ValueError as error:
+    except BAD_INPUT as error:
         return fail(error, 2)
     except (FloatingPointError, IncompleteResult) as error:  # a diverged run, failed sweep cells: not bad input
         return fail(error, 1)
@@ -76,13 +77,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             silence_stdout()
         where = f": {error.filename}" if error.filename else ""
         return fail(f"{error.strerror or error}{where}", 1)
-    except RuntimeError as error:
-        if "can't allocate memory" not in str(error):  # torch's CPU allocator says so in a RuntimeError
-            raise
-        return fail(OUT_OF_MEMORY, 1)
     except KeyboardInterrupt as interrupt:
         print(f"{PROG}: {interrupt.args[0] if interrupt.args else 'interrupted'}", file=sys.stderr)
         return 130
+    except Exception as error:  # noqa: BLE001 -- not bad input: out of memory, or a bug of ours
+        if isinstance(error, RuntimeError) and "can't allocate memory" in str(error):  # torch's CPU allocator
+            return fail(OUT_OF_MEMORY, 1)
+        return fail(f"internal error (a bug, not your input): {bug_report(error)}", 1)
     return 0
 
 

@@ -16,6 +16,7 @@ from induction_probes.circuits.common.config import (  # noqa: F401 (the command
 )
 from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.common.devices import DeviceOptions
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import require_seed
 from induction_probes.circuits.interop import model_sources
 from induction_probes.probes.lm.options import (
@@ -167,12 +168,12 @@ def language_model(args: argparse.Namespace):
     source = model_sources.find_source(args.run)
     given = [name for name in LM_OPTIONS if getattr(args, name, None) is not None]
     if source is None and given:
-        raise ValueError(f"--{given[0].replace('_', '-')} applies to language models only; {args.run} is a run")
+        raise BadInput(f"--{given[0].replace('_', '-')} applies to language models only; {args.run} is a run")
     markov = getattr(args, "task", None) == "markov"
     if markov and (wrong := [name for name in INDUCTION_OPTIONS if getattr(args, name, None) is not None]):
-        raise ValueError(f"--{wrong[0]} belongs to the repeated-tokens protocol, not to --task markov")
+        raise BadInput(f"--{wrong[0]} belongs to the repeated-tokens protocol, not to --task markov")
     if not markov and (wrong := [name for name in MARKOV_OPTIONS if getattr(args, name, None) is not None]):
-        raise ValueError(f"--{wrong[0].replace('_', '-')} applies to --task markov only")
+        raise BadInput(f"--{wrong[0].replace('_', '-')} applies to --task markov only")
     return source
 
 

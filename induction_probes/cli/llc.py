@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from induction_probes.circuits.common.defaults import LLC_CHECKPOINTS, LLC_SEQS, PROBE_SEED
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.cli.common import (
     add_config_options,
@@ -49,13 +50,8 @@ def register(commands) -> None:
     )
     llc.add_argument("--per-head", action="store_true", help="each head's, the embedding's and unembedding's own LLC")
     llc.add_argument("--blocks", type=names, help="with --per-head: comma-separated blocks, e.g. L1H0,embed")
-    llc.add_argument(
-        "--data-draws",
-        type=count,
-        default=1,
-        help="with --per-head: draws of the --n-seqs sequences (seeds --seed, --seed + 1, ...), --chains chains on "
-        "each, so that the intervals cover the data draw (default %(default)s)",
-    )
+    draws = "with --per-head: draws of the sequences (seeds --seed, --seed + 1, ...), --chains chains on each"
+    llc.add_argument("--data-draws", type=count, default=1, help=f"{draws} (default %(default)s)")
     add_device_option(llc)
     add_output_options(llc)
     llc.set_defaults(handler=run_llc)
@@ -77,9 +73,9 @@ def names(text: str) -> list[str]:
 
 def run_llc(args: argparse.Namespace) -> str:
     if args.blocks is not None and not args.per_head:
-        raise ValueError("--blocks names the blocks of --per-head: give --per-head too")
+        raise BadInput("--blocks names the blocks of --per-head: give --per-head too")
     if args.data_draws != 1 and not args.per_head:
-        raise ValueError("--data-draws is a setting of --per-head: give --per-head too")
+        raise BadInput("--data-draws is a setting of --per-head: give --per-head too")
     settings = typed_options(args, LLCOverrides)
     where = {"steps": args.steps, "checkpoints": args.checkpoints, "n_seqs": args.n_seqs, "seed": args.seed}
     options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.cli.common import (
     add_language_model_options,
@@ -53,7 +54,7 @@ def run_probe(args: argparse.Namespace) -> str:
         options = language_model_options(args)
         return answer(lm_report.probe_language_model(source, step=args.step, all_steps=args.all_steps, **options))
     if args.all_steps and args.step is not None:
-        raise ValueError("give --step or --all-steps, not both")
+        raise BadInput("give --step or --all-steps, not both")
     steps = "all" if args.all_steps else None if args.step is None else [args.step]
     options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
     return answer(probe_report(args.run, steps, probe_set_size(args, False), args.seed, **options))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.recipes.base import seeds_from
 from induction_probes.circuits.recipes.task_kinds import recipe_entries, recipe_entry
@@ -66,8 +67,8 @@ def recipe_of(args: argparse.Namespace):
         return config_from_options(recipe_class, seeds | typed)
     ignored = [flag(name) for name in typed] + (["--seed"] if args.seed is not None else [])
     if ignored:
-        raise ValueError(f"--resume continues the recipe saved in the run; drop {', '.join(ignored)}")
+        raise BadInput(f"--resume continues the recipe saved in the run; drop {', '.join(ignored)}")
     saved = training.saved_recipe(args.out)
     if saved.name != recipe_class.name:
-        raise ValueError(f"{args.out} is a {saved.name} run: continue it with 'train {saved.name} --resume'")
+        raise BadInput(f"{args.out} is a {saved.name} run: continue it with 'train {saved.name} --resume'")
     return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.cli.common import (
     add_device_option,
@@ -71,7 +72,7 @@ def run_verify_prop21(args: argparse.Namespace) -> str:
             verify_reports.prop21_comparison(args.against, args.step, args.n_seqs, args.seed, args.c, args.k, **where)
         )
     if args.k is None:
-        raise ValueError("--k is required (or --against RUN, whose k is used)")
+        raise BadInput("--k is required (or --against RUN, whose k is used)")
     return answer(verify_reports.prop21_report(args.k, args.c, args.seq_len, args.n_seqs, args.seed, **options))
 
 

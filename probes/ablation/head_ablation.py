@@ -27,6 +27,7 @@ from jaxtyping import Float, Shaped
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import model_device
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.probes.attention.patterns import run_with_captures
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def parse_head_list(text: str) -> list[tuple[int, int]]:
     for item in text.split(","):
         match = HEAD_NAME.fullmatch(item.strip())
         if match is None:
-            raise ValueError(f"heads must look like L.H,L.H (e.g. 0.0,1.0) or L0H0,L1H0, got {text[:200]!r}")
+            raise BadInput(f"heads must look like L.H,L.H (e.g. 0.0,1.0) or L0H0,L1H0, got {text[:200]!r}")
         heads.append((int(match.group(1) or match.group(3)), int(match.group(2) or match.group(4))))
     return heads
 
@@ -75,15 +76,15 @@ def single_heads(model: HookedModel) -> list[list[tuple[int, int]]]:
 
 def check_heads(heads: list[tuple[int, int]], n_layers: int, heads_per_layer) -> None:
     if not heads:
-        raise ValueError("no heads to ablate")
+        raise BadInput("no heads to ablate")
     for item in heads:
         if not (isinstance(item, (tuple, list)) and len(item) == 2 and all(is_index(v) for v in item)):
-            raise ValueError(f"a head is a pair of integers (layer, head), got {str(item)[:200]}")
+            raise BadInput(f"a head is a pair of integers (layer, head), got {str(item)[:200]}")
         layer, head = item
         if not 0 <= layer < n_layers:
-            raise ValueError(f"layer {layer} (in head {layer}.{head}) is out of range: the model has {n_layers} layers")
+            raise BadInput(f"layer {layer} (in head {layer}.{head}) is out of range: the model has {n_layers} layers")
         if not 0 <= head < heads_per_layer(layer):
-            raise ValueError(f"head {layer}.{head} is out of range: layer {layer} has {heads_per_layer(layer)} head(s)")
+            raise BadInput(f"head {layer}.{head} is out of range: layer {layer} has {heads_per_layer(layer)} head(s)")
 
 
 def is_index(value) -> bool:
@@ -111,7 +112,7 @@ def replacement(
         return reference[:, :, heads].mean(dim=(0, 1)).expand_as(z[:, :, heads])
     n_ref = reference.shape[0]
     if z.shape[1] > reference.shape[1]:
-        raise ValueError("resample ablation needs reference sequences at least as long as the inputs")
+        raise BadInput("resample ablation needs reference sequences at least as long as the inputs")
     picks = torch.randint(0, n_ref, (z.shape[0],), generator=generator)
     return reference[picks][:, : z.shape[1], heads]
 
@@ -146,14 +147,14 @@ def ablation_hooks(
     """The ``fwd_hooks`` that ablate ``heads`` together (:func:`run_ablated`'s arguments), for a pass that
     also captures activations (:func:`~induction_probes.probes.attention.patterns.run_with_captures`)."""
     if mode not in MODES:
-        raise ValueError(f"unknown ablation mode {mode!r}: use zero, mean or resample")
+        raise BadInput(f"unknown ablation mode {mode!r}: use zero, mean or resample")
     check_heads(heads, model.cfg.n_layers, lambda layer: heads_in_layer(model.cfg, layer))
     by_layer: dict[int, list[int]] = defaultdict(list)
     for layer, head in heads:
         by_layer[layer].append(head)
     if mode != "zero" and reference_inputs is None:
         if task is None:
-            raise ValueError(
+            raise BadInput(
                 f"{mode} ablation needs reference inputs: pass reference_inputs, or task=run.task "
                 f"to draw {REFERENCE_SEQS} of its sequences (seed {REFERENCE_SEED})"
             )

@@ -27,6 +27,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import model_device
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.models.attention_masks import matching_keys
 from induction_probes.circuits.tasks.gaussian.sequences import bilinear, windows
 
@@ -54,7 +55,7 @@ def run_with_captures(
     hook_points = getattr(model, "hook_dict", None)
     missing = [name for name in names if hook_points is not None and name not in hook_points]
     if missing:
-        raise ValueError(f"{type(model).__name__} has no hook point {missing[0]}: this probe cannot run on it")
+        raise BadInput(f"{type(model).__name__} has no hook point {missing[0]}: this probe cannot run on it")
     captured: dict[str, Tensor] = {}
 
     def keep(name: str):
@@ -87,12 +88,12 @@ def check_pattern(pattern: Tensor, tokens: Tensor | None = None) -> None:
     """A pattern the scores can read: [batch, head, q, k] with one key per query position (a non-square
     one has no diagonal to score), and as many positions as ``tokens`` where they are given."""
     if pattern.dim() != 4 or pattern.shape[-1] != pattern.shape[-2]:
-        raise ValueError(
+        raise BadInput(
             f"an attention pattern is [batch, head, query, key] with as many keys as queries, "
             f"got shape {tuple(pattern.shape)}"
         )
     if tokens is not None and (tokens.dim() != 2 or tuple(tokens.shape) != (pattern.shape[0], pattern.shape[-1])):
-        raise ValueError(f"tokens of shape {tuple(tokens.shape)} do not fit a pattern of shape {tuple(pattern.shape)}")
+        raise BadInput(f"tokens of shape {tuple(tokens.shape)} do not fit a pattern of shape {tuple(pattern.shape)}")
 
 
 def previous_token_score(pattern: Float[Tensor, "batch head query_pos key_pos"]) -> Float[Tensor, " head"]:
@@ -104,7 +105,7 @@ def previous_token_score(pattern: Float[Tensor, "batch head query_pos key_pos"])
     """
     check_pattern(pattern)
     if pattern.shape[-1] < 2:
-        raise ValueError("a previous-token score needs at least 2 positions")
+        raise BadInput("a previous-token score needs at least 2 positions")
     return torch.diagonal(pattern, offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1))
 
 
@@ -127,7 +128,7 @@ def last_token_matching_mass(
     match = matching_keys(tokens)[:, -1]  # [batch, key]
     has_match = match.any(-1)
     if not has_match.any():
-        raise ValueError("no sequence's last token occurs earlier with a successor")
+        raise BadInput("no sequence's last token occurs earlier with a successor")
     mass = (pattern[:, :, -1] * match[:, None]).sum(-1)  # [batch, head]
     return mass[has_match].mean(0)
 
@@ -139,7 +140,7 @@ def repeat_induction_score(
     queries i of the second R of A[i, i − L + 1], the attention to the token that followed the current
     token's first occurrence (Olsson et al. 2022's induction score on repeated random tokens)."""
     if length < 1 or pattern.shape[-1] != prefix + 2 * length:
-        raise ValueError(
+        raise BadInput(
             f"an induction score needs {prefix} + 2 x {length} positions, the pattern has {pattern.shape[-1]}"
         )
     queries = torch.arange(prefix + length, prefix + 2 * length, device=pattern.device)
@@ -180,7 +181,7 @@ def bigram_matching_score(
     mass, ideal, count = bigram_matching_sums(pattern, tokens, skip_first_key, match)
     total = count.sum()
     if total == 0:
-        raise ValueError("no query has a matching key: sequences are too short or never repeat a token")
+        raise BadInput("no query has a matching key: sequences are too short or never repeat a token")
     return mass.sum(0) / total, ideal.sum(0) / total, (total / count.numel() / tokens.shape[1]).item()
 
 
@@ -280,7 +281,7 @@ def positional_profiles(model: HookedModel, inputs: Tensor, layer: int) -> Float
     """:func:`positional_profile` of layer ``layer`` on the queries that ``inputs`` produce."""
     attn = model.blocks[layer].attn
     if not hasattr(attn, "W_rel"):
-        raise ValueError(f"layer {layer} has no relative positions: no positional profile")
+        raise BadInput(f"layer {layer} has no relative positions: no positional profile")
     name = f"blocks.{layer}.attn.hook_q"
     _, captured = run_with_captures(model, inputs, [name], output=False)
     return positional_profile(captured[name], attn.W_rel)

@@ -15,6 +15,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.models.attention_masks import matching_keys
 from induction_probes.probes.attention.patterns import (
     bigram_matching_sums,
@@ -68,7 +69,7 @@ def matching_score(patterns: Patterns, tokens: Int[Tensor, "batch pos"], part: i
     sums = matching_of(patterns, tokens)
     count = sums[0][2]
     if count.sum() == 0:
-        raise ValueError("no query has a matching key: sequences are too short or never repeat a token")
+        raise BadInput("no query has a matching key: sequences are too short or never repeat a token")
     values = [layer[part].sum(0) / count.sum() for layer in sums]
     return Score(values, count.sum().item() / tokens.shape[1], ([layer[part] for layer in sums], count))
 

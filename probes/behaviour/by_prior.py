@@ -23,6 +23,7 @@ from torch import Tensor
 
 from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.common.devices import model_device
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.tasks.markov.prior_registry import SIMPLE_PRIORS
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.behaviour.icl_behaviour import behaviour
@@ -40,10 +41,10 @@ def prior_names(text: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
     """'doubly-stochastic,unigram' (or a list of names) → the priors to evaluate on, each checked."""
     names = tuple(name.strip() for name in text.split(",")) if isinstance(text, str) else tuple(text)
     if not names or len(set(names)) != len(names):
-        raise ValueError(f"name one or more different priors, e.g. doubly-stochastic,unigram; got {text!r}")
+        raise BadInput(f"name one or more different priors, e.g. doubly-stochastic,unigram; got {text!r}")
     for name in names:
         if name not in SIMPLE_PRIORS:
-            raise ValueError(f"a model is evaluated by prior on {', '.join(SIMPLE_PRIORS)}; got {name!r}")
+            raise BadInput(f"a model is evaluated by prior on {', '.join(SIMPLE_PRIORS)}; got {name!r}")
     return names
 
 

@@ -11,6 +11,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.models.attention_masks import matching_keys
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet, closest_strategy
 from induction_probes.probes.intervals import Estimate, mean_interval
@@ -120,16 +121,14 @@ class Behaviour(Tidy):
 def icl_positions(n_pos: int, early: int, late: int, window: int = 1) -> tuple[int, int]:
     """``early`` and ``late`` as positions in 0..n_pos − 1, each with ``window`` positions ending there."""
     if not isinstance(window, int) or window < 1:
-        raise ValueError(f"ICL window must be a positive integer, got {window!r}")
+        raise BadInput(f"ICL window must be a positive integer, got {window!r}")
     resolved = []
     for name, position in (("early", early), ("late", late)):
         if not -n_pos <= position < n_pos:
-            raise ValueError(f"ICL {name} position {position} is outside 0..{n_pos - 1}")
+            raise BadInput(f"ICL {name} position {position} is outside 0..{n_pos - 1}")
         position %= n_pos
         if position - window + 1 < 0:
-            raise ValueError(
-                f"an ICL window of {window} positions ending at {name} position {position} starts before 0"
-            )
+            raise BadInput(f"an ICL window of {window} positions ending at {name} position {position} starts before 0")
         resolved.append(position)
     return resolved[0], resolved[1]
 
@@ -180,13 +179,13 @@ def frequency_log_probs(
     strategy 0.885.
     """
     if eval_set.sample.n != 2:
-        raise ValueError(
+        raise BadInput(
             f"readout 'frequencies' reads in-context bigram frequencies; these are n={eval_set.sample.n} chains"
         )
     f = frequencies.double()
     on_simplex = (f >= -FREQUENCY_TOLERANCE).all() and ((f.sum(-1) - 1).abs() <= FREQUENCY_TOLERANCE).all()
     if not on_simplex:  # a NaN fails too
-        raise ValueError("readout 'frequencies' needs outputs >= 0 that sum to 1 at every position (not logits)")
+        raise BadInput("readout 'frequencies' needs outputs >= 0 that sum to 1 at every position (not logits)")
     n_seen = matching_keys(eval_set.inputs).sum(-1, keepdim=True).to(f)  # N_t, as the bigram strategy counts
     k, alpha = f.shape[-1], eval_set.alpha
     return ((n_seen * f.clamp_min(0.0) + alpha) / (n_seen + k * alpha)).log()
@@ -211,7 +210,7 @@ def behaviour(
     logits, such an output is scored as softmax(f), which is nearly uniform.
     """
     if readout not in READOUTS:
-        raise ValueError(f"unknown readout {readout!r}: use one of {', '.join(READOUTS)}")
+        raise BadInput(f"unknown readout {readout!r}: use one of {', '.join(READOUTS)}")
     logits = frequency_log_probs(outputs, eval_set) if readout == "frequencies" else outputs
     loss, kl = eval_set.per_position(logits, per_sequence=True)  # [batch, pos] each
     if early >= 0 and early >= loss.shape[-1] // 2:

@@ -20,6 +20,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import model_device
+from induction_probes.circuits.common.errors import BadInput
 
 if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import HookedModel
@@ -31,7 +32,7 @@ def heldout_r2(features: Float[Tensor, "batch ... width"], targets: Float[Tensor
     """R² on the second half of the sequences (dim 0) of the least-squares map with intercept fitted on the first."""
     half = features.shape[0] // 2
     if half < 1:
-        raise ValueError("a held-out R² needs at least two sequences")
+        raise BadInput("a held-out R² needs at least two sequences")
 
     def flat(tensor: Tensor) -> Tensor:
         return tensor.reshape(-1, tensor.shape[-1]).double()

@@ -25,6 +25,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import model_device
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.metrics import kl_divergence, linear_fit, mse_over_mean_square
 from induction_probes.circuits.common.validation import require_int, require_positive
 from induction_probes.circuits.constructions.edelman import empirical_bigram, prop21, prop21_limit
@@ -94,7 +95,7 @@ def require_computable(c: float, values: Tensor) -> None:
     """Refuse a scale whose construction overflows (its scores grow as c²): its numbers cannot be
     computed, and printing them as NaN would look like a result."""
     if not torch.isfinite(values).all():
-        raise ValueError(f"c = {c:g} is too large to compute: the construction's attention scores (~c^2) overflow")
+        raise BadInput(f"c = {c:g} is too large to compute: the construction's attention scores (~c^2) overflow")
 
 
 def self_key_prediction(tokens: Tensor) -> float:

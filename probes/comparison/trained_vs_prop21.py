@@ -13,6 +13,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from induction_probes.circuits.common.devices import on_cpu
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.constructions.edelman import prop21
 from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.models.attention_masks import causal_mask, previous_tokens
@@ -139,7 +140,7 @@ def compare_with_prop21(model: HookedModel, tokens: Tensor, k: int, c: float = 1
     _, trained_patterns = run_with_patterns(model, tokens)
     _, analytic_patterns = run_with_patterns(analytic, tokens)
     if not all(torch.isfinite(pattern).all() for pattern in analytic_patterns):
-        raise ValueError(
+        raise BadInput(
             f"c = {c:g} is too large to compute in {model.cfg.dtype}: the construction's attention "
             "scores (~c^2) overflow"
         )

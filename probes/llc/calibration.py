@@ -28,13 +28,14 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.probes.llc.estimator import estimate_llc
 
 
 def rrr_learning_coefficient(M: int, N: int, H: int, r: int) -> tuple[Fraction, int]:
     """(λ, m) of reduced-rank regression, Aoyagi & Watanabe (2005) (module docstring)."""
     if not all(isinstance(v, int) and v >= 0 for v in (M, N, H, r)) or min(M, N, H) < 1 or r > min(M, N, H):
-        raise ValueError(f"need integers M, N, H >= 1 and 0 <= r <= min(M, N, H), got {(M, N, H, r)}")
+        raise BadInput(f"need integers M, N, H >= 1 and 0 <= r <= min(M, N, H), got {(M, N, H, r)}")
     if N + r <= M + H and M + r <= N + H and H + r <= M + N:
         base = 2 * (H + r) * (M + N) - (M - N) ** 2 - (H + r) ** 2
         odd = (M + N + H + r) % 2
@@ -110,7 +111,7 @@ def dln_learning_coefficient(widths: tuple[int, ...], r: int) -> Fraction:
     """λ of a deep linear network (module docstring: Aoyagi 2024, Theorem 1); ``widths`` = (H_0 = input, H_1,
     ..., H_L = output), ``r`` the truth's rank. Two layers give reduced-rank regression's λ (tested)."""
     if len(widths) < 2 or min(widths) < 1 or not 0 <= r <= min(widths):
-        raise ValueError(f"need at least two widths >= 1 and 0 <= r <= min(widths), got {widths}, {r}")
+        raise BadInput(f"need at least two widths >= 1 and 0 <= r <= min(widths), got {widths}, {r}")
     excess = [h - r for h in widths]
     chosen = aoyagi_subset(excess)
     ell, total = len(chosen) - 1, sum(chosen)
@@ -238,7 +239,6 @@ CASES = {  # name: (builder, arguments); the calibration every shipped estimate 
 }
 
 
-def calibrate(names=None, n: int = 2000, **settings) -> list[dict]:
 MIN_SAMPLES = 64  # the calibration's largest model has 32 parameters: fewer samples would not determine it
 
 
@@ -250,6 +250,7 @@ def at_least(n: int, settings: dict) -> tuple[int, dict]:
     return MIN_SAMPLES, settings | {"n_beta": n / math.log(n)}
 
 
+def calibrate(names=None, n: int = 2000, **settings) -> list[dict]:
     """Each calibration case as a result on ``n`` samples sees it (nβ = n / ln n, :func:`at_least`), estimated
     with ``settings`` (the estimator's defaults where empty): [{name, truth, estimate, llc_std, llc_stderr, ...}]."""
     n, settings = at_least(n, settings)

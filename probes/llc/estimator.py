@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import MAX_BURN_IN, MAX_CHAINS, MAX_DRAWS, require_at_most
 from induction_probes.probes.llc.curvature import (
     curvature,
@@ -66,7 +67,7 @@ CHECK_FACTOR = 0.25  # the stability check samples again at γ · this (module d
 CHECK_SHARE = 0.1  # the check flags a change beyond this share of the estimate (plus two standard errors)
 
 
-class LLCError(ValueError):
+class LLCError(BadInput):
     """Bad input to the estimator (the API's ValueError, one line)."""
 
 

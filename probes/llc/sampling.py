@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.probes.llc.curvature import sampled_parameters
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ LEAD_SEED = 500  # a chain's lead (the localization check's extra burn-in) draws
 INSTALL_LLC = "pip install 'induction-probes[llc]'"
 
 
-class MissingExtra(ValueError):
+class MissingExtra(BadInput):
     """An optional extra the work needs is not installed (bad input to the command: one line, status 2)."""
 
 

@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 
 from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.common.devices import model_device
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import require_seed
 from induction_probes.circuits.common.names import head_label, heads_label
 from induction_probes.circuits.interop.language_models import as_hooked
@@ -108,7 +109,7 @@ def ablated_losses(
     tokens = repeated.tokens.to(model_device(model))
     ref = None if reference is None else reference.tokens
     if ref is not None and ref.shape != tokens.shape:
-        raise ValueError("the reference sequences must have the probed sequences' shape")
+        raise BadInput("the reference sequences must have the probed sequences' shape")
     starts = [min(layer for layer, _ in heads) for heads in head_sets]
     kept = sorted({resid_pre_hook(layer) for layer in starts if layer > 0})
     n, size = tokens.shape[0], chunk_size(model, tokens.shape[1])
@@ -133,7 +134,7 @@ def ablated_losses(
 
 def check_mode(mode: str) -> None:
     if mode not in MODES:
-        raise ValueError(f"unknown ablation mode {str(mode)[:200]!r}: use zero, mean or resample")
+        raise BadInput(f"unknown ablation mode {str(mode)[:200]!r}: use zero, mean or resample")
 
 
 def ablate(
@@ -154,11 +155,11 @@ def ablate(
     if not isinstance(repeated, RepeatedTokens):
         raise TypeError("ablate reads a RepeatedTokens (lm.repeated_random_tokens), not plain tokens")
     if isinstance(head_sets, (str, bytes)) or not head_sets:
-        raise ValueError("give at least one head set, a list of (layer, head) pairs")
+        raise BadInput("give at least one head set, a list of (layer, head) pairs")
     for heads in head_sets:
         check_heads(heads, model.cfg.n_layers, lambda layer: heads_in_layer(model.cfg, layer))
     if mode != "zero" and reference is None:
-        raise ValueError(f"{mode} ablation needs reference sequences")
+        raise BadInput(f"{mode} ablation needs reference sequences")
     passes = len(head_sets) * math.ceil(repeated.tokens.shape[0] / chunk_size(model, repeated.tokens.shape[1]))
     with progress_bar(passes, f"{mode} ablation", progress, unit="pass", leave=True) as bar:
         baseline, *losses = ablated_losses(model, repeated, head_sets, mode, reference, seed, bar)

@@ -23,6 +23,7 @@ from torch import Tensor
 
 from induction_probes.circuits.common.defaults import PROBE_SEED
 from induction_probes.circuits.common.devices import model_device
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.interop.language_models import as_hooked
 from induction_probes.probes.ablation.head_ablation import is_index, reference_z, z_hook
 from induction_probes.probes.lm.ablation import ablate
@@ -77,9 +78,9 @@ def attribution_rises(
     """Every head's first-order rise of the repeated copy's loss under ``mode`` ablation ("zero", or "mean" over
     ``reference``'s sequences and positions), [layer, head], each the mean over sequences with its t interval."""
     if mode not in SCREEN_MODES:
-        raise ValueError(f"attribution patching screens zero and mean ablation, not {str(mode)[:200]!r}")
+        raise BadInput(f"attribution patching screens zero and mean ablation, not {str(mode)[:200]!r}")
     if mode == "mean" and reference is None:
-        raise ValueError("mean ablation needs reference sequences")
+        raise BadInput("mean ablation needs reference sequences")
     model = as_hooked(model)
     targets = None
     if mode == "mean":
@@ -126,7 +127,7 @@ def screen_heads(
     """Attribution patching of every head, then exact ablation of the ``top`` heads it estimates to raise the
     repeated copy's loss most: the clean loss, and the :class:`Screen`."""
     if not is_index(top) or top < 1:
-        raise ValueError(f"the screen checks at least one head exactly, got {top!r}")
+        raise BadInput(f"the screen checks at least one head exactly, got {top!r}")
     model = as_hooked(model)
     estimates = attribution_rises(model, repeated, mode, reference)
     ranked = [(layer, head) for layer, head, _ in sorted(ranked_heads(estimates), key=lambda item: -item[2])]

@@ -30,6 +30,7 @@ from jaxtyping import Int
 from torch import Tensor
 
 from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import require_numbers, require_seed, require_sequences
 from induction_probes.circuits.common.validation import require_int
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
@@ -162,7 +163,7 @@ def random_ids(model: HookedModel, k: int, seed: int, draws: int) -> list[Int[Te
     drawn one after another by one generator seeded with ``seed``, each set in increasing order."""
     ordinary = vocabulary(model)
     if k > len(ordinary):
-        raise ValueError(f"k = {k} exceeds the {len(ordinary)} ordinary tokens of the model's vocabulary")
+        raise BadInput(f"k = {k} exceeds the {len(ordinary)} ordinary tokens of the model's vocabulary")
     generator = torch.Generator().manual_seed(seed)
     return [ordinary[torch.randperm(len(ordinary), generator=generator)[:k]].sort().values for _ in range(draws)]
 
@@ -178,12 +179,12 @@ def chain_ids(
     ordinary = vocabulary(model)
     given = list(tokens)
     if len(given) != k or any(isinstance(t, bool) or not isinstance(t, int) for t in given):
-        raise ValueError(f"tokens must be {k} integer ids, one per state, got {given!r}")
+        raise BadInput(f"tokens must be {k} integer ids, one per state, got {given!r}")
     if len(set(given)) != k:
-        raise ValueError(f"tokens must be {k} distinct ids, got {given!r}")
+        raise BadInput(f"tokens must be {k} distinct ids, got {given!r}")
     outside = sorted(set(given) - set(ordinary.tolist()))
     if outside:
-        raise ValueError(f"token {outside[0]} is a special token or outside the model's ordinary vocabulary")
+        raise BadInput(f"token {outside[0]} is a special token or outside the model's ordinary vocabulary")
     return torch.tensor(given, dtype=torch.long)
 
 
@@ -224,7 +225,7 @@ def draw_count(id_draws: int | None, tokens: Iterable[int] | None) -> int:
     if tokens is None:
         return ID_DRAWS if id_draws is None else require_int("id_draws", id_draws, 1)
     if id_draws not in (None, 1):
-        raise ValueError(f"tokens name the k ids: there is one id draw, not id_draws = {id_draws}")
+        raise BadInput(f"tokens name the k ids: there is one id draw, not id_draws = {id_draws}")
     return 1
 
 
@@ -233,9 +234,9 @@ def chain_length(model: HookedModel, bos: int | None, seq_len: int | None) -> in
     room = model.cfg.n_ctx - int(bos is not None)
     seq_len = min(SEQ_LEN, room) if seq_len is None else require_int("seq_len", seq_len, MIN_SEQ_LEN)
     if seq_len > room:
-        raise ValueError(f"seq_len {seq_len} does not fit the model's context of {model.cfg.n_ctx} tokens")
+        raise BadInput(f"seq_len {seq_len} does not fit the model's context of {model.cfg.n_ctx} tokens")
     if seq_len < MIN_SEQ_LEN:
-        raise ValueError(f"the model's context of {model.cfg.n_ctx} tokens holds no chain of {MIN_SEQ_LEN} tokens")
+        raise BadInput(f"the model's context of {model.cfg.n_ctx} tokens holds no chain of {MIN_SEQ_LEN} tokens")
     return seq_len
 
 
@@ -251,6 +252,6 @@ def eval_sets(task: MarkovTask, n_seqs: int, seed: int, draws: int) -> list[Mark
 def check_fits(model: HookedModel, protocol: MarkovTokens) -> None:
     """Refuse a model that cannot read ``protocol``'s tokens as drawn (another checkpoint's vocabulary)."""
     if int(protocol.ids.max()) >= model.cfg.d_vocab or protocol.prefix + protocol.seq_len > model.cfg.n_ctx:
-        raise ValueError("the sequences do not fit this model's vocabulary or context: draw them for it")
+        raise BadInput("the sequences do not fit this model's vocabulary or context: draw them for it")
     if bos_id(model) != protocol.bos:
-        raise ValueError(f"the sequences open with BOS {protocol.bos}, the model's BOS is {bos_id(model)}")
+        raise BadInput(f"the sequences open with BOS {protocol.bos}, the model's BOS is {bos_id(model)}")

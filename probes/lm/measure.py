@@ -35,6 +35,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from induction_probes.circuits.common.devices import model_device
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.interop.language_models import as_hooked
 from induction_probes.probes.attention.patterns import pattern_hook, previous_token_per_sequence, run_with_captures
 from induction_probes.probes.intervals import bootstrap_mean_interval, mean_interval
@@ -261,7 +262,7 @@ def evaluate(
     as :func:`head_scores` takes them); ``bar`` advances by the sequences through each of the two passes."""
     repeated = repeated if isinstance(repeated, RepeatedTokens) else from_tokens(repeated)
     if repeated.control is None:
-        raise ValueError("the content-based score needs a control: give two or more sequences")
+        raise BadInput("the content-based score needs a control: give two or more sequences")
     n, n_pos = repeated.tokens.shape
     check_ids(model, repeated.tokens)
     size = chunk_size(model, n_pos)
@@ -307,9 +308,9 @@ def head_scores(
 
 def check_ids(model: HookedModel, tokens: Tensor) -> None:
     if tokens.shape[1] > model.cfg.n_ctx:
-        raise ValueError(f"{tokens.shape[1]} positions exceed the model's context of {model.cfg.n_ctx}")
+        raise BadInput(f"{tokens.shape[1]} positions exceed the model's context of {model.cfg.n_ctx}")
     if tokens.numel() and not 0 <= int(tokens.min()) <= int(tokens.max()) < model.cfg.d_vocab:
-        raise ValueError(f"token ids must lie in 0..{model.cfg.d_vocab - 1}, the model's vocabulary")
+        raise BadInput(f"token ids must lie in 0..{model.cfg.d_vocab - 1}, the model's vocabulary")
 
 
 def text_windows(model: HookedModel, text: str, late: int) -> Int[Tensor, "batch pos"]:
@@ -317,15 +318,15 @@ def text_windows(model: HookedModel, text: str, late: int) -> Int[Tensor, "batch
     the model has one (the remainder of the text is dropped)."""
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is None:
-        raise ValueError("this model has no tokenizer: the ICL score on a text needs one")
+        raise BadInput("this model has no tokenizer: the ICL score on a text needs one")
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     start = bos_id(model)
     width = late + 1 - (start is not None)
     if late + 1 > model.cfg.n_ctx:
-        raise ValueError(f"the ICL score's late token {late} lies beyond the model's context of {model.cfg.n_ctx}")
+        raise BadInput(f"the ICL score's late token {late} lies beyond the model's context of {model.cfg.n_ctx}")
     n_windows = len(ids) // width
     if n_windows == 0:
-        raise ValueError(f"the text has {len(ids)} tokens; the ICL score at token {late} needs {width}")
+        raise BadInput(f"the text has {len(ids)} tokens; the ICL score at token {late} needs {width}")
     windows = torch.tensor(ids[: n_windows * width], dtype=torch.long).view(n_windows, width)
     if start is not None:
         windows = torch.cat([torch.full((n_windows, 1), start, dtype=torch.long), windows], dim=1)
@@ -342,7 +343,7 @@ def text_icl_score(
     text's windows of ``late + 1`` tokens (Olsson et al.: tokens 500 and 50), with its Student-t interval over
     the windows."""
     if not 1 <= early < late:
-        raise ValueError(f"the ICL score needs 1 <= early < late, got early {early} and late {late}")
+        raise BadInput(f"the ICL score needs 1 <= early < late, got early {early} and late {late}")
     model = as_hooked(model)
     windows = text_windows(model, text, late).to(model_device(model))
 

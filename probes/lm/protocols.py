@@ -28,6 +28,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import require_numbers, require_seed
 from induction_probes.probes.ablation.head_ablation import is_index
 from induction_probes.probes.intervals import Estimate, mean_interval
@@ -89,24 +90,24 @@ class RepeatedTokens:
 def check_repeated(repeated: RepeatedTokens) -> None:
     tokens, lengths = repeated.tokens, repeated.lengths
     if tokens.ndim != 2 or tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
-        raise ValueError(f"tokens must be integer ids of shape [batch, pos], got {tuple(tokens.shape)} {tokens.dtype}")
+        raise BadInput(f"tokens must be integer ids of shape [batch, pos], got {tuple(tokens.shape)} {tokens.dtype}")
     if tokens.shape[0] == 0:
-        raise ValueError("no sequences: repeated tokens need at least one")
+        raise BadInput("no sequences: repeated tokens need at least one")
     if lengths.shape != (tokens.shape[0],) or lengths.dtype.is_floating_point:
-        raise ValueError("lengths must hold one integer |R| per sequence")
+        raise BadInput("lengths must hold one integer |R| per sequence")
     low, high = repeated.bounds
     if not 2 <= low <= int(lengths.min()) <= int(lengths.max()) <= high or 2 * high > tokens.shape[1] - repeated.prefix:
-        raise ValueError(
+        raise BadInput(
             f"each R needs 2 <= L, within the |R| range {low}..{high}, and {repeated.prefix} + 2 x {high} <= "
             f"{tokens.shape[1]} positions"
         )
     positions, valid = repeated.second_copy()
     first = tokens.gather(1, positions - lengths[:, None])
     if not torch.equal(first[valid], tokens.gather(1, positions)[valid]):
-        raise ValueError("the tokens' second half does not repeat their first: the induction score needs R + R")
+        raise BadInput("the tokens' second half does not repeat their first: the induction score needs R + R")
     control = repeated.control
     if control is not None and (control.shape != tokens.shape or control.dtype != tokens.dtype):
-        raise ValueError("the control must have the tokens' shape and dtype")
+        raise BadInput("the control must have the tokens' shape and dtype")
 
 
 def from_tokens(tokens: Tensor) -> RepeatedTokens:
@@ -144,7 +145,7 @@ def vocabulary(model: HookedModel) -> Int[Tensor, " token"]:
     keep[[i for i in special_ids(model) if 0 <= i < size]] = False
     ids = keep.nonzero().squeeze(1)
     if len(ids) < 2:
-        raise ValueError(f"the model's vocabulary has {len(ids)} ordinary token(s): no random tokens to draw")
+        raise BadInput(f"the model's vocabulary has {len(ids)} ordinary token(s): no random tokens to draw")
     return ids
 
 
@@ -161,7 +162,7 @@ def length_range(length: int | tuple[int, int]) -> tuple[int, int]:
     bounds = (length, length) if not isinstance(length, (tuple, list)) else tuple(length)
     if len(bounds) != 2 or not all(is_index(v) for v in bounds) or not 2 <= bounds[0] <= bounds[1]:
         message = f"|R| must be an integer >= 2 or a range (low, high) with 2 <= low <= high, got {length!r}"
-        raise ValueError(message[:300])
+        raise BadInput(message[:300])
     return bounds
 
 
@@ -169,7 +170,7 @@ def prefix_length(model: HookedModel, bos: bool | None) -> int:
     """1 when the sequences open with the model's BOS (default: when it has one), else 0."""
     start = bos_id(model)
     if bos and start is None:
-        raise ValueError("the model has no BOS token in its vocabulary: use bos=False")
+        raise BadInput("the model has no BOS token in its vocabulary: use bos=False")
     return int(start is not None and bos is not False)
 
 
@@ -183,7 +184,7 @@ def fitting_lengths(
         return length_range(length)
     low, high = DEFAULT_LENGTHS
     if room < 2:
-        raise ValueError(f"a context of {model.cfg.n_ctx} tokens holds no R + R with |R| >= 2")
+        raise BadInput(f"a context of {model.cfg.n_ctx} tokens holds no R + R with |R| >= 2")
     return min(low, room), min(high, room)
 
 
@@ -201,12 +202,12 @@ def repeated_random_tokens(
     TransformerLens's ``to_tokens`` does."""
     low, high = fitting_lengths(model, length, bos)
     if not is_index(batch) or batch < 1:
-        raise ValueError(f"repeated random tokens need a batch of at least one sequence, got {batch!r}")
+        raise BadInput(f"repeated random tokens need a batch of at least one sequence, got {batch!r}")
     require_seed("the seed", seed)
     prefix = prefix_length(model, bos)
     n_pos = prefix + 2 * high
     if n_pos > model.cfg.n_ctx:
-        raise ValueError(f"{prefix} + 2 x {high} tokens exceed the model's context of {model.cfg.n_ctx}")
+        raise BadInput(f"{prefix} + 2 x {high} tokens exceed the model's context of {model.cfg.n_ctx}")
     require_numbers("the repeated random tokens", 2 * batch * n_pos)
     ids = vocabulary(model)
     generator = torch.Generator().manual_seed(seed)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.names import head_label
 from induction_probes.circuits.interop.language_models import as_hooked, load_bridge
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, require_series
@@ -155,7 +156,7 @@ def probe_tokens(
     ``progress``: a bar on stderr (a terminal's)."""
     model = as_hooked(model)
     if not 0 < threshold <= 1:
-        raise ValueError(f"the threshold is a share of attention in (0, 1], got {threshold!r}")
+        raise BadInput(f"the threshold is a share of attention in (0, 1], got {threshold!r}")
     where = "probing" if step is None else f"probing step {step}"
     with progress_bar(2 * repeated.tokens.shape[0], where, progress) as bar:
         scores, loss = evaluate(model, repeated, bar)
@@ -221,7 +222,7 @@ def probe_series(
     series at the same path) or on a local Ray instance, with the numbers of a local run."""
     series = series if isinstance(series, Series) else require_series(os.fspath(series))
     if backend not in BACKENDS:
-        raise ValueError(f"the backend is local or ray, not {str(backend)[:200]!r}")
+        raise BadInput(f"the backend is local or ray, not {str(backend)[:200]!r}")
     with progress_bar(len(series.checkpoints), "checkpoints", progress, unit="checkpoint", leave=True) as bar:
         if backend == "ray":
             return SeriesProbes(series.name, tuple(ray_probes(series, device, address, bar, protocol)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.probes.figures.plots_sweep import plot_sweep_summary
 from induction_probes.probes.paper.entries import (
     AGREE,
@@ -50,7 +51,7 @@ def comparison(result: dict, measure: str, a: str | None = None, b: str | None =
         None,
     )
     if found is None and required:
-        raise ValueError(f"the summary has no comparison of {measure} between {a or 'any'} and {b or 'any'}")
+        raise BadInput(f"the summary has no comparison of {measure} between {a or 'any'} and {b or 'any'}")
     return found
 
 
@@ -114,7 +115,7 @@ def split_entry(result: dict) -> Entry:
         return not_yet(PAPER, "rebuttal on Fig. 4 left", SPLIT_CLAIM, f"{ISSUE}: the summary has the total only")
     on = {prior: comparison(result, f"by_prior.{prior}.loss") for prior in ("doubly-stochastic", "unigram")}
     if any((c["a"], c["b"]) != ("doubly-stochastic", "mixture") for c in on.values()):
-        raise ValueError("the ds-mixture comparisons are not mixture − doubly stochastic")
+        raise BadInput("the ds-mixture comparisons are not mixture − doubly stochastic")
     unigram, doubly = on["unigram"]["difference"], on["doubly-stochastic"]["difference"]
     ours = (
         f"final loss, mixture − doubly stochastic only, paired over {on['unigram']['n']} seeds, on fresh chains of "

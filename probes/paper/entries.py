@@ -6,6 +6,8 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from induction_probes.circuits.common.errors import BadInput
+
 AGREE, DIFFER, PARTLY, NOT_YET = "agree", "differ", "partly", "not reproduced yet"
 # a rule's "differ" where the authors state no settings to reproduce: ours decide it, stated (at_our_settings)
 AT_OUR_SETTINGS = "not reproduced at our settings"
@@ -48,9 +50,9 @@ class Entry:
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+            raise BadInput(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
         if self.verdict != AGREE and not self.reason:
-            raise ValueError(f"{self.paper} {self.where}: a verdict of {self.verdict!r} needs its reason")
+            raise BadInput(f"{self.paper} {self.where}: a verdict of {self.verdict!r} needs its reason")
 
 
 def judged(
@@ -112,7 +114,7 @@ def with_quote(entry: Entry, quotes: dict[str, dict]) -> Entry:
     """``entry`` with its table of ``quotes`` (``probes/paper/quotes.toml``, keyed by ``where``)."""
     table = quotes.get(entry.where)
     if table is None:
-        raise ValueError(f"{entry.paper} {entry.where}: no table in quotes.toml (every entry quotes its authors)")
+        raise BadInput(f"{entry.paper} {entry.where}: no table in quotes.toml (every entry quotes its authors)")
     return replace(entry, quote=Quote(table["seed"], table.get("quote", ""), table["scope"], table.get("note", "")))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.untrusted import read_text
 from induction_probes.circuits.runs.reader import Run
 
@@ -17,7 +18,7 @@ RUNS = ("markov-k3", "markov-k2", "minimal-k3", "gaussian-ih2")
 TOY_RUNS = ("gd", "boolean", "adam")  # experiments/results/toy/<name>: the toy model's run directories
 
 
-class MissingResults(ValueError):
+class MissingResults(BadInput):
     """The shipped results are not where a clone keeps them (an install without the repository)."""
 
 

@@ -43,6 +43,7 @@ from torch import Tensor
 from transformer_lens import FactoredMatrix
 from transformer_lens.utilities import composition_scores
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.probes.comparison.logit_space import shift_free, through_final_norm
 from induction_probes.probes.tidy import Tidy, progress_records
 
@@ -212,7 +213,7 @@ def progress_measures(model: HookedModel, step: int = -1) -> ProgressMeasures:
     """Every progress measure of ``model`` (see the module docstring)."""
     reason = unmeasurable_reason(model)
     if reason:
-        raise ValueError(reason)
+        raise BadInput(reason)
     with torch.no_grad():
         residual = layer1_residuals(model)
         circuits = ov_circuits(model, residual)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.probes.figures.plots import figure_name
 from induction_probes.probes.figures.plots_circuit import plot_gaussian_scores, plot_gaussian_training
 from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
@@ -36,7 +37,7 @@ def gaussian_report(run: Run, *, device=None, plot: Path | None = None, as_json:
 
 
 def refuse_gaussian_html(run: Run, directory: Path, device=None) -> Path:
-    raise ValueError(f"run {run.path.name} is a Gaussian-task run: the HTML report follows the ICL-MC argument")
+    raise BadInput(f"run {run.path.name} is a Gaussian-task run: the HTML report follows the ICL-MC argument")
 
 
 def probe_gaussian_report(

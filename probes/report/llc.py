@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from induction_probes.circuits.common.defaults import LLC_CHECKPOINTS, LLC_SEQS, PROBE_SEED
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import MAX_CHECKPOINTS, require_at_most
 from induction_probes.circuits.common.validation import require_int
 from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
@@ -51,7 +52,7 @@ def llc_report(
     run = as_run(run)
     settings = estimator_settings(overrides, seed, n_seqs)
     if run.task.name != "markov":
-        raise ValueError(f"run {run.path.name} is not an ICL-MC run: the llc command samples a next-token loss")
+        raise BadInput(f"run {run.path.name} is not an ICL-MC run: the llc command samples a next-token loss")
     steps = chosen_steps(run, steps, checkpoints)
     tokens = run.task.eval_set(n_seqs, seed).inputs.to(device)  # drawn on the CPU, then moved once
     metrics = {m["step"]: m for m in run.metrics()}
@@ -91,12 +92,12 @@ def estimator_settings(overrides: dict, seed: int, n_seqs: int) -> dict:
     """The settings given (the rest follow the estimator's rule), checked before any work."""
     unknown = sorted(set(overrides) - set(OVERRIDES))
     if unknown:
-        raise ValueError(f"unknown LLC settings {unknown}: the rule's settings are {', '.join(OVERRIDES)}")
+        raise BadInput(f"unknown LLC settings {unknown}: the rule's settings are {', '.join(OVERRIDES)}")
     given = {name: value for name, value in overrides.items() if value is not None}
     require_int("n_seqs", n_seqs, 1)
     LLCSettings(**({"n_beta": 1.0, "localization": 1.0, "lr": 1.0, "burn_in": 1, "draws": 3} | given))
     if given.get("batch_size") is not None and given["batch_size"] > n_seqs:
-        raise ValueError(f"batch_size {given['batch_size']} is more than the {n_seqs} sequences (n_seqs) to draw from")
+        raise BadInput(f"batch_size {given['batch_size']} is more than the {n_seqs} sequences (n_seqs) to draw from")
     sgld_sampler()  # the llc extra: without it, its install command now, not a traceback after the Hessian
     return given | {"seed": seed}
 
@@ -106,9 +107,9 @@ def chosen_steps(run: Run, steps: list[int] | None, checkpoints: int) -> list[in
     if steps is not None:
         steps = sorted({require_int("a step", s, 0) for s in steps})
         if not steps:
-            raise ValueError("steps is empty: give at least one checkpoint step")
+            raise BadInput("steps is empty: give at least one checkpoint step")
         if missing := sorted(set(steps) - set(run.steps)):
-            raise ValueError(f"run {run.path.name} has no checkpoint at steps {missing}")
+            raise BadInput(f"run {run.path.name} has no checkpoint at steps {missing}")
         return steps
     require_int("checkpoints", checkpoints, 1)  # also refused by name here, where a bool or 2.5 would pass
     require_at_most("checkpoints", checkpoints, MAX_CHECKPOINTS)
@@ -118,7 +119,7 @@ def chosen_steps(run: Run, steps: list[int] | None, checkpoints: int) -> list[in
 def log_spread(steps: list[int], sequences: list[int], count: int) -> list[int]:
     """Step 0 and about ``count − 1`` steps evenly spread in log(sequences seen) over the rest."""
     if count < 1:
-        raise ValueError(f"checkpoints must be at least 1, got {count}")
+        raise BadInput(f"checkpoints must be at least 1, got {count}")
     return sorted({steps[0]} | log_spread_steps(dict(zip(steps, sequences)), count - 1))
 
 

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from induction_probes.circuits.common.defaults import PROBE_SEED
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.probes.figures.plots_llc import plot_per_head_llc
 from induction_probes.probes.llc.block_calibration import calibrate_blocks, gate_cases
@@ -56,7 +57,7 @@ def per_head_report(
     run = as_run(run)
     settings = estimator_settings(overrides, seed, n_seqs)
     if run.task.name != "markov":
-        raise ValueError(f"run {run.path.name} is not an ICL-MC run: the llc command samples a next-token loss")
+        raise BadInput(f"run {run.path.name} is not an ICL-MC run: the llc command samples a next-token loss")
     steps = chosen_steps(run, steps, checkpoints)
     result = per_head_llc(run, steps, n_seqs=n_seqs, data_draws=data_draws, blocks=blocks, device=device, **settings)
     crossings = progress_crossings(run)

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.names import head_label
 from induction_probes.circuits.common.untrusted import read_text
 from induction_probes.circuits.interop.language_models import load_bridge
@@ -115,14 +116,14 @@ def probe_language_model(
     protocol = {"length": length, "batch": n_seqs, "seed": seed, "threshold": threshold}
     if all_steps:
         if not isinstance(source, Series):
-            raise ValueError(f"{source.location} is one model, not a checkpoint series: --all-steps does not apply")
+            raise BadInput(f"{source.location} is one model, not a checkpoint series: --all-steps does not apply")
         if step is not None:
-            raise ValueError("give --step or --all-steps, not both")
+            raise BadInput("give --step or --all-steps, not both")
         quiet_transformers()
         results = list(probe_series(source, device, progress, backend, address, **protocol))
         return series_view(source, results, protocol_json(length, n_seqs, seed), threshold, plot, as_json)
     if backend != "local" or address is not None:
-        raise ValueError("--backend and --address spread the checkpoints of --all-steps: give it too")
+        raise BadInput("--backend and --address spread the checkpoints of --all-steps: give it too")
     model, bridge = boot(source, step, device)
     result = probe(bridge, model.step, **protocol, progress=progress)
     text_icl = read_text_icl(bridge, text) if text else None
@@ -150,7 +151,7 @@ def read_text_icl(bridge, file: Path):
     try:
         text = read_text(file, TEXT_BYTES)
     except UnicodeDecodeError:
-        raise ValueError(f"{file} is not UTF-8 text") from None
+        raise BadInput(f"{file} is not UTF-8 text") from None
     return text_icl_score(bridge, text)
 
 

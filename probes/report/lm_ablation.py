@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.names import head_label
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, as_source
 from induction_probes.probes.ablation.head_ablation import check_heads, parse_head_list, single_heads
@@ -57,7 +58,7 @@ def ablate_language_model(
     check_mode(mode)
     heads = parse_head_list(heads) if isinstance(heads, str) else heads
     if screen is not None and heads is not None:
-        raise ValueError("the screen ranks every head: give --screen or --heads, not both")
+        raise BadInput("the screen ranks every head: give --screen or --heads, not both")
     source = as_source(source)
     model, bridge = boot(source, step, device)
     head_sets = single_heads(bridge) if heads is None else [heads]

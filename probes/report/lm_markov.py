@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.defaults import PROBE_SEED
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import require_seed
 from induction_probes.circuits.common.validation import require_int
 from induction_probes.circuits.interop.language_models import as_hooked, load_bridge
@@ -40,7 +41,7 @@ def check_options(k, n_seqs, seq_len, seed, step, all_steps, id_draws=None, toke
     if seq_len is not None:
         require_int("seq_len", seq_len, MIN_SEQ_LEN)
     if step is not None and all_steps:
-        raise ValueError("step and all_steps exclude each other: give one checkpoint or all of them")
+        raise BadInput("step and all_steps exclude each other: give one checkpoint or all of them")
     if step is not None:
         require_int("step", step, 0)
 
@@ -59,12 +60,12 @@ def checkpoints(
     if isinstance(model, (ModelSource, Series)):
         quiet_transformers()
         if all_steps and not isinstance(model, Series):
-            raise ValueError(f"{model.location} is one model, not a checkpoint series: all_steps does not apply")
+            raise BadInput(f"{model.location} is one model, not a checkpoint series: all_steps does not apply")
         chosen = model.checkpoints if all_steps else (require_model(model, step),)
         name = model.name if isinstance(model, Series) else model.describe()
         return name, ((s.step, load_bridge(s, device)) for s in chosen), all_steps, len(chosen)
     if step is not None or all_steps:
-        raise ValueError("a booted model is one model: step and all_steps do not apply")
+        raise BadInput("a booted model is one model: step and all_steps do not apply")
     return type(model).__name__, [(None, as_hooked(model, device))], False, 1
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.behaviour.icl_behaviour import plateau_step, strategy_phases
@@ -24,7 +25,7 @@ def report_data(run: Run):
     set) and phases; refuses a run that is not an ICL-MC training run or has no metrics yet."""
     task, recipe, metrics = run_task(run, MarkovTask), run.recipe, run.metrics()
     if not metrics:
-        raise ValueError(f"run {run.path} has no metrics yet")
+        raise BadInput(f"run {run.path} has no metrics yet")
     eval_set = task.eval_set(recipe.eval_seqs, recipe.eval_seed)
     baselines = {name: kl.mean().item() for name, kl in eval_set.strategy_kl().items()}
     return task, recipe, metrics, baselines, strategy_phases(metrics)

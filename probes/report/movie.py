@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from induction_probes.circuits.common.defaults import MOVIE_FRAMES, PAGE_SEQS, PROBE_SEED
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.names import head_label
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, find_source
 from induction_probes.circuits.runs.reader import Run, RunOrPath
@@ -74,11 +75,11 @@ def write_movie(
     checkpoints, spread evenly; ``heads`` as ``L0H0,L1H0`` (default: the previous-token and induction heads the
     probes find at the last checkpoint); ``n_seqs`` probe sequences drawn with ``seed``."""
     if not isinstance(frames, int) or not 2 <= frames <= MAX_FRAMES:
-        raise ValueError(f"frames must be an integer from 2 to {MAX_FRAMES}, got {frames!r}")
+        raise BadInput(f"frames must be an integer from 2 to {MAX_FRAMES}, got {frames!r}")
     out = movie_folder(out)  # refused before any checkpoint is probed
     found = source if isinstance(source, (Run, Series)) else find_source(os.fspath(source))
     if isinstance(found, ModelSource):
-        raise ValueError(f"{found.describe()} is one model, not a checkpoint series: a movie needs checkpoints")
+        raise BadInput(f"{found.describe()} is one model, not a checkpoint series: a movie needs checkpoints")
     if isinstance(found, Series):
         movie, total = series_movie(found, frames, heads, n_seqs, seed, device)
     else:

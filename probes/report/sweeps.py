@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.validation import IncompleteResult
 from induction_probes.circuits.sweeps.sweep import SPEC_FILE, read_spec, run_sweep
 from induction_probes.probes.figures.plots_sweep import plot_sweep_summary
@@ -80,7 +81,7 @@ def summary_report(
     sweep = Path(sweep)
     if sweep.suffix == ".json":
         if by_prior:
-            raise ValueError("--by-prior evaluates the runs' checkpoints: give the sweep directory, not a summary.json")
+            raise BadInput("--by-prior evaluates the runs' checkpoints: give the sweep directory, not a summary.json")
         summary = recompute_summary(sweep)
     else:
         summary = summarize_sweep(sweep, count=count, probe_seqs=probe_seqs, by_prior=by_prior)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.names import heads_label
 from induction_probes.circuits.common.paths import portable
 
@@ -21,7 +22,7 @@ def json_text(value: object) -> str:
     try:
         return json.dumps(value, indent=2, allow_nan=False)
     except ValueError:
-        raise ValueError("a result is not a finite number (NaN or infinity); refusing to print it as JSON") from None
+        raise BadInput("a result is not a finite number (NaN or infinity); refusing to print it as JSON") from None
 
 
 def provenance(run: Run, steps: list[int], n_seqs: int, seed: int) -> dict:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.defaults import PAGE_SEQS, PROBE_SEED
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.names import head_label
 from induction_probes.probes.ablation.head_ablation import single_heads
 from induction_probes.probes.figures.plots import figure_name, heads_label
@@ -137,7 +138,7 @@ def task_report(run: Run, *, device=None, plot: Path | None = None, as_json: boo
     checkpoint (on PAGE_SEQS fresh sequences); with ``plot``, the metrics and the probes over training."""
     metrics, recipe = run.metrics(), run.recipe
     if not metrics:
-        raise ValueError(f"run {run.path} has no metrics yet")
+        raise BadInput(f"run {run.path} has no metrics yet")
     figures = report_figures(run, plot, device) if plot else []
     if as_json:
         header = provenance(run, [m["step"] for m in metrics], recipe.eval_seqs, recipe.eval_seed)

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.models.toy import PARAMETERS, fit_plateau, toy_phases
 from induction_probes.circuits.recipes.gaussian import ToyRecipe
 from induction_probes.circuits.sweeps.experiments import SWEEP_RECIPE, ih4_capacity, toy_sweep
@@ -100,7 +101,7 @@ def toy_sweep_report(
     length against L·log(1/σ)."""
     options = dict(options or {})
     if grid := [name for name in ("seq_len", "sigma") if name in options]:
-        raise ValueError(
+        raise BadInput(
             "the sweep runs its own grid of L and sigma: drop " + ", ".join(f"--{n.replace('_', '-')}" for n in grid)
         )
     with output_directory(out) as directory:

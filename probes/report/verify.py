@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.runs.reader import as_run
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
@@ -69,9 +70,9 @@ def prop21_comparison(
     steps = figure_steps(run) if all_steps else [run.entry(step)["step"]]
     task = run_task(run, MarkovTask)
     if k is not None and task.k != k:
-        raise ValueError(f"run {run.path.name} has k={task.k}, but --k is {k}")
+        raise BadInput(f"run {run.path.name} has k={task.k}, but --k is {k}")
     if task.n != 2:
-        raise ValueError(f"Proposition 2.1 is for bigram chains; run {run.path.name} has n={task.n}")
+        raise BadInput(f"Proposition 2.1 is for bigram chains; run {run.path.name} has n={task.n}")
     tokens = probe_eval_set(run, n_seqs, seed).inputs
     results = {step: compare_with_prop21(run.load(step=step, device=device), tokens, task.k, c) for step in steps}
     figures = plot_comparison(run, results, task.k, plot) if plot else []

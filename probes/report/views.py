@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.paths import path_argument, plot_folder
 from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, TaskView
@@ -49,7 +50,7 @@ def probed_run(run: RunOrPath):
     (the toy model's six parameters)."""
     run = reader.as_run(run)
     if run.kind == "toy":
-        raise ValueError(f"run {run.path.name} is a toy-model run: six parameters, no attention heads to probe")
+        raise BadInput(f"run {run.path.name} is a toy-model run: six parameters, no attention heads to probe")
     return run
 
 

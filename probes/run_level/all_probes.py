@@ -16,6 +16,7 @@ from torch import Tensor
 
 from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.common.devices import on_cpu
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.metrics import mse_over_variance
 from induction_probes.circuits.common.registry import resolve
 from induction_probes.circuits.recipes.task_kinds import TASK_KINDS
@@ -137,7 +138,7 @@ def run_task(run: Run, task_class: type):
     """The run's task, if it is a ``task_class`` task; otherwise one clear refusal."""
     task = run.task
     if not isinstance(task, task_class):
-        raise ValueError(f"run {run.path.name} is a {task.name} run, not a {task_class.name} run: {task.describe()}")
+        raise BadInput(f"run {run.path.name} is a {task.name} run, not a {task_class.name} run: {task.describe()}")
     return task
 
 

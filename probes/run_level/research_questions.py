@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.behaviour.icl_behaviour import Phase, strategy_phases
 from induction_probes.probes.progress.progress_measures import SCALAR_MEASURES, config_calibration
@@ -142,7 +143,7 @@ def align_runs(runs: dict, by: str = "transition"):
     ``by="phase"``, ``phase_fraction``, 0 at a phase's first checkpoint and 1 at its last.
     """
     if by not in ALIGNMENTS:
-        raise ValueError(f"align by transition or phase, not {by!r}")
+        raise BadInput(f"align by transition or phase, not {by!r}")
     rows = []
     for name, item in runs.items():
         run = item if isinstance(item, Run) else item.run
@@ -157,7 +158,7 @@ def aligner(run: Run, by: str):
     phases and transition read once."""
     found, moment = phases(run), transition(run)
     if by == "transition" and moment is None:
-        raise ValueError(
+        raise BadInput(
             f"run {run.path.name} never leaves its first phase ({found[0].strategy}): no transition to align by"
         )
 

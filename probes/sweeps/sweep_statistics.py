@@ -28,6 +28,7 @@ from __future__ import annotations
 from itertools import combinations
 from pathlib import Path
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.runs.reader import read_json
 from induction_probes.probes.attention.patterns import alternation_fading, odd_even_excess
 from induction_probes.probes.sweeps.statistics import (
@@ -85,7 +86,7 @@ def positional_measure(record: dict, measure: str) -> float | None:
         return None
     profile = profiles[point]
     if not isinstance(profile, list) or not all(is_weight(w) for w in profile):
-        raise ValueError(f"the positional profile at the {point} is not a list of weights in [0, 1]")
+        raise BadInput(f"the positional profile at the {point} is not a list of weights in [0, 1]")
     return (odd_even_excess if name == "odd_even" else alternation_fading)(profile)
 
 
@@ -175,7 +176,7 @@ def add_statistics(summary: dict) -> dict:
     return out
 
 
-class SummaryError(ValueError):
+class SummaryError(BadInput):
     """A file that is not a sweep summary (one line)."""
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import circuitsvis
 
+from induction_probes.circuits.common.errors import BadInput
+
 BUNDLE = Path(circuitsvis.__file__).parent / "dist" / "cdn" / "iife.js"
 
 
@@ -56,9 +58,9 @@ def explorer_props(patterns, tokens: list[str], head_names: list[str]) -> dict:
     """``AttentionHeads``'s properties: ``patterns`` [head, query, key] with one row of keys per token."""
     attention = rounded(patterns)
     if len(attention) != len(head_names):
-        raise ValueError(f"{len(attention)} patterns for {len(head_names)} head names")
+        raise BadInput(f"{len(attention)} patterns for {len(head_names)} head names")
     if any(len(p) != len(tokens) or any(len(row) != len(tokens) for row in p) for p in attention):
-        raise ValueError(f"every pattern must be {len(tokens)} x {len(tokens)}, one row and column per token")
+        raise BadInput(f"every pattern must be {len(tokens)} x {len(tokens)}, one row and column per token")
     return {"attention": attention, "tokens": list(tokens), "attentionHeadNames": list(head_names)}
 
 

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.runs.writer import write_atomic
 from induction_probes.probes.views.charts import Axis, Curve, line_chart, phase_strip
 from induction_probes.probes.views.explorer import circuitsvis_script, inline_script, rounded, script_json
@@ -81,7 +82,7 @@ def frames_json(movie: Movie) -> str:
 def movie_html(movie: Movie) -> str:
     """The page, self-contained: nothing in it names a file or an address to fetch."""
     if not movie.frames:
-        raise ValueError("a movie needs at least one checkpoint to show")
+        raise BadInput("a movie needs at least one checkpoint to show")
     axis = movie_axis(movie)
     charts = [line_chart(c.title, axis, c.curves, c.y_label, c.threshold) for c in movie.charts]
     if movie.phases:
@@ -117,7 +118,7 @@ def movie_html(movie: Movie) -> str:
 def subsample(steps: list[int], most: int) -> list[int]:
     """At most ``most`` of ``steps``, spread evenly over their order, the first and the last always among them."""
     if most < 2:
-        raise ValueError(f"a movie shows at least 2 checkpoints, got frames={most!r}")
+        raise BadInput(f"a movie shows at least 2 checkpoints, got frames={most!r}")
     if len(steps) <= most:
         return list(steps)
     return sorted({steps[round(i * (len(steps) - 1) / (most - 1))] for i in range(most)})
@@ -139,15 +140,15 @@ def threshold_phases(steps: list[int], reached: list[list[str]]) -> tuple[list[s
 def movie_folder(out) -> Path:
     """``out`` as a Path, if a movie can be written there: not empty, no link, no file, no folder at movie.html."""
     if not isinstance(out, (str, os.PathLike)) or os.fspath(out) == "":
-        raise ValueError(f"out must name a folder, got {out!r}")
+        raise BadInput(f"out must name a folder, got {out!r}")
     out = Path(out)
     if out.is_symlink():
-        raise ValueError(f"{out} is a symbolic link: give a folder of its own for the movie")
+        raise BadInput(f"{out} is a symbolic link: give a folder of its own for the movie")
     if out.exists() and not out.is_dir():
-        raise ValueError(f"{out} exists and is not a folder")
+        raise BadInput(f"{out} exists and is not a folder")
     page = out / "movie.html"
     if page.is_dir() and not page.is_symlink():
-        raise ValueError(f"{page} is a folder: the movie cannot be written there")
+        raise BadInput(f"{page} is a folder: the movie cannot be written there")
     return out
 
 

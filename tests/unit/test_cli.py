@@ -255,3 +255,31 @@ def test_report_of_a_gaussian_run_shows_its_error_over_training(capsys, tmp_path
     report = json.loads(capsys.readouterr().out)
     assert report["run"].endswith("gaussian-ih2") and report["metrics"][-1]["relative_mse"] == final
     assert main(["report", "gaussian-ih2", "--html", str(tmp_path)]) == 2  # the page follows the ICL-MC argument
+
+
+@pytest.mark.parametrize("raised", [ValueError("deep inside: math domain error"), TypeError("a bug"), KeyError("k")])
+def test_an_error_that_is_no_bad_input_is_a_bug_status_1_with_its_traceback_kept(raised, monkeypatch, capsys):
+    # issue 52 (item 5): any ValueError from deep inside was reported as bad input, status 2
+    from induction_probes.cli import baselines
+
+    def broken(args):
+        raise raised
+
+    monkeypatch.setattr(baselines, "run_baselines", broken)
+    assert main(["baselines", "markov", "--k", "3"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("induction-probes: error: internal error (a bug, not your input)")
+    log = Path(err.rsplit("the traceback is in ", 1)[1].strip())
+    assert "Traceback" in log.read_text() and "broken" in log.read_text()
+    log.unlink()
+
+
+def test_bad_input_of_the_api_is_one_class_and_still_a_value_error():
+    from induction_probes.circuits.common.errors import BadInput
+    from induction_probes.circuits.common.untrusted import CheckpointError
+    from induction_probes.circuits.sweeps.sweep_spec import SpecError
+
+    assert (
+        issubclass(BadInput, ValueError) and issubclass(SpecError, BadInput) and issubclass(CheckpointError, BadInput)
+    )
+    assert main(["baselines", "markov", "--k", "1"]) == 2  # the recipe's own check, raised as BadInput

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import require_sequences
 from induction_probes.circuits.common.metrics import mse_over_variance
 from induction_probes.circuits.common.validation import require_int, require_positive
@@ -52,7 +53,7 @@ def windows(x: Float[Tensor, "batch pos d"], n: int) -> tuple[Tensor, Tensor, Te
     batch, seq_len, d = x.shape
     require_int("n", n, 2)
     if n > seq_len - 1:
-        raise ValueError(f"n must be <= L - 1 = {seq_len - 1} so that some key exists, got n={n}")
+        raise BadInput(f"n must be <= L - 1 = {seq_len - 1} so that some key exists, got n={n}")
     all_windows = x.unfold(1, n - 1, 1).transpose(-1, -2).reshape(batch, seq_len - n + 2, (n - 1) * d)
     return all_windows[:, -1], all_windows[:, : seq_len - n], x[:, n - 1 : seq_len - 1]
 
@@ -64,7 +65,7 @@ def generalized_induction_head(
     query, keys, values = windows(x, n)
     scores = similarity(query, keys)
     if scores.shape != keys.shape[:2]:
-        raise ValueError(
+        raise BadInput(
             f"the similarity must return [batch, n_keys] = {tuple(keys.shape[:2])}, got {tuple(scores.shape)}"
         )
     return torch.einsum("bs,bsd->bd", torch.softmax(scores, dim=-1), values)
@@ -83,14 +84,14 @@ def induction_head(x: Float[Tensor, "batch pos d"], n: int, W_star: Tensor) -> F
     """IH_n with W* of shape [(n−1)d, (n−1)d]; n = 2 is the vanilla induction head IH_2."""
     width = (n - 1) * x.shape[-1]
     if tuple(W_star.shape) != (width, width):
-        raise ValueError(f"W* must be {width} x {width} for n={n}, d={x.shape[-1]}; got {tuple(W_star.shape)}")
+        raise BadInput(f"W* must be {width} x {width} for n={n}, d={x.shape[-1]}; got {tuple(W_star.shape)}")
     return generalized_induction_head(x, n, bilinear(W_star))
 
 
 def four_gram(x: Float[Tensor, "batch pos d"]) -> Float[Tensor, "batch d"]:
     """x_{L−2}: a function of the last tokens that the model cannot read from the residual stream directly."""
     if x.shape[1] < 4:
-        raise ValueError(f"the 4-gram target needs L >= 4, got L={x.shape[1]}")
+        raise BadInput(f"the 4-gram target needs L >= 4, got L={x.shape[1]}")
     return x[:, -3]
 
 

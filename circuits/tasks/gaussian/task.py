@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from induction_probes.circuits.common.config import option
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.lazy import lazy_module
 from induction_probes.circuits.common.limits import require_numbers, require_seed, require_sequences
 from induction_probes.circuits.common.validation import quoted, require_int, require_positive
@@ -48,11 +49,11 @@ class GaussianTask(TaskConfig):
 
     def __post_init__(self) -> None:
         if self.target not in GAUSSIAN_TARGETS:
-            raise ValueError(f"target must be ih2, ihn or mixed, got {quoted(self.target)}")
+            raise BadInput(f"target must be ih2, ihn or mixed, got {quoted(self.target)}")
         for name in ("n", "d", "seq_len"):
             require_int(name, getattr(self, name), 1)
         if self.order > self.seq_len - 1 or self.seq_len < 4:
-            raise ValueError(f"need 4 <= L and n <= L - 1, got L={self.seq_len}, n={self.order}")
+            raise BadInput(f"need 4 <= L and n <= L - 1, got L={self.seq_len}, n={self.order}")
         for name in ("w_star", "alpha_star"):
             require_positive(name, getattr(self, name))
         require_numbers("W* ((n-1)d x (n-1)d)", ((self.order - 1) * self.d) ** 2)

@@ -24,6 +24,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import require_sequences
 from induction_probes.circuits.common.validation import require_int
 from induction_probes.circuits.tasks.draws import sample_categorical
@@ -123,11 +124,11 @@ def check_transitions(table: Tensor, n_seqs: int, k: int, order: int) -> Float[T
     """Raise ValueError unless ``table`` is [n_seqs, k^order, k] with rows that are distributions."""
     expected = (n_seqs, k**order, k)
     if tuple(table.shape) != expected:
-        raise ValueError(f"transitions must have shape {expected}, got {tuple(table.shape)}")
+        raise BadInput(f"transitions must have shape {expected}, got {tuple(table.shape)}")
     table = table.double()
     rows_sum_to_one = torch.allclose(table.sum(-1), torch.ones((), dtype=torch.float64))
     if not torch.isfinite(table).all() or (table < 0).any() or not rows_sum_to_one:
-        raise ValueError("every row of transitions must be a probability distribution")
+        raise BadInput("every row of transitions must be a probability distribution")
     return table
 
 

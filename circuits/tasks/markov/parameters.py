@@ -6,6 +6,7 @@ called with plain arguments refuses what the config refuses, with the same messa
 
 from __future__ import annotations
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import require_numbers, require_power
 from induction_probes.circuits.common.validation import quoted, require_int, require_positive
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS, SIMPLE_PRIORS
@@ -21,7 +22,7 @@ def check_chains(k: int, seq_len: int, n: int, alpha: float) -> None:
     require_int("n", n, 1)
     require_positive("alpha", alpha)
     if n > seq_len:
-        raise ValueError(f"n must be <= seq_len: an n-gram needs n tokens, got n={n}, seq_len={seq_len}")
+        raise BadInput(f"n must be <= seq_len: an n-gram needs n tokens, got n={n}, seq_len={seq_len}")
 
 
 def check_sizes(k: int, seq_len: int, n: int) -> None:
@@ -49,28 +50,28 @@ def check_prior(
     """The prior of the training chains (with its p and a mixture's two priors) and of the evaluation ones, by
     what each prior's registration says of it (:mod:`~induction_probes.circuits.tasks.markov.prior_registry`)."""
     if prior not in PRIORS:
-        raise ValueError(f"prior must be one of {', '.join(PRIORS)}; got {quoted(prior)}")
+        raise BadInput(f"prior must be one of {', '.join(PRIORS)}; got {quoted(prior)}")
     if eval_prior is not None and eval_prior not in SIMPLE_PRIORS:
-        raise ValueError(f"eval_prior must be one of {', '.join(SIMPLE_PRIORS)}; got {quoted(eval_prior)}")
+        raise BadInput(f"eval_prior must be one of {', '.join(SIMPLE_PRIORS)}; got {quoted(eval_prior)}")
     info = PRIORS.info(prior)
     needs_p = bool(info.get("needs_p"))
     if needs_p != (p is not None):
         with_p = PRIORS.names(needs_p=True)
         listed = " and ".join([", ".join(with_p[:-1]), with_p[-1]] if len(with_p) > 1 else with_p)
-        raise ValueError(f"p is for the {listed} priors only (and required by them); prior is {prior}")
+        raise BadInput(f"p is for the {listed} priors only (and required by them); prior is {prior}")
     if needs_p and not (isinstance(p, (int, float)) and 0.0 <= p <= 1.0):
-        raise ValueError(f"p must be a number in [0, 1], got {quoted(p)}")
+        raise BadInput(f"p must be a number in [0, 1], got {quoted(p)}")
     if mixture is not None and not info.get("mixes"):
-        raise ValueError("mixture names the components of --prior mixture only")
+        raise BadInput("mixture names the components of --prior mixture only")
     mixed = components(prior, mixture)
     if info.get("mixes") and (len(set(mixed)) != 2 or not all(name in SIMPLE_PRIORS for name in mixed)):
-        raise ValueError(f"a mixture mixes two different priors of {', '.join(SIMPLE_PRIORS)}; got {quoted(mixture)}")
+        raise BadInput(f"a mixture mixes two different priors of {', '.join(SIMPLE_PRIORS)}; got {quoted(mixture)}")
     bigram_only = [name for name in (prior, *mixed) if PRIORS.info(name).get("bigram_only")]
     if bigram_only and n != 2:
-        raise ValueError(f"the {bigram_only[0]} prior is for bigram chains: n must be 2")
+        raise BadInput(f"the {bigram_only[0]} prior is for bigram chains: n must be 2")
     states = info.get("states")
     if states is not None and k != states:
-        raise ValueError(f"the {prior} prior is a family of {states}-state chains: k must be {states}")
+        raise BadInput(f"the {prior} prior is a family of {states}-state chains: k must be {states}")
 
 
 CURRICULUM_FORM = "PRIOR:SEQUENCES (e.g. doubly-stochastic:64000)"
@@ -82,12 +83,12 @@ def parse_curriculum(curriculum: str | None) -> tuple[str, int] | None:
     if curriculum is None:
         return None
     if not isinstance(curriculum, str) or curriculum.count(":") != 1:
-        raise ValueError(f"curriculum must be {CURRICULUM_FORM}, got {quoted(curriculum)}")
+        raise BadInput(f"curriculum must be {CURRICULUM_FORM}, got {quoted(curriculum)}")
     prior, count = (part.strip() for part in curriculum.split(":"))
     if prior not in SIMPLE_PRIORS:
-        raise ValueError(f"the curriculum's prior must be one of {', '.join(SIMPLE_PRIORS)}; got {quoted(prior)}")
+        raise BadInput(f"the curriculum's prior must be one of {', '.join(SIMPLE_PRIORS)}; got {quoted(prior)}")
     if not (count.isascii() and count.isdigit()) or int(count) < 1:
-        raise ValueError(
+        raise BadInput(
             f"the curriculum's sequences must be an integer >= 1, as in {CURRICULUM_FORM}; got {quoted(count)}"
         )
     return prior, int(count)
@@ -100,8 +101,6 @@ def check_curriculum(n: int, prior: str, curriculum: str | None) -> None:
         return
     first, _ = schedule
     if first == prior:
-        raise ValueError(
-            f"the curriculum's prior must differ from the training prior ({prior}): it would change nothing"
-        )
+        raise BadInput(f"the curriculum's prior must differ from the training prior ({prior}): it would change nothing")
     if PRIORS.info(first).get("bigram_only") and n != 2:
-        raise ValueError(f"the {first} prior is for bigram chains: n must be 2")
+        raise BadInput(f"the {first} prior is for bigram chains: n must be 2")

@@ -33,6 +33,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.tasks.draws import sample_dirichlet
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS  # torch-free: the task config reads it too
 
@@ -107,7 +108,7 @@ def draw_table(
     """Transition tables of ``n_seqs`` chains of order ``order`` from a registered prior (a mixing one
     excepted: it is a mix of sequences, not of tables), by its registered draw."""
     if PRIORS.info(prior).get("mixes"):
-        raise ValueError(f"the {prior} prior mixes sequences of two priors: it draws no tables of its own")
+        raise BadInput(f"the {prior} prior mixes sequences of two priors: it draws no tables of its own")
     return PRIORS.get(prior)(n_seqs, k, order, alpha, p, generator)
 
 

@@ -15,6 +15,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.limits import MAX_SEQUENCES, require_at_most, require_seed
 from induction_probes.circuits.common.metrics import kl_divergence, last_column_mean, token_cross_entropy
 from induction_probes.circuits.common.validation import require_int
@@ -38,7 +39,7 @@ def strategy_order(name: str) -> int:
         return STRATEGY_ORDERS[name]
     if name.endswith("-gram") and name[: -len("-gram")].isdigit():
         return int(name[: -len("-gram")])
-    raise ValueError(f"unknown strategy {name!r}: use uniform, unigram, bigram, trigram or N-gram")
+    raise BadInput(f"unknown strategy {name!r}: use uniform, unigram, bigram, trigram or N-gram")
 
 
 def uniform_predictions(tokens: Int[Tensor, "batch pos"], k: int) -> Float[Tensor, "batch pos k"]:
