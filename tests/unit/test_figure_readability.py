@@ -261,3 +261,32 @@ def test_save_raises_small_text_to_10_px_at_the_pages_width_and_leaves_larger_te
     assert min(t.get_fontsize() for t in fig.findobj(Text) if t.get_text()) == pytest.approx(
         10.05 / plots.displayed_px(fig, 1.0)
     )
+
+
+@pytest.mark.parametrize("which", ["whole", "per head"])
+def test_the_llc_figures_keep_their_keys_off_the_data_and_draw_the_quarter_gamma_check(caught, which):
+    # the shipped results as the paper page draws them: intervals (error bars), the γ/4 check beside them, and the
+    # failing calibration above the panels
+    import json
+
+    from induction_probes.probes.figures import plots_llc
+
+    results = Path(__file__).resolve().parents[2] / "experiments" / "results"
+    run = Run.open("markov-k3")
+    if which == "whole":
+        found = json.loads((results / "markov-k3-llc" / "llc.json").read_text())
+        mark = found["calibration"]["gate"]["mark"]
+        best = found["construction"]["best_scales"]
+        plots_llc.plot_llc(found["checkpoints"], run.metrics(), best, "markov-k3", UNUSED, failing=mark)
+    else:
+        found = json.loads((results / "markov-k3-llc-heads" / "llc_heads.json").read_text())
+        mark = found["calibration"]["gate"]["mark"]
+        crossings = found["progress_thresholds"]
+        plots_llc.plot_per_head_llc(found["rows"], run.metrics(), crossings, "markov-k3", UNUSED, failing=mark)
+    fig = caught[0]
+    assert_keys_off_the_data(fig)
+    assert_readable(fig)
+    bottom = fig.axes[1]
+    assert any(isinstance(c, ErrorbarContainer) for c in bottom.containers)
+    assert any(line.get_marker() == "d" and line.get_linestyle() == ":" for line in bottom.get_lines())
+    assert mark and fig._suptitle is not None and fig._suptitle.get_text().replace("\n", " ") == mark
