@@ -39,6 +39,7 @@ from induction_probes.circuits.sweeps.sweep_spec import (  # noqa: F401 (the swe
     SpecError,
     parse_spec,
     read_spec,
+    schedule_notes,
 )
 from induction_probes.circuits.sweeps.worker_start import safe_children, start_worker
 
@@ -210,6 +211,8 @@ def run_sweep(
     check_placement(device, gpus_per_cell, n_gpus, ray=backend == "ray")
     out = Path(out).resolve()  # every worker, on every node, must find the same directory
     with prepare(spec, out) as log:  # the journal, for people, appended to, and the sweep's lock
+        for note in schedule_notes(spec.cells()):
+            report(note)
         cells = [cell_json(cell) for cell in spec.cells()]
         recipes = {cell.relative_path: cell.recipe for cell in spec.cells()}
         done = [cell for cell in cells if already_done(out, cell, recipes[cell["path"]])]

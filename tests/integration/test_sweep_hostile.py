@@ -340,3 +340,19 @@ def test_a_sweep_says_where_its_cells_are_while_none_finishes(tmp_path, monkeypa
     assert beats and all(re.fullmatch(r"training: base/seed-0 (starting|at step \d+ of 600)", b) for b in beats)
     steps = [int(m.group(1)) for b in beats if (m := re.search(r"at step (\d+)", b))]
     assert steps and steps == sorted(steps)  # read from the cell's metrics as they grow
+
+
+def test_a_spec_that_shortens_a_cosine_schedule_is_told_so():
+    # issue 52 (sweeps): a sweep of "the default recipe" at steps = 800 rescaled its cosine decay without a word
+    from induction_probes.circuits.sweeps.sweep_spec import schedule_notes
+
+    short = parse_spec('recipe = "markov"\nseeds = [0, 1]\n[base]\nk = 3\nsteps = 800\n')
+    notes = schedule_notes(short.cells())
+    assert notes == [
+        "note: condition base trains 800 steps where the markov recipe's default is 4000: its cosine learning-rate "
+        "decay is rescaled to end at step 800, so its schedule is not the default recipe's "
+        '(lr_schedule = "constant" keeps the rate fixed)'
+    ]
+    assert schedule_notes(parse_spec('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n').cells()) == []
+    constant = parse_spec('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\nsteps = 800\nlr_schedule = "constant"\n')
+    assert schedule_notes(constant.cells()) == []
