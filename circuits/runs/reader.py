@@ -254,3 +254,11 @@ RunOrPath = Run | str | os.PathLike  # what the report's entry points take: a Ru
 def as_run(run: RunOrPath) -> Run:
     """``run`` itself, or the run its folder or shipped name opens (:meth:`Run.open`)."""
     return run if isinstance(run, Run) else Run.open(run)
+
+
+def run_task(run: Run, task_class: type):
+    """The run's task, if it is a ``task_class`` task; otherwise one clear refusal."""
+    task = run.task
+    if not isinstance(task, task_class):
+        raise BadInput(f"run {run.path.name} is a {task.name} run, not a {task_class.name} run: {task.describe()}")
+    return task

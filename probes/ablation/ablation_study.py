@@ -13,13 +13,12 @@ from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.common.devices import model_device
 from induction_probes.circuits.common.metrics import mse_over_variance
 from induction_probes.circuits.common.names import head_label
-from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.runs.reader import Run, run_task
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
 from induction_probes.probes.ablation.head_ablation import reference_inputs_for, run_ablated
 from induction_probes.probes.behaviour.icl_behaviour import Behaviour, behaviour
 from induction_probes.probes.intervals import bootstrap_mean_interval
-from induction_probes.probes.run_level.all_probes import run_task
 from induction_probes.probes.tidy import Tidy, ablation_records
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from induction_probes.circuits.constructions.edelman import prop21
 from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.models.attention_masks import causal_mask, previous_tokens
 from induction_probes.probes.attention.patterns import positional_profiles, run_with_captures, run_with_patterns
-from induction_probes.probes.comparison.logit_space import shift_free, through_final_norm
 from induction_probes.probes.progress.crossing_caveats import coarse_warnings, initial_model_of, progress_warnings
+from induction_probes.probes.progress.logit_space import shift_free, through_final_norm
 from induction_probes.probes.progress.progress_measures import (
     config_calibration,
     progress_measures,

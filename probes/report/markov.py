@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.runs.reader import run_task
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.behaviour.icl_behaviour import plateau_step, strategy_phases
 from induction_probes.probes.figures.plots import plot_distance_to_strategies, plot_loss_against_baselines, step_caption
 from induction_probes.probes.figures.plots_circuit import plot_minimal_parameters
 from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
-from induction_probes.probes.run_level.all_probes import run_task
 
 if TYPE_CHECKING:
     from induction_probes.circuits.runs.reader import Run

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.runs.reader import as_run
+from induction_probes.circuits.runs.reader import as_run, run_task
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
 from induction_probes.probes.comparison.construction_limits import check_prop21, check_wang_ih2, check_wang_ihn
@@ -20,7 +20,7 @@ from induction_probes.probes.figures.plots_circuit import (
     plot_prop21_over_training,
 )
 from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
-from induction_probes.probes.run_level.all_probes import probe_eval_set, run_task
+from induction_probes.probes.run_level.all_probes import probe_eval_set
 
 if TYPE_CHECKING:
     from induction_probes.circuits.runs.reader import Run, RunOrPath

@@ -16,11 +16,10 @@ from torch import Tensor
 
 from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.common.devices import on_cpu
-from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.metrics import mse_over_variance
 from induction_probes.circuits.common.registry import resolve
 from induction_probes.circuits.recipes.task_kinds import TASK_KINDS
-from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.runs.reader import Run, run_task
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
 from induction_probes.circuits.tasks.markov.task import MarkovTask
@@ -132,14 +131,6 @@ def positional_intervals(per_sequence: Float[Tensor, "batch head distance"]) -> 
     peaks = means.argmax(-1).double()  # [resample, head]
     bounds = torch.quantile(peaks, torch.tensor([0.025, 0.975], dtype=torch.float64), dim=0, interpolation="nearest")
     return {"positional_profile_at_1": [at_1], "positional_profile_peak": [(bounds[0], bounds[1])]}
-
-
-def run_task(run: Run, task_class: type):
-    """The run's task, if it is a ``task_class`` task; otherwise one clear refusal."""
-    task = run.task
-    if not isinstance(task, task_class):
-        raise BadInput(f"run {run.path.name} is a {task.name} run, not a {task_class.name} run: {task.describe()}")
-    return task
 
 
 def probe_eval_set(run: Run, n_seqs: int, seed: int) -> MarkovEvalSet:

@@ -24,7 +24,7 @@ import pytest
 # - sweeps: many trainings. The top of circuits.
 # - views: HTML from plain numbers (CircuitsVis's attention explorer, the formation movie's page), below every
 #   measurement, so that a probe result can show itself in a notebook (``_repr_html_``); it loads no run itself.
-# - probes: measurements on models and runs, then the statistics of sweeps, the LLC and the figures,
+# - probes: measurements on models and runs (their subfolders in an order of their own, below), then the statistics of sweeps, the LLC and the figures,
 #   then language-model probes (their figures use the figures layer), then the papers' page and the report
 #   (the text, figures and HTML of probe, ablate, report and verify: it reads runs and probes them and never
 #   trains, so it is a probes layer; the command line above it only parses, calls and prints).
@@ -38,7 +38,15 @@ LAYERS: list[list[str]] = [
     ["induction_probes.circuits.interop", "induction_probes.circuits.training"],
     ["induction_probes.circuits.sweeps"],
     ["induction_probes.probes.views"],
+    # probes/, bottom first: the intervals and the long form (probes/intervals.py, tidy.py); what one pass
+    # measures (attention patterns and scores, behaviour on sequences); the measures built on them (progress
+    # from the weights, ablations); comparisons with the constructions (they read the progress measures); the
+    # run level, which gathers all of these for a run
     ["induction_probes.probes"],
+    ["induction_probes.probes.attention", "induction_probes.probes.behaviour"],
+    ["induction_probes.probes.ablation", "induction_probes.probes.progress"],
+    ["induction_probes.probes.comparison"],
+    ["induction_probes.probes.run_level"],
     ["induction_probes.probes.llc", "induction_probes.probes.sweeps"],
     ["induction_probes.probes.figures"],
     ["induction_probes.probes.lm"],
