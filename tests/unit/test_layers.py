@@ -24,10 +24,11 @@ import pytest
 # - sweeps: many trainings. The top of circuits.
 # - views: HTML from plain numbers (CircuitsVis's attention explorer, the formation movie's page), below every
 #   measurement, so that a probe result can show itself in a notebook (``_repr_html_``); it loads no run itself.
-# - probes: measurements on models and runs (their subfolders in an order of their own, below), then the statistics of sweeps, the LLC and the figures,
-#   then language-model probes (their figures use the figures layer), then the papers' page and the report
-#   (the text, figures and HTML of probe, ablate, report and verify: it reads runs and probes them and never
-#   trains, so it is a probes layer; the command line above it only parses, calls and prints).
+# - probes: measurements on models and runs (their subfolders in an order of their own, below), then the
+#   statistics of sweeps, the LLC and the figures, then language-model probes (their figures use the figures
+#   layer), then the papers' page and the report (the text, figures and HTML of probe, ablate, report and
+#   verify: it reads runs and probes them and never trains, so it is a probes layer; the command line above it
+#   only parses, calls and prints).
 # - the face (induction_probes.__init__ and .lm) and, last, the command line.
 LAYERS: list[list[str]] = [
     ["induction_probes.circuits", "induction_probes.circuits.common"],
