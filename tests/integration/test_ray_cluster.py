@@ -102,13 +102,28 @@ def listening_addresses(nodes) -> set[str]:
     return found
 
 
-def wait_for(condition, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
+def progress(root: Path) -> tuple:
+    """What a sweep in ``root`` has done so far: its finished cells and each cell's last checkpoint."""
+    return len(journal(root)), tuple(last_step(root / cell) for cell in CELLS)
+
+
+def wait_for(condition, seconds: float, what: str, root: Path | None = None):
+    """``condition()``'s first true value, polled; refused once ``seconds`` pass with no progress of the sweep in
+    ``root`` (a loaded machine trains slower, not never: a fixed wait failed there), or ``seconds`` in all."""
+    deadline, seen = time.monotonic() + seconds, None
     while time.monotonic() < deadline:
         if found := condition():
             return found
+        if root is not None and (now := progress(root)) != seen:  # still moving: the wait starts again
+            deadline, seen = time.monotonic() + seconds, now
         time.sleep(0.05)
-    raise AssertionError(f"timed out after {seconds} s waiting for {what}")
+    raise AssertionError(f"timed out: {seconds} s without progress waiting for {what}")
+
+
+def finish(driver: subprocess.Popen, root: Path) -> tuple[str, str]:
+    """The driver's output once it ends, waiting as long as its sweep makes progress."""
+    wait_for(lambda: driver.poll() is not None, 90, "the sweep to end", root)
+    return driver.communicate()
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +208,7 @@ def test_a_sweep_that_loses_a_worker_node_finishes_with_the_bytes_of_a_local_swe
                 if pid in on_node and 30 <= last_step(out / cell) <= 110:
                     return cell
 
-        victim = wait_for(a_cell_of_the_doomed_node_part_way, 90, "a cell trained on the first worker node")
+        victim = wait_for(a_cell_of_the_doomed_node_part_way, 90, "a cell trained on the first worker node", out)
         saved_at_kill = last_step(out / victim)
         # the cluster's every process listens on the loopback address only (IPv4, or IPv4-mapped IPv6)
         assert listening_addresses([ray_cluster.head_node, *workers]) <= {"127.0.0.1", "::ffff:127.0.0.1"}
@@ -206,9 +221,9 @@ def test_a_sweep_that_loses_a_worker_node_finishes_with_the_bytes_of_a_local_swe
             holder = lock_holders(out).get(victim)
             return (holder is not None and holder not in dead) or victim in {r["cell"] for r in journal(out)}
 
-        wait_for(retried, 60, "the killed cell to be trained again")
+        wait_for(retried, 60, "the killed cell to be trained again", out)
         TIMINGS["lost node: kill to the cell's retry (s)"] = time.perf_counter() - killed
-        stdout, stderr = driver.communicate(timeout=90)
+        stdout, stderr = finish(driver, out)
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
@@ -237,7 +252,7 @@ def test_a_killed_driver_started_again_resumes_to_the_bytes_of_a_local_sweep(
     driver = sweep_command(spec_file, out, ray_cluster.address, ray_env)
     try:
         # some cells finished, and another one part way (the driver trains two or three at once)
-        wait_for(lambda: len(journal(out)) >= 2 and lock_holders(out), 90, "two finished cells")
+        wait_for(lambda: len(journal(out)) >= 2 and lock_holders(out), 90, "two finished cells", out)
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.communicate()
@@ -245,7 +260,7 @@ def test_a_killed_driver_started_again_resumes_to_the_bytes_of_a_local_sweep(
     assert run_files(out) != local_files  # it really was cut short
     killed = time.perf_counter()
     again = sweep_command(spec_file, out, ray_cluster.address, ray_env)
-    stdout, stderr = again.communicate(timeout=90)
+    stdout, stderr = finish(again, out)
     assert again.returncode == 0, stderr
     second = {r["cell"]: r["status"] for r in journal(out)[len(first) :]}
     assert sorted(second) == CELLS  # every cell once in the second run
