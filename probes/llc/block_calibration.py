@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from induction_probes.probes.llc.calibration import (
     at_least,
+    once_per_settings,
     orthogonal_noise,
     reduced_rank_regression,
     squared_error,
@@ -85,6 +86,7 @@ MARKOV_K3_SETTINGS = {"chains": 4, "burn_in": 200, "draws": 200, "batch_size": 6
 MARKOV_K3_SEQS = 512
 
 
+@once_per_settings
 def calibrate_blocks(n: int = 1024, **settings) -> list[dict]:
     """Each calibration model's blocks (and the whole model) at ``settings``: estimate, truth, whether within
     :mod:`.gate`'s tolerance, and the blocks' sum; on ``n`` samples, or as a result on them sees it

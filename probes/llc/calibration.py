@@ -21,6 +21,8 @@ zero), where the local coefficient is the global one.
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 from fractions import Fraction
 
@@ -250,6 +252,25 @@ def at_least(n: int, settings: dict) -> tuple[int, dict]:
     return MIN_SAMPLES, settings | {"n_beta": n / math.log(n)}
 
 
+def once_per_settings(calibration):
+    """``calibration`` sampled once per arguments within a process, a copy of its answer given each time: its
+    cases are seeded, so sampling them again at the same settings (a report's command and its API, a series of
+    checkpoints) would only repeat the same numbers. ``calibration.computed`` counts the samplings."""
+    answers = {}
+
+    @functools.wraps(calibration)
+    def memoized(*args, **settings):
+        key = repr((args, sorted(settings.items())))  # repr: floats exactly, lists of names too
+        if key not in answers:
+            answers[key] = calibration(*args, **settings)
+            memoized.computed += 1
+        return copy.deepcopy(answers[key])
+
+    memoized.computed = 0
+    return memoized
+
+
+@once_per_settings
 def calibrate(names=None, n: int = 2000, **settings) -> list[dict]:
     """Each calibration case as a result on ``n`` samples sees it (nβ = n / ln n, :func:`at_least`), estimated
     with ``settings`` (the estimator's defaults where empty): [{name, truth, estimate, llc_std, llc_stderr, ...}]."""

@@ -11,6 +11,7 @@ import torch
 from induction_probes.probes.llc.calibration import (
     CASES,
     DeepLinear,
+    calibrate,
     deep_linear_at_zero,
     dln_learning_coefficient,
     linear_regression,
@@ -213,3 +214,15 @@ def test_deep_linear_coefficient_reduces_to_reduced_rank_regression_and_to_a_pro
         for r in range(min(M, N, H) + 1):
             assert dln_learning_coefficient((M, H, N), r) == rrr_learning_coefficient(M, N, H, r)[0]
     assert [dln_learning_coefficient((1,) * layers, 0) for layers in range(2, 7)] == [Fraction(1, 2)] * 5
+
+
+def test_a_calibration_is_sampled_once_per_settings_and_each_caller_gets_its_own_copy():
+    fast = {"draws": 4, "burn_in": 2, "chains": 1, "localization_check": None}
+    before = calibrate.computed
+    first = calibrate(["linear-d2"], n=64, **fast)
+    first[0]["estimate"] = "changed by its caller"
+    again = calibrate(["linear-d2"], n=64, **fast)
+    assert calibrate.computed == before + 1  # the second call sampled nothing
+    assert isinstance(again[0]["estimate"], float)  # and the first caller's change did not reach it
+    calibrate(["linear-d2"], n=64, **(fast | {"seed": 1}))  # another seed is another calibration
+    assert calibrate.computed == before + 2
