@@ -56,21 +56,41 @@ def pytest_collection_modifyitems(items):
 
 # The slow tier: `make test-fast` leaves it out so that a fix loop takes minutes, and `make test` (which CI runs)
 # runs it after the fast tier, so that nothing goes untested. A test belongs here when it costs tens of seconds
-# and checks machinery that few changes touch: the LLC estimator's accuracy (chains at the calibrated settings),
-# Ray clusters, and fault injection (sweeps, workers and drivers killed mid-way, two sweeps racing on a folder).
+# and checks machinery that few changes touch: the LLC estimator's accuracy (chains at the calibrated settings) and
+# its settings fuzzed, Ray clusters, fault injection (training, sweeps, workers and drivers killed mid-way or their
+# files damaged, two sweeps racing on a folder), the toy's phase timing, and the paper page redrawn whole.
 # Listed here for the files whose tests were there before the tiers, so that their files stay as they were; a new
 # test may carry `@pytest.mark.slow` itself. tests/unit/test_tiers.py checks that every name here is still a test.
 SLOW = {
     "tests/integration/test_ray_cluster.py": ["*"],
+    "tests/integration/test_paper.py": [  # the page's figures, every experiment redrawn (about a minute)
+        "test_the_command_writes_the_page_and_says_where",
+        "test_every_figure_is_a_decodable_image",
+        "test_the_page_references_only_files_beside_it",
+        "test_every_claim_has_a_verdict_and_the_missing_ones_an_issue",
+        "test_chromium_loads_every_image_and_fetches_nothing_else",
+    ],
+    "tests/integration/test_training.py": [
+        "test_ctrl_c_saves_the_step_it_reached_and_resume_finishes_byte_for_byte",
+        "test_killed_at_any_write_point_of_the_first_or_a_later_checkpoint_resume_finishes_byte_for_byte",
+    ],
+    "tests/integration/test_worker_safety.py": ["test_a_killed_drivers_worker_stops_and_the_rerun_resumes"],
+    "tests/unit/test_lm_api.py": ["test_a_series_probed_on_ray_gives_the_local_numbers"],
+    "tests/unit/test_cli_fuzz.py": ["test_no_llc_settings_make_a_traceback_or_print_a_diverged_chain"],
+    "tests/unit/test_toy.py": ["test_plateau_grows_with_length_and_with_log_one_over_sigma"],
     "tests/integration/test_sweep.py": [
         "test_a_sweep_killed_mid_way_finishes_with_the_files_of_an_uninterrupted_one",
         "test_the_ray_backend_listens_on_loopback_only_and_writes_the_same_run_directories_as_the_local_pool",
     ],
-    "tests/integration/test_sweep_hostile.py": ["test_a_killed_worker_fails_at_most_its_own_cell"],
+    "tests/integration/test_sweep_hostile.py": [
+        "test_a_killed_worker_fails_at_most_its_own_cell",
+        "test_a_finished_cell_damaged_since_is_reported_never_skipped",
+    ],
     "tests/integration/test_sweep_concurrency.py": ["test_two_sweeps_and_a_summary_at_once_on_one_folder"],
     "tests/unit/test_llc_estimator.py": [
         "test_default_estimate_is_within_20_percent_of_the_known_coefficient",
         "test_beyond_the_calibration_an_estimate_is_within_20_percent_or_flagged",
+        "test_an_ill_conditioned_model_is_flagged_by_the_localization_check",
     ],
     "tests/unit/test_llc_per_head.py": ["test_every_block_is_within_tolerance_at_the_settings_for_markov_k3"],
     # issue 49's acceptance run: the per-head calibration cases sampled beside two checkpoints

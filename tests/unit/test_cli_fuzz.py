@@ -400,7 +400,9 @@ def sampler_loaded():
     import devinterp.slt.llc  # noqa: F401
 
 
-LLC_FAST = ["--checkpoints", "1", "--chains", "1", "--batch-size", "4", "--n-seqs", "8"]
+# a burn-in of its own, so that the rule's (hundreds of steps) does not set it: with it, a run at sane settings
+# finishes within the example's time and its numbers are read, not cut off by the alarm
+LLC_FAST = ["--checkpoints", "1", "--chains", "1", "--batch-size", "4", "--n-seqs", "8", "--burn-in", "2"]
 
 
 @settings(
