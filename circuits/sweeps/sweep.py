@@ -12,7 +12,6 @@ from __future__ import annotations
 import fcntl
 import itertools
 import json
-import multiprocessing
 import os
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -41,7 +40,7 @@ from induction_probes.circuits.sweeps.sweep_spec import (  # noqa: F401 (the swe
     read_spec,
     schedule_notes,
 )
-from induction_probes.circuits.sweeps.worker_start import safe_children, start_worker
+from induction_probes.circuits.sweeps.worker_start import safe_children, start_worker, worker_context
 
 
 class SweepBusy(SpecError):
@@ -122,20 +121,19 @@ def check_placement(device: str | None, gpus_per_cell: float, n_gpus: int | None
 
 
 def local_results(root: Path, cells: list[dict], workers: int, report=print):
-    """Run cells on a pool of ``workers`` processes (spawned: a clean torch in each; started as
-    :mod:`.worker_start` says: no current folder on their path, dead with this process), yielding results as
-    they finish. A worker that dies (killed, out of memory) breaks the whole pool: the cells whose files
-    it never touched are queued again on a fresh pool (at most twice each), the others failed. Every
+    """Run cells on a pool of ``workers`` processes (forked from a preloaded server, each with a torch no cell
+    has used; started as :mod:`.worker_start` says: no current folder on their path, dead with this process),
+    yielding results as they finish. A worker that dies (killed, out of memory) breaks the whole pool: the cells
+    whose files it never touched are queued again on a fresh pool (at most twice each), the others failed. Every
     :data:`~.cells.HEARTBEAT_SECONDS` without a finished cell, ``report`` hears where the cells in training are."""
     queue, tries = list(cells), dict.fromkeys((cell["path"] for cell in cells), 0)
     while queue:
         before = {cell["path"]: fingerprint(root / cell["path"]) for cell in queue}
         broken = []
-        context = multiprocessing.get_context("spawn")
         with (
             safe_children(),  # the workers and the resource tracker never import from the current folder
             ProcessPoolExecutor(
-                min(workers, len(queue)), mp_context=context, initializer=start_worker, initargs=(os.getpid(),)
+                min(workers, len(queue)), mp_context=worker_context(), initializer=start_worker
             ) as pool,
         ):
             futures = {pool.submit(run_cell, str(root), cell): cell for cell in queue}

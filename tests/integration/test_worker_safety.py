@@ -3,7 +3,8 @@
 Modules planted in the folder a command is started from (``pickle.py``, ``tomllib.py``, ``safetensors.py``,
 ``torch.py``, ``sitecustomize.py``) would each write a marker if imported: none may, in the driver, its spawned
 workers, multiprocessing's resource tracker or Ray's workers. A sweep's driver killed mid-cell takes its worker
-with it, and the same command then resumes the cell rather than finding it busy."""
+with it, and the same command then resumes the cell rather than finding it busy. Workers come from a fork server
+that preloads torch and starts afresh when the environment changes."""
 
 import json
 import os
@@ -11,11 +12,17 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from induction_probes.circuits.sweeps.worker_start import drop_current_folder, safe_children
+from induction_probes.circuits.sweeps.worker_start import (
+    drop_current_folder,
+    safe_children,
+    start_worker,
+    worker_context,
+)
 
 BIN = Path(sys.executable).parent
 PLANTED = ("pickle", "tomllib", "safetensors", "torch", "sitecustomize")
@@ -101,6 +108,20 @@ def test_drop_current_folder_removes_every_spelling_of_it_unless_pythonpath_decl
     assert sys.path == [str(tmp_path), "/usr/lib/python3"]
 
 
+def worker_state() -> tuple[str | None, bool]:
+    """What a worker sees at its first task: the test's mark, and whether torch came preloaded."""
+    return os.environ.get("INDUCTION_PROBES_TEST_MARK"), "torch" in sys.modules
+
+
+def test_workers_start_with_torch_loaded_and_the_environment_of_their_pool(monkeypatch):
+    states = []
+    for mark in ("first", "second"):  # a changed environment starts the fork server afresh
+        monkeypatch.setenv("INDUCTION_PROBES_TEST_MARK", mark)
+        with safe_children(), ProcessPoolExecutor(1, mp_context=worker_context(), initializer=start_worker) as pool:
+            states.append(pool.submit(worker_state).result(timeout=120))
+    assert states == [("first", True), ("second", True)]
+
+
 def children(pid: int) -> list[int]:
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
@@ -116,7 +137,7 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the workers in /proc")
 def test_a_killed_drivers_worker_stops_and_the_rerun_resumes(tmp_path):
     (tmp_path / "spec.toml").write_text(SPEC.format(steps=600, checkpoints=30), encoding="utf-8")
     args = [str(BIN / "induction-probes"), "sweep", "spec.toml", "--out", "runs", "--workers", "1"]
