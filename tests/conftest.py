@@ -57,8 +57,9 @@ def pytest_collection_modifyitems(items):
 # The slow tier: `make test-fast` leaves it out so that a fix loop takes minutes, and `make test` (which CI runs)
 # runs it after the fast tier, so that nothing goes untested. A test belongs here when it costs tens of seconds
 # and checks machinery that few changes touch: the LLC estimator's accuracy (chains at the calibrated settings) and
-# its settings fuzzed, Ray clusters, fault injection (training, sweeps, workers and drivers killed mid-way or their
-# files damaged, two sweeps racing on a folder), the toy's phase timing, and the paper page redrawn whole.
+# its commands end to end and its settings fuzzed, Ray clusters, fault injection (training, sweeps, workers and
+# drivers killed mid-way or their files damaged, modules planted beside them, two sweeps racing on a folder), the
+# toy's phase timing, the wheel built and installed, and the paper page redrawn whole.
 # Listed here for the files whose tests were there before the tiers, so that their files stay as they were; a new
 # test may carry `@pytest.mark.slow` itself. tests/unit/test_tiers.py checks that every name here is still a test.
 SLOW = {
@@ -74,7 +75,17 @@ SLOW = {
         "test_ctrl_c_saves_the_step_it_reached_and_resume_finishes_byte_for_byte",
         "test_killed_at_any_write_point_of_the_first_or_a_later_checkpoint_resume_finishes_byte_for_byte",
     ],
-    "tests/integration/test_worker_safety.py": ["test_a_killed_drivers_worker_stops_and_the_rerun_resumes"],
+    "tests/integration/test_worker_safety.py": [
+        "test_a_killed_drivers_worker_stops_and_the_rerun_resumes",
+        "test_sweep_and_summarize_import_nothing_from_the_current_folder",
+    ],
+    "tests/integration/test_shipped_runs.py": [
+        "test_the_wheel_installs_one_name_beside_other_projects_circuits_and_probes"
+    ],
+    "tests/unit/test_llc.py": [  # the llc command end to end on markov-k3 (its Hessians take most of the time)
+        "test_llc_command_reports_settings_calibration_diagnostics_and_the_construction",
+        "test_llc_per_head_command_answers_each_block_with_its_calibration_and_figure",
+    ],
     "tests/unit/test_lm_api.py": ["test_a_series_probed_on_ray_gives_the_local_numbers"],
     "tests/unit/test_cli_fuzz.py": ["test_no_llc_settings_make_a_traceback_or_print_a_diverged_chain"],
     "tests/unit/test_toy.py": ["test_plateau_grows_with_length_and_with_log_one_over_sigma"],
