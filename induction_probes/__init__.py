@@ -17,6 +17,7 @@ so ``import induction_probes`` loads neither torch nor matplotlib; the command l
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 # name -> the module that defines it
 EXPORTS = {
@@ -104,6 +105,84 @@ EXPORTS = {
     "nested": "induction_probes.circuits.common.config",  # a config field holding another config
     "GeneratorStream": "induction_probes.circuits.tasks.streams",
 }
+
+if TYPE_CHECKING:  # EXPORTS as static imports for type checkers and IDEs ("as": re-exported); a test keeps them equal
+    from induction_probes.circuits.common import limits as limits
+    from induction_probes.circuits.common.config import nested as nested
+    from induction_probes.circuits.common.config import option as option
+    from induction_probes.circuits.common.errors import BadInput as BadInput
+    from induction_probes.circuits.common.untrusted import CheckpointError as CheckpointError
+    from induction_probes.circuits.constructions.edelman import prop21 as prop21
+    from induction_probes.circuits.constructions.edelman import prop21_limit as prop21_limit
+    from induction_probes.circuits.constructions.loading import load_construction as load_construction
+    from induction_probes.circuits.constructions.wang import wang_ih2 as wang_ih2
+    from induction_probes.circuits.constructions.wang import wang_ihn as wang_ihn
+    from induction_probes.circuits.interop.transformer_lens_io import process_weights as process_weights
+    from induction_probes.circuits.models.model import HookedTransformer as HookedTransformer
+    from induction_probes.circuits.models.model_config import HookedTransformerConfig as HookedTransformerConfig
+    from induction_probes.circuits.models.registry import MODEL_CLASSES as MODEL_CLASSES
+    from induction_probes.circuits.recipes.base import Recipe as Recipe
+    from induction_probes.circuits.recipes.gaussian import GaussianRecipe as GaussianRecipe
+    from induction_probes.circuits.recipes.markov import MarkovRecipe as MarkovRecipe
+    from induction_probes.circuits.recipes.markov import MinimalRecipe as MinimalRecipe
+    from induction_probes.circuits.recipes.task_kinds import TASK_KINDS as TASK_KINDS
+    from induction_probes.circuits.recipes.task_kinds import RecipeEntry as RecipeEntry
+    from induction_probes.circuits.recipes.task_kinds import TaskKind as TaskKind
+    from induction_probes.circuits.recipes.task_kinds import TaskView as TaskView
+    from induction_probes.circuits.recipes.task_kinds import register_task as register_task
+    from induction_probes.circuits.recipes.task_kinds import unregister_task as unregister_task
+    from induction_probes.circuits.runs.reader import Run as Run
+    from induction_probes.circuits.sweeps.sweep import run_sweep as run_sweep
+    from induction_probes.circuits.sweeps.sweep_spec import parse_spec as parse_spec
+    from induction_probes.circuits.tasks.base import TaskConfig as TaskConfig
+    from induction_probes.circuits.tasks.gaussian.task import GaussianTask as GaussianTask
+    from induction_probes.circuits.tasks.markov.chains import sample_markov as sample_markov
+    from induction_probes.circuits.tasks.markov.prior_registry import PRIORS as PRIORS
+    from induction_probes.circuits.tasks.markov.strategies import strategy_predictions as strategy_predictions
+    from induction_probes.circuits.tasks.markov.task import MarkovTask as MarkovTask
+    from induction_probes.circuits.tasks.streams import GeneratorStream as GeneratorStream
+    from induction_probes.circuits.training.train import train_run as train_run
+    from induction_probes.probes.ablation.ablation_study import ablation_study as ablation_study
+    from induction_probes.probes.ablation.head_ablation import reference_inputs_for as reference_inputs_for
+    from induction_probes.probes.ablation.head_ablation import single_heads as single_heads
+    from induction_probes.probes.attention.probe_registry import PROBES as PROBES
+    from induction_probes.probes.behaviour.by_prior import evaluate_on_prior as evaluate_on_prior
+    from induction_probes.probes.behaviour.by_prior import evaluate_run_on_priors as evaluate_run_on_priors
+    from induction_probes.probes.behaviour.icl_behaviour import behaviour as behaviour
+    from induction_probes.probes.comparison.trained_vs_prop21 import compare_with_prop21 as compare_with_prop21
+    from induction_probes.probes.llc.estimator import estimate_llc as estimate_llc
+    from induction_probes.probes.llc.per_head import per_head_llc as per_head_llc
+    from induction_probes.probes.paper.build import write_paper as write_paper
+    from induction_probes.probes.report.baselines import baselines_report as baselines_report
+    from induction_probes.probes.report.info import info_report as info_report
+    from induction_probes.probes.report.llc import llc_report as llc_report
+    from induction_probes.probes.report.llc_heads import per_head_report as per_head_report
+    from induction_probes.probes.report.movie import write_movie as write_movie
+    from induction_probes.probes.report.sweeps import summary_report as summary_report
+    from induction_probes.probes.report.sweeps import sweep_report as sweep_report
+    from induction_probes.probes.report.toy import ih4_report as ih4_report
+    from induction_probes.probes.report.toy import toy_report as toy_report
+    from induction_probes.probes.report.toy import toy_sweep_report as toy_sweep_report
+    from induction_probes.probes.report.verify import prop21_comparison as prop21_comparison
+    from induction_probes.probes.report.verify import prop21_report as prop21_report
+    from induction_probes.probes.report.verify import wang_ih2_report as wang_ih2_report
+    from induction_probes.probes.report.verify import wang_ihn_report as wang_ihn_report
+    from induction_probes.probes.report.views import ablation_report as ablation_report
+    from induction_probes.probes.report.views import html_report as html_report
+    from induction_probes.probes.report.views import probe_report as probe_report
+    from induction_probes.probes.report.views import run_report as run_report
+    from induction_probes.probes.run_level.all_probes import probe_eval_set as probe_eval_set
+    from induction_probes.probes.run_level.all_probes import probe_gaussian as probe_gaussian
+    from induction_probes.probes.run_level.all_probes import probe_model as probe_model
+    from induction_probes.probes.run_level.all_probes import probe_run as probe_run
+    from induction_probes.probes.run_level.research_questions import align_runs as align_runs
+    from induction_probes.probes.run_level.research_questions import first_crossings as first_crossings
+    from induction_probes.probes.run_level.research_questions import phases as phases
+    from induction_probes.probes.run_level.research_questions import transition as transition
+    from induction_probes.probes.sweeps.statistics import split_into_kinds as split_into_kinds
+    from induction_probes.probes.sweeps.summary import summarize_sweep as summarize_sweep
+    from induction_probes.probes.tidy import ablation_frame as ablation_frame
+
 
 __all__ = sorted(EXPORTS)
 

@@ -15,6 +15,22 @@ def test_every_exported_name_is_the_object_its_module_defines():
     assert set(induction_probes.__all__) == set(induction_probes.EXPORTS) <= set(dir(induction_probes))
 
 
+def test_the_static_mirror_imports_exactly_the_exported_names_from_their_modules():
+    # type checkers and IDEs read the TYPE_CHECKING block, the running package reads EXPORTS: they must agree
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(induction_probes.__file__).read_text())
+    (mirror,) = [node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"]
+    imported = {}
+    for statement in mirror.body:
+        assert isinstance(statement, ast.ImportFrom), ast.unparse(statement)
+        for alias in statement.names:
+            assert alias.asname == alias.name, f"{alias.name} is re-exported only as itself"
+            imported[alias.name] = statement.module
+    assert imported == induction_probes.EXPORTS
+
+
 def test_the_language_model_face_says_what_it_exports_and_nothing_else_leaks():
     from induction_probes import lm
 
