@@ -59,7 +59,8 @@ def pytest_collection_modifyitems(items):
 # and checks machinery that few changes touch: the LLC estimator's accuracy (chains at the calibrated settings) and
 # its commands end to end and its settings fuzzed, Ray clusters, fault injection (training, sweeps, workers and
 # drivers killed mid-way or their files damaged, modules planted beside them, two sweeps racing on a folder), the
-# toy's phase timing, the wheel built and installed, and the paper page redrawn whole.
+# toy's phase timing, the wheel built and installed, the tutorial notebook executed, the GPU pass's own commands,
+# a sweep on a named device, and the paper page redrawn whole.
 # Listed here for the files whose tests were there before the tiers, so that their files stay as they were; a new
 # test may carry `@pytest.mark.slow` itself. tests/unit/test_tiers.py checks that every name here is still a test.
 SLOW = {
@@ -89,6 +90,9 @@ SLOW = {
     "tests/unit/test_lm_api.py": ["test_a_series_probed_on_ray_gives_the_local_numbers"],
     "tests/unit/test_cli_fuzz.py": ["test_no_llc_settings_make_a_traceback_or_print_a_diverged_chain"],
     "tests/unit/test_toy.py": ["test_plateau_grows_with_length_and_with_log_one_over_sigma"],
+    "tests/unit/test_tutorial.py": ["test_the_notebook_runs_and_draws_its_figures"],
+    "tests/unit/test_gpu_check.py": ["test_a_command_that_fails_on_the_device_is_named_with_its_status_and_last_line"],
+    "tests/integration/test_devices.py": ["test_a_sweep_on_the_cpu_device_writes_the_same_runs_as_one_without"],
     "tests/integration/test_sweep.py": [
         "test_a_sweep_killed_mid_way_finishes_with_the_files_of_an_uninterrupted_one",
         "test_the_ray_backend_listens_on_loopback_only_and_writes_the_same_run_directories_as_the_local_pool",
