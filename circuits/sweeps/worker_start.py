@@ -76,7 +76,13 @@ def drop_current_folder() -> None:
 
 
 PRELOADED = ["torch", "transformer_lens"]  # what every cell imports, seconds of it; none of ours
+UNREAD = {"PYTEST_CURRENT_TEST"}  # rewritten by pytest at every test phase; no worker reads it
 _server_environment: dict[str, str] | None = None  # the environment the running fork server started in
+
+
+def read_environment() -> dict[str, str]:
+    """The environment a worker may read: all of it but :data:`UNREAD`."""
+    return {name: value for name, value in os.environ.items() if name not in UNREAD}
 
 
 def worker_context():
@@ -85,9 +91,9 @@ def worker_context():
     started by someone else. Call it in :func:`safe_children`'s block: the server starts with the workers."""
     global _server_environment
     server = multiprocessing.forkserver._forkserver
-    if server._forkserver_pid is not None and _server_environment != dict(os.environ):
+    if server._forkserver_pid is not None and _server_environment != read_environment():
         server._stop()
-    _server_environment = dict(os.environ)
+    _server_environment = read_environment()
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOADED)
     return context
