@@ -18,10 +18,12 @@ from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.common.validation import shortened
 
 
-def option(default: Any = MISSING, help: str = "", **argparse: Any) -> Any:
+def option(default: Any = MISSING, help: str = "", unwritten_when_none: bool = False, **argparse: Any) -> Any:
     """A config field with its command-line help and any argparse extras (``type``, ``choices``, ``metavar``).
-    A field without ``help`` is not offered on the command line."""
-    return field(default=default, metadata={"help": help, "argparse": argparse})
+    A field without ``help`` is not offered on the command line. ``unwritten_when_none``: a field added after
+    runs were shipped, left out of a run's config.json while unset, so that the runs it does not change keep
+    their config.json byte for byte."""
+    return field(default=default, metadata={"help": help, "argparse": argparse, "unwritten": unwritten_when_none})
 
 
 def nested(config_class: type, has_default: bool = False) -> Any:
@@ -41,7 +43,11 @@ class Config:
     def to_json(self) -> dict:
         """``{"name": ..., field: value, ...}`` for a run's config.json. Nested configs are left out:
         each is written beside its holder (a run's task beside its recipe)."""
-        own = {f.name: getattr(self, f.name) for f in fields(self) if "config" not in f.metadata}
+        own = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if "config" not in f.metadata and not (f.metadata.get("unwritten") and getattr(self, f.name) is None)
+        }
         return {"name": self.name} | own
 
     @classmethod

@@ -71,6 +71,11 @@ class Recipe(Config):
     batch_size: int = option(64, "sequences per step")
     lr: float = option(1e-3, "learning rate")
     lr_schedule: str = option("cosine", "cosine decay to 0 or constant", choices=SCHEDULES)
+    schedule_steps: int | None = option(
+        None,
+        "steps the cosine decay spans, at least steps (default: steps); a shorter run keeps a longer one's rates",
+        unwritten_when_none=True,
+    )
     model_seed: int = option(0, "initial weights and dropout")
     data_seed: int = option(1, "training sequences")
     eval_seed: int = option(2, "the fixed evaluation set")
@@ -88,19 +93,35 @@ class Recipe(Config):
         if self.lr_schedule not in SCHEDULES:
             raise BadInput(f"lr_schedule must be cosine or constant, got {quoted(self.lr_schedule)}")
         require_at_most("steps", self.steps, MAX_STEPS)
+        self.check_schedule_steps()
         require_at_most("n_checkpoints", self.n_checkpoints, MAX_CHECKPOINTS)
         model = self.model_config()  # the architecture's own checks and sizes, before anything is written
         per_sequence = max(self.task.numbers_per_sequence(), model.numbers_per_sequence())
         for name in ("batch_size", "eval_seqs"):
             require_sequences(name, getattr(self, name), per_sequence)
 
+    def check_schedule_steps(self) -> None:
+        """``schedule_steps`` spans the cosine decay: set, it is at least ``steps`` (shorter, the rate would
+        reach 0 and the run train on at 0) and only with the cosine schedule (a constant rate has no span)."""
+        if self.schedule_steps is None:
+            return
+        require_int("schedule_steps", self.schedule_steps, 1)
+        require_at_most("schedule_steps", self.schedule_steps, MAX_STEPS)
+        if self.lr_schedule != "cosine":
+            raise BadInput(f"schedule_steps spans a cosine decay: lr_schedule is {quoted(self.lr_schedule)}")
+        if self.schedule_steps < self.steps:
+            raise BadInput(
+                f"schedule_steps {self.schedule_steps} is less than steps {self.steps}: the rate would reach 0 at "
+                f"step {self.schedule_steps} and the run train on at 0"
+            )
+
     def lr_factor(self, step: int) -> float:
         """Each group's rate for the update after ``step`` steps, as a fraction of its base rate:
-        constant, or a cosine down to 0, which lets the loss settle at the end instead of hovering at
-        the noise level of a constant rate."""
+        constant, or a cosine down to 0 over ``schedule_steps`` (``steps`` unless set), which lets the loss
+        settle at the end instead of hovering at the noise level of a constant rate."""
         if self.lr_schedule == "constant":
             return 1.0
-        return 0.5 * (1.0 + math.cos(math.pi * step / self.steps))
+        return 0.5 * (1.0 + math.cos(math.pi * step / (self.schedule_steps or self.steps)))
 
     def model_config(self) -> Any:
         raise NotImplementedError

@@ -119,17 +119,21 @@ class Spec:
 
 def schedule_notes(cells: list[Cell]) -> list[str]:
     """A line for each condition whose cosine learning-rate decay spans other steps than its recipe's default: the
-    decay follows ``steps``, so a shorter run decays faster, and its phases need not come where the default
-    recipe's do (a sweep of "the default recipe" at 800 steps saw no transition in 0 of 2 seeds)."""
+    decay follows ``steps`` unless ``schedule_steps`` sets its span, so a shorter run decays faster, and its phases
+    need not come where the default recipe's do (a sweep of "the default recipe" at 800 steps saw no transition in
+    0 of 2 seeds)."""
     notes = {}
     for cell in cells:
         recipe = cell.recipe
         default = next((f.default for f in fields(type(recipe)) if f.name == "steps"), None)
-        if getattr(recipe, "lr_schedule", None) == "cosine" and default is not None and recipe.steps != default:
+        chosen = getattr(recipe, "schedule_steps", None) is not None  # the spec set the span itself: no note
+        rescaled = default is not None and recipe.steps != default and not chosen
+        if getattr(recipe, "lr_schedule", None) == "cosine" and rescaled:
             notes[cell.condition] = (
                 f"note: condition {cell.condition} trains {recipe.steps} steps where the {recipe.name} recipe's "
                 f"default is {default}: its cosine learning-rate decay is rescaled to end at step {recipe.steps}, "
-                'so its schedule is not the default recipe\'s (lr_schedule = "constant" keeps the rate fixed)'
+                f"so its schedule is not the default recipe's (schedule_steps = {default} keeps the default's rates, "
+                f'cut at step {recipe.steps}; lr_schedule = "constant" keeps the rate fixed)'
             )
     return list(notes.values())
 

@@ -9,6 +9,7 @@ import pytest
 
 from induction_probes.circuits.recipes.gaussian import GaussianRecipe, ToyRecipe
 from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.recipes.task_kinds import recipe_from_json
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.task import MarkovTask
@@ -210,6 +211,22 @@ def test_bad_architecture_is_one_line_before_anything_is_written(argv, message, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
     assert not (tmp_path / "run").exists()
+
+
+def test_schedule_steps_keeps_a_longer_runs_rates_and_leaves_other_configs_as_they_were(tmp_path, capsys):
+    # issue 52: a short sweep of the default recipe may keep the default's cosine rates, cut where it stops
+    task = MarkovTask(k=3)
+    default, short = MarkovRecipe(task=task), MarkovRecipe(task=task, steps=800, schedule_steps=4000)
+    assert [short.lr_factor(s) for s in range(800)] == [default.lr_factor(s) for s in range(800)]
+    assert MarkovRecipe(task=task, steps=800).lr_factor(400) == pytest.approx(0.5)  # rescaled: cos(π/2) half-way
+    assert "schedule_steps" not in default.to_json()  # unset: every earlier run's config.json stays as it was
+    assert recipe_from_json(short.to_json(), task.to_json()) == short
+    base = ["train", "markov", "--k", "3", "--seq-len", "20", "--eval-seqs", "30", "--steps", "20"]
+    assert main([*base, "--schedule-steps", "10", "--out", str(tmp_path / "short")]) == 2
+    assert "schedule_steps 10 is less than steps 20" in capsys.readouterr().err
+    assert not (tmp_path / "short").exists()
+    assert main([*base, "--schedule-steps", "40", "--out", str(tmp_path / "kept")]) == 0
+    assert Run.open(tmp_path / "kept").recipe.schedule_steps == 40
 
 
 FLOAT32_EPS = 2.0**-23

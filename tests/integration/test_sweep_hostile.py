@@ -350,9 +350,11 @@ def test_a_spec_that_shortens_a_cosine_schedule_is_told_so():
     notes = schedule_notes(short.cells())
     assert notes == [
         "note: condition base trains 800 steps where the markov recipe's default is 4000: its cosine learning-rate "
-        "decay is rescaled to end at step 800, so its schedule is not the default recipe's "
-        '(lr_schedule = "constant" keeps the rate fixed)'
+        "decay is rescaled to end at step 800, so its schedule is not the default recipe's (schedule_steps = 4000 "
+        'keeps the default\'s rates, cut at step 800; lr_schedule = "constant" keeps the rate fixed)'
     ]
+    kept = parse_spec('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\nsteps = 800\nschedule_steps = 4000\n')
+    assert schedule_notes(kept.cells()) == []  # the spec chose the span: nothing to tell
     assert schedule_notes(parse_spec('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\n').cells()) == []
     constant = parse_spec('recipe = "markov"\nseeds = [0]\n[base]\nk = 3\nsteps = 800\nlr_schedule = "constant"\n')
     assert schedule_notes(constant.cells()) == []
