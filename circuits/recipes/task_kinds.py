@@ -226,7 +226,7 @@ register_task(
         ),
         probe=f"{_PROBES}:probe_markov_run",
         view=TaskView(
-            f"{_VIEWS}.markov_probes:probe_markov",
+            f"{_VIEWS}.markov_probes:probe_markov_report",
             f"{_VIEWS}.ablation:ablate_markov",
             f"{_VIEWS}.markov:markov_report",
             f"{_VIEWS}.markov_html:markov_report_html",

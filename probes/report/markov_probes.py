@@ -30,7 +30,7 @@ PROBE_LABELS = {
 }  # a registered probe's column is its name
 
 
-def probe_markov(
+def probe_markov_report(
     run: Run, steps: list[int], n_seqs: int, seed: int, *, device=None, plot: Path | None = None, as_json: bool = False
 ) -> str | dict:
     """An ICL-MC run's probes at ``steps`` on ``n_seqs`` fresh sequences drawn with ``seed``: attention per
