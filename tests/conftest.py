@@ -97,7 +97,9 @@ SLOW = {
         "test_a_sweep_killed_mid_way_finishes_with_the_files_of_an_uninterrupted_one",
         "test_the_ray_backend_listens_on_loopback_only_and_writes_the_same_run_directories_as_the_local_pool",
     ],
+    "tests/integration/test_toy_sweep.py": ["*"],  # a sweep of toy models trained first (13 s), then its summary
     "tests/integration/test_sweep_hostile.py": [
+        "test_a_sweep_says_where_its_cells_are_while_none_finishes",  # waits for heartbeats
         "test_a_killed_worker_fails_at_most_its_own_cell",
         "test_a_finished_cell_damaged_since_is_reported_never_skipped",
     ],
