@@ -76,6 +76,7 @@ SLOW = {
         "test_ctrl_c_saves_the_step_it_reached_and_resume_finishes_byte_for_byte",
         "test_killed_at_any_write_point_of_the_first_or_a_later_checkpoint_resume_finishes_byte_for_byte",
     ],
+    "tests/integration/test_run_lock.py": ["test_a_killed_trainers_lock_is_taken_over_and_said_so"],
     "tests/integration/test_worker_safety.py": [
         "test_a_killed_drivers_worker_stops_and_the_rerun_resumes",
         "test_sweep_and_summarize_import_nothing_from_the_current_folder",

@@ -84,9 +84,11 @@ def open_for_writing(path: Path, flags: int, mode: int = 0o666) -> int:
             kind = {errno.ELOOP: "a symbolic link", errno.EISDIR: "a folder", errno.ENXIO: "a named pipe"}
             raise CheckpointError(f"{path} is {kind[error.errno]}, not a regular file: refusing to write it") from None
         raise
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+    found = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(found):
         os.close(descriptor)
-        raise CheckpointError(f"{path} is not a regular file: refusing to write it")
+        what = "a named pipe, not a regular file" if stat.S_ISFIFO(found) else "not a regular file"  # O_RDWR opens one
+        raise CheckpointError(f"{path} is {what}: refusing to write it")
     os.set_blocking(descriptor, True)  # a regular file's writes never wait; the flag only guarded the open
     return descriptor
 

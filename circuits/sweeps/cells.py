@@ -18,8 +18,9 @@ from induction_probes.circuits.runs.layout import RESUME_FILE
 from induction_probes.circuits.runs.reader import read_manifest, sha256_of
 from induction_probes.circuits.sweeps.sweep_spec import Cell, SpecError
 from induction_probes.circuits.sweeps.worker_start import drop_current_folder
+from induction_probes.circuits.training.run_lock import RunLocked
 from induction_probes.circuits.training.toy import train_toy
-from induction_probes.circuits.training.train import RunLocked, saved_recipe, train_run
+from induction_probes.circuits.training.train import saved_recipe, train_run
 
 
 def cell_status(path: Path, recipe, root: Path) -> str:

@@ -9,10 +9,8 @@ at the stop. Nothing about the machine or the clock is saved, so equal recipes g
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import os
 import signal
 import sys
 import threading
@@ -29,15 +27,16 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from induction_probes.circuits.common.devices import device_kind, resolve_device
-from induction_probes.circuits.common.untrusted import CheckpointError, open_for_writing, refuse_links
+from induction_probes.circuits.common.untrusted import CheckpointError, refuse_links
 from induction_probes.circuits.common.validation import require_int
 from induction_probes.circuits.models.classes import build_model
 from induction_probes.circuits.recipes.base import Recipe
 from induction_probes.circuits.recipes.task_kinds import recipe_from_json
-from induction_probes.circuits.runs.layout import LOCK_FILE, RESUME_FILE
+from induction_probes.circuits.runs.layout import RESUME_FILE
 from induction_probes.circuits.runs.reader import Run, read_json, read_manifest
 from induction_probes.circuits.runs.writer import RunWriter, refuse_a_used_folder, run_config, save_tensors, write_json
 from induction_probes.circuits.tasks.base import EvalSet, Stream
+from induction_probes.circuits.training.run_lock import only_writer
 
 
 def checkpoint_schedule(steps: int, n_checkpoints: int) -> list[int]:
@@ -222,27 +221,6 @@ def saved_recipe(out: Path) -> Recipe:
         return recipe_from_json(config["recipe"], config["task"])
     except ValueError as error:
         raise CheckpointError(f"invalid recipe in {out / 'config.json'}: {error}") from None
-
-
-class RunLocked(CheckpointError):
-    """Another process holds the run's lock: it is training that run now."""
-
-
-@contextmanager
-def only_writer(out: Path):
-    """Hold ``out/lock`` while training, so that a second trainer on the same directory stops at once
-    instead of interleaving its files with ours. The lock dies with its process: a crash leaves no stale lock."""
-    out.mkdir(parents=True, exist_ok=True)
-    # a link planted at the lock's name is refused, not locked through; a pipe or folder there, not waited on
-    descriptor = open_for_writing(out / LOCK_FILE, os.O_WRONLY | os.O_CREAT)
-    with os.fdopen(descriptor, "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunLocked(
-                f"another trainer is writing {out}; wait for it to finish or choose another --out"
-            ) from None
-        yield
 
 
 def start_or_continue(recipe: Recipe | None, out: Path, resume: bool, device: torch.device, **options) -> Trainer:
