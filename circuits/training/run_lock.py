@@ -53,6 +53,7 @@ def only_writer(out: Path) -> Iterator[None]:
 
 
 def record(handle, content: bytes) -> None:
+    """``content`` in place of the lock file's, flushed at once: a kill right after must find it there."""
     handle.seek(0)
     handle.truncate()
     handle.write(content)
