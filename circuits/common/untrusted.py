@@ -13,6 +13,7 @@ config.json must not come back as a 30 MB error line.
 from __future__ import annotations
 
 import errno
+import fcntl
 import math
 import os
 import stat
@@ -91,6 +92,15 @@ def open_for_writing(path: Path, flags: int, mode: int = 0o666) -> int:
         raise CheckpointError(f"{path} is {what}: refusing to write it")
     os.set_blocking(descriptor, True)  # a regular file's writes never wait; the flag only guarded the open
     return descriptor
+
+
+def lock_or_refuse(handle, busy: Exception) -> None:
+    """Hold ``handle``'s file locked (``flock``, exclusive) for as long as it stays open, or raise ``busy`` at
+    once if another process holds it. The kernel releases the lock with its process, however that dies."""
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise busy from None
 
 
 def read_text(path: Path, limit: int = MAX_TEXT_BYTES, root: Path | None = None) -> str:

@@ -9,7 +9,6 @@ functions that prepare or run cells (Ray only for ``--backend ray``)."""
 
 from __future__ import annotations
 
-import fcntl
 import itertools
 import json
 import os
@@ -18,7 +17,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from induction_probes.circuits.common.devices import parse_device, resolve_device, visible_gpus
-from induction_probes.circuits.common.untrusted import open_for_writing
+from induction_probes.circuits.common.untrusted import lock_or_refuse, open_for_writing
 from induction_probes.circuits.runs.writer import is_temporary_of, write_atomic
 from induction_probes.circuits.sweeps.cells import (  # noqa: F401 (the sweep's API: a cell's status and its run)
     HEARTBEAT_SECONDS,
@@ -58,12 +57,9 @@ def prepare(spec: Spec, out: Path):
     descriptor = open_for_writing(out / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     journal = os.fdopen(descriptor, "a")
     try:
-        try:
-            fcntl.flock(journal, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SweepBusy(
-                f"another sweep is running in {out}; wait for it to finish or choose another --out"
-            ) from None
+        lock_or_refuse(
+            journal, SweepBusy(f"another sweep is running in {out}; wait for it to finish or choose another --out")
+        )
         refuse_another_sweep(spec, out)  # again, under the lock: another sweep may have claimed it meanwhile
         write_atomic(out / SPEC_FILE, spec.text.encode())  # the same cells: a new description or count is taken up
     except BaseException:

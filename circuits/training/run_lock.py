@@ -7,14 +7,13 @@ found there by the next holder is a trainer that was killed while it held the ru
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from induction_probes.circuits.common.untrusted import CheckpointError, open_for_writing
+from induction_probes.circuits.common.untrusted import CheckpointError, lock_or_refuse, open_for_writing
 from induction_probes.circuits.runs.layout import LOCK_FILE
 
 HOLDER_BYTES = 32  # a process id and a newline; a longer content is not ours and is not read
@@ -33,12 +32,9 @@ def only_writer(out: Path) -> Iterator[None]:
     # a link planted at the lock's name is refused, not locked through; a pipe or folder there, not waited on
     descriptor = open_for_writing(out / LOCK_FILE, os.O_RDWR | os.O_CREAT)
     with os.fdopen(descriptor, "r+b") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunLocked(
-                f"another trainer is writing {out}; wait for it to finish or choose another --out"
-            ) from None
+        lock_or_refuse(
+            handle, RunLocked(f"another trainer is writing {out}; wait for it to finish or choose another --out")
+        )
         killed = handle.read(HOLDER_BYTES).strip()
         if killed.isdigit():
             print(

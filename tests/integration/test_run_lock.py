@@ -10,11 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from induction_probes.circuits.recipes.markov import MarkovRecipe
-from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.circuits.training.train import train_run
+from test_training import TINY
 
-TINY = MarkovRecipe(task=MarkovTask(k=3, seq_len=20), steps=40, batch_size=16, eval_seqs=100, n_checkpoints=9)
+from induction_probes.circuits.training.train import train_run
 
 
 def test_a_trainer_that_stops_on_its_own_leaves_the_lock_empty_and_its_resume_says_nothing(tmp_path, capsys):
