@@ -27,7 +27,7 @@ import time
 
 import torch
 
-from induction_probes.circuits.common.devices import visible_gpus
+from induction_probes.circuits.devices import visible_gpus
 from induction_probes.circuits.interop.transformer_lens_io import to_bridge
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 from induction_probes.circuits.tasks.markov.task import MarkovTask

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 EXPORTS = {
     # run directories: open a shipped run or a path, load checkpoints
     "Run": "induction_probes.circuits.runs.reader",
-    "CheckpointError": "induction_probes.circuits.common.untrusted",
-    "BadInput": "induction_probes.circuits.common.errors",  # every bad-input error of the API is one (a ValueError)
-    "limits": "induction_probes.circuits.common",  # the module: the sizes a stranger's files must stay within
+    "CheckpointError": "induction_probes.circuits.untrusted",
+    "BadInput": "induction_probes.circuits.errors",  # every bad-input error of the API is one (a ValueError)
+    "limits": "induction_probes.circuits",  # the module: the sizes a stranger's files must stay within
     # tasks and the recipes that train on them
     "MarkovTask": "induction_probes.circuits.tasks.markov.task",
     "GaussianTask": "induction_probes.circuits.tasks.gaussian.task",
@@ -96,31 +96,30 @@ EXPORTS = {
     "TaskView": "induction_probes.circuits.recipes.task_kinds",
     "register_task": "induction_probes.circuits.recipes.task_kinds",  # a task kind, in one call
     "unregister_task": "induction_probes.circuits.recipes.task_kinds",
-    "MODEL_CLASSES": "induction_probes.circuits.models.registry",
+    "MODEL_CLASSES": "induction_probes.circuits.models.model_classes",
     "PROBES": "induction_probes.probes.attention.probe_registry",
     "PRIORS": "induction_probes.circuits.tasks.markov.prior_registry",
     "TaskConfig": "induction_probes.circuits.tasks.base",
     "Recipe": "induction_probes.circuits.recipes.base",
-    "option": "induction_probes.circuits.common.config",  # a config field that is a command-line option
-    "nested": "induction_probes.circuits.common.config",  # a config field holding another config
+    "option": "induction_probes.circuits.config",  # a config field that is a command-line option
+    "nested": "induction_probes.circuits.config",  # a config field holding another config
     "GeneratorStream": "induction_probes.circuits.tasks.streams",
 }
 
 if TYPE_CHECKING:  # EXPORTS as static imports for type checkers and IDEs ("as": re-exported); a test keeps them equal
-    from induction_probes.circuits.common import limits as limits
-    from induction_probes.circuits.common.config import nested as nested
-    from induction_probes.circuits.common.config import option as option
-    from induction_probes.circuits.common.errors import BadInput as BadInput
-    from induction_probes.circuits.common.untrusted import CheckpointError as CheckpointError
+    from induction_probes.circuits import limits as limits
+    from induction_probes.circuits.config import nested as nested
+    from induction_probes.circuits.config import option as option
     from induction_probes.circuits.constructions.edelman import prop21 as prop21
     from induction_probes.circuits.constructions.edelman import prop21_limit as prop21_limit
     from induction_probes.circuits.constructions.loading import load_construction as load_construction
     from induction_probes.circuits.constructions.wang import wang_ih2 as wang_ih2
     from induction_probes.circuits.constructions.wang import wang_ihn as wang_ihn
+    from induction_probes.circuits.errors import BadInput as BadInput
     from induction_probes.circuits.interop.transformer_lens_io import process_weights as process_weights
     from induction_probes.circuits.models.model import HookedTransformer as HookedTransformer
+    from induction_probes.circuits.models.model_classes import MODEL_CLASSES as MODEL_CLASSES
     from induction_probes.circuits.models.model_config import HookedTransformerConfig as HookedTransformerConfig
-    from induction_probes.circuits.models.registry import MODEL_CLASSES as MODEL_CLASSES
     from induction_probes.circuits.recipes.base import Recipe as Recipe
     from induction_probes.circuits.recipes.gaussian import GaussianRecipe as GaussianRecipe
     from induction_probes.circuits.recipes.markov import MarkovRecipe as MarkovRecipe
@@ -142,6 +141,7 @@ if TYPE_CHECKING:  # EXPORTS as static imports for type checkers and IDEs ("as":
     from induction_probes.circuits.tasks.markov.task import MarkovTask as MarkovTask
     from induction_probes.circuits.tasks.streams import GeneratorStream as GeneratorStream
     from induction_probes.circuits.training.train import train_run as train_run
+    from induction_probes.circuits.untrusted import CheckpointError as CheckpointError
     from induction_probes.probes.ablation.ablation_study import ablation_study as ablation_study
     from induction_probes.probes.ablation.head_ablation import reference_inputs_for as reference_inputs_for
     from induction_probes.probes.ablation.head_ablation import single_heads as single_heads

@@ -32,7 +32,7 @@ from jaxtyping import Float
 from scipy.special import stdtrit  # Student's t quantile: scipy.stats would cost a language model's probe 0.6 s
 from torch import Tensor
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 
 LEVEL = 0.95
 

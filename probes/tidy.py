@@ -18,8 +18,8 @@ import math
 
 import pandas as pd
 
-from induction_probes.circuits.common.names import heads_label
-from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.names import heads_label
+from induction_probes.circuits.validation import require_int
 from induction_probes.probes.intervals import paired_effect
 
 COLUMNS = ["step", "sequences_seen", "layer", "head", "measure", "value", "low", "high"]

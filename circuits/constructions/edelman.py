@@ -12,10 +12,10 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from induction_probes.circuits.common.validation import require_int, require_positive
 from induction_probes.circuits.constructions.residual import ResidualLayout
 from induction_probes.circuits.models.attention_masks import causal_mask, matching_keys, previous_tokens
 from induction_probes.circuits.models.model import HookedTransformerConfig
+from induction_probes.circuits.validation import require_int, require_positive
 
 
 def prop21(k: int, c: float, n_ctx: int, dtype: str = "float64") -> tuple[HookedTransformerConfig, dict[str, Tensor]]:

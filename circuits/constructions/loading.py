@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from induction_probes.circuits.common.devices import resolve_device
+from induction_probes.circuits.devices import resolve_device
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 
 

@@ -14,7 +14,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.validation import require_int, require_positive
 from induction_probes.circuits.constructions.residual import ResidualLayout
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.model import HookedTransformerConfig
 from induction_probes.circuits.models.model_config import transformer_config
+from induction_probes.circuits.validation import require_int, require_positive
 
 
 def wang_ih2(

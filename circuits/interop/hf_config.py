@@ -2,7 +2,7 @@
 
 A config from a stranger names its own sizes, and one edited number (``n_layer: 100000``) must not become
 minutes of building or gigabytes of memory before failing. So its sizes are checked as the JSON values they
-are first (integers, at least 1, within circuits/common/limits.py), under every name transformers' own
+are first (integers, at least 1, within circuits/limits.py), under every name transformers' own
 config class reads them by (GPT-2's ``n_layer`` is ``num_hidden_layers`` through ``GPT2Config.attribute_map``),
 with the class's declared default where the file gives none. Only then is the config class built, and the
 model's parameters counted on the meta device, where building a model allocates no memory. A config asking
@@ -17,8 +17,9 @@ import dataclasses
 
 import torch
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import (
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.interop.model_folder import one_line
+from induction_probes.circuits.limits import (
     MAX_LAYERS,
     MAX_LM_CONTEXT,
     MAX_LM_HEADS,
@@ -27,8 +28,7 @@ from induction_probes.circuits.common.limits import (
     MAX_LM_WIDTH,
     require_at_most,
 )
-from induction_probes.circuits.common.validation import require_int
-from induction_probes.circuits.interop.model_folder import one_line
+from induction_probes.circuits.validation import require_int
 
 # transformers' name of each size -> the least and the most a config may ask for; None: bounded by the
 # parameter count alone. A model must give the first five (or its class must default them).
@@ -73,8 +73,7 @@ def checked_config(value: dict):
     count = parameter_count(config)
     if count > MAX_LM_PARAMETERS:
         raise BadInput(
-            f"the model would have {count:,} parameters, above the limit of {MAX_LM_PARAMETERS:,} "
-            "(circuits/common/limits.py)"
+            f"the model would have {count:,} parameters, above the limit of {MAX_LM_PARAMETERS:,} (circuits/limits.py)"
         )
     return config
 

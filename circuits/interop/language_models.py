@@ -6,7 +6,7 @@ Where a model comes from (a folder, a series of ``step_N/`` folders, a name in t
 Nothing is downloaded: every load is ``local_files_only``, so a model must be on disk (a name missing from
 the cache is one clear error). A model's folder is untrusted input: transformers is given only the files
 :mod:`.model_folder` read and checked (safetensors weights, never a pickle; no code, so none runs), and the
-config only once :mod:`.hf_config` found its sizes within circuits/common/limits.py. A model whose weights do
+config only once :mod:`.hf_config` found its sizes within circuits/limits.py. A model whose weights do
 not fill its config exactly (a parameter missing, left randomly initialised; a tensor it has no place for or
 of another shape) or hold NaN or infinity is refused, not probed. Every refusal is a
 :class:`LanguageModelError` of one line.
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from induction_probes.circuits.common.devices import resolve_device
+from induction_probes.circuits.devices import resolve_device
 from induction_probes.circuits.interop.hf_config import check_tokenizer_model, checked_config, refuse_code
 from induction_probes.circuits.interop.model_folder import (
     CONFIG,

@@ -2,10 +2,10 @@
 
 - ``config.json``, ``generation_config.json``, the tokenizer's files (:data:`TEXT_FILES`) and the index
   ``model.safetensors.index.json``: read whole through the untrusted-file reader
-  (:func:`~induction_probes.circuits.common.untrusted.read_bytes`: regular files, no link below the folder,
+  (:func:`~induction_probes.circuits.untrusted.read_bytes`: regular files, no link below the folder,
   a size checked before the first byte is read);
 - the weights, ``model.safetensors`` or the shards the index names: plain file names ending ``.safetensors``,
-  regular files inside the folder, :data:`~induction_probes.circuits.common.limits.MAX_LM_WEIGHT_BYTES` in all;
+  regular files inside the folder, :data:`~induction_probes.circuits.limits.MAX_LM_WEIGHT_BYTES` in all;
   memory-mapped by safetensors when the model loads; only their headers are read here, for the dtypes of their
   tensors (one that is not floating point loads cast to float32, with a :class:`CastWeightsWarning`).
 
@@ -29,9 +29,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import MAX_LM_WEIGHT_BYTES, MAX_TEXT_BYTES
-from induction_probes.circuits.common.untrusted import (
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.limits import MAX_LM_WEIGHT_BYTES, MAX_TEXT_BYTES
+from induction_probes.circuits.untrusted import (
     CheckpointError,
     NotFiniteError,
     not_a_number,
@@ -276,7 +276,7 @@ def checked_weights(folder: ModelFolder, files: list[str]) -> dict[str, Path]:
     if total > MAX_LM_WEIGHT_BYTES:
         raise LanguageModelError(
             f"{folder.name} holds {total:,} bytes of weights, above the limit of {MAX_LM_WEIGHT_BYTES:,} "
-            "(circuits/common/limits.py)"
+            "(circuits/limits.py)"
         )
     return {file: path for file, (path, _) in sized.items()}
 

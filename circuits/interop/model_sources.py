@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from induction_probes.circuits.common.untrusted import CheckpointError, read_text
 from induction_probes.circuits.interop.model_folder import CONFIG, LanguageModelError, ModelFolder, one_line
 from induction_probes.circuits.runs.shipped import shipped_run_names
+from induction_probes.circuits.untrusted import CheckpointError, read_text
 
 STEP_FOLDER = re.compile(r"step_?(\d+)")  # step_1000/ (our convention) or step1000 (Pythia's revisions)
 

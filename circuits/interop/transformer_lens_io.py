@@ -17,8 +17,8 @@ from torch import Tensor
 from transformer_lens.config import TransformerBridgeConfig
 from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint
 
-from induction_probes.circuits.common.devices import model_device
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.devices import model_device
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 
 BIASES = ("b_Q", "b_K", "b_V", "b_O")

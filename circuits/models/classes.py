@@ -1,10 +1,10 @@
-"""Rebuilding a run's model: the registered model class (:mod:`~induction_probes.circuits.models.registry`) whose
+"""Rebuilding a run's model: the registered model class (:mod:`~induction_probes.circuits.models.model_classes`) whose
 ``config_class`` a config is, by the name written in its ``config.json`` (``model_class``)."""
 
 from __future__ import annotations
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.models.registry import MODEL_CLASSES
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.models.model_classes import MODEL_CLASSES
 
 
 def model_class_name(config) -> str:

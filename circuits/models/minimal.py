@@ -30,12 +30,12 @@ from torch import Tensor, nn
 from transformer_lens import ActivationCache, HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from induction_probes.circuits.common.config import Config
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import require_numbers
-from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.config import Config
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.limits import require_numbers
 from induction_probes.circuits.models.model import DTYPES
 from induction_probes.circuits.models.tl_interface import KnowsItsDevice
+from induction_probes.circuits.validation import require_int
 
 FIRST_LAYERS = ("linear", "softmax")
 
@@ -76,7 +76,7 @@ class MinimalConfig(Config):
 class MinimalModel(KnowsItsDevice, HookedRootModule):
     """The minimal model; parameters ``v`` ([n_ctx], v_d for distance d) and ``W`` ([k, k])."""
 
-    config_class = MinimalConfig  # what the model is built from (circuits/models/registry.py)
+    config_class = MinimalConfig  # what the model is built from (circuits/models/model_classes.py)
 
     def __init__(self, cfg: MinimalConfig):
         super().__init__()

@@ -30,7 +30,7 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.model_config import DTYPES, HookedTransformerConfig, dtype_name  # noqa: F401 (the model's config lives beside it)
 from induction_probes.circuits.models.tl_interface import FactoredCircuits, TransformerLensInterface
 
@@ -254,7 +254,7 @@ class TransformerBlock(nn.Module):
 class HookedTransformer(TransformerLensInterface, HookedRootModule):
     """Attention-first transformer with TransformerLens names; see the module docstring for the maths."""
 
-    config_class = HookedTransformerConfig  # what the model is built from (circuits/models/registry.py)
+    config_class = HookedTransformerConfig  # what the model is built from (circuits/models/model_classes.py)
 
     def __init__(self, cfg: HookedTransformerConfig):
         super().__init__()

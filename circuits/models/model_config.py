@@ -8,16 +8,16 @@ from dataclasses import dataclass
 
 import torch
 
-from induction_probes.circuits.common.config import Config
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import (
+from induction_probes.circuits.config import Config
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.limits import (
     MAX_HEADS,
     MAX_LAYERS,
     MAX_PARAMETERS,
     require_at_most,
     require_numbers,
 )
-from induction_probes.circuits.common.validation import quoted, require_int
+from induction_probes.circuits.validation import quoted, require_int
 
 ATTENTION_POSITIONALS = ("relative", "alibi", "none")
 POSITIONALS = ATTENTION_POSITIONALS + ("standard",)
@@ -124,7 +124,7 @@ class HookedTransformerConfig(Config):
         self._check_sizes()
 
     def _check_sizes(self) -> None:
-        """The sizes this config implies, against circuits/common/limits.py, before any model is built."""
+        """The sizes this config implies, against circuits/limits.py, before any model is built."""
         require_at_most("n_layers", self.n_layers, MAX_LAYERS)
         require_at_most("heads in a layer", self.max_heads, MAX_HEADS)
         require_numbers("the attention masks (n_layers x n_ctx^2)", self.n_layers * self.n_ctx**2)
@@ -132,7 +132,7 @@ class HookedTransformerConfig(Config):
         if count > MAX_PARAMETERS:
             raise BadInput(
                 f"this model would have {count:.3g} parameters, above the limit of {MAX_PARAMETERS:,} "
-                "(circuits/common/limits.py)"
+                "(circuits/limits.py)"
             )
 
     @property

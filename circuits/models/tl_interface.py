@@ -14,10 +14,10 @@ from torch import Tensor
 from transformer_lens import FactoredMatrix
 from transformer_lens.utilities import composition_scores
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.names import head_label
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.tl_hooks import HeadLabels, HookChecks
 from induction_probes.circuits.models.tl_tokens import TokenInterface
+from induction_probes.circuits.names import head_label
 
 
 class FactoredCircuits:

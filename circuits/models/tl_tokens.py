@@ -15,7 +15,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 
 RETURN_TYPES = ("input", "str", "tokens")  # TransformerLens's generate(return_type=...)
 

@@ -19,9 +19,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from induction_probes.circuits.common.config import Config
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.metrics import linear_fit
+from induction_probes.circuits.config import Config
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.metrics import linear_fit
 from induction_probes.circuits.models.model import softmax_over_allowed
 
 PARAMETERS = ("p1", "p2", "w_V1", "w_K", "w_Q", "w_V2")
@@ -51,7 +51,7 @@ def past_weights(slope: Tensor, n_pos: int) -> Float[Tensor, "query_pos key_pos"
 class ToyModel(nn.Module):
     """``params`` = (p1, p2, W_V1, W_K, W_Q, W_V2) flattened, float64: at d = 1 the six scalars in this order."""
 
-    config_class = ToyConfig  # what the model is built from (circuits/models/registry.py)
+    config_class = ToyConfig  # what the model is built from (circuits/models/model_classes.py)
 
     def __init__(self, cfg: ToyConfig):
         super().__init__()

@@ -8,17 +8,17 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from induction_probes.circuits.common.config import Config, option, option_names
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import (
+from induction_probes.circuits.config import Config, option, option_names
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.limits import (
     MAX_CHECKPOINTS,
     MAX_STEPS,
     require_at_most,
     require_seed,
     require_sequences,
 )
-from induction_probes.circuits.common.validation import quoted, require_int, require_positive
 from induction_probes.circuits.tasks.base import TaskConfig
+from induction_probes.circuits.validation import quoted, require_int, require_positive
 
 if TYPE_CHECKING:
     from torch import nn

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from induction_probes.circuits.common.lazy import lazy_module
+from induction_probes.circuits.lazy import lazy_module
 
 # imported with the markov recipe at --help: torch loads when a clamp is first built
 attention_masks = lazy_module("induction_probes.circuits.models.attention_masks")

@@ -9,19 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from induction_probes.circuits.common.config import Config, nested, option
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.lazy import lazy_module
-from induction_probes.circuits.common.limits import (
+from induction_probes.circuits.config import Config, nested, option
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.lazy import lazy_module
+from induction_probes.circuits.limits import (
     MAX_PARAMETERS,
     MAX_STEPS,
     require_at_most,
     require_seed,
     require_sequences,
 )
-from induction_probes.circuits.common.validation import quoted, require_int, require_positive
 from induction_probes.circuits.recipes.base import Recipe
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
+from induction_probes.circuits.validation import quoted, require_int, require_positive
 
 # the command line builds `train`'s options from these recipes at --help: torch and the model configs load
 # when a model is first built

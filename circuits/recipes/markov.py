@@ -9,14 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from induction_probes.circuits.common.config import nested, option
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.lazy import lazy_module
-from induction_probes.circuits.common.validation import quoted, require_int, require_positive
+from induction_probes.circuits.config import nested, option
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.lazy import lazy_module
 from induction_probes.circuits.recipes.base import SCHEDULES, Recipe, int_tuple, name_tuple
 from induction_probes.circuits.recipes.clamps import CLAMP_LAYERS, clamp_hooks
 from induction_probes.circuits.recipes.transformer import TransformerRecipe
 from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.validation import quoted, require_int, require_positive
 
 # the command line builds `train`'s options from these recipes at --help: torch and the model configs load
 # when a model is first built

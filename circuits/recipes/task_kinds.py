@@ -20,17 +20,17 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
-from induction_probes.circuits.common.config import Config
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.registry import Expects, Registry, UnknownName, resolve, top_level_reference
-from induction_probes.circuits.common.validation import quoted
+from induction_probes.circuits.config import Config
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.recipes.gaussian import GaussianRecipe, ToyRecipe
 from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
 from induction_probes.circuits.recipes.text import TextRecipe
+from induction_probes.circuits.registry import Expects, Registry, UnknownName, resolve, top_level_reference
 from induction_probes.circuits.tasks.base import TaskConfig
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.tasks.text import TextTask
+from induction_probes.circuits.validation import quoted
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from induction_probes.circuits.common.config import nested, option
+from induction_probes.circuits.config import nested, option
 from induction_probes.circuits.recipes.base import int_tuple, one_or_per_layer
 from induction_probes.circuits.recipes.transformer import TransformerRecipe
 from induction_probes.circuits.tasks.text import BYTES, TextTask

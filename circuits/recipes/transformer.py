@@ -12,12 +12,12 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from induction_probes.circuits.common.config import option
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.lazy import lazy_module
-from induction_probes.circuits.common.limits import MAX_LAYERS, require_at_most
-from induction_probes.circuits.common.validation import quoted, require_int
+from induction_probes.circuits.config import option
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.lazy import lazy_module
+from induction_probes.circuits.limits import MAX_LAYERS, require_at_most
 from induction_probes.circuits.recipes.base import Recipe, int_tuple, one_or_per_layer
+from induction_probes.circuits.validation import quoted, require_int
 
 # the command line builds `train`'s options from these recipes at --help: torch and the model configs load
 # when a model is first built

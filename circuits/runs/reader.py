@@ -15,24 +15,24 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from induction_probes.circuits.common.devices import resolve_device
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import MAX_TEXT_BYTES
-from induction_probes.circuits.common.untrusted import (
+from induction_probes.circuits.devices import resolve_device
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.limits import MAX_TEXT_BYTES
+from induction_probes.circuits.models.classes import build_model, config_class
+from induction_probes.circuits.models.minimal import MinimalConfig
+from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
+from induction_probes.circuits.models.model_classes import MODEL_CLASSES
+from induction_probes.circuits.recipes.task_kinds import plugin_hint, recipe_from_json, task_from_json
+from induction_probes.circuits.runs.layout import checkpoint_file
+from induction_probes.circuits.runs.shipped import resolve_run
+from induction_probes.circuits.untrusted import (
     CheckpointError,
     NotFiniteError,
     not_a_number,
     read_text,
     refuse_links,
 )
-from induction_probes.circuits.common.validation import quoted
-from induction_probes.circuits.models.classes import build_model, config_class
-from induction_probes.circuits.models.minimal import MinimalConfig
-from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
-from induction_probes.circuits.models.registry import MODEL_CLASSES
-from induction_probes.circuits.recipes.task_kinds import plugin_hint, recipe_from_json, task_from_json
-from induction_probes.circuits.runs.layout import checkpoint_file
-from induction_probes.circuits.runs.shipped import resolve_run
+from induction_probes.circuits.validation import quoted
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:

@@ -8,8 +8,8 @@ import os
 from importlib import resources
 from pathlib import Path
 
-from induction_probes.circuits.common.untrusted import CheckpointError
-from induction_probes.circuits.common.validation import quoted
+from induction_probes.circuits.untrusted import CheckpointError
+from induction_probes.circuits.validation import quoted
 
 
 def shipped_runs_dir() -> Path | None:

@@ -16,11 +16,11 @@ from pathlib import Path
 import torch
 from safetensors.torch import save
 
-from induction_probes.circuits.common.untrusted import CheckpointError, refuse_links
 from induction_probes.circuits.models.classes import model_class_name
 from induction_probes.circuits.recipes.task_kinds import plugin_of
 from induction_probes.circuits.runs.layout import LOCK_FILE, checkpoint_file
 from induction_probes.circuits.runs.reader import read_manifest, read_metrics_lines
+from induction_probes.circuits.untrusted import CheckpointError, refuse_links
 
 TEMPORARY_SUFFIX = ".tmp"  # write_atomic writes FILE through .FILE.<random>.tmp beside it
 

@@ -11,9 +11,8 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 
-from induction_probes.circuits.common.registry import outside_registrations, register_again
-from induction_probes.circuits.common.untrusted import CheckpointError, read_text, refuse_links_below
 from induction_probes.circuits.recipes.task_kinds import recipe_from_json
+from induction_probes.circuits.registry import outside_registrations, register_again
 from induction_probes.circuits.runs.layout import RESUME_FILE
 from induction_probes.circuits.runs.reader import read_manifest, sha256_of
 from induction_probes.circuits.sweeps.sweep_spec import Cell, SpecError
@@ -21,6 +20,7 @@ from induction_probes.circuits.sweeps.worker_start import drop_current_folder
 from induction_probes.circuits.training.run_lock import RunLocked
 from induction_probes.circuits.training.toy import train_toy
 from induction_probes.circuits.training.train import saved_recipe, train_run
+from induction_probes.circuits.untrusted import CheckpointError, read_text, refuse_links_below
 
 
 def cell_status(path: Path, recipe, root: Path) -> str:

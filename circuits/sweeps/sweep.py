@@ -16,8 +16,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
-from induction_probes.circuits.common.devices import parse_device, resolve_device, visible_gpus
-from induction_probes.circuits.common.untrusted import lock_or_refuse, open_for_writing
+from induction_probes.circuits.devices import parse_device, resolve_device, visible_gpus
 from induction_probes.circuits.runs.writer import is_temporary_of, write_atomic
 from induction_probes.circuits.sweeps.cells import (  # noqa: F401 (the sweep's API: a cell's status and its run)
     HEARTBEAT_SECONDS,
@@ -40,6 +39,7 @@ from induction_probes.circuits.sweeps.sweep_spec import (  # noqa: F401 (the swe
     schedule_notes,
 )
 from induction_probes.circuits.sweeps.worker_start import safe_children, start_worker, worker_context
+from induction_probes.circuits.untrusted import lock_or_refuse, open_for_writing
 
 
 class SweepBusy(SpecError):

@@ -37,14 +37,14 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from induction_probes.circuits.common.config import MissingOption, config_from_options, option_names
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import MAX_CELLS, MAX_NAME, MAX_SPEC_BYTES
-from induction_probes.circuits.common.untrusted import read_text
-from induction_probes.circuits.common.validation import quoted
+from induction_probes.circuits.config import MissingOption, config_from_options, option_names
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.limits import MAX_CELLS, MAX_NAME, MAX_SPEC_BYTES
 from induction_probes.circuits.recipes.base import SEED_FIELDS, seeds_from
 from induction_probes.circuits.recipes.task_kinds import recipe_entry, recipe_names
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS
+from induction_probes.circuits.untrusted import read_text
+from induction_probes.circuits.validation import quoted
 
 
 def sweep_recipes() -> list[str]:
@@ -153,7 +153,7 @@ def condition_label(name: str, grid_point: dict) -> str:
     if long:
         raise SpecError(
             f"{quoted(long[0][:20])}... ({len(long[0])} characters) cannot name a directory of the sweep: "
-            f"at most {MAX_NAME} characters (circuits/common/limits.py)"
+            f"at most {MAX_NAME} characters (circuits/limits.py)"
         )
     return "/".join(parts)
 
@@ -241,7 +241,7 @@ def check_cell_count(source: str, n_seeds: int, n_conditions: int, grid_sizes: l
         sizes = " x ".join(map(str, [n_conditions, *grid_sizes, n_seeds]))
         raise SpecError(
             f"{source}: {sizes} (conditions x grid values x seeds) cells is above the limit of "
-            f"{MAX_CELLS:,} (circuits/common/limits.py)"
+            f"{MAX_CELLS:,} (circuits/limits.py)"
         )
 
 

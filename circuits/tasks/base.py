@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from induction_probes.circuits.common.config import Config
+from induction_probes.circuits.config import Config
 
 if TYPE_CHECKING:
     from jaxtyping import Float, UInt8

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from induction_probes.circuits.common.untrusted import CheckpointError, lock_or_refuse, open_for_writing
 from induction_probes.circuits.runs.layout import LOCK_FILE
+from induction_probes.circuits.untrusted import CheckpointError, lock_or_refuse, open_for_writing
 
 HOLDER_BYTES = 32  # a process id and a newline; a longer content is not ours and is not read
 

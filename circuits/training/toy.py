@@ -10,7 +10,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.common.devices import device_kind, resolve_device
+from induction_probes.circuits.devices import device_kind, resolve_device
 from induction_probes.circuits.models.toy import ToyModel
 from induction_probes.circuits.recipes.gaussian import ToyRecipe
 from induction_probes.circuits.runs.writer import RunWriter, run_config

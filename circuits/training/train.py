@@ -26,9 +26,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from induction_probes.circuits.common.devices import device_kind, resolve_device
-from induction_probes.circuits.common.untrusted import CheckpointError, refuse_links
-from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.devices import device_kind, resolve_device
 from induction_probes.circuits.models.classes import build_model
 from induction_probes.circuits.recipes.base import Recipe
 from induction_probes.circuits.recipes.task_kinds import recipe_from_json
@@ -37,6 +35,8 @@ from induction_probes.circuits.runs.reader import Run, read_json, read_manifest
 from induction_probes.circuits.runs.writer import RunWriter, refuse_a_used_folder, run_config, save_tensors, write_json
 from induction_probes.circuits.tasks.base import EvalSet, Stream
 from induction_probes.circuits.training.run_lock import only_writer
+from induction_probes.circuits.untrusted import CheckpointError, refuse_links
+from induction_probes.circuits.validation import require_int
 
 
 def checkpoint_schedule(steps: int, n_checkpoints: int) -> list[int]:

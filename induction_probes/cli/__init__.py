@@ -2,10 +2,10 @@
 one function of the report layer (:mod:`induction_probes.probes.report`) and prints.
 
 Every sub-command prints a readable table, or JSON with ``--json``. Bad input of any kind (argparse's errors,
-the API's :class:`~induction_probes.circuits.common.errors.BadInput`) ends with one line on stderr and exit
+the API's :class:`~induction_probes.circuits.errors.BadInput`) ends with one line on stderr and exit
 status 2; anything else is a bug of ours: one line, status 1, its traceback in a file the line names.
 Parsing imports no torch, so ``--help`` and usage errors answer at once: every command module is loaded to
-build the parser, so each declares what its handlers call as a ``lazy_module`` (circuits/common/lazy.py),
+build the parser, so each declares what its handlers call as a ``lazy_module`` (circuits/lazy.py),
 loaded once a command runs. No command module imports another (tests/unit/test_layers.py). The modules named in
 ``$INDUCTION_PROBES_PLUGINS`` are imported first, so that what they register is on the command line.
 """
@@ -16,11 +16,11 @@ import os
 import sys
 from collections.abc import Sequence
 
-from induction_probes.circuits.common.devices import resolve_device
-from induction_probes.circuits.common.errors import BAD_INPUT, bug_report
-from induction_probes.circuits.common.lazy import lazy_module
-from induction_probes.circuits.common.registry import load_plugins
-from induction_probes.circuits.common.validation import IncompleteResult
+from induction_probes.circuits.devices import resolve_device
+from induction_probes.circuits.errors import BAD_INPUT, bug_report
+from induction_probes.circuits.lazy import lazy_module
+from induction_probes.circuits.registry import load_plugins
+from induction_probes.circuits.validation import IncompleteResult
 from induction_probes.cli import baselines, experiments, llc, movie, paper, probe, runs, sweep, train, verify
 from induction_probes.cli.common import PROG, Parser, UsageError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.circuits.common.lazy import lazy_module
+from induction_probes.circuits.lazy import lazy_module
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.cli.common import (
     add_config_options,

@@ -9,16 +9,16 @@ import os
 from dataclasses import MISSING, fields
 from pathlib import Path
 
-from induction_probes.circuits.common.config import (  # noqa: F401 (the command modules import them from here)
+from induction_probes.circuits.config import (  # noqa: F401 (the command modules import them from here)
     config_from_options,
     count,
     option_names,
 )
-from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED, PROBE_SEQS
-from induction_probes.circuits.common.devices import DeviceOptions
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import require_seed
+from induction_probes.circuits.defaults import LM_PROBE_SEQS, PROBE_SEED, PROBE_SEQS
+from induction_probes.circuits.devices import DeviceOptions
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop import model_sources
+from induction_probes.circuits.limits import require_seed
 from induction_probes.probes.lm.options import (
     INDUCTION_OPTIONS,
     LM_OPTIONS,
@@ -56,7 +56,7 @@ def run_name(text: str) -> str:
 
 
 def seed(text: str) -> int:
-    """The type of every --seed: an integer from 0 to circuits/common/limits.py's MAX_SEED, checked while parsing."""
+    """The type of every --seed: an integer from 0 to circuits/limits.py's MAX_SEED, checked while parsing."""
     try:
         return require_seed("a seed", int(text))
     except ValueError as error:

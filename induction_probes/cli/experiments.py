@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.circuits.common.lazy import lazy_module
+from induction_probes.circuits.lazy import lazy_module
 from induction_probes.circuits.recipes.gaussian import ToyRecipe
 from induction_probes.cli.common import (
     add_config_options,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.circuits.common.defaults import LLC_CHECKPOINTS, LLC_SEQS, PROBE_SEED
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.lazy import lazy_module
+from induction_probes.circuits.defaults import LLC_CHECKPOINTS, LLC_SEQS, PROBE_SEED
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.lazy import lazy_module
 from induction_probes.cli.common import (
     add_config_options,
     add_device_option,

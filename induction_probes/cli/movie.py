@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, MOVIE_FRAMES, PAGE_SEQS, PROBE_SEED
-from induction_probes.circuits.common.lazy import lazy_module
+from induction_probes.circuits.defaults import LM_PROBE_SEQS, MOVIE_FRAMES, PAGE_SEQS, PROBE_SEED
+from induction_probes.circuits.lazy import lazy_module
 from induction_probes.cli.common import add_device_option, count, device_of, path, run_name, seed
 
 # what the handler calls, loaded once a command runs: parsing (and --help) imports no torch

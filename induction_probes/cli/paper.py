@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.circuits.common.lazy import lazy_module
+from induction_probes.circuits.lazy import lazy_module
 from induction_probes.cli.common import path
 
 # what the handlers call, loaded once a command runs: parsing (and --help) imports no torch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 import induction_probes.probes.report.views as views
-from induction_probes.circuits.common.lazy import lazy_module
+from induction_probes.circuits.lazy import lazy_module
 from induction_probes.cli.common import (
     add_device_option,
     add_output_options,

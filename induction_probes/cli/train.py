@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.lazy import lazy_module
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.lazy import lazy_module
 from induction_probes.circuits.recipes.base import seeds_from
 from induction_probes.circuits.recipes.task_kinds import recipe_entries, recipe_entry
 from induction_probes.cli.common import (

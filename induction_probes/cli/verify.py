@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.lazy import lazy_module
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.lazy import lazy_module
 from induction_probes.cli.common import (
     add_device_option,
     add_output_options,

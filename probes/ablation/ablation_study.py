@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
-from induction_probes.circuits.common.devices import model_device
-from induction_probes.circuits.common.metrics import mse_over_variance
-from induction_probes.circuits.common.names import head_label
+from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
+from induction_probes.circuits.devices import model_device
+from induction_probes.circuits.metrics import mse_over_variance
+from induction_probes.circuits.names import head_label
 from induction_probes.circuits.runs.reader import Run, run_task
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet

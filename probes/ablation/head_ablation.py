@@ -26,8 +26,8 @@ import torch
 from jaxtyping import Float, Shaped
 from torch import Tensor
 
-from induction_probes.circuits.common.devices import model_device
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.devices import model_device
+from induction_probes.circuits.errors import BadInput
 from induction_probes.probes.attention.patterns import run_with_captures
 
 if TYPE_CHECKING:

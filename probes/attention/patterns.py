@@ -26,8 +26,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from induction_probes.circuits.common.devices import model_device
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.devices import model_device
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.attention_masks import matching_keys
 from induction_probes.circuits.tasks.gaussian.sequences import bilinear, windows
 

@@ -15,7 +15,7 @@ Imports nothing heavy: the entries are resolved on first use."""
 
 from __future__ import annotations
 
-from induction_probes.circuits.common.registry import Registry, python_function
+from induction_probes.circuits.registry import Registry, python_function
 
 _SCORES = "induction_probes.probes.attention.scores"
 

@@ -15,7 +15,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.attention_masks import matching_keys
 from induction_probes.probes.attention.patterns import (
     bigram_matching_sums,

@@ -21,9 +21,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.common.defaults import PROBE_SEED
-from induction_probes.circuits.common.devices import model_device
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.defaults import PROBE_SEED
+from induction_probes.circuits.devices import model_device
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.tasks.markov.prior_registry import SIMPLE_PRIORS
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.behaviour.icl_behaviour import behaviour

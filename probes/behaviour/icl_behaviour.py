@@ -11,7 +11,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.attention_masks import matching_keys
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet, closest_strategy
 from induction_probes.probes.intervals import Estimate, mean_interval

@@ -19,8 +19,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.common.devices import model_device
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.devices import model_device
+from induction_probes.circuits.errors import BadInput
 
 if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import HookedModel

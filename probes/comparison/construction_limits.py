@@ -24,17 +24,17 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.common.devices import model_device
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.metrics import kl_divergence, linear_fit, mse_over_mean_square
-from induction_probes.circuits.common.validation import require_int, require_positive
 from induction_probes.circuits.constructions.edelman import empirical_bigram, prop21, prop21_limit
 from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.constructions.wang import wang_ih2, wang_ihn
+from induction_probes.circuits.devices import model_device
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.metrics import kl_divergence, linear_fit, mse_over_mean_square
 from induction_probes.circuits.models.attention_masks import matching_keys
 from induction_probes.circuits.tasks.gaussian.sequences import induction_head, sample_sequences
 from induction_probes.circuits.tasks.markov.chains import sample_markov
 from induction_probes.circuits.tasks.markov.strategies import strategy_predictions
+from induction_probes.circuits.validation import require_int, require_positive
 from induction_probes.probes.attention.patterns import bigram_matching_score, previous_token_score, run_with_patterns
 
 DEFAULT_CS = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0)

@@ -12,10 +12,10 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.common.devices import on_cpu
-from induction_probes.circuits.common.errors import BadInput
 from induction_probes.circuits.constructions.edelman import prop21
 from induction_probes.circuits.constructions.loading import load_construction
+from induction_probes.circuits.devices import on_cpu
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.attention_masks import causal_mask, previous_tokens
 from induction_probes.probes.attention.patterns import positional_profiles, run_with_captures, run_with_patterns
 from induction_probes.probes.progress.crossing_caveats import coarse_warnings, initial_model_of, progress_warnings

@@ -28,7 +28,7 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.transforms import offset_copy
 
-from induction_probes.circuits.common.names import head_label, heads_label  # noqa: F401 (the figures' import)
+from induction_probes.circuits.names import head_label, heads_label  # noqa: F401 (the figures' import)
 from induction_probes.circuits.runs.writer import write_atomic
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 

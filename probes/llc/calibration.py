@@ -30,7 +30,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 from induction_probes.probes.llc.estimator import estimate_llc
 
 

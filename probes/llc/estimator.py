@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import MAX_BURN_IN, MAX_CHAINS, MAX_DRAWS, require_at_most
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.limits import MAX_BURN_IN, MAX_CHAINS, MAX_DRAWS, require_at_most
 from induction_probes.probes.llc.curvature import (
     curvature,
     gradient_shift,
@@ -62,7 +62,7 @@ STEP_SHARE = 0.1  # ε (nβ λ_max + γ)
 MAX_BATCH = 256
 SMALLEST_STEP = float(torch.finfo(torch.float32).tiny)  # the sampler updates float32 weights: a smaller step is 0
 MAX_RULE_STEPS = MAX_BURN_IN  # a burn-in the rule derives beyond this would sample for hours: it must be asked for
-LIMITS = {"chains": MAX_CHAINS, "draws": MAX_DRAWS, "burn_in": MAX_BURN_IN}  # circuits/common/limits.py
+LIMITS = {"chains": MAX_CHAINS, "draws": MAX_DRAWS, "burn_in": MAX_BURN_IN}  # circuits/limits.py
 CHECK_FACTOR = 0.25  # the stability check samples again at γ · this (module docstring)
 CHECK_SHARE = 0.1  # the check flags a change beyond this share of the estimate (plus two standard errors)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from induction_probes.circuits.common.config import Config, option, option_names
+from induction_probes.circuits.config import Config, option, option_names
 
 RULE = "(default: the estimator's rule, see docs/learning-coefficient.md)"
 

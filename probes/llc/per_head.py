@@ -38,10 +38,10 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from induction_probes.circuits.common.defaults import PROBE_SEED
-from induction_probes.circuits.common.names import head_label
-from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.defaults import PROBE_SEED
+from induction_probes.circuits.names import head_label
 from induction_probes.circuits.runs.reader import Run, as_run
+from induction_probes.circuits.validation import require_int
 from induction_probes.probes.llc.chain_intervals import chain_estimate
 from induction_probes.probes.llc.estimator import LLCError, estimate_llc
 from induction_probes.probes.llc.markov import next_token_loss

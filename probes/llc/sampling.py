@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 from induction_probes.probes.llc.curvature import sampled_parameters
 
 if TYPE_CHECKING:

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 import torch
 from tqdm.auto import tqdm
 
-from induction_probes.circuits.common.defaults import PROBE_SEED
-from induction_probes.circuits.common.devices import model_device
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import require_seed
-from induction_probes.circuits.common.names import head_label, heads_label
+from induction_probes.circuits.defaults import PROBE_SEED
+from induction_probes.circuits.devices import model_device
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import as_hooked
 from induction_probes.circuits.interop.resume import resid_pre_hook, run_from_layer
+from induction_probes.circuits.limits import require_seed
+from induction_probes.circuits.names import head_label, heads_label
 from induction_probes.probes.ablation.head_ablation import MODES, ablation_hooks, check_heads, heads_in_layer
 from induction_probes.probes.attention.patterns import run_with_captures
 from induction_probes.probes.intervals import Estimate, bootstrap_ratio_interval, mean_interval

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from induction_probes.circuits.common.defaults import PROBE_SEED
-from induction_probes.circuits.common.devices import model_device
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.defaults import PROBE_SEED
+from induction_probes.circuits.devices import model_device
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import as_hooked
 from induction_probes.probes.ablation.head_ablation import is_index, reference_z, z_hook
 from induction_probes.probes.lm.ablation import ablate

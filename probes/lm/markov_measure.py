@@ -50,7 +50,7 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from induction_probes.circuits.common.metrics import kl_divergence
+from induction_probes.circuits.metrics import kl_divergence
 from induction_probes.circuits.models.attention_masks import matching_keys
 from induction_probes.probes.attention.patterns import (
     bigram_matching_score,

@@ -34,8 +34,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from induction_probes.circuits.common.devices import model_device
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.devices import model_device
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import as_hooked
 from induction_probes.probes.attention.patterns import pattern_hook, previous_token_per_sequence, run_with_captures
 from induction_probes.probes.intervals import bootstrap_mean_interval, mean_interval

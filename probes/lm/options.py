@@ -10,7 +10,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from induction_probes.circuits.common.config import Config, count, option, option_names
+from induction_probes.circuits.config import Config, count, option, option_names
 
 
 def length_range(text: str) -> int | tuple[int, int]:

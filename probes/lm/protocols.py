@@ -27,9 +27,9 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import require_numbers, require_seed
+from induction_probes.circuits.defaults import LM_PROBE_SEQS, PROBE_SEED
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.limits import require_numbers, require_seed
 from induction_probes.probes.ablation.head_ablation import is_index
 from induction_probes.probes.intervals import Estimate, mean_interval
 

@@ -32,7 +32,7 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from induction_probes.circuits.common.names import head_label, heads_label
+from induction_probes.circuits.names import head_label, heads_label
 from induction_probes.probes.ablation.head_ablation import ablation_hooks
 from induction_probes.probes.attention.patterns import pattern_hook, run_with_captures
 from induction_probes.probes.intervals import bootstrap_mean_interval

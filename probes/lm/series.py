@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.names import head_label
+from induction_probes.circuits.defaults import LM_PROBE_SEQS, PROBE_SEED
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import as_hooked, load_bridge
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, require_series
+from induction_probes.circuits.names import head_label
 from induction_probes.circuits.sweeps.ray_backend import ray_session
 from induction_probes.circuits.sweeps.worker_start import drop_current_folder
 from induction_probes.probes.attention.patterns import run_with_patterns

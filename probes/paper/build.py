@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.runs.writer import write_atomic
 from induction_probes.probes.paper.beyond import clamps_entry, llc_entry, per_head_llc_entry
 from induction_probes.probes.paper.edelman import edelman_run_entries

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 from induction_probes.probes.figures.plots_sweep import plot_sweep_summary
 from induction_probes.probes.paper.entries import (
     AGREE,

@@ -6,7 +6,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 
 AGREE, DIFFER, PARTLY, NOT_YET = "agree", "differ", "partly", "not reproduced yet"
 # a rule's "differ" where the authors state no settings to reproduce: ours decide it, stated (at_our_settings)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from induction_probes.circuits.common.defaults import PAGE_SEQS, PROBE_SEED
+from induction_probes.circuits.defaults import PAGE_SEQS, PROBE_SEED
 from induction_probes.probes.attention.patterns import chance_scores, run_with_patterns
 from induction_probes.probes.behaviour.icl_behaviour import (
     even_sequence,

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.untrusted import read_text
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.untrusted import read_text
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 RESULTS = REPOSITORY / "experiments" / "results"

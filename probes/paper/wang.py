@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
-from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
-from induction_probes.circuits.common.metrics import linear_fit
+from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
+from induction_probes.circuits.metrics import linear_fit
 from induction_probes.circuits.models.toy import reach_step, toy_phases
 from induction_probes.probes.ablation.ablation_study import gaussian_ablation_study
 from induction_probes.probes.ablation.head_ablation import single_heads

@@ -43,7 +43,7 @@ from torch import Tensor
 from transformer_lens import FactoredMatrix
 from transformer_lens.utilities import composition_scores
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 from induction_probes.probes.progress.logit_space import shift_free, through_final_norm
 from induction_probes.probes.tidy import Tidy, progress_records
 

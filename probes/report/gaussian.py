@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 from induction_probes.probes.figures.plots import figure_name
 from induction_probes.probes.figures.plots_circuit import plot_gaussian_scores, plot_gaussian_training
 from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures

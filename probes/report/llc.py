@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from induction_probes.circuits.common.defaults import LLC_CHECKPOINTS, LLC_SEQS, PROBE_SEED
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import MAX_CHECKPOINTS, require_at_most
-from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.defaults import LLC_CHECKPOINTS, LLC_SEQS, PROBE_SEED
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.limits import MAX_CHECKPOINTS, require_at_most
 from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy
+from induction_probes.circuits.validation import require_int
 from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
 from induction_probes.probes.figures.plots_llc import plot_llc
 from induction_probes.probes.llc.calibration import calibrate

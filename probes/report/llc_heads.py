@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from induction_probes.circuits.common.defaults import PROBE_SEED
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.defaults import PROBE_SEED
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.probes.figures.plots_llc import plot_per_head_llc
 from induction_probes.probes.llc.block_calibration import calibrate_blocks, gate_cases

@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.names import head_label
-from induction_probes.circuits.common.untrusted import read_text
+from induction_probes.circuits.defaults import LM_PROBE_SEQS, PROBE_SEED
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import load_bridge
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, as_source, require_model
+from induction_probes.circuits.names import head_label
+from induction_probes.circuits.untrusted import read_text
 from induction_probes.probes.lm.measure import text_icl_score
 from induction_probes.probes.lm.roles import THRESHOLD, heads_text, interval_text
 from induction_probes.probes.lm.series import probe, probe_series

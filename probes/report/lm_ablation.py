@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.names import head_label
+from induction_probes.circuits.defaults import LM_PROBE_SEQS, PROBE_SEED
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, as_source
+from induction_probes.circuits.names import head_label
 from induction_probes.probes.ablation.head_ablation import check_heads, parse_head_list, single_heads
 from induction_probes.probes.lm.ablation import ablate, check_mode
 from induction_probes.probes.lm.attribution import Screen, ranked_heads, screen_heads

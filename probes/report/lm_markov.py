@@ -12,13 +12,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from induction_probes.circuits.common.defaults import PROBE_SEED
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import require_seed
-from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.defaults import PROBE_SEED
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import as_hooked, load_bridge
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, find_source, require_model
+from induction_probes.circuits.limits import require_seed
 from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.validation import require_int
 from induction_probes.probes.lm.markov import STRATEGIES, MarkovProbe, interval, labels, probe_markov_series, span
 from induction_probes.probes.lm.markov_measure import REFERENCES
 from induction_probes.probes.lm.markov_plots import plot_markov_model, plot_markov_series

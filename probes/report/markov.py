@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.runs.reader import run_task
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 from induction_probes.circuits.tasks.markov.task import MarkovTask

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from induction_probes.circuits.common.defaults import PAGE_SEQS, PROBE_SEED
+from induction_probes.circuits.defaults import PAGE_SEQS, PROBE_SEED
 from induction_probes.probes.ablation.ablation_study import ablation_study
 from induction_probes.probes.ablation.head_ablation import single_heads
 from induction_probes.probes.comparison.trained_vs_prop21 import compare_with_prop21

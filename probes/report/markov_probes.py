@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from induction_probes.circuits.common.names import head_label
+from induction_probes.circuits.names import head_label
 from induction_probes.probes.attention.patterns import chance_scores, run_with_patterns
 from induction_probes.probes.behaviour.icl_behaviour import even_sequence, illustrative_steps, strategy_phases
 from induction_probes.probes.figures.plots import (

@@ -15,10 +15,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from induction_probes.circuits.common.defaults import MOVIE_FRAMES, PAGE_SEQS, PROBE_SEED
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.names import head_label
+from induction_probes.circuits.defaults import MOVIE_FRAMES, PAGE_SEQS, PROBE_SEED
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, find_source
+from induction_probes.circuits.names import head_label
 from induction_probes.circuits.runs.reader import Run, RunOrPath
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy

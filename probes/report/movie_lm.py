@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from induction_probes.circuits.common.defaults import LM_PROBE_SEQS
-from induction_probes.circuits.common.names import head_label
+from induction_probes.circuits.defaults import LM_PROBE_SEQS
 from induction_probes.circuits.interop.language_models import load_bridge
 from induction_probes.circuits.interop.model_sources import Series
+from induction_probes.circuits.names import head_label
 from induction_probes.probes.ablation.head_ablation import parse_heads
 from induction_probes.probes.attention.patterns import run_with_patterns
 from induction_probes.probes.lm.protocols import repeated_random_tokens

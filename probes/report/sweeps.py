@@ -13,9 +13,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.validation import IncompleteResult
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.sweeps.sweep import SPEC_FILE, read_spec, run_sweep
+from induction_probes.circuits.validation import IncompleteResult
 from induction_probes.probes.figures.plots_sweep import plot_sweep_summary
 from induction_probes.probes.figures.plots_task_sweep import plot_task_sweep
 from induction_probes.probes.figures.plots_toy import plot_toy_sweep

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.names import heads_label
-from induction_probes.circuits.common.paths import portable
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.names import heads_label
+from induction_probes.circuits.paths import portable
 
 if TYPE_CHECKING:
     from induction_probes.circuits.runs.reader import Run

@@ -9,9 +9,9 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from induction_probes.circuits.common.defaults import PAGE_SEQS, PROBE_SEED
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.names import head_label
+from induction_probes.circuits.defaults import PAGE_SEQS, PROBE_SEED
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.names import head_label
 from induction_probes.probes.ablation.head_ablation import single_heads
 from induction_probes.probes.figures.plots import figure_name, heads_label
 from induction_probes.probes.figures.plots_task import plot_task_ablation, plot_task_metrics, plot_task_probes

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.toy import PARAMETERS, fit_plateau, toy_phases
 from induction_probes.circuits.recipes.gaussian import ToyRecipe
 from induction_probes.circuits.sweeps.experiments import SWEEP_RECIPE, ih4_capacity, toy_sweep

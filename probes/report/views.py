@@ -23,10 +23,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.lazy import lazy_module
-from induction_probes.circuits.common.paths import path_argument, plot_folder
+from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.lazy import lazy_module
+from induction_probes.circuits.paths import path_argument, plot_folder
 from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, TaskView
 
 # the command line imports this module while it parses: runs and ablations load when a view runs

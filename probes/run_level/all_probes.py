@@ -14,11 +14,11 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.common.defaults import PROBE_SEED, PROBE_SEQS
-from induction_probes.circuits.common.devices import on_cpu
-from induction_probes.circuits.common.metrics import mse_over_variance
-from induction_probes.circuits.common.registry import resolve
+from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
+from induction_probes.circuits.devices import on_cpu
+from induction_probes.circuits.metrics import mse_over_variance
 from induction_probes.circuits.recipes.task_kinds import TASK_KINDS
+from induction_probes.circuits.registry import resolve
 from induction_probes.circuits.runs.reader import Run, run_task
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet

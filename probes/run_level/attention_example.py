@@ -7,7 +7,7 @@ from __future__ import annotations
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.common.names import head_label
+from induction_probes.circuits.names import head_label
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.probes.attention.patterns import run_with_patterns

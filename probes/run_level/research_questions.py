@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.behaviour.icl_behaviour import Phase, strategy_phases
 from induction_probes.probes.progress.progress_measures import SCALAR_MEASURES, config_calibration

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from induction_probes.circuits.common.defaults import PROBE_SEED
+from induction_probes.circuits.defaults import PROBE_SEED
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.attention.patterns import chance_scores
 from induction_probes.probes.attention.probe_registry import PROBES

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from induction_probes.circuits.common.devices import model_device
+from induction_probes.circuits.devices import model_device
 from induction_probes.probes.ablation.head_ablation import run_ablated
 from induction_probes.probes.attention.scores import attention_probes
 from induction_probes.probes.tidy import Tidy, per_head, row

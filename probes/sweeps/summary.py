@@ -30,14 +30,14 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from induction_probes.circuits.common.defaults import PROBE_SEED
-from induction_probes.circuits.common.paths import portable
-from induction_probes.circuits.common.untrusted import require_finite
-from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.defaults import PROBE_SEED
+from induction_probes.circuits.paths import portable
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.sweeps.sweep import SPEC_FILE, SpecError, cell_status, is_finished, read_spec  # noqa: F401
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy, strategy_name
 from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.untrusted import require_finite
+from induction_probes.circuits.validation import require_int
 from induction_probes.probes.attention.patterns import positional_profiles
 from induction_probes.probes.attention.scores import attention_probes
 from induction_probes.probes.behaviour.by_prior import evaluate_run_on_priors, prior_names, prior_task

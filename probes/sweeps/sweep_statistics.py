@@ -28,7 +28,7 @@ from __future__ import annotations
 from itertools import combinations
 from pathlib import Path
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.runs.reader import read_json
 from induction_probes.probes.attention.patterns import alternation_fading, odd_even_excess
 from induction_probes.probes.sweeps.statistics import (

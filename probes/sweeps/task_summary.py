@@ -19,10 +19,10 @@ from __future__ import annotations
 from itertools import combinations
 from pathlib import Path
 
-from induction_probes.circuits.common.defaults import PROBE_SEED
-from induction_probes.circuits.common.paths import portable
-from induction_probes.circuits.common.untrusted import require_finite
+from induction_probes.circuits.defaults import PROBE_SEED
+from induction_probes.circuits.paths import portable
 from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.untrusted import require_finite
 from induction_probes.probes.progress.weight_norms import weight_curves
 from induction_probes.probes.run_level.all_probes import probe_run
 from induction_probes.probes.run_level.task_probes import scalar_metrics

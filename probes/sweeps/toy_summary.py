@@ -23,10 +23,10 @@ from pathlib import Path
 
 from scipy.stats import binomtest
 
-from induction_probes.circuits.common.paths import portable
-from induction_probes.circuits.common.untrusted import require_finite
 from induction_probes.circuits.models.toy import count_plateaus, reach_step, toy_phases
+from induction_probes.circuits.paths import portable
 from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.untrusted import require_finite
 from induction_probes.probes.sweeps.statistics import interval, paired_comparison, welch_comparison
 
 CURVES = ("loss", "loss_4gram", "loss_induction")

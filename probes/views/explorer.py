@@ -18,7 +18,7 @@ from pathlib import Path
 
 import circuitsvis
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 
 BUNDLE = Path(circuitsvis.__file__).parent / "dist" / "cdn" / "iife.js"
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from induction_probes.circuits.common.devices import DeviceError, parse_device, resolve_device
+from induction_probes.circuits.devices import DeviceError, parse_device, resolve_device
 from induction_probes.circuits.recipes.gaussian import GaussianRecipe
 from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
 from induction_probes.circuits.runs.reader import Run

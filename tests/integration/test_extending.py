@@ -23,7 +23,7 @@ import torch
 
 import induction_probes
 from induction_probes import PROBES, TASK_KINDS, Recipe, RecipeEntry, TaskConfig, TaskKind
-from induction_probes.circuits.common.config import nested, option
+from induction_probes.circuits.config import nested, option
 from induction_probes.circuits.recipes.task_kinds import recipe_entry, recipe_names
 from induction_probes.cli import main
 

@@ -71,7 +71,7 @@ def test_on_the_plateau_the_argmax_signatures_hold_but_the_thresholds_do_not(run
 
 
 def test_a_summary_record_holds_layer_0s_profile_on_the_plateau_at_the_transition_and_at_the_end(run):
-    from induction_probes.circuits.common.defaults import PROBE_SEED
+    from induction_probes.circuits.defaults import PROBE_SEED
     from induction_probes.probes.attention.patterns import positional_profiles
     from induction_probes.probes.behaviour.icl_behaviour import strategy_phases
     from induction_probes.probes.sweeps.summary import PROFILE_DISTANCES, summarize_run

@@ -248,7 +248,7 @@ def test_a_run_that_crashed_before_its_first_resume_state_starts_over_on_resume(
 def test_a_second_trainer_on_the_same_directory_stops_at_once(tmp_path):
     import fcntl
 
-    from induction_probes.circuits.common.untrusted import CheckpointError
+    from induction_probes.circuits.untrusted import CheckpointError
 
     out = tmp_path / "run"
     out.mkdir()

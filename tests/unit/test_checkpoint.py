@@ -8,12 +8,12 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from induction_probes.circuits.common.untrusted import CheckpointError
 from induction_probes.circuits.recipes.markov import MarkovRecipe
 from induction_probes.circuits.runs.reader import Run, sha256_of
 from induction_probes.circuits.runs.shipped import resolve_run
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.training.train import train_run
+from induction_probes.circuits.untrusted import CheckpointError
 from induction_probes.cli import main
 
 TINY = MarkovRecipe(task=MarkovTask(k=2, seq_len=8), steps=6, batch_size=4, eval_seqs=20, n_checkpoints=4)
@@ -239,7 +239,7 @@ def test_sizes_in_a_config_are_checked_against_the_limits_before_anything_is_bui
 
 @pytest.mark.parametrize("name", ["config.json", "manifest.json", "metrics.jsonl"])
 def test_a_run_file_that_is_a_link_or_too_large_is_refused_before_it_is_read(tmp_path, name):
-    from induction_probes.circuits.common.limits import MAX_TEXT_BYTES
+    from induction_probes.circuits.limits import MAX_TEXT_BYTES
 
     run = tmp_path / "run"
     shutil.copytree(resolve_run("markov-k3"), run)

@@ -275,9 +275,9 @@ def test_an_error_that_is_no_bad_input_is_a_bug_status_1_with_its_traceback_kept
 
 
 def test_bad_input_of_the_api_is_one_class_and_still_a_value_error():
-    from induction_probes.circuits.common.errors import BadInput
-    from induction_probes.circuits.common.untrusted import CheckpointError
+    from induction_probes.circuits.errors import BadInput
     from induction_probes.circuits.sweeps.sweep_spec import SpecError
+    from induction_probes.circuits.untrusted import CheckpointError
 
     assert (
         issubclass(BadInput, ValueError) and issubclass(SpecError, BadInput) and issubclass(CheckpointError, BadInput)

@@ -16,7 +16,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.container import ErrorbarContainer
 from matplotlib.text import Text
 
-from induction_probes.circuits.common.metrics import mse_over_variance
+from induction_probes.circuits.metrics import mse_over_variance
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.ablation.ablation_study import relative_mse
 from induction_probes.probes.figures import plots, plots_circuit, plots_progress

@@ -1,4 +1,4 @@
-"""Absurd arguments: every size is checked against circuits/common/limits.py before anything is allocated or
+"""Absurd arguments: every size is checked against circuits/limits.py before anything is allocated or
 written, and every refusal is one line with status 2."""
 
 import pytest
@@ -40,7 +40,7 @@ def refused(argv: list[str], capsys) -> str:
 def test_sizes_above_the_limits_are_refused_before_anything_is_written(argv, tmp_path, capsys):
     out = tmp_path / "run"
     writes = ["--out", str(out)] if argv[0] in ("train", "toy") else []
-    assert "(circuits/common/limits.py)" in refused([*argv, *writes], capsys)
+    assert "(circuits/limits.py)" in refused([*argv, *writes], capsys)
     assert not out.exists()
 
 

@@ -118,7 +118,7 @@ def test_tokens_that_do_not_repeat_or_leave_the_vocabulary_are_refused(models):
 def test_a_device_this_machine_lacks_is_refused_before_the_folder_is_read(models, monkeypatch):
     from transformers import AutoModelForCausalLM
 
-    from induction_probes.circuits.common.devices import DeviceError
+    from induction_probes.circuits.devices import DeviceError
     from induction_probes.circuits.interop import language_models
 
     read = []

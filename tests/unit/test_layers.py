@@ -31,7 +31,7 @@ import pytest
 #   only parses, calls and prints).
 # - the face (induction_probes.__init__ and .lm) and, last, the command line.
 LAYERS: list[list[str]] = [
-    ["induction_probes.circuits", "induction_probes.circuits.common"],
+    ["induction_probes.circuits"],
     ["induction_probes.circuits.tasks"],
     ["induction_probes.circuits.models"],
     ["induction_probes.circuits.constructions", "induction_probes.circuits.recipes"],
@@ -112,7 +112,7 @@ def owner(name: str, modules) -> str | None:
 
 
 def lazy_declarations(tree: ast.AST):
-    """Every ``lazy_module("package.module")`` call (circuits/common/lazy.py): an import made on first use,
+    """Every ``lazy_module("package.module")`` call (circuits/lazy.py): an import made on first use,
     an edge of the graph like any other."""
     for node in ast.walk(tree):
         if (

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from induction_probes.circuits.common.limits import MAX_BURN_IN, MAX_CHAINS, MAX_DRAWS
+from induction_probes.circuits.limits import MAX_BURN_IN, MAX_CHAINS, MAX_DRAWS
 from induction_probes.cli import main
 from induction_probes.probes.llc.calibration import CASES
 from induction_probes.probes.llc.estimator import LLCError, LLCSettings
@@ -150,7 +150,7 @@ def test_llc_per_head_refuses_a_block_named_twice_in_one_line(capsys):
     ],
 )
 def test_llc_chains_draws_and_burn_in_above_their_limits_are_refused_in_one_line(option, says, capsys):
-    # issue 52 (B11): no limit before; the limits are circuits/common/limits.py's, checked by the API too
+    # issue 52 (B11): no limit before; the limits are circuits/limits.py's, checked by the API too
     assert says in one_line_refusal(["llc", "markov-k3", "--steps", "4000", *option], capsys)
     name = option[0][2:].replace("-", "_")
     with pytest.raises(LLCError, match=f"^{says}"):

@@ -13,7 +13,7 @@ import torch
 from lm_models import save_model
 
 from induction_probes import lm
-from induction_probes.circuits.common.defaults import LM_PROBE_SEQS, PROBE_SEED
+from induction_probes.circuits.defaults import LM_PROBE_SEQS, PROBE_SEED
 from induction_probes.probes.report.lm_markov import markov_lm_report
 
 

@@ -186,7 +186,7 @@ def test_an_index_naming_a_pipe_a_link_or_a_folder_inside_the_folder_is_refused(
 
 
 def test_weights_beyond_the_size_limit_are_refused_by_their_size(models, tmp_path, capsys):
-    from induction_probes.circuits.common.limits import MAX_LM_WEIGHT_BYTES
+    from induction_probes.circuits.limits import MAX_LM_WEIGHT_BYTES
 
     folder = copy_model(models, "gpt2", tmp_path / "model")
     os.truncate(folder / "model.safetensors", MAX_LM_WEIGHT_BYTES + 1)  # sparse: nothing is written to disk

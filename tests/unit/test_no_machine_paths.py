@@ -7,7 +7,7 @@ import subprocess
 import tomllib
 from pathlib import Path
 
-from induction_probes.circuits.common.paths import portable
+from induction_probes.circuits.paths import portable
 
 ROOT = Path(__file__).resolve().parents[2]
 # a POSIX path of two or more components not preceded by a word, a dot, a glob's "*" or a URL's "://", or a

@@ -8,9 +8,9 @@ import itertools
 import pytest
 
 from induction_probes import PROBES, TASK_KINDS
-from induction_probes.circuits.common.registry import PLUGINS_VARIABLE, UnusableEntry
 from induction_probes.circuits.recipes.markov import MarkovRecipe
 from induction_probes.circuits.recipes.task_kinds import recipe_entry
+from induction_probes.circuits.registry import PLUGINS_VARIABLE, UnusableEntry
 from induction_probes.cli import main
 
 NUMBERS = itertools.count()  # each plugin a module name of its own: a module that imported stays imported

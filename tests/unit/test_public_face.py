@@ -43,7 +43,7 @@ def test_the_language_model_face_says_what_it_exports_and_nothing_else_leaks():
 
 def test_the_question_helpers_the_ablation_table_and_the_llc_come_from_the_top():
     from induction_probes import ablation_frame, align_runs, estimate_llc, first_crossings, limits, phases, transition
-    from induction_probes.circuits.common import limits as deep_limits
+    from induction_probes.circuits import limits as deep_limits
     from induction_probes.probes import tidy
     from induction_probes.probes.llc import estimator
     from induction_probes.probes.run_level import research_questions as questions

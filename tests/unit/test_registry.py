@@ -11,20 +11,20 @@ import pytest
 import torch
 
 from induction_probes import MODEL_CLASSES, PRIORS, PROBES, TASK_KINDS, MarkovTask, RecipeEntry, TaskKind, nested
-from induction_probes.circuits.common.registry import (
-    Expects,
-    Registry,
-    UnknownName,
-    UnusableEntry,
-    outside_registrations,
-    register_again,
-)
 from induction_probes.circuits.recipes.markov import MarkovRecipe
 from induction_probes.circuits.recipes.task_kinds import (
     recipe_entry,
     recipe_names,
     register_task,
     unregister_task,
+)
+from induction_probes.circuits.registry import (
+    Expects,
+    Registry,
+    UnknownName,
+    UnusableEntry,
+    outside_registrations,
+    register_again,
 )
 from induction_probes.circuits.tasks.markov.prior_registry import SIMPLE_PRIORS
 
@@ -88,7 +88,7 @@ def test_the_registry_modules_import_no_torch():
     code = (
         "import sys\n"
         "from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, recipe_names\n"
-        "from induction_probes.circuits.models.registry import MODEL_CLASSES\n"
+        "from induction_probes.circuits.models.model_classes import MODEL_CLASSES\n"
         "from induction_probes.circuits.tasks.markov.prior_registry import PRIORS\n"
         "from induction_probes.probes.attention.probe_registry import PROBES\n"
         "from induction_probes.probes.report.views import view_of\n"

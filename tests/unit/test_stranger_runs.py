@@ -12,11 +12,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from induction_probes.circuits.common.untrusted import CheckpointError, read_bytes, refuse_links_below, require_finite
 from induction_probes.circuits.recipes.markov import MarkovRecipe
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.training.train import train_run
+from induction_probes.circuits.untrusted import CheckpointError, read_bytes, refuse_links_below, require_finite
 from induction_probes.cli import main
 
 TINY = MarkovRecipe(task=MarkovTask(k=2, seq_len=8), steps=4, batch_size=4, eval_seqs=20, n_checkpoints=3)

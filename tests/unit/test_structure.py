@@ -193,11 +193,11 @@ def test_no_public_function_returns_a_bare_tensor():
 
 
 def test_the_probe_set_defaults_are_written_once():
-    """The probe seed and the probe set's size live in circuits/common/defaults.py; a second literal 12345
+    """The probe seed and the probe set's size live in circuits/defaults.py; a second literal 12345
     (it was in 15 places) would let two commands drift apart. Docstrings and comments may quote it."""
-    home = ROOT / "circuits" / "common" / "defaults.py"
+    home = ROOT / "circuits" / "defaults.py"
     seeds = [p for p in SOURCES if p != home and re.search(r"(?<![\w.])12345(?![\w.])", code_only(p))]
-    assert seeds == [], "the probe seed written outside circuits/common/defaults.py"
+    assert seeds == [], "the probe seed written outside circuits/defaults.py"
 
 
 def code_only(path: Path) -> str:
@@ -227,7 +227,7 @@ def test_the_probes_root_holds_at_most_ten_modules():
 
 def module_registries() -> dict[str, object]:
     """Every registry the package's modules define at their top level, by ``module.NAME``."""
-    from induction_probes.circuits.common.registry import Registry
+    from induction_probes.circuits.registry import Registry
 
     found = {}
     for path in SOURCES:

@@ -59,7 +59,7 @@ def test_an_ablation_study_in_long_form(setup):
 
 
 def test_an_ablations_effect_is_the_paired_difference_on_the_same_sequences(setup):
-    from induction_probes.circuits.common.metrics import token_cross_entropy
+    from induction_probes.circuits.metrics import token_cross_entropy
     from induction_probes.probes.intervals import mean_interval
 
     task, model, eval_set = setup

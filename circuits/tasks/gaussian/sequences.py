@@ -23,10 +23,10 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import require_sequences
-from induction_probes.circuits.common.metrics import mse_over_variance
-from induction_probes.circuits.common.validation import require_int, require_positive
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.limits import require_sequences
+from induction_probes.circuits.metrics import mse_over_variance
+from induction_probes.circuits.validation import require_int, require_positive
 
 Similarity = Callable[[Tensor, Tensor], Tensor]  # (query [batch, w], keys [batch, n_keys, w]) -> [batch, n_keys]
 

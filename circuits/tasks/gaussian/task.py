@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from induction_probes.circuits.common.config import option
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.lazy import lazy_module
-from induction_probes.circuits.common.limits import require_numbers, require_seed, require_sequences
-from induction_probes.circuits.common.validation import quoted, require_int, require_positive
+from induction_probes.circuits.config import option
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.lazy import lazy_module
+from induction_probes.circuits.limits import require_numbers, require_seed, require_sequences
 from induction_probes.circuits.tasks.base import TaskConfig
+from induction_probes.circuits.validation import quoted, require_int, require_positive
 
 # the command line reads this config at --help: torch and the sequences' maths load when it draws
 F = lazy_module("torch.nn.functional")

@@ -24,9 +24,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import require_sequences
-from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.limits import require_sequences
 from induction_probes.circuits.tasks.draws import sample_categorical
 from induction_probes.circuits.tasks.markov.parameters import (
     check_chains,
@@ -35,6 +34,7 @@ from induction_probes.circuits.tasks.markov.parameters import (
     numbers_per_sequence,
 )
 from induction_probes.circuits.tasks.markov.priors import draw_table
+from induction_probes.circuits.validation import require_int
 
 
 def lift_transitions(table: Float[Tensor, "batch contexts k"], k: int) -> Float[Tensor, "batch state state"]:

@@ -6,10 +6,10 @@ called with plain arguments refuses what the config refuses, with the same messa
 
 from __future__ import annotations
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import require_numbers, require_power
-from induction_probes.circuits.common.validation import quoted, require_int, require_positive
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.limits import require_numbers, require_power
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS, SIMPLE_PRIORS
+from induction_probes.circuits.validation import quoted, require_int, require_positive
 
 DEFAULT_MIXTURE = ("doubly-stochastic", "unigram")
 

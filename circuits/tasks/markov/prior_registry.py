@@ -11,7 +11,7 @@ Imports nothing heavy: the entries are resolved on first use."""
 
 from __future__ import annotations
 
-from induction_probes.circuits.common.registry import Expects, Registry
+from induction_probes.circuits.registry import Expects, Registry
 
 _DRAWS = "induction_probes.circuits.tasks.markov.priors"
 

@@ -33,7 +33,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.tasks.draws import sample_dirichlet
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS  # torch-free: the task config reads it too
 

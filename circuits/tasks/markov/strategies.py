@@ -15,11 +15,11 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import MAX_SEQUENCES, require_at_most, require_seed
-from induction_probes.circuits.common.metrics import kl_divergence, last_column_mean, token_cross_entropy
-from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.limits import MAX_SEQUENCES, require_at_most, require_seed
+from induction_probes.circuits.metrics import kl_divergence, last_column_mean, token_cross_entropy
 from induction_probes.circuits.tasks.markov.chains import MarkovSample, true_next_token_probs, window_codes
+from induction_probes.circuits.validation import require_int
 
 if TYPE_CHECKING:  # a task is passed in; the config is above the maths it calls
     from induction_probes.circuits.tasks.markov.task import MarkovTask

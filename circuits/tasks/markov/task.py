@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
-from induction_probes.circuits.common.config import option
-from induction_probes.circuits.common.lazy import lazy_module
-from induction_probes.circuits.common.limits import require_seed, require_sequences
-from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.config import option
+from induction_probes.circuits.lazy import lazy_module
+from induction_probes.circuits.limits import require_seed, require_sequences
 from induction_probes.circuits.tasks.base import TaskConfig
 from induction_probes.circuits.tasks.markov import parameters
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS, SIMPLE_PRIORS
+from induction_probes.circuits.validation import require_int
 
 # the command line reads this config at --help: the modules that draw chains (and torch) load when it draws
 F = lazy_module("torch.nn.functional")

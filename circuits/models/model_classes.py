@@ -6,7 +6,7 @@ Imports nothing heavy: the entries are resolved on first use."""
 
 from __future__ import annotations
 
-from induction_probes.circuits.common.registry import Expects, Registry
+from induction_probes.circuits.registry import Expects, Registry
 
 
 def is_model_class(entry: object) -> bool:

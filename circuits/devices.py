@@ -16,10 +16,10 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from induction_probes.circuits.common.config import Config, option
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.lazy import lazy_module
-from induction_probes.circuits.common.validation import quoted
+from induction_probes.circuits.config import Config, option
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.lazy import lazy_module
+from induction_probes.circuits.validation import quoted
 
 # the command line checks --device while it parses: torch loads when a device is first used
 torch = lazy_module("torch")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.validation import quoted
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.validation import quoted
 
 
 def portable(path: str | os.PathLike) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from induction_probes.circuits.common.errors import BadInput
+from induction_probes.circuits.errors import BadInput
 
 QUOTE_LIMIT = 200  # characters of a value that one error message quotes
 

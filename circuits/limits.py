@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.validation import require_int
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.validation import require_int
 
 MAX_NUMBERS = 1 << 28  # numbers in any one tensor a command builds (1 GiB of float32)
 MAX_PARAMETERS = 1 << 26  # parameters of a model (256 MiB of float32)
@@ -51,7 +51,7 @@ MAX_LM_WEIGHT_BYTES = 1 << 34  # 16 GiB of safetensors in all: MAX_LM_PARAMETERS
 
 def require_at_most(name: str, value: int, limit: int) -> int:
     if value > limit:
-        raise BadInput(f"{name} = {value} is above the limit of {limit:,} (circuits/common/limits.py)")
+        raise BadInput(f"{name} = {value} is above the limit of {limit:,} (circuits/limits.py)")
     return value
 
 
@@ -64,7 +64,7 @@ def require_numbers(what: str, count: int) -> int:
     """Refuse a tensor of ``count`` numbers above :data:`MAX_NUMBERS`, before it is made."""
     if count > MAX_NUMBERS:
         raise BadInput(
-            f"{what} would hold {count:.3g} numbers, above the limit of {MAX_NUMBERS:,} (circuits/common/limits.py)"
+            f"{what} would hold {count:.3g} numbers, above the limit of {MAX_NUMBERS:,} (circuits/limits.py)"
         )
     return count
 
@@ -74,9 +74,7 @@ def require_power(what: str, base: int, exponent: int, factor: int = 1) -> int:
     the power itself of a hostile base and exponent would take Python ages to compute."""
     if exponent * math.log2(base) + math.log2(factor) > math.log2(MAX_NUMBERS) + 1:
         size = f"{base}^{exponent}" if factor == 1 else f"{factor} x {base}^{exponent}"
-        raise BadInput(
-            f"{what} would hold {size} numbers, above the limit of {MAX_NUMBERS:,} (circuits/common/limits.py)"
-        )
+        raise BadInput(f"{what} would hold {size} numbers, above the limit of {MAX_NUMBERS:,} (circuits/limits.py)")
     return require_numbers(what, factor * base**exponent)
 
 

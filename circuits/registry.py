@@ -34,8 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.validation import quoted, shortened
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.validation import quoted, shortened
 
 PACKAGE = "induction_probes"
 PLUGINS_VARIABLE = "INDUCTION_PROBES_PLUGINS"  # modules to import (comma-separated) before a command runs

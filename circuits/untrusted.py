@@ -6,7 +6,7 @@ outside it), nothing is read that is not a regular file (a named pipe would bloc
 device would never end), and nothing is read whole that is larger than a limit, checked on the open file
 before its first byte is read. And one rule for numbers read from such a folder or computed from it: one
 that is NaN or infinite is never printed as a result. A message quotes at most 200 characters of a value read
-from such a folder (:func:`~induction_probes.circuits.common.validation.quoted`): a 30 MB string in a
+from such a folder (:func:`~induction_probes.circuits.validation.quoted`): a 30 MB string in a
 config.json must not come back as a 30 MB error line.
 """
 
@@ -19,8 +19,8 @@ import os
 import stat
 from pathlib import Path
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.limits import MAX_TEXT_BYTES
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.limits import MAX_TEXT_BYTES
 
 
 class CheckpointError(BadInput):

@@ -14,8 +14,8 @@ import argparse
 from dataclasses import MISSING, asdict, field, fields
 from typing import Any
 
-from induction_probes.circuits.common.errors import BadInput
-from induction_probes.circuits.common.validation import shortened
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.validation import shortened
 
 
 def option(default: Any = MISSING, help: str = "", unwritten_when_none: bool = False, **argparse: Any) -> Any:
