@@ -4,15 +4,15 @@ Every task, recipe and model config is a frozen dataclass with :class:`Config` m
 with :func:`option` carries its command-line help, so the ``induction-probes`` options are generated
 from the fields and the API and the command line make the same run from the same arguments.
 
-This module and the config classes built on it import no torch: the command line parses (and answers
-``--help``) before torch is loaded.
+This module imports no torch: the command line's ``--device`` option (``device_options.py``) is built on it
+while ``info`` on a language model runs without torch.
 """
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import MISSING, asdict, field, fields
-from typing import Any
+from typing import Any, Self, TypeVar
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.validation import shortened
@@ -37,10 +37,10 @@ def nested(config_class: type, has_default: bool = False) -> Any:
 class Config:
     """``to_dict`` / ``from_dict`` for a frozen dataclass, with one policy: unknown keys are refused."""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """``{"name": ..., field: value, ...}`` for a run's config.json. Nested configs are left out:
         each is written beside its holder (a run's task beside its recipe)."""
         own = {
@@ -51,7 +51,7 @@ class Config:
         return {"name": self.name} | own
 
     @classmethod
-    def from_dict(cls, values: object):
+    def from_dict(cls, values: object) -> Self:
         """The config from a JSON object; JSON lists become tuples, nested configs are read the same way."""
         if not isinstance(values, dict):
             raise BadInput(f"a {cls.__name__} must be a JSON object, got {type(values).__name__}")
@@ -79,7 +79,10 @@ def option_names(config_class: type) -> list[str]:
     return names
 
 
-def config_from_options(config_class: type, options: dict):
+C = TypeVar("C")  # the config class config_from_options builds
+
+
+def config_from_options(config_class: type[C], options: dict[str, Any]) -> C:
     """``config_class`` built from flat option values, the configs it holds from theirs: the same object
     that ``config_class(task=TaskClass(...), ...)`` makes from the same arguments in Python."""
     values = {}

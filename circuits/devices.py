@@ -1,52 +1,29 @@
-"""Where a model runs: the ``--device`` option of every command that runs one, its check, and the
-deterministic settings of each kind of device.
+"""Where a model runs: a device's check, where a model's weights are, and the deterministic settings of each
+kind of device.
 
 A device is named as torch names it (``cpu``, ``cuda``, ``cuda:1``, ``mps``). One this machine lacks is
 refused in one line (:class:`DeviceError`, a ValueError) before anything is computed or written. Runs
 record the device's kind (``cpu``, ``cuda``), not its index: the same cell of a sweep gives the same
 ``config.json`` on whichever GPU it landed.
 
-Like the configs, this module imports torch only inside its functions: the command line parses without it.
+The option itself and the refusal are in :mod:`~induction_probes.circuits.device_options`, which the command line
+reads while it parses, without torch.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from induction_probes.circuits.config import Config, option
-from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.lazy import lazy_module
+import torch
+from torch import nn
+
+from induction_probes.circuits.device_options import DEFAULT_DEVICE, DeviceError
 from induction_probes.circuits.validation import quoted
 
-# the command line checks --device while it parses: torch loads when a device is first used
-torch = lazy_module("torch")
-
-if TYPE_CHECKING:
-    from torch import nn
-
-if TYPE_CHECKING:
-    import torch
-
-DEFAULT_DEVICE = "cpu"
 # cuBLAS is deterministic only with a fixed workspace; torch reads this when CUDA starts, so it is set
 # before any CUDA call (torch's "Reproducibility" notes).
 CUBLAS_WORKSPACE = ":4096:8"
-
-
-class DeviceError(BadInput):
-    """A device this machine does not have, or a name torch does not know."""
-
-
-@dataclass(frozen=True)
-class DeviceOptions(Config):
-    """The ``--device`` option, generated like every other option from its field."""
-
-    device: str = option(DEFAULT_DEVICE, "where the model runs: cpu, cuda, cuda:N or mps")
-
-    name = "device"
 
 
 def parse_device(name: str | torch.device | None) -> torch.device:

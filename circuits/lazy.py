@@ -1,13 +1,13 @@
 """Modules imported on first use, declared at the top of the module that needs them.
 
-The command line builds its options from the task and recipe configs and must not load torch to do it
-(``--help`` stays a fifth of a second); their methods and the command handlers need torch, and the report
-layer that imports it. Each such module declares what it defers once, at its top, where a reader (and the
-layer test, which counts these as imports) sees it::
+The laziness of the command line, at its one boundary: ``--help`` and a language model's ``info`` answer
+without torch, so the command line's entry module declares torch and the device checks, and ``info`` the report
+that loads a run, as::
 
-    torch = lazy_module("torch")  # the config is read at --help: torch only once a task draws
+    torch = lazy_module("torch")  # loads once a command computes
 
-instead of an import inside each function that needs it."""
+A tool or a reader follows a plain import; this one they cannot, so it stays at that boundary (a test counts
+them) and everywhere else imports are plain. The layer test reads these declarations as imports."""
 
 from __future__ import annotations
 

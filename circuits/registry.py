@@ -3,11 +3,11 @@ recipes, probe and view; a model class; an attention probe; a prior), each a :cl
 beside what it registers.
 
 A registration is a name, an entry and any facts about it that its consumers read (whether a probe has a
-chance level, whether a prior takes no parameter). The entry is the object itself, or a ``"package.module:attribute"``
-string resolved on first use, so that a registry module imports nothing heavy and ``--help`` stays
-torch-free::
+chance level, whether a prior takes no parameter). The entry is the object itself, which readers and type
+checkers follow, or a ``"package.module:attribute"`` string resolved on first use, for a module that cannot
+import what it names (one whose module imports the registry back), and the form a sweep's worker is sent::
 
-    MODEL_CLASSES.register("ToyModel", "induction_probes.circuits.models.toy:ToyModel")
+    MODEL_CLASSES.register("ToyModel", ToyModel)
 
     @PROBES.register("first_token")
     def first_token(patterns, tokens): ...
@@ -30,9 +30,9 @@ import inspect
 import os
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.validation import quoted, shortened
@@ -87,11 +87,14 @@ def described(entry: Any) -> str:
     return f"a {type(entry).__name__}"
 
 
+E = TypeVar("E")  # what a registering decorator decorates, returned unchanged
+
+
 @dataclass
 class Registration:
     name: str
     entry: Any  # the object, or "package.module:attribute" until first resolved
-    info: dict = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
     module: str | None = None  # the module that defines the entry, once known
 
     @property
@@ -99,7 +102,7 @@ class Registration:
         """Whether the entry is defined inside the package (one of its own registrations)."""
         return bool(self.module) and self.module.split(".")[0] == PACKAGE
 
-    def reference(self) -> str | dict:
+    def reference(self) -> str | dict[str, Any]:
         """``"module:attribute"`` of the entry, by which another process finds it, or the plain data an entry
         that is neither a class nor a function describes itself with (its ``reference()``)."""
         if isinstance(self.entry, str):
@@ -160,12 +163,20 @@ class Registry:
         self._entries: dict[str, Registration] = {}
         _REGISTRIES.add(self)
 
-    def register(self, name: str, entry: Any = None, *, replace: bool = False, **info: Any):
+    @overload
+    def register(self, name: str, entry: None = None, *, replace: bool = False, **info: Any) -> Callable[[E], E]: ...
+
+    @overload
+    def register(self, name: str, entry: Any, *, replace: bool = False, **info: Any) -> Registration: ...
+
+    def register(
+        self, name: str, entry: Any = None, *, replace: bool = False, **info: Any
+    ) -> Registration | Callable[[E], E]:
         """Register ``entry`` under ``name`` (with ``info``); without ``entry``, a decorator that registers
         what it decorates and returns it unchanged. A name already taken is refused unless ``replace``."""
         if entry is None:
 
-            def decorator(decorated):
+            def decorator(decorated: E) -> E:
                 self.register(name, decorated, replace=replace, **info)
                 return decorated
 
@@ -222,7 +233,7 @@ class Registry:
 
     __getitem__ = get
 
-    def info(self, name: str) -> dict:
+    def info(self, name: str) -> dict[str, Any]:
         return self.registration(name).info
 
     def names(self, **info: Any) -> tuple[str, ...]:
@@ -240,7 +251,7 @@ class Registry:
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name in self._entries
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
     def __len__(self) -> int:
@@ -253,9 +264,9 @@ class Registry:
 @dataclass(frozen=True)
 class RegistryView:
     registry: Registry
-    info: dict
+    info: dict[str, Any]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self.registry.names(**self.info))
 
     def __contains__(self, name: object) -> bool:
@@ -265,7 +276,7 @@ class RegistryView:
         return len(self.registry.names(**self.info))
 
 
-def outside_registrations() -> list[dict]:
+def outside_registrations() -> list[dict[str, Any]]:
     """Every registration made from outside the package, as plain data a worker process can be sent."""
     found = []
     for registry in sorted(_REGISTRIES, key=lambda r: (r.home, r.kind)):
@@ -286,7 +297,7 @@ def outside_registrations() -> list[dict]:
     return found
 
 
-def register_again(registrations: list[dict]) -> None:
+def register_again(registrations: list[dict[str, Any]]) -> None:
     """Make ``registrations`` (:func:`outside_registrations` of another process) here."""
     for item in registrations:
         module = importlib.import_module(item["registry"])

@@ -21,7 +21,7 @@ from induction_probes.circuits.tasks.base import TaskConfig
 from induction_probes.circuits.validation import quoted, require_int, require_positive
 
 if TYPE_CHECKING:
-    from torch import nn
+    from torch import Tensor, nn
 
 SCHEDULES = ("cosine", "constant")
 
@@ -126,7 +126,7 @@ class Recipe(Config):
     def model_config(self) -> Any:
         raise NotImplementedError
 
-    def training_hooks(self, inputs, step: int) -> list:
+    def training_hooks(self, inputs: Tensor, step: int) -> list[tuple[str, object]]:
         """Forward hooks of every training and evaluation pass after ``step`` steps (none by default)."""
         return []
 

@@ -17,11 +17,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from induction_probes.circuits.lazy import lazy_module
+import torch
 
-# imported with the markov recipe at --help: torch loads when a clamp is first built
-attention_masks = lazy_module("induction_probes.circuits.models.attention_masks")
-torch = lazy_module("torch")
+import induction_probes.circuits.models.attention_masks as attention_masks
 
 if TYPE_CHECKING:  # torch is imported where it is used: recipes read the names without loading it
     from jaxtyping import Float

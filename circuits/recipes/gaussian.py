@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+import torch
+
+import induction_probes.circuits.models.model_config as model_configs
+import induction_probes.circuits.models.toy as toy
 from induction_probes.circuits.config import Config, nested, option
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.lazy import lazy_module
 from induction_probes.circuits.limits import (
     MAX_PARAMETERS,
     MAX_STEPS,
@@ -22,12 +25,6 @@ from induction_probes.circuits.limits import (
 from induction_probes.circuits.recipes.base import Recipe
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.validation import quoted, require_int, require_positive
-
-# the command line builds `train`'s options from these recipes at --help: torch and the model configs load
-# when a model is first built
-model_configs = lazy_module("induction_probes.circuits.models.model_config")
-torch = lazy_module("torch")
-toy = lazy_module("induction_probes.circuits.models.toy")
 
 if TYPE_CHECKING:
     from torch import nn
@@ -59,7 +56,7 @@ class GaussianRecipe(Recipe):
             raise BadInput(f"optimizer must be adam or sgd, got {quoted(self.optimizer)}")
         super().__post_init__()
 
-    def model_config(self):
+    def model_config(self) -> model_configs.HookedTransformerConfig:
         return model_configs.transformer_config(
             n_layers=2,
             d_model=self.d_model,
@@ -74,7 +71,7 @@ class GaussianRecipe(Recipe):
             seed=self.model_seed,
         )
 
-    def make_optimizer(self, model: nn.Module):
+    def make_optimizer(self, model: nn.Module) -> tuple[torch.optim.Optimizer, list[float]]:
         slopes = [p for name, p in model.named_parameters() if name.endswith("alibi_slope")]
         rest = [p for name, p in model.named_parameters() if not name.endswith("alibi_slope")]
         groups = [{"params": rest, "lr": self.lr}, {"params": slopes, "lr": self.slope_lr}]
@@ -130,7 +127,7 @@ class ToyRecipe(Config):
             raise BadInput(f"optimizer must be gd or adam, got {quoted(self.optimizer)}")
         _ = self.task  # L >= 4 and the target's own checks
 
-    def model_config(self):
+    def model_config(self) -> toy.ToyConfig:
         return toy.ToyConfig(self.sigma, self.slope_init, self.d, self.model_seed)
 
     @property

@@ -9,22 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+import torch
+
+import induction_probes.circuits.models.minimal as minimal
 from induction_probes.circuits.config import nested, option
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.lazy import lazy_module
 from induction_probes.circuits.recipes.base import SCHEDULES, Recipe, int_tuple, name_tuple
 from induction_probes.circuits.recipes.clamps import CLAMP_LAYERS, clamp_hooks
 from induction_probes.circuits.recipes.transformer import TransformerRecipe
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.validation import quoted, require_int, require_positive
 
-# the command line builds `train`'s options from these recipes at --help: torch and the model configs load
-# when a model is first built
-minimal = lazy_module("induction_probes.circuits.models.minimal")
-torch = lazy_module("torch")
-
 if TYPE_CHECKING:
-    from torch import nn
+    from torch import Tensor, nn
 
 
 def check_schedule(recipe: Recipe) -> None:
@@ -85,7 +82,7 @@ class MarkovRecipe(TransformerRecipe):
         if len(set(self.clamp)) < len(self.clamp) or self.clamp_from >= self.steps:
             raise BadInput("clamp names must not repeat, and clamp_from must be below steps")
 
-    def training_hooks(self, inputs, step: int) -> list:
+    def training_hooks(self, inputs: Tensor, step: int) -> list[tuple[str, object]]:
         if not self.clamp or step < self.clamp_from:
             return []
 
@@ -114,9 +111,9 @@ class MinimalRecipe(Recipe):
         super().__post_init__()
         check_schedule(self)
 
-    def model_config(self):
+    def model_config(self) -> minimal.MinimalConfig:
         return minimal.MinimalConfig(d_vocab=self.task.k, n_ctx=self.task.seq_len, first_layer=self.first_layer)
 
-    def make_optimizer(self, model: nn.Module):
+    def make_optimizer(self, model: nn.Module) -> tuple[torch.optim.Optimizer, list[float]]:
         groups = [{"params": [model.W], "lr": self.lr}, {"params": [model.v], "lr": self.lr_v}]
         return torch.optim.SGD(groups), [self.lr, self.lr_v]

@@ -2,11 +2,11 @@
 how its runs are probed and what the commands show for them, registered in :data:`TASK_KINDS` under the task's
 ``name`` (the ``task.name`` of a run's ``config.json``).
 
-The task and recipe classes are the objects themselves: they import no torch, so the command line builds its
-``train`` options from them at ``--help``. How a run is probed and its view are ``"module:function"`` strings,
-resolved only when asked for: they live in the probe layer, which imports torch and which this layer may not
-import. A kind without them gets the generic probes and views, the registered attention probes and the task's
-own metrics (``probe_run``, ``view_of``).
+The task and recipe classes are the objects themselves. How the package's own tasks' runs are probed and shown
+is the probe layer's, by task class (``TASK_PROBES``, ``TASK_VIEWS``): this layer may not import it. A kind
+registered from outside may give its own, as functions (or, from a module below the probe layer, as
+``"module:function"`` references, resolved when asked for); a kind without them gets the generic probes and
+views, the registered attention probes and the task's own metrics (``probe_run``, ``view_of``).
 
 Recipe names are one namespace across kinds (a run's ``recipe.name``): a kind whose recipe another kind holds is
 refused, and so is a second kind for a task name already taken. A recipe that trains one of the package's tasks
@@ -17,6 +17,7 @@ registry they read."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
@@ -35,16 +36,18 @@ from induction_probes.circuits.validation import quoted
 
 @dataclass(frozen=True)
 class TaskView:
-    """What ``probe``, ``ablate`` and ``report`` show for a task's runs: four ``"module:function"`` references
-    (their signatures in :mod:`~induction_probes.probes.report.views`)."""
+    """What ``probe``, ``ablate`` and ``report`` show for a task's runs: four functions (their signatures in
+    :mod:`~induction_probes.probes.report.views`), each the function itself or, where this layer cannot import it
+    (a task kind registered here, below the probe layer), its ``"module:function"`` reference."""
 
-    probe: str
-    ablate: str
-    report: str
-    html: str
+    probe: Callable | str
+    ablate: Callable | str
+    report: Callable | str
+    html: Callable | str
 
-    def get(self, part: str):
-        return resolve(getattr(self, part))
+    def get(self, part: str) -> Callable:
+        function = getattr(self, part)
+        return resolve(function) if isinstance(function, str) else function
 
 
 @dataclass(frozen=True)
@@ -64,13 +67,13 @@ class RecipeEntry:
 
 @dataclass(frozen=True)
 class TaskKind:
-    """A task, the recipes that train on it, how its runs are probed (``probe``: ``"module:function"`` of
-    ``probe(run, eval_set, steps, device)`` returning a ``RunProbes``) and its ``view``; ``None``: the generic
-    ones."""
+    """A task, the recipes that train on it, how its runs are probed (``probe``: the function
+    ``probe(run, eval_set, steps, device)`` returning a ``RunProbes``, or its ``"module:function"``) and its
+    ``view``; ``None``: the generic ones."""
 
     task: type
     recipes: tuple[RecipeEntry, ...]
-    probe: str | None = None
+    probe: Callable | str | None = None
     view: TaskView | None = None
 
     def __post_init__(self) -> None:
@@ -94,7 +97,7 @@ class TaskKind:
         """The module that defines the task (whether this kind is one of the package's own)."""
         return self.task.__module__
 
-    def reference(self) -> dict:
+    def reference(self) -> dict[str, Any]:
         """This kind as plain data another process (a sweep's worker) rebuilds with :meth:`from_reference`."""
         return {
             "task": top_level_reference(self.task, self.task.__qualname__),
@@ -102,15 +105,27 @@ class TaskKind:
                 {"recipe": top_level_reference(e.recipe, e.recipe.__qualname__), "help": e.help, "command": e.command}
                 for e in self.recipes
             ],
-            "probe": self.probe,
-            "view": None if self.view is None else vars(self.view),
+            "probe": code_reference(self.probe),
+            "view": None if self.view is None else {part: code_reference(f) for part, f in vars(self.view).items()},
         }
 
     @classmethod
-    def from_reference(cls, data: dict) -> TaskKind:
+    def from_reference(cls, data: dict[str, Any]) -> TaskKind:
         recipes = [RecipeEntry(resolve(e["recipe"]), e["help"], e["command"]) for e in data["recipes"]]
         view = None if data["view"] is None else TaskView(**data["view"])
         return cls(resolve(data["task"]), tuple(recipes), data["probe"], view)
+
+
+def code_reference(function: Callable | str | None) -> str | None:
+    """A probe's or a view's function as the ``"module:function"`` another process finds it by."""
+    if function is None or isinstance(function, str):
+        return function
+    return top_level_reference(function, getattr(function, "__qualname__", repr(function)))
+
+
+def run_probe_of(kind: TaskKind) -> Callable | None:
+    """The function that probes the kind's runs (``None``: the generic probes)."""
+    return resolve(kind.probe) if isinstance(kind.probe, str) else kind.probe
 
 
 def task_of(recipe: type) -> type | None:
@@ -215,21 +230,14 @@ def recipe_from_json(recipe: Any, task: Any):
     return recipe_class.from_dict(values)
 
 
-_VIEWS = "induction_probes.probes.report"
-_PROBES = "induction_probes.probes.run_level.all_probes"
+# The package's own tasks; how their runs are probed and shown is the probe layer's, by task class
+# (probes/run_level/all_probes.py's TASK_PROBES, probes/report/views.py's TASK_VIEWS), which this layer cannot import.
 register_task(
     TaskKind(
         MarkovTask,
         (
             RecipeEntry(MarkovRecipe, "ICL-MC: the attention-only transformer (architecture options below)"),
             RecipeEntry(MinimalRecipe, "ICL-MC: Edelman et al.'s minimal model (eq. 6), SGD"),
-        ),
-        probe=f"{_PROBES}:probe_markov_run",
-        view=TaskView(
-            f"{_VIEWS}.markov_probes:probe_markov_report",
-            f"{_VIEWS}.ablation:ablate_markov",
-            f"{_VIEWS}.markov:markov_report",
-            f"{_VIEWS}.markov_html:markov_report_html",
         ),
     )
 )
@@ -239,13 +247,6 @@ register_task(
         (
             RecipeEntry(GaussianRecipe, "Wang et al.'s Gaussian induction task, MSE"),
             RecipeEntry(ToyRecipe, "Wang et al.'s six-parameter toy model (the toy command)", command=False),
-        ),
-        probe=f"{_PROBES}:probe_gaussian_run",
-        view=TaskView(
-            f"{_VIEWS}.gaussian:probe_gaussian_report",
-            f"{_VIEWS}.ablation:ablate_gaussian",
-            f"{_VIEWS}.gaussian:gaussian_report",
-            f"{_VIEWS}.gaussian:refuse_gaussian_html",
         ),
     )
 )

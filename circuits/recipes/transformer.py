@@ -12,17 +12,14 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import torch
+
+import induction_probes.circuits.models.model_config as model_configs
 from induction_probes.circuits.config import option
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.lazy import lazy_module
 from induction_probes.circuits.limits import MAX_LAYERS, require_at_most
 from induction_probes.circuits.recipes.base import Recipe, int_tuple, one_or_per_layer
 from induction_probes.circuits.validation import quoted, require_int
-
-# the command line builds `train`'s options from these recipes at --help: torch and the model configs load
-# when a model is first built
-model_configs = lazy_module("induction_probes.circuits.models.model_config")
-torch = lazy_module("torch")
 
 if TYPE_CHECKING:
     from torch import nn
@@ -75,7 +72,7 @@ class TransformerRecipe(Recipe):
             )
         return self.heads
 
-    def model_config(self):
+    def model_config(self) -> model_configs.HookedTransformerConfig:
         heads = self.layer_heads()
         return model_configs.transformer_config(
             n_layers=self.n_layers,
@@ -92,7 +89,7 @@ class TransformerRecipe(Recipe):
             seed=self.model_seed,
         )
 
-    def make_optimizer(self, model: nn.Module):
+    def make_optimizer(self, model: nn.Module) -> tuple[torch.optim.Optimizer, list[float]]:
         """AdamW with weight decay on the linear maps only, as the authors' minGPT trainer does (not on
         embeddings, positions, slopes, LayerNorm gains or biases)."""
         groups: dict[bool, list] = {True: [], False: []}

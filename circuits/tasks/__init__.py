@@ -1,5 +1,5 @@
 """The tasks: what a model is trained and probed on, one folder per task (``markov/``: ICL-MC, Edelman et al. 2024;
-``gaussian/``: Wang et al.'s Gaussian induction task), each a torch-free config beside the maths it calls.
+``gaussian/``: Wang et al.'s Gaussian induction task), each a config beside the maths it calls.
 
 A task draws training batches from a ``torch.Generator`` (a :class:`~induction_probes.circuits.tasks.base.Stream`),
 computes the training loss, and draws a fixed evaluation set (with a seed of its own) that scores a model's outputs;

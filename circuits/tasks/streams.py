@@ -18,7 +18,8 @@ class GeneratorStream:
     """Samples drawn by ``draw(n, generator)`` from one generator seeded with ``seed``."""
 
     def __init__(self, draw: Callable[[int, torch.Generator], Any], seed: int):
-        self.draw, self.generator = draw, torch.Generator().manual_seed(seed)
+        self.draw: Callable[[int, torch.Generator], Any] = draw
+        self.generator: torch.Generator = torch.Generator().manual_seed(seed)
 
     def take(self, n_seqs: int) -> Any:
         return self.draw(n_seqs, self.generator)

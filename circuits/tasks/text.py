@@ -20,18 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+import torch
+import torch.nn.functional as F
+
+import induction_probes.circuits.tasks.streams as streams
 from induction_probes.circuits.config import option
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.lazy import lazy_module
 from induction_probes.circuits.limits import MAX_CORPUS_BYTES, require_seed, require_sequences
 from induction_probes.circuits.tasks.base import TaskConfig
 from induction_probes.circuits.untrusted import read_bytes
 from induction_probes.circuits.validation import quoted, require_int
-
-# the command line reads this config at --help: torch loads when the text is first tokenized
-F = lazy_module("torch.nn.functional")
-streams = lazy_module("induction_probes.circuits.tasks.streams")
-torch = lazy_module("torch")
 
 if TYPE_CHECKING:
     import torch

@@ -1,48 +1,82 @@
-"""The ``induction-probes`` command: one module per command group, each a thin layer that parses, calls
-one function of the report layer (:mod:`induction_probes.probes.report`) and prints.
+"""The ``induction-probes`` command: one table of commands (:data:`COMMANDS`: name, module, summary) and one
+module per group of commands, each a thin layer that parses, calls one function of the report layer
+(:mod:`induction_probes.probes.report`) and prints.
 
 Every sub-command prints a readable table, or JSON with ``--json``. Bad input of any kind (argparse's errors,
 the API's :class:`~induction_probes.circuits.errors.BadInput`) ends with one line on stderr and exit
 status 2; anything else is a bug of ours: one line, status 1, its traceback in a file the line names.
-Parsing imports no torch, so ``--help`` and usage errors answer at once: every command module is loaded to
-build the parser, so each declares what its handlers call as a ``lazy_module`` (circuits/lazy.py),
-loaded once a command runs. No command module imports another (tests/unit/test_layers.py). The modules named in
-``$INDUCTION_PROBES_PLUGINS`` are imported first, so that what they register is on the command line.
+Only the module of the command given is imported, with plain imports at its top: ``--help`` lists every command
+from the table alone, so it (and a mistyped command) answers without torch. No command module imports another
+(tests/unit/test_layers.py). The modules named in ``$INDUCTION_PROBES_PLUGINS`` are imported first, so that what
+they register is on the command line.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
-from induction_probes.circuits.devices import resolve_device
 from induction_probes.circuits.errors import BAD_INPUT, bug_report
 from induction_probes.circuits.lazy import lazy_module
 from induction_probes.circuits.registry import load_plugins
 from induction_probes.circuits.validation import IncompleteResult
-from induction_probes.cli import baselines, experiments, llc, movie, paper, probe, runs, sweep, train, verify
 from induction_probes.cli.common import PROG, Parser, UsageError
 
-torch = lazy_module("torch")  # parsing needs no torch: it loads once a command runs
+# --help and a language model's info need no torch: it loads once a command computes, or checks its --device
+torch = lazy_module("torch")
+devices = lazy_module("induction_probes.circuits.devices")
 
-COMMAND_GROUPS = (baselines, train, sweep, runs, probe, llc, verify, experiments, paper, movie)
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    module: str  # the module of induction_probes.cli whose PARSERS fills this command's parser
+    summary: str  # what --help says of it
+
+
+COMMANDS = (
+    Command("baselines", "baselines", "in-context strategy baselines of a task"),
+    Command("train", "train", "train a model and write a run directory"),
+    Command("sweep", "sweep", "train every cell of an experiment spec (TOML): conditions x grid x seeds"),
+    Command("summarize", "sweep", "mean and 95%% intervals over seeds of a sweep's runs"),
+    Command("info", "info", "task, recipe, architecture, checkpoint steps and final metrics of a run"),
+    Command("report", "report", "loss against the strategies over an ICL-MC run, phases, figures"),
+    Command("probe", "probe", "attention and behaviour probes of a checkpoint or a whole run"),
+    Command("ablate", "probe", "ablate heads and measure what in-context learning loses"),
+    Command("llc", "llc", "the local learning coefficient over training (calibrated SGLD estimator)"),
+    Command("verify", "verify", "check a hand-made construction"),
+    Command("toy", "experiments", "Wang et al.'s toy model: four phases, and the plateau sweep"),
+    Command("experiment", "experiments", "the rebuttal experiments that need several runs"),
+    Command("paper", "paper", "redraw both papers' figures from the shipped files, on one offline page"),
+    Command("movie", "movie", "a circuit forming over training, as one offline HTML page"),
+)
 OUT_OF_MEMORY = "not enough memory for this command (try smaller sizes)"
 
 
-def build_parser() -> Parser:
+def build_parser(chosen: Collection[str] = ()) -> Parser:
+    """Every command, by its summary; the ``chosen`` ones with their options, from their modules."""
     parser = Parser(prog=PROG, description="Probe induction heads in small attention-only transformers.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for group in COMMAND_GROUPS:
-        group.register(commands)
+    for command in COMMANDS:
+        subparser = commands.add_parser(command.name, help=command.summary)
+        if command.name in chosen:  # only its module is imported: it loads what its handlers need
+            importlib.import_module(f"{__name__}.{command.module}").PARSERS[command.name](subparser)
     return parser
+
+
+def chosen_command(argv: Sequence[str]) -> list[str]:
+    """The command ``argv`` names (its first word, since the top level takes no option but --help), if any."""
+    return [command.name for command in COMMANDS if argv and argv[0] == command.name]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         load_plugins()  # tasks, recipes, probes and priors registered outside the package: before the parser
-        parser = build_parser()  # resolves the recipes: a plugin's that is no recipe is refused here
+        parser = build_parser(chosen_command(argv))  # train's resolves the recipes: a plugin's non-recipe is refused
     except BAD_INPUT as error:
         return fail(error, 2)
     if not argv:  # a bare command: say what it can do
@@ -61,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             torch.set_num_threads(1)
         # a device this machine lacks: one line, status 2, before anything is written (but a sweep's may be a cluster's)
         if "device" in vars(args) and not getattr(args, "checks_its_device", False):
-            resolve_device(args.device)
+            devices.resolve_device(args.device)
         print(args.handler(args), flush=True)
     except BrokenPipeError:  # the reader went away (| head): nothing left to say, and no traceback
         silence_stdout()

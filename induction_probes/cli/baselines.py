@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.circuits.lazy import lazy_module
+import induction_probes.probes.report.baselines as baselines_views
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.cli.common import (
+    Parser,
     add_config_options,
     add_output_options,
     add_subcommands,
@@ -17,12 +18,8 @@ from induction_probes.cli.common import (
     typed_options,
 )
 
-# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
-baselines_views = lazy_module("induction_probes.probes.report.baselines")
 
-
-def register(commands) -> None:
-    baselines = commands.add_parser("baselines", help="in-context strategy baselines of a task")
+def baselines_parser(baselines: Parser) -> None:
     tasks = add_subcommands(baselines, "task")
     markov = tasks.add_parser("markov", help="ICL-MC: last-token KL and mean CE of each strategy")
     add_config_options(markov, MarkovTask)
@@ -30,6 +27,9 @@ def register(commands) -> None:
     markov.add_argument("--seed", type=seed, default=0, help="seed of the sampled chains (default 0)")
     add_output_options(markov, plot=False)
     markov.set_defaults(handler=run_baselines)
+
+
+PARSERS = {"baselines": baselines_parser}
 
 
 def run_baselines(args: argparse.Namespace) -> str:

@@ -15,7 +15,7 @@ from induction_probes.circuits.config import (  # noqa: F401 (the command module
     option_names,
 )
 from induction_probes.circuits.defaults import LM_PROBE_SEQS, PROBE_SEED, PROBE_SEQS
-from induction_probes.circuits.devices import DeviceOptions
+from induction_probes.circuits.device_options import DeviceOptions
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop import model_sources
 from induction_probes.circuits.limits import require_seed

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.circuits.lazy import lazy_module
+import induction_probes.circuits.training.toy as toy_training
+import induction_probes.probes.report.toy as toy_report
 from induction_probes.circuits.recipes.gaussian import ToyRecipe
 from induction_probes.cli.common import (
+    Parser,
     add_config_options,
     add_device_option,
     add_output_options,
@@ -19,13 +21,8 @@ from induction_probes.cli.common import (
     typed_options,
 )
 
-# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
-toy_report = lazy_module("induction_probes.probes.report.toy")
-toy_training = lazy_module("induction_probes.circuits.training.toy")
 
-
-def register(commands) -> None:
-    toy = commands.add_parser("toy", help="Wang et al.'s toy model: four phases, and the plateau sweep")
+def toy_parser(toy: Parser) -> None:
     add_config_options(toy, ToyRecipe)
     toy.add_argument(
         "--sweep",
@@ -38,7 +35,8 @@ def register(commands) -> None:
     add_device_option(toy)
     toy.set_defaults(handler=run_toy)
 
-    experiment = commands.add_parser("experiment", help="the rebuttal experiments that need several runs")
+
+def experiment_parser(experiment: Parser) -> None:
     experiments = add_subcommands(experiment, "experiment")
     ih4 = experiments.add_parser("ih4", help="IH_4: one head or D = 2d fails, enough heads and D = n·d succeed")
     ih4.add_argument("--steps", type=int, default=10_000, help="Adam steps per model (default 10000, ~8 min in all)")
@@ -46,6 +44,9 @@ def register(commands) -> None:
     add_output_options(ih4)
     add_device_option(ih4)
     ih4.set_defaults(handler=run_experiment_ih4)
+
+
+PARSERS = {"toy": toy_parser, "experiment": experiment_parser}
 
 
 def run_toy(args: argparse.Namespace) -> str:

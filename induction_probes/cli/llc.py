@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 
+import induction_probes.probes.report.llc as llc_report
+import induction_probes.probes.report.llc_heads as llc_heads_report
 from induction_probes.circuits.defaults import LLC_CHECKPOINTS, LLC_SEQS, PROBE_SEED
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.lazy import lazy_module
 from induction_probes.cli.common import (
+    Parser,
     add_config_options,
     add_device_option,
     add_output_options,
@@ -21,13 +23,8 @@ from induction_probes.cli.common import (
 )
 from induction_probes.probes.llc.overrides import LLCOverrides
 
-# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
-llc_heads_report = lazy_module("induction_probes.probes.report.llc_heads")
-llc_report = lazy_module("induction_probes.probes.report.llc")
 
-
-def register(commands) -> None:
-    llc = commands.add_parser("llc", help="the local learning coefficient over training (calibrated SGLD estimator)")
+def llc_parser(llc: Parser) -> None:
     add_run_argument(llc)
     llc.add_argument(
         "--checkpoints",
@@ -55,6 +52,9 @@ def register(commands) -> None:
     add_device_option(llc)
     add_output_options(llc)
     llc.set_defaults(handler=run_llc)
+
+
+PARSERS = {"llc": llc_parser}
 
 
 def step_list(text: str) -> list[int]:

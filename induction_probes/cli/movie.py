@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import argparse
 
+import induction_probes.probes.report.movie as report_movie
 from induction_probes.circuits.defaults import LM_PROBE_SEQS, MOVIE_FRAMES, PAGE_SEQS, PROBE_SEED
-from induction_probes.circuits.lazy import lazy_module
-from induction_probes.cli.common import add_device_option, count, device_of, path, run_name, seed
-
-# what the handler calls, loaded once a command runs: parsing (and --help) imports no torch
-report_movie = lazy_module("induction_probes.probes.report.movie")
+from induction_probes.cli.common import Parser, add_device_option, count, device_of, path, run_name, seed
 
 
-def register(commands) -> None:
-    movie = commands.add_parser("movie", help="a circuit forming over training, as one offline HTML page")
+def movie_parser(movie: Parser) -> None:
     movie.add_argument("run", type=run_name, help="run directory, shipped run name, or a language model's series")
     movie.add_argument("--out", type=path, required=True, metavar="DIR", help="write DIR/movie.html (DIR: a folder)")
     movie.add_argument("--frames", type=count, default=MOVIE_FRAMES, help="checkpoints shown (default %(default)s)")
@@ -23,6 +19,9 @@ def register(commands) -> None:
     movie.add_argument("--seed", type=seed, default=PROBE_SEED, help="seed of those sequences (default %(default)s)")
     add_device_option(movie)
     movie.set_defaults(handler=run_movie)
+
+
+PARSERS = {"movie": movie_parser}
 
 
 def run_movie(args: argparse.Namespace) -> str:

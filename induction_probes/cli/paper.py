@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.circuits.lazy import lazy_module
-from induction_probes.cli.common import path
-
-# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
-paper_build = lazy_module("induction_probes.probes.paper.build")
+import induction_probes.probes.paper.build as paper_build
+from induction_probes.cli.common import Parser, path
 
 
-def register(commands) -> None:
-    paper = commands.add_parser("paper", help="redraw both papers' figures from the shipped files, on one offline page")
+def paper_parser(paper: Parser) -> None:
     paper.add_argument(
         "--out",
         type=path,
@@ -22,6 +18,9 @@ def register(commands) -> None:
         help="write DIR/index.html and DIR/figures/ (DIR may not be a link or a file)",
     )
     paper.set_defaults(handler=run_paper)
+
+
+PARSERS = {"paper": paper_parser}
 
 
 def run_paper(args: argparse.Namespace) -> str:

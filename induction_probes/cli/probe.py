@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import argparse
 
+import induction_probes.probes.report.lm as lm_report
+import induction_probes.probes.report.lm_ablation as lm_ablation_report
+import induction_probes.probes.report.lm_markov as lm_markov_report
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.lazy import lazy_module
 from induction_probes.cli.common import (
+    Parser,
     add_language_model_options,
     add_probe_set_options,
     add_run_argument,
@@ -20,14 +23,8 @@ from induction_probes.cli.common import (
 )
 from induction_probes.probes.report.views import ablation_report, probe_report
 
-# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
-lm_markov_report = lazy_module("induction_probes.probes.report.lm_markov")
-lm_report = lazy_module("induction_probes.probes.report.lm")
-lm_ablation_report = lazy_module("induction_probes.probes.report.lm_ablation")
 
-
-def register(commands) -> None:
-    probe = commands.add_parser("probe", help="attention and behaviour probes of a checkpoint or a whole run")
+def probe_parser(probe: Parser) -> None:
     add_run_argument(probe)
     probe.add_argument("--step", type=int, help="checkpoint step (default: the last)")
     probe.add_argument("--all-steps", action="store_true", help="probe every checkpoint of the run")
@@ -35,7 +32,8 @@ def register(commands) -> None:
     add_language_model_options(probe)
     probe.set_defaults(handler=run_probe)
 
-    ablate = commands.add_parser("ablate", help="ablate heads and measure what in-context learning loses")
+
+def ablate_parser(ablate: Parser) -> None:
     add_run_argument(ablate)
     ablate.add_argument("--step", type=int, help="checkpoint step (default: the last)")
     ablate.add_argument("--mode", choices=["zero", "mean", "resample"], default="zero", help="default zero")
@@ -43,6 +41,9 @@ def register(commands) -> None:
     add_probe_set_options(ablate)
     add_language_model_options(ablate, ablate=True)
     ablate.set_defaults(handler=run_ablate)
+
+
+PARSERS = {"probe": probe_parser, "ablate": ablate_parser}
 
 
 def run_probe(args: argparse.Namespace) -> str:

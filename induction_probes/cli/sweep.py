@@ -5,20 +5,15 @@ from __future__ import annotations
 
 import argparse
 
-from induction_probes.circuits.lazy import lazy_module
-from induction_probes.cli.common import add_device_option, add_output_options, answer, count, path
-
-# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
-sweep_reports = lazy_module("induction_probes.probes.report.sweeps")
+import induction_probes.probes.report.sweeps as sweep_reports
+from induction_probes.cli.common import Parser, add_device_option, add_output_options, answer, count, path
 
 
-def register(commands) -> None:
-    sweep = commands.add_parser(
-        "sweep",
-        help="train every cell of an experiment spec (TOML): conditions x grid x seeds",
-        description="Train every cell of a spec into DIR/<condition>/seed-<S>; rerun the same command to "
+def sweep_parser(sweep: Parser) -> None:
+    sweep.description = (
+        "Train every cell of a spec into DIR/<condition>/seed-<S>; rerun the same command to "
         "continue an interrupted sweep (finished cells are skipped, interrupted ones resumed). docs/sweeps.md "
-        "says what a spec holds and how cells are placed.",
+        "says what a spec holds and how cells are placed."
     )
     sweep.add_argument("spec", type=path, help="experiment spec (TOML; see docs/sweeps.md)")
     sweep.add_argument("--out", type=path, required=True, help="sweep directory (new, empty, or this spec's)")
@@ -31,11 +26,10 @@ def register(commands) -> None:
     # nodes have the GPUs (docs/devices.md)
     sweep.set_defaults(handler=run_sweep_command, checks_its_device=True)
 
-    summarize = commands.add_parser(
-        "summarize",
-        help="mean and 95%% intervals over seeds of a sweep's runs",
-        description="The summary of a sweep directory, or of a summary.json recomputed from its per-seed "
-        "records (docs/sweeps.md).",
+
+def summarize_parser(summarize: Parser) -> None:
+    summarize.description = (
+        "The summary of a sweep directory, or of a summary.json recomputed from its per-seed records (docs/sweeps.md)."
     )
     summarize.add_argument("sweep_dir", type=path, metavar="DIR", help="a sweep directory, or a summary.json")
     summarize.add_argument(
@@ -49,6 +43,9 @@ def register(commands) -> None:
     )
     add_output_options(summarize)
     summarize.set_defaults(handler=run_summarize)
+
+
+PARSERS = {"sweep": sweep_parser, "summarize": summarize_parser}
 
 
 def run_sweep_command(args: argparse.Namespace) -> str:

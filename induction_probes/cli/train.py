@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 import shlex
 
+import induction_probes.circuits.training.train as training
+import induction_probes.probes.report.info as info_views
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.lazy import lazy_module
 from induction_probes.circuits.recipes.base import seeds_from
 from induction_probes.circuits.recipes.task_kinds import recipe_entries, recipe_entry
 from induction_probes.cli.common import (
     PROG,
+    Parser,
     add_config_options,
     add_device_option,
     add_subcommands,
@@ -23,15 +25,10 @@ from induction_probes.cli.common import (
     typed_options,
 )
 
-# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
-info_views = lazy_module("induction_probes.probes.report.info")
-training = lazy_module("induction_probes.circuits.training.train")
 
-
-def register(commands) -> None:
-    train = commands.add_parser("train", help="train a model and write a run directory")
+def train_parser(train: Parser) -> None:
     recipes = add_subcommands(train, "recipe")
-    for entry in recipe_entries(command=True):  # recipe classes import no torch: reading them keeps --help light
+    for entry in recipe_entries(command=True):
         recipe_class = entry.recipe
         description = (recipe_class.__doc__ or "").split("\n\n")[0]
         parser = recipes.add_parser(recipe_class.name, help=entry.help or description, description=description)
@@ -42,6 +39,9 @@ def register(commands) -> None:
         parser.add_argument("--stop-after", type=int, help="stop at this step; continue later with --resume")
         add_device_option(parser)
         parser.set_defaults(handler=run_train)
+
+
+PARSERS = {"train": train_parser}
 
 
 def run_train(args: argparse.Namespace) -> str:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+import induction_probes.probes.report.verify as verify_reports
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.lazy import lazy_module
 from induction_probes.cli.common import (
+    Parser,
     add_device_option,
     add_output_options,
     add_subcommands,
@@ -17,12 +18,8 @@ from induction_probes.cli.common import (
     seed,
 )
 
-# what the handlers call, loaded once a command runs: parsing (and --help) imports no torch
-verify_reports = lazy_module("induction_probes.probes.report.verify")
 
-
-def register(commands) -> None:
-    verify = commands.add_parser("verify", help="check a hand-made construction")
+def verify_parser(verify: Parser) -> None:
     constructions = add_subcommands(verify, "construction")
     prop21 = constructions.add_parser("prop21", help="Edelman et al.'s Proposition 2.1 (statistical induction)")
     prop21.add_argument("--k", type=int, help="number of states (>= 2; with --against, the run's)")
@@ -53,6 +50,9 @@ def register(commands) -> None:
     wang_n.add_argument("--seq-len", type=int, default=20, help="L (>= n + 2, default 20)")
     add_fresh_sequence_options(wang_n)
     wang_n.set_defaults(handler=run_verify_wang_ihn)
+
+
+PARSERS = {"verify": verify_parser}
 
 
 def add_fresh_sequence_options(parser: argparse.ArgumentParser) -> None:

@@ -1,6 +1,6 @@
-"""The registered attention probes (:mod:`~induction_probes.probes.attention.probe_registry`) as functions of one
-chunk of probe
-sequences, how the chunks' values combine into a checkpoint's, and each value's interval over sequences.
+"""The package's attention probes (registered in :mod:`~induction_probes.probes.attention.probe_registry`) as
+functions of one chunk of probe sequences, how the chunks' values combine into a checkpoint's, and each value's
+interval over sequences.
 
 A probe that returns its per-sequence parts (:class:`Score`'s ``per_sequence``: each sequence's sum and count)
 gets a percentile-bootstrap interval that resamples the probe sequences; the built-in probes do. One that
@@ -9,7 +9,7 @@ returns only chunk means has none (NaN bounds)."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import torch
 from jaxtyping import Float, Int
@@ -19,16 +19,10 @@ from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.attention_masks import matching_keys
 from induction_probes.probes.attention.patterns import (
     bigram_matching_sums,
-    pattern_hook,
     previous_token_per_sequence,
     previous_token_scores,
-    run_with_captures,
 )
-from induction_probes.probes.attention.probe_registry import PROBES
 from induction_probes.probes.intervals import bootstrap_ratio_intervals
-
-if TYPE_CHECKING:
-    from induction_probes.circuits.models.hooked_model import HookedModel
 
 
 class Score(NamedTuple):
@@ -50,7 +44,7 @@ def previous_token(patterns: Patterns, tokens: Int[Tensor, "batch pos"]) -> Scor
     return Score(previous_token_scores(patterns), float(len(tokens)), (per_sequence, torch.ones(len(tokens))))
 
 
-_matching: tuple | None = None  # (patterns, tokens, each layer's bigram_matching_sums) while chunk_scores runs
+_matching: tuple | None = None  # (patterns, tokens, each layer's bigram_matching_sums) while a chunk is scored
 
 
 def matching_of(patterns: Patterns, tokens: Int[Tensor, "batch pos"]) -> list[tuple[Tensor, Tensor, Tensor]]:
@@ -62,6 +56,12 @@ def matching_of(patterns: Patterns, tokens: Int[Tensor, "batch pos"]) -> list[tu
         match = matching_keys(tokens)
         _matching = (patterns, tokens, [bigram_matching_sums(p, tokens, match=match) for p in patterns])
     return _matching[2]
+
+
+def forget_matching() -> None:
+    """Drop the chunk's bigram-matching sums once its probes are done: its patterns are not kept past it."""
+    global _matching
+    _matching = None
 
 
 def matching_score(patterns: Patterns, tokens: Int[Tensor, "batch pos"], part: int) -> Score:
@@ -82,19 +82,6 @@ def bigram_matching(patterns: Patterns, tokens: Int[Tensor, "batch pos"]) -> Sco
 def bigram_matching_ideal(patterns: Patterns, tokens: Int[Tensor, "batch pos"]) -> Score:
     """1 − TV of each attention row to uniform attention over the matching keys, same queries."""
     return matching_score(patterns, tokens, 1)
-
-
-def chunk_scores(patterns: list[Tensor], tokens: Tensor) -> dict[str, Score]:
-    """Every registered probe on one chunk, each with its weight."""
-    global _matching
-    scores = {}
-    try:
-        for name, probe in PROBES.items():
-            value = probe(patterns, tokens)
-            scores[name] = value if isinstance(value, Score) else Score(list(value), float(len(tokens)))
-    finally:
-        _matching = None  # the chunk's patterns are not kept past it
-    return scores
 
 
 def combine(chunks: list[dict[str, Score]]) -> dict[str, Score]:
@@ -125,19 +112,3 @@ def score_intervals(score: Score) -> list[tuple[Float[Tensor, " head"], Float[Te
         return [(torch.full_like(v, math.nan, dtype=torch.float64),) * 2 for v in score.values]
     sums, count = score.per_sequence
     return [bootstrap_ratio_intervals(layer, count)[1:] for layer in sums]
-
-
-def attention_probes(model: HookedModel, inputs: Tensor, chunk: int = 100, also: list[str] = ()):
-    """The model's outputs on ``inputs``, every registered probe's
-    :class:`~induction_probes.probes.attention.scores.Score`,
-    and the activations at the hook names ``also``, one per chunk of ``chunk`` sequences."""
-    pattern_names = [pattern_hook(layer) for layer in range(model.cfg.n_layers)]
-    outputs, chunks, captured = [], [], {name: [] for name in also}
-    for start in range(0, inputs.shape[0], chunk):
-        tokens = inputs[start : start + chunk]
-        output, activations = run_with_captures(model, tokens, pattern_names + list(also))
-        outputs.append(output)
-        chunks.append(chunk_scores([activations[name] for name in pattern_names], tokens))
-        for name in also:
-            captured[name].append(activations[name])
-    return torch.cat(outputs), combine(chunks), captured

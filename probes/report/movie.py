@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from induction_probes.circuits.defaults import MOVIE_FRAMES, PAGE_SEQS, PROBE_SEED
 from induction_probes.circuits.errors import BadInput
@@ -24,7 +25,8 @@ from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 from induction_probes.probes.ablation.head_ablation import heads_in_layer, parse_heads
 from induction_probes.probes.attention.patterns import chance_scores
-from induction_probes.probes.attention.scores import attention_probes, score_intervals
+from induction_probes.probes.attention.probe_registry import attention_probes
+from induction_probes.probes.attention.scores import score_intervals
 from induction_probes.probes.behaviour.icl_behaviour import strategy_phases
 from induction_probes.probes.report.movie_lm import series_movie
 from induction_probes.probes.report.views import probed_run
@@ -41,6 +43,9 @@ from induction_probes.probes.views.movie_page import (
     threshold_phases,
     write_movie_page,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 MAX_FRAMES = 200
 SCORE_NAMES = {"previous_token": "previous-token score", "bigram_matching": "bigram-matching score"}
@@ -63,12 +68,12 @@ class MovieFile:
 
 def write_movie(
     source: RunOrPath | Series,
-    out: str | os.PathLike,
+    out: str | os.PathLike[str],
     frames: int = MOVIE_FRAMES,
     heads: str | None = None,
     n_seqs: int | None = None,
     seed: int = PROBE_SEED,
-    device=None,
+    device: str | torch.device | None = None,
 ) -> MovieFile:
     """``out/movie.html`` for a run of ours (a Run, its folder or a shipped name) or a language model's checkpoint
     series (a folder of ``step_N/`` checkpoints or a cache name with ``stepN`` revisions): at most ``frames``
@@ -105,7 +110,7 @@ def given_heads(run: Run, text: str) -> list[tuple[int, int]]:
     return parse_heads(text, cfg.n_layers, lambda layer: heads_in_layer(cfg, layer))
 
 
-def checkpoint_scores(run: Run, step: int, probe_set, device) -> dict:
+def checkpoint_scores(run: Run, step: int, probe_set, device: str | torch.device | None) -> dict:
     """Per score: per layer, [heads] values and (low, high) lists (None where the probe gives no interval)."""
     if isinstance(run.task, GaussianTask):
         result = probe_gaussian(run, step, device=device, probe_set=probe_set)
@@ -119,7 +124,9 @@ def checkpoint_scores(run: Run, step: int, probe_set, device) -> dict:
     return found
 
 
-def run_movie(run: Run, frames: int, heads: str | None, n_seqs: int, seed: int, device=None) -> tuple[Movie, int]:
+def run_movie(
+    run: Run, frames: int, heads: str | None, n_seqs: int, seed: int, device: str | torch.device | None = None
+) -> tuple[Movie, int]:
     """The movie of a run's checkpoints (at most ``frames``), and how many checkpoints the run has."""
     steps = subsample(run.steps, frames)
     if heads is not None:

@@ -4,9 +4,8 @@ run of any other registered task gets the task view (:mod:`induction_probes.prob
 attention probes and the task's own metrics, as text, figures and a page), so that a new task needs no edit
 here. A task from outside may give its kind a view of its own.
 
-A view (a :class:`~induction_probes.circuits.recipes.task_kinds.TaskView`) names four functions by
-``"module:function"`` (resolved once asked for, so that the command line, which imports this module to build its
-options, imports none of them):
+A view (a :class:`~induction_probes.circuits.recipes.task_kinds.TaskView`) holds four functions (the package's
+tasks' views are in :data:`TASK_VIEWS`, by task class):
 
 - ``probe(run, steps, n_seqs, seed, *, device, plot, as_json)``: the probes of ``steps`` on ``n_seqs`` fresh
   sequences drawn with ``seed``;
@@ -21,28 +20,44 @@ JSON-ready dict. The functions below dispatch to the run's view."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import induction_probes.circuits.runs.reader as reader
+import induction_probes.probes.ablation.head_ablation as head_ablation
+import induction_probes.probes.report.ablation as ablation_views
+import induction_probes.probes.report.gaussian as gaussian_views
+import induction_probes.probes.report.markov as markov_views
+import induction_probes.probes.report.markov_html as markov_html
+import induction_probes.probes.report.markov_probes as markov_probes
+import induction_probes.probes.report.task as task_views
 from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.lazy import lazy_module
 from induction_probes.circuits.paths import path_argument, plot_folder
 from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, TaskView
-
-# the command line imports this module while it parses: runs and ablations load when a view runs
-head_ablation = lazy_module("induction_probes.probes.ablation.head_ablation")
-reader = lazy_module("induction_probes.circuits.runs.reader")
+from induction_probes.circuits.tasks.gaussian.task import GaussianTask
+from induction_probes.circuits.tasks.markov.task import MarkovTask
 
 if TYPE_CHECKING:
+    import torch
+
     from induction_probes.circuits.runs.reader import Run, RunOrPath
 
-_HERE = "induction_probes.probes.report"
-TASK_VIEW = TaskView(
-    f"{_HERE}.task:probe_task",
-    f"{_HERE}.task:ablate_task",
-    f"{_HERE}.task:task_report",
-    f"{_HERE}.task:task_report_html",
-)
+# what the package's own tasks' runs show, by task class; any other task's, without a view of its own, the task view
+TASK_VIEWS = {
+    MarkovTask: TaskView(
+        markov_probes.probe_markov_report,
+        ablation_views.ablate_markov,
+        markov_views.markov_report,
+        markov_html.markov_report_html,
+    ),
+    GaussianTask: TaskView(
+        gaussian_views.probe_gaussian_report,
+        ablation_views.ablate_gaussian,
+        gaussian_views.gaussian_report,
+        gaussian_views.refuse_gaussian_html,
+    ),
+}
+TASK_VIEW = TaskView(task_views.probe_task, task_views.ablate_task, task_views.task_report, task_views.task_report_html)
 
 
 def probed_run(run: RunOrPath):
@@ -55,8 +70,9 @@ def probed_run(run: RunOrPath):
 
 
 def view_of(run: Run) -> TaskView:
-    """The view of the run's task: its own, or the task view of any registered task."""
-    return TASK_KINDS.get(run.task.name).view or TASK_VIEW
+    """The view of the run's task: the package's own tasks', one a kind from outside gives, or the task view."""
+    kind = TASK_KINDS.get(run.task.name)
+    return TASK_VIEWS.get(kind.task) or kind.view or TASK_VIEW
 
 
 def probe_report(
@@ -65,10 +81,10 @@ def probe_report(
     n_seqs: int = PROBE_SEQS,
     seed: int = PROBE_SEED,
     *,
-    device=None,
+    device: str | torch.device | None = None,
     plot: Path | None = None,
     as_json: bool = False,
-) -> str | dict:
+) -> str | dict[str, Any]:
     """The probes of ``steps`` (default: the last checkpoint; ``"all"``: every checkpoint) as the run's view
     shows them; ``plot`` a str or a Path."""
     run = probed_run(run)
@@ -89,10 +105,10 @@ def ablation_report(
     seed: int = PROBE_SEED,
     mode: str = "zero",
     *,
-    device=None,
+    device: str | torch.device | None = None,
     plot: Path | None = None,
     as_json: bool = False,
-) -> str | dict:
+) -> str | dict[str, Any]:
     """The checkpoint at ``step`` (default the last) with each head set ablated (default: each head alone; a
     string "L.H,L.H" is one set) in ``mode`` (zero, mean or resample), on ``n_seqs`` fresh sequences drawn with
     ``seed``."""
@@ -110,8 +126,13 @@ def ablation_report(
 
 
 def run_report(
-    run: RunOrPath, *, device=None, plot: Path | None = None, as_json: bool = False, html=None
-) -> str | dict:
+    run: RunOrPath,
+    *,
+    device: str | torch.device | None = None,
+    plot: Path | None = None,
+    as_json: bool = False,
+    html: Path | None = None,
+) -> str | dict[str, Any]:
     """The run over training, as its view shows it; with ``html`` a folder, also its one-page report written
     there (refused first where the view has none), its path a last line of the text or ``report`` in the JSON."""
     run = reader.as_run(run)
@@ -122,6 +143,6 @@ def run_report(
     return report | {"report": str(page)} if as_json else f"{report}\nreport: {page}"
 
 
-def html_report(run: RunOrPath, directory: Path, device=None) -> Path:
+def html_report(run: RunOrPath, directory: Path, device: str | torch.device | None = None) -> Path:
     """The run's one-page HTML report, written into ``directory`` (every figure embedded); its path."""
     return view_of(run).get("html")(run, path_argument("directory", directory), device)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float
@@ -17,8 +17,7 @@ from torch import Tensor
 from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.devices import on_cpu
 from induction_probes.circuits.metrics import mse_over_variance
-from induction_probes.circuits.recipes.task_kinds import TASK_KINDS
-from induction_probes.circuits.registry import resolve
+from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, run_probe_of
 from induction_probes.circuits.runs.reader import Run, run_task
 from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
@@ -29,7 +28,8 @@ from induction_probes.probes.attention.patterns import (
     previous_token_score,
     run_with_patterns,
 )
-from induction_probes.probes.attention.scores import attention_probes, score_intervals
+from induction_probes.probes.attention.probe_registry import attention_probes
+from induction_probes.probes.attention.scores import score_intervals
 from induction_probes.probes.behaviour.icl_behaviour import Behaviour, behaviour
 from induction_probes.probes.behaviour.window_readout import window_readout
 from induction_probes.probes.intervals import bootstrap_mean_interval, resampling_weights
@@ -40,6 +40,7 @@ from induction_probes.probes.tidy import Tidy, gaussian_records, probe_records
 
 if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.tasks.gaussian.sequences import GaussianEvalSet
 
 QUERY_0 = "blocks.0.attn.hook_q"  # one forward pass also feeds layer 0's positional profile
 
@@ -70,7 +71,7 @@ class CheckpointProbes(Tidy):
     def bigram_matching_ideal(self) -> list[Tensor]:  # 1 − TV to uniform over matching keys
         return self.scores["bigram_matching_ideal"]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "step": self.step,
             **{name: [layer.tolist() for layer in layers] for name, layers in self.scores.items()},
@@ -84,7 +85,7 @@ class CheckpointProbes(Tidy):
             "progress": None if self.progress is None else self.progress.to_json(),
         }
 
-    def to_records(self, sequences_seen: int | None = None) -> list[dict]:
+    def to_records(self, sequences_seen: int | None = None) -> list[dict[str, Any]]:
         return probe_records(self, sequences_seen)
 
 
@@ -139,7 +140,10 @@ def probe_eval_set(run: Run, n_seqs: int, seed: int) -> MarkovEvalSet:
 
 
 def probe_run(
-    run: Run, eval_set: MarkovEvalSet | None = None, steps: list[int] | None = None, device=None
+    run: Run,
+    eval_set: MarkovEvalSet | None = None,
+    steps: list[int] | None = None,
+    device: str | torch.device | None = None,
 ) -> RunProbes:
     """Probes of every checkpoint (or of ``steps``), loading one checkpoint at a time onto ``device``, as one
     :class:`~induction_probes.probes.run_level.run_probes.RunProbes` (iterate it, or ``.to_frame()``). Without
@@ -151,18 +155,20 @@ def probe_run(
     :class:`~induction_probes.probes.run_level.task_probes.TaskProbes` (the registered attention probes and its task's
     metrics)."""
     kind = TASK_KINDS.get(run.task.name)
-    probe = resolve(kind.probe) if kind.probe else probe_task_run
+    probe = TASK_PROBES.get(kind.task) or run_probe_of(kind) or probe_task_run
     return probe(run, eval_set, run.steps if steps is None else run.saved_steps(steps), device)
 
 
-def probe_markov_run(run: Run, eval_set: MarkovEvalSet | None, steps: list[int], device=None) -> RunProbes:
+def probe_markov_run(
+    run: Run, eval_set: MarkovEvalSet | None, steps: list[int], device: str | torch.device | None = None
+) -> RunProbes:
     """:func:`probe_model` of each of ``steps``: the probe of ICL-MC runs' task kind."""
     eval_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if eval_set is None else eval_set
     checkpoints = [probe_model(run.load(step=step, device=device), eval_set, step) for step in steps]
     return RunProbes.collect(run, eval_set.inputs, checkpoints)
 
 
-def probe_task_run(run: Run, eval_set, steps: list[int], device=None) -> RunProbes:
+def probe_task_run(run: Run, eval_set, steps: list[int], device: str | torch.device | None = None) -> RunProbes:
     """:func:`~induction_probes.probes.run_level.task_probes.probe_task_model` of each of ``steps``: how a run of a task
     whose kind names no probe of its own is probed."""
     eval_set = run.task.eval_set(PROBE_SEQS, PROBE_SEED) if eval_set is None else eval_set
@@ -181,15 +187,20 @@ class GaussianProbes(Tidy):
     window_r2: list[float]  # held-out R² of x_{s−i} after layer 0, i = 0 … n (probes/behaviour/window_readout.py)
     target_r2_after_layer0: float  # and of the target at the last position
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return vars(self)
 
-    def to_records(self, sequences_seen: int | None = None) -> list[dict]:
+    def to_records(self, sequences_seen: int | None = None) -> list[dict[str, Any]]:
         return gaussian_records(self, sequences_seen)
 
 
 def probe_gaussian(
-    run: Run, step: int | None = None, n_seqs: int = PROBE_SEQS, seed: int = PROBE_SEED, device=None, probe_set=None
+    run: Run,
+    step: int | None = None,
+    n_seqs: int = PROBE_SEQS,
+    seed: int = PROBE_SEED,
+    device: str | torch.device | None = None,
+    probe_set: GaussianEvalSet | None = None,
 ) -> GaussianProbes:
     """A Gaussian-task checkpoint (default the last) on ``probe_set``, or on ``n_seqs`` fresh sequences
     drawn with ``seed``."""
@@ -206,9 +217,13 @@ def probe_gaussian(
     )
 
 
-def probe_gaussian_run(run: Run, eval_set, steps: list[int], device=None) -> RunProbes:
+def probe_gaussian_run(run: Run, eval_set, steps: list[int], device: str | torch.device | None = None) -> RunProbes:
     """:func:`probe_gaussian` of each of ``steps`` (on ``eval_set``, or PROBE_SEQS fresh sequences drawn with
     PROBE_SEED, its own defaults): the probe of Gaussian-task runs' kind. Its chance levels are the
     token probes' and do not apply, so the result carries none, nor their warnings."""
     checkpoints = [probe_gaussian(run, step, PROBE_SEQS, PROBE_SEED, device, probe_set=eval_set) for step in steps]
     return RunProbes(run, checkpoints, chance={}, warnings=[])
+
+
+# how the package's own tasks' runs are probed, by task class (a kind from outside gives its own: TaskKind.probe)
+TASK_PROBES = {MarkovTask: probe_markov_run, GaussianTask: probe_gaussian_run}

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from induction_probes.circuits.devices import model_device
 from induction_probes.probes.ablation.head_ablation import run_ablated
-from induction_probes.probes.attention.scores import attention_probes
+from induction_probes.probes.attention.probe_registry import attention_probes
 from induction_probes.probes.tidy import Tidy, per_head, row
 
 if TYPE_CHECKING:

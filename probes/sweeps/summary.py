@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from induction_probes.circuits.defaults import PROBE_SEED
 from induction_probes.circuits.paths import portable
@@ -39,7 +39,7 @@ from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.untrusted import require_finite
 from induction_probes.circuits.validation import require_int
 from induction_probes.probes.attention.patterns import positional_profiles
-from induction_probes.probes.attention.scores import attention_probes
+from induction_probes.probes.attention.probe_registry import attention_probes
 from induction_probes.probes.behaviour.by_prior import evaluate_run_on_priors, prior_names, prior_task
 from induction_probes.probes.sweeps.statistics import interval, nonnegative_interval
 from induction_probes.probes.sweeps.sweep_statistics import add_statistics
@@ -234,7 +234,7 @@ def summarize_condition(runs: list[Run], count: str | None, probe_seqs: int, by_
 
 def summarize_sweep(
     root: str | Path, *, count: str | None = None, probe_seqs: int = 500, by_prior: str | tuple[str, ...] = ()
-) -> dict:
+) -> dict[str, Any]:
     """The summary of the finished cells of the sweep in ``root`` (JSON-ready: no NaN, no tensors);
     ``count`` defaults to the spec's own. ``by_prior`` (e.g. ``"doubly-stochastic,unigram"``) adds each run's
     final loss and KL on ``probe_seqs`` fresh chains of each of those priors

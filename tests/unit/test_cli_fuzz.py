@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from induction_probes.cli import COMMANDS as CLI_COMMANDS
 from induction_probes.cli import build_parser, main
 
 SECONDS_PER_EXAMPLE = 3
@@ -48,7 +49,7 @@ def leaf_parsers(parser, prefix=()) -> dict[tuple[str, ...], object]:
     return found or {prefix: parser}
 
 
-COMMANDS = leaf_parsers(build_parser())
+COMMANDS = leaf_parsers(build_parser([command.name for command in CLI_COMMANDS]))
 
 # Numbers of every size and sign, the floats that are not numbers, and text that is not one.
 NUMBERS = st.one_of(

@@ -156,9 +156,9 @@ def every_option(parser, name: str):
 def test_every_threshold_is_refused_while_parsing_when_it_is_no_share(value):
     import argparse
 
-    from induction_probes.cli import build_parser
+    from induction_probes.cli import COMMANDS, build_parser
 
-    found = list(every_option(build_parser(), "--threshold"))
+    found = list(every_option(build_parser([command.name for command in COMMANDS]), "--threshold"))
     assert found  # probe and ablate today: a new one is checked too
     for action in found:
         with pytest.raises(argparse.ArgumentTypeError, match="a threshold must be a number in"):

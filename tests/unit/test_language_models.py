@@ -3,6 +3,8 @@ save_pretrained, booted through TransformerBridge, scored against Hugging Face's
 
 import json
 import socket
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -265,6 +267,18 @@ def cli(capsys, *argv) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def test_a_language_models_info_needs_no_weights_and_imports_no_torch(models):
+    """issue 50: info on a language model reads its folder's config and files; torch is a second's wait for nothing."""
+    code = (
+        "import sys\nfrom induction_probes.cli import main\ncode = main(sys.argv[1:])\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\nsys.exit(code)"
+    )
+    argv = [sys.executable, "-c", code, "info", str(models["gpt2"])]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "GPT2LMHeadModel" in result.stdout
 
 
 def test_probe_json_info_and_one_line_errors_from_the_command_line(models, tmp_path, capsys):

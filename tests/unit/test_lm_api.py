@@ -97,7 +97,7 @@ def test_one_default_seed_and_number_of_sequences_for_the_api_and_the_command_li
     for name, parameters in defaults.items():
         count = parameters.get("batch") or parameters.get("n_seqs")
         assert (count.default, parameters["seed"].default) == (LM_PROBE_SEQS, PROBE_SEED), name
-    parser = build_parser()
+    parser = build_parser(["probe"])
     args = parser.parse_args(["probe", "some-model"])
     assert args.seed == PROBE_SEED and args.n_seqs is None  # None: the API's default, by what is probed
     from induction_probes.cli.common import probe_set_size

@@ -6,7 +6,8 @@ import torch
 
 from induction_probes.circuits.tasks.draws import sample_categorical
 from induction_probes.circuits.tasks.markov.chains import sample_markov, stationary_distribution
-from induction_probes.circuits.tasks.markov.priors import draw_doubly_stochastic, draw_spectrum, draw_table, sinkhorn
+from induction_probes.circuits.tasks.markov.prior_registry import draw_table
+from induction_probes.circuits.tasks.markov.priors import draw_doubly_stochastic, draw_spectrum, sinkhorn
 from induction_probes.circuits.tasks.markov.strategies import strategy_baselines
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 
@@ -152,3 +153,12 @@ def test_evaluation_chains_can_come_from_another_prior():
 def test_bad_prior_settings_are_refused_by_name(kwargs, message):
     with pytest.raises(ValueError, match=message):
         MarkovTask(3, **kwargs)
+
+
+def test_each_prior_draws_by_its_registered_function_and_the_mixture_draws_no_tables():
+    """The registry holds the draws themselves; a mixture mixes two priors' sequences in its stream."""
+    table = draw_table("unigram", 5, 3, 1, 1.0, None, generator(5))
+    assert table.shape == (5, 3, 3) and torch.allclose(table.sum(-1), torch.ones(5, 3, dtype=table.dtype))
+    assert torch.equal(table[:, 0], table[:, 2])  # unigram: one distribution for every row
+    with pytest.raises(ValueError, match="the mixture prior mixes sequences of two priors: it draws no tables"):
+        draw_table("mixture", 5, 3, 1, 1.0, 0.5, generator(5))

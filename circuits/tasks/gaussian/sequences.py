@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -112,7 +113,7 @@ class GaussianEvalSet:
     def inputs(self) -> Float[Tensor, "batch pos d"]:
         return self.x.float()
 
-    def metrics(self, outputs: Float[Tensor, "batch pos d"]) -> dict:
+    def metrics(self, outputs: Float[Tensor, "batch pos d"]) -> dict[str, Any]:
         """MSE at the last position against the float32 targets the model trains on, and the same over
         the target's variance (1 = predicting the mean)."""
         targets = self.targets.float()

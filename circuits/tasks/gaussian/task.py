@@ -8,20 +8,18 @@ where they run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+import torch
+import torch.nn.functional as F
+
+import induction_probes.circuits.tasks.gaussian.sequences as sequences
+import induction_probes.circuits.tasks.streams as streams
 from induction_probes.circuits.config import option
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.lazy import lazy_module
 from induction_probes.circuits.limits import require_numbers, require_seed, require_sequences
 from induction_probes.circuits.tasks.base import TaskConfig
 from induction_probes.circuits.validation import quoted, require_int, require_positive
-
-# the command line reads this config at --help: torch and the sequences' maths load when it draws
-F = lazy_module("torch.nn.functional")
-sequences = lazy_module("induction_probes.circuits.tasks.gaussian.sequences")
-streams = lazy_module("induction_probes.circuits.tasks.streams")
-torch = lazy_module("torch")
 
 if TYPE_CHECKING:
     import torch
@@ -69,7 +67,7 @@ class GaussianTask(TaskConfig):
         """The n of the induction head in the target (2 unless ``target="ihn"``)."""
         return self.n if self.target == "ihn" else 2
 
-    def progress(self, metrics: dict) -> str:
+    def progress(self, metrics: dict[str, Any]) -> str:
         return f"MSE/var {metrics['relative_mse']:.2e}"
 
     def describe(self) -> str:
@@ -87,7 +85,7 @@ class GaussianTask(TaskConfig):
         """Sequences of this task, float64."""
         return sequences.sample_sequences(n_seqs, self.seq_len, self.d, generator=generator, boolean=self.boolean)
 
-    def stream(self, seed: int):
+    def stream(self, seed: int) -> streams.GeneratorStream:
         """The training sequences of ``seed``, from one generator."""
         return streams.GeneratorStream(self.sample, seed)
 
@@ -97,7 +95,7 @@ class GaussianTask(TaskConfig):
     def loss(self, outputs: Tensor, targets: Tensor) -> Float[Tensor, ""]:
         return F.mse_loss(outputs[:, -1], targets)
 
-    def eval_set(self, n_seqs: int, seed: int):
+    def eval_set(self, n_seqs: int, seed: int) -> sequences.GaussianEvalSet:
         """A :class:`~induction_probes.circuits.tasks.gaussian.sequences.GaussianEvalSet` of ``n_seqs`` sequences
         and their targets."""
 

@@ -33,7 +33,7 @@ from induction_probes.circuits.tasks.markov.parameters import (
     check_sizes,
     numbers_per_sequence,
 )
-from induction_probes.circuits.tasks.markov.priors import draw_table
+from induction_probes.circuits.tasks.markov.prior_registry import draw_table
 from induction_probes.circuits.validation import require_int
 
 

@@ -7,19 +7,37 @@ says what each is). A registration is a function ``draw(n_seqs, k, order, alpha,
 - ``bigram_only``: for chains of order 1 only (n = 2); ``states``: for this many states only;
 - ``mixes``: a mixture of two simple priors' sequences (drawn by its stream, not as tables).
 
-Imports nothing heavy: the entries are resolved on first use."""
+The entries are the draws themselves (:mod:`~induction_probes.circuits.tasks.markov.priors`);
+:func:`draw_table` draws by name."""
 
 from __future__ import annotations
 
-from induction_probes.circuits.registry import Expects, Registry
+import torch
+from jaxtyping import Float
+from torch import Tensor
 
-_DRAWS = "induction_probes.circuits.tasks.markov.priors"
+from induction_probes.circuits.registry import Expects, Registry
+from induction_probes.circuits.tasks.markov.priors import (
+    draw_dirichlet,
+    draw_doubly_stochastic_tables,
+    draw_mixture_tables,
+    draw_spectrum_tables,
+    draw_unigram,
+)
 
 PRIORS = Registry("prior", __name__, Expects("a function drawing transition tables", callable))
-PRIORS.register("dirichlet", f"{_DRAWS}:draw_dirichlet", simple=True)
-PRIORS.register("doubly-stochastic", f"{_DRAWS}:draw_doubly_stochastic_tables", simple=True, bigram_only=True)
-PRIORS.register("unigram", f"{_DRAWS}:draw_unigram", simple=True)
-PRIORS.register("spectrum", f"{_DRAWS}:draw_spectrum_tables", needs_p=True, bigram_only=True, states=2)
-PRIORS.register("mixture", "induction_probes.circuits.tasks.markov.streams:MixtureStream", needs_p=True, mixes=True)
+PRIORS.register("dirichlet", draw_dirichlet, simple=True)
+PRIORS.register("doubly-stochastic", draw_doubly_stochastic_tables, simple=True, bigram_only=True)
+PRIORS.register("unigram", draw_unigram, simple=True)
+PRIORS.register("spectrum", draw_spectrum_tables, needs_p=True, bigram_only=True, states=2)
+PRIORS.register("mixture", draw_mixture_tables, needs_p=True, mixes=True)
 
 SIMPLE_PRIORS = PRIORS.where(simple=True)  # a mixture's components and the evaluation priors
+
+
+def draw_table(
+    prior: str, n_seqs: int, k: int, order: int, alpha: float, p: float | None, generator: torch.Generator
+) -> Float[Tensor, "batch contexts k"]:
+    """Transition tables of ``n_seqs`` chains of order ``order`` from a registered prior, by its registered draw
+    (the mixture's refuses: it mixes sequences, not tables)."""
+    return PRIORS.get(prior)(n_seqs, k, order, alpha, p, generator)

@@ -35,7 +35,6 @@ from torch import Tensor
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.tasks.draws import sample_dirichlet
-from induction_probes.circuits.tasks.markov.prior_registry import PRIORS  # torch-free: the task config reads it too
 
 BLOCK = 64  # sequences per seeded block of a counted stream
 REJECTION_MAX_K = 4
@@ -102,14 +101,12 @@ def draw_spectrum_tables(
     return draw_spectrum(n_seqs, p, generator)
 
 
-def draw_table(
-    prior: str, n_seqs: int, k: int, order: int, alpha: float, p: float | None, generator: torch.Generator
+def draw_mixture_tables(
+    n_seqs: int, k: int, order: int, alpha: float, p, generator
 ) -> Float[Tensor, "batch contexts k"]:
-    """Transition tables of ``n_seqs`` chains of order ``order`` from a registered prior (a mixing one
-    excepted: it is a mix of sequences, not of tables), by its registered draw."""
-    if PRIORS.info(prior).get("mixes"):
-        raise BadInput(f"the {prior} prior mixes sequences of two priors: it draws no tables of its own")
-    return PRIORS.get(prior)(n_seqs, k, order, alpha, p, generator)
+    """The mixture's draw: none. Its batches mix the sequences of two priors, drawn by its stream
+    (:class:`~induction_probes.circuits.tasks.markov.streams.MixtureStream`), not tables of its own."""
+    raise BadInput("the mixture prior mixes sequences of two priors: it draws no tables of its own")
 
 
 def block_seed(seed: int, prior: str, block: int, purpose: str = "train") -> int:

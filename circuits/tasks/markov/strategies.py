@@ -9,7 +9,7 @@ tokens 0..t.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float, Int
@@ -129,7 +129,7 @@ class MarkovEvalSet:
         return {name: token_cross_entropy(q.log(), targets).mean(-1) for name, q in predictors.items()}
 
     def per_position(
-        self, logits: Float[Tensor, "batch pos k"], per_sequence=False
+        self, logits: Float[Tensor, "batch pos k"], per_sequence: bool = False
     ) -> tuple[Tensor, dict[str, Tensor]]:
         """The model's loss at each input position, and KL(x ‖ model) at each position for x = "true"
         and every strategy, averaged over sequences (``per_sequence``: [batch, seq] each, not averaged)."""
@@ -138,7 +138,7 @@ class MarkovEvalSet:
         kl = {name: kl_divergence(p, log_q) for name, p in ({"true": self.truth} | self.strategies).items()}
         return (loss, kl) if per_sequence else (loss.mean(0), {name: values.mean(0) for name, values in kl.items()})
 
-    def metrics(self, logits: Float[Tensor, "batch pos k"]) -> dict:
+    def metrics(self, logits: Float[Tensor, "batch pos k"]) -> dict[str, Any]:
         """:meth:`per_position`'s mean loss and last-token KLs, to the bit, the KLs computed at the last token only."""
         log_q = torch.log_softmax(logits.double(), dim=-1)
         last = {

@@ -13,7 +13,8 @@ from jaxtyping import UInt8
 from torch import Tensor
 
 from induction_probes.circuits.tasks.markov.chains import MarkovSample, walk
-from induction_probes.circuits.tasks.markov.priors import BLOCK, block_seed, draw_table
+from induction_probes.circuits.tasks.markov.prior_registry import draw_table
+from induction_probes.circuits.tasks.markov.priors import BLOCK, block_seed
 
 
 class CountedStream:

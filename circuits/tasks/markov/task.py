@@ -8,22 +8,20 @@ so the methods that draw sequences import the samplers where they run.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+import torch.nn.functional as F
+
+import induction_probes.circuits.tasks.markov.chains as chains
+import induction_probes.circuits.tasks.markov.strategies as strategies
+import induction_probes.circuits.tasks.markov.streams as markov_streams
+import induction_probes.circuits.tasks.streams as streams
 from induction_probes.circuits.config import option
-from induction_probes.circuits.lazy import lazy_module
 from induction_probes.circuits.limits import require_seed, require_sequences
-from induction_probes.circuits.tasks.base import TaskConfig
+from induction_probes.circuits.tasks.base import Stream, TaskConfig
 from induction_probes.circuits.tasks.markov import parameters
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS, SIMPLE_PRIORS
 from induction_probes.circuits.validation import require_int
-
-# the command line reads this config at --help: the modules that draw chains (and torch) load when it draws
-F = lazy_module("torch.nn.functional")
-chains = lazy_module("induction_probes.circuits.tasks.markov.chains")
-markov_streams = lazy_module("induction_probes.circuits.tasks.markov.streams")
-strategies = lazy_module("induction_probes.circuits.tasks.markov.strategies")
-streams = lazy_module("induction_probes.circuits.tasks.streams")
 
 if TYPE_CHECKING:
     from jaxtyping import Float
@@ -70,7 +68,7 @@ class MarkovTask(TaskConfig):
         parameters.check_sizes(self.k, self.seq_len, self.n)
         parameters.check_curriculum(self.n, self.prior, self.curriculum)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The task's fields; ``curriculum`` only where there is one, so that the config.json of every run
         without a schedule keeps the bytes it had before schedules existed (the shipped runs are verified
         byte for byte)."""
@@ -118,7 +116,7 @@ class MarkovTask(TaskConfig):
             count += rest.sequences_per_batch(partial).get(prior, 0)
         return count + whole * rest.sequences_per_batch(batch_size).get(prior, 0)
 
-    def progress(self, metrics: dict) -> str:
+    def progress(self, metrics: dict[str, Any]) -> str:
         """The evaluation figure a training progress bar shows."""
         return f"KL(true||model) {metrics['last_token_kl']['true']:.4f}"
 
@@ -134,7 +132,7 @@ class MarkovTask(TaskConfig):
             text = f"{text}, the first {self.schedule[1]:,} from {self.schedule[0]}"
         return text if self.eval_prior is None else f"{text} (evaluated on {self.eval_prior})"
 
-    def stream(self, seed: int, purpose: str = "train"):
+    def stream(self, seed: int, purpose: str = "train") -> Stream:
         """The training (or, with ``purpose="eval"``, evaluation) sequences of ``seed``: a stream whose
         ``take(n)`` gives a :class:`MarkovSample` (see ``circuits/tasks/streams.py`` for why other priors
         are counted, not drawn from one generator). With a curriculum, the first training sequences are those
@@ -156,7 +154,7 @@ class MarkovTask(TaskConfig):
             return markov_streams.MixtureStream(first, second, self.p)
         return markov_streams.CountedStream(self, seed, purpose)
 
-    def inputs_and_targets(self, sample) -> tuple[Tensor, Tensor]:
+    def inputs_and_targets(self, sample: chains.MarkovSample) -> tuple[Tensor, Tensor]:
         return sample.inputs, sample.targets
 
     def loss(self, outputs: Tensor, targets: Tensor) -> Float[Tensor, ""]:
@@ -166,7 +164,7 @@ class MarkovTask(TaskConfig):
         """The task evaluation and probe sequences come from: the training one unless ``eval_prior``."""
         return self if self.eval_prior is None else self.with_prior(self.eval_prior)
 
-    def eval_set(self, n_seqs: int, seed: int):
+    def eval_set(self, n_seqs: int, seed: int) -> strategies.MarkovEvalSet:
         """A :class:`~induction_probes.circuits.tasks.markov.strategies.MarkovEvalSet` of the evaluation prior's
         chains: the truth and every strategy, computed once."""
         require_int("n_seqs", n_seqs, 1)
