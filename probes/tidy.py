@@ -15,12 +15,18 @@ rows as a pandas DataFrame, with layer and head as nullable integers.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from induction_probes.circuits.names import heads_label
 from induction_probes.circuits.validation import require_int
 from induction_probes.probes.intervals import paired_effect
+
+if TYPE_CHECKING:
+    from induction_probes.probes.ablation.ablation_study import AblationResult
+    from induction_probes.probes.behaviour.icl_behaviour import Behaviour
 
 COLUMNS = ["step", "sequences_seen", "layer", "head", "measure", "value", "low", "high"]
 ABLATION_COLUMNS = COLUMNS + ["ablated", "mode", "effect", "effect_low", "effect_high"]
@@ -45,7 +51,7 @@ def row(step, seen, layer, head, measure: str, value, low=None, high=None) -> di
     }
 
 
-def frame(records: list[dict], columns: list[str] | None = None):
+def frame(records: list[dict[str, Any]], columns: list[str] | None = None) -> pd.DataFrame:
     """The rows as a DataFrame with ``columns`` (every column of the rows, ``COLUMNS`` first, by default)."""
     if columns is None:
         columns = COLUMNS + [name for name in dict.fromkeys(k for r in records for k in r) if name not in COLUMNS]
@@ -66,7 +72,7 @@ def crossing_step(steps: list[int], values: list[float], threshold: float) -> in
 class Tidy:
     """Mixed into a result class that defines ``to_records(sequences_seen=None)``."""
 
-    def to_frame(self, sequences_seen: int | None = None):
+    def to_frame(self, sequences_seen: int | None = None) -> pd.DataFrame:
         """The result in long form (module docstring of :mod:`induction_probes.probes.tidy`)."""
         return frame(self.to_records(checked_seen(sequences_seen)))
 
@@ -165,7 +171,9 @@ def gaussian_records(probes, seen=None) -> list[dict]:
     )
 
 
-def ablation_frame(baseline, results: list, step: int | None = None, sequences_seen: int | None = None):
+def ablation_frame(
+    baseline: Behaviour, results: Sequence[AblationResult], step: int | None = None, sequences_seen: int | None = None
+) -> pd.DataFrame:
     """An ablation study (``ablation_study``'s baseline and results) as one table: the clean model's rows
     (``ablated`` empty, ``mode`` "none") and each ablation's, with its ``effect``: ablated − clean, paired on the
     same evaluation sequences, and that difference's Student-t interval (``effect_low``, ``effect_high``)."""

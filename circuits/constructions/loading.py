@@ -4,13 +4,16 @@ that training uses, so every probe applies to it unchanged.
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from induction_probes.circuits.devices import resolve_device
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 
 
-def load_construction(cfg: HookedTransformerConfig, weights: dict[str, Tensor], device=None) -> HookedTransformer:
+def load_construction(
+    cfg: HookedTransformerConfig, weights: dict[str, Tensor], device: str | torch.device | None = None
+) -> HookedTransformer:
     """The construction as a model, on ``device`` (default cpu)."""
     model = HookedTransformer(cfg)
     model.load_state_dict(weights)

@@ -9,22 +9,57 @@ says so in its own docstring."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # for the annotations only: importing the protocol stays free of torch and TransformerLens
+    import torch
+    from jaxtyping import Float
+    from torch import Tensor
+    from transformer_lens import ActivationCache
+    from transformer_lens.hook_points import HookPoint
+
+
+class ModelConfig(Protocol):
+    """What probes read of any model's ``cfg``: the sizes every model class has under TransformerLens's names,
+    and the dtype (a name on :class:`~induction_probes.circuits.models.minimal.MinimalConfig`, a
+    ``torch.dtype`` on the others). Read-only properties, not attributes, so that a frozen dataclass's fields
+    and TransformerLens's wider config both meet it (a mutable protocol attribute must match exactly)."""
+
+    @property
+    def n_layers(self) -> int: ...
+
+    @property
+    def n_heads(self) -> int: ...
+
+    @property
+    def n_ctx(self) -> int: ...
+
+    @property
+    def d_vocab(self) -> int: ...
+
+    @property
+    def dtype(self) -> str | torch.dtype: ...
 
 
 @runtime_checkable
 class HookedModel(Protocol):
-    """A model with a config (``cfg``: ``n_layers``, ``n_heads``, ``n_ctx``, ``d_vocab`` and more), named hook
+    """A model with a config (``cfg``: at least :class:`ModelConfig`'s sizes and dtype), named hook
     points (``hook_dict``), and forward passes with hooks attached (``run_with_hooks``) or activations cached
     (``run_with_cache``)."""
 
-    cfg: Any
+    # read-only: each class's cfg is its own config type, which has ModelConfig's members; a protocol's
+    # mutable attribute would need the very same type
+    @property
+    def cfg(self) -> ModelConfig: ...
 
     @property
-    def hook_dict(self) -> dict[str, Any]: ...
+    def hook_dict(self) -> dict[str, HookPoint]: ...
 
-    def run_with_hooks(self, *model_args: Any, **kwargs: Any) -> Any: ...
+    # The arguments stay open (Any): the three classes name theirs differently (tokens, input, residual
+    # with start_at_layer). The output's shape depends on them: logits [batch, pos, d_vocab_out] by default, a
+    # loss or a residual stream with TransformerLens's return_type and stop_at_layer.
+    def run_with_hooks(self, *model_args: Any, **kwargs: Any) -> Float[Tensor, ...]: ...
 
-    def run_with_cache(self, *model_args: Any, **kwargs: Any) -> Any: ...
+    def run_with_cache(self, *model_args: Any, **kwargs: Any) -> tuple[Float[Tensor, ...], ActivationCache]: ...
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Float[Tensor, ...]: ...

@@ -65,11 +65,11 @@ class LayerNorm(nn.Module):
 
     def __init__(self, cfg: HookedTransformerConfig):
         super().__init__()
-        self.eps = 1e-5
-        self.w = nn.Parameter(torch.ones(cfg.d_model))
-        self.b = nn.Parameter(torch.zeros(cfg.d_model))
-        self.hook_scale = HookPoint()  # [batch, pos, 1]
-        self.hook_normalized = HookPoint()  # [batch, pos, d_model]
+        self.eps: float = 1e-5
+        self.w: nn.Parameter = nn.Parameter(torch.ones(cfg.d_model))
+        self.b: nn.Parameter = nn.Parameter(torch.zeros(cfg.d_model))
+        self.hook_scale: HookPoint = HookPoint()  # [batch, pos, 1]
+        self.hook_normalized: HookPoint = HookPoint()  # [batch, pos, d_model]
 
     def forward(self, x: Tensor) -> Float[Tensor, "... d_model"]:
         centred = x - x.mean(-1, keepdim=True)
@@ -255,22 +255,23 @@ class HookedTransformer(TransformerLensInterface, HookedRootModule):
     """Attention-first transformer with TransformerLens names; see the module docstring for the maths."""
 
     config_class = HookedTransformerConfig  # what the model is built from (circuits/models/model_classes.py)
+    cfg: HookedTransformerConfig
 
     def __init__(self, cfg: HookedTransformerConfig):
         super().__init__()
         # the model's own config, shared by its layers: its device and hook switches change with the model
         cfg = self.cfg = copy.copy(cfg)
-        self.embed = nn.Module()
+        self.embed: nn.Module = nn.Module()
         self.embed.W_E = nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model))
-        self.hook_embed = HookPoint()  # [batch, pos, d_model]
+        self.hook_embed: HookPoint = HookPoint()  # [batch, pos, d_model]
         if cfg.positional == "standard":
-            self.pos_embed = nn.Module()
+            self.pos_embed: nn.Module = nn.Module()
             self.pos_embed.W_pos = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model))
-            self.hook_pos_embed = HookPoint()  # [batch, pos, d_model]
-        self.dropout = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(TransformerBlock(cfg, layer) for layer in range(cfg.n_layers))
-        self.ln_final = LayerNorm(cfg) if cfg.normalization == "LN" else nn.Identity()
-        self.unembed = nn.Module()
+            self.hook_pos_embed: HookPoint = HookPoint()  # [batch, pos, d_model]
+        self.dropout: nn.Dropout = nn.Dropout(cfg.dropout)
+        self.blocks: nn.ModuleList = nn.ModuleList(TransformerBlock(cfg, layer) for layer in range(cfg.n_layers))
+        self.ln_final: LayerNorm | nn.Identity = LayerNorm(cfg) if cfg.normalization == "LN" else nn.Identity()
+        self.unembed: nn.Module = nn.Module()
         self.unembed.W_U = nn.Parameter(torch.empty(cfg.d_model, cfg.d_vocab_out))
         if cfg.use_bias:
             self.unembed.b_U = nn.Parameter(torch.zeros(cfg.d_vocab_out))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 
@@ -186,7 +187,7 @@ class HookedTransformerConfig(Config):
     def torch_dtype(self) -> torch.dtype:
         return self.dtype
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return super().to_dict() | {"dtype": dtype_name(self.dtype)}
 
     # --- what TransformerLens's analysis tools read from a config, under their names ---------------
@@ -194,7 +195,7 @@ class HookedTransformerConfig(Config):
     device = "cpu"
     n_key_value_heads = None  # no grouped-query attention
     final_rms = False
-    eps = 1e-5
+    eps: ClassVar[float] = 1e-5  # a class constant, not a field: ClassVar keeps it out of the dataclass's fields
 
     @property
     def attn_only(self) -> bool:
@@ -247,7 +248,7 @@ class MixedHeadsConfig(HookedTransformerConfig):
     def __repr__(self) -> str:
         return f"MixedHeadsConfig({', '.join(f'{f.name}={self.__dict__[f.name]!r}' for f in dataclasses.fields(self))})"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         values = {f.name: self.__dict__[f.name] for f in dataclasses.fields(self)}
         return values | {"dtype": dtype_name(self.dtype)}
 

@@ -8,10 +8,13 @@ and logit attribution read exactly these attributes (README, "TransformerLens's 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any, Self
+
 import torch
 from jaxtyping import Float
 from torch import Tensor
-from transformer_lens import FactoredMatrix
+from transformer_lens import ActivationCache, FactoredMatrix
 from transformer_lens.utilities import composition_scores
 
 from induction_probes.circuits.errors import BadInput
@@ -49,7 +52,7 @@ class TransformerLensInterface(KnowsItsDevice, HookChecks, TokenInterface, Facto
     """Mixed into HookedTransformer: needs ``cfg``, ``blocks``, ``embed``, ``unembed`` and (standard
     positions) ``pos_embed``."""
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         """``nn.Module.__getattr__`` (parameters, buffers, submodules), except that a property of ours
         that raises AttributeError (``W_pos`` on a relative-position model) keeps its own message: Python
         retries a failed property through ``__getattr__``, whose generic "no attribute" would replace it."""
@@ -93,14 +96,37 @@ class TransformerLensInterface(KnowsItsDevice, HookChecks, TokenInterface, Facto
     def b_U(self) -> Float[Tensor, " d_vocab"]:
         return getattr(self.unembed, "b_U", self.W_U.new_zeros(self.cfg.d_vocab_out))
 
-    W_Q = property(lambda self: self._stack("W_Q"))
-    W_K = property(lambda self: self._stack("W_K"))
-    W_V = property(lambda self: self._stack("W_V"))
-    W_O = property(lambda self: self._stack("W_O"))
-    b_Q = property(lambda self: self._stack("b_Q"))
-    b_K = property(lambda self: self._stack("b_K"))
-    b_V = property(lambda self: self._stack("b_V"))
-    b_O = property(lambda self: self._stack("b_O"))
+    @property
+    def W_Q(self) -> Float[Tensor, "layer head d_model d_head"]:
+        return self._stack("W_Q")
+
+    @property
+    def W_K(self) -> Float[Tensor, "layer head d_model d_head"]:
+        return self._stack("W_K")
+
+    @property
+    def W_V(self) -> Float[Tensor, "layer head d_model d_head"]:
+        return self._stack("W_V")
+
+    @property
+    def W_O(self) -> Float[Tensor, "layer head d_head d_model"]:
+        return self._stack("W_O")
+
+    @property
+    def b_Q(self) -> Float[Tensor, "layer head d_head"]:
+        return self._stack("b_Q")
+
+    @property
+    def b_K(self) -> Float[Tensor, "layer head d_head"]:
+        return self._stack("b_K")
+
+    @property
+    def b_V(self) -> Float[Tensor, "layer head d_head"]:
+        return self._stack("b_V")
+
+    @property
+    def b_O(self) -> Float[Tensor, "layer d_model"]:
+        return self._stack("b_O")
 
     # --- heads -----------------------------------------------------------------------------------------
 
@@ -125,7 +151,7 @@ class TransformerLensInterface(KnowsItsDevice, HookChecks, TokenInterface, Facto
         earlier = layers[:, None] < layers[None, :]
         return scores * earlier[:, None, :, None]
 
-    def to(self, *args, print_details: bool = True, **kwargs):
+    def to(self, *args: Any, print_details: bool = True, **kwargs: Any) -> Self:
         """``nn.Module.to``, accepting TransformerLens's ``print_details`` (tools such as devinterp pass it
         to any model they recognise as TransformerLens's); there is nothing to print here."""
         return super().to(*args, **kwargs)
@@ -152,7 +178,7 @@ class TransformerLensInterface(KnowsItsDevice, HookChecks, TokenInterface, Facto
             raise BadInput(f"{switch} and {other} exclude each other: call model.set_{other}(False) first")
         object.__setattr__(self.cfg, switch, bool(use))
 
-    def run_with_cache(self, *args, **kwargs):
+    def run_with_cache(self, *args: Any, **kwargs: Any) -> tuple[Tensor, ActivationCache]:
         """Like TransformerLens: the output and an ActivationCache. Hooks that are switched off (see the
         setters above) are left out unless asked for by name, which is then an error."""
         if kwargs.get("names_filter") is None:
@@ -163,7 +189,7 @@ class TransformerLensInterface(KnowsItsDevice, HookChecks, TokenInterface, Facto
 
     # --- tokens and the residual stream ----------------------------------------------------------------
 
-    def tokens_to_residual_directions(self, tokens) -> Float[Tensor, "... d_model"]:
+    def tokens_to_residual_directions(self, tokens: Tensor | int | Sequence[int]) -> Float[Tensor, "... d_model"]:
         """The unembedding direction of each token, [..., d_model] (one token: [d_model])."""
         tokens = torch.as_tensor(tokens)
         if tokens.numel() == 1:

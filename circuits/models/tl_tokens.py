@@ -9,6 +9,7 @@ TransformerLens's plotting helpers need to label positions.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from jaxtyping import Float, Int
@@ -19,13 +20,16 @@ from induction_probes.circuits.errors import BadInput
 
 RETURN_TYPES = ("input", "str", "tokens")  # TransformerLens's generate(return_type=...)
 
+# token ids: a tensor, or a list of ints (one sequence) or of lists of ints (a batch)
+TokenIds = Tensor | Sequence[int] | Sequence[Sequence[int]]
+
 
 class TokenInterface:
     """Needs ``cfg`` (``input_type``, ``n_ctx``, ``d_vocab``) and a forward pass giving logits."""
 
     tokenizer = None  # as a TransformerLens model built from a config without one: these models have none
 
-    def to_tokens(self, tokens, **_: object) -> Int[Tensor, "batch pos"]:
+    def to_tokens(self, tokens: Tensor | str | Sequence[str], **_: object) -> Int[Tensor, "batch pos"]:
         """Token ids as [batch, pos]: a tensor passes through (a 1-D one gains a batch dimension), and a string
         of ids separated by spaces, as :meth:`to_string` writes them (``"0 2 1"``), or a list of such strings, is
         read back. Keyword options of TransformerLens (``prepend_bos``...) are accepted and ignored: there is no
@@ -50,19 +54,19 @@ class TokenInterface:
             )
         return [int(word) for word in words]
 
-    def to_single_token(self, token) -> int:
+    def to_single_token(self, token: int | str) -> int:
         if isinstance(token, str):
             raise BadInput(f"this model has no tokenizer: give token {token!r} as an integer id")
         return int(token)
 
-    def _token_ids(self, tokens) -> Tensor:
+    def _token_ids(self, tokens: TokenIds) -> Tensor:
         if self.cfg.input_type != "tokens":
             raise BadInput("a vector-input model has no tokens to write as strings")
         if isinstance(tokens, str):
             raise BadInput("this model has no tokenizer: pass token ids (a tensor or a list of ints)")
         return torch.as_tensor(tokens)
 
-    def to_str_tokens(self, tokens, **_: object) -> list[str] | list[list[str]]:
+    def to_str_tokens(self, tokens: TokenIds, **_: object) -> list[str] | list[list[str]]:
         """The string of each token, ``str(id)``: a list for one sequence ([pos] or [1, pos]), a list of
         lists for a batch. Keyword options of TransformerLens (``prepend_bos``...) are accepted and ignored."""
         ids = self._token_ids(tokens)
@@ -74,7 +78,7 @@ class TokenInterface:
             raise BadInput(f"tokens must be [pos] or [batch, pos], got shape {tuple(ids.shape)}")
         return [str(i) for i in ids.tolist()] if ids.dim() == 1 else [[str(i) for i in row] for row in ids.tolist()]
 
-    def to_string(self, tokens) -> str | list[str]:
+    def to_string(self, tokens: TokenIds) -> str | list[str]:
         """The tokens of one sequence as one string, ids separated by spaces (``[0, 2, 1]`` → ``"0 2 1"``);
         a list of strings for a batch. :meth:`to_tokens` reads it back."""
         strings = self.to_str_tokens(tokens)

@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from safetensors import SafetensorError
@@ -33,6 +34,10 @@ from induction_probes.circuits.untrusted import (
     refuse_links,
 )
 from induction_probes.circuits.validation import quoted
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.recipes.base import Recipe
+    from induction_probes.circuits.tasks.base import TaskConfig
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
@@ -63,7 +68,7 @@ def has_integer_step(value: object) -> bool:
     return isinstance(value, dict) and isinstance(value.get("step"), int) and not isinstance(value["step"], bool)
 
 
-def read_manifest(path: Path) -> list[dict]:
+def read_manifest(path: Path) -> list[dict[str, Any]]:
     """A run's ``manifest.json``: a list of entries, each with an integer step and the sequences seen by then,
     both counts, in strictly increasing step order (the last entry is the run's last checkpoint)."""
     manifest = read_json(path / "manifest.json")
@@ -118,11 +123,11 @@ class Run:
     """An opened run directory: its config, checkpoint manifest and metrics."""
 
     path: Path
-    config: dict = field(repr=False)
-    manifest: list[dict] = field(repr=False)  # a run's repr is its path, not its 150 checkpoints
+    config: dict[str, Any] = field(repr=False)
+    manifest: list[dict[str, Any]] = field(repr=False)  # a run's repr is its path, not its 150 checkpoints
 
     @classmethod
-    def open(cls, run: str | os.PathLike) -> Run:
+    def open(cls, run: str | os.PathLike[str]) -> Run:
         path = resolve_run(run)
         config, manifest = read_json(path / "config.json"), read_manifest(path)
         if not isinstance(config, dict) or not {"task", "recipe", "model"} <= config.keys():
@@ -133,7 +138,7 @@ class Run:
         return cls(path=path, config=config, manifest=manifest)
 
     @property
-    def task(self):
+    def task(self) -> TaskConfig:
         """The task the run was trained on (:mod:`induction_probes.circuits.tasks`)."""
         try:
             return task_from_json(self.config["task"])
@@ -142,7 +147,7 @@ class Run:
             raise CheckpointError(f"invalid task in {self.path / 'config.json'}: {error}{hint}") from None
 
     @property
-    def recipe(self):
+    def recipe(self) -> Recipe:
         """The recipe that trained the run (:mod:`induction_probes.circuits.recipes`), its task included."""
         try:
             return recipe_from_json(self.config["recipe"], self.config["task"])
@@ -169,7 +174,7 @@ class Run:
         except (TypeError, ValueError) as error:
             raise CheckpointError(f"invalid model config in {self.path}: {error}") from None
 
-    def entry(self, step: int | None = None, index: int | None = None) -> dict:
+    def entry(self, step: int | None = None, index: int | None = None) -> dict[str, Any]:
         """The manifest entry at a step value or at an index into the schedule (TL's
         ``checkpoint_value`` / ``checkpoint_index``); the last checkpoint when neither is given."""
         if step is not None and index is not None:
@@ -211,7 +216,7 @@ class Run:
             raise BadInput(f"steps must be in increasing order, each once, got {quoted(steps)}")
         return [int(step) for step in steps]
 
-    def checkpoint_path(self, entry: dict) -> Path:
+    def checkpoint_path(self, entry: dict[str, Any]) -> Path:
         """The file of a manifest entry, which must be the run's own: ``checkpoints/step_<step>.safetensors``
         inside the run directory, no link anywhere on the way. A stranger's manifest cannot point
         outside the run (an absolute path, ``..``, a symlink): it is refused before anything is opened."""
@@ -226,7 +231,9 @@ class Run:
         refuse_links(path, self.path / "checkpoints", why="checkpoints are read from inside the run only")
         return path
 
-    def load(self, step: int | None = None, index: int | None = None, device=None) -> HookedTransformer:
+    def load(
+        self, step: int | None = None, index: int | None = None, device: str | torch.device | None = None
+    ) -> HookedTransformer:
         """The model at a checkpoint on ``device`` (default cpu), sha256 verified, shapes checked against the config."""
         device = resolve_device(device)
         entry = self.entry(step, index)
@@ -243,12 +250,14 @@ class Run:
             raise CheckpointError(f"weights of step {entry['step']} do not match the config: {detail}") from None
         return model.to(device).eval()
 
-    def metrics(self) -> list[dict]:
+    def metrics(self) -> list[dict[str, Any]]:
         """Every evaluation written so far, one dict per checkpoint, ordered by step."""
         return [json.loads(line) for line in read_metrics_lines(self.path / "metrics.jsonl")]
 
 
-RunOrPath = Run | str | os.PathLike  # what the report's entry points take: a Run, or a run's folder or shipped name
+RunOrPath = (
+    Run | str | os.PathLike[str]
+)  # what the report's entry points take: a Run, or a run's folder or shipped name
 
 
 def as_run(run: RunOrPath) -> Run:
@@ -256,7 +265,10 @@ def as_run(run: RunOrPath) -> Run:
     return run if isinstance(run, Run) else Run.open(run)
 
 
-def run_task(run: Run, task_class: type):
+T = TypeVar("T")  # the task class run_task checks for
+
+
+def run_task(run: Run, task_class: type[T]) -> T:
     """The run's task, if it is a ``task_class`` task; otherwise one clear refusal."""
     task = run.task
     if not isinstance(task, task_class):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from induction_probes.circuits.models.toy import toy_phases
 from induction_probes.circuits.recipes.gaussian import GaussianRecipe, ToyRecipe
@@ -13,13 +14,20 @@ from induction_probes.circuits.tasks.gaussian.task import GaussianTask
 from induction_probes.circuits.training.toy import train_toy
 from induction_probes.circuits.training.train import train_run
 
+if TYPE_CHECKING:
+    import torch
+
 SWEEP_LENGTHS, SWEEP_SIGMAS = (10, 20, 40), (1e-2, 1e-3, 1e-4)
 # Fewer sequences than a single toy run (8192), more steps: the slowest cell (L = 40, σ = 1e-4) needs them.
 SWEEP_RECIPE = ToyRecipe(steps=6000, n_seqs=2048)
 
 
 def toy_sweep(
-    out: str | Path, base: ToyRecipe = SWEEP_RECIPE, lengths=SWEEP_LENGTHS, sigmas=SWEEP_SIGMAS, device=None
+    out: str | Path,
+    base: ToyRecipe = SWEEP_RECIPE,
+    lengths=SWEEP_LENGTHS,
+    sigmas=SWEEP_SIGMAS,
+    device: str | torch.device | None = None,
 ) -> list[tuple[int, float, int]]:
     """Wang et al.'s plateau-length sweep: the toy model over L × σ; (L, σ, plateau length in steps) per cell."""
 
@@ -34,7 +42,9 @@ def toy_sweep(
 IH4_MODELS = (("1 head, D = n·d", 1, 8), ("6 heads, D = 2d", 6, 4), ("6 heads, D = n·d", 6, 8))
 
 
-def ih4_capacity(out: str | Path, steps: int = 10_000, device=None) -> list[tuple[str, int, int, float]]:
+def ih4_capacity(
+    out: str | Path, steps: int = 10_000, device: str | torch.device | None = None
+) -> list[tuple[str, int, int, float]]:
     """The rebuttal's capacity experiment: IH_4 (d = 2, L = 20) needs several first-layer heads and a
     residual stream of n·d; (model, heads, width, final MSE over the target's variance) per model."""
     rows = []

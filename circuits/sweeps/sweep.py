@@ -13,8 +13,10 @@ import itertools
 import json
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
+from typing import Any
 
 from induction_probes.circuits.devices import parse_device, resolve_device, visible_gpus
 from induction_probes.circuits.runs.writer import is_temporary_of, write_atomic
@@ -179,10 +181,10 @@ def run_sweep(
     workers: int = 1,
     backend: str = "local",
     address: str | None = None,
-    report=print,
+    report: Callable[[str], object] = print,
     device: str | None = None,
     gpus_per_cell: float = 0.0,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Train every cell of ``spec`` under ``out``; finished cells are skipped, interrupted ones resumed.
     ``report`` gets one line per finished cell. Returns the cells' results in spec order. Cells train on
     ``device`` (default cpu), or with ``gpus_per_cell`` on a share of a GPU each: Ray's ``num_gpus``, or

@@ -81,14 +81,14 @@ class Cell:
 class Spec:
     recipe: str
     seeds: tuple[int, ...]
-    base: dict
-    conditions: dict[str, dict]
-    grid: dict[str, list]
+    base: dict[str, Any]
+    conditions: dict[str, dict[str, Any]]
+    grid: dict[str, list[Any]]
     text: str
     description: str = ""
     count: str | None = None
 
-    def grid_points(self) -> list[dict]:
+    def grid_points(self) -> list[dict[str, Any]]:
         return [dict(zip(self.grid, values)) for values in itertools.product(*self.grid.values())]
 
     def condition_names(self) -> list[str]:

@@ -23,6 +23,7 @@ from induction_probes.probes.tidy import Tidy, ablation_records
 
 if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.tasks.base import Task
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def ablation_study(
     mode: str,
     reference_inputs: Tensor | None = None,
     seed: int = 0,
-    task=None,
+    task: Task | None = None,
 ) -> tuple[Behaviour, list[AblationResult]]:
     """The clean model's behaviour and the behaviour with each set of heads ablated; mean and resample
     take ``reference_inputs``, or the default set of ``task``
@@ -103,7 +104,7 @@ def gaussian_ablation_study(
     step: int | None = None,
     n_seqs: int = PROBE_SEQS,
     seed: int = PROBE_SEED,
-    device=None,
+    device: str | torch.device | None = None,
 ) -> tuple[float, list[tuple[list[tuple[int, int]], float]]]:
     """Relative MSE of a Gaussian-task model at the last position, clean and with each head set ablated
     (the Gaussian counterpart of :func:`ablation_study`, MSE in place of KL), each a :class:`RelativeMse` with its

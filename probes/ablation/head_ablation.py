@@ -32,6 +32,7 @@ from induction_probes.probes.attention.patterns import run_with_captures
 
 if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.tasks.base import Task
 
 MODES = ("zero", "mean", "resample")
 # a head as the command line writes it (1.0) or as TransformerLens names it (L1H0)
@@ -39,7 +40,9 @@ HEAD_NAME = re.compile(r"([0-9]+)\.([0-9]+)|L([0-9]+)H([0-9]+)")
 REFERENCE_SEQS, REFERENCE_SEED = 1000, 12346
 
 
-def reference_inputs_for(task, n_seqs: int = REFERENCE_SEQS, seed: int = REFERENCE_SEED) -> Shaped[Tensor, "batch ..."]:
+def reference_inputs_for(
+    task: Task, n_seqs: int = REFERENCE_SEQS, seed: int = REFERENCE_SEED
+) -> Shaped[Tensor, "batch ..."]:
     """The default reference set of mean and resample ablation: ``n_seqs`` fresh sequences of ``task``
     (a run's ``run.task``) drawn with ``seed``, the same for the same seed."""
     return task.eval_set(n_seqs, seed).inputs

@@ -15,7 +15,7 @@ losses on those chains, p̂ = round(p·n) / n.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float
@@ -64,7 +64,7 @@ def model_logits(model: HookedModel, inputs: Tensor, chunk: int = CHUNK) -> Floa
 
 def evaluate_on_prior(
     model: HookedModel, task: MarkovTask, prior: str, n_seqs: int = 500, seed: int = PROBE_SEED
-) -> dict:
+) -> dict[str, Any]:
     """``{"prior", "n_seqs", "loss", "kl"}`` of ``model`` on ``n_seqs`` fresh chains of ``prior`` with ``task``'s
     states, length and order (module docstring)."""
     eval_set = prior_task(task, prior).eval_set(n_seqs, seed)
@@ -74,7 +74,7 @@ def evaluate_on_prior(
 
 def evaluate_run_on_priors(
     run: Run, priors: tuple[str, ...], n_seqs: int = 500, seed: int = PROBE_SEED, step: int | None = None
-) -> dict[str, dict]:
+) -> dict[str, dict[str, Any]]:
     """Per prior, :func:`evaluate_on_prior` of the run's checkpoint at ``step`` (default: the last)."""
     priors = prior_names(priors)
     for prior in priors:  # every name checked before the checkpoint is read

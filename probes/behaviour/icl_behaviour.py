@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from jaxtyping import Float, Int
@@ -114,7 +114,7 @@ class Behaviour(Tidy):
     # effect on the same sequences) reads
     per_sequence: dict[str, Tensor] = field(default_factory=dict, compare=False, repr=False)
 
-    def to_records(self, sequences_seen: int | None = None, step: int | None = None) -> list[dict]:
+    def to_records(self, sequences_seen: int | None = None, step: int | None = None) -> list[dict[str, Any]]:
         return behaviour_records(self, step, sequences_seen)
 
 

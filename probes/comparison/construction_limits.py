@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from jaxtyping import Float
@@ -56,7 +57,7 @@ class Prop21Check:
     bigram_matching_skip_first_key: float
     bigram_matching_predicted: float  # what the position-0 self-key alone predicts
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "k": self.k,
             "c": self.c,
@@ -77,14 +78,16 @@ class Prop21Check:
         }
 
 
-def output_on(construction, inputs: Tensor, device=None) -> Float[Tensor, "batch ..."]:
+def output_on(construction, inputs: Tensor, device: str | torch.device | None = None) -> Float[Tensor, "batch ..."]:
     """A construction's output on ``inputs``, computed on ``device`` (default cpu), back on the CPU."""
     model = load_construction(*construction, device=device)
     with torch.no_grad():
         return model(inputs.to(model_device(model))).cpu()
 
 
-def construction_errors(tokens: Tensor, k: int, c: float, dtype: str = "float64", device=None) -> tuple[Tensor, Tensor]:
+def construction_errors(
+    tokens: Tensor, k: int, c: float, dtype: str = "float64", device: str | torch.device | None = None
+) -> tuple[Tensor, Tensor]:
     """The construction's logits at c and their absolute error against the exact limit."""
     logits = output_on(prop21(k, c, tokens.shape[1], dtype), tokens, device)
     require_computable(c, logits)
@@ -114,7 +117,7 @@ def check_prop21(
     n_seqs: int = 500,
     seed: int = 0,
     cs: tuple[float, ...] = DEFAULT_CS,
-    device=None,
+    device: str | torch.device | None = None,
 ) -> Prop21Check:
     """Verify Proposition 2.1 on ICL-MC sequences: exactness, the error as c grows, how its output
     compares with the Bayes bigram predictor, and the probe scores it earns."""
@@ -166,7 +169,7 @@ class WangIH2Check:
     error_by_beta: list[tuple[float, float]]
     previous_token: float  # layer 0's previous-token score at beta
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "d": self.d,
             "beta": self.beta,
@@ -185,7 +188,7 @@ def check_wang_ih2(
     n_seqs: int = 1000,
     seed: int = 0,
     betas: tuple[float, ...] = DEFAULT_BETAS,
-    device=None,
+    device: str | torch.device | None = None,
 ) -> WangIH2Check:
     """Theorem 4.1's construction against IH_2 (W* = I) on fresh Gaussian sequences, over a grid of β."""
     require_positive("beta", beta)
@@ -226,7 +229,7 @@ class WangIHnCheck:
         """n·e^{1+0.01n}: the H beyond which the paper's bound C (n e^{1+0.01n} / H)^q starts to fall."""
         return self.n * math.exp(1 + 0.01 * self.n)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "d": self.d,
             "n": self.n,
@@ -241,7 +244,13 @@ class WangIHnCheck:
 
 
 def check_wang_ihn(
-    d: int = 1, n: int = 3, heads: int | None = None, seq_len: int = 20, n_seqs: int = 1000, seed: int = 0, device=None
+    d: int = 1,
+    n: int = 3,
+    heads: int | None = None,
+    seq_len: int = 20,
+    n_seqs: int = 1000,
+    seed: int = 0,
+    device: str | torch.device | None = None,
 ) -> WangIHnCheck:
     """Theorem 4.3's construction against IH_n (W* = I) over a grid of head counts, from the minimum
     n(n − 1)/2 upward in steps of n − 1, with a power law fitted to the error."""

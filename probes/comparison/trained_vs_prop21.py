@@ -6,7 +6,7 @@ on the same sequences, layer 0's positional profile, layer 1's token matching an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float
@@ -52,10 +52,10 @@ class Prop21Comparison(Tidy):
     # above when the result is made, so that it is read as data, like them
     failures: list[str] = field(init=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "failures", signature_failures(self))  # frozen: set once, here
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "attention_tv": self.attention_tv,
             "positional_profile_peak": int(self.positional_profile.argmax()),
@@ -71,7 +71,7 @@ class Prop21Comparison(Tidy):
             "warnings": self.warnings,
         }
 
-    def to_records(self, sequences_seen: int | None = None, step: int | None = None) -> list[dict]:
+    def to_records(self, sequences_seen: int | None = None, step: int | None = None) -> list[dict[str, Any]]:
         return comparison_records(self, step, sequences_seen)
 
     @property

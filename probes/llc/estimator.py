@@ -36,8 +36,9 @@ check (:func:`localization_check`) is here.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -56,6 +57,9 @@ from induction_probes.probes.llc.sampling import sample
 
 if TYPE_CHECKING:
     from torch import nn
+
+# loss_fn(model, batch): the mean loss of the model on a batch (a tuple of tensors, samples along dim 0)
+LossFn = Callable[[torch.nn.Module, tuple[Tensor, ...]], Tensor]
 
 GAMMA_SHARE = 0.01  # γ / (nβ λ_max)
 STEP_SHARE = 0.1  # ε (nβ λ_max + γ)
@@ -82,7 +86,7 @@ class LLCSettings:
     batch_size: int = MAX_BATCH
     seed: int = 0
     localization_check: float | None = CHECK_FACTOR  # γ's factor in the stability check; None skips it
-    rule: dict = field(default_factory=dict)  # how the defaults were derived: n, lambda_max, the two shares
+    rule: dict[str, Any] = field(default_factory=dict)  # how the defaults were derived: n, lambda_max, the two shares
 
     def __post_init__(self) -> None:
         for name in ("burn_in", "draws", "chains", "batch_size"):
@@ -114,7 +118,7 @@ class LLCSettings:
         if check is not None and not (isinstance(check, (int, float)) and 0 < check < 1):
             raise LLCError(f"localization_check must be None or a number in (0, 1), got {check!r}")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self) | {"sampler": "devinterp SGMCMC.sgld"}
 
 
@@ -127,11 +131,11 @@ class LLCResult:
     init_loss: float
     loss_rise: float | None
     settings: LLCSettings | None
-    diagnostics: dict
+    diagnostics: dict[str, Any]
     problems: list[str]  # refusals
     flags: list[str]  # warnings
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             key: (value.to_json() if key == "settings" and value is not None else value)
             for key, value in vars(self).items()
@@ -219,7 +223,9 @@ def posterior_scale(model: nn.Module, loss_fn, point: dict, n_beta: float, seed:
     return {"source": "loss", "curvature": curvature_, "stiffness": max(probed["stiffness"], curvature_)} | probed
 
 
-def estimate_llc(model: torch.nn.Module, loss_fn, data: tuple[Tensor, ...], **settings) -> LLCResult:
+def estimate_llc(
+    model: torch.nn.Module, loss_fn: LossFn, data: tuple[Tensor, ...], **settings: float | None
+) -> LLCResult:
     """The LLC of ``model`` at its current weights; ``settings`` override fields of :func:`default_settings`
     (n_beta, localization, lr, burn_in, draws, chains, batch_size, seed, localization_check). The model is not
     changed."""

@@ -31,7 +31,9 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import pandas as pd
 import torch
@@ -40,7 +42,7 @@ from torch.func import functional_call
 
 from induction_probes.circuits.defaults import PROBE_SEED
 from induction_probes.circuits.names import head_label
-from induction_probes.circuits.runs.reader import Run, as_run
+from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.circuits.validation import require_int
 from induction_probes.probes.llc.chain_intervals import chain_estimate
 from induction_probes.probes.llc.estimator import LLCError, estimate_llc
@@ -197,17 +199,17 @@ class PerHeadResult:
     the blocks' parameters, the settings given to the estimator (the rest by its rule) and the wall time."""
 
     run: str | None
-    rows: list[dict]
-    blocks: list[dict]
-    settings: dict
+    rows: list[dict[str, Any]]
+    blocks: list[dict[str, Any]]
+    settings: dict[str, Any]
     n_seqs: int
     seed: int
     seconds: float
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
-    def to_frame(self):
+    def to_frame(self) -> pd.DataFrame:
         """One row per (step, block): step, sequences_seen, block, n_params, llc, llc_std, low, high."""
         columns = ["step", "sequences_seen", "block", "n_params", "llc", "llc_std", "low", "high", "problems"]
         return pd.DataFrame(
@@ -225,7 +227,7 @@ class PerHeadResult:
 
 
 def per_head_llc(
-    run_or_model,
+    run_or_model: RunOrPath | nn.Module,
     steps: list[int] | None = None,
     *,
     tokens: Tensor | None = None,
@@ -234,8 +236,8 @@ def per_head_llc(
     data_draws: int = 1,
     blocks: list[str] | None = None,
     device: str = "cpu",
-    progress=None,
-    **settings,
+    progress: Callable[[int | None, Block, dict[str, Any]], object] | None = None,
+    **settings: float | None,
 ) -> PerHeadResult:
     """The refined LLC of every head, the embedding and the unembedding (or the ``blocks`` named) of an ICL-MC
     run at ``steps`` (checkpoint steps; default the last), or of a model on ``tokens`` [n_seqs, seq_len]. The

@@ -86,7 +86,7 @@ def all_entries(figures: Path) -> list[Entry]:
     return [with_quote(entry, quotes) for entry in entries]
 
 
-def write_paper(out: str | os.PathLike) -> Paper:
+def write_paper(out: str | os.PathLike[str]) -> Paper:
     """Redraw every figure the project reproduces of both papers into ``out/figures/`` and write the page
     ``out/index.html`` (see :mod:`induction_probes.probes.paper`); no training, only shipped files."""
     start = time.perf_counter()

@@ -35,7 +35,7 @@ first checkpoint at which its measure reaches the threshold.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float
@@ -101,14 +101,14 @@ class ProgressMeasures(Tidy):
     ov_copying_score: list[float]
     composition: dict[str, list[list[float]]]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return (
             {"step": self.step}
             | {name: getattr(self, name) for name in SCALAR_MEASURES}
             | {"composition": self.composition}
         )
 
-    def to_records(self, sequences_seen: int | None = None) -> list[dict]:
+    def to_records(self, sequences_seen: int | None = None) -> list[dict[str, Any]]:
         return progress_records(self, sequences_seen)
 
     def value(self, name: str) -> float:

@@ -14,6 +14,8 @@ from induction_probes.probes.report.tables import ablations_json, format_table, 
 from induction_probes.probes.run_level.all_probes import probe_eval_set
 
 if TYPE_CHECKING:
+    import torch
+
     from induction_probes.circuits.models.hooked_model import HookedModel
     from induction_probes.circuits.runs.reader import Run
 
@@ -27,7 +29,7 @@ def ablate_markov(
     n_seqs: int,
     seed: int,
     *,
-    device=None,
+    device: str | torch.device | None = None,
     plot=None,
     as_json=False,
 ) -> str | dict:
@@ -107,7 +109,7 @@ def ablate_gaussian(
     n_seqs: int,
     seed: int,
     *,
-    device=None,
+    device: str | torch.device | None = None,
     plot=None,
     as_json=False,
 ) -> str | dict:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from induction_probes.circuits.tasks.markov.strategies import strategy_baselines
 from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.report.tables import format_table
 
 
-def baselines_report(task: MarkovTask, n_seqs: int, seed: int, *, as_json: bool = False) -> str | dict:
+def baselines_report(task: MarkovTask, n_seqs: int, seed: int, *, as_json: bool = False) -> str | dict[str, Any]:
     """Each strategy's last-token KL to the truth and mean cross-entropy over positions, on ``n_seqs`` chains
     of ``task`` drawn with ``seed``: a table, or with ``as_json`` the task's description and the numbers."""
     result = strategy_baselines(task, n_seqs=n_seqs, seed=seed)

@@ -14,10 +14,14 @@ from induction_probes.probes.report.tables import format_table, provenance, spre
 from induction_probes.probes.run_level.all_probes import probe_gaussian
 
 if TYPE_CHECKING:
+    import torch
+
     from induction_probes.circuits.runs.reader import Run
 
 
-def gaussian_report(run: Run, *, device=None, plot: Path | None = None, as_json: bool = False) -> str | dict:
+def gaussian_report(
+    run: Run, *, device: str | torch.device | None = None, plot: Path | None = None, as_json: bool = False
+) -> str | dict:
     """A Gaussian-task run over training: its error on its evaluation set (no strategy phases here; the
     probes are :func:`probe_gaussian_report` over every step)."""
     metrics, recipe = run.metrics(), run.recipe
@@ -36,12 +40,19 @@ def gaussian_report(run: Run, *, device=None, plot: Path | None = None, as_json:
     return with_figures("\n".join([title, table, hint]), figures)
 
 
-def refuse_gaussian_html(run: Run, directory: Path, device=None) -> Path:
+def refuse_gaussian_html(run: Run, directory: Path, device: str | torch.device | None = None) -> Path:
     raise BadInput(f"run {run.path.name} is a Gaussian-task run: the HTML report follows the ICL-MC argument")
 
 
 def probe_gaussian_report(
-    run: Run, steps: list[int], n_seqs: int, seed: int, *, device=None, plot: Path | None = None, as_json: bool = False
+    run: Run,
+    steps: list[int],
+    n_seqs: int,
+    seed: int,
+    *,
+    device: str | torch.device | None = None,
+    plot: Path | None = None,
+    as_json: bool = False,
 ) -> str | dict:
     """The error, previous-token and induction scores of a Gaussian-task run at ``steps``, on ``n_seqs``
     fresh sequences drawn with ``seed``; with ``plot``, their figure over the probed steps."""

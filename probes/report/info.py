@@ -7,11 +7,13 @@ JSON:
 
 from __future__ import annotations
 
+from typing import Any
+
 from induction_probes.circuits.runs.reader import RunOrPath, as_run
 from induction_probes.probes.report.tables import format_table
 
 
-def info_report(run: RunOrPath, step: int | None = None, as_json: bool = False) -> str | dict:
+def info_report(run: RunOrPath, step: int | None = None, as_json: bool = False) -> str | dict[str, Any]:
     """The run's description as text, or with ``as_json`` its path, config, steps and final metrics; either way
     the checkpoint at ``step`` (default the last) is loaded, which verifies its sha256 and shapes."""
     run = as_run(run)

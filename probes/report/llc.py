@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from induction_probes.circuits.defaults import LLC_CHECKPOINTS, LLC_SEQS, PROBE_SEED
 from induction_probes.circuits.errors import BadInput
@@ -42,10 +43,10 @@ def llc_report(
     n_seqs: int = N_SEQS,
     seed: int = PROBE_SEED,
     device: str = "cpu",
-    plot: str | os.PathLike | None = None,
+    plot: str | os.PathLike[str] | None = None,
     as_json: bool = False,
-    **overrides,
-) -> str | dict:
+    **overrides: float | None,
+) -> str | dict[str, Any]:
     """The LLC of ``steps`` (default ``checkpoints`` of them, step 0 included) of an ICL-MC run, on ``n_seqs``
     fresh sequences of ``seed``; ``overrides`` replace the rule's settings (:data:`OVERRIDES`). Bad input
     raises ValueError before any sampling; a diverged or frozen sampler, FloatingPointError."""

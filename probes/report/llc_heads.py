@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from induction_probes.circuits.defaults import PROBE_SEED
 from induction_probes.circuits.errors import BadInput
@@ -43,10 +44,10 @@ def per_head_report(
     seed: int = PROBE_SEED,
     data_draws: int = 1,
     device: str = "cpu",
-    plot: str | os.PathLike | None = None,
+    plot: str | os.PathLike[str] | None = None,
     as_json: bool = False,
-    **overrides,
-) -> str | dict:
+    **overrides: float | None,
+) -> str | dict[str, Any]:
     """The refined LLC of ``blocks`` (default every head, ``embed`` and ``unembed``) at ``steps`` (default
     ``checkpoints`` of them) on ``n_seqs`` fresh sequences of ``seed`` (and ``data_draws − 1`` further draws,
     as many chains on each); ``overrides`` replace the rule's settings, the same for every block

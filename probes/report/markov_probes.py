@@ -21,6 +21,8 @@ from induction_probes.probes.report.tables import format_table, provenance, spre
 from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
 
 if TYPE_CHECKING:
+    import torch
+
     from induction_probes.circuits.runs.reader import Run
 
 PROBE_LABELS = {
@@ -31,7 +33,14 @@ PROBE_LABELS = {
 
 
 def probe_markov_report(
-    run: Run, steps: list[int], n_seqs: int, seed: int, *, device=None, plot: Path | None = None, as_json: bool = False
+    run: Run,
+    steps: list[int],
+    n_seqs: int,
+    seed: int,
+    *,
+    device: str | torch.device | None = None,
+    plot: Path | None = None,
+    as_json: bool = False,
 ) -> str | dict:
     """An ICL-MC run's probes at ``steps`` on ``n_seqs`` fresh sequences drawn with ``seed``: attention per
     head, behaviour, progress measures (over training when several steps) and the figures, into ``plot``."""

@@ -19,6 +19,8 @@ from induction_probes.probes.views.charts import Curve
 from induction_probes.probes.views.movie_page import Chart, Frame, Movie, subsample, threshold_phases
 
 if TYPE_CHECKING:
+    import torch
+
     from induction_probes.circuits.models.hooked_model import HookedModel
 
 EXAMPLE_LENGTH = 10  # |R| of the sequence whose patterns are shown: [BOS] + 20 tokens
@@ -35,7 +37,9 @@ def lm_heads(result: StepProbes, text: str | None, model: HookedModel) -> list[t
     return sorted(dict.fromkeys([*previous, *induction]))
 
 
-def series_movie(series: Series, frames: int, heads: str | None, n_seqs, seed: int, device=None) -> tuple[Movie, int]:
+def series_movie(
+    series: Series, frames: int, heads: str | None, n_seqs, seed: int, device: str | torch.device | None = None
+) -> tuple[Movie, int]:
     """The movie of ``series`` (at most ``frames`` checkpoints), and how many checkpoints it has."""
     chosen_steps = subsample(series.steps, frames)
     results, patterns = {}, {}

@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.sweeps.sweep import SPEC_FILE, read_spec, run_sweep
@@ -35,8 +36,8 @@ def stderr_line(line: str) -> None:
 
 
 def sweep_report(
-    spec: str | os.PathLike,
-    out: str | os.PathLike,
+    spec: str | os.PathLike[str],
+    out: str | os.PathLike[str],
     *,
     workers: int = 1,
     backend: str = "local",
@@ -67,14 +68,14 @@ def sweep_report(
 
 
 def summary_report(
-    sweep: str | os.PathLike,
+    sweep: str | os.PathLike[str],
     *,
     count: str | None = None,
     probe_seqs: int = 500,
     by_prior: str = "",
-    plot: str | os.PathLike | None = None,
+    plot: str | os.PathLike[str] | None = None,
     as_json: bool = False,
-) -> str | dict:
+) -> str | dict[str, Any]:
     """The summary of the sweep directory ``sweep`` (``count``: the x-axis's prior, ``probe_seqs``: sequences of
     the final probes, ``by_prior``: priors to evaluate on), or of a ``summary.json`` recomputed from its per-seed
     records; its figures written into ``plot``."""

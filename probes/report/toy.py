@@ -14,6 +14,7 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.toy import PARAMETERS, fit_plateau, toy_phases
@@ -35,11 +36,11 @@ def output_directory(out: str | os.PathLike | None):
 
 def toy_report(
     recipe: ToyRecipe,
-    history: list[dict],
+    history: list[dict[str, Any]],
     *,
-    plot: str | os.PathLike | None = None,
+    plot: str | os.PathLike[str] | None = None,
     as_json: bool = False,
-) -> str | dict:
+) -> str | dict[str, Any]:
     """A toy run of ``recipe`` (its ``history``, as :func:`~induction_probes.circuits.training.toy.train_toy`
     returns it) with its phases marked (a run whose four phases did not all appear is a result, and says which
     is missing)."""
@@ -89,13 +90,13 @@ def toy_figure(recipe: ToyRecipe, history: list[dict], phases, directory: Path) 
 
 
 def toy_sweep_report(
-    options: dict | None = None,
+    options: dict[str, Any] | None = None,
     *,
-    out: str | os.PathLike | None = None,
+    out: str | os.PathLike[str] | None = None,
     device: str = "cpu",
-    plot: str | os.PathLike | None = None,
+    plot: str | os.PathLike[str] | None = None,
     as_json: bool = False,
-) -> str | dict:
+) -> str | dict[str, Any]:
     """The plateau sweep over L in {10, 20, 40} x σ in {1e-2, 1e-3, 1e-4}, its recipe the sweep's own with
     ``options`` (ToyRecipe fields other than the grid's seq_len and sigma) replaced, and the fit of the plateau's
     length against L·log(1/σ)."""
@@ -123,11 +124,11 @@ def toy_sweep_report(
 def ih4_report(
     steps: int = 10_000,
     *,
-    out: str | os.PathLike | None = None,
+    out: str | os.PathLike[str] | None = None,
     device: str = "cpu",
-    plot: str | os.PathLike | None = None,
+    plot: str | os.PathLike[str] | None = None,
     as_json: bool = False,
-) -> str | list[dict]:
+) -> str | list[dict[str, Any]]:
     """The rebuttal's capacity experiment: IH_4 (d = 2) needs several first-layer heads and D ≥ n·d."""
     with output_directory(out) as directory:
         rows = ih4_capacity(directory, steps, device=device)

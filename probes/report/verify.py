@@ -5,7 +5,7 @@ training, as text, JSON or figures."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.runs.reader import as_run, run_task
@@ -23,12 +23,22 @@ from induction_probes.probes.report.tables import format_table, provenance, spre
 from induction_probes.probes.run_level.all_probes import probe_eval_set
 
 if TYPE_CHECKING:
+    import torch
+
     from induction_probes.circuits.runs.reader import Run, RunOrPath
 
 
 def prop21_report(
-    k: int, c: float, seq_len: int, n_seqs: int, seed: int, *, device=None, plot: Path | None = None, as_json=False
-) -> str | dict:
+    k: int,
+    c: float,
+    seq_len: int,
+    n_seqs: int,
+    seed: int,
+    *,
+    device: str | torch.device | None = None,
+    plot: Path | None = None,
+    as_json: bool = False,
+) -> str | dict[str, Any]:
     """Proposition 2.1 against its exact limit, the error as c grows, and its probe scores."""
     result = check_prop21(k, c, seq_len, n_seqs, seed, device=device)
     figures = [plot_prop21(result, plot / f"prop21_k{k}.png")] if plot else []
@@ -59,10 +69,10 @@ def prop21_comparison(
     k: int | None = None,
     *,
     all_steps: bool = False,
-    device=None,
+    device: str | torch.device | None = None,
     plot: Path | None = None,
     as_json: bool = False,
-) -> str | dict:
+) -> str | dict[str, Any]:
     """A trained ICL-MC run (a ``Run`` or a run's folder or shipped name) on bigram chains against
     Proposition 2.1 at ``step`` (None: the last), or with ``all_steps`` at :func:`figure_steps`, on ``n_seqs``
     sequences drawn with ``seed``; ``k``, if given, must be the run's."""
@@ -132,7 +142,16 @@ def plot_comparison(run: Run, results: dict, k: int, directory: Path) -> list[Pa
     return figures
 
 
-def wang_ih2_report(d: int, beta: float, seq_len: int, n_seqs: int, seed: int, *, device=None, as_json=False):
+def wang_ih2_report(
+    d: int,
+    beta: float,
+    seq_len: int,
+    n_seqs: int,
+    seed: int,
+    *,
+    device: str | torch.device | None = None,
+    as_json: bool = False,
+) -> str | dict[str, Any]:
     """Wang et al.'s Theorem 4.1 against IH_2 on fresh Gaussian sequences, over a grid of β."""
     result = check_wang_ih2(d, beta, seq_len, n_seqs, seed, device=device)
     if as_json:
@@ -149,8 +168,16 @@ def wang_ih2_report(d: int, beta: float, seq_len: int, n_seqs: int, seed: int, *
 
 
 def wang_ihn_report(
-    d: int, n: int, heads: int | None, seq_len: int, n_seqs: int, seed: int, *, device=None, as_json=False
-):
+    d: int,
+    n: int,
+    heads: int | None,
+    seq_len: int,
+    n_seqs: int,
+    seed: int,
+    *,
+    device: str | torch.device | None = None,
+    as_json: bool = False,
+) -> str | dict[str, Any]:
     """Wang et al.'s Theorem 4.3 against IH_n over a grid of first-layer head counts."""
     result = check_wang_ihn(d, n, heads, seq_len, n_seqs, seed, device=device)
     if as_json:

@@ -13,7 +13,9 @@ during training), at no cost; crossings need the probes of the run's checkpoints
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.runs.reader import Run
@@ -21,6 +23,11 @@ from induction_probes.probes.behaviour.icl_behaviour import Phase, strategy_phas
 from induction_probes.probes.progress.progress_measures import SCALAR_MEASURES, config_calibration
 from induction_probes.probes.run_level.all_probes import probe_run
 from induction_probes.probes.tidy import crossing_step, frame, row
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from induction_probes.probes.run_level.run_probes import RunProbes
 
 CROSSING_COLUMNS = ["measure", "layer", "head", "chance", "ideal", "threshold", "step", "sequences_seen", "caveat"]
 
@@ -57,7 +64,7 @@ def transition(run: Run) -> Transition | None:
     return Transition(last.first_step, last.first_sequences, before.strategy, last.strategy)
 
 
-def first_crossings(probes):
+def first_crossings(probes: RunProbes | Run) -> pd.DataFrame:
     """At which step does each head's progress measure and attention-probe score first reach its threshold?
 
     ``probes`` is what :func:`~induction_probes.probes.run_level.all_probes.probe_run` returns (probe the run's steps
@@ -132,7 +139,7 @@ def metrics_records(run: Run) -> list[dict]:
     return rows
 
 
-def align_runs(runs: dict, by: str = "transition"):
+def align_runs(runs: Mapping[str, Run | RunProbes], by: str = "transition") -> pd.DataFrame:
     """How do runs compare, counted from their transitions or within their phases?
 
     ``runs`` maps a name to a :class:`~induction_probes.circuits.runs.reader.Run` (its metrics.jsonl is

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from induction_probes.circuits.defaults import PROBE_SEED
 from induction_probes.circuits.runs.reader import Run
@@ -21,6 +22,9 @@ from induction_probes.probes.run_level.attention_example import run_attention
 from induction_probes.probes.tidy import COLUMNS, Tidy, checked_seen
 from induction_probes.probes.views.explorer import AttentionExample
 
+if TYPE_CHECKING:
+    from torch import Tensor
+
 PROBE_MEASURES = PROBES.where(calibrated=True)  # the probes whose chance level chance_scores gives
 
 
@@ -31,21 +35,37 @@ def probe_calibration(chance: dict[str, float]) -> dict[str, Measure]:
     return {name: Measure(name, chance[name], 1.0) for name in PROBE_MEASURES if name in chance}
 
 
+class CheckpointResult(Protocol):
+    """What a run's probes hold per checkpoint: a task's own result class (``CheckpointProbes`` for ICL-MC,
+    ``GaussianProbes``, ``TaskProbes`` for a task without probes of its own), with its step and tidy rows."""
+
+    @property
+    def step(self) -> int: ...
+
+    def to_records(self, sequences_seen: int | None = None) -> list[dict[str, Any]]: ...
+
+
 @dataclass(frozen=True)
-class RunProbes(Tidy, Sequence):
+class RunProbes(Tidy, Sequence[CheckpointResult]):
     """Probes of a run's checkpoints, ordered by step."""
 
     run: Run
-    checkpoints: list = field(repr=False)  # CheckpointProbes, one per probed step
+    checkpoints: list[CheckpointResult] = field(repr=False)  # one per probed step
     chance: dict[str, float]  # PROBE_MEASURES of uniform attention on the probe set
     warnings: list[str]  # caveats of the measures: at threshold at initialisation, or few values
 
     @classmethod
-    def collect(cls, run: Run, tokens, checkpoints: list) -> RunProbes:
+    def collect(cls, run: Run, tokens: Tensor, checkpoints: list[CheckpointResult]) -> RunProbes:
         chance = chance_scores(tokens)
         return cls(run, checkpoints, chance, run_warnings(run, checkpoints, chance))
 
-    def __getitem__(self, index):
+    @overload
+    def __getitem__(self, index: int) -> CheckpointResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[CheckpointResult]: ...
+
+    def __getitem__(self, index: int | slice) -> CheckpointResult | list[CheckpointResult]:
         return self.checkpoints[index]
 
     def __len__(self) -> int:
@@ -68,13 +88,13 @@ class RunProbes(Tidy, Sequence):
         """:func:`probe_calibration` on this run's probe set."""
         return probe_calibration(self.chance)
 
-    def to_records(self, sequences_seen: int | None = None) -> list[dict]:
+    def to_records(self, sequences_seen: int | None = None) -> list[dict[str, Any]]:
         """Every checkpoint's rows, each with the sequences the run had seen at that step (its manifest's count,
         whatever ``sequences_seen`` says; checked all the same, as every result's is)."""
         checked_seen(sequences_seen)
         return [r for c in self.checkpoints for r in c.to_records(self.run.entry(c.step)["sequences_seen"])]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "run": self.run.path.name,
             "columns": COLUMNS,

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from scipy.stats import mannwhitneyu, t, ttest_ind, ttest_rel
@@ -164,7 +165,7 @@ def welch_comparison(a: list[float], b: list[float], bounded: bool) -> dict:
     return result
 
 
-def split_into_kinds(values: list[float], bounded: bool) -> dict | None:
+def split_into_kinds(values: list[float], bounded: bool) -> dict[str, Any] | None:
     """The two groups of the module docstring's rule, or None where the values do not split."""
     ordered = sorted(v for v in values if v is not None)
     if len(ordered) < 2 * MIN_GROUP:

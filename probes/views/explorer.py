@@ -86,7 +86,7 @@ class AttentionExample:
 
     tokens: list[str]
     heads: list[str]
-    patterns: list  # [head][query][key], rounded
+    patterns: list[list[list[float]]]  # [head][query][key], rounded
     caption: str = ""
 
     def html(self) -> str:
