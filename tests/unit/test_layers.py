@@ -1,6 +1,6 @@
 """The layer contract: the import graph of the installed package, read from its source (imports inside
-functions included, ``if TYPE_CHECKING:`` blocks left out, since they never run), has no circle and points
-only down the layers, so each folder can be read knowing only the folders below it."""
+functions included, ``if TYPE_CHECKING:`` blocks left out, since they never run), has no circle among modules
+or folders and points only down the layers, so each folder can be read knowing only the folders below it."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import pytest
 
 # Bottom first. A module belongs to the longest entry it equals or lies under; it may import its own layer
 # (sideways) and the layers below it, never one above. Why this order:
-# - common: configs, limits, checks, paths, metrics, devices; imports nothing of the package.
-# - tasks: the task configs (torch-free, for the command line) and their maths, on common alone.
+# - circuits/*.py, the modules directly in circuits/ (configs, limits, checks, errors, paths, names, metrics,
+#   devices, the registry class, lazy_module): every folder uses them and they import only one another.
+# - tasks: the task configs (torch-free, for the command line) and their maths, on circuits/*.py alone.
 # - models: the model classes; a recipe's model config and every probe need them, they need no task.
 # - constructions and recipes, side by side: hand-made weights for a model; the training recipes,
 #   which hold a task and build a model. Neither needs the other.
@@ -202,6 +203,17 @@ def circles(edges: list[Import]) -> list[list[Import]]:
     return [[e for e in edges if e.importer in c and e.imported in c] for c in components]
 
 
+def folder_circles(edges: list[Import], modules: dict[str, Path]) -> list[list[Import]]:
+    """Circles among folders, each module collapsed to its package: a layer's folders may import one another
+    sideways, so two could import each other through different modules with no module circle."""
+    parents = {name.rpartition(".")[0] for name in modules}
+    folder = {m: m if m in parents or p.name == "__init__.py" else m.rpartition(".")[0] for m, p in modules.items()}
+    between = [e for e in edges if folder[e.importer] != folder[e.imported]]
+    collapsed = [Import(folder[e.importer], folder[e.imported], e.where) for e in between]
+    inside = [{e.importer for e in circle} for circle in circles(collapsed)]
+    return [[e for e in between if folder[e.importer] in c and folder[e.imported] in c] for c in inside]
+
+
 def layer_of(module: str, layers: list[list[str]]) -> int:
     matches = [
         (len(entry), i)
@@ -238,8 +250,13 @@ def report(what: str, imports: list[Import]) -> str:
 
 
 @pytest.fixture(scope="module")
-def edges() -> list[Import]:
-    return import_graph()
+def modules() -> dict[str, Path]:
+    return package_modules()
+
+
+@pytest.fixture(scope="module")
+def edges(modules) -> list[Import]:
+    return import_graph(modules)
 
 
 def test_the_graph_covers_the_whole_package_lazy_imports_included(edges):
@@ -255,6 +272,11 @@ def test_the_graph_covers_the_whole_package_lazy_imports_included(edges):
 def test_no_import_circle(edges):
     found = circles(edges)
     assert not found, "\n".join(report("an import circle", c) for c in found)
+
+
+def test_no_folder_imports_a_folder_that_imports_it(edges, modules):
+    found = folder_circles(edges, modules)
+    assert not found, "\n".join(report("a circle among folders", c) for c in found)
 
 
 def test_every_import_points_down_or_sideways(edges):
@@ -312,6 +334,28 @@ def test_a_package_init_and_its_module_importing_each_other_is_a_circle(tmp_path
     modules = synthetic(tmp_path, {"pkg": "from pkg.a import f\n", "pkg.a": "from pkg import CONSTANT\n"})
     (found,) = circles(import_graph(modules))
     assert {(e.importer, e.imported) for e in found} == {("pkg", "pkg.a"), ("pkg.a", "pkg")}
+
+
+def test_two_folders_importing_each_other_through_different_modules_are_a_folder_circle(tmp_path):
+    modules = synthetic(
+        tmp_path,
+        {
+            **{name: "" for name in ("pkg", "pkg.x", "pkg.x.d", "pkg.y")},
+            "pkg.x.a": "from pkg.y.b import f\n",
+            "pkg.y.b": "from pkg.y.c import g\n",  # inside its folder: not an edge between folders
+            "pkg.y.c": "\n\nfrom pkg.x.d import h\n",
+            "pkg.z": "import pkg.x.a\n",  # imports into the circle, is not part of it
+        },
+    )
+    edges = import_graph(modules)
+    assert not circles(edges)
+    (found,) = folder_circles(edges, modules)
+    assert [str(e).split(f"{tmp_path}/", 1)[1] for e in found] == [
+        "pkg_x_a.py:1: pkg.x.a imports pkg.y.b",
+        "pkg_y_c.py:3: pkg.y.c imports pkg.x.d",
+    ]
+    del modules["pkg.y.c"]  # one way only: no circle
+    assert not folder_circles(import_graph(modules), modules)
 
 
 def test_a_lazy_module_declaration_is_an_import_of_the_graph(tmp_path):
