@@ -30,7 +30,7 @@ import torch
 from induction_probes.circuits.devices import visible_gpus
 from induction_probes.circuits.interop.transformer_lens_io import to_bridge
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
-from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.attention.patterns import previous_token_scores, run_with_patterns
 
 ROUNDS, STEPS, CHECKPOINTS, BATCH, PROBE_SEQS = 5, 10, 8, 64, 200

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import torch
 
-from induction_probes.circuits.recipes.markov import MarkovRecipe
-from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.circuits.training.train import checkpoint_schedule, start_or_continue
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
+from induction_probes.circuits.training.train_loop import checkpoint_schedule, start_or_continue
 
 PARTS = ("steps", "evaluation", "writes")
 

@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from induction_probes.circuits.sweeps.sweep import parse_spec, run_sweep
+from induction_probes.circuits.sweeps.sweep_runner import parse_spec, run_sweep
 
 SPEC = """
 recipe = "markov"

@@ -22,10 +22,10 @@ from torch import Tensor
 
 from induction_probes.circuits.models.classes import build_model
 from induction_probes.circuits.models.model import Attention, softmax_over_allowed
-from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
 from induction_probes.circuits.tasks.draws import sample_categorical, sample_dirichlet
 from induction_probes.circuits.tasks.markov import chains as markov_module
-from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 
 STEPS, REPEATS, BATCH = 20, 7, 64
 

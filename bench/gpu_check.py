@@ -109,7 +109,7 @@ def failing_commands(out: Path, device: str = "cuda", commands: list[list[str]] 
 
 
 def timed_run(recipe, out: Path, device: str):
-    from induction_probes.circuits.training.train import train_run
+    from induction_probes.circuits.training.train_loop import train_run
 
     start = time.perf_counter()
     run = train_run(recipe, out, progress=False, device=device)
@@ -122,10 +122,10 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("gpu_check: this machine has no CUDA GPU; nothing to check (run it where one is)")
         return 0
-    from induction_probes.circuits.recipes.markov import MarkovRecipe
+    from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
     from induction_probes.circuits.runs.reader import Run
-    from induction_probes.circuits.sweeps.sweep import read_spec, run_sweep
-    from induction_probes.circuits.tasks.markov.task import MarkovTask
+    from induction_probes.circuits.sweeps.sweep_runner import read_spec, run_sweep
+    from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 
     torch.set_num_threads(1)
     recipe = MarkovRecipe(task=MarkovTask(k=3))

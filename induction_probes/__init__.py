@@ -27,14 +27,14 @@ EXPORTS = {
     "BadInput": "induction_probes.circuits.errors",  # every bad-input error of the API is one (a ValueError)
     "limits": "induction_probes.circuits",  # the module: the sizes a stranger's files must stay within
     # tasks and the recipes that train on them
-    "MarkovTask": "induction_probes.circuits.tasks.markov.task",
-    "GaussianTask": "induction_probes.circuits.tasks.gaussian.task",
-    "MarkovRecipe": "induction_probes.circuits.recipes.markov",
-    "MinimalRecipe": "induction_probes.circuits.recipes.markov",
-    "GaussianRecipe": "induction_probes.circuits.recipes.gaussian",
+    "MarkovTask": "induction_probes.circuits.tasks.markov.markov_task",
+    "GaussianTask": "induction_probes.circuits.tasks.gaussian.gaussian_task",
+    "MarkovRecipe": "induction_probes.circuits.recipes.markov_recipes",
+    "MinimalRecipe": "induction_probes.circuits.recipes.markov_recipes",
+    "GaussianRecipe": "induction_probes.circuits.recipes.gaussian_recipes",
     "sample_markov": "induction_probes.circuits.tasks.markov.chains",
     "strategy_predictions": "induction_probes.circuits.tasks.markov.strategies",
-    "train_run": "induction_probes.circuits.training.train",
+    "train_run": "induction_probes.circuits.training.train_loop",
     # the model and the papers' constructions, loaded into it
     "HookedTransformer": "induction_probes.circuits.models.model",
     "HookedTransformerConfig": "induction_probes.circuits.models.model_config",
@@ -69,24 +69,24 @@ EXPORTS = {
     "ablation_report": "induction_probes.probes.report.views",
     "run_report": "induction_probes.probes.report.views",
     "html_report": "induction_probes.probes.report.views",
-    "write_movie": "induction_probes.probes.report.movie",  # what movie writes: one offline page
-    "baselines_report": "induction_probes.probes.report.baselines",
-    "llc_report": "induction_probes.probes.report.llc",
+    "write_movie": "induction_probes.probes.report.movie_run",  # what movie writes: one offline page
+    "baselines_report": "induction_probes.probes.report.baseline_views",
+    "llc_report": "induction_probes.probes.report.llc_views",
     "per_head_report": "induction_probes.probes.report.llc_heads",
-    "info_report": "induction_probes.probes.report.info",
+    "info_report": "induction_probes.probes.report.info_views",
     "sweep_report": "induction_probes.probes.report.sweeps",  # what sweep and summarize print
     "summary_report": "induction_probes.probes.report.sweeps",
-    "prop21_report": "induction_probes.probes.report.verify",  # what verify prints
-    "prop21_comparison": "induction_probes.probes.report.verify",
-    "wang_ih2_report": "induction_probes.probes.report.verify",
-    "wang_ihn_report": "induction_probes.probes.report.verify",
-    "toy_report": "induction_probes.probes.report.toy",  # what toy and experiment print
-    "toy_sweep_report": "induction_probes.probes.report.toy",
-    "ih4_report": "induction_probes.probes.report.toy",
+    "prop21_report": "induction_probes.probes.report.verify_views",  # what verify prints
+    "prop21_comparison": "induction_probes.probes.report.verify_views",
+    "wang_ih2_report": "induction_probes.probes.report.verify_views",
+    "wang_ihn_report": "induction_probes.probes.report.verify_views",
+    "toy_report": "induction_probes.probes.report.toy_views",  # what toy and experiment print
+    "toy_sweep_report": "induction_probes.probes.report.toy_views",
+    "ih4_report": "induction_probes.probes.report.toy_views",
     "write_paper": "induction_probes.probes.paper.build",  # both papers' figures, on one page
     # sweeps: train every cell of a spec (many seeds and conditions), then summarize them over seeds
     "parse_spec": "induction_probes.circuits.sweeps.sweep_spec",
-    "run_sweep": "induction_probes.circuits.sweeps.sweep",
+    "run_sweep": "induction_probes.circuits.sweeps.sweep_runner",
     "summarize_sweep": "induction_probes.probes.sweeps.summary",
     "split_into_kinds": "induction_probes.probes.sweeps.statistics",
     # extension points (docs/extending.md): register a task kind, model class, probe or prior from outside
@@ -99,8 +99,8 @@ EXPORTS = {
     "MODEL_CLASSES": "induction_probes.circuits.models.model_classes",
     "PROBES": "induction_probes.probes.attention.probe_registry",
     "PRIORS": "induction_probes.circuits.tasks.markov.prior_registry",
-    "TaskConfig": "induction_probes.circuits.tasks.base",
-    "Recipe": "induction_probes.circuits.recipes.base",
+    "TaskConfig": "induction_probes.circuits.tasks.task_config",
+    "Recipe": "induction_probes.circuits.recipes.recipe",
     "option": "induction_probes.circuits.config",  # a config field that is a command-line option
     "nested": "induction_probes.circuits.config",  # a config field holding another config
     "GeneratorStream": "induction_probes.circuits.tasks.streams",
@@ -120,10 +120,10 @@ if TYPE_CHECKING:  # EXPORTS as static imports for type checkers and IDEs ("as":
     from induction_probes.circuits.models.model import HookedTransformer as HookedTransformer
     from induction_probes.circuits.models.model_classes import MODEL_CLASSES as MODEL_CLASSES
     from induction_probes.circuits.models.model_config import HookedTransformerConfig as HookedTransformerConfig
-    from induction_probes.circuits.recipes.base import Recipe as Recipe
-    from induction_probes.circuits.recipes.gaussian import GaussianRecipe as GaussianRecipe
-    from induction_probes.circuits.recipes.markov import MarkovRecipe as MarkovRecipe
-    from induction_probes.circuits.recipes.markov import MinimalRecipe as MinimalRecipe
+    from induction_probes.circuits.recipes.gaussian_recipes import GaussianRecipe as GaussianRecipe
+    from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe as MarkovRecipe
+    from induction_probes.circuits.recipes.markov_recipes import MinimalRecipe as MinimalRecipe
+    from induction_probes.circuits.recipes.recipe import Recipe as Recipe
     from induction_probes.circuits.recipes.task_kinds import TASK_KINDS as TASK_KINDS
     from induction_probes.circuits.recipes.task_kinds import RecipeEntry as RecipeEntry
     from induction_probes.circuits.recipes.task_kinds import TaskKind as TaskKind
@@ -131,16 +131,16 @@ if TYPE_CHECKING:  # EXPORTS as static imports for type checkers and IDEs ("as":
     from induction_probes.circuits.recipes.task_kinds import register_task as register_task
     from induction_probes.circuits.recipes.task_kinds import unregister_task as unregister_task
     from induction_probes.circuits.runs.reader import Run as Run
-    from induction_probes.circuits.sweeps.sweep import run_sweep as run_sweep
+    from induction_probes.circuits.sweeps.sweep_runner import run_sweep as run_sweep
     from induction_probes.circuits.sweeps.sweep_spec import parse_spec as parse_spec
-    from induction_probes.circuits.tasks.base import TaskConfig as TaskConfig
-    from induction_probes.circuits.tasks.gaussian.task import GaussianTask as GaussianTask
+    from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask as GaussianTask
     from induction_probes.circuits.tasks.markov.chains import sample_markov as sample_markov
+    from induction_probes.circuits.tasks.markov.markov_task import MarkovTask as MarkovTask
     from induction_probes.circuits.tasks.markov.prior_registry import PRIORS as PRIORS
     from induction_probes.circuits.tasks.markov.strategies import strategy_predictions as strategy_predictions
-    from induction_probes.circuits.tasks.markov.task import MarkovTask as MarkovTask
     from induction_probes.circuits.tasks.streams import GeneratorStream as GeneratorStream
-    from induction_probes.circuits.training.train import train_run as train_run
+    from induction_probes.circuits.tasks.task_config import TaskConfig as TaskConfig
+    from induction_probes.circuits.training.train_loop import train_run as train_run
     from induction_probes.circuits.untrusted import CheckpointError as CheckpointError
     from induction_probes.probes.ablation.ablation_study import ablation_study as ablation_study
     from induction_probes.probes.ablation.head_ablation import reference_inputs_for as reference_inputs_for
@@ -153,20 +153,20 @@ if TYPE_CHECKING:  # EXPORTS as static imports for type checkers and IDEs ("as":
     from induction_probes.probes.llc.estimator import estimate_llc as estimate_llc
     from induction_probes.probes.llc.per_head import per_head_llc as per_head_llc
     from induction_probes.probes.paper.build import write_paper as write_paper
-    from induction_probes.probes.report.baselines import baselines_report as baselines_report
-    from induction_probes.probes.report.info import info_report as info_report
-    from induction_probes.probes.report.llc import llc_report as llc_report
+    from induction_probes.probes.report.baseline_views import baselines_report as baselines_report
+    from induction_probes.probes.report.info_views import info_report as info_report
     from induction_probes.probes.report.llc_heads import per_head_report as per_head_report
-    from induction_probes.probes.report.movie import write_movie as write_movie
+    from induction_probes.probes.report.llc_views import llc_report as llc_report
+    from induction_probes.probes.report.movie_run import write_movie as write_movie
     from induction_probes.probes.report.sweeps import summary_report as summary_report
     from induction_probes.probes.report.sweeps import sweep_report as sweep_report
-    from induction_probes.probes.report.toy import ih4_report as ih4_report
-    from induction_probes.probes.report.toy import toy_report as toy_report
-    from induction_probes.probes.report.toy import toy_sweep_report as toy_sweep_report
-    from induction_probes.probes.report.verify import prop21_comparison as prop21_comparison
-    from induction_probes.probes.report.verify import prop21_report as prop21_report
-    from induction_probes.probes.report.verify import wang_ih2_report as wang_ih2_report
-    from induction_probes.probes.report.verify import wang_ihn_report as wang_ihn_report
+    from induction_probes.probes.report.toy_views import ih4_report as ih4_report
+    from induction_probes.probes.report.toy_views import toy_report as toy_report
+    from induction_probes.probes.report.toy_views import toy_sweep_report as toy_sweep_report
+    from induction_probes.probes.report.verify_views import prop21_comparison as prop21_comparison
+    from induction_probes.probes.report.verify_views import prop21_report as prop21_report
+    from induction_probes.probes.report.verify_views import wang_ih2_report as wang_ih2_report
+    from induction_probes.probes.report.verify_views import wang_ihn_report as wang_ihn_report
     from induction_probes.probes.report.views import ablation_report as ablation_report
     from induction_probes.probes.report.views import html_report as html_report
     from induction_probes.probes.report.views import probe_report as probe_report

@@ -10,9 +10,9 @@ cache). The measurements live in :mod:`induction_probes.probes.lm`; this is thei
 from induction_probes.circuits.interop.language_models import as_hooked, load_bridge
 from induction_probes.circuits.interop.model_sources import find_source
 from induction_probes.probes.ablation.head_ablation import single_heads
-from induction_probes.probes.lm.ablation import HeadAblation, ablate
+from induction_probes.probes.lm.ablate_heads import HeadAblation, ablate
 from induction_probes.probes.lm.attribution import Screen, attribution_rises, screen_heads
-from induction_probes.probes.lm.markov import MarkovProbe, probe_markov, probe_markov_series
+from induction_probes.probes.lm.markov_probe import MarkovProbe, probe_markov, probe_markov_series
 from induction_probes.probes.lm.markov_protocol import markov_draws
 from induction_probes.probes.lm.measure import HeadScores, evaluate, head_scores, text_icl_score
 from induction_probes.probes.lm.protocols import (
@@ -23,10 +23,10 @@ from induction_probes.probes.lm.protocols import (
 )
 from induction_probes.probes.lm.roles import head_roles
 from induction_probes.probes.lm.series import SeriesProbes, StepProbes, probe, probe_series, probe_tokens
-from induction_probes.probes.report.lm import probe_language_model  # the views
 from induction_probes.probes.report.lm_ablation import ablate_language_model
 from induction_probes.probes.report.lm_info import language_model_info
 from induction_probes.probes.report.lm_markov import markov_lm_report
+from induction_probes.probes.report.lm_views import probe_language_model  # the views
 
 # the language-model face: what a notebook imports from here; everything else is internal
 __all__ = [

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.circuits.training.train import train_run
+from induction_probes.circuits.training.train_loop import train_run
 
 # The CLI's default, measured in bench/bench_model.py: one thread is faster for these tiny models on
 # the 2-core machine, and two threads contend badly whenever anything else runs.

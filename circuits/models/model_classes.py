@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from induction_probes.circuits.models.minimal import MinimalModel
 from induction_probes.circuits.models.model import HookedTransformer
-from induction_probes.circuits.models.toy import ToyModel
+from induction_probes.circuits.models.toy_model import ToyModel
 from induction_probes.circuits.registry import Expects, Registry
 
 

@@ -23,14 +23,14 @@ from typing import Any
 
 from induction_probes.circuits.config import Config
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.recipes.gaussian import GaussianRecipe, ToyRecipe
-from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
-from induction_probes.circuits.recipes.text import TextRecipe
+from induction_probes.circuits.recipes.gaussian_recipes import GaussianRecipe, ToyRecipe
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.recipes.text_recipe import TextRecipe
 from induction_probes.circuits.registry import Expects, Registry, UnknownName, resolve, top_level_reference
-from induction_probes.circuits.tasks.base import TaskConfig
-from induction_probes.circuits.tasks.gaussian.task import GaussianTask
-from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.circuits.tasks.text import TextTask
+from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
+from induction_probes.circuits.tasks.task_config import TaskConfig
+from induction_probes.circuits.tasks.text_task import TextTask
 from induction_probes.circuits.validation import quoted
 
 

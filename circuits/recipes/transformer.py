@@ -1,7 +1,7 @@
 """The attention transformer's architecture options and optimiser, shared by the recipes that train it: ICL-MC's
-(:class:`~induction_probes.circuits.recipes.markov.MarkovRecipe`) and the text task's
-(:class:`~induction_probes.circuits.recipes.text.TextRecipe`). A recipe built on it says how many symbols its task
-has and how many heads each layer gets by default.
+(:class:`~induction_probes.circuits.recipes.markov_recipes.MarkovRecipe`) and the text task's
+(:class:`~induction_probes.circuits.recipes.text_recipe.TextRecipe`). A recipe built on it says how many symbols
+its task has and how many heads each layer gets by default.
 
 Imports no torch at module level (see :mod:`induction_probes.circuits.recipes`).
 """
@@ -18,7 +18,7 @@ import induction_probes.circuits.models.model_config as model_configs
 from induction_probes.circuits.config import option
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.limits import MAX_LAYERS, require_at_most
-from induction_probes.circuits.recipes.base import Recipe, int_tuple, one_or_per_layer
+from induction_probes.circuits.recipes.recipe import Recipe, int_tuple, one_or_per_layer
 from induction_probes.circuits.validation import quoted, require_int
 
 if TYPE_CHECKING:

@@ -36,8 +36,8 @@ from induction_probes.circuits.untrusted import (
 from induction_probes.circuits.validation import quoted
 
 if TYPE_CHECKING:
-    from induction_probes.circuits.recipes.base import Recipe
-    from induction_probes.circuits.tasks.base import TaskConfig
+    from induction_probes.circuits.recipes.recipe import Recipe
+    from induction_probes.circuits.tasks.task_config import TaskConfig
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:

@@ -1,4 +1,4 @@
-"""One cell of a sweep (``circuits/sweeps/sweep.py``): whether its directory is new, partial or finished, from
+"""One cell of a sweep (``circuits/sweeps/sweep_runner.py``): whether its directory is new, partial or finished, from
 its own files, and its training in a worker process (fresh, or resumed where it stopped), reported without
 ever raising. Torch is imported only in the functions that train."""
 
@@ -18,8 +18,8 @@ from induction_probes.circuits.runs.reader import read_manifest, sha256_of
 from induction_probes.circuits.sweeps.sweep_spec import Cell, SpecError
 from induction_probes.circuits.sweeps.worker_start import drop_current_folder
 from induction_probes.circuits.training.run_lock import RunLocked
-from induction_probes.circuits.training.toy import train_toy
-from induction_probes.circuits.training.train import saved_recipe, train_run
+from induction_probes.circuits.training.toy_training import train_toy
+from induction_probes.circuits.training.train_loop import saved_recipe, train_run
 from induction_probes.circuits.untrusted import CheckpointError, read_text, refuse_links_below
 
 

@@ -1,4 +1,4 @@
-"""The Ray backend of a sweep (``circuits/sweeps/sweep.py``): each cell a Ray task of one CPU, on a local
+"""The Ray backend of a sweep (``circuits/sweeps/sweep_runner.py``): each cell a Ray task of one CPU, on a local
 instance bound to loopback or on a running cluster; a task whose worker or node dies is run again and
 resumes its cell. Ray is imported only when a sweep runs on it."""
 

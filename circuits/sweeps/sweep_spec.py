@@ -1,4 +1,4 @@
-"""The experiment spec of a sweep (``circuits/sweeps/sweep.py`` runs it): conditions × grid × seeds, each cell a
+"""The experiment spec of a sweep (``circuits/sweeps/sweep_runner.py`` runs it): conditions × grid × seeds, each cell a
 standard run directory.
 
 A spec is a TOML file::
@@ -40,7 +40,7 @@ from typing import Any
 from induction_probes.circuits.config import MissingOption, config_from_options, option_names
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.limits import MAX_CELLS, MAX_NAME, MAX_SPEC_BYTES
-from induction_probes.circuits.recipes.base import SEED_FIELDS, seeds_from
+from induction_probes.circuits.recipes.recipe import SEED_FIELDS, seeds_from
 from induction_probes.circuits.recipes.task_kinds import recipe_entry, recipe_names
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS
 from induction_probes.circuits.untrusted import read_text

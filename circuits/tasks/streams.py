@@ -1,7 +1,8 @@
 """A stream of training sequences drawn from one ``torch.Generator``: what a trainer draws its batches from,
 with a state that a run's resume file keeps, so that a continued run sees exactly the sequences an
 uninterrupted one would. Dir(α) chains and the Gaussian task use it (the stream every run used before other
-priors existed); ICL-MC's counted and mixture streams are in :mod:`induction_probes.circuits.tasks.markov.streams`.
+priors existed); ICL-MC's counted and mixture streams are in
+:mod:`induction_probes.circuits.tasks.markov.markov_streams`.
 """
 
 from __future__ import annotations

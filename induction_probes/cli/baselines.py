@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-import induction_probes.probes.report.baselines as baselines_views
-from induction_probes.circuits.tasks.markov.task import MarkovTask
+import induction_probes.probes.report.baseline_views as baselines_views
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.cli.common import (
     Parser,
     add_config_options,

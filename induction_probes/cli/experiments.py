@@ -1,13 +1,13 @@
 """``induction-probes toy`` and ``experiment``: Wang et al.'s toy model and the experiments of several runs.
-They parse, then call :mod:`induction_probes.probes.report.toy`."""
+They parse, then call :mod:`induction_probes.probes.report.toy_views`."""
 
 from __future__ import annotations
 
 import argparse
 
-import induction_probes.circuits.training.toy as toy_training
-import induction_probes.probes.report.toy as toy_report
-from induction_probes.circuits.recipes.gaussian import ToyRecipe
+import induction_probes.circuits.training.toy_training as toy_training
+import induction_probes.probes.report.toy_views as toy_report
+from induction_probes.circuits.recipes.gaussian_recipes import ToyRecipe
 from induction_probes.cli.common import (
     Parser,
     add_config_options,

@@ -10,7 +10,7 @@ from induction_probes.circuits.lazy import lazy_module
 from induction_probes.cli.common import Parser, add_output_options, add_run_argument, answer, language_model
 from induction_probes.probes.report.lm_info import language_model_info
 
-run_info_report = lazy_module("induction_probes.probes.report.info")  # loads torch: a run's info only
+run_info_report = lazy_module("induction_probes.probes.report.info_views")  # loads torch: a run's info only
 
 
 def info_parser(info: Parser) -> None:

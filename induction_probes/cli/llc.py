@@ -1,12 +1,12 @@
-"""``induction-probes llc``: parses, then calls :func:`induction_probes.probes.report.llc.llc_report`, which
+"""``induction-probes llc``: parses, then calls :func:`induction_probes.probes.report.llc_views.llc_report`, which
 estimates the local learning coefficient of a run's checkpoints with its calibration."""
 
 from __future__ import annotations
 
 import argparse
 
-import induction_probes.probes.report.llc as llc_report
 import induction_probes.probes.report.llc_heads as llc_heads_report
+import induction_probes.probes.report.llc_views as llc_report
 from induction_probes.circuits.defaults import LLC_CHECKPOINTS, LLC_SEQS, PROBE_SEED
 from induction_probes.circuits.errors import BadInput
 from induction_probes.cli.common import (

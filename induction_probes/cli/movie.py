@@ -1,11 +1,11 @@
 """``induction-probes movie RUN_OR_SERIES --out DIR``: a circuit forming, as one offline page, ``DIR/movie.html``
-(:mod:`induction_probes.probes.report.movie`)."""
+(:mod:`induction_probes.probes.report.movie_run`)."""
 
 from __future__ import annotations
 
 import argparse
 
-import induction_probes.probes.report.movie as report_movie
+import induction_probes.probes.report.movie_run as report_movie
 from induction_probes.circuits.defaults import LM_PROBE_SEQS, MOVIE_FRAMES, PAGE_SEQS, PROBE_SEED
 from induction_probes.cli.common import Parser, add_device_option, count, device_of, path, run_name, seed
 

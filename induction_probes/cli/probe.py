@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import argparse
 
-import induction_probes.probes.report.lm as lm_report
 import induction_probes.probes.report.lm_ablation as lm_ablation_report
 import induction_probes.probes.report.lm_markov as lm_markov_report
+import induction_probes.probes.report.lm_views as lm_report
 from induction_probes.circuits.errors import BadInput
 from induction_probes.cli.common import (
     Parser,

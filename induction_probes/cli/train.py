@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import shlex
 
-import induction_probes.circuits.training.train as training
-import induction_probes.probes.report.info as info_views
+import induction_probes.circuits.training.train_loop as training
+import induction_probes.probes.report.info_views as info_views
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.recipes.base import seeds_from
+from induction_probes.circuits.recipes.recipe import seeds_from
 from induction_probes.circuits.recipes.task_kinds import recipe_entries, recipe_entry
 from induction_probes.cli.common import (
     PROG,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-import induction_probes.probes.report.verify as verify_reports
+import induction_probes.probes.report.verify_views as verify_reports
 from induction_probes.circuits.errors import BadInput
 from induction_probes.cli.common import (
     Parser,

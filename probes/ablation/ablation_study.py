@@ -14,7 +14,7 @@ from induction_probes.circuits.devices import model_device
 from induction_probes.circuits.metrics import mse_over_variance
 from induction_probes.circuits.names import head_label
 from induction_probes.circuits.runs.reader import Run, run_task
-from induction_probes.circuits.tasks.gaussian.task import GaussianTask
+from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
 from induction_probes.probes.ablation.head_ablation import reference_inputs_for, run_ablated
 from induction_probes.probes.behaviour.icl_behaviour import Behaviour, behaviour
@@ -23,7 +23,7 @@ from induction_probes.probes.tidy import Tidy, ablation_records
 
 if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import HookedModel
-    from induction_probes.circuits.tasks.base import Task
+    from induction_probes.circuits.tasks.task_config import Task
 
 
 @dataclass(frozen=True)

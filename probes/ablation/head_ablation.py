@@ -32,7 +32,7 @@ from induction_probes.probes.attention.patterns import run_with_captures
 
 if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import HookedModel
-    from induction_probes.circuits.tasks.base import Task
+    from induction_probes.circuits.tasks.task_config import Task
 
 MODES = ("zero", "mean", "resample")
 # a head as the command line writes it (1.0) or as TransformerLens names it (L1H0)

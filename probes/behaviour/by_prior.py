@@ -24,8 +24,8 @@ from torch import Tensor
 from induction_probes.circuits.defaults import PROBE_SEED
 from induction_probes.circuits.devices import model_device
 from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.tasks.markov.prior_registry import SIMPLE_PRIORS
-from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.behaviour.icl_behaviour import behaviour
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
-from induction_probes.circuits.models.toy import PARAMETERS as TOY_PARAMETERS
+from induction_probes.circuits.models.toy_model import PARAMETERS as TOY_PARAMETERS
 from induction_probes.probes.figures import plots
 from induction_probes.probes.figures.plots import sequences_axis, theme
 

@@ -45,8 +45,8 @@ from induction_probes.circuits.names import head_label
 from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.circuits.validation import require_int
 from induction_probes.probes.llc.chain_intervals import chain_estimate
+from induction_probes.probes.llc.checkpoint_llc import next_token_loss
 from induction_probes.probes.llc.estimator import LLCError, estimate_llc
-from induction_probes.probes.llc.markov import next_token_loss
 from induction_probes.probes.llc.resolution import series_settings
 
 HEAD_PARAMETERS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "W_rel", "alibi_slope")  # row h of each
@@ -243,7 +243,7 @@ def per_head_llc(
     run at ``steps`` (checkpoint steps; default the last), or of a model on ``tokens`` [n_seqs, seq_len]. The
     loss is the next-token cross-entropy on ``n_seqs`` fresh sequences of ``seed``, and ``chains`` chains more
     on each of ``data_draws − 1`` further draws (seeds ``seed + 1``, ...)
-    (:func:`~induction_probes.probes.llc.markov.next_token_loss`). ``settings`` override the estimator's rule
+    (:func:`~induction_probes.probes.llc.checkpoint_llc.next_token_loss`). ``settings`` override the estimator's rule
     (n_beta, localization, lr, burn_in, draws, chains, batch_size), the same for every block; over several
     steps, each block is sampled at one γ and step for all of them (:mod:`.resolution`).
     ``progress(step, block, record)``, if given, is called after each estimate."""

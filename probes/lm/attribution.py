@@ -26,7 +26,7 @@ from induction_probes.circuits.devices import model_device
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import as_hooked
 from induction_probes.probes.ablation.head_ablation import is_index, reference_z, z_hook
-from induction_probes.probes.lm.ablation import ablate
+from induction_probes.probes.lm.ablate_heads import ablate
 from induction_probes.probes.lm.measure import HeadEstimate, chunk_size, per_token_loss
 from induction_probes.probes.lm.protocols import InductionLoss, RepeatedTokens, induction_loss
 

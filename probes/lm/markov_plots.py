@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from induction_probes.probes.figures.plots import head_colour, legend_outside, save, strategy_colour, subplots, theme
-from induction_probes.probes.lm.markov import MarkovProbe
 from induction_probes.probes.lm.markov_measure import REFERENCES, reference_key
-from induction_probes.probes.lm.plots import step_axis
+from induction_probes.probes.lm.markov_probe import MarkovProbe
+from induction_probes.probes.lm.series_plots import step_axis
 
 SHOWN_HEADS = 3  # heads drawn in colour per score over steps: the best at the last step
 NAMED_HEADS = 4  # heads named in one model's scatter, per score: the marked ones first, then the best

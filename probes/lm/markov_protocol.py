@@ -32,8 +32,8 @@ from torch import Tensor
 from induction_probes.circuits.defaults import LM_PROBE_SEQS, PROBE_SEED
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.limits import require_numbers, require_seed, require_sequences
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
-from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.validation import require_int
 from induction_probes.probes.intervals import BOOTSTRAP_RESAMPLES
 from induction_probes.probes.lm.protocols import bos_id, vocabulary

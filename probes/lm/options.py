@@ -1,6 +1,6 @@
 """The options only a language model reads, as configs: the ``probe`` and ``ablate`` commands' language-model options
 are generated from these fields (help text and parsing included), and each is a keyword argument of the view the
-command calls (:mod:`induction_probes.probes.report.lm`, :mod:`~induction_probes.probes.report.lm_markov`). A run
+command calls (:mod:`induction_probes.probes.report.lm_views`, :mod:`~induction_probes.probes.report.lm_markov`). A run
 of ours given one of them is refused, not silently ignored. Torch-free: the command line reads it while it parses.
 """
 

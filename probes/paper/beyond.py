@@ -11,7 +11,7 @@ from induction_probes.probes.llc.chain_intervals import RANGE_FLAGS, restated
 from induction_probes.probes.llc.resolution import SERIES
 from induction_probes.probes.paper.edelman_sweeps import PAPER, k_seqs, redraw
 from induction_probes.probes.paper.entries import EXTRA, PARTLY, Entry, judged
-from induction_probes.probes.paper.shipped import open_run, read_json, source
+from induction_probes.probes.paper.shipped_files import open_run, read_json, source
 
 
 def clamps_entry(directory: Path) -> Entry:

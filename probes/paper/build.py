@@ -13,12 +13,12 @@ from pathlib import Path
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.runs.writer import write_atomic
 from induction_probes.probes.paper.beyond import clamps_entry, llc_entry, per_head_llc_entry
-from induction_probes.probes.paper.edelman import edelman_run_entries
+from induction_probes.probes.paper.edelman_figures import edelman_run_entries
 from induction_probes.probes.paper.edelman_sweeps import edelman_sweep_entries
 from induction_probes.probes.paper.edelman_variants import variant_entries
 from induction_probes.probes.paper.entries import Entry, read_quotes, with_quote
 from induction_probes.probes.paper.page import counts_text, page_html
-from induction_probes.probes.paper.wang import plateau_entry, theorem_entries, toy_entries, trained_entries
+from induction_probes.probes.paper.wang_figures import plateau_entry, theorem_entries, toy_entries, trained_entries
 from induction_probes.probes.paper.wang_rebuttal import wang_rebuttal_entries, window_entry
 from induction_probes.probes.paper.wang_toy_sweeps import layerwise_entry
 

@@ -19,7 +19,7 @@ from induction_probes.probes.paper.entries import (
     not_yet,
     p_text,
 )
-from induction_probes.probes.paper.shipped import source, summary
+from induction_probes.probes.paper.shipped_files import source, summary
 
 PAPER = "Edelman et al. 2024"
 ISSUE = "issue 23"

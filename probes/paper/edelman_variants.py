@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.paper.edelman import visits_in_turn
+from induction_probes.probes.paper.edelman_figures import visits_in_turn
 from induction_probes.probes.paper.edelman_sweeps import ISSUE, PAPER, comparison, k_seqs, redraw
 from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, interval_text, not_yet, p_text
-from induction_probes.probes.paper.shipped import RESULTS, source
+from induction_probes.probes.paper.shipped_files import RESULTS, source
 
 PHASES = ("uniform", "unigram", "bigram")
 HIGHER_PHASES = ("uniform", "unigram", "bigram", "trigram", "4-gram")

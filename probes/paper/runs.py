@@ -32,7 +32,7 @@ from induction_probes.probes.figures.plots_circuit import (
     plot_positional_profiles,
 )
 from induction_probes.probes.figures.plots_progress import plot_progress_measures
-from induction_probes.probes.paper.shipped import open_run
+from induction_probes.probes.paper.shipped_files import open_run
 from induction_probes.probes.progress.progress_measures import progress_measures, threshold_crossings
 from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from induction_probes.probes.figures.plots_task_sweep import plot_task_sweep
 from induction_probes.probes.figures.plots_toy import plot_capacity_table
 from induction_probes.probes.paper.entries import DIFFER, Entry, by_parts, interval_text, judged, p_text
-from induction_probes.probes.paper.shipped import read_json, source, summary
-from induction_probes.probes.paper.wang import PAPER
+from induction_probes.probes.paper.shipped_files import read_json, source, summary
+from induction_probes.probes.paper.wang_figures import PAPER
 from induction_probes.probes.paper.wang_toy_sweeps import boolean_sweep_entry, wide_adam_entry
 
 # Fig. 7's read-out, fixed before the sweep ran: a token in the window reads back with R² >= WINDOW_READ, the one

@@ -18,8 +18,8 @@ from induction_probes.probes.paper.entries import (
     judged,
     p_text,
 )
-from induction_probes.probes.paper.shipped import RESULTS, source, summary
-from induction_probes.probes.paper.wang import PAPER
+from induction_probes.probes.paper.shipped_files import RESULTS, source, summary
+from induction_probes.probes.paper.wang_figures import PAPER
 from induction_probes.probes.sweeps.statistics import interval
 
 SIGNIFICANT = 0.05  # the sign test's level for "positions first in every seed, beyond chance"

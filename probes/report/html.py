@@ -1,6 +1,6 @@
 """One offline HTML page: sections of text and figures, every figure embedded as a PNG data URI, so the page
 opens anywhere with nothing fetched. The ICL-MC report (:mod:`~induction_probes.probes.report.markov_html`) and
-the task report (:mod:`~induction_probes.probes.report.task`) are written with it."""
+the task report (:mod:`~induction_probes.probes.report.task_views`) are written with it."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from induction_probes.probes.llc.gate import FAILS, gate, marked
 from induction_probes.probes.llc.per_head import per_head_llc
 from induction_probes.probes.llc.resolution import SERIES
 from induction_probes.probes.progress.progress_measures import progress_measures
-from induction_probes.probes.report.llc import (
+from induction_probes.probes.report.llc_views import (
     CHECKPOINTS,
     N_SEQS,
     chosen_steps,

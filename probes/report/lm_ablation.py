@@ -13,11 +13,11 @@ from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, as_source
 from induction_probes.circuits.names import head_label
 from induction_probes.probes.ablation.head_ablation import check_heads, parse_head_list, single_heads
-from induction_probes.probes.lm.ablation import ablate, check_mode
+from induction_probes.probes.lm.ablate_heads import ablate, check_mode
 from induction_probes.probes.lm.attribution import Screen, ranked_heads, screen_heads
 from induction_probes.probes.lm.protocols import repeated_random_tokens
 from induction_probes.probes.lm.roles import heads_text, interval_text
-from induction_probes.probes.report.lm import (
+from induction_probes.probes.report.lm_views import (
     TABLE_ROWS,
     boot,
     estimate_cell,

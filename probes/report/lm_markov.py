@@ -19,11 +19,11 @@ from induction_probes.circuits.interop.model_sources import ModelSource, Series,
 from induction_probes.circuits.limits import require_seed
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.validation import require_int
-from induction_probes.probes.lm.markov import STRATEGIES, MarkovProbe, interval, labels, probe_markov_series, span
 from induction_probes.probes.lm.markov_measure import REFERENCES
 from induction_probes.probes.lm.markov_plots import plot_markov_model, plot_markov_series
+from induction_probes.probes.lm.markov_probe import STRATEGIES, MarkovProbe, interval, labels, probe_markov_series, span
 from induction_probes.probes.lm.markov_protocol import MIN_SEQ_LEN, N_SEQS, draw_count
-from induction_probes.probes.report.lm import quiet_transformers
+from induction_probes.probes.report.lm_views import quiet_transformers
 from induction_probes.probes.report.tables import figure_lines, format_table
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The formation movie of a language model's checkpoint series (:mod:`~induction_probes.probes.report.movie`):
+"""The formation movie of a language model's checkpoint series (:mod:`~induction_probes.probes.report.movie_run`):
 at each checkpoint shown, the probes of :func:`induction_probes.probes.lm.series.probe` on the same repeated
 random tokens (scores and losses with their intervals over sequences), and the chosen heads' patterns on one
 short repeated sequence, [BOS] + R + R, whose second half an induction head reads."""

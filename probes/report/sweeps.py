@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.sweeps.sweep import SPEC_FILE, read_spec, run_sweep
+from induction_probes.circuits.sweeps.sweep_runner import SPEC_FILE, read_spec, run_sweep
 from induction_probes.circuits.validation import IncompleteResult
 from induction_probes.probes.figures.plots_sweep import plot_sweep_summary
 from induction_probes.probes.figures.plots_task_sweep import plot_task_sweep
@@ -46,7 +46,7 @@ def sweep_report(
     gpus_per_cell: float = 0.0,
     report: Callable[[str], None] = stderr_line,
 ) -> str:
-    """Train every cell of the spec file ``spec`` into ``out`` (:func:`~induction_probes.circuits.sweeps.sweep.
+    """Train every cell of the spec file ``spec`` into ``out`` (:func:`~induction_probes.circuits.sweeps.sweep_runner.
     run_sweep`, each cell's progress to ``report``), and say in one line what was done; SomeCellsFailed when a
     cell failed or another process holds it. Interrupted, it says how to continue."""
     out = Path(out)

@@ -1,6 +1,6 @@
 """What ``probe``, ``ablate`` and ``report`` show for a run, chosen by its task kind's ``view``
 (:mod:`~induction_probes.circuits.recipes.task_kinds`): ICL-MC and Gaussian-task runs have views of their own; a
-run of any other registered task gets the task view (:mod:`induction_probes.probes.report.task`: the registered
+run of any other registered task gets the task view (:mod:`induction_probes.probes.report.task_views`: the registered
 attention probes and the task's own metrics, as text, figures and a page), so that a new task needs no edit
 here. A task from outside may give its kind a view of its own.
 
@@ -24,18 +24,18 @@ from typing import TYPE_CHECKING, Any
 
 import induction_probes.circuits.runs.reader as reader
 import induction_probes.probes.ablation.head_ablation as head_ablation
-import induction_probes.probes.report.ablation as ablation_views
-import induction_probes.probes.report.gaussian as gaussian_views
-import induction_probes.probes.report.markov as markov_views
+import induction_probes.probes.report.ablation_views as ablation_views
+import induction_probes.probes.report.gaussian_views as gaussian_views
 import induction_probes.probes.report.markov_html as markov_html
 import induction_probes.probes.report.markov_probes as markov_probes
-import induction_probes.probes.report.task as task_views
+import induction_probes.probes.report.markov_views as markov_views
+import induction_probes.probes.report.task_views as task_views
 from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.paths import path_argument, plot_folder
 from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, TaskView
-from induction_probes.circuits.tasks.gaussian.task import GaussianTask
-from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 
 if TYPE_CHECKING:
     import torch

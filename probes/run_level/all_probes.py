@@ -19,9 +19,9 @@ from induction_probes.circuits.devices import on_cpu
 from induction_probes.circuits.metrics import mse_over_variance
 from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, run_probe_of
 from induction_probes.circuits.runs.reader import Run, run_task
-from induction_probes.circuits.tasks.gaussian.task import GaussianTask
+from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
-from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.attention.patterns import (
     induction_score,
     positional_profile_per_sequence,

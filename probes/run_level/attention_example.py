@@ -10,7 +10,7 @@ from torch import Tensor
 
 from induction_probes.circuits.names import head_label
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.circuits.tasks.gaussian.task import GaussianTask
+from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
 from induction_probes.probes.attention.patterns import run_with_patterns
 from induction_probes.probes.behaviour.icl_behaviour import even_sequence
 from induction_probes.probes.views.explorer import AttentionExample, rounded

@@ -1,4 +1,4 @@
-"""Summaries of a sweep (``circuits/sweeps/sweep.py``): per condition, the mean and 95 % interval over seeds of
+"""Summaries of a sweep (``circuits/sweeps/sweep_runner.py``): per condition, the mean and 95 % interval over seeds of
 the strategy-KL curves, the transition time, the plateau length, the final KL and the final probe scores.
 
 Definitions (per run, from its ``metrics.jsonl``; closest strategy = smallest KL(strategy ‖ model) at the
@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 from induction_probes.circuits.defaults import PROBE_SEED
 from induction_probes.circuits.paths import portable
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.circuits.sweeps.sweep import SPEC_FILE, SpecError, cell_status, is_finished, read_spec  # noqa: F401
+from induction_probes.circuits.sweeps.sweep_runner import SPEC_FILE, SpecError, cell_status, is_finished, read_spec  # noqa: F401
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy, strategy_name
-from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.circuits.untrusted import require_finite
 from induction_probes.circuits.validation import require_int
 from induction_probes.probes.attention.patterns import positional_profiles

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from scipy.stats import binomtest
 
-from induction_probes.circuits.models.toy import count_plateaus, reach_step, toy_phases
+from induction_probes.circuits.models.toy_model import count_plateaus, reach_step, toy_phases
 from induction_probes.circuits.paths import portable
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.untrusted import require_finite

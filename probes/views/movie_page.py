@@ -4,7 +4,7 @@ the loss and head-score curves with their bands and a marker at the step, and th
 
 Everything is inlined: CircuitsVis's bundle, movie.js (the page's only hand-written JavaScript), the frames as
 JSON and the charts as SVG, so the page fetches nothing. :func:`movie_html` takes plain numbers (a
-:class:`Movie`); the report layer (:mod:`induction_probes.probes.report.movie`) gathers them from a run or a
+:class:`Movie`); the report layer (:mod:`induction_probes.probes.report.movie_run`) gathers them from a run or a
 language model's checkpoint series."""
 
 from __future__ import annotations

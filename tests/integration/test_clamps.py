@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from induction_probes.circuits.recipes.clamps import induction_pattern, previous_token_pattern
-from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.circuits.training.train import Trainer, train_run
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
+from induction_probes.circuits.training.train_loop import Trainer, train_run
 
 TINY = MarkovRecipe(task=MarkovTask(k=3, seq_len=20), steps=6, batch_size=8, eval_seqs=50, n_checkpoints=3)
 

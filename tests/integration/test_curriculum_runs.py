@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.circuits.training.train import train_run
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
+from induction_probes.circuits.training.train_loop import train_run
 from induction_probes.cli import main
 from induction_probes.probes.behaviour.by_prior import evaluate_run_on_priors
 from induction_probes.probes.sweeps.statistics import interval

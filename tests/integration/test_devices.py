@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from induction_probes.circuits.devices import DeviceError, parse_device, resolve_device
-from induction_probes.circuits.recipes.gaussian import GaussianRecipe
-from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.recipes.gaussian_recipes import GaussianRecipe
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe, MinimalRecipe
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.circuits.sweeps.sweep import SpecError, check_placement, place_cells
-from induction_probes.circuits.tasks.gaussian.task import GaussianTask
-from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.circuits.training.train import Trainer, eval_chunk_size, train_run
+from induction_probes.circuits.sweeps.sweep_runner import SpecError, check_placement, place_cells
+from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
+from induction_probes.circuits.training.train_loop import Trainer, eval_chunk_size, train_run
 from induction_probes.cli import main
 
 TINY = MarkovRecipe(task=MarkovTask(k=3, seq_len=20), steps=30, batch_size=16, eval_seqs=100, n_checkpoints=7)
@@ -190,7 +190,7 @@ def test_on_ray_a_cuda_device_needs_a_share_of_a_gpu():
 
 
 def test_a_sweep_on_the_cpu_device_writes_the_same_runs_as_one_without(tmp_path):
-    from induction_probes.circuits.sweeps.sweep import parse_spec, run_sweep
+    from induction_probes.circuits.sweeps.sweep_runner import parse_spec, run_sweep
 
     spec = parse_spec(SWEEP_SPEC)
     run_sweep(spec, tmp_path / "default", report=lambda line: None)

@@ -206,7 +206,7 @@ def test_a_task_and_a_probe_from_outside_train_probe_sweep_and_report(registered
     assert "first_token" in text and "accuracy" in text and "zero-ablated" in text
 
     # sweep through the API (a spawned worker registers the same three) and summarize both seeds
-    from induction_probes.circuits.sweeps.sweep import parse_spec, run_sweep
+    from induction_probes.circuits.sweeps.sweep_runner import parse_spec, run_sweep
     from induction_probes.probes.sweeps.summary import summarize_sweep
 
     results = run_sweep(parse_spec(SPEC), tmp_path / "sweep", report=lambda line: None)

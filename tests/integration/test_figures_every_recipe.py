@@ -4,12 +4,12 @@ figures or page (status 0) or, where it does not apply to the recipe, refuses in
 
 import pytest
 
-from induction_probes.circuits.recipes.gaussian import GaussianRecipe, ToyRecipe
-from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
-from induction_probes.circuits.tasks.gaussian.task import GaussianTask
-from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.circuits.training.toy import train_toy
-from induction_probes.circuits.training.train import train_run
+from induction_probes.circuits.recipes.gaussian_recipes import GaussianRecipe, ToyRecipe
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
+from induction_probes.circuits.training.toy_training import train_toy
+from induction_probes.circuits.training.train_loop import train_run
 from induction_probes.cli import main
 
 RECIPES = {

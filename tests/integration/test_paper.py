@@ -234,9 +234,9 @@ def test_a_folder_below_a_file_is_refused(tmp_path, fails_with_one_line):
 def test_the_shipped_toy_runs_are_the_makefiles_commands(name, options):
     """experiments/results/toy/NAME was written by `toy [options] --out ...` (the Makefile's experiments target),
     to its last step."""
-    from induction_probes.circuits.recipes.gaussian import ToyRecipe
+    from induction_probes.circuits.recipes.gaussian_recipes import ToyRecipe
     from induction_probes.circuits.runs.reader import Run
-    from induction_probes.probes.paper.shipped import result_path
+    from induction_probes.probes.paper.shipped_files import result_path
 
     run = Run.open(result_path("toy", name))
     assert run.recipe == ToyRecipe(**options)

@@ -17,7 +17,7 @@ import pytest
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils", reason="the ray extra is not installed")
 psutil = pytest.importorskip("psutil", reason="Ray's own dependency, to find which node trains a cell")
 
-from induction_probes.circuits.sweeps.sweep import parse_spec, run_sweep  # noqa: E402
+from induction_probes.circuits.sweeps.sweep_runner import parse_spec, run_sweep  # noqa: E402
 
 COMMAND = Path(sys.executable).with_name("induction-probes")
 # six cells of a few seconds each on the loaded 2-core machine; their checkpoints (each with its resume state)

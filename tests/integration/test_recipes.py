@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from induction_probes.circuits.recipes.gaussian import GaussianRecipe, ToyRecipe
-from induction_probes.circuits.recipes.markov import MarkovRecipe, MinimalRecipe
+from induction_probes.circuits.recipes.gaussian_recipes import GaussianRecipe, ToyRecipe
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe, MinimalRecipe
 from induction_probes.circuits.recipes.task_kinds import recipe_from_json
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.circuits.tasks.gaussian.task import GaussianTask
-from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.circuits.training.toy import train_toy
-from induction_probes.circuits.training.train import train_run
+from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
+from induction_probes.circuits.training.toy_training import train_toy
+from induction_probes.circuits.training.train_loop import train_run
 from induction_probes.cli import main
 
 # The same run given as Python arguments and as command-line arguments, with non-default options.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from test_training import TINY
 
-from induction_probes.circuits.training.train import train_run
+from induction_probes.circuits.training.train_loop import train_run
 
 
 def test_a_trainer_that_stops_on_its_own_leaves_the_lock_empty_and_its_resume_says_nothing(tmp_path, capsys):

@@ -13,11 +13,11 @@ from second_device import Elsewhere, second_device
 from induction_probes import Run, ablation_study, compare_with_prop21, probe_eval_set, probe_model, single_heads
 from induction_probes.circuits.interop.transformer_lens_io import to_bridge
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
-from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
 from induction_probes.circuits.runs import reader
-from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.circuits.training import train
-from induction_probes.circuits.training.train import train_run
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
+from induction_probes.circuits.training import train_loop as train
+from induction_probes.circuits.training.train_loop import train_run
 from induction_probes.probes.ablation.ablation_study import gaussian_ablation_study
 from induction_probes.probes.llc.calibration import linear_regression, squared_error
 from induction_probes.probes.llc.curvature import curvature, gradient_shift

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from induction_probes.circuits.sweeps.sweep import read_spec
+from induction_probes.circuits.sweeps.sweep_runner import read_spec
 from induction_probes.probes.sweeps.task_summary import task_comparisons, task_condition_statistics
 from induction_probes.probes.sweeps.toy_summary import add_toy_statistics
 

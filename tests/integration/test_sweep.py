@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from induction_probes.circuits.sweeps.sweep import SpecError, parse_spec, run_sweep
+from induction_probes.circuits.sweeps.sweep_runner import SpecError, parse_spec, run_sweep
 from induction_probes.cli import main
 from induction_probes.probes.sweeps.summary import (
     interval,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from induction_probes.circuits.runs.layout import RESUME_FILE
-from induction_probes.circuits.sweeps.sweep import (
+from induction_probes.circuits.sweeps.sweep_runner import (
     SweepBusy,
     cell_json,
     cell_status,
@@ -20,7 +20,7 @@ from induction_probes.circuits.sweeps.sweep import (
     prepare,
     run_cell,
 )
-from induction_probes.circuits.training.train import train_run
+from induction_probes.circuits.training.train_loop import train_run
 from induction_probes.cli import main
 
 COMMAND = Path(sys.executable).with_name("induction-probes")

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from induction_probes.circuits.sweeps.sweep import (
+from induction_probes.circuits.sweeps.sweep_runner import (
     SpecError,
     cell_json,
     parse_spec,
@@ -225,9 +225,9 @@ def edit_metrics(path, edit):
 def test_a_summary_counts_only_this_specs_finished_runs(sweep_dir, tmp_path, capsys):
     assert main(["summarize", str(sweep_dir), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["conditions"]["base"]["n_seeds"] == 2
-    from induction_probes.circuits.recipes.markov import MarkovRecipe
-    from induction_probes.circuits.tasks.markov.task import MarkovTask
-    from induction_probes.circuits.training.train import train_run
+    from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
+    from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
+    from induction_probes.circuits.training.train_loop import train_run
 
     cell = sweep_dir / "base" / "seed-1"
     moved = tmp_path / "moved"
@@ -330,7 +330,7 @@ def test_a_sweep_says_where_its_cells_are_while_none_finishes(tmp_path, monkeypa
     # issue 52 (sweeps): nothing was printed for 4 minutes while the first cells trained
     import re
 
-    from induction_probes.circuits.sweeps import sweep
+    from induction_probes.circuits.sweeps import sweep_runner as sweep
 
     monkeypatch.setattr(sweep, "HEARTBEAT_SECONDS", 0.5)
     lines = []

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from induction_probes.circuits.models.toy import reach_step, toy_phases
+from induction_probes.circuits.models.toy_model import reach_step, toy_phases
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.cli import main
 from induction_probes.probes.sweeps.sweep_statistics import recompute_summary

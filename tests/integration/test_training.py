@@ -9,13 +9,13 @@ import pytest
 import torch
 
 import induction_probes.circuits.runs.writer as checkpoint_module
-from induction_probes.circuits.recipes.gaussian import GaussianRecipe
-from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.recipes.gaussian_recipes import GaussianRecipe
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
 from induction_probes.circuits.runs.layout import checkpoint_file
 from induction_probes.circuits.runs.reader import Run, sha256_of
-from induction_probes.circuits.tasks.gaussian.task import GaussianTask
-from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.circuits.training.train import checkpoint_schedule, train_run
+from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
+from induction_probes.circuits.training.train_loop import checkpoint_schedule, train_run
 
 TINY = MarkovRecipe(
     task=MarkovTask(k=3, seq_len=20), steps=40, batch_size=16, eval_seqs=100, n_checkpoints=9, dropout=0.1

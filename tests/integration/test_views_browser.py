@@ -12,7 +12,7 @@ from lm_models import save_model
 from PIL import Image, ImageStat
 
 from induction_probes import Run, probe_run
-from induction_probes.probes.report.movie import write_movie
+from induction_probes.probes.report.movie_run import write_movie
 from induction_probes.probes.run_level.all_probes import probe_eval_set
 from induction_probes.probes.views.charts import Curve
 from induction_probes.probes.views.movie_page import Chart, Frame, Movie, write_movie_page

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from induction_probes.circuits.models.classes import build_model
-from induction_probes.circuits.recipes.markov import MarkovRecipe
-from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.behaviour.by_prior import evaluate_on_prior, model_logits, prior_names, prior_task
 from induction_probes.probes.behaviour.icl_behaviour import behaviour
 

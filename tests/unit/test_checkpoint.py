@@ -8,11 +8,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
 from induction_probes.circuits.runs.reader import Run, sha256_of
 from induction_probes.circuits.runs.shipped import resolve_run
-from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.circuits.training.train import train_run
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
+from induction_probes.circuits.training.train_loop import train_run
 from induction_probes.circuits.untrusted import CheckpointError
 from induction_probes.cli import main
 

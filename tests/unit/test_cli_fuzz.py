@@ -101,9 +101,9 @@ def command_lines(draw) -> list[str]:
 @pytest.fixture(scope="module")
 def template(tmp_path_factory):
     """What every example's scratch directory starts from: a file, an empty folder, a small run, a bad spec."""
-    from induction_probes.circuits.recipes.markov import MarkovRecipe
-    from induction_probes.circuits.tasks.markov.task import MarkovTask
-    from induction_probes.circuits.training.train import train_run
+    from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
+    from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
+    from induction_probes.circuits.training.train_loop import train_run
 
     root = tmp_path_factory.mktemp("template")
     recipe = MarkovRecipe(task=MarkovTask(k=2, seq_len=8), steps=4, batch_size=4, eval_seqs=20, n_checkpoints=3)
@@ -118,7 +118,7 @@ def template(tmp_path_factory):
 
 def finished_sweep(out: Path) -> None:
     """A finished two-seed sweep, each cell trained in this process by the sweep's own run_cell."""
-    from induction_probes.circuits.sweeps.sweep import cell_json, parse_spec, prepare, run_cell
+    from induction_probes.circuits.sweeps.sweep_runner import cell_json, parse_spec, prepare, run_cell
 
     spec = parse_spec(SWEEP_SPEC)
     prepare(spec, out)

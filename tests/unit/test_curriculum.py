@@ -4,8 +4,8 @@ that the schedule's streams are the plain streams of the same seed, cut at the s
 import pytest
 import torch
 
-from induction_probes.circuits.recipes.markov import MarkovRecipe
-from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 
 K, T, SEED, SWITCH, BATCH = 3, 12, 4, 70, 32
 

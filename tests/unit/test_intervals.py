@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from induction_probes.circuits.metrics import token_cross_entropy
-from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.behaviour.icl_behaviour import behaviour, icl_score, icl_scores, single_position_icl_score
 from induction_probes.probes.intervals import mean_interval
 

@@ -373,7 +373,7 @@ def test_every_model_a_probe_is_given_meets_the_hooked_model_protocol(models):
     ours = [Run.open(name).load() for name in ("markov-k3", "minimal-k3")]
     bridges = [lm.as_hooked(str(models[name])) for name in ARCHITECTURES]
     assert all(isinstance(model, HookedModel) for model in ours + bridges)
-    from induction_probes.circuits.models.toy import ToyConfig, ToyModel
+    from induction_probes.circuits.models.toy_model import ToyConfig, ToyModel
 
     assert not isinstance(ToyModel(ToyConfig()), HookedModel)  # a cfg and a forward pass, but no hooks
     assert not isinstance(torch.nn.Linear(2, 2), HookedModel)

@@ -11,7 +11,7 @@ from induction_probes.cli import main
 from induction_probes.probes.llc.calibration import CASES
 from induction_probes.probes.llc.estimator import LLCError, LLCSettings
 from induction_probes.probes.llc.sampling import MissingExtra
-from induction_probes.probes.report.llc import llc_report, log_spread
+from induction_probes.probes.report.llc_views import llc_report, log_spread
 
 
 def test_checkpoints_are_spread_in_log_sequences_with_step_0():

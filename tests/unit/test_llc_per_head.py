@@ -15,9 +15,9 @@ from induction_probes.probes.llc.block_calibration import (
     half_squared_error,
 )
 from induction_probes.probes.llc.chain_intervals import chain_estimate, chain_interval, range_flags
+from induction_probes.probes.llc.checkpoint_llc import next_token_loss
 from induction_probes.probes.llc.estimator import LLCError
 from induction_probes.probes.llc.gate import TOLERANCE_SHARE, within_tolerance
-from induction_probes.probes.llc.markov import next_token_loss
 from induction_probes.probes.llc.per_head import Block, BlockView, block_size, model_blocks, per_head_llc
 
 

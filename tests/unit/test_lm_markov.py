@@ -1,4 +1,4 @@
-"""The ICL-MC probe of language models (probes/lm/markov.py): chains over k of a model's tokens, the KL of its
+"""The ICL-MC probe of language models (probes/lm/markov_probe.py): chains over k of a model's tokens, the KL of its
 renormalised prediction to each strategy, its heads' scores and the verdict, checked against references written
 out by hand on tiny Hugging Face models (tests/lm_models.py), and on the shipped markov-k3, whose layer-1 head is
 a statistical induction head."""
@@ -13,10 +13,10 @@ import torch
 from lm_models import N_CTX, VOCAB, hf_attentions, save_model
 
 from induction_probes import Run, lm
-from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.attention.patterns import bigram_matching_scores, previous_token_scores, run_with_patterns
 from induction_probes.probes.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-from induction_probes.probes.lm.markov import early_positions, late_positions, probe_markov
+from induction_probes.probes.lm.markov_probe import early_positions, late_positions, probe_markov
 from induction_probes.probes.lm.markov_protocol import SEQ_LEN, chain_ids, markov_draws, markov_tokens
 from induction_probes.probes.report.lm_markov import markov_lm_report
 from induction_probes.probes.report.tables import json_text

@@ -13,13 +13,13 @@ from induction_probes.circuits.tasks.markov.chains import (
     stationary_distribution,
     true_next_token_probs,
 )
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.tasks.markov.strategies import (
     MarkovEvalSet,
     ngram_predictions,
     strategy_baselines,
     strategy_predictions,
 )
-from induction_probes.circuits.tasks.markov.task import MarkovTask
 
 # An order-1 chain far from uniform and from symmetric, so a wrong start distribution shows.
 CHAIN = torch.tensor([[0.90, 0.05, 0.05], [0.30, 0.40, 0.30], [0.10, 0.10, 0.80]], dtype=torch.float64)

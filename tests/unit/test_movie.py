@@ -11,7 +11,7 @@ from lm_models import save_model
 
 from induction_probes import Run, lm, probe_run
 from induction_probes.cli import main
-from induction_probes.probes.report.movie import write_movie
+from induction_probes.probes.report.movie_run import write_movie
 from induction_probes.probes.run_level.all_probes import probe_eval_set
 from induction_probes.probes.views.explorer import circuitsvis_script, explorer_html, inline_script
 from induction_probes.probes.views.movie_page import subsample

@@ -9,7 +9,13 @@ import pytest
 from scipy.stats import norm
 
 from induction_probes.probes.behaviour.icl_behaviour import Phase
-from induction_probes.probes.paper.edelman import AUTHORS_BASELINES, baselines_entry, chance_z, difference_se, passes
+from induction_probes.probes.paper.edelman_figures import (
+    AUTHORS_BASELINES,
+    baselines_entry,
+    chance_z,
+    difference_se,
+    passes,
+)
 from induction_probes.probes.paper.entries import (
     AGREE,
     AT_OUR_SETTINGS,

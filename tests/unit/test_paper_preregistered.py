@@ -17,7 +17,7 @@ from induction_probes.probes.paper import edelman_sweeps, wang_toy_sweeps
 from induction_probes.probes.paper.edelman_sweeps import EVEN_ODD_WHERE, seed_entries
 from induction_probes.probes.paper.edelman_variants import variant_entries
 from induction_probes.probes.paper.entries import AGREE, AT_OUR_SETTINGS, DIFFER, PARTLY, RULE_OUTCOME
-from induction_probes.probes.paper.shipped import summary
+from induction_probes.probes.paper.shipped_files import summary
 from induction_probes.probes.paper.wang_toy_sweeps import wide_adam_entry
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"

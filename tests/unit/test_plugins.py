@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from induction_probes import PROBES, TASK_KINDS
-from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
 from induction_probes.circuits.recipes.task_kinds import recipe_entry
 from induction_probes.circuits.registry import PLUGINS_VARIABLE, UnusableEntry
 from induction_probes.cli import main
@@ -68,7 +68,7 @@ def test_a_plugin_cannot_take_over_a_task_of_the_package(registration, tmp_path,
     kind = TASK_KINDS.get("markov")
     source = (
         "from induction_probes import TASK_KINDS, GaussianTask, MarkovTask, RecipeEntry, TaskKind, register_task\n"
-        "from induction_probes.circuits.recipes.markov import MarkovRecipe\n"
+        "from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe\n"
         f"{registration}\n"
     )
     plugin(tmp_path, monkeypatch, source)

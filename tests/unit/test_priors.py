@@ -6,10 +6,10 @@ import torch
 
 from induction_probes.circuits.tasks.draws import sample_categorical
 from induction_probes.circuits.tasks.markov.chains import sample_markov, stationary_distribution
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.tasks.markov.prior_registry import draw_table
 from induction_probes.circuits.tasks.markov.priors import draw_doubly_stochastic, draw_spectrum, sinkhorn
 from induction_probes.circuits.tasks.markov.strategies import strategy_baselines
-from induction_probes.circuits.tasks.markov.task import MarkovTask
 
 
 def generator(seed: int = 0) -> torch.Generator:

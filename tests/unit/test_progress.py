@@ -11,8 +11,8 @@ from induction_probes.circuits.constructions.edelman import prop21
 from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.models.model import HookedTransformer
 from induction_probes.circuits.recipes.clamps import previous_token_pattern
-from induction_probes.circuits.recipes.markov import MarkovRecipe
-from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.progress.progress_measures import (
     calibration,
     composition,

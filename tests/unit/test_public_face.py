@@ -94,7 +94,7 @@ def test_the_report_from_python_is_what_the_command_line_prints(tmp_path, capsys
 
 
 def test_the_sweep_entry_points_are_the_sweep_layers():
-    from induction_probes.circuits.sweeps import sweep
+    from induction_probes.circuits.sweeps import sweep_runner as sweep
     from induction_probes.probes.sweeps import summary
 
     assert induction_probes.run_sweep is sweep.run_sweep and induction_probes.summarize_sweep is summary.summarize_sweep

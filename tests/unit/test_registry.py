@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from induction_probes import MODEL_CLASSES, PRIORS, PROBES, TASK_KINDS, MarkovTask, RecipeEntry, TaskKind, nested
-from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
 from induction_probes.circuits.recipes.task_kinds import (
     recipe_entry,
     recipe_names,

@@ -12,10 +12,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from induction_probes.circuits.recipes.markov import MarkovRecipe
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.circuits.tasks.markov.task import MarkovTask
-from induction_probes.circuits.training.train import train_run
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
+from induction_probes.circuits.training.train_loop import train_run
 from induction_probes.circuits.untrusted import CheckpointError, read_bytes, refuse_links_below, require_finite
 from induction_probes.cli import main
 

@@ -405,3 +405,14 @@ text = "see circuits/lazy.py"
 '''
     found = [link.split(" ", 1)[0] for link in string_links(source, "m.py")]
     assert found == ["m.py:2", "m.py:3", "m.py:4", "m.py:6", "m.py:7"], found
+
+
+def test_no_two_modules_share_a_file_name():
+    """issue 50: 21 file names were repeated (three task.py, four markov.py, two registry.py); a search, a
+    traceback or an editor's tab then names the wrong one. A package's __init__.py is the only repeat."""
+    by_name: dict[str, list[str]] = {}
+    for path in SOURCES:
+        if path.name != "__init__.py":
+            by_name.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    repeated = {name: paths for name, paths in by_name.items() if len(paths) > 1}
+    assert not repeated, f"file names used twice: {repeated}"

@@ -10,8 +10,8 @@ import os
 import pytest
 import torch
 
-from induction_probes.circuits.recipes.text import TextRecipe
-from induction_probes.circuits.tasks.text import BYTES, TextEvalSet, TextTask, read_corpus, windows
+from induction_probes.circuits.recipes.text_recipe import TextRecipe
+from induction_probes.circuits.tasks.text_task import BYTES, TextEvalSet, TextTask, read_corpus, windows
 
 
 @pytest.fixture

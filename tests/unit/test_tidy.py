@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from induction_probes.circuits.models.classes import build_model
-from induction_probes.circuits.recipes.markov import MarkovRecipe
-from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.ablation.ablation_study import ablation_study
 from induction_probes.probes.ablation.head_ablation import REFERENCE_SEED, reference_inputs_for, run_ablated
 from induction_probes.probes.progress.crossing_caveats import coarse_warnings, initial_warnings, progress_warnings

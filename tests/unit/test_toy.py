@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
-from induction_probes.circuits.models.toy import ToyConfig, ToyModel, fit_plateau, toy_phases
-from induction_probes.circuits.recipes.gaussian import ToyRecipe
+from induction_probes.circuits.models.toy_model import ToyConfig, ToyModel, fit_plateau, toy_phases
+from induction_probes.circuits.recipes.gaussian_recipes import ToyRecipe
 from induction_probes.circuits.tasks.gaussian.sequences import induction_head, sample_sequences
-from induction_probes.circuits.training.toy import train_toy
+from induction_probes.circuits.training.toy_training import train_toy
 from induction_probes.cli import main
 
 

@@ -3,7 +3,7 @@ count and the positions-first sign test."""
 
 import pytest
 
-from induction_probes.circuits.models.toy import count_plateaus, reach_step
+from induction_probes.circuits.models.toy_model import count_plateaus, reach_step
 from induction_probes.circuits.sweeps.sweep_spec import parse_spec
 from induction_probes.probes.sweeps.toy_summary import positions_first_test
 
@@ -65,7 +65,7 @@ def test_a_run_goes_lazy_then_rich_when_its_4gram_part_halves_first():
 @pytest.mark.parametrize("name, expected", [("gd", [(340, 1240)]), ("boolean", [(420, 1180)]), ("adam", [])])
 def test_the_rule_finds_the_one_plateau_of_the_shipped_gradient_descent_runs_and_none_under_adam(name, expected):
     from induction_probes.circuits.runs.reader import Run
-    from induction_probes.probes.paper.shipped import result_path
+    from induction_probes.probes.paper.shipped_files import result_path
 
     # docs/results.md quotes these; the records are logged every 20 steps, so the stretches are exact
     assert count_plateaus(Run.open(result_path("toy", name)).metrics()) == expected

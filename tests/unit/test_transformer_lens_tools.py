@@ -213,8 +213,8 @@ def test_switched_hooks_fire_only_when_on_and_change_nothing_else(model):
 
 def test_a_tool_that_reads_one_head_count_stops_with_one_clear_line_on_mixed_head_counts():
     from induction_probes.circuits.models.classes import build_model
-    from induction_probes.circuits.recipes.markov import MarkovRecipe
-    from induction_probes.circuits.tasks.markov.task import MarkovTask
+    from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
+    from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 
     trigram = build_model(MarkovRecipe(task=MarkovTask(k=3, n=3, seq_len=20), heads=(2, 1)).model_config()).eval()
     tokens = torch.randint(0, 3, (2, 12), generator=torch.Generator().manual_seed(0))

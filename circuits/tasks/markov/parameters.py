@@ -1,5 +1,5 @@
 """The names and checks of ICL-MC's parameters, torch-free and on plain arguments: the task config
-(:class:`~induction_probes.circuits.tasks.markov.task.MarkovTask`) and the sampler
+(:class:`~induction_probes.circuits.tasks.markov.markov_task.MarkovTask`) and the sampler
 (:func:`~induction_probes.circuits.tasks.markov.chains.sample_markov`) both check through these, so a sampler
 called with plain arguments refuses what the config refuses, with the same message.
 """

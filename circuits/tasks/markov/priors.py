@@ -105,7 +105,7 @@ def draw_mixture_tables(
     n_seqs: int, k: int, order: int, alpha: float, p, generator
 ) -> Float[Tensor, "batch contexts k"]:
     """The mixture's draw: none. Its batches mix the sequences of two priors, drawn by its stream
-    (:class:`~induction_probes.circuits.tasks.markov.streams.MixtureStream`), not tables of its own."""
+    (:class:`~induction_probes.circuits.tasks.markov.markov_streams.MixtureStream`), not tables of its own."""
     raise BadInput("the mixture prior mixes sequences of two priors: it draws no tables of its own")
 
 

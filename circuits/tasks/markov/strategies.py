@@ -22,7 +22,7 @@ from induction_probes.circuits.tasks.markov.chains import MarkovSample, true_nex
 from induction_probes.circuits.validation import require_int
 
 if TYPE_CHECKING:  # a task is passed in; the config is above the maths it calls
-    from induction_probes.circuits.tasks.markov.task import MarkovTask
+    from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 
 STRATEGY_ORDERS = {"unigram": 1, "bigram": 2, "trigram": 3}
 
@@ -98,7 +98,7 @@ def strategy_names(n: int) -> list[str]:
 class MarkovEvalSet:
     """A fixed evaluation set with everything a model is compared against, computed once.
 
-    Draw one with :meth:`induction_probes.circuits.tasks.markov.task.MarkovTask.eval_set`, with a seed kept apart
+    Draw one with :meth:`induction_probes.circuits.tasks.markov.markov_task.MarkovTask.eval_set`, with a seed kept apart
     from the training data's.
     """
 

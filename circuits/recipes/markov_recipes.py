@@ -14,10 +14,10 @@ import torch
 import induction_probes.circuits.models.minimal as minimal
 from induction_probes.circuits.config import nested, option
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.recipes.base import SCHEDULES, Recipe, int_tuple, name_tuple
 from induction_probes.circuits.recipes.clamps import CLAMP_LAYERS, clamp_hooks
+from induction_probes.circuits.recipes.recipe import SCHEDULES, Recipe, int_tuple, name_tuple
 from induction_probes.circuits.recipes.transformer import TransformerRecipe
-from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.validation import quoted, require_int, require_positive
 
 if TYPE_CHECKING:

@@ -8,11 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from induction_probes.circuits.models.toy import toy_phases
-from induction_probes.circuits.recipes.gaussian import GaussianRecipe, ToyRecipe
-from induction_probes.circuits.tasks.gaussian.task import GaussianTask
-from induction_probes.circuits.training.toy import train_toy
-from induction_probes.circuits.training.train import train_run
+from induction_probes.circuits.models.toy_model import toy_phases
+from induction_probes.circuits.recipes.gaussian_recipes import GaussianRecipe, ToyRecipe
+from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
+from induction_probes.circuits.training.toy_training import train_toy
+from induction_probes.circuits.training.train_loop import train_run
 
 if TYPE_CHECKING:
     import torch

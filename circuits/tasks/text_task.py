@@ -27,7 +27,7 @@ import induction_probes.circuits.tasks.streams as streams
 from induction_probes.circuits.config import option
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.limits import MAX_CORPUS_BYTES, require_seed, require_sequences
-from induction_probes.circuits.tasks.base import TaskConfig
+from induction_probes.circuits.tasks.task_config import TaskConfig
 from induction_probes.circuits.untrusted import read_bytes
 from induction_probes.circuits.validation import quoted, require_int
 

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch.nn.functional as F
 
 import induction_probes.circuits.tasks.markov.chains as chains
+import induction_probes.circuits.tasks.markov.markov_streams as markov_streams
 import induction_probes.circuits.tasks.markov.strategies as strategies
-import induction_probes.circuits.tasks.markov.streams as markov_streams
 import induction_probes.circuits.tasks.streams as streams
 from induction_probes.circuits.config import option
 from induction_probes.circuits.limits import require_seed, require_sequences
-from induction_probes.circuits.tasks.base import Stream, TaskConfig
 from induction_probes.circuits.tasks.markov import parameters
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS, SIMPLE_PRIORS
+from induction_probes.circuits.tasks.task_config import Stream, TaskConfig
 from induction_probes.circuits.validation import require_int
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ class MarkovTask(TaskConfig):
         ``take(n)`` gives a :class:`MarkovSample` (see ``circuits/tasks/streams.py`` for why other priors
         are counted, not drawn from one generator). With a curriculum, the first training sequences are those
         of its prior's stream of ``seed``, then the task's own stream of ``seed`` from its start
-        (:class:`~induction_probes.circuits.tasks.markov.streams.CurriculumStream`)."""
+        (:class:`~induction_probes.circuits.tasks.markov.markov_streams.CurriculumStream`)."""
         if self.schedule is not None and purpose == "train":  # evaluation chains are the task's prior's
             first, switch = self.schedule
             early = markov_streams.CountedStream(self.with_prior(first), seed, purpose)

@@ -13,7 +13,7 @@ import torch
 
 from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.metrics import linear_fit
-from induction_probes.circuits.models.toy import reach_step, toy_phases
+from induction_probes.circuits.models.toy_model import reach_step, toy_phases
 from induction_probes.probes.ablation.ablation_study import gaussian_ablation_study
 from induction_probes.probes.ablation.head_ablation import single_heads
 from induction_probes.probes.comparison.construction_limits import check_wang_ih2, check_wang_ihn
@@ -22,7 +22,7 @@ from induction_probes.probes.figures.plots_circuit import plot_error_bars, plot_
 from induction_probes.probes.figures.plots_toy import plot_plateau_sweep, plot_toy
 from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, judged
 from induction_probes.probes.paper.figures import plot_error_curve
-from induction_probes.probes.paper.shipped import open_run, read_json
+from induction_probes.probes.paper.shipped_files import open_run, read_json
 from induction_probes.probes.run_level.all_probes import probe_gaussian
 
 PAPER = "Wang et al. 2024"

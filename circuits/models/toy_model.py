@@ -1,5 +1,5 @@
 """Wang et al.'s toy model of the lazy → rich transition (§5) and its four phases (its training loop is
-:mod:`induction_probes.circuits.training.toy`).
+:mod:`induction_probes.circuits.training.toy_training`).
 
 Six parameters: slopes p1 (layer 1) and p2 (the 4-gram head), the 4-gram value w_V1, and the induction
 head's w_K, w_Q and w_V2. The paper gives the parameter count and the phases, not every formula; the

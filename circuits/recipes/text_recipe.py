@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from induction_probes.circuits.config import nested, option
-from induction_probes.circuits.recipes.base import int_tuple, one_or_per_layer
+from induction_probes.circuits.recipes.recipe import int_tuple, one_or_per_layer
 from induction_probes.circuits.recipes.transformer import TransformerRecipe
-from induction_probes.circuits.tasks.text import BYTES, TextTask
+from induction_probes.circuits.tasks.text_task import BYTES, TextTask
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,12 +28,12 @@ from tqdm.auto import tqdm
 
 from induction_probes.circuits.devices import device_kind, resolve_device
 from induction_probes.circuits.models.classes import build_model
-from induction_probes.circuits.recipes.base import Recipe
+from induction_probes.circuits.recipes.recipe import Recipe
 from induction_probes.circuits.recipes.task_kinds import recipe_from_json
 from induction_probes.circuits.runs.layout import RESUME_FILE
 from induction_probes.circuits.runs.reader import Run, read_json, read_manifest
 from induction_probes.circuits.runs.writer import RunWriter, refuse_a_used_folder, run_config, save_tensors, write_json
-from induction_probes.circuits.tasks.base import EvalSet, Stream
+from induction_probes.circuits.tasks.task_config import EvalSet, Stream
 from induction_probes.circuits.training.run_lock import only_writer
 from induction_probes.circuits.untrusted import CheckpointError, refuse_links
 from induction_probes.circuits.validation import require_int

@@ -27,9 +27,9 @@ PROTOCOL = "repeated random tokens [BOS] + F + R + R, |R| drawn per sequence, wi
 def figures_module():
     """The language-model figures, imported only when a figure is asked for: matplotlib and seaborn are a second
     of every probe's start otherwise."""
-    from induction_probes.probes.lm import plots  # matplotlib and seaborn: only once a figure is asked for
+    from induction_probes.probes.lm import series_plots  # matplotlib and seaborn: only once a figure is asked for
 
-    return plots
+    return series_plots
 
 
 def quiet_transformers() -> None:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.runs.reader import run_task
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy
-from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.behaviour.icl_behaviour import plateau_step, strategy_phases
 from induction_probes.probes.figures.plots import plot_distance_to_strategies, plot_loss_against_baselines, step_caption
 from induction_probes.probes.figures.plots_circuit import plot_minimal_parameters

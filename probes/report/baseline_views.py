@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.tasks.markov.strategies import strategy_baselines
-from induction_probes.circuits.tasks.markov.task import MarkovTask
 from induction_probes.probes.report.tables import format_table
 
 

@@ -22,9 +22,9 @@ from induction_probes.circuits.validation import require_int
 from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
 from induction_probes.probes.figures.plots_llc import plot_llc
 from induction_probes.probes.llc.calibration import calibrate
+from induction_probes.probes.llc.checkpoint_llc import checkpoint_llc, construction_estimates, next_token_loss
 from induction_probes.probes.llc.estimator import LLCSettings
 from induction_probes.probes.llc.gate import FAILS, gate, marked
-from induction_probes.probes.llc.markov import checkpoint_llc, construction_estimates, next_token_loss
 from induction_probes.probes.llc.overrides import OVERRIDES
 from induction_probes.probes.llc.resolution import SERIES, series_settings
 from induction_probes.probes.llc.sampling import sgld_sampler

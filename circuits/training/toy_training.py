@@ -11,8 +11,8 @@ from jaxtyping import Float
 from torch import Tensor
 
 from induction_probes.circuits.devices import device_kind, resolve_device
-from induction_probes.circuits.models.toy import ToyModel
-from induction_probes.circuits.recipes.gaussian import ToyRecipe
+from induction_probes.circuits.models.toy_model import ToyModel
+from induction_probes.circuits.recipes.gaussian_recipes import ToyRecipe
 from induction_probes.circuits.runs.writer import RunWriter, run_config
 from induction_probes.circuits.tasks.gaussian.sequences import four_gram, induction_head
 

@@ -21,7 +21,7 @@ from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, find_source
 from induction_probes.circuits.names import head_label
 from induction_probes.circuits.runs.reader import Run, RunOrPath
-from induction_probes.circuits.tasks.gaussian.task import GaussianTask
+from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 from induction_probes.probes.ablation.head_ablation import heads_in_layer, parse_heads
 from induction_probes.probes.attention.patterns import chance_scores

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.runs.reader import as_run, run_task
-from induction_probes.circuits.tasks.markov.task import MarkovTask
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
 from induction_probes.probes.comparison.construction_limits import check_prop21, check_wang_ih2, check_wang_ihn
 from induction_probes.probes.comparison.trained_vs_prop21 import compare_with_prop21

@@ -17,7 +17,7 @@ from induction_probes.circuits.limits import (
     require_seed,
     require_sequences,
 )
-from induction_probes.circuits.tasks.base import TaskConfig
+from induction_probes.circuits.tasks.task_config import TaskConfig
 from induction_probes.circuits.validation import quoted, require_int, require_positive
 
 if TYPE_CHECKING:

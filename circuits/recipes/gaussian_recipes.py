@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 
 import induction_probes.circuits.models.model_config as model_configs
-import induction_probes.circuits.models.toy as toy
+import induction_probes.circuits.models.toy_model as toy
 from induction_probes.circuits.config import Config, nested, option
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.limits import (
@@ -22,8 +22,8 @@ from induction_probes.circuits.limits import (
     require_seed,
     require_sequences,
 )
-from induction_probes.circuits.recipes.base import Recipe
-from induction_probes.circuits.tasks.gaussian.task import GaussianTask
+from induction_probes.circuits.recipes.recipe import Recipe
+from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
 from induction_probes.circuits.validation import quoted, require_int, require_positive
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class ToyRecipe(Config):
 
     Scalar tokens x_1..x_L (standard Gaussian, or ±1), target α*·x_{L−2} + IH_2 with W* = w*. The four
     weights start at σ, the two slopes at ``slope_init``. With ``d`` > 1, d-dimensional tokens, W* = w* I and
-    d × d weights drawn at scale σ from ``model_seed`` (the high-dimensional toy, circuits/models/toy.py).
+    d × d weights drawn at scale σ from ``model_seed`` (the high-dimensional toy, circuits/models/toy_model.py).
     Full-batch gradient descent on a fixed set of ``n_seqs`` sequences approximates gradient flow on the
     population loss ½E[(f − y)²].
     """

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.models.toy import PARAMETERS, fit_plateau, toy_phases
-from induction_probes.circuits.recipes.gaussian import ToyRecipe
-from induction_probes.circuits.sweeps.experiments import SWEEP_RECIPE, ih4_capacity, toy_sweep
+from induction_probes.circuits.models.toy_model import PARAMETERS, fit_plateau, toy_phases
+from induction_probes.circuits.recipes.gaussian_recipes import ToyRecipe
+from induction_probes.circuits.sweeps.experiment_runs import SWEEP_RECIPE, ih4_capacity, toy_sweep
 from induction_probes.probes.figures.plots_toy import plot_capacity_table, plot_plateau_sweep, plot_toy
 from induction_probes.probes.report.tables import figure_lines, format_table
 
@@ -41,7 +41,7 @@ def toy_report(
     plot: str | os.PathLike[str] | None = None,
     as_json: bool = False,
 ) -> str | dict[str, Any]:
-    """A toy run of ``recipe`` (its ``history``, as :func:`~induction_probes.circuits.training.toy.train_toy`
+    """A toy run of ``recipe`` (its ``history``, as :func:`~induction_probes.circuits.training.toy_training.train_toy`
     returns it) with its phases marked (a run whose four phases did not all appear is a result, and says which
     is missing)."""
     try:
