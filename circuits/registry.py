@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-import os
 import sys
 import weakref
 from collections.abc import Callable, Iterator
@@ -38,7 +37,6 @@ from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.validation import quoted, shortened
 
 PACKAGE = "induction_probes"
-PLUGINS_VARIABLE = "INDUCTION_PROBES_PLUGINS"  # modules to import (comma-separated) before a command runs
 _REGISTRIES: weakref.WeakSet[Registry] = weakref.WeakSet()  # every registry alive, to send to workers
 
 
@@ -313,39 +311,3 @@ def one_line(error: BaseException) -> str:
     """An exception as one line of a message: its type, and its text with the line breaks made spaces."""
     text = " ".join(str(error).split())
     return shortened(f"{type(error).__name__}: {text}" if text else type(error).__name__)
-
-
-def load_plugins() -> None:
-    """Import the modules named in ``$INDUCTION_PROBES_PLUGINS`` (comma-separated): how a shell command sees
-    tasks, recipes, probes and priors registered by modules outside the package. A plugin that cannot be
-    imported, raises or exits while it is imported is a ValueError naming it: the command says so in one
-    line instead of a traceback, or an exit with nothing said."""
-    for name in plugin_names():
-        import_plugin(name)
-
-
-def plugin_names() -> list[str]:
-    names = [name.strip() for name in os.environ.get(PLUGINS_VARIABLE, "").split(",") if name.strip()]
-    for name in names:
-        if not is_dotted_name(name):  # a relative name (.plug) would be a TypeError of importlib's
-            raise BadInput(
-                f"${PLUGINS_VARIABLE} names {quoted(name)}, which is not a module name "
-                "(dotted Python names, separated by commas)"
-            )
-    return names
-
-
-def import_plugin(name: str) -> None:
-    where = f"${PLUGINS_VARIABLE} names the module {quoted(name)}"
-    try:
-        importlib.import_module(name)
-    except ImportError as error:
-        detail = shortened(" ".join(str(error).split()))
-        raise BadInput(
-            f"${PLUGINS_VARIABLE} names a module that cannot be imported: {detail} (importing {quoted(name)})"
-        ) from None
-    except SystemExit as stop:  # sys.exit in a plugin would end the command with nothing said
-        raise BadInput(f"{where}, which called sys.exit({quoted(stop.code)}) while being imported") from None
-    except BaseException as error:  # its own bug, a registration refused, even a KeyboardInterrupt or GeneratorExit
-        # it raised: the plugin's, said in one line (a Ctrl-C during its import cannot be told apart, and ends it too)
-        raise BadInput(f"{where}, which failed while being imported: {one_line(error)}") from None

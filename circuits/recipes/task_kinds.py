@@ -23,6 +23,7 @@ from typing import Any
 
 from induction_probes.circuits.config import Config
 from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.plugins import PLUGINS_VARIABLE
 from induction_probes.circuits.recipes.gaussian_recipes import GaussianRecipe, ToyRecipe
 from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe, MinimalRecipe
 from induction_probes.circuits.recipes.text_recipe import TextRecipe
@@ -196,9 +197,6 @@ def task_from_json(values: Any) -> TaskConfig:
         raise BadInput(f"not a known task description (tasks: {', '.join(TASK_KINDS)}): {quoted(values)}")
     parameters = {key: value for key, value in values.items() if key != "name"}
     return TASK_KINDS.get(values["name"]).task.from_dict(parameters)
-
-
-PLUGINS_VARIABLE = "INDUCTION_PROBES_PLUGINS"
 
 
 def plugin_of(recipe) -> str | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 
+from induction_probes.circuits.plugins import load_plugins
 from induction_probes.circuits.recipes.task_kinds import recipe_from_json
 from induction_probes.circuits.registry import outside_registrations, register_again
 from induction_probes.circuits.runs.layout import RESUME_FILE
@@ -96,6 +97,7 @@ def run_cell(root: str, cell_json: dict) -> dict:
     torch.set_num_threads(1)
     started = time.perf_counter()
     drop_current_folder()  # on Ray too, before a plugin is imported (worker_start's docstring)
+    load_plugins()  # the installed plugins' entry points, as every process of the tool loads them
     register_again(cell_json.get("registrations", []))  # the tasks, recipes, probes, priors its parent registered
     recipe = recipe_from_json(cell_json["recipe"], cell_json["task"])
     path = Path(root) / cell_json["path"]

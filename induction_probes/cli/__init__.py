@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from induction_probes.circuits.errors import BAD_INPUT, bug_report
 from induction_probes.circuits.lazy import lazy_module
-from induction_probes.circuits.registry import load_plugins
+from induction_probes.circuits.plugins import load_plugins
 from induction_probes.circuits.validation import IncompleteResult
 from induction_probes.cli.common import PROG, Parser, UsageError
 

@@ -177,3 +177,26 @@ def test_a_plugin_beside_you_declared_with_pythonpath_dot_still_reaches_the_work
     swept = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert swept.returncode == 0, swept.stdout + swept.stderr
     assert "1 trained" in swept.stdout + swept.stderr
+
+
+@pytest.mark.slow  # a sweep through the installed command: about 15 s
+def test_an_installed_plugins_entry_point_is_loaded_by_the_driver_and_by_each_worker(tmp_path):
+    """issue 50: a plugin installed with an entry point in the induction_probes.tasks group is imported by every
+    process of the tool; here it writes the process id that imported it, so a worker's import shows."""
+    site, marks = tmp_path / "site", tmp_path / "marks"
+    site.mkdir(), marks.mkdir()
+    (site / "pid_plugin.py").write_text(
+        f"import os\nopen(os.path.join({str(marks)!r}, str(os.getpid())), 'w').close()\n", encoding="utf-8"
+    )
+    info = site / "pid_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pid-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[induction_probes.tasks]\npids = pid_plugin\n")
+    (tmp_path / "spec.toml").write_text(SPEC.format(steps=3, checkpoints=2), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "INDUCTION_PROBES_PLUGINS"} | {"PYTHONPATH": str(site)}
+    args = [str(BIN / "induction-probes"), "sweep", "spec.toml", "--out", "runs", "--workers", "1"]
+    swept = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output, _ = swept.communicate(timeout=300)
+    assert swept.returncode == 0 and "1 trained" in output, output
+    pids = {int(path.name) for path in marks.iterdir()}
+    assert swept.pid in pids and len(pids) >= 2, (swept.pid, pids)  # the driver's import, and a worker's

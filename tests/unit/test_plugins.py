@@ -8,9 +8,10 @@ import itertools
 import pytest
 
 from induction_probes import PROBES, TASK_KINDS
+from induction_probes.circuits.plugins import ENTRY_POINT_GROUP, PLUGINS_VARIABLE
 from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
 from induction_probes.circuits.recipes.task_kinds import recipe_entry
-from induction_probes.circuits.registry import PLUGINS_VARIABLE, UnusableEntry
+from induction_probes.circuits.registry import UnusableEntry
 from induction_probes.cli import main
 
 NUMBERS = itertools.count()  # each plugin a module name of its own: a module that imported stays imported
@@ -139,3 +140,51 @@ def test_a_lazy_probe_is_checked_to_be_a_python_function_of_patterns_and_tokens(
 def first_token(patterns, tokens):
     """A probe as docs/extending.md writes one: each layer's mean attention on the first token, per head."""
     return [pattern[:, :, :, 0].mean(dim=(0, 2)) for pattern in patterns]
+
+
+def installed_plugin(folder, module: str, source: str, value: str | None = None) -> None:
+    """A distribution installed in ``folder`` as pip lays one out: the module, and a dist-info whose
+    entry_points.txt names it in the group the command line reads."""
+    (folder / f"{module}.py").write_text(source)
+    info = folder / f"{module}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nmine = {value or module}\n")
+
+
+def test_an_installed_plugin_is_loaded_from_its_entry_point_before_the_command_line_parses(tmp_path, monkeypatch):
+    module = f"issue50_entry_point_{next(NUMBERS)}"
+    probe = "entry_point_first_token"
+    source = (
+        "from induction_probes import PROBES\n"
+        "from induction_probes.probes.attention.scores import previous_token\n\n\n"
+        "def first_token(patterns, tokens):\n    return previous_token(patterns, tokens)\n\n\n"
+        f"PROBES.register({probe!r}, first_token)\n"
+    )
+    installed_plugin(tmp_path, module, source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv(PLUGINS_VARIABLE, raising=False)  # not named anywhere but in its distribution
+    assert probe not in PROBES
+    assert main(["frobnicate"]) == 2  # refused as a command, after the plugins were loaded
+    try:
+        assert probe in PROBES and PROBES.get(probe).__module__ == module
+    finally:
+        PROBES.unregister(probe)  # the other tests of this process see the package's probes only
+
+
+@pytest.mark.parametrize(
+    "source, value, message",
+    [
+        ("raise RuntimeError('boom')\n", None, "failed while being imported: RuntimeError: boom"),
+        ("", "no_such_module_of_theirs", "cannot be imported: No module named 'no_such_module_of_theirs'"),
+        ("", "my module", "which is not a module name"),
+    ],
+)
+def test_a_broken_entry_point_is_one_line_naming_its_distribution(
+    source, value, message, tmp_path, monkeypatch, capsys
+):
+    module = f"issue50_broken_entry_point_{next(NUMBERS)}"
+    installed_plugin(tmp_path, module, source, value)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    err = refused(capsys)
+    assert f"the entry point 'mine' of the distribution '{module.replace('_', '-')}'" in err and message in err
