@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields, is_dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from induction_probes.circuits.config import Config
 from induction_probes.circuits.errors import BadInput
@@ -34,19 +35,75 @@ from induction_probes.circuits.tasks.task_config import TaskConfig
 from induction_probes.circuits.tasks.text_task import TextTask
 from induction_probes.circuits.validation import quoted
 
+if TYPE_CHECKING:  # the signatures' types: a run, a model and what probing a run gives (the probe layer's)
+    import torch
+
+    from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.runs.reader import Run
+    from induction_probes.probes.run_level.run_probes import RunProbes
+
+    Shown = str | dict[str, Any]  # a view's answer: the command's text, or with as_json its JSON-ready dict
+    Device = str | torch.device | None
+
+
+class RunProbe(Protocol):
+    """How a task's runs are probed: every one of ``steps`` on ``eval_set`` (None: the probe set's default)."""
+
+    def __call__(self, run: Run, eval_set: Any, steps: list[int], device: Device, /) -> RunProbes: ...
+
+
+class ProbeView(Protocol):
+    """What ``probe`` shows: the probes of ``steps`` on ``n_seqs`` fresh sequences drawn with ``seed``."""
+
+    def __call__(
+        self, run: Run, steps: list[int], n_seqs: int, seed: int, /, *, device: Device, plot: Path | None, as_json: bool
+    ) -> Shown: ...
+
+
+class AblateView(Protocol):
+    """What ``ablate`` shows: ``model`` (the run's checkpoint at ``step``) with each of ``head_sets`` ablated."""
+
+    def __call__(
+        self,
+        run: Run,
+        model: HookedModel,
+        head_sets: Any,
+        step: int,
+        mode: str,
+        n_seqs: int,
+        seed: int,
+        /,
+        *,
+        device: Device,
+        plot: Path | None,
+        as_json: bool,
+    ) -> Shown: ...
+
+
+class ReportView(Protocol):
+    """What ``report`` shows: the run over training."""
+
+    def __call__(self, run: Run, /, *, device: Device, plot: Path | None, as_json: bool) -> Shown: ...
+
+
+class HtmlView(Protocol):
+    """``report --html``: the one-page report, written into ``directory``; its path."""
+
+    def __call__(self, run: Run, directory: Path, device: Device, /) -> Path: ...
+
 
 @dataclass(frozen=True)
 class TaskView:
-    """What ``probe``, ``ablate`` and ``report`` show for a task's runs: four functions (their signatures in
-    :mod:`~induction_probes.probes.report.views`), each the function itself or, where this layer cannot import it
-    (a task kind registered here, below the probe layer), its ``"module:function"`` reference."""
+    """What ``probe``, ``ablate`` and ``report`` show for a task's runs: four functions of the signatures above
+    (:mod:`~induction_probes.probes.report.views` calls them), each the function itself or, from a module that
+    cannot import it, its ``"module:function"`` reference."""
 
-    probe: Callable | str
-    ablate: Callable | str
-    report: Callable | str
-    html: Callable | str
+    probe: ProbeView | str
+    ablate: AblateView | str
+    report: ReportView | str
+    html: HtmlView | str
 
-    def get(self, part: str) -> Callable:
+    def get(self, part: str) -> Callable[..., Any]:
         function = getattr(self, part)
         return resolve(function) if isinstance(function, str) else function
 
@@ -74,7 +131,7 @@ class TaskKind:
 
     task: type
     recipes: tuple[RecipeEntry, ...]
-    probe: Callable | str | None = None
+    probe: RunProbe | str | None = None
     view: TaskView | None = None
 
     def __post_init__(self) -> None:
@@ -124,7 +181,7 @@ def code_reference(function: Callable | str | None) -> str | None:
     return top_level_reference(function, getattr(function, "__qualname__", repr(function)))
 
 
-def run_probe_of(kind: TaskKind) -> Callable | None:
+def run_probe_of(kind: TaskKind) -> RunProbe | None:
     """The function that probes the kind's runs (``None``: the generic probes)."""
     return resolve(kind.probe) if isinstance(kind.probe, str) else kind.probe
 
