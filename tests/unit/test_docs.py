@@ -78,18 +78,27 @@ def test_the_pages_have_the_code_blocks_this_test_expects():
         assert b.marker != "run" or b.language == "sh", f"{page_id(b.page)}:{b.line}: only sh blocks are marked run"
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if any(b.language == "python" for b in blocks_of(p))], ids=page_id)
-def test_python_blocks_run(page, monkeypatch):
+def runs_code(page: Path) -> bool:
+    return any(b.language == "python" or b.marker == "run" for b in blocks_of(page))
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if runs_code(p)], ids=page_id)
+def test_the_code_of_each_page_runs_in_the_pages_order(page, monkeypatch, capsys):
+    """Python blocks and runnable shell blocks together, in the page's order: a command may read what a Python
+    block above it wrote (language-models.md's checkpoint series). Run by two tests, they raced across the
+    suite's two workers, and a fresh clone's command found no series."""
     monkeypatch.chdir(ROOT)
     namespace: dict = {"__name__": "__docs__"}
-    for block in blocks_of(page):
-        if block.language != "python":
-            continue
+    blocks = blocks_of(page)
+    for i, block in enumerate(blocks):
         where = f"{page_id(page)}:{block.line}"
-        if block.marker == "skip":
+        if block.language == "python" and block.marker == "skip":
             warnings.warn(f"{where}: block not run: {block.reason}", stacklevel=1)
-            continue
-        exec(compile(block.code, where, "exec"), namespace)  # noqa: S102 - the docs are our own code
+        elif block.language == "python":
+            exec(compile(block.code, where, "exec"), namespace)  # noqa: S102 - the docs are our own code
+        elif block.marker == "run":
+            shown = blocks[i + 1] if i + 1 < len(blocks) and blocks[i + 1].language == "" else None
+            run_shell_block(block, shown, capsys)
 
 
 def imports_below_the_top(code: str) -> list[str]:
@@ -178,22 +187,11 @@ def test_every_documented_command_exists():
                     assert words[1] in known, f"{page_id(page)}:{block.line}: unknown command {words[1]!r}"
 
 
-def runnable_blocks() -> list[tuple[Block, Block | None]]:
-    pairs = []
-    for page in PAGES:
-        blocks = blocks_of(page)
-        for i, block in enumerate(blocks):
-            if block.marker == "run":
-                after = blocks[i + 1] if i + 1 < len(blocks) and blocks[i + 1].language == "" else None
-                pairs.append((block, after))
-    return pairs
-
-
-@pytest.mark.parametrize("block, shown", runnable_blocks(), ids=lambda b: b and f"{page_id(b.page)}:{b.line}")
-def test_runnable_shell_blocks_run_and_print_what_the_page_shows(block, shown, monkeypatch, capsys):
-    # in process, through what the entry point calls: the output is the point here, and a process per line
-    # would pay the imports again (the entry point itself is tested in test_cli.py)
-    monkeypatch.chdir(ROOT)
+def run_shell_block(block: Block, shown: Block | None, capsys) -> None:
+    """Each ``induction-probes`` line of ``block``, in process through what the entry point calls (the output is
+    the point here, and a process per line would pay the imports again; the entry point itself is tested in
+    test_cli.py); the lines of ``shown`` must appear in what they print, in order."""
+    capsys.readouterr()  # what the blocks above printed is not this block's output
     output = ""
     for line in block.code.splitlines():
         words = line.split("#")[0].split()
