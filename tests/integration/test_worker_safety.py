@@ -161,30 +161,9 @@ def test_a_killed_drivers_worker_stops_and_the_rerun_resumes(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_plugin_beside_you_declared_with_pythonpath_dot_still_reaches_the_workers(tmp_path):
-    # docs/extending.md's way to run a plugin from the current folder: PYTHONPATH=. declares it, so the workers
-    # keep it (only the implicit entry goes)
-    from test_extending import PLUGIN
-
-    (tmp_path / "first_token_plugin.py").write_text(PLUGIN)
-    (tmp_path / "spec.toml").write_text('recipe = "first-token"\nseeds = [0]\n[base]\nsteps = 2\nn_checkpoints = 2\n')
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([".", str(Path(__file__).parent)]),
-        "INDUCTION_PROBES_PLUGINS": "first_token_plugin",
-    }
-    args = [str(BIN / "induction-probes"), "sweep", "spec.toml", "--out", "runs", "--workers", "1"]
-    swept = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert swept.returncode == 0, swept.stdout + swept.stderr
-    assert "1 trained" in swept.stdout + swept.stderr
-
-
-@pytest.mark.slow  # a sweep through the installed command: about 15 s
-def test_an_installed_plugins_entry_point_is_loaded_by_the_driver_and_by_each_worker(tmp_path):
-    """issue 50: a plugin installed with an entry point in the induction_probes.tasks group is imported by every
-    process of the tool; here it writes the process id that imported it, so a worker's import shows."""
-    site, marks = tmp_path / "site", tmp_path / "marks"
-    site.mkdir(), marks.mkdir()
+def installed_pid_plugin(site: Path, marks: Path) -> None:
+    """A distribution installed in ``site`` as pip lays one out, naming its module in the induction_probes.tasks
+    entry-point group; the module writes the id of each process that imports it into ``marks``."""
     (site / "pid_plugin.py").write_text(
         f"import os\nopen(os.path.join({str(marks)!r}, str(os.getpid())), 'w').close()\n", encoding="utf-8"
     )
@@ -192,8 +171,24 @@ def test_an_installed_plugins_entry_point_is_loaded_by_the_driver_and_by_each_wo
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pid-plugin\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[induction_probes.tasks]\npids = pid_plugin\n")
-    (tmp_path / "spec.toml").write_text(SPEC.format(steps=3, checkpoints=2), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k != "INDUCTION_PROBES_PLUGINS"} | {"PYTHONPATH": str(site)}
+
+
+def test_plugins_beside_you_and_installed_ones_reach_the_workers(tmp_path):
+    # docs/extending.md's way to run a plugin from the current folder: PYTHONPATH=. declares it, so the workers
+    # keep it (only the implicit entry goes); and issue 50's installed plugin, an entry point every process of the
+    # tool imports: the driver and the worker each write their process id
+    from test_extending import PLUGIN
+
+    (tmp_path / "first_token_plugin.py").write_text(PLUGIN)
+    (tmp_path / "spec.toml").write_text('recipe = "first-token"\nseeds = [0]\n[base]\nsteps = 2\nn_checkpoints = 2\n')
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    installed_pid_plugin(tmp_path, marks)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([".", str(Path(__file__).parent)]),
+        "INDUCTION_PROBES_PLUGINS": "first_token_plugin",
+    }
     args = [str(BIN / "induction-probes"), "sweep", "spec.toml", "--out", "runs", "--workers", "1"]
     swept = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output, _ = swept.communicate(timeout=300)
