@@ -7,8 +7,9 @@ the API's :class:`~induction_probes.circuits.errors.BadInput`) ends with one lin
 status 2; anything else is a bug of ours: one line, status 1, its traceback in a file the line names.
 Only the module of the command given is imported, with plain imports at its top: ``--help`` lists every command
 from the table alone, so it (and a mistyped command) answers without torch. No command module imports another
-(tests/unit/test_layers.py). The modules named in ``$INDUCTION_PROBES_PLUGINS`` are imported first, so that what
-they register is on the command line.
+(tests/unit/test_layers.py). Plugins (installed entry points, and the modules named in
+``$INDUCTION_PROBES_PLUGINS``: :mod:`~induction_probes.circuits.plugins`) are imported first, so that what they
+register is on the command line.
 """
 
 from __future__ import annotations

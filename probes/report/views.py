@@ -1,8 +1,8 @@
-"""What ``probe``, ``ablate`` and ``report`` show for a run, chosen by its task kind's ``view``
-(:mod:`~induction_probes.circuits.recipes.task_kinds`): ICL-MC and Gaussian-task runs have views of their own; a
-run of any other registered task gets the task view (:mod:`induction_probes.probes.report.task_views`: the registered
-attention probes and the task's own metrics, as text, figures and a page), so that a new task needs no edit
-here. A task from outside may give its kind a view of its own.
+"""What ``probe``, ``ablate`` and ``report`` show for a run, chosen by its task: ICL-MC and Gaussian-task runs
+have views of their own (:data:`TASK_VIEWS`), a task kind from outside may give its own
+(:mod:`~induction_probes.circuits.recipes.task_kinds`), and a run of any other registered task gets the task view
+(:mod:`induction_probes.probes.report.task_views`: the registered attention probes and the task's own metrics, as
+text, figures and a page), so that a new task needs no edit here.
 
 A view (a :class:`~induction_probes.circuits.recipes.task_kinds.TaskView`) holds four functions (the package's
 tasks' views are in :data:`TASK_VIEWS`, by task class):
