@@ -14,8 +14,8 @@ import pytest
 # Bottom first. A module belongs to the longest entry it equals or lies under; it may import its own layer
 # (sideways) and the layers below it, never one above. Why this order:
 # - circuits/*.py, the modules directly in circuits/ (configs, limits, checks, errors, paths, names, metrics,
-#   devices, the registry class, lazy_module): every folder uses them and they import only one another.
-# - tasks: the task configs (torch-free, for the command line) and their maths, on circuits/*.py alone.
+#   devices, the registry class, plugins, lazy_module): every folder uses them and they import only one another.
+# - tasks: the task configs and their maths, on circuits/*.py alone.
 # - models: the model classes; a recipe's model config and every probe need them, they need no task.
 # - constructions and recipes, side by side: hand-made weights for a model; the training recipes,
 #   which hold a task and build a model. Neither needs the other.
