@@ -255,9 +255,8 @@ class Run:
         return [json.loads(line) for line in read_metrics_lines(self.path / "metrics.jsonl")]
 
 
-RunOrPath = (
-    Run | str | os.PathLike[str]
-)  # what the report's entry points take: a Run, or a run's folder or shipped name
+# what the report's entry points take: a Run, or a run's folder or shipped name
+RunOrPath = Run | str | os.PathLike[str]
 
 
 def as_run(run: RunOrPath) -> Run:
