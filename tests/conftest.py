@@ -80,6 +80,7 @@ SLOW = {
     "tests/integration/test_worker_safety.py": [
         "test_a_killed_drivers_worker_stops_and_the_rerun_resumes",
         "test_sweep_and_summarize_import_nothing_from_the_current_folder",
+        "test_plugins_beside_you_and_installed_ones_reach_the_workers",  # a sweep through the command (10 s)
     ],
     "tests/integration/test_shipped_runs.py": [
         "test_the_wheel_installs_one_name_beside_other_projects_circuits_and_probes"
