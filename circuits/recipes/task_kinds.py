@@ -104,8 +104,7 @@ class TaskView:
     html: HtmlView | str
 
     def get(self, part: str) -> Callable[..., Any]:
-        function = getattr(self, part)
-        return resolve(function) if isinstance(function, str) else function
+        return code_object(getattr(self, part))
 
 
 @dataclass(frozen=True)
@@ -181,9 +180,14 @@ def code_reference(function: Callable | str | None) -> str | None:
     return top_level_reference(function, getattr(function, "__qualname__", repr(function)))
 
 
+def code_object(function: Any) -> Any:
+    """A probe's or a view's function itself: its ``"module:function"`` resolved, the function as it is."""
+    return resolve(function) if isinstance(function, str) else function
+
+
 def run_probe_of(kind: TaskKind) -> RunProbe | None:
     """The function that probes the kind's runs (``None``: the generic probes)."""
-    return resolve(kind.probe) if isinstance(kind.probe, str) else kind.probe
+    return code_object(kind.probe)
 
 
 def task_of(recipe: type) -> type | None:
