@@ -16,6 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
+from plugin_distributions import installed_plugin
 
 from induction_probes.circuits.sweeps.worker_start import (
     drop_current_folder,
@@ -161,18 +162,6 @@ def test_a_killed_drivers_worker_stops_and_the_rerun_resumes(tmp_path):
 
 
 @pytest.mark.slow
-def installed_pid_plugin(site: Path, marks: Path) -> None:
-    """A distribution installed in ``site`` as pip lays one out, naming its module in the induction_probes.tasks
-    entry-point group; the module writes the id of each process that imports it into ``marks``."""
-    (site / "pid_plugin.py").write_text(
-        f"import os\nopen(os.path.join({str(marks)!r}, str(os.getpid())), 'w').close()\n", encoding="utf-8"
-    )
-    info = site / "pid_plugin-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pid-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[induction_probes.tasks]\npids = pid_plugin\n")
-
-
 def test_plugins_beside_you_and_installed_ones_reach_the_workers(tmp_path):
     # docs/extending.md's way to run a plugin from the current folder: PYTHONPATH=. declares it, so the workers
     # keep it (only the implicit entry goes); and issue 50's installed plugin, an entry point every process of the
@@ -183,7 +172,10 @@ def test_plugins_beside_you_and_installed_ones_reach_the_workers(tmp_path):
     (tmp_path / "spec.toml").write_text('recipe = "first-token"\nseeds = [0]\n[base]\nsteps = 2\nn_checkpoints = 2\n')
     marks = tmp_path / "marks"
     marks.mkdir()
-    installed_pid_plugin(tmp_path, marks)
+    # the installed plugin writes the id of each process that imports it
+    installed_plugin(
+        tmp_path, "pid_plugin", f"import os\nopen(os.path.join({str(marks)!r}, str(os.getpid())), 'w').close()\n"
+    )
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([".", str(Path(__file__).parent)]),

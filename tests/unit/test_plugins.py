@@ -6,9 +6,10 @@ registrations unchanged."""
 import itertools
 
 import pytest
+from plugin_distributions import installed_plugin
 
 from induction_probes import PROBES, TASK_KINDS
-from induction_probes.circuits.plugins import ENTRY_POINT_GROUP, PLUGINS_VARIABLE
+from induction_probes.circuits.plugins import PLUGINS_VARIABLE
 from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
 from induction_probes.circuits.recipes.task_kinds import recipe_entry
 from induction_probes.circuits.registry import UnusableEntry
@@ -140,16 +141,6 @@ def test_a_lazy_probe_is_checked_to_be_a_python_function_of_patterns_and_tokens(
 def first_token(patterns, tokens):
     """A probe as docs/extending.md writes one: each layer's mean attention on the first token, per head."""
     return [pattern[:, :, :, 0].mean(dim=(0, 2)) for pattern in patterns]
-
-
-def installed_plugin(folder, module: str, source: str, value: str | None = None) -> None:
-    """A distribution installed in ``folder`` as pip lays one out: the module, and a dist-info whose
-    entry_points.txt names it in the group the command line reads."""
-    (folder / f"{module}.py").write_text(source)
-    info = folder / f"{module}-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nmine = {value or module}\n")
 
 
 def test_an_installed_plugin_is_loaded_from_its_entry_point_before_the_command_line_parses(tmp_path, monkeypatch):
