@@ -16,6 +16,7 @@ from induction_probes.probes.llc.block_calibration import (
 )
 from induction_probes.probes.llc.chain_intervals import chain_estimate, chain_interval, range_flags
 from induction_probes.probes.llc.checkpoint_llc import next_token_loss
+from induction_probes.probes.llc.curvature import SubsetHessian, sampled_parameters, split
 from induction_probes.probes.llc.estimator import LLCError
 from induction_probes.probes.llc.gate import TOLERANCE_SHARE, within_tolerance
 from induction_probes.probes.llc.per_head import Block, BlockView, block_size, model_blocks, per_head_llc
@@ -35,6 +36,23 @@ def two_head_model() -> HookedTransformer:
 
 def tokens(n: int = 16, length: int = 12) -> torch.Tensor:
     return torch.randint(3, (n, length), generator=torch.Generator().manual_seed(1))
+
+
+def test_the_hessian_of_a_union_of_subsets_is_their_size_weighted_sum():
+    """SubsetHessian gives the union's H v in one pass over its samples: it must equal the size-weighted sum
+    of the subsets' own products. 17 sequences in 16 subsets (sizes 1 and 2, so the weights differ), even
+    ones only as the held-out test picks them; float64, so 1e-10 is rounding, and a missing weight (½ on a
+    subset of 2 among 17) would be off by far more."""
+    model, data = two_head_model(), (tokens(17),)
+    params = sampled_parameters(model)
+    subsets = split(data)
+    vector = torch.randn(
+        sum(p.numel() for p in params), generator=torch.Generator().manual_seed(5), dtype=torch.float64
+    )
+    for chosen in (subsets, subsets[0::2]):
+        hessian = SubsetHessian(model, next_token_loss, chosen, params)
+        summed = sum(w * p for w, p in zip(hessian.weights, hessian.products(vector)))
+        assert torch.allclose(hessian(vector), summed, rtol=1e-10, atol=1e-12)
 
 
 def test_blocks_are_the_heads_embedding_and_unembedding_disjoint():
