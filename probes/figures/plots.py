@@ -21,7 +21,9 @@ import zlib
 from pathlib import Path
 
 import seaborn as sns
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -241,10 +243,11 @@ def readable_text(fig: Figure) -> None:
     smallest = smallest_points(fig)
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
-            ticks = axis.get_major_ticks() + axis.get_minor_ticks()
+            # an axis gives all its major (or minor) tick labels one size: its first tick of each kind tells
+            ticks = axis.get_major_ticks(1) + axis.get_minor_ticks(1)
             if any(tick.label1.get_fontsize() < smallest for tick in ticks):
                 axis.set_tick_params(which="both", labelsize=smallest)
-    for text in fig.findobj(Text):
+    for text in texts_but_tick_labels(fig):
         if text.get_fontsize() < smallest:
             text.set_fontsize(smallest)
 
@@ -253,16 +256,19 @@ def as_plain_text(fig: Figure) -> None:
     """Every text of ``fig`` but the tick labels read as plain text, not mathtext: titles, labels and legends
     hold run and condition names, and a "$" in one must not start a formula. Tick labels keep mathtext,
     which the log axes' 10^k labels are written in."""
-    ticks = {
-        id(label)
-        for ax in fig.axes
-        for axis in (ax.xaxis, ax.yaxis)
-        for tick in axis.get_major_ticks() + axis.get_minor_ticks()
-        for label in (tick.label1, tick.label2)
-    }
-    for text in fig.findobj(Text):
-        if id(text) not in ticks:
-            text.set_parse_math(False)
+    for text in texts_but_tick_labels(fig):
+        text.set_parse_math(False)
+
+
+def texts_but_tick_labels(artist: Artist):
+    """Every Text under ``artist`` except the ticks' labels, found without making the ticks: an axis is only
+    its label and offset text here (its children would be every major and minor tick, which asking for them
+    creates, a tenth of the paper page's time on log axes)."""
+    if isinstance(artist, Text):
+        yield artist
+    children = [artist.label, artist.offsetText] if isinstance(artist, Axis) else artist.get_children()
+    for child in children:
+        yield from texts_but_tick_labels(child)
 
 
 def thousands(n: int) -> str:
