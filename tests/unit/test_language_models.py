@@ -330,13 +330,13 @@ def test_probe_json_info_and_one_line_errors_from_the_command_line(models, tmp_p
     assert code == 2 and "--length applies to language models only" in err
 
 
-def test_revisions_in_the_local_hugging_face_cache_are_a_checkpoint_series(models, tmp_path):
+def test_revisions_in_the_local_hugging_face_cache_are_a_checkpoint_series(models, tmp_path, capsys, monkeypatch):
     """A cache laid out as huggingface_hub writes it (refs/<revision> holding a commit, snapshots/<commit>/),
-    with Pythia-style revisions step0 and step10 and a main: probed by name, in step order, offline."""
-    import os
+    with Pythia-style revisions step0 and step10 and a main: probed by name, in step order, offline. In this
+    process: the loader reads huggingface_hub's cache folder when it is asked, not when it is imported."""
     import shutil
-    import subprocess
-    import sys
+
+    from huggingface_hub import constants
 
     repo = tmp_path / "hub" / "models--local--tiny"
     for n, revision in enumerate(["step10", "step0", "main"]):
@@ -347,21 +347,18 @@ def test_revisions_in_the_local_hugging_face_cache_are_a_checkpoint_series(model
         )
         (repo / "refs").mkdir(parents=True, exist_ok=True)
         (repo / "refs" / revision).write_text(commit)
-    code = (
-        "import sys; from induction_probes.cli import main\n"
-        "for argv in (['probe', 'local/tiny', '--all-steps', '--json', '--n-seqs', '2', '--length', '8'],"
-        " ['info', 'local/tiny', '--step', '0'], ['probe', 'local/absent']):\n"
-        "    print('exit', main(argv), flush=True)"
-    )
-    env = os.environ | {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
-    assert result.stdout.count("exit 0") == 2 and "exit 2" in result.stdout, result.stderr
-    answer = json.loads(result.stdout[: result.stdout.index("exit 0")])
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    code, out, err = cli(capsys, "probe", "local/tiny", "--all-steps", "--json", "--n-seqs", "2", "--length", "8")
+    assert code == 0, err
+    answer = json.loads(out)
     assert answer["steps"] == [0, 10] and [c["step"] for c in answer["checkpoints"]] == [0, 10]
     first, second = ([h["induction"]["value"] for h in c["heads"]] for c in answer["checkpoints"])
     assert first != second  # two different models
-    assert "revision step0" in result.stdout and "local Hugging Face cache" in result.stdout
-    assert "'local/absent'" in result.stderr and "nothing is downloaded" in result.stderr
+    code, out, err = cli(capsys, "info", "local/tiny", "--step", "0")
+    assert code == 0 and "revision step0" in out and "local Hugging Face cache" in out, err
+    code, _, err = cli(capsys, "probe", "local/absent")
+    assert code == 2 and "'local/absent'" in err and "nothing is downloaded" in err
 
 
 def test_every_model_a_probe_is_given_meets_the_hooked_model_protocol(models):
