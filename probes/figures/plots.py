@@ -18,6 +18,7 @@ import io
 import math
 import re
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import seaborn as sns
@@ -260,10 +261,10 @@ def as_plain_text(fig: Figure) -> None:
         text.set_parse_math(False)
 
 
-def texts_but_tick_labels(artist: Artist):
+def texts_but_tick_labels(artist: Artist) -> Iterator[Text]:
     """Every Text under ``artist`` except the ticks' labels, found without making the ticks: an axis is only
     its label and offset text here (its children would be every major and minor tick, which asking for them
-    creates, a tenth of the paper page's time on log axes)."""
+    creates: an eighth of the paper page's time, on its log axes)."""
     if isinstance(artist, Text):
         yield artist
     children = [artist.label, artist.offsetText] if isinstance(artist, Axis) else artist.get_children()
