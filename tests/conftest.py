@@ -4,9 +4,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from induction_probes.circuits.runs.reader import Run
-from induction_probes.circuits.training.train_loop import train_run
-
 # The CLI's default, measured in bench/bench_model.py: one thread is faster for these tiny models on
 # the 2-core machine, and two threads contend badly whenever anything else runs.
 torch.set_num_threads(1)
@@ -28,6 +25,10 @@ def trained_once(tmp_path_factory):
     that only read it: a dozen tests compare with the same tiny run, and each trained it anew. Call it from a
     fixture, so that the training happens before a test patches anything. A test that wrote into the run would
     change what the others read: at the end its files must still be the bytes it was trained with."""
+    # imported here, not at the top: xdist's controller loads this file too, and runs no test (TransformerLens, 2.5 s)
+    from induction_probes.circuits.runs.reader import Run
+    from induction_probes.circuits.training.train_loop import train_run
+
     runs: dict = {}
 
     def run_of(recipe) -> Run:
