@@ -22,6 +22,7 @@ from induction_probes.probes.llc.calibration import (
 )
 from induction_probes.probes.llc.curvature import curvature, gradient_shift, saddle
 from induction_probes.probes.llc.estimator import GAMMA_SHARE, STEP_SHARE, LLCError, default_settings, estimate_llc
+from induction_probes.probes.llc.sampling import sgld_sampler, unhooked_step
 
 # Drton & Plummer (2017), Table 1: the Aoyagi-Watanabe coefficient of reduced-rank regression with N = 5
 # responses, M = 3 covariates, model rank H = i and true rank r = j
@@ -226,3 +227,24 @@ def test_a_calibration_is_sampled_once_per_settings_and_each_caller_gets_its_own
     assert isinstance(again[0]["estimate"], float)  # and the first caller's change did not reach it
     calibrate(["linear-d2"], n=64, **(fast | {"seed": 1}))  # another seed is another calibration
     assert calibrate.computed == before + 2
+
+
+def test_the_unhooked_step_moves_the_weights_as_the_samplers_own_step_does():
+    """The chains call devinterp's step without torch's wrapper (a profiler label, step hooks): the same
+    function, so the same weights to the bit, from the same gradient and noise."""
+    weights = [torch.nn.Parameter(torch.randn(3, 2, generator=torch.Generator().manual_seed(1))) for _ in range(2)]
+    moved = []
+    for step in ("hooked", "unhooked"):
+        params = [torch.nn.Parameter(w.detach().clone()) for w in weights]
+        sampler = sgld_sampler().sgld(params, lr=0.01, localization=2.0, nbeta=50.0)
+        noise = torch.Generator().manual_seed(7)
+        for _ in range(3):
+            for p in params:
+                p.grad = p.detach() ** 3  # a gradient that changes as the weights do
+            if step == "hooked":
+                sampler.step(noise_generator=noise)
+            else:
+                unhooked_step(sampler)(noise_generator=noise)
+        moved.append([p.detach().clone() for p in params])
+    assert not torch.equal(moved[0][0], weights[0])  # the steps moved the weights
+    assert all(torch.equal(a, b) for a, b in zip(*moved))
