@@ -105,8 +105,10 @@ def run_chain(model: nn.Module, loss_fn, data, settings, chain: int, lead: int =
 
 def unhooked_step(sampler):
     """The sampler's ``step`` as devinterp wrote it, bound to it: torch wraps every optimizer's step in a profiler
-    label and a look-up of step hooks, about a tenth of a chain's time on a model of a few parameters (the chains
-    register no hooks). Where torch keeps no ``__wrapped__``, the step as torch wraps it."""
+    label and a look-up of step hooks, about a tenth of a chain's time on a model of a few parameters. The chains'
+    samplers are their own and have no hooks; a hook registered for every optimizer
+    (``torch.optim.optimizer.register_optimizer_step_pre_hook``) is not called for them. Where torch keeps no
+    ``__wrapped__``, the step as torch wraps it."""
     step = type(sampler).step
     return functools.partial(getattr(step, "__wrapped__", step), sampler)
 
