@@ -25,6 +25,7 @@ the held-out one makes the negative direction one that other data confirm.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from typing import TYPE_CHECKING
 
@@ -99,7 +100,11 @@ class SubsetHessian:
         self.model, self.loss_fn, self.subsets, self.params = model, loss_fn, subsets, params
         sizes = [len(s[0]) for s in subsets]
         self.weights = [size / sum(sizes) for size in sizes]
-        self.union = tuple(torch.cat(pieces) for pieces in zip(*subsets))
+
+    @functools.cached_property
+    def union(self) -> tuple[Tensor, ...]:
+        """All the subsets' samples, joined on the first product of the union (a scorer reads only quotients)."""
+        return tuple(torch.cat(pieces) for pieces in zip(*self.subsets))
 
     def products(self, vector: Tensor) -> list[Tensor]:
         pieces = unflat(vector, self.params)
