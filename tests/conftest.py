@@ -12,6 +12,7 @@ torch.set_num_threads(1)
 # experiments/results/) must hold on any CPU: they compare within float32 rounding or check decisions with a
 # stated margin. They carry the `shipped` mark so that tests/across_kernels.sh can run them under another
 # CPU's kernels. A module is marked whole when its source names a shipped run or result.
+ROOT = Path(__file__).parents[1]  # the repository, as pytest names the test files
 SHIPPED = re.compile(r"markov-k[23]|minimal-k3|gaussian-ih2|experiments/results|\"results\"")
 
 
@@ -53,6 +54,30 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.shipped)
         if is_slow(item):
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("slow") and not may_hold_slow_tests(path):
+            raise pytest.UsageError(
+                f"{item.nodeid} is slow, but the slow tier would not collect its file: mark it with "
+                "`pytest.mark.slow` in its file's text or name it in tests/conftest.py's SLOW"
+            )
+
+
+def pytest_ignore_collect(collection_path: Path, config):
+    """The slow tier (``-m slow``) collects only the files that can hold its tests: each of its workers imported
+    every test file to run 45 tests (16 CPU-s; the 20 files that can hold them, 9). Every collection checks that no
+    slow test lies elsewhere (above), so the fast tier, which collects every file, fails before one is lost."""
+    if config.getoption("markexpr") == "slow" and is_test_file(collection_path):
+        return True if not may_hold_slow_tests(collection_path) else None
+    return None
+
+
+def is_test_file(path: Path) -> bool:
+    return path.suffix == ".py" and path.name.startswith("test_") and path.is_file()
+
+
+def may_hold_slow_tests(path: Path) -> bool:
+    """Whether a test file can hold a slow test, read without importing it: SLOW names it, or its text marks one."""
+    named = path.is_relative_to(ROOT) and path.relative_to(ROOT).as_posix() in SLOW
+    return named or "mark.slow" in path.read_text()
 
 
 # The slow tier: `make test-fast` leaves it out so that a fix loop takes minutes, and `make test` (which CI runs)
@@ -121,5 +146,5 @@ SLOW = {
 
 
 def is_slow(item) -> bool:
-    names = SLOW.get(Path(item.fspath).relative_to(Path(__file__).parents[1]).as_posix(), [])
+    names = SLOW.get(Path(item.fspath).relative_to(ROOT).as_posix(), [])
     return "*" in names or item.originalname in names
