@@ -2,6 +2,7 @@
 a worker node while it trains, and whose driver is killed and started again: every cell is reported once, and
 the run directories are the bytes of a local sweep of the same spec made in the same test (issue 40)."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -84,6 +85,18 @@ def node_processes(node) -> set[int]:
     """The raylet of a Ray node and every process it started (its workers, which train the cells)."""
     raylet = psutil.Process(node.all_processes["raylet"][0].process.pid)
     return {raylet.pid, *(child.pid for child in raylet.children(recursive=True))}
+
+
+def kill_now(pids: set[int]) -> None:
+    """SIGKILL to each of these processes that still runs (psutil checks that a pid was not reused)."""
+    processes = []
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            processes.append(psutil.Process(pid))
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    psutil.wait_procs(processes, timeout=10)
 
 
 def listening_addresses(nodes) -> set[str]:
@@ -214,7 +227,11 @@ def test_a_sweep_that_loses_a_worker_node_finishes_with_the_bytes_of_a_local_swe
         assert listening_addresses([ray_cluster.head_node, *workers]) <= {"127.0.0.1", "::ffff:127.0.0.1"}
         killed = time.perf_counter()
         dead = node_processes(doomed)
-        ray_cluster.remove_node(doomed, allow_graceful=False)  # SIGKILL to the raylet and every process of it
+        # the whole node at once, as a machine that is lost: its raylet and workers, then Ray's other processes of
+        # it. Ray's SIGKILL to the raylet alone left the cell's worker running: on an idle machine it finished
+        # the cell and returned it to the driver (results go to their owner, not through the raylet)
+        kill_now(dead)
+        ray_cluster.remove_node(doomed, allow_graceful=False)
         workers.remove(doomed)
 
         def retried():  # another node's worker holds the cell's lock, or has finished it
@@ -256,6 +273,9 @@ def test_a_killed_driver_started_again_resumes_to_the_bytes_of_a_local_sweep(
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.communicate()
+    # and its cells' trainers: Ray stops a dead driver's tasks only once it notices, and on an idle machine a cell
+    # finished in between (the rerun rightly skipped it, though the dead driver never reported it)
+    kill_now(set(lock_holders(out).values()))
     first = {r["cell"]: r["status"] for r in journal(out)}
     assert run_files(out) != local_files  # it really was cut short
     killed = time.perf_counter()
