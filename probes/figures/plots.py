@@ -225,6 +225,9 @@ def save(fig: Figure, path: Path) -> Path:
     readable_text(fig)
     if fig.get_layout_engine() is None:
         fig.tight_layout()
+        # which leaves a placeholder engine behind, and savefig draws a figure that has any engine twice (once to
+        # lay it out): the layout is done, so the figure keeps none and is drawn once
+        fig.set_layout_engine(None)
     png = io.BytesIO()
     fig.savefig(png, dpi=DPI, format="png")
     # by a rename, as a run's files: a link planted at the figure's name is replaced, never written through

@@ -21,7 +21,13 @@ import torch
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.cli import main
 from induction_probes.probes.behaviour.icl_behaviour import illustrative_steps, plateau_step, strategy_phases
-from induction_probes.probes.figures import plots, plots_attention, plots_circuit, plots_sweep, plots_toy
+from induction_probes.probes.figures import (
+    plots,
+    plots_attention,
+    plots_circuit,
+    plots_sweep,
+    plots_toy,
+)
 
 
 @pytest.fixture
@@ -243,6 +249,32 @@ def test_names_are_plain_text_while_log_ticks_keep_their_mathtext(tmp_path):
     assert ticks and all(label.get_parse_math() for label in ticks)
     assert "mathdefault" in ticks[0].get_text()  # what a tick holds, and what parsing turns into 10^k
     assert not ax.title.get_parse_math()
+
+
+def test_a_figure_is_drawn_once_when_saved_and_laid_out_as_before(tmp_path):
+    """``tight_layout`` leaves a placeholder layout engine on the figure, and savefig draws a figure that has an
+    engine twice: a quarter of the paper page's time went to the second draw. The layout stays the tight one."""
+
+    def figure():
+        fig, ax = plots.subplots(figsize=(4, 3))
+        ax.plot([1, 2], [3, 4])
+        ax.set(title="a title", xlabel="x", ylabel="y")
+        return fig
+
+    def margins(fig):
+        return [getattr(fig.subplotpars, side) for side in ("left", "right", "bottom", "top")]
+
+    saved, draws = figure(), []
+    draw = saved.draw
+    saved.draw = lambda renderer: (draws.append(renderer), draw(renderer))[1]
+    untouched = margins(saved)
+    plots.save(saved, tmp_path / "figure.png")
+    assert len(draws) == 1
+    tight = figure()
+    plots.as_plain_text(tight)
+    plots.readable_text(tight)
+    tight.tight_layout()
+    assert margins(saved) == margins(tight) != untouched
 
 
 def test_drawing_a_figure_leaves_the_users_backend_and_pyplot_alone(tmp_path):
