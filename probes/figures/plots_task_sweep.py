@@ -96,12 +96,19 @@ def timed_steps(run: dict) -> dict[str, int]:
     return steps | ({"loss below the bigram level": escape} if escape is not None else {})
 
 
+def in_order_of_moving(runs: list[dict[str, float]]) -> list[str]:
+    """The measures of every seed's half-way steps, by their mean step, then by name: measures that move together
+    (the query and key of one layer) tie, and a set's order changes with the hash seed, which made the figure
+    differ from one run of the same command to the next."""
+    return sorted(set().union(*runs), key=lambda key: (sum(r.get(key, 0) for r in runs) / len(runs), key))
+
+
 def plot_task_sweep_order(summary: dict, name: str, condition: dict, path: Path) -> Path:
     """Every seed's half-way step of each metric and of each weight's distance from its start, and its escape from
     the plateau: what moves first."""
     plots.theme()
     runs = [timed_steps(run) for run in condition["runs"]]
-    measures = sorted(set().union(*runs), key=lambda key: sum(r.get(key, 0) for r in runs) / len(runs))
+    measures = in_order_of_moving(runs)
     fig, ax = plots.subplots(figsize=(8, 0.45 * len(measures) + 1.6))
     for k, (run, steps) in enumerate(zip(condition["runs"], runs)):
         rows = [row for row, measure in enumerate(measures) if measure in steps]

@@ -26,6 +26,7 @@ from induction_probes.probes.figures import (
     plots_attention,
     plots_circuit,
     plots_sweep,
+    plots_task_sweep,
     plots_toy,
 )
 
@@ -275,6 +276,14 @@ def test_a_figure_is_drawn_once_when_saved_and_laid_out_as_before(tmp_path):
     plots.readable_text(tight)
     tight.tight_layout()
     assert margins(saved) == margins(tight) != untouched
+
+
+def test_the_order_figure_ranks_measures_by_mean_step_then_by_name():
+    """Measures that move together tie on their mean step; the order of a set of their names follows the hash
+    seed, so the figure changed from one run of ``paper`` to the next."""
+    names = [f"moved.W_{letter}_layer1" for letter in "QKVOABCD"]
+    runs = [dict.fromkeys(names, 300) | {"eval_loss": 500, "moved.alibi_layer0": 20}] * 2
+    assert plots_task_sweep.in_order_of_moving(runs) == ["moved.alibi_layer0", *sorted(names), "eval_loss"]
 
 
 def test_drawing_a_figure_leaves_the_users_backend_and_pyplot_alone(tmp_path):
