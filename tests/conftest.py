@@ -8,11 +8,12 @@ import torch
 # the 2-core machine, and two threads contend badly whenever anything else runs.
 torch.set_num_threads(1)
 
+ROOT = Path(__file__).parents[1]  # the repository, as pytest names the test files
+
 # Tests that read files made on another machine (the shipped runs in checkpoints/, the shipped results in
 # experiments/results/) must hold on any CPU: they compare within float32 rounding or check decisions with a
 # stated margin. They carry the `shipped` mark so that tests/across_kernels.sh can run them under another
 # CPU's kernels. A module is marked whole when its source names a shipped run or result.
-ROOT = Path(__file__).parents[1]  # the repository, as pytest names the test files
 SHIPPED = re.compile(r"markov-k[23]|minimal-k3|gaussian-ih2|experiments/results|\"results\"")
 
 
@@ -63,7 +64,7 @@ def pytest_collection_modifyitems(items):
 
 def pytest_ignore_collect(collection_path: Path, config):
     """The slow tier (``-m slow``) collects only the files that can hold its tests: each of its workers imported
-    every test file to run 45 tests (16 CPU-s; the 20 files that can hold them, 9). Every collection checks that no
+    every test file to run 45 tests (17 CPU-s; the 20 files that can hold them, 7). Every collection checks that no
     slow test lies elsewhere (above), so the fast tier, which collects every file, fails before one is lost."""
     if config.getoption("markexpr") == "slow" and is_test_file(collection_path):
         return True if not may_hold_slow_tests(collection_path) else None
