@@ -67,8 +67,9 @@ def pytest_ignore_collect(collection_path: Path, config):
     every test file to run 45 tests (17 CPU-s; the 20 files that can hold them, 7). Every collection checks that no
     slow test lies elsewhere (above), so the fast tier, which collects every file, fails before one is lost."""
     if config.getoption("markexpr") == "slow" and is_test_file(collection_path):
-        return True if not may_hold_slow_tests(collection_path) else None
-    return None
+        if not may_hold_slow_tests(collection_path):
+            return True
+    return None  # pytest's own rules decide
 
 
 def is_test_file(path: Path) -> bool:
