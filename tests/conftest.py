@@ -1,3 +1,4 @@
+import os
 import re
 from pathlib import Path
 
@@ -7,6 +8,12 @@ import torch
 # The CLI's default, measured in bench/bench_model.py: one thread is faster for these tiny models on
 # the 2-core machine, and two threads contend badly whenever anything else runs.
 torch.set_num_threads(1)
+
+# Ray starts its workers at nice 15, where the suite's other processes (at nice 0) starved them: under load the
+# Ray cluster test's workers had a CPU-second each in their first minute, and its wait for a first cell timed out.
+# At 0 they share the machine as the local pool's workers do. Every Ray instance of the suite is started below
+# this process (a test's own cluster, or a sweep's local one), so all of them inherit it.
+os.environ["RAY_worker_niceness"] = "0"
 
 ROOT = Path(__file__).parents[1]  # the repository, as pytest names the test files
 
