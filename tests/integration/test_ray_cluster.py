@@ -133,6 +133,18 @@ def wait_for(condition, seconds: float, what: str, root: Path | None = None):
     raise AssertionError(f"timed out: {seconds} s without progress waiting for {what}")
 
 
+def while_running(driver: subprocess.Popen, condition):
+    """``condition``, refused at once with the driver's last words if the driver ended: a sweep that fails as it
+    starts would otherwise be a wait timed out, saying nothing of why."""
+
+    def check():
+        if driver.poll() is not None:
+            raise AssertionError(f"the sweep ended (status {driver.returncode}): {driver.communicate()[1][-2000:]}")
+        return condition()
+
+    return check
+
+
 def finish(driver: subprocess.Popen, root: Path) -> tuple[str, str]:
     """The driver's output once it ends, waiting as long as its sweep makes progress."""
     wait_for(lambda: driver.poll() is not None, 90, "the sweep to end", root)
@@ -221,7 +233,8 @@ def test_a_sweep_that_loses_a_worker_node_finishes_with_the_bytes_of_a_local_swe
                 if pid in on_node and 30 <= last_step(out / cell) <= 110:
                     return cell
 
-        victim = wait_for(a_cell_of_the_doomed_node_part_way, 90, "a cell trained on the first worker node", out)
+        doomed_cell = while_running(driver, a_cell_of_the_doomed_node_part_way)
+        victim = wait_for(doomed_cell, 90, "a cell trained on the first worker node", out)
         saved_at_kill = last_step(out / victim)
         # the cluster's every process listens on the loopback address only (IPv4, or IPv4-mapped IPv6)
         assert listening_addresses([ray_cluster.head_node, *workers]) <= {"127.0.0.1", "::ffff:127.0.0.1"}
@@ -269,7 +282,8 @@ def test_a_killed_driver_started_again_resumes_to_the_bytes_of_a_local_sweep(
     driver = sweep_command(spec_file, out, ray_cluster.address, ray_env)
     try:
         # some cells finished, and another one part way (the driver trains two or three at once)
-        wait_for(lambda: len(journal(out)) >= 2 and lock_holders(out), 90, "two finished cells", out)
+        two_finished = while_running(driver, lambda: len(journal(out)) >= 2 and lock_holders(out))
+        wait_for(two_finished, 90, "two finished cells", out)
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.communicate()
