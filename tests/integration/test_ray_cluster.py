@@ -285,7 +285,8 @@ def test_a_killed_driver_started_again_resumes_to_the_bytes_of_a_local_sweep(
         two_finished = while_running(driver, lambda: len(journal(out)) >= 2 and lock_holders(out))
         wait_for(two_finished, 90, "two finished cells", out)
     finally:
-        os.killpg(driver.pid, signal.SIGKILL)
+        if driver.poll() is None:  # else its group is gone, and killpg's error would hide why it ended
+            os.killpg(driver.pid, signal.SIGKILL)
         driver.communicate()
     # and its cells' trainers: Ray stops a dead driver's tasks only once it notices, and on an idle machine a cell
     # finished in between (the rerun rightly skipped it, though the dead driver never reported it)
