@@ -1,3 +1,4 @@
+import functools
 import os
 import re
 from pathlib import Path
@@ -52,13 +53,21 @@ def trained_once(tmp_path_factory):
         assert every_file(path) == files, f"a test wrote into the shared run {path}"
 
 
+@functools.cache
+def source(path: Path) -> str:
+    """A test file's text, read once: the shipped mark, the slow tier's collection and its guard all read it."""
+    return path.read_text()
+
+
+@functools.cache
+def reads_shipped(path: Path) -> bool:
+    return bool(SHIPPED.search(source(path)))
+
+
 def pytest_collection_modifyitems(items):
-    reads_shipped: dict[Path, bool] = {}
     for item in items:
         path = Path(item.fspath)
-        if path not in reads_shipped:
-            reads_shipped[path] = bool(SHIPPED.search(path.read_text()))
-        if reads_shipped[path]:
+        if reads_shipped(path):
             item.add_marker(pytest.mark.shipped)
         if is_slow(item):
             item.add_marker(pytest.mark.slow)
@@ -86,7 +95,7 @@ def is_test_file(path: Path) -> bool:
 def may_hold_slow_tests(path: Path) -> bool:
     """Whether a test file can hold a slow test, read without importing it: SLOW names it, or its text marks one."""
     named = path.is_relative_to(ROOT) and path.relative_to(ROOT).as_posix() in SLOW
-    return named or "mark.slow" in path.read_text()
+    return named or "mark.slow" in source(path)
 
 
 # The slow tier: `make test-fast` leaves it out so that a fix loop takes minutes, and `make test` (which CI runs)
