@@ -1,9 +1,11 @@
 """Head ablation in a language model, measured on repeated random tokens: how much of what induction buys
 (the gap between the first copy's loss and the repeated copy's) goes when a head's output is removed.
 
-The ablation itself is :func:`~induction_probes.probes.ablation.head_ablation.ablation_hooks` (``hook_z``; zero, mean or
-resample). Mean and resample read the reference sequences chunk by chunk beside the probed ones: the
-mean is over a chunk's sequences and positions, and a resampled sequence comes from the same chunk.
+A head's output z (``hook_z``) becomes zero, its mean over every reference sequence and position, or its z on a
+reference sequence drawn once per probed sequence (resample), as in
+:mod:`~induction_probes.probes.ablation.head_ablation`. Heads are the outer loop: each head set's result is final
+before the next begins, so that a journal (:mod:`.ablation_journal`) can keep it and a rerun resume. The head sets
+that start at one layer are stacked along the batch and resumed there from the clean residual stream.
 
 Every effect is paired: the ablated and the clean model read the same sequences, and the effect is the
 per-sequence difference (ablated − clean) with its Student-t interval; the share of the gap removed is a ratio
@@ -12,23 +14,27 @@ of means with a percentile-bootstrap interval that resamples the sequences for b
 
 from __future__ import annotations
 
-import math
+import os
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
+from jaxtyping import Float, Int
+from torch import Tensor
 from tqdm.auto import tqdm
 
 from induction_probes.circuits.defaults import PROBE_SEED
 from induction_probes.circuits.devices import model_device
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import as_hooked
-from induction_probes.circuits.interop.resume import resid_pre_hook, run_from_layer
+from induction_probes.circuits.interop.resume import resid_pre_hook, resumes_at_layer, run_from_layer
 from induction_probes.circuits.limits import require_seed
 from induction_probes.circuits.names import head_label, heads_label
-from induction_probes.probes.ablation.head_ablation import MODES, ablation_hooks, check_heads, heads_in_layer
+from induction_probes.probes.ablation.head_ablation import MODES, check_heads, heads_in_layer, z_hook
 from induction_probes.probes.attention.patterns import run_with_captures
 from induction_probes.probes.intervals import Estimate, bootstrap_ratio_interval, mean_interval
+from induction_probes.probes.lm.ablation_journal import AblationJournal
 from induction_probes.probes.lm.measure import chunk_size, per_token_loss
 from induction_probes.probes.lm.progress import progress_bar
 from induction_probes.probes.lm.protocols import (
@@ -97,39 +103,144 @@ def ablated_losses(
     model: HookedModel,
     repeated: RepeatedTokens,
     head_sets: list[list[tuple[int, int]]],
-    mode: str,
-    reference: RepeatedTokens | None,
-    seed: int,
+    replacements: Replacements,
     bar: tqdm,
+    journal: AblationJournal | None = None,
+    variants_per_pass: int | None = None,
 ) -> list[InductionLoss]:
-    """:class:`InductionLoss` of the clean model, then of each head set ablated together, a chunk of sequences at
-    a time. Each chunk's clean pass keeps the residual stream entering every layer an ablation starts at, and each
-    ablated pass resumes there (:func:`~induction_probes.circuits.interop.resume.run_from_layer`): the layers below
-    the lowest ablated head are not run again, and memory holds one chunk's residuals."""
+    """:class:`InductionLoss` of the clean model, then of each head set ablated together. Head set by head set:
+    each is final (and journaled) before the next starts. The head sets that start at one layer run together,
+    stacked along the batch (``variants_per_pass`` of them per pass, default as many as a pass's memory holds),
+    each resumed at that layer from the clean residual stream there
+    (:func:`~induction_probes.circuits.interop.resume.run_from_layer`): the layers below are not run again.
+    Memory holds the residual stream of every sequence at one layer, and one pass's logits."""
     tokens = repeated.tokens.to(model_device(model))
-    ref = None if reference is None else reference.tokens
-    if ref is not None and ref.shape != tokens.shape:
-        raise BadInput("the reference sequences must have the probed sequences' shape")
-    starts = [min(layer for layer, _ in heads) for heads in head_sets]
-    kept = sorted({resid_pre_hook(layer) for layer in starts if layer > 0})
-    n, size = tokens.shape[0], chunk_size(model, tokens.shape[1])
-    per_token: list[list[torch.Tensor]] = [[] for _ in range(len(head_sets) + 1)]
-    for first in range(0, n, size):
-        rows = slice(first, first + size)
-        part = tokens[rows]
-        logits, residuals = run_with_captures(model, part, kept)
-        per_token[0].append(per_token_loss(logits, part))
-        for i, (heads, layer) in enumerate(zip(head_sets, starts), 1):
-            bar.set_postfix_str(
-                heads_label(heads, ",")
-                + (f" (sequences {first + 1}-{min(n, first + size)} of {n})" if size < n else "")
-            )
-            hooks = ablation_hooks(model, heads, mode, None if ref is None else ref[rows], seed + first)
-            residual = residuals.get(resid_pre_hook(layer))
-            logits = run_from_layer(model, part, None if residual is None else residual.to(part.device), layer, hooks)
-            per_token[i].append(per_token_loss(logits, part).cpu())
-            bar.update()
-    return [induction_loss(torch.cat(parts), repeated) for parts in per_token]
+    size = chunk_size(model, tokens.shape[1])
+    baseline = induction_loss(clean_per_token(model, tokens, size), repeated)
+    done = {} if journal is None else journal.start(baseline)
+    bar.update(sum(1 for heads in head_sets if key(heads) in done))
+    pending = [heads for heads in dict.fromkeys(map(key, head_sets)) if heads not in done]
+    for layer, groups in passes(pending, size, len(tokens), variants_per_pass):
+        residual = clean_residual(model, tokens, layer, size)
+        for group in groups:
+            bar.set_postfix_str("; ".join(heads_label(list(heads), ",") for heads in group))
+            for heads, per_token in zip(group, variant_losses(model, tokens, residual, layer, group, replacements)):
+                done[heads] = induction_loss(per_token, repeated)
+                if journal is not None:
+                    journal.record(heads, done[heads])
+            bar.update(len(group))
+    return [baseline, *(done[key(heads)] for heads in head_sets)]
+
+
+def key(heads: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """A head set as a dictionary key (the same heads in the same order)."""
+    return tuple((int(layer), int(head)) for layer, head in heads)
+
+
+def passes(pending: list, size: int, n: int, variants_per_pass: int | None) -> list[tuple[int, list[list]]]:
+    """The head sets grouped by the layer their ablation starts at, lowest layer first, then in groups that one
+    pass holds: ``size`` sequences a pass, so ``size // n`` variants of all ``n`` sequences at once."""
+    per_pass = variants_per_pass or max(1, size // n)
+    by_layer: dict[int, list] = {}
+    for heads in pending:
+        by_layer.setdefault(min(layer for layer, _ in heads), []).append(heads)
+    return [
+        (layer, [sets[first : first + per_pass] for first in range(0, len(sets), per_pass)])
+        for layer, sets in sorted(by_layer.items())
+    ]
+
+
+def clean_per_token(model: HookedModel, tokens: Int[Tensor, "batch pos"], size: int) -> Float[Tensor, "batch pos_1"]:
+    """The clean model's per-token loss on every sequence, ``size`` sequences a pass."""
+    with torch.no_grad():
+        return torch.cat([per_token_loss(model(part), part).cpu() for part in tokens.split(size)])
+
+
+def clean_residual(model: HookedModel, tokens: Tensor, layer: int, size: int) -> Tensor | None:
+    """The clean residual stream entering ``layer`` for every sequence, each pass stopped there; None at layer 0
+    or where the model cannot resume (its ablated passes start from the tokens)."""
+    if layer == 0 or not resumes_at_layer(model):
+        return None
+    name = resid_pre_hook(layer)
+    return torch.cat([run_with_captures(model, part, [name], output=False)[1][name] for part in tokens.split(size)])
+
+
+def variant_losses(
+    model: HookedModel,
+    tokens: Tensor,
+    residual: Tensor | None,
+    layer: int,
+    group: list,
+    replacements: Replacements,
+) -> list[Float[Tensor, "batch pos_1"]]:
+    """The per-token loss of every sequence with each head set of ``group`` ablated (all starting at ``layer``):
+    the variants stacked along the batch, as many sequences a pass as a pass's memory holds."""
+    rows_per_pass = max(1, chunk_size(model, tokens.shape[1]) // len(group))
+    parts: list[list[Tensor]] = [[] for _ in group]
+    for first in range(0, len(tokens), rows_per_pass):
+        part = tokens[first : first + rows_per_pass]
+        rows = range(first, first + len(part))
+        stacked = part.repeat(len(group), 1)
+        resumed = None if residual is None else residual[first : rows.stop].repeat(len(group), 1, 1).to(part.device)
+        logits = run_from_layer(model, stacked, resumed, layer, replacements.hooks(group, rows))
+        for parts_of_one, losses in zip(parts, per_token_loss(logits, stacked).cpu().split(len(part))):
+            parts_of_one.append(losses)
+    return [torch.cat(one) for one in parts]
+
+
+class Replacements:
+    """What an ablated head's z becomes (``hook_z``), for every probed sequence: zero; the head's mean over every
+    reference sequence and position (``mean``); or its z on a reference sequence drawn for each probed sequence
+    (``resample``), at the same position. The draw is made once, with ``seed``, and serves every head and layer,
+    so that a head's result depends neither on the heads beside it in a pass nor on how sequences are chunked."""
+
+    def __init__(
+        self, model: HookedModel, mode: str, reference: RepeatedTokens | None, seed: int, n: int, layers: set[int]
+    ):
+        self.mode = mode
+        self.z: dict[int, Tensor] = {}
+        if mode != "zero":
+            tokens = reference.tokens.to(model_device(model))
+            names = [z_hook(layer) for layer in sorted(layers)]
+            chunks = [
+                run_with_captures(model, part, names, output=False)[1]
+                for part in tokens.split(chunk_size(model, tokens.shape[1]))
+            ]
+            self.z = {layer: torch.cat([chunk[z_hook(layer)] for chunk in chunks]) for layer in layers}
+        if mode == "mean":
+            self.z = {layer: z.mean(dim=(0, 1)) for layer, z in self.z.items()}  # [head, d_head]
+        generator = torch.Generator().manual_seed(seed)
+        self.picks = torch.randint(0, len(reference.tokens), (n,), generator=generator) if mode == "resample" else None
+
+    def rows(self, layer: int, heads: list[int], rows: range, z: Tensor) -> Float[Tensor, "batch pos head d_head"]:
+        """The replacement of ``heads``' z at ``layer`` for the probed sequences ``rows``, shaped as ``z`` there."""
+        shape = (len(rows), z.shape[1], len(heads), z.shape[3])
+        if self.mode == "zero":
+            return z.new_zeros(shape)
+        if self.mode == "mean":
+            return self.z[layer][heads].to(z).expand(shape)
+        return self.z[layer][self.picks[rows.start : rows.stop]][:, : z.shape[1], heads].to(z)
+
+    def hooks(self, group: list, rows: range) -> list[tuple[str, object]]:
+        """``hook_z`` hooks for a pass of the variants of ``group`` stacked along the batch, each of ``rows``'
+        sequences: variant i's rows get its heads replaced."""
+        by_layer: dict[int, list[tuple[int, list[int]]]] = {}
+        for variant, heads in enumerate(group):
+            for layer in sorted({layer for layer, _ in heads}):
+                in_layer = [head for lay, head in heads if lay == layer]
+                by_layer.setdefault(layer, []).append((variant, in_layer))
+
+        def replace(layer: int):
+            def hook(z: Tensor, hook) -> Tensor:
+                z = z.clone()  # never write into a tensor that a cache or caller may hold
+                for variant, heads in by_layer[layer]:
+                    block = slice(variant * len(rows), (variant + 1) * len(rows))
+                    z[block, :, heads] = self.rows(layer, heads, rows, z)
+                return z
+
+            return hook
+
+        return [(z_hook(layer), replace(layer)) for layer in sorted(by_layer)]
 
 
 def check_mode(mode: str) -> None:
@@ -145,10 +256,14 @@ def ablate(
     reference: RepeatedTokens | None = None,
     seed: int = PROBE_SEED,
     progress: bool = False,
+    journal: str | os.PathLike | None = None,
 ) -> tuple[InductionLoss, list[HeadAblation]]:
     """The clean model's :class:`InductionLoss` and each head set's ablation, in the order of ``head_sets``.
     ``reference`` (mean, resample): other repeated random sequences of the same shape, e.g. the same protocol
-    with another seed. ``progress``: a bar on stderr (a terminal's) naming the heads being ablated."""
+    with another seed. ``progress``: a bar on stderr (a terminal's) naming the heads being ablated and the time
+    left. ``journal``: a file that keeps each head set's result as soon as it is final
+    (:class:`~induction_probes.probes.lm.ablation_journal.AblationJournal`): the same call after an interrupt
+    resumes where it stopped, and the file can be read while it runs."""
     check_mode(mode)
     require_seed("the seed", seed)
     model = as_hooked(model)
@@ -160,7 +275,13 @@ def ablate(
         check_heads(heads, model.cfg.n_layers, lambda layer: heads_in_layer(model.cfg, layer))
     if mode != "zero" and reference is None:
         raise BadInput(f"{mode} ablation needs reference sequences")
-    passes = len(head_sets) * math.ceil(repeated.tokens.shape[0] / chunk_size(model, repeated.tokens.shape[1]))
-    with progress_bar(passes, f"{mode} ablation", progress, unit="pass", leave=True) as bar:
-        baseline, *losses = ablated_losses(model, repeated, head_sets, mode, reference, seed, bar)
+    if reference is not None and reference.tokens.shape != repeated.tokens.shape:
+        raise BadInput("the reference sequences must have the probed sequences' shape")
+    settings = {"mode": mode, "seed": seed, "tokens": repeated, "reference": reference if mode != "zero" else None}
+    with ExitStack() as stack:
+        log = None if journal is None else stack.enter_context(AblationJournal.open(journal, settings))
+        bar = stack.enter_context(progress_bar(len(head_sets), f"{mode} ablation", progress, unit="head", leave=True))
+        layers = {layer for heads in head_sets for layer, _ in heads}
+        replacements = Replacements(model, mode, reference, seed, len(repeated.tokens), layers)
+        baseline, *losses = ablated_losses(model, repeated, head_sets, replacements, bar, log)
     return baseline, [HeadAblation(list(heads), mode, loss, baseline) for heads, loss in zip(head_sets, losses)]

@@ -15,6 +15,7 @@ curves (a large ablation, a saturated softmax), so its top heads are checked by 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -123,6 +124,7 @@ def screen_heads(
     reference: RepeatedTokens | None = None,
     seed: int = PROBE_SEED,
     progress: bool = False,
+    journal: str | os.PathLike | None = None,
 ) -> tuple[InductionLoss, Screen]:
     """Attribution patching of every head, then exact ablation of the ``top`` heads it estimates to raise the
     repeated copy's loss most: the clean loss, and the :class:`Screen`."""
@@ -131,7 +133,8 @@ def screen_heads(
     model = as_hooked(model)
     estimates = attribution_rises(model, repeated, mode, reference)
     ranked = [(layer, head) for layer, head, _ in sorted(ranked_heads(estimates), key=lambda item: -item[2])]
-    baseline, checked = ablate(model, repeated, [[head] for head in ranked[:top]], mode, reference, seed, progress)
+    head_sets = [[head] for head in ranked[:top]]
+    baseline, checked = ablate(model, repeated, head_sets, mode, reference, seed, progress, journal)
     return baseline, Screen(estimates, checked)
 
 

@@ -68,6 +68,13 @@ class AblationOptions(LanguageModelOptions):
         type=count,
         metavar="N",
     )
+    out: Path | None = option(
+        None,
+        "journal each head's result to FILE as soon as it is final (one JSON line a head); the same command "
+        "resumes from it after Ctrl-C or a kill",
+        type=text_file,
+        metavar="FILE",
+    )
 
 
 @dataclass(frozen=True)

@@ -48,13 +48,15 @@ def ablate_language_model(
     as_json: bool = False,
     progress: bool = True,
     screen: int | None = None,
+    out: str | os.PathLike | None = None,
 ) -> str | dict:
     """Each head alone (or the ``heads`` together) ablated on repeated random tokens, ranked by the rise of the
     repeated copy's loss (paired, with its interval); marked where the rise is at least ``threshold`` of the
     clean model's gap; ``heads`` as the command line writes them ("L1H0,1.1") are checked before any boot.
     ``progress``: a bar on stderr naming the heads being ablated, where stderr is a terminal or a notebook's.
     ``screen`` N: attribution patching ranks every head first (:mod:`~induction_probes.probes.lm.attribution`),
-    and only its top N are ablated exactly."""
+    and only its top N are ablated exactly. ``out``: a journal of each head set's result as soon as it is final
+    (:mod:`~induction_probes.probes.lm.ablation_journal`), from which the same call resumes."""
     check_mode(mode)
     heads = parse_head_list(heads) if isinstance(heads, str) else heads
     if screen is not None and heads is not None:
@@ -66,7 +68,7 @@ def ablate_language_model(
         check_heads(head_set, bridge.cfg.n_layers, lambda layer: bridge.cfg.n_heads)
     tokens = repeated_random_tokens(bridge, length, n_seqs, seed)
     reference = repeated_random_tokens(bridge, tokens.length_range, n_seqs, seed + 1)  # other sequences, same shape
-    baseline, results, found = ablations(bridge, tokens, head_sets, mode, reference, seed, progress, screen)
+    baseline, results, found = ablations(bridge, tokens, head_sets, mode, reference, seed, progress, screen, out)
     marked = [r.heads for r in results if baseline.gap > 0 and r.gap_removed >= threshold]
     figures = []
     if plot:
@@ -92,13 +94,13 @@ def ablate_language_model(
     return "\n".join(lines + (screen_lines(found) if found else []) + figure_lines(figures))
 
 
-def ablations(bridge, tokens, head_sets, mode, reference, seed, progress, screen: int | None):
+def ablations(bridge, tokens, head_sets, mode, reference, seed, progress, screen: int | None, out=None):
     """The clean loss, the ablations by their rise from the highest down, and the :class:`Screen` that chose them
     (None without ``screen``: every head set is ablated)."""
     if screen is None:
-        (baseline, results), found = ablate(bridge, tokens, head_sets, mode, reference, seed, progress), None
+        (baseline, results), found = ablate(bridge, tokens, head_sets, mode, reference, seed, progress, out), None
     else:
-        baseline, found = screen_heads(bridge, tokens, screen, mode, reference, seed, progress)
+        baseline, found = screen_heads(bridge, tokens, screen, mode, reference, seed, progress, out)
         results = found.checked
     return baseline, sorted(results, key=lambda r: -r.loss_increase), found
 
