@@ -74,18 +74,19 @@ class HeadAblation(Tidy):
     @property
     def share(self) -> Estimate:
         """The rise as a share of the clean model's gap (1: the repeat becomes as hard as the first copy),
-        with its bootstrap interval; None bounds where the clean model has no gap to remove."""
+        with its bootstrap interval; None bounds where the clean model has no gap to remove. Reported only where
+        the gap's interval lies above 0 (:attr:`InductionLoss.has_gap`)."""
         rise = self.loss.repeated_half_per_sequence - self.baseline.repeated_half_per_sequence
         return bootstrap_ratio_interval(rise, self.baseline.gap_per_sequence)
 
     @property
     def gap_removed(self) -> float:
-        return self.share.value if self.baseline.gap > 0 else float("nan")
+        return self.share.value if self.baseline.has_gap else float("nan")
 
     def to_records(self, sequences_seen: int | None = None) -> list[dict]:
         layer, head = self.heads[0] if len(self.heads) == 1 else (None, None)
         estimates = {measure: self.loss.interval(name) for measure, name in LOSSES.items()}
-        estimates |= {"loss_increase": self.increase} | ({"gap_removed": self.share} if self.baseline.gap > 0 else {})
+        estimates |= {"loss_increase": self.increase} | ({"gap_removed": self.share} if self.baseline.has_gap else {})
         extra = {"ablated": heads_label(self.heads, ","), "mode": self.mode}
         return [row(None, sequences_seen, layer, head, m, e.value, e.low, e.high) | extra for m, e in estimates.items()]
 
@@ -95,7 +96,7 @@ class HeadAblation(Tidy):
             "mode": self.mode,
             **self.loss.to_json(),
             "loss_increase": estimate_json(self.increase),
-            "gap_removed": estimate_json(self.share) if self.baseline.gap > 0 else None,
+            "gap_removed": estimate_json(self.share) if self.baseline.has_gap else None,
         }
 
 

@@ -260,6 +260,13 @@ class InductionLoss:
     def gap(self) -> float:
         return self.gap_per_sequence.mean().item()
 
+    @property
+    def has_gap(self) -> bool:
+        """Whether the gap's 95 % interval lies above 0: only then is a share of it a number (with one sequence,
+        or a gap whose interval includes 0, "34 % of the gap" would be a share of what may be nothing)."""
+        low = self.interval("gap").low
+        return low is not None and low > 0
+
     def interval(self, name: str) -> Estimate:
         """The mean of ``first_half``, ``repeated_half``, ``gap`` or ``icl`` with its interval over sequences."""
         return mean_interval(getattr(self, f"{name}_per_sequence"))

@@ -69,7 +69,7 @@ def ablate_language_model(
     tokens = repeated_random_tokens(bridge, length, n_seqs, seed)
     reference = repeated_random_tokens(bridge, tokens.length_range, n_seqs, seed + 1)  # other sequences, same shape
     baseline, results, found = ablations(bridge, tokens, head_sets, mode, reference, seed, progress, screen, out)
-    marked = [r.heads for r in results if baseline.gap > 0 and r.gap_removed >= threshold]
+    marked = [r.heads for r in results if baseline.has_gap and r.gap_removed >= threshold]
     figures = []
     if plot:
         name = figure_stem(source, model)
@@ -146,7 +146,7 @@ def ablation_lines(name, tokens, mode, n_seqs, seed, threshold, baseline, result
                 heads_text(r.heads) + (" *" if r.heads in marked else ""),
                 estimate_cell(*interval_parts(r.loss.interval("repeated_half"))),
                 estimate_cell(*interval_parts(r.increase)),
-                percent_cell(share) if baseline.gap > 0 else "-",
+                percent_cell(share) if baseline.has_gap else "-",
                 f"{r.loss.icl_score:.2f}",
             ]
         )
@@ -159,6 +159,10 @@ def ablation_lines(name, tokens, mode, n_seqs, seed, threshold, baseline, result
     ]
     if baseline.gap <= 0:
         lines.append("the clean model predicts the repeat no better than the first copy: no induction to remove")
+    elif not baseline.has_gap:
+        gap = baseline.interval("gap")
+        bounds = "no interval (one sequence)" if gap.low is None else f"[{gap.low:.3g}, {gap.high:.3g}] includes 0"
+        lines.append(f"the clean model's gap {gap.value:.3g} {bounds}: no share of it is given")
     else:
         names = ", ".join(heads_text(h) for h in marked) or "none"
         lines.append(f"* removes >= {100 * threshold:.0f}% of the gap: {names}")

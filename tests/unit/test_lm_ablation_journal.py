@@ -157,3 +157,26 @@ def test_the_command_line_journals_resumes_and_refuses_another_ablations_journal
     assert main([*argv, "--seed", "3"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "differs in its seed, sequences" in err
+
+
+def test_a_share_of_the_gap_is_given_only_where_the_gaps_interval_lies_above_zero():
+    from induction_probes.probes.lm.ablate_heads import HeadAblation
+    from induction_probes.probes.lm.protocols import InductionLoss
+
+    def losses(first, repeated):
+        first, repeated = torch.tensor(first, dtype=torch.float64), torch.tensor(repeated, dtype=torch.float64)
+        return InductionLoss(first, repeated, torch.zeros_like(first))
+
+    ablated = losses([4.0, 4.0, 4.0, 4.0], [4.0, 4.0, 4.0, 4.0])
+    unsure = losses([4.03, 3.99, 4.01, 4.01], [4.0, 4.0, 4.0, 4.0])  # gap 0.01, t interval [-0.019, 0.039]
+    sure = losses([5.0, 5.2, 4.9, 5.1], [4.0, 4.0, 4.0, 4.0])  # gap 1.05 [0.85, 1.25]
+    assert unsure.gap > 0 and unsure.interval("gap").low < 0 < unsure.interval("gap").high
+    assert not unsure.has_gap and sure.has_gap
+    assert HeadAblation([(0, 0)], "zero", ablated, unsure).to_json()["gap_removed"] is None
+    repeat_as_hard = losses([5.0, 5.2, 4.9, 5.1], [5.0, 5.2, 4.9, 5.1])  # the repeat as hard as the first copy
+    assert HeadAblation([(0, 0)], "zero", repeat_as_hard, sure).to_json()["gap_removed"]["value"] == pytest.approx(1.0)
+    one = losses([5.0], [4.0])
+    assert not one.has_gap  # one sequence: no interval, so no share either
+    assert "gap_removed" not in {
+        r["measure"] for r in HeadAblation([(0, 0)], "zero", losses([4.0], [4.0]), one).to_records()
+    }
