@@ -31,6 +31,7 @@ from induction_probes.circuits.interop.language_models import as_hooked
 from induction_probes.circuits.interop.resume import resid_pre_hook, resumes_at_layer, run_from_layer
 from induction_probes.circuits.limits import require_seed
 from induction_probes.circuits.names import head_label, heads_label
+from induction_probes.circuits.threads import thread_policy
 from induction_probes.probes.ablation.head_ablation import MODES, check_heads, heads_in_layer, z_hook
 from induction_probes.probes.attention.patterns import run_with_captures
 from induction_probes.probes.intervals import Estimate, bootstrap_ratio_interval, mean_interval
@@ -258,13 +259,15 @@ def ablate(
     seed: int = PROBE_SEED,
     progress: bool = False,
     journal: str | os.PathLike | None = None,
+    threads: int | None = None,
 ) -> tuple[InductionLoss, list[HeadAblation]]:
     """The clean model's :class:`InductionLoss` and each head set's ablation, in the order of ``head_sets``.
     ``reference`` (mean, resample): other repeated random sequences of the same shape, e.g. the same protocol
     with another seed. ``progress``: a bar on stderr (a terminal's) naming the heads being ablated and the time
     left. ``journal``: a file that keeps each head set's result as soon as it is final
     (:class:`~induction_probes.probes.lm.ablation_journal.AblationJournal`): the same call after an interrupt
-    resumes where it stopped, and the file can be read while it runs."""
+    resumes where it stopped, and the file can be read while it runs. ``threads``: torch threads (default: the
+    policy of :mod:`~induction_probes.circuits.threads`)."""
     check_mode(mode)
     require_seed("the seed", seed)
     model = as_hooked(model)
@@ -280,6 +283,7 @@ def ablate(
         raise BadInput("the reference sequences must have the probed sequences' shape")
     settings = {"mode": mode, "seed": seed, "tokens": repeated, "reference": reference if mode != "zero" else None}
     with ExitStack() as stack:
+        stack.enter_context(thread_policy(model, threads))
         log = None if journal is None else stack.enter_context(AblationJournal.open(journal, settings))
         bar = stack.enter_context(progress_bar(len(head_sets), f"{mode} ablation", progress, unit="head", leave=True))
         layers = {layer for heads in head_sets for layer, _ in heads}

@@ -26,6 +26,7 @@ from induction_probes.circuits.defaults import PROBE_SEED
 from induction_probes.circuits.devices import model_device
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import as_hooked
+from induction_probes.circuits.threads import thread_policy
 from induction_probes.probes.ablation.head_ablation import is_index, reference_z, z_hook
 from induction_probes.probes.lm.ablate_heads import ablate
 from induction_probes.probes.lm.measure import HeadEstimate, chunk_size, per_token_loss
@@ -125,16 +126,18 @@ def screen_heads(
     seed: int = PROBE_SEED,
     progress: bool = False,
     journal: str | os.PathLike | None = None,
+    threads: int | None = None,
 ) -> tuple[InductionLoss, Screen]:
     """Attribution patching of every head, then exact ablation of the ``top`` heads it estimates to raise the
     repeated copy's loss most: the clean loss, and the :class:`Screen`."""
     if not is_index(top) or top < 1:
         raise BadInput(f"the screen checks at least one head exactly, got {top!r}")
     model = as_hooked(model)
-    estimates = attribution_rises(model, repeated, mode, reference)
+    with thread_policy(model, threads):
+        estimates = attribution_rises(model, repeated, mode, reference)
     ranked = [(layer, head) for layer, head, _ in sorted(ranked_heads(estimates), key=lambda item: -item[2])]
     head_sets = [[head] for head in ranked[:top]]
-    baseline, checked = ablate(model, repeated, head_sets, mode, reference, seed, progress, journal)
+    baseline, checked = ablate(model, repeated, head_sets, mode, reference, seed, progress, journal, threads)
     return baseline, Screen(estimates, checked)
 
 

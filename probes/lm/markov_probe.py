@@ -52,7 +52,8 @@ from induction_probes.probes.lm.protocols import estimate_json
 from induction_probes.probes.tidy import Tidy, row
 
 if TYPE_CHECKING:
-    from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.threads import thread_policy
+from induction_probes.circuits.models.hooked_model import HookedModel
 
 HALFWAY = 0.5  # a head is marked from halfway between its chance level and 1
 SCORES = ("bigram_matching", "bigram_matching_ideal", "previous_token")
@@ -283,15 +284,20 @@ def head_json(head: HeadScore) -> dict:
 
 
 def probe_markov(
-    model: HookedModel, protocol: MarkovDraws | MarkovTokens, step: int | None = None, progress: bool = False
+    model: HookedModel,
+    protocol: MarkovDraws | MarkovTokens,
+    step: int | None = None,
+    progress: bool = False,
+    threads: int | None = None,
 ) -> MarkovProbe:
     """Every ICL-MC probe of a booted ``model`` on ``protocol``'s sequences (:func:`markov_draws`, or one draw of
     :func:`~.markov_protocol.markov_tokens`), and the verdict. ``model``: a TransformerBridge, our
     HookedTransformer, or any hooked model with ``blocks.{l}.attn.hook_pattern`` whose call gives logits.
-    ``progress``: a bar on stderr over the sequences, where stderr is a terminal or a notebook's."""
+    ``progress``: a bar on stderr over the sequences, where stderr is a terminal or a notebook's. ``threads``: torch
+    threads, by default :mod:`~induction_probes.circuits.threads`' policy."""
     protocol = as_draws(protocol)
     where = "chains" if step is None else f"chains, step {step}"
-    with progress_bar(protocol.tokens.shape[0], where, progress) as bar:
+    with thread_policy(model, threads), progress_bar(protocol.tokens.shape[0], where, progress) as bar:
         chain = draws_pass(model, protocol, bar)
     chance = chance_scores(protocol.tokens)  # pooled over every draw's sequences, as the head scores are
     return MarkovProbe(step, protocol, behaviour(chain, protocol), head_scores(chain), chance)
@@ -302,6 +308,7 @@ def probe_markov_series(
     protocol: MarkovDraws | MarkovTokens | dict,
     progress: bool = False,
     count: int | None = None,
+    threads: int | None = None,
 ) -> Iterator[MarkovProbe]:
     """:func:`probe_markov` of each (step, model) in turn on the same sequences: ``protocol`` itself, or the
     options of :func:`markov_draws` (``k``, ``n_seqs``, ``seq_len``, ``seed``, ``tokens``, ``id_draws``), drawn
@@ -312,5 +319,5 @@ def probe_markov_series(
             bar.set_postfix_str(f"step {step}")
             if isinstance(protocol, dict):
                 protocol = markov_draws(model, **protocol)
-            yield probe_markov(model, protocol, step, progress)
+            yield probe_markov(model, protocol, step, progress, threads)
             bar.update()

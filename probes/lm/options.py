@@ -54,6 +54,12 @@ class LanguageModelOptions(Config):
         type=length_range,
     )
     quiet: bool = option(False, "no progress bar on stderr (none is drawn where stderr is no terminal either)")
+    threads: int | None = option(
+        None,
+        "torch threads (default: one for a model under 10 M parameters, torch's default for a larger one)",
+        type=count,
+        metavar="N",
+    )
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from induction_probes.circuits.interop.model_sources import ModelSource, Series,
 from induction_probes.circuits.names import head_label
 from induction_probes.circuits.sweeps.ray_backend import ray_session
 from induction_probes.circuits.sweeps.worker_start import drop_current_folder
+from induction_probes.circuits.threads import thread_policy
 from induction_probes.probes.attention.patterns import run_with_patterns
 from induction_probes.probes.lm.measure import HeadScores, evaluate
 from induction_probes.probes.lm.progress import progress_bar
@@ -151,6 +152,7 @@ def probe_tokens(
     step: int | None = None,
     threshold: float = THRESHOLD,
     progress: bool = False,
+    threads: int | None = None,
 ) -> StepProbes:
     """Every probe of ``model`` (a path, cache name or model: :func:`as_hooked`) on the sequences ``repeated``;
     ``progress``: a bar on stderr (a terminal's)."""
@@ -199,12 +201,15 @@ def probe(
     bos: bool | None = None,
     threshold: float = THRESHOLD,
     progress: bool = False,
+    threads: int | None = None,
 ) -> StepProbes:
     """Every probe of one model (a path, cache name or model) on :func:`repeated_random_tokens` (``length``: |R|,
-    one value or a range; by default 10..50 within the context); ``progress``: a bar on stderr (a terminal's)."""
+    one value or a range; by default 10..50 within the context); ``progress``: a bar on stderr (a terminal's);
+    ``threads``: torch threads (default: :mod:`~induction_probes.circuits.threads`' policy)."""
     model = as_hooked(model)
     repeated = repeated_random_tokens(model, length, batch, seed, bos)
-    return probe_tokens(model, repeated, step, threshold, progress)
+    with thread_policy(model, threads):
+        return probe_tokens(model, repeated, step, threshold, progress)
 
 
 def probe_series(
@@ -237,9 +242,8 @@ def probe_series(
 def probe_checkpoint(source: ModelSource, device: str, protocol: dict) -> StepProbes:
     """One checkpoint's probes as a Ray task runs them: on one torch thread, as the command line computes, so
     that its numbers are a local run's."""
-    torch.set_num_threads(1)
     drop_current_folder()  # before the model's code is imported (circuits/sweeps/worker_start.py)
-    return probe(load_bridge(source, device), source.step, **protocol)
+    return probe(load_bridge(source, device), source.step, **protocol, threads=1)
 
 
 def ray_probes(series: Series, device: str, address: str | None, bar, protocol: dict) -> list[StepProbes]:

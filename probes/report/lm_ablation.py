@@ -49,6 +49,7 @@ def ablate_language_model(
     progress: bool = True,
     screen: int | None = None,
     out: str | os.PathLike | None = None,
+    threads: int | None = None,
 ) -> str | dict:
     """Each head alone (or the ``heads`` together) ablated on repeated random tokens, ranked by the rise of the
     repeated copy's loss (paired, with its interval); marked where the rise is at least ``threshold`` of the
@@ -56,7 +57,8 @@ def ablate_language_model(
     ``progress``: a bar on stderr naming the heads being ablated, where stderr is a terminal or a notebook's.
     ``screen`` N: attribution patching ranks every head first (:mod:`~induction_probes.probes.lm.attribution`),
     and only its top N are ablated exactly. ``out``: a journal of each head set's result as soon as it is final
-    (:mod:`~induction_probes.probes.lm.ablation_journal`), from which the same call resumes."""
+    (:mod:`~induction_probes.probes.lm.ablation_journal`), from which the same call resumes. ``threads``: torch
+    threads (default: the policy of :mod:`~induction_probes.circuits.threads`)."""
     check_mode(mode)
     heads = parse_head_list(heads) if isinstance(heads, str) else heads
     if screen is not None and heads is not None:
@@ -68,7 +70,8 @@ def ablate_language_model(
         check_heads(head_set, bridge.cfg.n_layers, lambda layer: bridge.cfg.n_heads)
     tokens = repeated_random_tokens(bridge, length, n_seqs, seed)
     reference = repeated_random_tokens(bridge, tokens.length_range, n_seqs, seed + 1)  # other sequences, same shape
-    baseline, results, found = ablations(bridge, tokens, head_sets, mode, reference, seed, progress, screen, out)
+    run = {"seed": seed, "progress": progress, "journal": out, "threads": threads}
+    baseline, results, found = ablations(bridge, tokens, head_sets, mode, reference, screen, run)
     marked = [r.heads for r in results if baseline.has_gap and r.gap_removed >= threshold]
     figures = []
     if plot:
@@ -94,13 +97,14 @@ def ablate_language_model(
     return "\n".join(lines + (screen_lines(found) if found else []) + figure_lines(figures))
 
 
-def ablations(bridge, tokens, head_sets, mode, reference, seed, progress, screen: int | None, out=None):
+def ablations(bridge, tokens, head_sets, mode, reference, screen: int | None, run: dict):
     """The clean loss, the ablations by their rise from the highest down, and the :class:`Screen` that chose them
-    (None without ``screen``: every head set is ablated)."""
+    (None without ``screen``: every head set is ablated). ``run``: :func:`ablate`'s seed, progress, journal and
+    threads."""
     if screen is None:
-        (baseline, results), found = ablate(bridge, tokens, head_sets, mode, reference, seed, progress, out), None
+        (baseline, results), found = ablate(bridge, tokens, head_sets, mode, reference, **run), None
     else:
-        baseline, found = screen_heads(bridge, tokens, screen, mode, reference, seed, progress, out)
+        baseline, found = screen_heads(bridge, tokens, screen, mode, reference, **run)
         results = found.checked
     return baseline, sorted(results, key=lambda r: -r.loss_increase), found
 

@@ -84,6 +84,7 @@ def markov_lm_report(
     plot: str | os.PathLike | None = None,
     as_json: bool = False,
     progress: bool = True,
+    threads: int | None = None,
 ) -> str | dict:
     """The ICL-MC probe of ``model`` (a model directory, a folder of ``step_N/`` checkpoints, a name in the local
     Hugging Face cache, a run of ours by path or name, a ``ModelSource``, ``Series`` or ``Run``, or a booted
@@ -92,11 +93,12 @@ def markov_lm_report(
     written as ``tokens`` (one id draw) or as k ordinary ids drawn with ``seed``, ``id_draws`` times (default 4),
     each draw with its own ``n_seqs`` sequences (default 64) of ``seq_len`` tokens (default T = 100 within the
     context); the intervals cover draws and sequences. ``progress``: bars on stderr over checkpoints and sequences,
-    where stderr is a terminal or a notebook's. Bad options raise ValueError."""
+    where stderr is a terminal or a notebook's. ``threads``: torch threads (default: the policy of
+    :mod:`~induction_probes.circuits.threads`). Bad options raise ValueError."""
     check_options(k, n_seqs, seq_len, seed, step, all_steps, id_draws, tokens)
     name, models, series, count = checkpoints(model, step, all_steps, device)
     options = {"k": k, "n_seqs": n_seqs, "seq_len": seq_len, "seed": seed, "tokens": tokens, "id_draws": id_draws}
-    results = list(probe_markov_series(models, options, progress, count))
+    results = list(probe_markov_series(models, options, progress, count, threads))
     figures = write_figures(name, results, series, plot)
     if as_json:
         return report_json(name, results, series, figures)

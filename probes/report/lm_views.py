@@ -106,26 +106,32 @@ def probe_language_model(
     progress: bool = True,
     backend: str = "local",
     address: str | None = None,
+    threads: int | None = None,
 ) -> str | dict:
     """The induction probes of one model (or of the series' checkpoint at ``step``), or of every checkpoint of a
     series with ``all_steps``, here or (``backend="ray"``) on Ray
     (:func:`~induction_probes.probes.lm.series.probe_series`): scores with their intervals, each head's role, the
     composition check, losses.
-    ``progress``: bars on stderr where it is a terminal or a notebook's (:mod:`induction_probes.probes.lm.progress`)."""
+    ``progress``: bars on stderr where it is a terminal or a notebook's (:mod:`induction_probes.probes.lm.progress`).
+    ``threads``: torch threads (default: the policy of :mod:`~induction_probes.circuits.threads`; a Ray task runs on
+    one)."""
     source = as_source(source)
     protocol = {"length": length, "batch": n_seqs, "seed": seed, "threshold": threshold}
+    if backend == "ray" and threads is not None:
+        raise BadInput("--threads sets this process's threads; a Ray task probes its checkpoint on one")
+    policy = {} if backend == "ray" else {"threads": threads}
     if all_steps:
         if not isinstance(source, Series):
             raise BadInput(f"{source.location} is one model, not a checkpoint series: --all-steps does not apply")
         if step is not None:
             raise BadInput("give --step or --all-steps, not both")
         quiet_transformers()
-        results = list(probe_series(source, device, progress, backend, address, **protocol))
+        results = list(probe_series(source, device, progress, backend, address, **protocol, **policy))
         return series_view(source, results, protocol_json(length, n_seqs, seed), threshold, plot, as_json)
     if backend != "local" or address is not None:
         raise BadInput("--backend and --address spread the checkpoints of --all-steps: give it too")
     model, bridge = boot(source, step, device)
-    result = probe(bridge, model.step, **protocol, progress=progress)
+    result = probe(bridge, model.step, **protocol, progress=progress, threads=threads)
     text_icl = read_text_icl(bridge, text) if text else None
     figures = []
     if plot:

@@ -1,0 +1,44 @@
+"""How many torch threads a computation uses: one policy for the API and the command line.
+
+- The project's own models (a few thousand parameters) run on one thread: on the 2-core machine two threads were
+  3 to 10 times slower (bench/bench_model.py), since each operation is too small to split.
+- A model of at least ``LARGE_MODEL_PARAMETERS`` parameters (a language model such as GPT-2 small, 124 M) runs at
+  torch's default, the thread count the process had when this module was first imported: its matrix products
+  are large enough for every core.
+- ``threads`` (the API's argument, the command line's ``--threads``) overrides both.
+
+Sweeps keep their own rule, one thread per worker (:mod:`~induction_probes.circuits.sweeps.cells`), as does a Ray
+task probing one checkpoint of a series.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from induction_probes.circuits.validation import require_int
+
+LARGE_MODEL_PARAMETERS = 10_000_000  # GPT-2 small has 124 M; the largest model of ours has about 100,000
+DEFAULT_THREADS = torch.get_num_threads()  # torch's default, before the command line sets one thread
+
+
+def policy_threads(model: nn.Module, threads: int | None = None) -> int:
+    """The thread count the policy (module docstring) gives ``model``, or ``threads`` where given (>= 1)."""
+    if threads is not None:
+        return require_int("threads", threads, 1)
+    parameters = sum(parameter.numel() for parameter in model.parameters())
+    return DEFAULT_THREADS if parameters >= LARGE_MODEL_PARAMETERS else 1
+
+
+@contextmanager
+def thread_policy(model: nn.Module, threads: int | None = None) -> Iterator[int]:
+    """Run the block at :func:`policy_threads`' count, and give the thread count back as it was after it."""
+    chosen, before = policy_threads(model, threads), torch.get_num_threads()
+    torch.set_num_threads(chosen)
+    try:
+        yield chosen
+    finally:
+        torch.set_num_threads(before)
