@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from induction_probes.circuits.threads import thread_policy
 from induction_probes.probes.attention.patterns import chance_scores
 from induction_probes.probes.intervals import Estimate
 from induction_probes.probes.lm.markov_measure import (
@@ -52,8 +53,7 @@ from induction_probes.probes.lm.protocols import estimate_json
 from induction_probes.probes.tidy import Tidy, row
 
 if TYPE_CHECKING:
-    from induction_probes.circuits.threads import thread_policy
-from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 HALFWAY = 0.5  # a head is marked from halfway between its chance level and 1
 SCORES = ("bigram_matching", "bigram_matching_ideal", "previous_token")

@@ -117,16 +117,13 @@ def probe_language_model(
     one)."""
     source = as_source(source)
     protocol = {"length": length, "batch": n_seqs, "seed": seed, "threshold": threshold}
-    if backend == "ray" and threads is not None:
-        raise BadInput("--threads sets this process's threads; a Ray task probes its checkpoint on one")
-    policy = {} if backend == "ray" else {"threads": threads}
     if all_steps:
         if not isinstance(source, Series):
             raise BadInput(f"{source.location} is one model, not a checkpoint series: --all-steps does not apply")
         if step is not None:
             raise BadInput("give --step or --all-steps, not both")
         quiet_transformers()
-        results = list(probe_series(source, device, progress, backend, address, **protocol, **policy))
+        results = list(probe_series(source, device, progress, backend, address, **protocol, **local(backend, threads)))
         return series_view(source, results, protocol_json(length, n_seqs, seed), threshold, plot, as_json)
     if backend != "local" or address is not None:
         raise BadInput("--backend and --address spread the checkpoints of --all-steps: give it too")
@@ -151,6 +148,13 @@ def probe_language_model(
             f"minus token {t.early} ({t.early_loss:.4f}), {t.windows} window(s) of {text}"
         )
     return "\n".join(lines + figure_lines(figures))
+
+
+def local(backend: str, threads: int | None) -> dict:
+    """The thread count a series' probes take: ``threads`` here; a Ray task keeps its one (so none is given)."""
+    if backend == "ray" and threads is not None:
+        raise BadInput("--threads sets this process's threads; a Ray task probes its checkpoint on one")
+    return {} if backend == "ray" else {"threads": threads}
 
 
 def read_text_icl(bridge, file: Path):
