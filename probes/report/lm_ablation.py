@@ -31,6 +31,14 @@ from induction_probes.probes.report.lm_views import (
 from induction_probes.probes.report.tables import figure_lines, format_table
 
 ABLATE_THRESHOLD = 0.5  # share of the induction gap an ablation must remove to be marked
+SCREEN_METHOD = (
+    "AtP* (Kramar et al. 2024): attribution patching, (z' - z) . dL/dz with attention patterns held, plus the QK "
+    "fix, each later layer's patterns recomputed exactly from the head's output change"
+)
+SCREEN_CAVEAT = (
+    "first-order outside queries and keys, so it guards against saturated attention (a previous-token head read "
+    "through an induction head's keys), not against a saturated loss; the exact ablations are the answer"
+)
 
 
 def ablate_language_model(
@@ -73,15 +81,7 @@ def ablate_language_model(
     run = {"seed": seed, "progress": progress, "journal": out, "threads": threads}
     baseline, results, found = ablations(bridge, tokens, head_sets, mode, reference, screen, run)
     marked = [r.heads for r in results if baseline.has_gap and r.gap_removed >= threshold]
-    figures = []
-    if plot:
-        name = figure_stem(source, model)
-        title_text = f"{name}: {mode} ablation"
-        figures = [
-            figures_module().plot_lm_ablation(
-                baseline, results[:TABLE_ROWS], title_text, plot / f"{name}_ablation_{mode}.png"
-            )
-        ]
+    figures = ablation_figures(figure_stem(source, model), mode, baseline, results, plot)
     if as_json:
         body = {
             "mode": mode,
@@ -95,6 +95,15 @@ def ablate_language_model(
         )
     lines = ablation_lines(title(source, model), tokens, mode, n_seqs, seed, threshold, baseline, results, marked)
     return "\n".join(lines + (screen_lines(found) if found else []) + figure_lines(figures))
+
+
+def ablation_figures(name: str, mode: str, baseline, results, plot: Path | None) -> list[Path]:
+    """The ablation figure, written into ``plot`` (none without it)."""
+    if not plot:
+        return []
+    title_text = f"{name}: {mode} ablation"
+    path = plot / f"{name}_ablation_{mode}.png"
+    return [figures_module().plot_lm_ablation(baseline, results[:TABLE_ROWS], title_text, path)]
 
 
 def ablations(bridge, tokens, head_sets, mode, reference, screen: int | None, run: dict):
@@ -112,10 +121,12 @@ def ablations(bridge, tokens, head_sets, mode, reference, screen: int | None, ru
 def screen_json(found: Screen) -> dict:
     estimates = found.estimates
     return {
-        "method": "attribution patching: (z' - z) . dL/dz per head, one forward and one backward pass",
+        "method": SCREEN_METHOD,
+        "caveat": SCREEN_CAVEAT,
         "estimates": [{"head": head_label(l, h)} | estimates.to_json(l, h) for l, h, _ in ranked_heads(estimates)],
         "checked": [heads_text(r.heads) for r in found.checked],
         "rank_correlation": found.agreement,
+        "rank_correlation_interval": found.agreement_interval,
     }
 
 
@@ -125,12 +136,22 @@ def screen_lines(found: Screen) -> list[str]:
     estimated = ", ".join(
         f"{heads_text(r.heads)} {interval_text(*found.estimates.at(*r.heads[0]))}" for r in found.checked
     )
-    agreement = "" if found.agreement is None else f"; rank correlation with the exact rises {found.agreement:.2f}"
     return [
-        f"screen: attribution patching estimated all {n_heads} heads' rises in one forward and one backward pass; "
-        f"the {len(found.checked)} it ranks highest were ablated exactly (the table){agreement}",
+        f"screen: AtP* (attribution patching with its QK fix, Kramar et al. 2024) estimated all {n_heads} heads' "
+        f"rises; the {len(found.checked)} it ranks highest were ablated exactly (the table)",
+        agreement_text(found),
         f"estimated rise: {estimated}",
+        f"caveat: {SCREEN_CAVEAT}",
     ]
+
+
+def agreement_text(found: Screen) -> str:
+    if found.agreement is None:
+        return "rank correlation with the exact rises: not defined (under three heads, or one side all ties)"
+    interval = found.agreement_interval
+    none = " (no interval: under 10 heads checked, or a perfect order)"
+    bounds = none if interval is None else f" [{interval[0]:.2f}, {interval[1]:.2f}] (95 %, Fisher z)"
+    return f"rank correlation with the exact rises {found.agreement:.2f}{bounds}"
 
 
 def ablation_lines(name, tokens, mode, n_seqs, seed, threshold, baseline, results, marked) -> list[str]:
