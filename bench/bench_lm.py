@@ -4,8 +4,10 @@ loading included, as a user waits) and peak memory of each process, and their ra
 
 The model: GPT-2 small's shape (12 layers, 12 heads, d_model 768, 124 M parameters), random weights written with
 ``save_pretrained``; with ``--families gpt2,neox,llama`` also GPT-NeoX (Pythia's layout) and Llama with
-grouped-query attention at the same width and depth, each probed. Targets (issue 48): probe at most 1.2x the loop,
-ablation of every head at most 1.0x the hook loop, ``info`` under 3 s. Both sides run one torch thread.
+grouped-query attention at the same width and depth, each probed. Targets (issue 62): probe at most 1.2x the loop,
+zero ablation of every head at most 0.6x the hook loop, ``info`` under 3 s. Both sides run at torch's default
+threads (the tool by its thread policy, circuits/threads.py), and each pair runs twice, interleaved, the faster
+run of each side counting.
 
     .venv/bin/python bench/bench_lm.py [--families gpt2] [--n-seqs 16] [--length 30]
 """
@@ -25,7 +27,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 HERE = Path(__file__).resolve().parent
 COMMAND = str(Path(sys.executable).with_name("induction-probes"))
-TARGETS = {"probe": 1.2, "ablate every head": 1.0}
+TARGETS = {"probe": 1.2, "ablate every head": 0.6}
+REPEATS = 2  # each side runs this often, interleaved with the other; the fastest run counts
 INFO_TARGET_S = 3.0
 SEED = 12345
 
@@ -79,6 +82,13 @@ def timed(argv: list[str]) -> tuple[float, float, str]:
         return seconds, usage.ru_maxrss / 2**20, out.read().decode()
 
 
+def fastest_pair(ours: list[str], reference: list[str]) -> tuple[tuple, tuple]:
+    """Each side's fastest of REPEATS runs, interleaved (ours, the reference, ours, ...), so that a slow spell of
+    the machine falls on both."""
+    runs = [(timed(ours), timed(reference)) for _ in range(REPEATS)]
+    return min((run[0] for run in runs), key=lambda r: r[0]), min((run[1] for run in runs), key=lambda r: r[0])
+
+
 def compare(name: str, ours: tuple, reference: tuple, target: float | None) -> str:
     ratio = ours[0] / reference[0]
     verdict = "" if target is None else (" PASS" if ratio <= target else " MISS") + f" (target <= {target}x)"
@@ -102,16 +112,20 @@ def bench_family(family: str, root: Path, options: argparse.Namespace, argv: lis
     folder, seed = root / family, SEED
     probe_tokens, ablate_tokens = root / f"{family}-probe.safetensors", root / f"{family}-ablate.safetensors"
     protocol = ["--length", str(options.length), "--seed", str(seed), "--quiet", "--json"]
-    ours = timed([COMMAND, "probe", str(folder), "--n-seqs", str(options.n_seqs), *protocol])
-    reference = timed([sys.executable, str(HERE / "lm_reference.py"), "probe", str(folder), str(probe_tokens)])
+    ours, reference = fastest_pair(
+        [COMMAND, "probe", str(folder), "--n-seqs", str(options.n_seqs), *protocol],
+        [sys.executable, str(HERE / "lm_reference.py"), "probe", str(folder), str(probe_tokens)],
+    )
     check_probe(json.loads(ours[2]), json.loads(reference[2]))
     yield compare(f"{family}: probe", ours, reference, TARGETS["probe"])
     info = timed([COMMAND, "info", str(folder)])
     yield f"{family + ': info':34s} {info[0]:8.1f} s {info[1]:6.2f} GiB | target < {INFO_TARGET_S} s"
     if family in options.ablate:
         protocol = ["--length", str(options.ablate_length), "--seed", str(seed), "--quiet", "--json"]
-        ours = timed([COMMAND, "ablate", str(folder), "--n-seqs", str(options.ablate_seqs), *protocol])
-        reference = timed([sys.executable, str(HERE / "lm_reference.py"), "ablate", str(folder), str(ablate_tokens)])
+        ours, reference = fastest_pair(
+            [COMMAND, "ablate", str(folder), "--n-seqs", str(options.ablate_seqs), *protocol],
+            [sys.executable, str(HERE / "lm_reference.py"), "ablate", str(folder), str(ablate_tokens)],
+        )
         check_ablation(json.loads(ours[2]), json.loads(reference[2]))
         yield compare(f"{family}: ablate every head", ours, reference, TARGETS["ablate every head"])
 
@@ -135,10 +149,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--families", default="gpt2", help="comma-separated: gpt2, neox, llama")
     parser.add_argument("--ablate", default="gpt2", help="families whose every head is ablated (minutes each)")
-    parser.add_argument("--n-seqs", type=int, default=16)
+    parser.add_argument("--n-seqs", type=int, default=64)
     parser.add_argument("--length", type=int, default=30)
-    parser.add_argument("--ablate-seqs", type=int, default=8)
-    parser.add_argument("--ablate-length", type=int, default=20)
+    parser.add_argument("--ablate-seqs", type=int, default=16)
+    parser.add_argument("--ablate-length", type=int, default=30)
     parser.add_argument("--prepare", help=argparse.SUPPRESS)  # the child that writes a family's model and tokens
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -146,7 +160,8 @@ def main() -> None:
         return prepare(options.prepare, options.root, options)
     print(
         f"GPT-2-small-shaped models (12 layers x 12 heads, d_model 768); probe: {options.n_seqs} sequences, "
-        f"|R| {options.length}; ablate: {options.ablate_seqs} sequences, |R| {options.ablate_length}; one thread"
+        f"|R| {options.length}; ablate: {options.ablate_seqs} sequences, |R| {options.ablate_length}; "
+        f"torch's default threads ({os.cpu_count()} CPUs here)"
     )
     print(f"{'':34s} {'induction-probes':>19s} | {'hand-written loop':>19s} | ratio")
     with tempfile.TemporaryDirectory() as root:

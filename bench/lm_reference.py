@@ -90,8 +90,7 @@ def ablate(model, data: dict) -> dict:
 
 
 def main() -> None:
-    command, folder, tokens = sys.argv[1:4]
-    torch.set_num_threads(1)
+    command, folder, tokens = sys.argv[1:4]  # at torch's default threads, as a researcher's loop runs
     model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32).eval()
     data = load_file(tokens)
     print(json.dumps(probe(model, data) if command == "probe" else ablate(model, data)))
