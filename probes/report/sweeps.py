@@ -254,13 +254,18 @@ def comparison_lines(summary: dict) -> list[str]:
             f"{c['b']} - {c['a']}",
             c["measure"],
             format_interval(c["difference"], 1.0, 3),
+            c["difference"].get("method", ""),
             f"{format_p(c['p_value'])} ({c['test']})",
             f"{format_p(c['rank_p_value'])} ({c['rank_test']})",
             c["n"] if isinstance(c["n"], int) else "/".join(map(str, c["n"])),
         ]
         for c in summary.get("comparisons", [])
     ]
-    lines = [format_table(["comparison", "measure", "difference [95%]", "p", "rank p", "n"], rows)] if rows else []
+    lines = (
+        [format_table(["comparison", "measure", "difference [95 % interval]", "interval", "p", "rank p", "n"], rows)]
+        if rows
+        else []
+    )
     for name, condition in summary["conditions"].items():
         lines += even_odd_lines(name, condition.get("even_odd"))
         for measure, split in condition.get("kinds_of_solution", {}).items():

@@ -11,7 +11,10 @@
   paired resampling for paired conditions). A bootstrap mean lies between the smallest and largest value,
   so the interval of a score stays in [0, 1] and that of a difference in [−1, 1]; the p-values are still the
   t and rank tests'. With five seeds a percentile bootstrap is narrower than a t interval: it is a
-  statement about these seeds, not a calibrated 95 % interval.
+  statement about these seeds, not a calibrated 95 % interval. Below :data:`MIN_BOOTSTRAP_SEEDS` seeds it is
+  not used: with two seeds it is the range of the two values, which can exclude 0 beside a t-test's p of 0.15.
+  There the interval is the t test's own (paired t, or Welch), clipped to the score's bounds, so that the
+  interval and the p-value cannot disagree.
 - **Kinds of solution**: the values of a measure split into two groups where, sorted, the largest gap between
   neighbours is wider than half their range (each group is then tighter than the gap), with at least
   :data:`MIN_GROUP` seeds on each side, and the gap is at least :data:`MIN_GAP_SCORE` for a score in [0, 1]
@@ -27,6 +30,7 @@ import numpy as np
 from scipy.stats import mannwhitneyu, t, ttest_ind, ttest_rel
 
 BOOTSTRAP = 10_000
+MIN_BOOTSTRAP_SEEDS = 5  # fewer seeds: a bounded score's interval is the t test's, clipped to its bounds
 BOOTSTRAP_SEED = 0
 MIN_GROUP = 2
 MIN_GAP_SCORE = 0.1
@@ -59,13 +63,23 @@ def bootstrap_interval(groups: list[np.ndarray], paired: bool) -> tuple[float, f
 
 
 def bounded_interval(values: list[float]) -> dict:
-    """Mean of scores in [0, 1] with its percentile-bootstrap 95 % interval (inside [min, max] of the values)."""
+    """Mean of scores in [0, 1] with its percentile-bootstrap 95 % interval (inside [min, max] of the values);
+    below :data:`MIN_BOOTSTRAP_SEEDS` seeds the Student-t interval clipped to [0, 1]."""
     n = len(values)
-    if n == 0:
-        return {"mean": None, "low": None, "high": None, "n": 0, "method": "percentile bootstrap"}
+    if n < MIN_BOOTSTRAP_SEEDS:
+        result = interval(values) | {"method": "t"}
+        if result["low"] is not None:
+            result["low"], result["high"] = clipped(result["low"], result["high"], 0.0)
+        return result
     mean = float(np.mean(values))
-    low, high = bootstrap_interval([np.asarray(values, float)], False) if n > 1 else (None, None)
+    low, high = bootstrap_interval([np.asarray(values, float)], False)
     return {"mean": mean, "low": low, "high": high, "n": n, "method": "percentile bootstrap"}
+
+
+def clipped(low: float, high: float, lowest: float | None) -> tuple[float, float]:
+    """An interval kept inside a score's bounds: [lowest, 1] (a score in [0, 1], or a difference of two in
+    [−1, 1]); as it is where ``lowest`` is None."""
+    return (low, high) if lowest is None else (max(lowest, low), min(1.0, high))
 
 
 def signed_rank_p(differences) -> float:
@@ -114,12 +128,13 @@ def paired_comparison(a: list[float], b: list[float], bounded: bool) -> dict:
     if n < 2:
         return result
     sd = float(d.std(ddof=1))
-    if bounded:
+    bootstrap = bounded and n >= MIN_BOOTSTRAP_SEEDS
+    if bootstrap:
         low, high = bootstrap_interval([x, y], True)
     else:
         half = t_half_width(sd, n, n - 1)
-        low, high = float(d.mean()) - half, float(d.mean()) + half
-    result["difference"] |= {"low": low, "high": high, "method": "percentile bootstrap" if bounded else "t"}
+        low, high = clipped(float(d.mean()) - half, float(d.mean()) + half, -1.0 if bounded else None)
+    result["difference"] |= {"low": low, "high": high, "method": "percentile bootstrap" if bootstrap else "t"}
     if sd > 0:
         result["p_value"] = finite_or_none(ttest_rel(y, x).pvalue)
     if np.any(d != 0):
@@ -150,15 +165,17 @@ def welch_comparison(a: list[float], b: list[float], bounded: bool) -> dict:
     if len(x) < 2 or len(y) < 2:
         return result
     va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
-    if bounded:
+    bootstrap = bounded and min(len(x), len(y)) >= MIN_BOOTSTRAP_SEEDS
+    if bootstrap:
         low, high = bootstrap_interval([x, y], False)
     elif va + vb > 0:
         df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
         half = t_half_width(math.sqrt(va + vb), 1, df)
-        low, high = float(y.mean() - x.mean()) - half, float(y.mean() - x.mean()) + half
+        mean = float(y.mean() - x.mean())
+        low, high = clipped(mean - half, mean + half, -1.0 if bounded else None)
     else:
         low = high = float(y.mean() - x.mean())
-    result["difference"] |= {"low": low, "high": high, "method": "percentile bootstrap" if bounded else "Welch t"}
+    result["difference"] |= {"low": low, "high": high, "method": "percentile bootstrap" if bootstrap else "Welch t"}
     if va + vb > 0:
         result["p_value"] = finite_or_none(ttest_ind(y, x, equal_var=False).pvalue)
     result["rank_p_value"] = finite_or_none(mannwhitneyu(y, x, alternative="two-sided").pvalue)

@@ -332,7 +332,29 @@ def test_two_task_conditions_are_compared_paired_on_their_shared_seeds():
     assert loss["test"] == "paired t" and loss["seeds"] == [0, 1, 2, 3]
     assert loss["difference"]["mean"] == pytest.approx(-0.1375)  # by hand: (-0.2 - 0.1 - 0.05 - 0.2) / 4
     assert loss["p_value"] == pytest.approx(ttest_rel(y, x).pvalue) and loss["rank_p_value"] == wilcoxon(y, x).pvalue
-    assert found["probes.score"]["difference"]["method"] == "percentile bootstrap"  # a score in [0, 1]
+    # a score in [0, 1] over 4 seeds: the t test's own interval (clipped to [-1, 1]), not a bootstrap of 4
+    assert found["probes.score"]["difference"]["method"] == "t"
     unpaired = task_comparisons({"a": a, "b": condition([4, 5, 6], [0.8, 1.1, 0.85], [0.4, 0.35, 0.5])})
     assert {c["test"] for c in unpaired["comparisons"]} == {"Welch t"}
     assert task_comparisons({"a": a}) == {}
+
+
+def test_below_five_seeds_a_bounded_difference_gets_the_interval_of_its_own_test():
+    """Two seeds: a percentile bootstrap is the range of the two differences, and once read -0.00374 [-0.00464,
+    -0.00284] beside a paired t p of 0.15. The t interval and the t test agree: it excludes 0 exactly when p < 0.05."""
+    from induction_probes.probes.sweeps.statistics import bounded_interval, paired_comparison, welch_comparison
+
+    a, b = [0.50, 0.60], [0.4963, 0.5962]  # differences -0.0037 and -0.0038: consistent, yet two seeds
+    paired = paired_comparison(a, b, bounded=True)
+    low, high = paired["difference"]["low"], paired["difference"]["high"]
+    assert paired["difference"]["method"] == "t"
+    assert (low < 0 < high) == (paired["p_value"] >= 0.05)
+    for seeds in ([0.2, 0.9], [0.1, 0.15, 0.9, 0.95]):  # wide: the t interval would leave [-1, 1] and [0, 1]
+        for comparison in (paired_comparison, welch_comparison):
+            difference = comparison([0.0] * len(seeds), seeds, True)["difference"]
+            assert -1 <= difference["low"] <= difference["high"] <= 1, difference
+            assert difference["method"] in ("t", "Welch t")
+        mean = bounded_interval(seeds)
+        assert 0 <= mean["low"] <= mean["high"] <= 1 and mean["method"] == "t"
+    five = [0.1, 0.2, 0.3, 0.4, 0.5]
+    assert paired_comparison(five, [v + 0.1 for v in five], True)["difference"]["method"] == "percentile bootstrap"
