@@ -108,21 +108,20 @@ def ablated_losses(
     replacements: Replacements,
     bar: tqdm,
     journal: AblationJournal | None = None,
-    variants_per_pass: int | None = None,
 ) -> list[InductionLoss]:
     """:class:`InductionLoss` of the clean model, then of each head set ablated together. Head set by head set:
     each is final (and journaled) before the next starts. The head sets that start at one layer run together,
-    stacked along the batch (``variants_per_pass`` of them per pass, default as many as a pass's memory holds),
-    each resumed at that layer from the clean residual stream there
-    (:func:`~induction_probes.circuits.interop.resume.run_from_layer`): the layers below are not run again.
-    Memory holds the residual stream of every sequence at one layer, and one pass's logits."""
+    stacked along the batch (as many per pass as a pass's memory holds), each resumed at that layer from the clean
+    residual stream there (:func:`~induction_probes.circuits.interop.resume.run_from_layer`): the layers below are
+    not run again. Memory holds the residual stream of every sequence at one layer and one pass's logits, and for
+    resample every reference sequence's z at the ablated layers (:class:`Replacements`)."""
     tokens = repeated.tokens.to(model_device(model))
     size = chunk_size(model, tokens.shape[1])
     baseline = induction_loss(clean_per_token(model, tokens, size), repeated)
     done = {} if journal is None else journal.start(baseline)
     bar.update(sum(1 for heads in head_sets if key(heads) in done))
     pending = [heads for heads in dict.fromkeys(map(key, head_sets)) if heads not in done]
-    for layer, groups in passes(pending, size, len(tokens), variants_per_pass):
+    for layer, groups in passes(pending, size, len(tokens)):
         residual = clean_residual(model, tokens, layer, size)
         for group in groups:
             bar.set_postfix_str("; ".join(heads_label(list(heads), ",") for heads in group))
@@ -139,10 +138,10 @@ def key(heads: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     return tuple((int(layer), int(head)) for layer, head in heads)
 
 
-def passes(pending: list, size: int, n: int, variants_per_pass: int | None) -> list[tuple[int, list[list]]]:
+def passes(pending: list, size: int, n: int) -> list[tuple[int, list[list]]]:
     """The head sets grouped by the layer their ablation starts at, lowest layer first, then in groups that one
     pass holds: ``size`` sequences a pass, so ``size // n`` variants of all ``n`` sequences at once."""
-    per_pass = variants_per_pass or max(1, size // n)
+    per_pass = max(1, size // n)
     by_layer: dict[int, list] = {}
     for heads in pending:
         by_layer.setdefault(min(layer for layer, _ in heads), []).append(heads)
