@@ -104,7 +104,7 @@ plt.show()
 # the whole run show them jumping together. Probed on every checkpoint from five before the transition to
 # five after, layer 1's bigram matching crosses its threshold (halfway from uniform attention to 1) before
 # layer 0's previous-token score crosses its own. `first_crossings` gives, per head and measure, the first
-# probed step at or past its threshold.
+# probed step from which it stays at or past its threshold.
 
 # %%
 at = run.steps.index(change.step)

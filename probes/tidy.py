@@ -64,8 +64,21 @@ def frame(records: list[dict[str, Any]], columns: list[str] | None = None) -> pd
 
 
 def crossing_step(steps: list[int], values: list[float], threshold: float) -> int | None:
-    """The first of ``steps`` whose value reaches ``threshold`` (None: never): a first crossing, read off a
-    measure's rows over checkpoints."""
+    """The first of ``steps`` from which the value stays at or above ``threshold`` to the last checkpoint (None:
+    the last is below it): a crossing that persists, read off a measure's rows over checkpoints. A score that
+    hovers just below a threshold and touches it once by noise does not cross there (:func:`first_reached`)."""
+    crossing = None
+    for step, value in zip(steps, values):
+        if value >= threshold:
+            crossing = step if crossing is None else crossing
+        else:
+            crossing = None
+    return crossing
+
+
+def first_reached(steps: list[int], values: list[float], threshold: float) -> int | None:
+    """The first of ``steps`` whose value reaches ``threshold`` at all (None: never). Earlier than
+    :func:`crossing_step` where the value reached it and fell back: a transient excursion."""
     return next((step for step, value in zip(steps, values) if value >= threshold), None)
 
 

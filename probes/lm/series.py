@@ -32,7 +32,7 @@ from induction_probes.probes.lm.roles import (
     head_roles,
     heads_labelled,
 )
-from induction_probes.probes.tidy import Tidy, crossing_step, frame, per_head, row
+from induction_probes.probes.tidy import Tidy, crossing_step, first_reached, frame, per_head, row
 from induction_probes.probes.views.explorer import AttentionExample, rounded
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 
 BACKENDS = ("local", "ray")  # where a series' checkpoints are probed
-CROSSING_COLUMNS = ["measure", "layer", "head", "threshold", "step", "step_low", "step_high"]
+CROSSING_COLUMNS = ["measure", "layer", "head", "threshold", "step", "step_low", "step_high", "first_reached"]
 HEAD_SCORES = ("content", "induction", "control", "previous_token", "copying", "positional_share")
 
 
@@ -127,10 +127,14 @@ class SeriesProbes(Tidy):
         return [record for result in self.results for record in result.to_records(sequences_seen)]
 
     def first_crossings(self, threshold: float = THRESHOLD, scores: tuple[str, ...] = ("content", "previous_token")):
-        """At which step each head's score first reaches ``threshold``, as a DataFrame: one row per (score, layer,
-        head), ``step`` empty where it never does. The interval over sequences: ``step_low``, the first step whose
-        interval reaches the threshold at its top (it may have crossed), and ``step_high``, the first whose
-        interval lies at or above it (it has crossed, at 95 %)."""
+        """At which step each head's score crosses ``threshold`` and stays, as a DataFrame: one row per (score,
+        layer, head). ``step``: the first step from which the score stays at or above it to the last checkpoint
+        (:func:`~induction_probes.probes.tidy.crossing_step`; empty where the last is below). The bracket from the
+        intervals over sequences, each also from where it stays: ``step_low``, from where the interval's top
+        reaches the threshold (it may have crossed), and ``step_high``, from where the whole interval lies at or
+        above it (it has crossed). Their 95 % is per checkpoint, not over the series: over many checkpoints a
+        bound is crossed early by chance more often than 2.5 % of the time. ``first_reached``: the first step at
+        or above the threshold at all, earlier than ``step`` where a transient excursion came first."""
         rows = []
         for name in scores:
             estimates = [getattr(r.scores, name) for r in self.results]
@@ -141,9 +145,13 @@ class SeriesProbes(Tidy):
                     )
                     for column, part in (("step", "value"), ("step_low", "high"), ("step_high", "low"))
                 }
+                values = [e.value[layer, head].item() for e in estimates]
+                first["first_reached"] = first_reached(self.steps, values, threshold)
                 rows.append({"measure": name, "layer": layer, "head": head, "threshold": threshold} | first)
         table = frame(rows, CROSSING_COLUMNS)
-        return table.astype({"step_low": "Int64", "step_high": "Int64"})  # steps that may be missing, as ``step``
+        return table.astype(
+            {"step_low": "Int64", "step_high": "Int64", "first_reached": "Int64"}
+        )  # steps that may be missing, as ``step``
 
 
 def probe_tokens(

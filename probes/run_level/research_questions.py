@@ -22,14 +22,16 @@ from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.behaviour.icl_behaviour import Phase, strategy_phases
 from induction_probes.probes.progress.progress_measures import SCALAR_MEASURES, config_calibration
 from induction_probes.probes.run_level.all_probes import probe_run
-from induction_probes.probes.tidy import crossing_step, frame, row
+from induction_probes.probes.tidy import crossing_step, first_reached, frame, row
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from induction_probes.probes.run_level.run_probes import RunProbes
 
-CROSSING_COLUMNS = ["measure", "layer", "head", "chance", "ideal", "threshold", "step", "sequences_seen", "caveat"]
+CROSSING_COLUMNS = [
+    "measure", "layer", "head", "chance", "ideal", "threshold", "step", "sequences_seen", "first_reached", "caveat",
+]  # fmt: skip
 
 
 def phases(run: Run) -> list[Phase]:
@@ -65,7 +67,7 @@ def transition(run: Run) -> Transition | None:
 
 
 def first_crossings(probes: RunProbes | Run) -> pd.DataFrame:
-    """At which step does each head's progress measure and attention-probe score first reach its threshold?
+    """At which step does each head's progress measure and attention-probe score cross its threshold to stay?
 
     ``probes`` is what :func:`~induction_probes.probes.run_level.all_probes.probe_run` returns (probe the run's steps
     you care about; every checkpoint gives the exact step), or a run, all of whose checkpoints are then
@@ -75,8 +77,10 @@ def first_crossings(probes: RunProbes | Run) -> pd.DataFrame:
     ``to_frame()`` names it,
     ``composition_K_from_L0H0`` on the layer-1 head's row)
     and attention probes (halfway from uniform attention on the probe set to 1,
-    :func:`~induction_probes.probes.run_level.run_probes.probe_calibration`). ``step`` is empty where the threshold is
-    never reached; ``caveat`` carries the run's warning about that measure, if any.
+    :func:`~induction_probes.probes.run_level.run_probes.probe_calibration`). ``step``: the first probed step from
+    which the value stays at or above the threshold (empty where the last is below it); ``first_reached``: the first
+    at or above it at all, earlier where a transient excursion came first; ``caveat`` carries the run's warning
+    about that measure, if any.
     """
     if isinstance(probes, Run):
         probes = probe_run(probes)
@@ -84,7 +88,7 @@ def first_crossings(probes: RunProbes | Run) -> pd.DataFrame:
     seen = {step: probes.run.entry(step)["sequences_seen"] for step in steps}
 
     def add(measure, layer, head, values, calibrated):
-        step = crossing_step(steps, values, calibrated.threshold)
+        step = crossing_step(steps, values, calibrated.threshold)  # from where it stays at or above
         caveat = next((line for line in probes.warnings if line.startswith(f"{measure} ")), None)
         rows.append(
             {
@@ -96,6 +100,7 @@ def first_crossings(probes: RunProbes | Run) -> pd.DataFrame:
                 "threshold": calibrated.threshold,
                 "step": step,
                 "sequences_seen": seen.get(step),
+                "first_reached": first_reached(steps, values, calibrated.threshold),
                 "caveat": caveat,
             }
         )

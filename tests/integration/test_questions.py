@@ -37,17 +37,20 @@ def test_the_transition_is_the_first_step_of_the_last_phase(run):
     assert phases(run)[-1].first_step == found.step
 
 
-def test_first_crossings_are_the_first_probed_steps_at_threshold(run, probes):
+def test_first_crossings_are_the_probed_steps_from_which_the_value_stays_at_threshold(run, probes):
     table = first_crossings(probes).set_index(["measure", "layer", "head"])
     threshold = (probes.chance["previous_token"] + 1) / 2  # halfway from uniform attention to 1
     values = [c.previous_token[0][0].item() for c in probes]
-    by_hand = next(step for step, value in zip(STEPS, values) if value >= threshold)
+    above = [value >= threshold for value in values]
+    by_hand = next(step for i, step in enumerate(STEPS) if all(above[i:]))
     row = table.loc[("previous_token", 0, 0)]
     assert row["step"] == by_hand and row["threshold"] == pytest.approx(threshold)
     assert row["sequences_seen"] == run.entry(by_hand)["sequences_seen"]
+    assert row["first_reached"] == next(step for step, up in zip(STEPS, above) if up) <= by_hand
     measure = table.loc[("k_composition_match", 1, 0)]
     values = [c.progress.k_composition_match[0] for c in probes]
-    assert measure["step"] == next(s for s, v in zip(STEPS, values) if v >= measure["threshold"])
+    above = [v >= measure["threshold"] for v in values]
+    assert measure["step"] == next(s for i, s in enumerate(STEPS) if all(above[i:]))
     assert "takes only 4 values" in table.loc[("ov_copying_accuracy", 1, 0), "caveat"]
 
 

@@ -76,9 +76,12 @@ def test_a_series_has_first_crossings_with_an_interval_over_sequences(series):
     for _, crossing in crossings.iterrows():  # recomputed from the long table, head by head
         same_head = (table.layer == crossing.layer) & (table["head"] == crossing["head"])  # .head is a method
         rows = table[(table.measure == "previous_token") & same_head].sort_values("step")
-        for column, part in (("step", "value"), ("step_low", "high"), ("step_high", "low")):
-            reached = rows[rows[part] >= threshold].step
-            expected = int(reached.iloc[0]) if len(reached) else None
+        for column, part in (("step", "value"), ("step_low", "high"), ("step_high", "low"), ("first_reached", "value")):
+            above = list(rows[part] >= threshold)
+            if column == "first_reached":  # the first at or above it at all
+                expected = next((int(s) for s, up in zip(rows.step, above) if up), None)
+            else:  # the first from which every later checkpoint stays at or above it
+                expected = next((int(s) for i, s in enumerate(rows.step) if all(above[i:])), None)
             assert (None if pd.isna(crossing[column]) else int(crossing[column])) == expected, (crossing, column)
         if pd.notna(crossing.step_high):  # certain no earlier than estimated, possible no later
             assert crossing.step_low <= crossing.step <= crossing.step_high

@@ -153,3 +153,32 @@ def test_every_row_of_a_shipped_run_probe_has_finite_bounds_around_its_value():
     assert len(weights) and (weights.low == weights.value).all()  # read from the weights: exact
     scores = table[table.measure.isin(["previous_token", "bigram_matching"])]
     assert (scores.high > scores.low).all() and (scores.low >= 0).all() and (scores.high <= 1).all()
+
+
+def test_a_crossing_is_where_the_value_stays_and_an_excursion_is_reported_apart():
+    from induction_probes.probes.tidy import crossing_step, first_reached
+
+    steps = [0, 10, 20, 30, 40, 50]
+    bump = [0.1, 0.6, 0.2, 0.3, 0.7, 0.8]  # a transient bump at step 10, then the crossing at 40
+    assert crossing_step(steps, bump, 0.5) == 40 and first_reached(steps, bump, 0.5) == 10
+    assert crossing_step(steps, [0.1, 0.6, 0.7, 0.8, 0.9, 0.4], 0.5) is None  # fell back at the end: no crossing
+    assert first_reached(steps, [0.1] * 6, 0.5) is None and crossing_step(steps, [0.5] * 6, 0.5) == 0
+
+
+def test_a_plateau_just_below_the_threshold_does_not_cross_it_early():
+    """Issue 64's simulation: 40 checkpoints 0.01 below the threshold with noise of sd 0.01, then a rise well
+    above it. The first value at or above it comes early in most series; where the value stays comes within
+    three checkpoints of the rise unless the last three plateau values are all above it (0.4 %)."""
+    import numpy as np
+
+    from induction_probes.probes.tidy import crossing_step, first_reached
+
+    rng = np.random.default_rng(0)
+    steps, threshold, early_first, late_enough = list(range(60)), 0.5, 0, 0
+    for _ in range(200):
+        values = [threshold - 0.01 + 0.01 * rng.standard_normal() for _ in range(40)]
+        values += [threshold + 0.1 + 0.01 * rng.standard_normal() for _ in range(20)]
+        early_first += first_reached(steps, values, threshold) < 37
+        late_enough += crossing_step(steps, values, threshold) >= 37
+    assert early_first >= 150  # about 199 of 200: 40 draws each above with probability 0.16
+    assert late_enough >= 195  # all three of steps 37-39 above: 0.16^3, about 1 in 250
