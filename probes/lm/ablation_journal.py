@@ -115,21 +115,24 @@ def read_lines(path: Path, handle) -> list[dict]:
         raise BadInput(f"{path} is larger than a journal can be ({MAX_JOURNAL_BYTES:,} bytes)")
     data = handle.read(MAX_JOURNAL_BYTES + 1)
     complete = data[: data.rfind(b"\n") + 1]
+    lines = [entry(path, number, text) for number, text in enumerate(complete.splitlines(), 1)]
+    if data and not (lines and lines[0].get("journal") == KIND):  # checked before a byte of it is cut
+        raise BadInput(f"{path} is not an ablation journal: refusing to write into it")
     if len(complete) < len(data):
         handle.truncate(len(complete))
     handle.seek(0, os.SEEK_END)
-    lines = []
-    for number, text in enumerate(complete.splitlines(), 1):
-        try:
-            line = json.loads(text)
-        except (UnicodeDecodeError, ValueError):
-            line = None
-        if not isinstance(line, dict):
-            raise BadInput(f"line {number} of {path} is not a journal entry: is it an ablation journal?")
-        lines.append(line)
-    if lines and lines[0].get("journal") != KIND:
-        raise BadInput(f"{path} is not an ablation journal: refusing to write into it")
     return lines
+
+
+def entry(path: Path, number: int, text: bytes) -> dict:
+    """Line ``number`` of a journal as a JSON object, or a refusal naming it."""
+    try:
+        line = json.loads(text)
+    except (UnicodeDecodeError, ValueError):
+        line = None
+    if not isinstance(line, dict):
+        raise BadInput(f"line {number} of {path} is not a journal entry: is it an ablation journal?")
+    return line
 
 
 def write_line(handle, line: dict) -> None:

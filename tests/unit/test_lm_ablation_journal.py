@@ -135,6 +135,11 @@ def test_a_journal_of_other_settings_another_model_or_no_ablation_is_refused(bri
     with pytest.raises(ValueError, match="not an ablation journal"):
         lm.ablate(gpt2, repeated, [[(0, 0)]], journal=stranger)
     assert stranger.read_text() == '{"a": 1}\n'
+    unfinished = tmp_path / "draft.txt"  # no newline at its end: nothing of it may be cut
+    unfinished.write_text("my notes")
+    with pytest.raises(ValueError, match="not an ablation journal"):
+        lm.ablate(gpt2, repeated, [[(0, 0)]], journal=unfinished)
+    assert unfinished.read_text() == "my notes"
     os.link(journal, tmp_path / "second-name.jsonl")
     with pytest.raises(ValueError, match="hard link"):
         lm.ablate(gpt2, repeated, [[(0, 0)]], journal=journal)
