@@ -33,6 +33,12 @@ def policy_threads(model: nn.Module, threads: int | None = None) -> int:
     return DEFAULT_THREADS if parameters >= LARGE_MODEL_PARAMETERS else 1
 
 
+def one_thread_for_the_process() -> None:
+    """The command line's default: our models are small. Calling it through this module loads the module first,
+    so that :data:`DEFAULT_THREADS` holds torch's own count, which a large model's policy gives back."""
+    torch.set_num_threads(1)
+
+
 @contextmanager
 def thread_policy(model: nn.Module, threads: int | None = None) -> Iterator[int]:
     """Run the block at :func:`policy_threads`' count, and give the thread count back as it was after it."""

@@ -26,9 +26,10 @@ from induction_probes.circuits.plugins import load_plugins
 from induction_probes.circuits.validation import IncompleteResult
 from induction_probes.cli.common import PROG, Parser, UsageError
 
-# --help and a language model's info need no torch: it loads once a command computes, or checks its --device
-torch = lazy_module("torch")
+# --help and a language model's info need no torch: it loads once a command computes (the thread policy's module
+# imports it) or checks its --device
 devices = lazy_module("induction_probes.circuits.devices")
+threads = lazy_module("induction_probes.circuits.threads")
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # These models are tiny: on the 2-core machine one thread beat two (bench/bench_model.py). A command that
         # computes nothing (info) leaves torch unloaded: importing it is most of such a command's time.
         if not getattr(args, "computes_nothing", False):
-            torch.set_num_threads(1)
+            threads.one_thread_for_the_process()
         # a device this machine lacks: one line, status 2, before anything is written (but a sweep's may be a cluster's)
         if "device" in vars(args) and not getattr(args, "checks_its_device", False):
             devices.resolve_device(args.device)

@@ -55,3 +55,20 @@ def test_a_bad_thread_count_is_refused_in_one_line(tmp_path, capsys):
         assert "--threads" in err and err.count("\n") == 0, err
     assert main(["ablate", "markov-k3", "--threads", "2"]) == 2
     assert "applies to language models only" in capsys.readouterr().err
+
+
+def test_the_command_line_keeps_torchs_own_count_for_a_large_model(tmp_path):
+    """The command line sets one thread for the process; the policy's default for a large model must still be
+    the count torch started with, whatever the command line imported first."""
+    import subprocess
+    import sys
+
+    folder = save_model("gpt2", tmp_path / "gpt2")
+    script = (
+        "import torch; torch.set_num_threads(3); from induction_probes.cli import main; "
+        f"argv = ['ablate', {str(folder)!r}, '--heads', 'L0H0', '--n-seqs', '2', '--length', '4', '--quiet']; "
+        "assert main(argv) == 0; "
+        "from induction_probes.circuits import threads; print(threads.DEFAULT_THREADS, torch.get_num_threads())"
+    )
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert found.stdout.split()[-2:] == ["3", "1"], found.stdout[-500:]
