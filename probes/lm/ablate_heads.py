@@ -32,11 +32,11 @@ from induction_probes.circuits.interop.resume import resid_pre_hook, resumes_at_
 from induction_probes.circuits.limits import require_seed
 from induction_probes.circuits.names import head_label, heads_label
 from induction_probes.circuits.threads import thread_policy
-from induction_probes.probes.ablation.head_ablation import MODES, check_heads, heads_in_layer, z_hook
+from induction_probes.probes.ablation.head_ablation import MODES, check_heads, heads_in_layer, reference_z, z_hook
 from induction_probes.probes.attention.patterns import run_with_captures
 from induction_probes.probes.intervals import Estimate, bootstrap_ratio_interval, mean_interval
 from induction_probes.probes.lm.ablation_journal import AblationJournal
-from induction_probes.probes.lm.measure import chunk_size, per_token_loss
+from induction_probes.probes.lm.measure import chunk_size, chunked, per_token_loss
 from induction_probes.probes.lm.progress import progress_bar
 from induction_probes.probes.lm.protocols import (
     LOSSES,
@@ -154,7 +154,7 @@ def passes(pending: list, size: int, n: int) -> list[tuple[int, list[list]]]:
 def clean_per_token(model: HookedModel, tokens: Int[Tensor, "batch pos"], size: int) -> Float[Tensor, "batch pos_1"]:
     """The clean model's per-token loss on every sequence, ``size`` sequences a pass."""
     with torch.no_grad():
-        return torch.cat([per_token_loss(model(part), part).cpu() for part in tokens.split(size)])
+        return chunked(lambda rows: per_token_loss(model(tokens[rows]), tokens[rows]).cpu(), len(tokens), size)
 
 
 def clean_residual(model: HookedModel, tokens: Tensor, layer: int, size: int) -> Tensor | None:
@@ -163,7 +163,9 @@ def clean_residual(model: HookedModel, tokens: Tensor, layer: int, size: int) ->
     if layer == 0 or not resumes_at_layer(model):
         return None
     name = resid_pre_hook(layer)
-    return torch.cat([run_with_captures(model, part, [name], output=False)[1][name] for part in tokens.split(size)])
+    return chunked(
+        lambda rows: run_with_captures(model, tokens[rows], [name], output=False)[1][name], len(tokens), size
+    )
 
 
 def variant_losses(
@@ -202,12 +204,8 @@ class Replacements:
         self.z: dict[int, Tensor] = {}
         if mode != "zero":
             tokens = reference.tokens.to(model_device(model))
-            names = [z_hook(layer) for layer in sorted(layers)]
-            chunks = [
-                run_with_captures(model, part, names, output=False)[1]
-                for part in tokens.split(chunk_size(model, tokens.shape[1]))
-            ]
-            self.z = {layer: torch.cat([chunk[z_hook(layer)] for chunk in chunks]) for layer in layers}
+            chunks = [reference_z(model, part, layers) for part in tokens.split(chunk_size(model, tokens.shape[1]))]
+            self.z = {layer: torch.cat([chunk[layer] for chunk in chunks]) for layer in layers}
         if mode == "mean":
             self.z = {layer: z.mean(dim=(0, 1)) for layer, z in self.z.items()}  # [head, d_head]
         generator = torch.Generator().manual_seed(seed)
