@@ -51,7 +51,7 @@ experiments: $(STAMP) data/shakespeare.txt
 	  --burn-in 500 --draws 500 --json --plot experiments/results/markov-k3-llc > experiments/results/markov-k3-llc/llc.json
 	mkdir -p experiments/results/llc-calibration
 	$(BIN)/python experiments/llc_calibration.py > experiments/results/llc-calibration/cases.json
-	$(BIN)/induction-probes llc markov-k3 --per-head --steps 283,525,606,768,1010,4000 --n-seqs 512 --chains 4 \
+	$(BIN)/induction-probes llc markov-k3 --per-head --steps 283,768,1010,4000 --n-seqs 512 --chains 2 --data-draws 2 \
 	  --burn-in 200 --draws 200 --batch-size 64 --json --plot experiments/results/markov-k3-llc-heads \
 	  > experiments/results/markov-k3-llc-heads/llc_heads.json
 	mkdir -p experiments/results/toy experiments/results/ih4

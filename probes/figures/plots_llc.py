@@ -16,8 +16,8 @@ def plot_llc(
 ) -> Path:
     """Above: KL(strategy ‖ model) over training, shaded by the closest strategy. Below: the LLC estimates
     (``llc`` command's JSON records) at the sampled checkpoints (bars: standard deviation over chains), refused
-    ones marked on the axis; the construction's (at its best scales) and, where step 0 was sampled, the initial
-    model's as horizontal lines (step 0 has seen no sequences: a log axis has no place for it)."""
+    ones on a band at the top (:func:`refusal_band`); the construction's (at its best scales) and, where step 0
+    was sampled, the initial model's as horizontal lines (step 0 has seen no sequences: no place on a log axis)."""
     fig, top, bottom, x, kept = strategies_above(metrics, height=6.5, width=10, outside=True)
     trained = [e for e in estimates if e["sequences_seen"] > 0]
     accepted = [e for e in trained if e["llc"] is not None]
@@ -39,11 +39,9 @@ def plot_llc(
             ls=":",
             marker="d",
             color="grey",
-            label="the same at γ/4",
+            label=f"the same at γ/4{quarter_said(checked[0].get('at_quarter_gamma'))}",
         )
-    refused = [e["sequences_seen"] for e in trained if e["llc"] is None]
-    if refused:
-        bottom.plot(refused, [0] * len(refused), "rx", ms=8, label="refused by the diagnostics")
+    refusal_band(bottom, {"tab:red": [e["sequences_seen"] for e in trained if e["llc"] is None]})
     for e in estimates:
         if e["sequences_seen"] == 0 and e["llc"] is not None:
             bottom.axhline(
@@ -72,8 +70,8 @@ def plot_per_head_llc(
     rows: list[dict], metrics: list[dict], crossings: dict, title: str, path: Path, failing: str = ""
 ) -> Path:
     """Above: KL(strategy ‖ model). Below: each block's refined LLC (``llc --per-head``'s JSON rows) at the
-    sampled checkpoints, bars its 95 % interval over chains, hollow where flagged, crosses on the axis where
-    refused; a line where the previous-token and K-composition measures first reach their thresholds."""
+    sampled checkpoints, bars its 95 % interval over chains, hollow where flagged, crosses on a band at the top
+    where refused; a line where the previous-token and K-composition measures first reach their thresholds."""
     fig, top, bottom, x, kept = strategies_above(metrics, height=8, width=10, outside=True)
     names = list(dict.fromkeys(r["block"] for r in rows))
     colours = {name: head_colour(name) for name in names}  # as in every other figure of the model
@@ -93,11 +91,18 @@ def plot_per_head_llc(
             zorder=3,
         )
         quarter_gamma(bottom, mine, colours[name])
-        refused = [r["sequences_seen"] for r in rows if r["block"] == name and r["sequences_seen"] and r["llc"] is None]
-        bottom.plot(refused, [0] * len(refused), "x", color=colours[name], ms=8)
+    refusal_band(
+        bottom,
+        {
+            colours[name]: [
+                r["sequences_seen"] for r in rows if r["block"] == name and r["sequences_seen"] and r["llc"] is None
+            ]
+            for name in names
+        },
+    )
     bottom.plot([], [], "o", mfc="white", mec="grey", label="flagged (see the JSON's flags)")
-    bottom.plot([], [], "x", color="grey", label="refused by the diagnostics")
-    bottom.plot([], [], ls=":", marker="d", color="grey", label="the same at γ/4")
+    quarter = next((r["quarter"] for r in rows if r.get("quarter")), None)
+    bottom.plot([], [], ls=":", marker="d", color="grey", label=f"the same at γ/4{quarter_said(quarter)}")
     for name, style in CIRCUIT_MEASURES.items():  # the two pieces whose order the question is about
         crossing = crossings.get(name) or {}
         if crossing.get("first_sequences"):
@@ -125,6 +130,23 @@ def quarter_gamma(bottom, rows: list[dict], colour) -> None:
     if kept:
         xs, ys = [r["sequences_seen"] for r in kept], [r["quarter"]["llc"] for r in kept]
         bottom.plot(xs, ys, ls=":", marker="d", ms=5, color=colour, alpha=0.7)
+
+
+def quarter_said(quarter: dict | None) -> str:
+    """ " (uncalibrated)" where the calibration misses at γ/4 (a record's ``calibration`` label)."""
+    return " (uncalibrated)" if (quarter or {}).get("calibration", "").startswith("uncalibrated") else ""
+
+
+def refusal_band(axis, refused: dict[str, list]) -> None:
+    """Refused estimates as crosses (one colour per block) on a grey band along the top of ``axis``, in the
+    axis's own coordinates: a refusal has no value, so it is never drawn at one."""
+    if not any(refused.values()):
+        return
+    band = axis.get_xaxis_transform()  # x in data (sequences seen), y in the axis's fraction
+    axis.axhspan(0.93, 1.0, color="0.92", zorder=0, transform=axis.transAxes)
+    for colour, xs in refused.items():
+        axis.plot(xs, [0.965] * len(xs), "x", color=colour, ms=8, transform=band, clip_on=False)
+    axis.plot([], [], "x", color="grey", label="refused by the diagnostics (grey band: no value)")
 
 
 def mark_failing(fig, failing: str) -> None:

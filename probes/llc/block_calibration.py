@@ -15,9 +15,11 @@ from induction_probes.probes.llc.calibration import (
     at_least,
     once_per_settings,
     orthogonal_noise,
+    quarter_of,
     reduced_rank_regression,
     squared_error,
 )
+from induction_probes.probes.llc.chain_intervals import chain_stderr
 from induction_probes.probes.llc.estimator import estimate_llc
 from induction_probes.probes.llc.gate import within_tolerance
 from induction_probes.probes.llc.per_head import Block, block_llc
@@ -109,6 +111,7 @@ def calibrate_blocks(n: int = 1024, **settings) -> list[dict]:
                 "llc_stderr": whole.llc_stderr,
                 "problems": whole.problems,
                 "flags": whole.flags,
+                "quarter": quarter_of(whole),
             }
         )
         for row in rows:
@@ -129,15 +132,20 @@ def calibrate_blocks(n: int = 1024, **settings) -> list[dict]:
     return report
 
 
-def gate_cases(report: list[dict]) -> list[dict]:
-    """Every block (and whole model) of :func:`calibrate_blocks`'s report as a case of :func:`.gate.gate`."""
+def gate_cases(report: list[dict], quarter: bool = False) -> list[dict]:
+    """Every block (and whole model) of :func:`calibrate_blocks`'s report as a case of :func:`.gate.gate`: its
+    estimate at γ, or with ``quarter`` at γ/4 (a block's ``quarter``; a refused one is a miss)."""
     return [
-        {
-            "name": f"{case['case']}: {row['block']}",
-            "estimate": row["llc"],
-            "truth": row["truth"],
-            "stderr": row["llc_stderr"],
-        }
+        {"name": f"{case['case']}: {row['block']}", "truth": row["truth"]} | estimate_of(row, quarter)
         for case in report
         for row in case["blocks"]
     ]
+
+
+def estimate_of(row: dict, quarter: bool) -> dict:
+    if not quarter:
+        return {"estimate": row["llc"], "stderr": row["llc_stderr"]}
+    found = row.get("quarter") or {}
+    chains = found.get("per_chain") or []
+    estimate = found.get("llc", found.get("estimate"))  # a block's record says llc, the whole model's estimate
+    return {"estimate": estimate, "stderr": chain_stderr(chains)}

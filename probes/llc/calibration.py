@@ -31,6 +31,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from induction_probes.circuits.errors import BadInput
+from induction_probes.probes.llc.chain_intervals import chain_stderr
 from induction_probes.probes.llc.estimator import estimate_llc
 
 
@@ -289,6 +290,17 @@ def calibrate(names=None, n: int = 2000, **settings) -> list[dict]:
                 "llc_stderr": result.llc_stderr,
                 "problems": result.problems,
                 "flags": result.flags,
+                "quarter": quarter_of(result),
             }
         )
     return cases
+
+
+def quarter_of(result) -> dict | None:
+    """A result's estimate at γ/4 (its localization check) and the standard error over its chains there, so that
+    the calibration gates γ/4 as it gates γ; None where the check did not run or failed."""
+    check = result.diagnostics.get("localization_check") or {}
+    chains = check.get("per_chain") or []
+    if result.llc is None or check.get("estimate") is None or len(chains) < 2:
+        return None
+    return {"estimate": sum(chains) / len(chains), "llc_stderr": chain_stderr(chains), "per_chain": chains}

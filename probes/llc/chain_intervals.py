@@ -63,6 +63,7 @@ def chain_estimate(per_chain: list[float], bound: float, level: float = LEVEL) -
     return {
         "llc": llc,
         "interval": list(interval) if interval else None,
+        "dof": len(per_chain) - 1 if interval else None,
         "range_flags": range_flags(llc, interval, bound),
     }
 
@@ -99,10 +100,19 @@ def difference_interval(before: list[float], after: list[float], level: float = 
     return {"change": change, "interval": [change - half, change + half]}
 
 
-def change_between(before: dict, after: dict) -> dict:
+def chain_stderr(per_chain: list[float]) -> float | None:
+    """The standard error of the mean over independent chains; None with fewer than two."""
+    if len(per_chain) < 2:
+        return None
+    return float(torch.tensor(per_chain, dtype=torch.float64).std()) / math.sqrt(len(per_chain))
+
+
+def change_between(before: dict, after: dict, quarter_calibrated: bool = True) -> dict:
     """The change of a block's coefficient between two records (:func:`~.per_head.block_llc`) at the series'
-    γ and at γ/4 (each record's ``quarter``), and whether it is real: both intervals exclude 0 on the same side.
-    Records sampled at different γ are not compared without a flag (``flags``)."""
+    γ and at γ/4 (each record's ``quarter``), and whether it is real: the interval at γ excludes 0, and, where
+    the calibration holds at γ/4 (``quarter_calibrated``), the one at γ/4 excludes it on the same side; an
+    uncalibrated γ/4 is shown, but a change does not rest on it (``rests_on``). Records sampled at different
+    γ are not compared without a flag (``flags``)."""
     main = difference_interval(before.get("per_chain") or [], after.get("per_chain") or [])
     quarter = difference_interval(
         (before.get("quarter") or {}).get("per_chain") or [], (after.get("quarter") or {}).get("per_chain") or []
@@ -112,10 +122,12 @@ def change_between(before: dict, after: dict) -> dict:
     gammas = {(r.get("settings") or {}).get("localization") for r in (before, after)}
     if len(gammas) > 1:
         flags.append(f"different resolutions: γ {' and '.join(f'{g:.3g}' for g in gammas if g is not None)}")
+    agrees = sides[0] == sides[1] or not quarter_calibrated
     return {
         "at_gamma": main,
         "at_quarter_gamma": quarter,
-        "real": sides[0] != 0 and sides[0] == sides[1] and not flags,
+        "real": sides[0] != 0 and agrees and not flags,
+        "rests_on": "γ and γ/4" if quarter_calibrated else "γ alone (γ/4 is uncalibrated at these settings)",
         "flags": flags,
     }
 

@@ -53,7 +53,7 @@ from induction_probes.probes.llc.curvature import (
     stiffer_than_its_hessian,
 )
 from induction_probes.probes.llc.diagnostics import diagnose, point_diagnostics
-from induction_probes.probes.llc.sampling import sample
+from induction_probes.probes.llc.sampling import chain_seed, sample
 
 if TYPE_CHECKING:
     from torch import nn
@@ -128,6 +128,7 @@ class LLCResult:
     llc_std: float | None  # standard deviation over chains
     llc_stderr: float | None  # standard error of the mean over chains
     per_chain: list[float]
+    chain_seeds: list[int]  # the sampler seed of each value in per_chain (:func:`.sampling.chain_seed`)
     init_loss: float
     loss_rise: float | None
     settings: LLCSettings | None
@@ -260,6 +261,7 @@ def estimate_llc(
         llc_std=None if problems else std,
         llc_stderr=None if problems else std / math.sqrt(len(per_chain)),
         per_chain=per_chain,
+        chain_seeds=[chain_seed(chosen.seed, c) for c in range(len(per_chain))],
         init_loss=point["loss"],
         loss_rise=float(rises.mean()),
         settings=chosen,
@@ -304,6 +306,7 @@ def refused(point: dict, settings: LLCSettings | None, problems: list[str]) -> L
         llc_std=None,
         llc_stderr=None,
         per_chain=[],
+        chain_seeds=[],
         init_loss=point["loss"],
         loss_rise=None,
         settings=settings,

@@ -16,6 +16,7 @@ from __future__ import annotations
 TOLERANCE_SHARE = 0.1  # of the truth, besides three standard errors over chains (module docstring)
 MAX_RELATIVE_ERROR = 0.2  # a miss whatever the chains' spread
 FAILS = "calibration fails at these settings"  # how the mark on a result's estimates begins
+UNCALIBRATED = "uncalibrated"  # a γ/4 value whose calibration misses: shown, and nothing rests on it
 
 
 def within_tolerance(estimate: float | None, truth: float, stderr: float | None) -> bool:
@@ -60,3 +61,11 @@ def marked(records: list[dict], verdict: dict) -> list[dict]:
     if verdict["holds"]:
         return records
     return [r | {"flags": [*r.get("flags", []), verdict["mark"]]} for r in records]
+
+
+def quarter_label(verdict: dict) -> str:
+    """How a result labels its values at γ/4 from the calibration's verdict at γ/4: "calibrated", or
+    "uncalibrated" with the cases that miss (a change over training then rests on γ alone)."""
+    if verdict["holds"]:
+        return "calibrated"
+    return f"{UNCALIBRATED}: {len(verdict['misses'])} of {verdict['cases']} calibration cases miss at γ/4"

@@ -47,7 +47,7 @@ from induction_probes.circuits.validation import require_int
 from induction_probes.probes.llc.chain_intervals import chain_estimate
 from induction_probes.probes.llc.checkpoint_llc import next_token_loss
 from induction_probes.probes.llc.estimator import LLCError, estimate_llc
-from induction_probes.probes.llc.resolution import series_settings
+from induction_probes.probes.llc.resolution import sample_series
 
 HEAD_PARAMETERS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "W_rel", "alibi_slope")  # row h of each
 EMBED = ("embed.W_E", "pos_embed.W_pos")
@@ -121,14 +121,18 @@ def block_llc(
     model: nn.Module, block: Block, loss_fn, data: tuple[Tensor, ...], *, fresh: tuple = (), **settings
 ) -> dict:
     """The refined LLC of one block: the estimator on its :class:`BlockView`, as a JSON-ready record, with
-    ``settings.chains`` chains on ``data`` and as many on each draw in ``fresh`` (further draws of the data,
-    so that the interval covers the data draw too, not only the sampler's spread). The estimate is the mean over
-    all chains; its interval over them is unclipped, and flagged where it leaves [0, d/2]
-    (:func:`~.chain_intervals.range_flags`); ``quarter`` is the same at γ/4 (the estimator's localization check,
-    paired chain by chain)."""
+    ``settings.chains`` chains on ``data`` and as many on each draw in ``fresh`` (further draws of the data).
+    Draw i samples at seed ``settings.seed + i``, so every chain has a sampler seed of its own
+    (``chain_seeds``): the chains are independent, and the interval counts them, with its degrees of freedom.
+    The estimate is the mean over all chains; its interval over them is unclipped, and flagged where it
+    leaves [0, d/2] (:func:`~.chain_intervals.range_flags`); ``quarter`` is the same at γ/4 (the estimator's
+    localization check, paired chain by chain)."""
     start = time.perf_counter()
     view = BlockView(model, block)
-    results = [estimate_llc(view, loss_fn, draw, **settings) for draw in (data, *fresh)]
+    seed = settings.get("seed", 0)
+    results = [
+        estimate_llc(view, loss_fn, draw, **(settings | {"seed": seed + i})) for i, draw in enumerate((data, *fresh))
+    ]
     d = block_size(model, block)
     pooled = pooled_chains(results)
     chains = chain_estimate(pooled["per_chain"], d / 2) if pooled["llc"] is not None else None
@@ -136,7 +140,8 @@ def block_llc(
         "block": block.name,
         "n_params": d,
         "interval": chains["interval"] if chains else None,
-        "interval_covers": f"{len(pooled['per_chain'])} chains on {len(results)} draw(s) of the data",
+        "dof": chains["dof"] if chains else None,
+        "interval_covers": interval_covers(len(pooled["per_chain"]), len(results)),
         "quarter": quarter_gamma(results, d),
         "flags": pooled["flags"] + (chains["range_flags"] if chains else []),
         "settings": results[0].to_json()["settings"],
@@ -144,16 +149,27 @@ def block_llc(
     }
 
 
+def interval_covers(chains: int, draws: int) -> str:
+    """What a block's interval counts: independent chains (each its own sampler seed), nested in draws of the
+    data. The draws' own spread enters only through the chains on them: with few draws it is not a unit the
+    interval counts (``draw_share`` says how much of the chains' spread lies between draws)."""
+    where = "one draw of the data" if draws == 1 else f"{draws} draws of the data, {chains // draws} on each"
+    return f"{chains} independent chains on {where} (t with {chains - 1} degrees of freedom)"
+
+
 def pooled_chains(results: list) -> dict:
-    """One record from the estimator's results on several draws of the data: every chain's value, their mean
-    (as :func:`~.chain_intervals.chain_estimate` takes it, so the interval holds it), spread and standard error;
-    problems and flags of each draw, named by draw where there are several."""
+    """One record from the estimator's results on several draws of the data: every chain's value and sampler
+    seed, their mean (as :func:`~.chain_intervals.chain_estimate` takes it, so the interval holds it), spread
+    and standard error; problems and flags of each draw, named by draw where there are several."""
     named = len(results) > 1
 
     def said(index: int, lines: list[str]) -> list[str]:
         return [f"data draw {index}: {line}" if named else line for line in lines]
 
     per_chain = [value for result in results for value in result.per_chain]
+    seeds = [seed for result in results for seed in result.chain_seeds]
+    if len(set(seeds)) != len(seeds):  # the chains would not be independent: an interval over them overstates
+        raise LLCError(f"chains share sampler seeds {sorted({s for s in seeds if seeds.count(s) > 1})}")
     problems = [line for i, result in enumerate(results) for line in said(i, result.problems)]
     flags = [line for i, result in enumerate(results) for line in said(i, result.flags)]
     accepted = not problems and len(per_chain) > 0
@@ -162,17 +178,30 @@ def pooled_chains(results: list) -> dict:
     diagnostics = results[0].diagnostics
     if named:
         draws = [{"llc": r.llc, "per_chain": r.per_chain, "init_loss": r.init_loss} for r in results]
-        diagnostics = diagnostics | {"data_draws": draws}
+        diagnostics = diagnostics | {"data_draws": draws, "draw_share": draw_share([r.per_chain for r in results])}
     return {
         "llc": llc,
         "llc_std": std if accepted else None,
         "llc_stderr": std / math.sqrt(len(per_chain)) if accepted else None,
         "per_chain": per_chain,
+        "chain_seeds": seeds,
         "problems": problems,
         "flags": flags,
         "diagnostics": diagnostics,
         "init_loss": results[0].init_loss,
     }
+
+
+def draw_share(groups: list[list[float]]) -> float | None:
+    """The share of the chains' sum of squares that lies between draws of the data (one-way analysis of
+    variance): near 0 where the draw does not matter beside the sampler; None without two chains on a draw."""
+    values = [v for group in groups for v in group]
+    if len(groups) < 2 or any(len(g) < 1 for g in groups) or len(values) <= len(groups):
+        return None
+    mean = sum(values) / len(values)
+    total = sum((v - mean) ** 2 for v in values)
+    between = sum(len(g) * (sum(g) / len(g) - mean) ** 2 for g in groups)
+    return between / total if total > 0 else None
 
 
 def quarter_gamma(results: list, d: int) -> dict | None:
@@ -186,10 +215,12 @@ def quarter_gamma(results: list, d: int) -> dict | None:
     return {
         "llc": found["llc"],
         "interval": found["interval"],
+        "dof": found["dof"],
         "flags": found["range_flags"],
         "n_params": d,
         "localization": checks[0]["localization"],
         "per_chain": per_chain,
+        "chain_seeds": [seed for r in results for seed in r.chain_seeds],  # paired: each the estimate's chain again
     }
 
 
@@ -210,14 +241,19 @@ class PerHeadResult:
         return asdict(self)
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per (step, block): step, sequences_seen, block, n_params, llc, llc_std, low, high."""
-        columns = ["step", "sequences_seen", "block", "n_params", "llc", "llc_std", "low", "high", "problems"]
+        """One row per (step, block): step, sequences_seen, block, n_params, llc, llc_std, low, high, the
+        interval's degrees of freedom, every chain's value and its sampler seed (lists), and the problems."""
+        columns = ["step", "sequences_seen", "block", "n_params", "llc", "llc_std", "low", "high", "dof"]
+        columns += ["per_chain", "chain_seeds", "problems"]
         return pd.DataFrame(
             [
                 {
                     **{k: r.get(k) for k in columns[:6]},
                     "low": r["interval"][0] if r["interval"] else None,
                     "high": r["interval"][1] if r["interval"] else None,
+                    "dof": r.get("dof"),
+                    "per_chain": r["per_chain"],
+                    "chain_seeds": r.get("chain_seeds"),
                     "problems": "; ".join(r["problems"]),
                 }
                 for r in self.rows
@@ -264,10 +300,13 @@ def per_head_llc(
     for block in chosen:
         views = [BlockView(model, block) for _, model in models]
         labels = [step for step, _ in models]
-        series, resolution = series_settings(views, next_token_loss, data[0], labels=labels, **settings)
-        for step, model in models:
-            estimate = block_llc(model, block, next_token_loss, data[0], fresh=tuple(data[1:]), **series)
-            rows.append(record := {"step": step, "sequences_seen": seen.get(step), "resolution": resolution} | estimate)
+
+        def estimate(view: BlockView, series: dict, block: Block = block) -> dict:
+            return block_llc(view.base, block, next_token_loss, data[0], fresh=tuple(data[1:]), **series)
+
+        found, resolution = sample_series(views, next_token_loss, data[0], estimate, labels=labels, **settings)
+        for (step, _), record in zip(models, found):
+            rows.append(record := {"step": step, "sequences_seen": seen.get(step), "resolution": resolution} | record)
             if progress is not None:
                 progress(step, block, record)
     order = {step: i for i, (step, _) in enumerate(models)}

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 FORCE_EVERY = 10  # draws between two readings of the localization and data forces
 LEAD_SEED = 500  # a chain's lead (the localization check's extra burn-in) draws from seed + this; chains are 1000 apart
+SEEDS_PER_ESTIMATE = 1000  # chain c of an estimate at seed s samples from s · this + c (chains < LEAD_SEED)
 INSTALL_LLC = "pip install 'induction-probes[llc]'"
 
 
@@ -67,7 +68,7 @@ def run_chain(model: nn.Module, loss_fn, data, settings, chain: int, lead: int =
         warnings.simplefilter("ignore")  # devinterp warns about nβ = 1, which a caller may mean
         sampler = SGMCMC.sgld(params, lr=settings.lr, localization=settings.localization, nbeta=settings.n_beta)
     step_sampler = unhooked_step(sampler)
-    leading, own = chain_generators(settings.seed * 1000 + chain, params[0].device)
+    leading, own = chain_generators(chain_seed(settings.seed, chain), params[0].device)
     generator, noise = leading if lead else own
     rises, force_loc, force_data = [], 0.0, 0.0
     for step in range(-lead, settings.burn_in + settings.draws):
@@ -111,6 +112,12 @@ def unhooked_step(sampler):
     ``__wrapped__``, the step as torch wraps it."""
     step = type(sampler).step
     return functools.partial(getattr(step, "__wrapped__", step), sampler)
+
+
+def chain_seed(seed: int, chain: int) -> int:
+    """The sampler seed of chain ``chain`` of an estimate at ``seed``: its batches and noise, so that two
+    estimates at different seeds share no chain (a result records each value's seed as ``chain_seeds``)."""
+    return seed * SEEDS_PER_ESTIMATE + chain
 
 
 def chain_generators(seed: int, device: torch.device) -> tuple[tuple, tuple]:

@@ -19,7 +19,7 @@ from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.probes.figures.plots_llc import plot_per_head_llc
 from induction_probes.probes.llc.block_calibration import calibrate_blocks, gate_cases
 from induction_probes.probes.llc.chain_intervals import RANGE_FLAGS, change_between
-from induction_probes.probes.llc.gate import FAILS, gate, marked
+from induction_probes.probes.llc.gate import FAILS, gate, marked, quarter_label
 from induction_probes.probes.llc.per_head import per_head_llc
 from induction_probes.probes.llc.resolution import SERIES
 from induction_probes.probes.progress.progress_measures import progress_measures
@@ -64,10 +64,11 @@ def per_head_report(
     crossings = progress_crossings(run)
     cases = calibrate_blocks(n=n_seqs, **settings)
     calibration = {"settings": settings, "n": n_seqs, "cases": cases, "gate": gate(gate_cases(cases))}
-    rows = marked(result.rows, calibration["gate"])
+    calibration["gate_quarter"] = gate(gate_cases(cases, quarter=True))
+    rows = labelled(marked(result.rows, calibration["gate"]), calibration["gate_quarter"])
     figures = [plot_blocks(run, rows, crossings, calibration["gate"], Path(plot))] if plot is not None else []
     if as_json:
-        answer = result.to_json() | {"rows": rows, "changes": changes(rows)}
+        answer = result.to_json() | {"rows": rows, "changes": changes(rows, calibration)}
         return (
             provenance(run, steps, n_seqs, seed)
             | answer
@@ -76,9 +77,23 @@ def per_head_report(
     return "\n".join([text(run, settings, rows, crossings, calibration), *figure_lines(figures)])
 
 
-def changes(rows: list[dict]) -> list[dict]:
+def labelled(rows: list[dict], verdict: dict) -> list[dict]:
+    """``rows`` with their γ/4 values labelled by the calibration at γ/4 (:func:`.gate.quarter_label`)."""
+    return [
+        r | {"quarter": r["quarter"] | {"calibration": quarter_label(verdict)}} if r.get("quarter") else r for r in rows
+    ]
+
+
+def quarter_calibrated(calibration: dict) -> bool:
+    """Whether the calibration holds at γ/4 (files written before it was gated there: it is not known to)."""
+    return bool((calibration.get("gate_quarter") or {}).get("holds"))
+
+
+def changes(rows: list[dict], calibration: dict) -> list[dict]:
     """Each block's change from the first step to every later one, at the series' γ and at γ/4
-    (:func:`~induction_probes.probes.llc.chain_intervals.change_between`): real only where both agree."""
+    (:func:`~induction_probes.probes.llc.chain_intervals.change_between`): real where the interval at γ excludes
+    0 and, where γ/4 is calibrated, the one at γ/4 agrees."""
+    calibrated = quarter_calibrated(calibration)
     first: dict[str, dict] = {}
     found = []
     for row in rows:
@@ -88,7 +103,8 @@ def changes(rows: list[dict]) -> list[dict]:
             first[row["block"]] = row
             continue
         before = first[row["block"]]
-        found.append({"block": row["block"], "from": before["step"], "to": row["step"]} | change_between(before, row))
+        change = change_between(before, row, calibrated)
+        found.append({"block": row["block"], "from": before["step"], "to": row["step"]} | change)
     return found
 
 
@@ -121,7 +137,7 @@ def text(run: Run, settings: dict, rows: list[dict], crossings: dict, calibratio
             "the same at γ/4 (the localization check, chains paired with the estimate's):",
             table(rows, lambda row: row.get("quarter")),
             *(f"  {line}" for line in flagged),
-            *change_lines(changes(rows)),
+            *change_lines(changes(rows, calibration)),
             f"progress measures first reach their thresholds: {crossed}",
             f"calibration at the same settings ({calibration['gate']['tolerance']}): {cases}",
         ]

@@ -24,9 +24,9 @@ from induction_probes.probes.figures.plots_llc import plot_llc
 from induction_probes.probes.llc.calibration import calibrate
 from induction_probes.probes.llc.checkpoint_llc import checkpoint_llc, construction_estimates, next_token_loss
 from induction_probes.probes.llc.estimator import LLCSettings
-from induction_probes.probes.llc.gate import FAILS, gate, marked
+from induction_probes.probes.llc.gate import FAILS, gate, marked, quarter_label
 from induction_probes.probes.llc.overrides import OVERRIDES
-from induction_probes.probes.llc.resolution import SERIES, series_settings
+from induction_probes.probes.llc.resolution import SERIES, sample_series
 from induction_probes.probes.llc.sampling import sgld_sampler
 from induction_probes.probes.report.tables import figure_lines, format_table, provenance
 
@@ -58,19 +58,31 @@ def llc_report(
     tokens = run.task.eval_set(n_seqs, seed).inputs.to(device)  # drawn on the CPU, then moved once
     metrics = {m["step"]: m for m in run.metrics()}
     models = [run.load(step=step, device=device) for step in steps]
-    series, resolution = series_settings(models, next_token_loss, (tokens,), labels=steps, **settings)
+    found, resolution = sample_series(
+        models,
+        next_token_loss,
+        (tokens,),
+        lambda model, series: checkpoint_llc(model, tokens, **series).to_json(),
+        labels=steps,
+        **settings,
+    )
     estimates = [
         {"step": step, "sequences_seen": metrics[step]["sequences_seen"], "closest": closest(metrics[step])}
-        | checkpoint_llc(model, tokens, **series).to_json()
+        | estimate
         | {"resolution": resolution}
-        for step, model in zip(steps, models)
+        for step, estimate in zip(steps, found)
     ]
     refuse_broken_sampler(estimates)
     construction = construction_estimates(run.task.k, run.task.seq_len, tokens, **settings)  # each its own γ
     cases = calibrate(n=n_seqs, **settings)
     calibration = {"settings": settings, "n": n_seqs, "cases": cases, "gate": gate(whole_cases(cases))}
-    estimates = marked(estimates, calibration["gate"])
-    construction = dict(zip(construction, marked(list(construction.values()), calibration["gate"])))
+    calibration["gate_quarter"] = gate(whole_cases(cases, quarter=True))
+    label = quarter_label(calibration["gate_quarter"])
+    estimates = [with_quarter(e, label) for e in marked(estimates, calibration["gate"])]
+    construction = {
+        name: with_quarter(e, label)
+        for name, e in zip(construction, marked(list(construction.values()), calibration["gate"]))
+    }
     figures = plot_estimates(run, estimates, construction, calibration["gate"], Path(plot)) if plot is not None else []
     if as_json:
         return provenance(run, steps, n_seqs, seed) | {
@@ -82,10 +94,25 @@ def llc_report(
     return "\n".join([text(run, settings, estimates, construction, calibration), *figure_lines(figures)])
 
 
-def whole_cases(cases: list[dict]) -> list[dict]:
-    """:func:`~induction_probes.probes.llc.calibration.calibrate`'s cases as :func:`.gate.gate` reads them."""
+def with_quarter(estimate: dict, label: str) -> dict:
+    """An estimate with its value at γ/4 (the estimator's localization check) and that value's calibration label
+    (:func:`.gate.quarter_label`); no value where the estimate at γ is refused."""
+    check = (estimate.get("diagnostics") or {}).get("localization_check") or {}
+    value = check.get("estimate") if estimate["llc"] is not None else None
+    return estimate | {"at_quarter_gamma": {"llc": value, "calibration": label}}
+
+
+def whole_cases(cases: list[dict], quarter: bool = False) -> list[dict]:
+    """:func:`~induction_probes.probes.llc.calibration.calibrate`'s cases as :func:`.gate.gate` reads them: at γ,
+    or with ``quarter`` at γ/4 (a case without a γ/4 estimate is a miss)."""
     return [
-        {"name": c["name"], "estimate": c["estimate"], "truth": c["truth"], "stderr": c["llc_stderr"]} for c in cases
+        {"name": c["name"], "truth": c["truth"]}
+        | (
+            {"estimate": (c.get("quarter") or {}).get("estimate"), "stderr": (c.get("quarter") or {}).get("llc_stderr")}
+            if quarter
+            else {"estimate": c["estimate"], "stderr": c["llc_stderr"]}
+        )
+        for c in cases
     ]
 
 

@@ -24,6 +24,7 @@ from induction_probes.probes.llc.chain_intervals import (
 )
 from induction_probes.probes.llc.estimator import LLCResult
 from induction_probes.probes.llc.per_head import Block, block_llc
+from induction_probes.probes.llc.sampling import chain_seed
 
 RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results"
 
@@ -87,12 +88,13 @@ class Free(nn.Module):
         self.w = nn.Parameter(torch.zeros(d))
 
 
-def estimator_result(values: list[float], refused: bool) -> LLCResult:
+def estimator_result(values: list[float], refused: bool, seed: int = 0) -> LLCResult:
     return LLCResult(
         llc=None if refused else sum(values) / len(values),
         llc_std=None,
         llc_stderr=None,
         per_chain=values,
+        chain_seeds=[chain_seed(seed, c) for c in range(len(values))],
         init_loss=0.0,
         loss_rise=None,
         settings=None,
@@ -107,12 +109,17 @@ def estimator_result(values: list[float], refused: bool) -> LLCResult:
 def test_every_block_record_holds_its_estimate(values, d, refused, draws):
     """:func:`block_llc`'s record around the estimator's chains (the sampling replaced by given chains), on
     one or more draws of the data, whose chains it pools."""
-    results = iter([estimator_result(values, refused and i == draws - 1) for i in range(draws)])
+    draw = iter(range(draws))
+
+    def estimated(*args, seed: int = 0, **settings) -> LLCResult:
+        return estimator_result(values, refused and next(draw) == draws - 1, seed)
+
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(per_head, "estimate_llc", lambda *args, **kwargs: next(results))
+        patch.setattr(per_head, "estimate_llc", estimated)
         record = block_llc(Free(d), Block("w", (("w", None),)), None, (), fresh=((),) * (draws - 1))
     pooled = values * draws
     assert record["n_params"] == d and record["per_chain"] == pooled
+    assert len(set(record["chain_seeds"])) == len(pooled)  # each draw samples at a seed of its own
     assert record["flags"][0].endswith("a flag of the estimator's") and len(record["problems"]) == int(refused)
     if refused or len(pooled) < 2:
         assert record["interval"] is None

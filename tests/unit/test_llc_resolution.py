@@ -20,11 +20,11 @@ from scipy import stats
 from induction_probes.circuits.runs.reader import as_run
 from induction_probes.cli import main
 from induction_probes.probes.figures.plots_llc import mark_failing
-from induction_probes.probes.llc.calibration import squared_error
+from induction_probes.probes.llc.calibration import product_regression, squared_error
 from induction_probes.probes.llc.chain_intervals import change_between, difference_interval
 from induction_probes.probes.llc.estimator import GAMMA_SHARE
 from induction_probes.probes.llc.gate import FAILS, gate, marked, within_tolerance
-from induction_probes.probes.llc.resolution import PER_STEP, SERIES, series_settings
+from induction_probes.probes.llc.resolution import PER_STEP, SERIES, NoResolution, sample_series, series_settings
 from induction_probes.probes.report import llc_heads
 
 
@@ -61,6 +61,48 @@ def test_one_gamma_for_a_series_from_its_stiffest_checkpoint():
     assert series_settings([soft], squared_error, data) == ({}, {"rule": PER_STEP})
     given = {"localization": 1.0, "lr": 1e-3}
     assert series_settings([soft, stiff], squared_error, data, **given)[0] == given
+
+
+class ScaledProduct(torch.nn.Module):
+    """y = c · w1 · w2 · x: at the origin a saddle whose Hessian is −c E[xy] [[0, 1], [1, 0]], eigenvalues ±c."""
+
+    def __init__(self, w1: float, w2: float, c: float):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.tensor([w1, w2], dtype=torch.float64))
+        self.c = c
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c * self.w[0] * self.w[1] * x
+
+
+def test_a_saddle_never_sets_the_series_gamma():
+    """Issue 64: the stiffest checkpoint listed set γ even where it was a saddle. Here the saddle (curvature
+    ±10) is five times stiffer than the minimum (2): γ comes from the minimum, and the saddle says why not."""
+    _, data, _ = product_regression(1.0, 1.0)
+    minimum, saddle = ScaledProduct(1.0, 1.0, 1.0), ScaledProduct(0.0, 0.0, 10.0)
+    n = len(data[0])
+    settings, resolution = series_settings([minimum, saddle], squared_error, data, labels=[100, 200], seed=0)
+    moment = float((data[0] ** 2).mean())
+    assert resolution["set_by"] == 100 and "saddle" in resolution["not_setting"]["200"]
+    assert settings["localization"] == pytest.approx(GAMMA_SHARE * n / math.log(n) * 2 * moment, rel=1e-3)
+    with pytest.raises(NoResolution, match="no checkpoint of the series is a minimum"):
+        series_settings([saddle, ScaledProduct(0.0, 0.0, 5.0)], squared_error, data, labels=[1, 2])
+
+
+def test_a_setter_refused_after_sampling_is_left_out_and_the_series_sampled_again():
+    w, data = regression()
+    soft, stiff = Scaled(w, 1.0), Scaled(w / 3, 3.0)
+    calls = []
+
+    def estimate(model, settings: dict) -> dict:
+        calls.append(settings["localization"])
+        refused = model is stiff  # as the gradient-shift check refuses a point after sampling
+        return {"problems": ["not a minimum: the gradient shifts the sampled loss"] if refused else []}
+
+    records, resolution = sample_series([soft, stiff], squared_error, data, estimate, labels=[1, 2], seed=0)
+    alone = series_settings([soft, Scaled(w, 1.0)], squared_error, data, labels=[1, 3], seed=0)[0]
+    assert resolution["set_by"] == 1 and resolution["not_setting"] == {"2": records[1]["problems"][0]}
+    assert len(calls) == 4 and calls[2:] == [pytest.approx(alone["localization"])] * 2 and calls[0] > calls[2]
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -143,7 +185,10 @@ def test_per_head_over_steps_one_gamma_quarter_beside_and_a_failing_calibration_
         assert len(gammas) == 1 and mine[0]["resolution"]["localization"] in gammas
         assert mine[0]["resolution"]["rule"] == SERIES and set(mine[0]["resolution"]["curvatures"]) == {"283", "4000"}
     for row in out["rows"]:
-        assert len(row["per_chain"]) == 4 and row["interval_covers"] == "4 chains on 2 draw(s) of the data"
+        covers = "4 independent chains on 2 draws of the data, 2 on each (t with 3 degrees of freedom)"
+        assert len(row["per_chain"]) == 4 and row["interval_covers"] == covers
+        # issue 64: the two draws no longer share sampler seeds (they were seed·1000 + c on both)
+        assert row["chain_seeds"] == [12345000, 12345001, 12346000, 12346001]
         if row["llc"] is not None:
             assert row["quarter"]["localization"] == pytest.approx(row["settings"]["localization"] / 4)
     assert out["settings"]["data_draws"] == 2
