@@ -11,6 +11,7 @@ from induction_probes.circuits.interop.language_models import as_hooked, load_br
 from induction_probes.circuits.interop.model_sources import find_source
 from induction_probes.probes.ablation.head_ablation import single_heads
 from induction_probes.probes.lm.ablate_heads import HeadAblation, ablate
+from induction_probes.probes.lm.ablate_series import SeriesAblation, ablate_series
 from induction_probes.probes.lm.attribution import Screen, attribution_rises, screen_heads
 from induction_probes.probes.lm.markov_probe import MarkovProbe, probe_markov, probe_markov_series
 from induction_probes.probes.lm.markov_protocol import markov_draws
@@ -36,10 +37,12 @@ __all__ = [
     "MarkovProbe",
     "RepeatedTokens",
     "Screen",
+    "SeriesAblation",
     "SeriesProbes",
     "StepProbes",
     "ablate",
     "ablate_language_model",
+    "ablate_series",
     "as_hooked",
     "attribution_rises",
     "evaluate",

@@ -21,7 +21,7 @@ from induction_probes.cli.common import (
     language_model_options,
     probe_set_size,
 )
-from induction_probes.probes.report.views import ablation_report, probe_report
+from induction_probes.probes.report.views import ablation_report, ablation_series_report, probe_report
 
 
 def probe_parser(probe: Parser) -> None:
@@ -38,6 +38,7 @@ def ablate_parser(ablate: Parser) -> None:
     ablate.add_argument("--step", type=int, help="checkpoint step (default: the last)")
     ablate.add_argument("--mode", choices=["zero", "mean", "resample"], default="zero", help="default zero")
     ablate.add_argument("--heads", help="heads ablated together, as L.H,L.H (default: each head alone)")
+    ablate.add_argument("--all-steps", action="store_true", help="ablate every head at every checkpoint of a series")
     add_probe_set_options(ablate)
     add_language_model_options(ablate, ablate=True)
     ablate.set_defaults(handler=run_ablate)
@@ -62,10 +63,13 @@ def run_probe(args: argparse.Namespace) -> str:
 
 
 def run_ablate(args: argparse.Namespace) -> str:
-    """Each head alone, or the --heads given together, ablated in the checkpoint at --step."""
+    """Each head alone, or the --heads given together, ablated in the checkpoint at --step, or with --all-steps
+    every head at every checkpoint."""
     if (source := language_model(args)) is not None:
         options = language_model_options(args) | {"step": args.step, "heads": args.heads, "mode": args.mode}
-        return answer(lm_ablation_report.ablate_language_model(source, **options))
+        return answer(lm_ablation_report.ablate_language_model(source, all_steps=args.all_steps, **options))
     options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
     n_seqs = probe_set_size(args, False)
+    if args.all_steps:
+        return answer(ablation_series_report(args.run, args.heads, args.step, n_seqs, args.seed, args.mode, **options))
     return answer(ablation_report(args.run, args.heads, args.step, n_seqs, args.seed, args.mode, **options))

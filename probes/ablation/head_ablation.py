@@ -175,3 +175,8 @@ def ablation_hooks(
         return hook
 
     return [(z_hook(layer), ablate(layer)) for layer in sorted(by_layer)]
+
+
+def check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise BadInput(f"unknown ablation mode {str(mode)[:200]!r}: use zero, mean or resample")

@@ -298,15 +298,8 @@ def per_head_llc(
     chosen = chosen_blocks(models[0][1], blocks)
     rows = []
     for block in chosen:
-        views = [BlockView(model, block) for _, model in models]
-        labels = [step for step, _ in models]
-
-        def estimate(view: BlockView, series: dict, block: Block = block) -> dict:
-            return block_llc(view.base, block, next_token_loss, data[0], fresh=tuple(data[1:]), **series)
-
-        found, resolution = sample_series(views, next_token_loss, data[0], estimate, labels=labels, **settings)
-        for (step, _), record in zip(models, found):
-            rows.append(record := {"step": step, "sequences_seen": seen.get(step), "resolution": resolution} | record)
+        for step, record in block_series(models, block, data, settings):
+            rows.append(record := {"step": step, "sequences_seen": seen.get(step)} | record)
             if progress is not None:
                 progress(step, block, record)
     order = {step: i for i, (step, _) in enumerate(models)}
@@ -324,6 +317,19 @@ def per_head_llc(
         seed=seed,
         seconds=time.perf_counter() - start,
     )
+
+
+def block_series(models: list, block: Block, data: list[tuple], settings: dict) -> list[tuple[int | None, dict]]:
+    """[(step, record)] of one block at every checkpoint of ``models`` ([(step, model)]), sampled at the series'
+    resolution (:func:`~.resolution.sample_series`), each record with it as ``resolution``."""
+    views = [BlockView(model, block) for _, model in models]
+
+    def estimate(view: BlockView, series: dict) -> dict:
+        return block_llc(view.base, block, next_token_loss, data[0], fresh=tuple(data[1:]), **series)
+
+    labels = [step for step, _ in models]
+    found, resolution = sample_series(views, next_token_loss, data[0], estimate, labels=labels, **settings)
+    return [(step, {"resolution": resolution} | record) for step, record in zip(labels, found)]
 
 
 def run_checkpoints(run: Run, steps: list[int] | None, device: str) -> tuple[list, dict]:

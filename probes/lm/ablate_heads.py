@@ -32,7 +32,7 @@ from induction_probes.circuits.interop.resume import resid_pre_hook, resumes_at_
 from induction_probes.circuits.limits import require_seed
 from induction_probes.circuits.names import head_label, heads_label
 from induction_probes.circuits.threads import thread_policy
-from induction_probes.probes.ablation.head_ablation import MODES, check_heads, heads_in_layer, reference_z, z_hook
+from induction_probes.probes.ablation.head_ablation import check_heads, check_mode, heads_in_layer, reference_z, z_hook
 from induction_probes.probes.attention.patterns import run_with_captures
 from induction_probes.probes.intervals import Estimate, bootstrap_ratio_interval, mean_interval
 from induction_probes.probes.lm.ablation_journal import AblationJournal
@@ -240,11 +240,6 @@ class Replacements:
             return hook
 
         return [(z_hook(layer), replace(layer)) for layer in sorted(by_layer)]
-
-
-def check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise BadInput(f"unknown ablation mode {str(mode)[:200]!r}: use zero, mean or resample")
 
 
 def ablate(

@@ -60,6 +60,13 @@ class LanguageModelOptions(Config):
         type=count,
         metavar="N",
     )
+    backend: str | None = option(
+        None,
+        "with --all-steps: local (default) or ray, one Ray task per checkpoint, on a local Ray instance or the cluster "
+        "at --address (every node sees the series at the same path)",
+        choices=["local", "ray"],
+    )
+    address: str | None = option(None, "--backend ray: a running cluster's address (default: a local instance)")
 
 
 @dataclass(frozen=True)
@@ -78,8 +85,8 @@ class AblationOptions(LanguageModelOptions):
     )
     out: Path | None = option(
         None,
-        "journal each head's result to FILE as soon as it is final (one JSON line a head); the same command "
-        "resumes from it after Ctrl-C or a kill",
+        "journal each head's result to FILE as soon as it is final (one JSON line a head; with --all-steps, FILE is "
+        "a folder of step_N.jsonl journals); the same command resumes from it after Ctrl-C or a kill",
         type=text_file,
         metavar="FILE",
     )
@@ -103,13 +110,6 @@ class ProbeOptions(LanguageModelOptions):
     seq_len: int | None = option(
         None, "--task markov: tokens per sequence (default 100, within the context)", type=count
     )
-    backend: str | None = option(
-        None,
-        "with --all-steps: local (default) or ray, one Ray task per checkpoint, on a local Ray instance or the cluster "
-        "at --address (every node sees the series at the same path)",
-        choices=["local", "ray"],
-    )
-    address: str | None = option(None, "--backend ray: a running cluster's address (default: a local instance)")
     id_draws: int | None = option(
         None, "--task markov: draws of the k token ids, each with its own --n-seqs sequences (default 4)", type=count
     )

@@ -17,13 +17,13 @@ from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import as_hooked, load_bridge
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, require_series
 from induction_probes.circuits.names import head_label
-from induction_probes.circuits.sweeps.ray_backend import ray_session
 from induction_probes.circuits.sweeps.worker_start import drop_current_folder
 from induction_probes.circuits.threads import thread_policy
 from induction_probes.probes.attention.patterns import run_with_patterns
 from induction_probes.probes.lm.measure import HeadScores, evaluate
 from induction_probes.probes.lm.progress import progress_bar
 from induction_probes.probes.lm.protocols import LOSSES, InductionLoss, RepeatedTokens, repeated_random_tokens
+from induction_probes.probes.lm.ray_series import on_ray
 from induction_probes.probes.lm.roles import (
     THRESHOLD,
     Composition,
@@ -238,7 +238,7 @@ def probe_series(
         raise BadInput(f"the backend is local or ray, not {str(backend)[:200]!r}")
     with progress_bar(len(series.checkpoints), "checkpoints", progress, unit="checkpoint", leave=True) as bar:
         if backend == "ray":
-            return SeriesProbes(series.name, tuple(ray_probes(series, device, address, bar, protocol)))
+            return SeriesProbes(series.name, tuple(on_ray(series, probe_checkpoint, address, bar, device, protocol)))
         results = []
         for source in series.checkpoints:
             bar.set_postfix_str(f"step {source.step}")
@@ -252,20 +252,3 @@ def probe_checkpoint(source: ModelSource, device: str, protocol: dict) -> StepPr
     that its numbers are a local run's."""
     drop_current_folder()  # before the model's code is imported (circuits/sweeps/worker_start.py)
     return probe(load_bridge(source, device), source.step, **protocol, threads=1)
-
-
-def ray_probes(series: Series, device: str, address: str | None, bar, protocol: dict) -> list[StepProbes]:
-    """Every checkpoint of ``series`` probed by a Ray task of one CPU (run again, elsewhere, if its worker dies),
-    gathered in step order."""
-    workers = min(len(series.checkpoints), os.cpu_count() or 1)  # a local instance's CPUs
-    with ray_session(workers, address, report=lambda line: None) as ray:
-        remote = ray.remote(num_cpus=1, max_retries=3)(probe_checkpoint)
-        pending = {remote.remote(source, device, protocol): source.step for source in series.checkpoints}
-        found = {}
-        while pending:
-            (ready,), _ = ray.wait(list(pending), num_returns=1)
-            step = pending.pop(ready)
-            found[step] = ray.get(ready)
-            bar.set_postfix_str(f"step {step}")
-            bar.update()
-    return [found[source.step] for source in series.checkpoints]

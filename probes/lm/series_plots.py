@@ -18,6 +18,7 @@ from induction_probes.probes.figures.plots import (
     subplots,
     theme,
 )
+from induction_probes.probes.figures.plots_atlas import step_head_heatmap
 
 SHOWN_HEADS = 3  # heads drawn in colour per score: the best at the last step
 
@@ -129,6 +130,15 @@ def plot_lm_ablation(baseline, results: list, title: str, path: Path) -> Path:
     for label in ax.get_xticklabels():
         label.set_horizontalalignment("right")
     return save(fig, path)
+
+
+def plot_ablation_atlas(result, title: str, path: Path) -> Path:
+    """The share of the clean model's gap each head's ablation removes at each checkpoint
+    (:class:`~induction_probes.probes.lm.ablate_series.SeriesAblation`), grey where the step's gap has 0 in its
+    interval (no share)."""
+    heads = [head_label(*h) for h in result.heads]
+    title += "\n(grey: the gap's interval includes 0; intervals in the JSON)"
+    return step_head_heatmap(result.shares(), heads, result.steps, title, "share of the gap removed", path, True)
 
 
 def plot_lm_scores(scores, title: str, path: Path) -> Path:

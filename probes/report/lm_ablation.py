@@ -12,11 +12,13 @@ from induction_probes.circuits.defaults import LM_PROBE_SEQS, PROBE_SEED
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, as_source
 from induction_probes.circuits.names import head_label
-from induction_probes.probes.ablation.head_ablation import check_heads, parse_head_list, single_heads
-from induction_probes.probes.lm.ablate_heads import ablate, check_mode
+from induction_probes.probes.ablation.head_ablation import check_heads, check_mode, parse_head_list, single_heads
+from induction_probes.probes.lm.ablate_heads import ablate
+from induction_probes.probes.lm.ablate_series import ablate_series
 from induction_probes.probes.lm.attribution import Screen, ranked_heads, screen_heads
 from induction_probes.probes.lm.protocols import repeated_random_tokens
 from induction_probes.probes.lm.roles import heads_text, interval_text
+from induction_probes.probes.report.lm_ablation_series import series_ablation_view
 from induction_probes.probes.report.lm_views import (
     TABLE_ROWS,
     boot,
@@ -58,6 +60,9 @@ def ablate_language_model(
     screen: int | None = None,
     out: str | os.PathLike | None = None,
     threads: int | None = None,
+    all_steps: bool = False,
+    backend: str = "local",
+    address: str | None = None,
 ) -> str | dict:
     """Each head alone (or the ``heads`` together) ablated on repeated random tokens, ranked by the rise of the
     repeated copy's loss (paired, with its interval); marked where the rise is at least ``threshold`` of the
@@ -66,12 +71,20 @@ def ablate_language_model(
     ``screen`` N: attribution patching ranks every head first (:mod:`~induction_probes.probes.lm.attribution`),
     and only its top N are ablated exactly. ``out``: a journal of each head set's result as soon as it is final
     (:mod:`~induction_probes.probes.lm.ablation_journal`), from which the same call resumes. ``threads``: torch
-    threads (default: the policy of :mod:`~induction_probes.circuits.threads`)."""
+    threads (default: the policy of :mod:`~induction_probes.circuits.threads`). ``all_steps``: every head at every
+    checkpoint of a series (``out`` then a folder of journals; ``backend="ray"``: one Ray task per checkpoint, at
+    ``address`` or on a local instance): :mod:`.lm_ablation_series`."""
     check_mode(mode)
     heads = parse_head_list(heads) if isinstance(heads, str) else heads
     if screen is not None and heads is not None:
         raise BadInput("the screen ranks every head: give --screen or --heads, not both")
-    source = as_source(source)
+    source, protocol = as_source(source), {"length": length, "n_seqs": n_seqs, "seed": seed}
+    if all_steps:
+        where = {"journal": out, "device": device, "progress": progress, "backend": backend, "address": address}
+        result = ablate_series(checked_series(source, step, heads, screen), mode, **protocol, threads=threads, **where)
+        return series_ablation_view(source, result, protocol, threshold, plot, as_json)
+    if backend != "local" or address is not None:
+        raise BadInput("--backend and --address spread the checkpoints of --all-steps: give it too")
     model, bridge = boot(source, step, device)
     head_sets = single_heads(bridge) if heads is None else [heads]
     for head_set in head_sets:
@@ -83,18 +96,23 @@ def ablate_language_model(
     marked = [r.heads for r in results if baseline.has_gap and r.gap_removed >= threshold]
     figures = ablation_figures(figure_stem(source, model), mode, baseline, results, plot)
     if as_json:
-        body = {
-            "mode": mode,
-            "threshold": threshold,
-            "baseline": baseline.to_json(),
-            "ablations": [r.to_json() for r in results],
-            "marked": [heads_text(h) for h in marked],
-        } | ({"screen": screen_json(found)} if found else {})
-        return (
-            header(source, model, protocol_json(length, n_seqs, seed)) | body | {"figures": [str(f) for f in figures]}
-        )
+        body = {"mode": mode, "threshold": threshold, "baseline": baseline.to_json()}
+        body |= {"ablations": [r.to_json() for r in results], "marked": [heads_text(h) for h in marked]}
+        body |= {"screen": screen_json(found)} if found else {}
+        return header(source, model, protocol_json(**protocol)) | body | {"figures": [str(f) for f in figures]}
     lines = ablation_lines(title(source, model), tokens, mode, n_seqs, seed, threshold, baseline, results, marked)
     return "\n".join(lines + (screen_lines(found) if found else []) + figure_lines(figures))
+
+
+def checked_series(source, step: int | None, heads, screen: int | None) -> Series:
+    """``source`` as a series whose every head is ablated at every step: one clear line for what does not apply."""
+    if not isinstance(source, Series):
+        raise BadInput(f"{source.location} is one model, not a checkpoint series: --all-steps does not apply")
+    if step is not None:
+        raise BadInput("give --step or --all-steps, not both")
+    if heads is not None or screen is not None:
+        raise BadInput("--all-steps ablates every head alone at every checkpoint: --heads and --screen do not apply")
+    return source
 
 
 def ablation_figures(name: str, mode: str, baseline, results, plot: Path | None) -> list[Path]:

@@ -36,6 +36,7 @@ from induction_probes.circuits.paths import path_argument, plot_folder
 from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, TaskView
 from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
+from induction_probes.probes.report.run_ablation_series import run_series_view
 
 if TYPE_CHECKING:
     import torch
@@ -123,6 +124,25 @@ def ablation_report(
     head_sets = head_ablation.single_heads(model) if head_sets is None else head_sets
     ablate = view_of(run).get("ablate")
     return ablate(run, model, head_sets, step, mode, n_seqs, seed, device=device, plot=plot, as_json=as_json)
+
+
+def ablation_series_report(
+    run: RunOrPath,
+    head_sets: str | None = None,
+    step: int | None = None,
+    n_seqs: int = PROBE_SEQS,
+    seed: int = PROBE_SEED,
+    mode: str = "zero",
+    *,
+    device: str | torch.device | None = None,
+    plot: Path | None = None,
+    as_json: bool = False,
+) -> str | dict[str, Any]:
+    """Every head alone ablated at every checkpoint of an ICL-MC run (:mod:`.run_ablation_series`)."""
+    if head_sets is not None or step is not None:
+        raise BadInput("--all-steps ablates every head alone at every checkpoint: --heads and --step do not apply")
+    run, plot = probed_run(run), plot_folder(plot)
+    return run_series_view(run, n_seqs, seed, mode, device=device, plot=plot, as_json=as_json)
 
 
 def run_report(

@@ -95,3 +95,20 @@ def test_all_steps_gives_the_per_step_table_json_and_figure(series, tmp_path, ca
     assert content[0] < 0.2 < 0.4 < content[-1]  # the head forms over training
     assert steps[0]["induction_heads"] == [] and steps[-1]["induction_heads"] == ["L1H0"]
     assert steps[-1]["induction_loss"]["value"] < steps[0]["induction_loss"]["value"] - 2.0
+
+
+def test_ablating_every_head_at_every_step_shows_since_when_induction_needs_the_head(series, capsys):
+    """Issue 62: ``ablate SERIES --all-steps`` names the step from which ablating the induction head removes at
+    least half the gap, and never names the untrained model's heads."""
+    from induction_probes.cli import main
+
+    length = f"{LENGTHS[0]}-{LENGTHS[1]}"
+    assert main(["ablate", str(series), "--all-steps", "--n-seqs", "32", "--length", length, "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert [(r["step"], r["heads"][0]) for r in answer["rows"]] == [
+        (step, head) for step in SAVED for head in ("L0H0", "L1H0")
+    ]
+    last = {r["heads"][0]: r for r in answer["rows"] if r["step"] == STEPS}
+    assert last["L1H0"]["gap_removed"]["low"] >= 0.5  # the induction head carries the gap at the end
+    formation = {f["heads"]: f["step"] for f in answer["formation"]}
+    assert formation["L1H0"] in SAVED[1:]  # from a trained checkpoint on, never from step 0

@@ -1,0 +1,43 @@
+"""A checkpoint series spread over Ray: one task of one CPU per checkpoint (run again elsewhere if its worker
+dies), on a local Ray instance bound to loopback or on the cluster at an address, gathered in step order. The
+probes and the ablations of a series (:mod:`.series`, :mod:`.ablate_series`) both run through here, so every path
+a task reads is made absolute before it ships: a worker starts in another folder, where a relative path would name
+nothing (or be taken for a Hugging Face cache name)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from typing import Any
+
+from induction_probes.circuits.interop.model_sources import ModelSource, Series
+from induction_probes.circuits.sweeps.ray_backend import ray_address_answers, ray_session
+
+
+def shipped(source: ModelSource) -> ModelSource:
+    """``source`` as a task elsewhere reads it: a directory's path made absolute (a cache name stays a name)."""
+    if source.in_cache:
+        return source
+    return dataclasses.replace(source, location=os.path.abspath(source.location))
+
+
+def on_ray(series: Series, task: Callable[..., Any], address: str | None, bar, *arguments) -> list:
+    """``task(source, *arguments)`` for every checkpoint of ``series``, each a Ray task of one CPU, the answers
+    in step order; ``bar`` counts the checkpoints done. An ``address`` where nothing listens is refused within
+    seconds (Ray itself retries it for minutes)."""
+    if address is not None:
+        ray_address_answers(address)
+    sources = [shipped(source) for source in series.checkpoints]
+    workers = min(len(sources), os.cpu_count() or 1)  # a local instance's CPUs
+    with ray_session(workers, address, report=lambda line: None) as ray:
+        remote = ray.remote(num_cpus=1, max_retries=3)(task)
+        pending = {remote.remote(source, *arguments): source.step for source in sources}
+        found = {}
+        while pending:
+            (ready,), _ = ray.wait(list(pending), num_returns=1)
+            step = pending.pop(ready)
+            found[step] = ray.get(ready)
+            bar.set_postfix_str(f"step {step}")
+            bar.update()
+    return [found[source.step] for source in sources]
