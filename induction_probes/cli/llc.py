@@ -49,6 +49,9 @@ def llc_parser(llc: Parser) -> None:
     llc.add_argument("--blocks", type=names, help="with --per-head: comma-separated blocks, e.g. L1H0,embed")
     draws = "with --per-head: draws of the sequences (seeds --seed, --seed + 1, ...), --chains chains on each"
     llc.add_argument("--data-draws", type=count, default=1, help=f"{draws} (default %(default)s)")
+    llc.add_argument(
+        "--verbose", action="store_true", help="the text adds every estimate's diagnostics and every calibration case"
+    )
     add_device_option(llc)
     add_output_options(llc)
     llc.set_defaults(handler=run_llc)
@@ -78,7 +81,7 @@ def run_llc(args: argparse.Namespace) -> str:
         raise BadInput("--data-draws is a setting of --per-head: give --per-head too")
     settings = typed_options(args, LLCOverrides)
     where = {"steps": args.steps, "checkpoints": args.checkpoints, "n_seqs": args.n_seqs, "seed": args.seed}
-    options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
+    options = {"device": device_of(args), "plot": args.plot, "as_json": args.json, "verbose": args.verbose}
     if args.per_head:
         heads = {"blocks": args.blocks, "data_draws": args.data_draws}
         return answer(llc_heads_report.per_head_report(args.run, **heads, **where, **options, **settings))

@@ -127,7 +127,7 @@ def change_between(before: dict, after: dict, quarter_calibrated: bool = True) -
         "at_gamma": main,
         "at_quarter_gamma": quarter,
         "real": sides[0] != 0 and agrees and not flags,
-        "rests_on": "γ and γ/4" if quarter_calibrated else "γ alone (γ/4 is uncalibrated at these settings)",
+        "rests_on": "γ and γ/4" if quarter_calibrated else "γ alone: γ/4 is uncalibrated at these settings",
         "flags": flags,
     }
 

@@ -19,17 +19,19 @@ from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.probes.figures.plots_llc import plot_per_head_llc
 from induction_probes.probes.llc.block_calibration import calibrate_blocks, gate_cases
 from induction_probes.probes.llc.chain_intervals import RANGE_FLAGS, change_between
-from induction_probes.probes.llc.gate import FAILS, gate, marked, quarter_label
+from induction_probes.probes.llc.gate import gate, marked, quarter_label
 from induction_probes.probes.llc.per_head import per_head_llc
 from induction_probes.probes.llc.resolution import SERIES
 from induction_probes.probes.progress.progress_measures import progress_measures
-from induction_probes.probes.report.llc_views import (
-    CHECKPOINTS,
-    N_SEQS,
-    chosen_steps,
-    estimator_settings,
+from induction_probes.probes.report.llc_text import (
+    diagnostic_lines,
+    failing_line,
     number,
+    quarter_line,
+    refusal_lines,
+    wrapped,
 )
+from induction_probes.probes.report.llc_views import CHECKPOINTS, N_SEQS, chosen_steps, estimator_settings
 from induction_probes.probes.report.markov_probes import progress_thresholds
 from induction_probes.probes.report.tables import figure_lines, format_table, provenance
 
@@ -46,6 +48,7 @@ def per_head_report(
     device: str = "cpu",
     plot: str | os.PathLike[str] | None = None,
     as_json: bool = False,
+    verbose: bool = False,
     **overrides: float | None,
 ) -> str | dict[str, Any]:
     """The refined LLC of ``blocks`` (default every head, ``embed`` and ``unembed``) at ``steps`` (default
@@ -53,8 +56,8 @@ def per_head_report(
     as many chains on each); ``overrides`` replace the rule's settings, the same for every block
     (:data:`~induction_probes.probes.llc.overrides.OVERRIDES`). Over several steps each block has one γ for all
     of them, and ``changes`` compares each later step with the first at γ and at γ/4. The calibration at the
-    same settings gates: where it misses, every row is marked. Bad input raises ValueError before any
-    sampling."""
+    same settings gates: where it misses, every row is marked. ``verbose``: the text adds every diagnostic and
+    calibration block. Bad input raises ValueError before any sampling."""
     run = as_run(run)
     settings = estimator_settings(overrides, seed, n_seqs)
     if run.task.name != "markov":
@@ -74,7 +77,7 @@ def per_head_report(
             | answer
             | {"progress_thresholds": crossings, "calibration": calibration}
         )
-    return "\n".join([text(run, settings, rows, crossings, calibration), *figure_lines(figures)])
+    return "\n".join([text(run, settings, rows, crossings, calibration, verbose), *figure_lines(figures)])
 
 
 def labelled(rows: list[dict], verdict: dict) -> list[dict]:
@@ -114,61 +117,68 @@ def progress_crossings(run: Run) -> dict:
     return progress_thresholds(run, [progress_measures(run.load(step=step), step) for step in run.steps])
 
 
-def text(run: Run, settings: dict, rows: list[dict], crossings: dict, calibration: dict) -> str:
+def text(run: Run, settings: dict, rows: list[dict], crossings: dict, calibration: dict, verbose: bool = False) -> str:
+    """Every line within 100 columns: blocks down the page, one row per block and step; ``verbose`` adds every
+    estimate's diagnostics and every calibration block."""
     crossed = ", ".join(
         f"{name} at step {c['first_step']}" if c["first_step"] is not None else f"{name} never"
         for name, c in crossings.items()
     )
-    cases = "; ".join(f"{case['case']}: {blocks_read(case['blocks'])}" for case in calibration["cases"])
     mark = calibration["gate"]["mark"]
-    flagged = [
-        f"step {r['step']} {r['block']}: {'; '.join(r['problems'] + [f for f in r['flags'] if f != mark])}"
-        for r in rows
-        if r["problems"] or any(f != mark for f in r["flags"])
-    ]
+    given = ", ".join(f"{k} {v}" for k, v in settings.items()) or "none"
     return "\n".join(
         [
-            f"run {run.path.name}: refined local learning coefficient per block (LLC [95 % interval over chains, "
-            "not clipped to [0, d/2]: flagged where it leaves it]; "
-            f"settings given: {settings}; the rest by the rule)",
-            *([FAILS.upper() + mark[len(FAILS) :]] if mark else []),
-            resolution_line(rows),
-            table(rows, lambda row: row),
-            "the same at γ/4 (the localization check, chains paired with the estimate's):",
-            table(rows, lambda row: row.get("quarter")),
-            *(f"  {line}" for line in flagged),
+            wrapped(
+                f"run {run.path.name}: refined local learning coefficient per block, [95 % interval over "
+                f"independent chains] (settings given: {given}; the rest by the rule)"
+            ),
+            *([wrapped(failing_line(calibration["gate"], verbose))] if mark else []),
+            wrapped(resolution_line(rows)),
+            wrapped(quarter_line(calibration)),
+            table(rows, mark),
+            wrapped(
+                f"*: flagged ({'below' if verbose else '--verbose and the JSON say why'}); -: refused, at both "
+                "resolutions (no value); intervals are not clipped to [0, d/2]"
+            ),
+            *refusal_lines([(f"step {r['step']} {r['block']}", r) for r in rows]),
             *change_lines(changes(rows, calibration)),
-            f"progress measures first reach their thresholds: {crossed}",
-            f"calibration at the same settings ({calibration['gate']['tolerance']}): {cases}",
+            wrapped(f"progress measures first reach their thresholds: {crossed}"),
+            *block_calibration_lines(calibration, verbose),
+            *(diagnostic_lines([(f"step {r['step']} {r['block']}", r) for r in rows], mark) if verbose else []),
         ]
     )
 
 
-def table(rows: list[dict], estimate) -> str:
-    """Steps down, blocks across: ``estimate(row)`` (a record with llc, interval and flags) in each cell."""
-    names = list(dict.fromkeys(r["block"] for r in rows))
-    by_step: dict[int, dict[str, dict]] = {}
-    for row in rows:
-        by_step.setdefault(row["step"], {})[row["block"]] = row
-    body = [
-        [
-            step,
-            next(iter(cells.values()))["sequences_seen"],
-            *(cell(cells.get(n) and estimate(cells[n])) for n in names),
-        ]
-        for step, cells in by_step.items()
-    ]
-    return format_table(["step", "sequences", *names], body)
+def table(rows: list[dict], mark: str) -> str:
+    """Blocks down, each block's steps below it: the estimate at γ and at γ/4, each with its interval."""
+    order = list(dict.fromkeys(r["block"] for r in rows))
+    ranked = sorted(rows, key=lambda r: order.index(r["block"]))  # stable: each block's steps in their order
+    body = [[r["block"], r["step"], r["sequences_seen"], cell(r, mark), cell(quarter_of(r), mark)] for r in ranked]
+    return format_table(["block", "step", "sequences", "LLC [95 %]", "at γ/4 [95 %]"], body)
+
+
+def quarter_of(row: dict) -> dict | None:
+    """A row's estimate at γ/4, none where the estimate at γ is refused (blank at both resolutions)."""
+    return row.get("quarter") if row["llc"] is not None else None
+
+
+def block_calibration_lines(calibration: dict, verbose: bool) -> list[str]:
+    verdict = calibration["gate"]
+    held = verdict["cases"] - len(verdict["misses"])
+    line = f"calibration at the same settings ({verdict['tolerance']}): {held} of {verdict['cases']} blocks hold"
+    cases = [wrapped(f"  {case['case']}: {blocks_read(case['blocks'])}") for case in calibration["cases"]]
+    return [wrapped(line), *(cases if verbose else [])]
 
 
 def resolution_line(rows: list[dict]) -> str:
-    """Which γ each block was sampled at: one for all steps (the series rule) or each step's own."""
+    """Which γ each block was sampled at: one for all steps (the series rule, and the step that set it) or each
+    step's own."""
     seen: dict[str, dict] = {}
     for row in rows:
         seen.setdefault(row["block"], row)
     if all(r["resolution"]["rule"] != SERIES for r in seen.values()):
         return "γ: the rule at each step's own curvature (per step; not for comparing steps)"
-    return "γ: one per block for every step, the rule at the largest curvature over them: " + ", ".join(
+    return "γ: one per block for every step, the rule at the stiffest checkpoint that is a minimum: " + ", ".join(
         f"{name} {r['resolution']['localization']:.3g} (set by step {r['resolution']['set_by']})"
         for name, r in seen.items()
         if r["resolution"]["rule"] == SERIES
@@ -183,9 +193,12 @@ def change_lines(found: list[dict]) -> list[str]:
         return f"{difference['change']:+.3g} [{low:+.3g}, {high:+.3g}]"
 
     return [
-        f"  {c['block']} step {c['from']} -> {c['to']}: {shown(c['at_gamma'])} at γ, "
-        f"{shown(c['at_quarter_gamma'])} at γ/4: {'a change at both' if c['real'] else 'not a change at both'}"
-        + "".join(f" ({flag})" for flag in c["flags"])
+        wrapped(
+            f"  {c['block']} step {c['from']} -> {c['to']}: {shown(c['at_gamma'])} at γ, "
+            f"{shown(c['at_quarter_gamma'])} at γ/4: "
+            + (f"a change, resting on {c.get('rests_on', 'γ and γ/4')}" if c["real"] else "not shown to change")
+            + "".join(f" ({flag})" for flag in c["flags"])
+        )
         for c in found
     ]
 
@@ -203,14 +216,15 @@ def blocks_read(blocks: list[dict]) -> str:
     return ", ".join(f"{b['block']} {read(b)} (truth {b['truth']:g})" for b in blocks)
 
 
-def cell(row: dict | None) -> str:
-    if row is None:
+def cell(row: dict | None, mark: str) -> str:
+    """An estimate and its interval, * where flagged (other than the failing calibration's ``mark``); - where there
+    is none (refused)."""
+    if row is None or row.get("llc") is None:
         return "-"
-    if row["llc"] is None:
-        return "refused"
-    mark = " *" if row["flags"] else ""
-    low, high = row["interval"] or (None, None)
-    return f"{row['llc']:.3g} [{number(low)}, {number(high)}]{mark}"
+    flagged = any(flag != mark for flag in row.get("flags", []))
+    low, high = row.get("interval") or (None, None)
+    shown = number(row["llc"]) if low is None else f"{number(row['llc'])} [{number(low)}, {number(high)}]"
+    return shown + (" *" if flagged else "")
 
 
 def plot_blocks(run: Run, rows: list[dict], crossings: dict, verdict: dict, directory: Path) -> Path:

@@ -24,11 +24,12 @@ from induction_probes.probes.figures.plots_llc import plot_llc
 from induction_probes.probes.llc.calibration import calibrate
 from induction_probes.probes.llc.checkpoint_llc import checkpoint_llc, construction_estimates, next_token_loss
 from induction_probes.probes.llc.estimator import LLCSettings
-from induction_probes.probes.llc.gate import FAILS, gate, marked, quarter_label
+from induction_probes.probes.llc.gate import gate, marked, quarter_label
 from induction_probes.probes.llc.overrides import OVERRIDES
-from induction_probes.probes.llc.resolution import SERIES, sample_series
+from induction_probes.probes.llc.resolution import sample_series
 from induction_probes.probes.llc.sampling import sgld_sampler
-from induction_probes.probes.report.tables import figure_lines, format_table, provenance
+from induction_probes.probes.report.llc_text import whole_text
+from induction_probes.probes.report.tables import figure_lines, provenance
 
 N_SEQS = LLC_SEQS
 CHECKPOINTS = LLC_CHECKPOINTS
@@ -45,10 +46,12 @@ def llc_report(
     device: str = "cpu",
     plot: str | os.PathLike[str] | None = None,
     as_json: bool = False,
+    verbose: bool = False,
     **overrides: float | None,
 ) -> str | dict[str, Any]:
     """The LLC of ``steps`` (default ``checkpoints`` of them, step 0 included) of an ICL-MC run, on ``n_seqs``
-    fresh sequences of ``seed``; ``overrides`` replace the rule's settings (:data:`OVERRIDES`). Bad input
+    fresh sequences of ``seed``; ``overrides`` replace the rule's settings (:data:`OVERRIDES`). ``verbose``: the
+    text adds every estimate's diagnostics and every calibration case (:mod:`.llc_text`). Bad input
     raises ValueError before any sampling; a diverged or frozen sampler, FloatingPointError."""
     run = as_run(run)
     settings = estimator_settings(overrides, seed, n_seqs)
@@ -91,7 +94,8 @@ def llc_report(
             "checkpoints": estimates,
             "construction": construction,
         }
-    return "\n".join([text(run, settings, estimates, construction, calibration), *figure_lines(figures)])
+    shown = whole_text(run.path.name, settings, estimates, construction, calibration, verbose)
+    return "\n".join([shown, *figure_lines(figures)])
 
 
 def with_quarter(estimate: dict, label: str) -> dict:
@@ -158,57 +162,6 @@ def refuse_broken_sampler(estimates: list[dict]) -> None:
         failure = next((p for p in estimate["problems"] if p.startswith(SAMPLER_FAILURES)), None)
         if failure is not None:
             raise FloatingPointError(f"the SGLD sampler at step {estimate['step']}: {failure}; change --lr or --n-beta")
-
-
-def setting_cells(settings: dict | None) -> list[str]:
-    """n*beta and gamma of one estimate (none where it was refused before any setting followed)."""
-    return ["-", "-"] if settings is None else [f"{settings['n_beta']:.4g}", f"{settings['localization']:.3g}"]
-
-
-def number(value, digits: int = 3) -> str:
-    return "refused" if value is None else f"{value:.{digits}g}"
-
-
-def diagnostics(estimate: dict, mark: str = "") -> str:
-    """An estimate's problems and flags, less the failing calibration's ``mark`` (shown once above them)."""
-    return "; ".join(estimate["problems"] + [f for f in estimate["flags"] if f != mark]) or "-"
-
-
-def at_quarter_gamma(estimate: dict) -> str:
-    """The estimator's localization check: the same chains again at γ/4."""
-    check = (estimate.get("diagnostics") or {}).get("localization_check") or {}
-    return number(check.get("estimate"))
-
-
-def text(run: Run, settings: dict, estimates: list[dict], construction: dict, calibration: dict) -> str:
-    mark = calibration["gate"]["mark"]
-    rows = [
-        [e["step"], e["sequences_seen"], e["closest"], number(e["llc"]), number(e["llc_std"]), at_quarter_gamma(e)]
-        + setting_cells(e["settings"])
-        + [diagnostics(e, mark)]
-        for e in estimates
-    ]
-    for name, e in construction.items():
-        rows.append(
-            [f"Prop. 2.1 {name}", "-", "-", number(e["llc"]), number(e["llc_std"]), at_quarter_gamma(e)]
-            + setting_cells(e["settings"])
-            + [diagnostics(e, mark)]
-        )
-    cases = ", ".join(f"{c['name']} {number(c['estimate'])} (truth {c['truth']:g})" for c in calibration["cases"])
-    headers = ["step", "sequences", "closest", "LLC", "sd over chains", "at gamma/4", "n*beta", "gamma", "diagnostics"]
-    series = estimates[0]["resolution"]["rule"] == SERIES
-    return "\n".join(
-        [
-            f"run {run.path.name}: local learning coefficient (settings given: {settings or 'none'}; "
-            "the rest by the rule)",
-            *([FAILS.upper() + mark[len(FAILS) :]] if mark else []),
-            "gamma: one for every step, the rule at the largest curvature over them (the construction: its own)"
-            if series
-            else "gamma: the rule at each point's own curvature",
-            format_table(headers, rows),
-            f"calibration at the same settings ({calibration['gate']['tolerance']}): {cases}",
-        ]
-    )
 
 
 def closest(metrics: dict) -> str:

@@ -11,6 +11,7 @@ from induction_probes.cli import main
 from induction_probes.probes.llc.calibration import CASES
 from induction_probes.probes.llc.estimator import LLCError, LLCSettings
 from induction_probes.probes.llc.sampling import MissingExtra
+from induction_probes.probes.report.llc_text import whole_text
 from induction_probes.probes.report.llc_views import llc_report, log_spread
 
 
@@ -58,6 +59,15 @@ def test_llc_command_reports_settings_calibration_diagnostics_and_the_constructi
         assert (estimate["llc"] is None) == bool(estimate["problems"])
     best = out["construction"]["best_scales"]
     assert best["loss_after"] <= best["loss_before"]  # the fitted scales lower the construction's loss
+    for estimate in out["checkpoints"]:  # every value carries its own sampler seed (issue 64)
+        assert len(set(estimate["chain_seeds"])) == len(estimate["per_chain"])
+    # the text, from the same answer: 100 columns at most, the diagnostics only with --verbose (issue 64)
+    for verbose in (False, True):
+        shown = whole_text(
+            "markov-k3", out["settings"], out["checkpoints"], out["construction"], out["calibration"], verbose
+        )
+        assert max(map(len, shown.splitlines())) <= 100
+        assert ("diagnostics:" in shown) == verbose
 
 
 @pytest.mark.parametrize(

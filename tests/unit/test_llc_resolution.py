@@ -199,8 +199,12 @@ def test_per_head_over_steps_one_gamma_quarter_beside_and_a_failing_calibration_
     assert red_at_the_top(tmp_path / "markov-k3_llc_per_head.png")
     # the text is drawn from the same answer (not sampled again: the command's text and JSON share it)
     shown = llc_heads.text(as_run("markov-k3"), {}, out["rows"], out["progress_thresholds"], out["calibration"])
-    assert "CALIBRATION FAILS AT THESE SETTINGS" in shown and "the same at γ/4" in shown
+    assert "CALIBRATION FAILS AT THESE SETTINGS" in shown and "at γ/4 [95 %]" in shown
     assert "one per block for every step" in shown
+    assert max(map(len, shown.splitlines())) <= 100  # issue 64: blocks down the page, not across it
+    quarter = out["calibration"]["gate_quarter"]  # γ/4 gated as γ is: here it misses too, and says so
+    assert not quarter["holds"] and "UNCALIBRATED" in shown
+    assert all(r["quarter"]["calibration"].startswith("uncalibrated") for r in out["rows"] if r.get("quarter"))
 
 
 def test_data_draws_need_per_head(capsys):
