@@ -49,6 +49,7 @@ COMMANDS = (
     Command("probe", "probe", "attention and behaviour probes of a checkpoint or a whole run"),
     Command("ablate", "probe", "ablate heads and measure what in-context learning loses"),
     Command("llc", "llc", "the local learning coefficient over training (calibrated SGLD estimator)"),
+    Command("circuit", "circuit", "path patching of every edge: the circuit and its faithfulness, over training"),
     Command("verify", "verify", "check a hand-made construction"),
     Command("toy", "experiments", "Wang et al.'s toy model: four phases, and the plateau sweep"),
     Command("experiment", "experiments", "the rebuttal experiments that need several runs"),

@@ -1,0 +1,174 @@
+"""What ``induction-probes circuit RUN`` shows for an ICL-MC run of ours: every edge's share of the in-context gap
+(:mod:`~induction_probes.probes.circuit.edges`), the circuit and its faithfulness at one checkpoint, beside
+Proposition 2.1's construction; with ``all_steps`` the edge × step table and each circuit edge's formation bracket,
+and with ``plot`` each circuit edge's effect over training with its band. Callable from Python:
+
+>>> circuit_report("markov-k3", as_json=True)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from induction_probes.circuits.constructions.edelman import prop21
+from induction_probes.circuits.constructions.loading import load_construction
+from induction_probes.circuits.defaults import CIRCUIT_SEQS, PROBE_SEED
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.models.model_config import HookedTransformerConfig
+from induction_probes.circuits.runs.reader import Run, RunOrPath
+from induction_probes.probes.circuit.edges import THRESHOLD, EdgeEffects, edge_effects
+from induction_probes.probes.figures.plots_circuit_edges import plot_edges_over_training
+from induction_probes.probes.report.tables import figure_lines, format_table, provenance, spread
+from induction_probes.probes.report.views import probed_run
+from induction_probes.probes.run_level.all_probes import probe_eval_set
+from induction_probes.probes.tidy import crossing_step, first_reached
+
+CONSTRUCTION_C = 100.0  # Prop. 2.1's scale, as `verify prop21` builds it by default
+SHOWN_STEPS = 8  # checkpoints the over-training table lists (every one is in the JSON)
+
+
+def circuit_report(
+    run: RunOrPath,
+    *,
+    step: int | None = None,
+    all_steps: bool = False,
+    n_seqs: int = CIRCUIT_SEQS,
+    seed: int = PROBE_SEED,
+    threshold: float = THRESHOLD,
+    device=None,
+    plot: Path | None = None,
+    as_json: bool = False,
+) -> str | dict[str, Any]:
+    """Path patching of every edge of the run's checkpoint at ``step`` (default the last), or with ``all_steps``
+    of every checkpoint, on ``n_seqs`` fresh sequences of ``seed``; ``threshold``: the share of the gap an edge
+    needs to be in the circuit."""
+    run = probed_run(run)
+    if run.task.name != "markov":
+        raise BadInput(f"circuit reads ICL-MC runs; {run.path.name} is a {run.task.name} run")
+    if not isinstance(run.model_config, HookedTransformerConfig):
+        raise BadInput(f"circuit patches a transformer's heads; {run.path.name} is a {run.kind} model")
+    if n_seqs < 2:
+        raise BadInput("--n-seqs must be at least 2: one sequence gives no interval")
+    if not 0 < threshold <= 1:
+        raise BadInput(f"the threshold is a share of the gap in (0, 1], got {threshold!r}")
+    if all_steps and step is not None:
+        raise BadInput("give --step or --all-steps, not both")
+    eval_set = probe_eval_set(run, n_seqs, seed)
+    steps = run.steps if all_steps else [run.entry(step)["step"]]
+    found = [edge_effects(run.load(step=s, device=device), eval_set, s, threshold) for s in steps]
+    figures = [plot_edges_over_training(run, found, Path(plot))] if plot and all_steps else []
+    header = provenance(run, steps, n_seqs, seed)
+    if all_steps:
+        return series_answer(run, found, header, figures, as_json)
+    construction = construction_effects(run, eval_set, threshold)
+    if as_json:
+        return header | found[0].to_json() | {"construction": construction and construction.to_json()}
+    return "\n".join(step_lines(run, found[0], construction, n_seqs) + figure_lines(figures))
+
+
+def construction_effects(run: Run, eval_set, threshold: float) -> EdgeEffects | None:
+    """Prop. 2.1's construction for the run's task, patched on the same sequences; None where the run's model has
+    another shape than the construction's two layers of one head."""
+    cfg = run.model_config
+    if cfg.n_layers != 2 or any(heads != 1 for heads in cfg.layer_heads) or cfg.d_mlp is not None:
+        return None
+    model = load_construction(*prop21(run.task.k, CONSTRUCTION_C, run.task.seq_len, "float32"))
+    return edge_effects(model, eval_set, None, threshold)
+
+
+def effect_cell(found: EdgeEffects, index: int) -> str:
+    if found.effects is None:
+        return "-"
+    e = found.effects[index]
+    return f"{e.value:+.3f}" if e.low is None else f"{e.value:+.3f} [{e.low:+.3f}, {e.high:+.3f}]"
+
+
+def step_lines(run: Run, found: EdgeEffects, construction: EdgeEffects | None, n_seqs: int) -> list[str]:
+    gap = found.gap
+    lines = [
+        f"run {run.path.name}, step {found.step}: path patching of every edge on {n_seqs} fresh sequences, each "
+        "context from another chain; effect: the share of the in-context gap the edge alone carries [95 %]",
+        f"gap (KL to the truth at the last token, corrupted − clean): {gap.value:.4f} [{gap.low:.4f}, {gap.high:.4f}]",
+    ]
+    if found.no_gap:
+        return [*lines, f"no effects: {found.no_gap}, so there is no in-context signal to share out"]
+    in_circuit = set(found.circuit)
+    body = []
+    for i, edge in enumerate(found.edges):
+        theirs = [effect_cell(construction, i), "yes" if edge in construction.circuit else ""] if construction else []
+        body.append([edge.name, effect_cell(found, i), "yes" if edge in in_circuit else "", *theirs])
+    headers = ["edge", "effect [95 %]", "in circuit"]
+    headers += [f"Prop. 2.1 (c = {CONSTRUCTION_C:g})", "in its circuit"] if construction else []
+    faithful = found.faithfulness
+    lines += [
+        format_table(headers, body),
+        f"circuit (effect >= {found.threshold:g}): {', '.join(e.name for e in found.circuit) or 'none'}; "
+        f"faithfulness {faithful.value:.3f} [{faithful.low:.3f}, {faithful.high:.3f}] (the share of the gap kept "
+        "with every other edge patched)",
+    ]
+    return lines + construction_lines(found, construction)
+
+
+def construction_lines(found: EdgeEffects, construction: EdgeEffects | None) -> list[str]:
+    """Which trained edges match the construction's circuit (in both, or in neither), each with its interval."""
+    if construction is None:
+        return ["Prop. 2.1's construction has two layers of one head: this model has another shape"]
+    theirs, ours = set(construction.circuit), set(found.circuit)
+    both = [f"{e.name} {effect_cell(found, found.edges.index(e))}" for e in found.edges if e in theirs and e in ours]
+    missing = [e.name for e in found.edges if e in theirs and e not in ours]
+    extra = [e.name for e in found.edges if e in ours and e not in theirs]
+    return [
+        f"matches the construction's circuit: {', '.join(both) or 'none'}",
+        f"the construction's, missing here: {', '.join(missing) or 'none'}; here, not in the construction's: "
+        f"{', '.join(extra) or 'none'}",
+    ]
+
+
+def formation(found: list[EdgeEffects]) -> dict[str, dict]:
+    """Each edge of the last checkpoint's circuit: the first step whose interval lies above the threshold, and
+    the first step from which it stays there to the end."""
+    last = found[-1]
+    steps = [f.step for f in found]
+    brackets = {}
+    for edge in last.circuit:
+        lows = [lower_bound(f.effect(edge.sender, edge.receiver, edge.via)) for f in found]
+        brackets[edge.name] = {
+            "first_above": first_reached(steps, lows, last.threshold),
+            "stays_from": crossing_step(steps, lows, last.threshold),
+        }
+    return brackets
+
+
+def lower_bound(effect) -> float:
+    """An effect's interval's low end; below every threshold where there is none (no gap, one sequence)."""
+    return float("-inf") if effect is None or effect.low is None else effect.low
+
+
+def series_answer(run: Run, found: list[EdgeEffects], header: dict, figures: list, as_json: bool) -> str | dict:
+    brackets = formation(found)
+    if as_json:
+        return header | {
+            "edges": [edge for f in found for edge in f.to_json()["edges"]],
+            "circuits": [f.to_json()["circuit"] for f in found],
+            "formation": [{"edge": name} | b for name, b in brackets.items()],
+            "figures": [str(f) for f in figures],
+        }
+    shown = spread(found, SHOWN_STEPS)
+    edges = found[-1].edges
+    body = [[edge.name, *(effect_value(f, i) for f in shown)] for i, edge in enumerate(edges)]
+    return "\n".join(
+        [
+            f"run {run.path.name}: each edge's share of the in-context gap at {len(found)} checkpoints (intervals "
+            "in the JSON)",
+            format_table(["edge", *(f"step {f.step}" for f in shown)], body),
+            f"formation of the last checkpoint's circuit (threshold {found[-1].threshold:g}; the first step whose "
+            "interval lies above it, and the first from which it stays there):",
+            *(f"  {name}: {b['first_above']}, stays from {b['stays_from']}" for name, b in brackets.items()),
+            *figure_lines(figures),
+        ]
+    )
+
+
+def effect_value(found: EdgeEffects, index: int) -> str:
+    return "-" if found.effects is None else f"{found.effects[index].value:+.2f}"
