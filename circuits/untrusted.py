@@ -76,7 +76,8 @@ def read_bytes(path: Path, limit: int = MAX_TEXT_BYTES, root: Path | None = None
 def open_for_writing(path: Path, flags: int, mode: int = 0o666) -> int:
     """A descriptor of ``path`` opened with ``flags`` (``O_WRONLY``, ``O_APPEND``, ``O_CREAT``, ...) for writing
     in a folder a stranger may have written: a link at its name is refused (``O_NOFOLLOW``), and so is anything
-    that is not a regular file, checked on the open descriptor; ``O_NONBLOCK`` so that a named pipe there with
+    that is not a regular file or that has other names (a hard link: writing would change a file elsewhere),
+    checked on the open descriptor before a byte is written (no caller truncates on opening); ``O_NONBLOCK`` so that a named pipe there with
     no reader cannot hold the open for ever (it fails at once, or opens and is refused)."""
     try:
         descriptor = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
@@ -85,11 +86,15 @@ def open_for_writing(path: Path, flags: int, mode: int = 0o666) -> int:
             kind = {errno.ELOOP: "a symbolic link", errno.EISDIR: "a folder", errno.ENXIO: "a named pipe"}
             raise CheckpointError(f"{path} is {kind[error.errno]}, not a regular file: refusing to write it") from None
         raise
-    found = os.fstat(descriptor).st_mode
+    status = os.fstat(descriptor)
+    found = status.st_mode
     if not stat.S_ISREG(found):
         os.close(descriptor)
         what = "a named pipe, not a regular file" if stat.S_ISFIFO(found) else "not a regular file"  # O_RDWR opens one
         raise CheckpointError(f"{path} is {what}: refusing to write it")
+    if status.st_nlink > 1:  # another name of the same file, maybe outside the folder: writing would change it too
+        os.close(descriptor)
+        raise CheckpointError(f"{path} has other names (a hard link): refusing to write through it")
     os.set_blocking(descriptor, True)  # a regular file's writes never wait; the flag only guarded the open
     return descriptor
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 
 from induction_probes.circuits.errors import BadInput
 
@@ -17,6 +18,19 @@ QUOTE_LIMIT = 200  # characters of a value that one error message quotes
 class IncompleteResult(RuntimeError):
     """A request that ran but could not do all it was asked, through no fault of its input (a sweep's failed
     cells): the command line says it in one line, with status 1."""
+
+
+# C0 controls but newline and tab, DEL, C1 controls, and the bidirectional overrides and isolates
+UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` as a terminal may show it: every control character that could move the cursor, clear the screen,
+    set the title or write the clipboard (ESC, CSI, OSC, ...) and every bidirectional override written as its
+    ``\\uXXXX`` escape, which is also a valid escape inside JSON strings. Newlines and tabs stay. Everything the
+    command line prints, on stdout and stderr, goes through here: a stranger's config or tensor name may hold
+    such bytes."""
+    return UNPRINTABLE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def shortened(text: str, limit: int = QUOTE_LIMIT) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from induction_probes.circuits.errors import BAD_INPUT, bug_report
 from induction_probes.circuits.lazy import lazy_module
 from induction_probes.circuits.plugins import load_plugins
-from induction_probes.circuits.validation import IncompleteResult
+from induction_probes.circuits.validation import IncompleteResult, terminal_safe
 from induction_probes.cli.common import PROG, Parser, UsageError
 
 # --help and a language model's info need no torch: it loads once a command computes (the thread policy's module
@@ -89,8 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         refuse_undecodable(args)
     except UsageError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 2
+        return fail(error, 2)
     try:
         # These models are tiny: on the 2-core machine one thread beat two (bench/bench_model.py). A command that
         # computes nothing (info) leaves torch unloaded: importing it is most of such a command's time.
@@ -99,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a device this machine lacks: one line, status 2, before anything is written (but a sweep's may be a cluster's)
         if "device" in vars(args) and not getattr(args, "checks_its_device", False):
             devices.resolve_device(args.device)
-        print(args.handler(args), flush=True)
+        print(terminal_safe(args.handler(args)), flush=True)
     except BrokenPipeError:  # the reader went away (| head): nothing left to say, and no traceback
         silence_stdout()
         return 1
@@ -125,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def fail(error: object, status: int) -> int:
-    print(f"{PROG}: error: {error}", file=sys.stderr)
+    print(terminal_safe(f"{PROG}: error: {error}"), file=sys.stderr)
     return status
 
 

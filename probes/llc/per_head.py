@@ -41,12 +41,13 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from induction_probes.circuits.defaults import PROBE_SEED
+from induction_probes.circuits.limits import MAX_CHAINS, require_at_most
 from induction_probes.circuits.names import head_label
 from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.circuits.validation import require_int
 from induction_probes.probes.llc.chain_intervals import chain_estimate
 from induction_probes.probes.llc.checkpoint_llc import next_token_loss
-from induction_probes.probes.llc.estimator import LLCError, estimate_llc
+from induction_probes.probes.llc.estimator import LLCError, LLCSettings, estimate_llc
 from induction_probes.probes.llc.resolution import sample_series
 
 HEAD_PARAMETERS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "W_rel", "alibi_slope")  # row h of each
@@ -286,6 +287,8 @@ def per_head_llc(
     start = time.perf_counter()
     settings = {"seed": seed} | settings
     require_int("data_draws", data_draws, 1)
+    chains = settings.get("chains") or LLCSettings.__dataclass_fields__["chains"].default
+    require_at_most("data_draws x chains", data_draws * int(chains), MAX_CHAINS)  # each draw runs that many
     if isinstance(run_or_model, nn.Module):
         if tokens is None or data_draws > 1:
             raise LLCError("a model needs tokens [n_seqs, seq_len] to estimate on, and one draw of them")

@@ -22,7 +22,7 @@ from induction_probes.probes.ablation.head_ablation import check_mode, single_he
 from induction_probes.probes.lm.ablate_heads import HeadAblation, ablate
 from induction_probes.probes.lm.progress import progress_bar
 from induction_probes.probes.lm.protocols import InductionLoss, repeated_random_tokens
-from induction_probes.probes.lm.ray_series import on_ray
+from induction_probes.probes.lm.ray_series import local_only, on_ray
 from induction_probes.probes.tidy import Tidy, crossing_step
 
 BACKENDS = ("local", "ray")
@@ -115,6 +115,7 @@ def ablate_series(
     check_mode(mode)
     if backend not in BACKENDS:
         raise BadInput(f"the backend is local or ray, not {str(backend)[:200]!r}")
+    local_only(backend, address)
     if len(series.checkpoints) < 2:
         raise BadInput(f"{series.name} has one checkpoint (step {series.steps[0]}): ablate it as one model")
     folder = journal_folder(journal)

@@ -31,7 +31,13 @@ from torch import Tensor
 
 from induction_probes.circuits.defaults import LM_PROBE_SEQS, PROBE_SEED
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.limits import require_numbers, require_seed, require_sequences
+from induction_probes.circuits.limits import (
+    MAX_SEQUENCES,
+    require_at_most,
+    require_numbers,
+    require_seed,
+    require_sequences,
+)
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
 from induction_probes.circuits.validation import require_int
@@ -213,6 +219,7 @@ def markov_draws(
     its own ``n_seqs`` ICL-MC sequences (module docstring)."""
     k, seed = require_int("k", k, 2), require_seed("seed", seed)
     draws = draw_count(id_draws, tokens)
+    require_at_most("id draws x sequences", draws * require_int("n_seqs", n_seqs, 2), MAX_SEQUENCES)  # before any draw
     ids = [chain_ids(model, k, seed, tokens)] if tokens is not None else random_ids(model, k, seed, draws)
     bos = bos_id(model)
     task = MarkovTask(k=k, seq_len=chain_length(model, bos, seq_len))

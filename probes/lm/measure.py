@@ -85,8 +85,10 @@ class HeadEstimate:
         return self.value[layer, head].item(), self.low[layer, head].item(), self.high[layer, head].item()
 
     def to_json(self, layer: int, head: int) -> dict:
+        """{value, low, high}: null bounds where there is no interval (one sequence: NaN bounds)."""
         value, low, high = self.at(layer, head)
-        return {"value": value, "low": low, "high": high}
+        no_interval = math.isnan(low) or math.isnan(high)
+        return {"value": value, "low": None if no_interval else low, "high": None if no_interval else high}
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,10 +135,18 @@ def chunk_size(model: HookedModel, n_pos: int) -> int:
     return max(1, CHUNK_NUMBERS // per_sequence)
 
 
+class Overflow(BadInput):
+    """A forward pass whose numbers left float32's range: refused (one line, status 2), with where it began
+    where a caller can say (:func:`~induction_probes.probes.lm.series.probe_tokens`)."""
+
+
 def per_token_loss(
     logits: Float[Tensor, "batch pos d_vocab"], tokens: Int[Tensor, "batch pos"]
 ) -> Float[Tensor, "batch pos_1"]:
-    """Cross-entropy of each next token: entry t is the loss at token t + 1."""
+    """Cross-entropy of each next token: entry t is the loss at token t + 1. Logits that are not finite (a
+    forward pass that overflowed) are :class:`Overflow`, never a NaN in a table."""
+    if not bool(torch.isfinite(logits).all()):
+        raise Overflow("the forward pass overflows: the logits are not finite (weights beyond float32's range?)")
     log_probs = torch.log_softmax(logits[:, :-1].double(), dim=-1)
     return -log_probs.gather(-1, tokens[:, 1:, None].to(log_probs.device)).squeeze(-1)
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.model_sources import ModelSource, Series
 from induction_probes.circuits.sweeps.ray_backend import ray_address_answers, ray_session
+from induction_probes.circuits.validation import quoted
 
 
 def shipped(source: ModelSource) -> ModelSource:
@@ -22,11 +25,27 @@ def shipped(source: ModelSource) -> ModelSource:
     return dataclasses.replace(source, location=os.path.abspath(source.location))
 
 
+ADDRESS = re.compile(r"auto|(ray://)?\S+:\d{1,5}")  # Ray's forms: auto, HOST:PORT, ray://HOST:PORT
+
+
+def check_address(address: str) -> None:
+    """A Ray address as Ray takes one (``auto``, ``HOST:PORT`` or ``ray://HOST:PORT``), else one line."""
+    if not ADDRESS.fullmatch(address):
+        raise BadInput(f"{quoted(address)} is not a Ray address: give HOST:PORT, ray://HOST:PORT or auto")
+
+
+def local_only(backend: str, address: str | None) -> None:
+    """``address`` names a Ray cluster: it means nothing to the local backend, which is refused, not ignored."""
+    if address is not None and backend != "ray":
+        raise BadInput("--address names a Ray cluster: give --backend ray too")
+
+
 def on_ray(series: Series, task: Callable[..., Any], address: str | None, bar, *arguments) -> list:
     """``task(source, *arguments)`` for every checkpoint of ``series``, each a Ray task of one CPU, the answers
     in step order; ``bar`` counts the checkpoints done. An ``address`` where nothing listens is refused within
     seconds (Ray itself retries it for minutes)."""
     if address is not None:
+        check_address(address)
         ray_address_answers(address)
     sources = [shipped(source) for source in series.checkpoints]
     workers = min(len(sources), os.cpu_count() or 1)  # a local instance's CPUs

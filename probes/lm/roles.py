@@ -25,6 +25,7 @@ induction score when that head is removed.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -45,7 +46,10 @@ if TYPE_CHECKING:
 THRESHOLD = 0.4
 
 
-def interval_text(value: float, low: float, high: float) -> str:
+def interval_text(value: float, low: float | None, high: float | None) -> str:
+    """A value and its interval; "no interval" where there is none (one sequence: the bounds are None or NaN)."""
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return f"{value:.2f} (no interval)"
     return f"{value:.2f} [{low:.2f}, {high:.2f}]"
 
 

@@ -20,10 +20,10 @@ from induction_probes.circuits.names import head_label
 from induction_probes.circuits.sweeps.worker_start import drop_current_folder
 from induction_probes.circuits.threads import thread_policy
 from induction_probes.probes.attention.patterns import run_with_patterns
-from induction_probes.probes.lm.measure import HeadScores, evaluate
+from induction_probes.probes.lm.measure import HeadScores, Overflow, evaluate
 from induction_probes.probes.lm.progress import progress_bar
 from induction_probes.probes.lm.protocols import LOSSES, InductionLoss, RepeatedTokens, repeated_random_tokens
-from induction_probes.probes.lm.ray_series import on_ray
+from induction_probes.probes.lm.ray_series import local_only, on_ray
 from induction_probes.probes.lm.roles import (
     THRESHOLD,
     Composition,
@@ -169,12 +169,27 @@ def probe_tokens(
         raise BadInput(f"the threshold is a share of attention in (0, 1], got {threshold!r}")
     where = "probing" if step is None else f"probing step {step}"
     with progress_bar(2 * repeated.tokens.shape[0], where, progress) as bar:
-        scores, loss = evaluate(model, repeated, bar)
+        try:
+            scores, loss = evaluate(model, repeated, bar)
+        except Overflow as error:
+            step_said = "" if step is None else f"step {step}: "
+            raise Overflow(f"{step_said}{error}{first_overflowing_head(model, repeated)}") from None
         roles = head_roles(scores, threshold)
         induction = heads_labelled(roles, "induction", scores, "content")
         previous = heads_labelled(roles, "previous-token", scores, "previous_token")
         found = compositions(model, repeated, scores, induction, previous, bar)
     return StepProbes(step, repeated, scores, loss, threshold, roles, found, example_attention(model, repeated, step))
+
+
+def first_overflowing_head(model: HookedModel, repeated: RepeatedTokens) -> str:
+    """Where an overflowing pass first leaves float32's range: the first head whose attention on the first probe
+    sequence is not finite ("" where every pattern is, and only the logits overflow)."""
+    layers = run_with_patterns(model, repeated.tokens[:1])[1]
+    for layer, pattern in enumerate(layers):
+        bad = (~torch.isfinite(pattern[0])).flatten(1).any(-1)  # [head]
+        if bool(bad.any()):
+            return f"; from head {head_label(layer, int(bad.nonzero()[0]))} on, its attention is not a number"
+    return ""
 
 
 def token_texts(model: HookedModel, ids: list[int]) -> list[str]:
@@ -236,6 +251,7 @@ def probe_series(
     series = series if isinstance(series, Series) else require_series(os.fspath(series))
     if backend not in BACKENDS:
         raise BadInput(f"the backend is local or ray, not {str(backend)[:200]!r}")
+    local_only(backend, address)
     with progress_bar(len(series.checkpoints), "checkpoints", progress, unit="checkpoint", leave=True) as bar:
         if backend == "ray":
             return SeriesProbes(series.name, tuple(on_ray(series, probe_checkpoint, address, bar, device, protocol)))

@@ -19,6 +19,7 @@ from induction_probes.circuits.interop.model_folder import (
     read_model_folder,
 )
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, as_source, model_folder, require_model
+from induction_probes.circuits.validation import shortened
 
 # the names config.json gives each size under, across transformers' architectures (GPT-2 keeps its own)
 SIZE_NAMES = {
@@ -64,7 +65,13 @@ def tokenizer_about(tokenizer_config: dict | None, tokenizer: dict | None) -> di
         ids = [token.get("id") for token in added if isinstance(token, dict)]
         size = max([size, *(i + 1 for i in ids if isinstance(i, int))])
     name = (tokenizer_config or {}).get("tokenizer_class")
-    return {"class": name if isinstance(name, str) else "from tokenizer.json", "size": size}
+    return {"class": shortened(name) if isinstance(name, str) else "from tokenizer.json", "size": size}
+
+
+def text_field(value: object) -> str | None:
+    """A name from a stranger's config as info shows it: a string, at most :data:`QUOTE_LIMIT` characters (its
+    control characters are escaped where the command line prints); anything else is no name."""
+    return shortened(value) if isinstance(value, str) else None
 
 
 def language_model_info(
@@ -81,11 +88,13 @@ def language_model_info(
     architectures = config.get("architectures")
     stored = {code for name, (code, _, _) in files.tensors().items() if not STALE_BUFFER.search(name)}
     about = {
-        "architecture": architectures[0] if isinstance(architectures, list) and architectures else None,
-        "model_type": config.get("model_type"),
+        "architecture": text_field(architectures[0] if isinstance(architectures, list) and architectures else None),
+        "model_type": text_field(config.get("model_type")),
         **config_sizes(config),
         "parameters": files.parameter_count(),
-        "dtype": ", ".join(sorted(FLOAT_NAMES.get(c) or NON_FLOAT_DTYPES.get(c, c) for c in stored)),
+        "dtype": ", ".join(
+            sorted(FLOAT_NAMES.get(c) or NON_FLOAT_DTYPES.get(c) or shortened(str(c), 20) for c in stored)
+        ),
         "positional": positions(config),
         "tokenizer": tokenizer,
     }

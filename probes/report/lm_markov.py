@@ -85,6 +85,8 @@ def markov_lm_report(
     as_json: bool = False,
     progress: bool = True,
     threads: int | None = None,
+    backend: str = "local",
+    address: str | None = None,
 ) -> str | dict:
     """The ICL-MC probe of ``model`` (a model directory, a folder of ``step_N/`` checkpoints, a name in the local
     Hugging Face cache, a run of ours by path or name, a ``ModelSource``, ``Series`` or ``Run``, or a booted
@@ -94,7 +96,10 @@ def markov_lm_report(
     each draw with its own ``n_seqs`` sequences (default 64) of ``seq_len`` tokens (default T = 100 within the
     context); the intervals cover draws and sequences. ``progress``: bars on stderr over checkpoints and sequences,
     where stderr is a terminal or a notebook's. ``threads``: torch threads (default: the policy of
-    :mod:`~induction_probes.circuits.threads`). Bad options raise ValueError."""
+    :mod:`~induction_probes.circuits.threads`). It runs here: ``backend`` "ray" and an ``address`` are refused (Ray
+    spreads the repeated-token probes of a series). Bad options raise ValueError."""
+    if backend != "local" or address is not None:
+        raise BadInput("--backend and --address spread the repeated-token probes of a series: --task markov runs here")
     check_options(k, n_seqs, seq_len, seed, step, all_steps, id_draws, tokens)
     name, models, series, count = checkpoints(model, step, all_steps, device)
     options = {"k": k, "n_seqs": n_seqs, "seq_len": seq_len, "seed": seed, "tokens": tokens, "id_draws": id_draws}

@@ -1,0 +1,131 @@
+"""Reliability round five (issue 65): each test named after what it guards, and each failed before its fix."""
+
+import json
+import os
+import shutil
+
+import pytest
+from lm_models import save_model
+
+from induction_probes.circuits.untrusted import CheckpointError, open_for_writing
+from induction_probes.circuits.validation import terminal_safe
+from induction_probes.cli import main
+
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202eGPT2"  # set the title, clear the screen, C1 CSI, a bidi override
+
+
+def one_line(capsys) -> str:
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, err
+    return err
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return save_model("gpt2", tmp_path_factory.mktemp("lm") / "model")
+
+
+@pytest.fixture(scope="module")
+def series(tmp_path_factory):
+    root = tmp_path_factory.mktemp("series")
+    for step in (0, 1):
+        save_model("gpt2", root / f"step_{step}", seed=step)
+    return root
+
+
+def test_terminal_safe_escapes_every_control_character_and_keeps_lines():
+    shown = terminal_safe(f"a{HOSTILE}\nb\tc")
+    assert "\nb\tc" in shown and not any(ch in shown for ch in "\x1b\x07\x9b\u202e")
+    assert "\\u001b]0;pwned\\u0007" in shown
+    assert json.loads(f'"{terminal_safe(HOSTILE)}"') == HOSTILE  # JSON's own escapes: the JSON output still parses
+
+
+def test_info_never_prints_a_control_byte_read_from_a_config(model_dir, tmp_path, capsys):
+    hostile = tmp_path / "hostile"
+    shutil.copytree(model_dir, hostile)
+    config = json.loads((hostile / "config.json").read_text())
+    config |= {"architectures": [HOSTILE], "model_type": HOSTILE * 100}
+    (hostile / "config.json").write_text(json.dumps(config))
+    for extra in ([], ["--json"]):
+        assert main(["info", str(hostile), *extra]) == 0
+        out = capsys.readouterr().out
+        assert not any(ch in out for ch in "\x1b\x07\x9b\u202e") and "\\u001b" in out
+        assert max(map(len, out.splitlines())) < 1000  # a name is shown to 200 characters, not 5,000
+
+
+def test_a_refusal_quoting_a_name_prints_no_control_byte(capsys):
+    assert main(["info", f"no-such-run{HOSTILE}"]) == 2
+    err = one_line(capsys)
+    assert not any(ch in err for ch in "\x1b\x07\x9b\u202e")
+
+
+def test_a_hard_link_in_a_run_folder_is_never_written_through(tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    run = tmp_path / "run"
+    run.mkdir()
+    os.link(outside, run / "lock")
+    with pytest.raises(CheckpointError, match="hard link"):
+        open_for_writing(run / "lock", os.O_RDWR | os.O_CREAT)
+    assert outside.read_text() == "keep me"
+
+
+def test_train_into_a_folder_whose_lock_is_a_hard_link_leaves_the_outside_file(tmp_path, capsys):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    run = tmp_path / "run"
+    run.mkdir()
+    os.link(outside, run / "lock")
+    assert main(["train", "markov", "--k", "3", "--steps", "2", "--out", str(run)]) == 2
+    assert "hard link" in one_line(capsys) and outside.read_text() == "keep me"
+
+
+@pytest.mark.parametrize(
+    "extra, says",
+    [
+        (["--address", "not an address"], "is not a Ray address"),
+        (["--address", "127.0.0.1:6379"], "give --backend ray too"),
+    ],
+)
+def test_a_ray_address_is_checked_and_never_ignored(series, extra, says, capsys):
+    backend = ["--backend", "ray"] if "not an" in extra[1] else []
+    assert main(["probe", str(series), "--all-steps", "--n-seqs", "4", *backend, *extra]) == 2
+    assert says in one_line(capsys)
+
+
+def test_the_markov_task_refuses_ray_rather_than_failing(series, capsys):
+    assert main(["probe", str(series), "--all-steps", "--task", "markov", "--backend", "ray"]) == 2
+    assert "--task markov runs here" in one_line(capsys)
+
+
+def test_id_draws_are_bounded_before_any_is_drawn(model_dir, capsys):
+    assert main(["probe", str(model_dir), "--task", "markov", "--id-draws", str(10**30)]) == 2
+    assert "id draws x sequences" in one_line(capsys)
+
+
+def test_data_draws_times_chains_are_bounded(capsys):
+    assert main(["llc", "markov-k3", "--per-head", "--data-draws", str(10**9), "--steps", "4000"]) == 2
+    assert "data_draws x chains" in one_line(capsys)
+
+
+def test_an_overflowing_forward_pass_is_refused_with_the_head_named(model_dir, tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+
+    huge = tmp_path / "huge"
+    shutil.copytree(model_dir, huge)
+    weights = load_file(huge / "model.safetensors")
+    save_file({k: v * 1e19 if v.is_floating_point() else v for k, v in weights.items()}, huge / "model.safetensors")
+    assert main(["probe", str(huge), "--n-seqs", "4", "--length", "6", "--quiet"]) == 2
+    err = one_line(capsys)
+    assert "overflows" in err and "from head L0H0 on" in err and "nan" not in err
+    assert main(["ablate", str(huge), "--n-seqs", "4", "--length", "6", "--quiet", "--screen", "2"]) == 2
+    assert "overflows" in one_line(capsys)
+
+
+def test_one_sequence_says_no_interval_instead_of_nan(model_dir, capsys):
+    assert main(["probe", str(model_dir), "--n-seqs", "1", "--length", "6", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "nan" not in out and "(no interval)" in out
+    assert main(["probe", str(model_dir), "--n-seqs", "1", "--length", "6", "--quiet", "--json"]) == 0
+    head = json.loads(capsys.readouterr().out)["heads"][0]
+    assert head["content"]["low"] is None and head["content"]["value"] == pytest.approx(head["content"]["value"])
