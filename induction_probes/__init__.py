@@ -55,6 +55,8 @@ EXPORTS = {
     "reference_inputs_for": "induction_probes.probes.ablation.head_ablation",
     "ablation_frame": "induction_probes.probes.tidy",
     "compare_with_prop21": "induction_probes.probes.comparison.trained_vs_prop21",
+    "edge_effects": "induction_probes.probes.circuit.edges",  # path patching of every edge, the circuit
+    "model_edges": "induction_probes.probes.circuit.path_patching",
     "evaluate_on_prior": "induction_probes.probes.behaviour.by_prior",
     "evaluate_run_on_priors": "induction_probes.probes.behaviour.by_prior",
     "estimate_llc": "induction_probes.probes.llc.estimator",
@@ -67,6 +69,7 @@ EXPORTS = {
     # the report: what probe, ablate and report print (text, or a dict with as_json=True), figures, the page
     "probe_report": "induction_probes.probes.report.views",
     "ablation_report": "induction_probes.probes.report.views",
+    "circuit_report": "induction_probes.probes.report.circuit_views",  # what circuit prints
     "run_report": "induction_probes.probes.report.views",
     "html_report": "induction_probes.probes.report.views",
     "write_movie": "induction_probes.probes.report.movie_run",  # what movie writes: one offline page
@@ -149,11 +152,14 @@ if TYPE_CHECKING:  # EXPORTS as static imports for type checkers and IDEs ("as":
     from induction_probes.probes.behaviour.by_prior import evaluate_on_prior as evaluate_on_prior
     from induction_probes.probes.behaviour.by_prior import evaluate_run_on_priors as evaluate_run_on_priors
     from induction_probes.probes.behaviour.icl_behaviour import behaviour as behaviour
+    from induction_probes.probes.circuit.edges import edge_effects as edge_effects
+    from induction_probes.probes.circuit.path_patching import model_edges as model_edges
     from induction_probes.probes.comparison.trained_vs_prop21 import compare_with_prop21 as compare_with_prop21
     from induction_probes.probes.llc.estimator import estimate_llc as estimate_llc
     from induction_probes.probes.llc.per_head import per_head_llc as per_head_llc
     from induction_probes.probes.paper.build import write_paper as write_paper
     from induction_probes.probes.report.baseline_views import baselines_report as baselines_report
+    from induction_probes.probes.report.circuit_views import circuit_report as circuit_report
     from induction_probes.probes.report.info_views import info_report as info_report
     from induction_probes.probes.report.llc_heads import per_head_report as per_head_report
     from induction_probes.probes.report.llc_views import llc_report as llc_report
