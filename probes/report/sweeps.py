@@ -120,6 +120,7 @@ def task_summary_table(summary: dict) -> str:
         seeds = ", ".join(map(str, condition["seeds"]))
         lines += [f"{name}: {condition['task']}, seeds {seeds}", format_table(["measure", "value"], rows)]
         lines += [order_test_line(key, test) for key, test in condition["order_tests"].items()]
+    lines += one_seed_lines(summary)
     if summary["unfinished"]:
         lines.append(f"not finished (left out): {', '.join(summary['unfinished'])}")
     return "\n".join(lines)
@@ -136,7 +137,8 @@ def order_test_line(key: str, test: dict) -> str:
     p, rank = (test[name] for name in ("p_value", "rank_p_value"))
     tests = f"{test['test']} p = {'-' if p is None else f'{p:.3g}'}, {test['rank_test']} p = "
     tests += "-" if rank is None else f"{rank:.3g}"
-    return f"{ORDER_TESTS[key]}: {format_interval(test['difference'], 1, 3)} steps, {test['n']} seeds ({tests})"
+    shown = f"{format_interval(test['difference'], 1, 3)} steps ({method_said(test['difference'])})"
+    return f"{ORDER_TESTS[key]}: {shown}, {test['n']} seeds ({tests})"
 
 
 def toy_summary_table(summary: dict) -> str:
@@ -173,11 +175,25 @@ def toy_summary_table(summary: dict) -> str:
         tests += f"{comparison['rank_test']} p = {comparison['rank_p_value']}"
         lines.append(
             f"{comparison['b']} − {comparison['a']}, {comparison['measure']}: "
-            f"{format_interval(comparison['difference'], 1, 3)} ({tests})"
+            f"{format_interval(comparison['difference'], 1, 3)} ({method_said(comparison['difference'])}; {tests})"
         )
+    lines += one_seed_lines(summary)
     if summary["unfinished"]:
         lines.append(f"not finished (left out): {', '.join(summary['unfinished'])}")
     return "\n".join(lines)
+
+
+def one_seed_lines(summary: dict) -> list[str]:
+    """The conditions of one seed, said in words: their values have no interval (one seed shows no spread)."""
+    alone = [name for name, c in summary["conditions"].items() if c.get("n_seeds", len(c.get("seeds", []))) == 1]
+    if not alone:
+        return []
+    return [f"one seed, so no interval (a single value shows no spread between seeds): {', '.join(alone)}"]
+
+
+def method_said(difference: dict) -> str:
+    """Which interval a difference has (its ``method``: t, Welch t or percentile bootstrap)."""
+    return f"{difference['method']} interval" if difference.get("method") else "interval"
 
 
 def format_interval(value: dict, scale: float = 1.0, digits: int = 4) -> str:
@@ -213,6 +229,7 @@ def summary_table(summary: dict) -> str:
         format_table(headers, rows),
     ]
     lines += by_prior_lines(summary)
+    lines += one_seed_lines(summary)
     if summary["unfinished"]:
         lines.append(f"not finished (left out): {', '.join(summary['unfinished'])}")
     return "\n".join(lines + comparison_lines(summary))

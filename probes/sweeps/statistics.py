@@ -213,10 +213,13 @@ def interval(values: list[float]) -> dict:
 def nonnegative_interval(values: list[float]) -> dict:
     """:func:`interval` for a quantity that cannot be negative (a length, a KL): the Student-t interval, or
     where its low end falls below 0 (seeds split between 0 and more, say) the percentile bootstrap, which
-    stays inside [min, max] of the values, and then says so in ``method``."""
+    stays inside [min, max] of the values, and then says so in ``method``; below :data:`MIN_BOOTSTRAP_SEEDS`
+    seeds, where a bootstrap is the values' range, the t interval with its low end cut at 0."""
     result = interval(values)
     if result["low"] is None or result["low"] >= 0:
         return result
+    if len(values) < MIN_BOOTSTRAP_SEEDS:  # two seeds' bootstrap is their range: the t interval, cut at 0
+        return result | {"low": 0.0, "method": "t, clipped at 0"}
     low, high = bootstrap_interval([np.asarray(values, float)], False)
     return result | {"low": low, "high": high, "method": "percentile bootstrap"}
 

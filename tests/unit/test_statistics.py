@@ -358,3 +358,22 @@ def test_below_five_seeds_a_bounded_difference_gets_the_interval_of_its_own_test
         assert 0 <= mean["low"] <= mean["high"] <= 1 and mean["method"] == "t"
     five = [0.1, 0.2, 0.3, 0.4, 0.5]
     assert paired_comparison(five, [v + 0.1 for v in five], True)["difference"]["method"] == "percentile bootstrap"
+
+
+def test_below_five_seeds_a_nonnegative_mean_is_not_the_range_of_its_values():
+    """Two seeds of a length, 0 and 5: the t interval reaches below 0, and a percentile bootstrap would be the
+    range [0, 5] called 95 %; below five seeds the t interval is kept, cut at 0, and says so."""
+    from induction_probes.probes.sweeps.statistics import interval, nonnegative_interval
+
+    found = nonnegative_interval([0.0, 5.0])
+    assert found["method"] == "t, clipped at 0" and found["low"] == 0.0
+    assert found["high"] == pytest.approx(interval([0.0, 5.0])["high"])  # 2.5 + 12.71 x 2.5: far beyond the range
+    assert nonnegative_interval([0.0, 0.0, 0.0, 0.0, 5.0])["method"] == "percentile bootstrap"
+
+
+def test_a_condition_of_one_seed_says_it_has_no_interval_in_words():
+    from induction_probes.probes.report.sweeps import one_seed_lines
+
+    summary = {"conditions": {"a": {"n_seeds": 1}, "b": {"n_seeds": 3}, "c": {"seeds": [7]}}}
+    assert one_seed_lines(summary) == ["one seed, so no interval (a single value shows no spread between seeds): a, c"]
+    assert one_seed_lines({"conditions": {"b": {"n_seeds": 2}}}) == []
