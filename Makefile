@@ -54,6 +54,9 @@ experiments: $(STAMP) data/shakespeare.txt
 	$(BIN)/induction-probes llc markov-k3 --per-head --steps 283,768,1010,4000 --n-seqs 512 --chains 2 --data-draws 2 \
 	  --burn-in 200 --draws 200 --batch-size 64 --json --plot experiments/results/markov-k3-llc-heads \
 	  > experiments/results/markov-k3-llc-heads/llc_heads.json
+	mkdir -p experiments/results/markov-k3-circuit
+	$(BIN)/induction-probes circuit markov-k3 --all-steps --json --plot experiments/results/markov-k3-circuit \
+	  > experiments/results/markov-k3-circuit/circuit.json
 	mkdir -p experiments/results/toy experiments/results/ih4
 	rm -rf experiments/results/toy/gd experiments/results/toy/boolean experiments/results/toy/adam
 	$(BIN)/induction-probes toy --out experiments/results/toy/gd

@@ -178,3 +178,21 @@ def test_runs_without_its_heads_or_its_task_are_one_line(run, says, capsys):
     assert main(["circuit", run, "--n-seqs", "20"]) == 2
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_shipped_circuit_is_the_constructions_and_its_key_edge_stays_from_the_transition():
+    """What docs/circuit.md and the README say of experiments/results/markov-k3-circuit."""
+    from pathlib import Path
+
+    shipped = Path(__file__).parents[2] / "experiments" / "results" / "markov-k3-circuit" / "circuit.json"
+    answer = json.loads(shipped.read_text())
+    assert len(answer["circuits"]) == len(answer["steps"]) == 137
+    assert len(answer["edges"]) == 12 * 137  # edge rows at every checkpoint
+    assert set(answer["circuits"][-1]["edges"]) == {
+        "embed -> L0H0.v",
+        "embed -> L1H0.v",
+        "L0H0 -> L1H0.k",
+        "L1H0 -> logits",
+    }
+    key = next(f for f in answer["formation"] if f["edge"] == "L0H0 -> L1H0.k")
+    assert key["first_above"] == key["stays_from"] == 606
