@@ -6,8 +6,11 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from matplotlib.patches import Rectangle
+
 from induction_probes.probes.figures.plots import head_colour, legend_outside, save, strategies_above
 
+BAND = 0.08  # the top share of a panel that holds the refusals, above every value
 CIRCUIT_MEASURES = {"previous_token_match": "--", "k_composition_match": ":"}  # progress measure: line style
 
 
@@ -41,7 +44,6 @@ def plot_llc(
             color="grey",
             label=f"the same at γ/4{quarter_said(checked[0].get('at_quarter_gamma'))}",
         )
-    refusal_band(bottom, {"tab:red": [e["sequences_seen"] for e in trained if e["llc"] is None]})
     for e in estimates:
         if e["sequences_seen"] == 0 and e["llc"] is not None:
             bottom.axhline(
@@ -59,6 +61,7 @@ def plot_llc(
         verdict = "refused" if construction["llc"] is None else "flagged"
         bottom.plot([], [], " ", label=f"Prop. 2.1 construction: {verdict} by the diagnostics, not drawn")
     bottom.axhline(0, color="grey", lw=0.8)
+    refusal_band(bottom, {"tab:red": [e["sequences_seen"] for e in trained if e["llc"] is None]})  # values drawn
     bottom.set_ylabel("local learning coefficient")
     legend_outside(bottom)
     top.set_title(f"{title}: the learning coefficient over training")
@@ -91,15 +94,6 @@ def plot_per_head_llc(
             zorder=3,
         )
         quarter_gamma(bottom, mine, colours[name])
-    refusal_band(
-        bottom,
-        {
-            colours[name]: [
-                r["sequences_seen"] for r in rows if r["block"] == name and r["sequences_seen"] and r["llc"] is None
-            ]
-            for name in names
-        },
-    )
     bottom.plot([], [], "o", mfc="white", mec="grey", label="flagged (see the JSON's flags)")
     quarter = next((r["quarter"] for r in rows if r.get("quarter")), None)
     bottom.plot([], [], ls=":", marker="d", color="grey", label=f"the same at γ/4{quarter_said(quarter)}")
@@ -109,6 +103,15 @@ def plot_per_head_llc(
             bottom.axvline(crossing["first_sequences"], color="grey", ls=style, lw=1.2)
             bottom.plot([], [], color="grey", ls=style, lw=1.2, label=f"{name.replace('_', ' ')} crosses its threshold")
     bottom.axhline(0, color="grey", lw=0.8)
+    refusal_band(
+        bottom,
+        {
+            colours[name]: [
+                r["sequences_seen"] for r in rows if r["block"] == name and r["sequences_seen"] and r["llc"] is None
+            ]
+            for name in names
+        },
+    )
     bottom.set_ylabel("refined LLC of the block")
     legend_outside(bottom)
     top.set_title(f"{title}: each head's learning coefficient over training")
@@ -142,10 +145,12 @@ def refusal_band(axis, refused: dict[str, list]) -> None:
     axis's own coordinates: a refusal has no value, so it is never drawn at one."""
     if not any(refused.values()):
         return
+    low, high = axis.get_ylim()
+    axis.set_ylim(low, low + (high - low) / (1 - BAND))  # the values keep below the band
     band = axis.get_xaxis_transform()  # x in data (sequences seen), y in the axis's fraction
-    axis.axhspan(0.93, 1.0, color="0.92", zorder=0, transform=axis.transAxes)
+    axis.add_patch(Rectangle((0, 1 - BAND), 1, BAND, transform=axis.transAxes, color="0.9", zorder=0, lw=0))
     for colour, xs in refused.items():
-        axis.plot(xs, [0.965] * len(xs), "x", color=colour, ms=8, transform=band, clip_on=False)
+        axis.plot(xs, [1 - BAND / 2] * len(xs), "x", color=colour, ms=8, transform=band, clip_on=False)
     axis.plot([], [], "x", color="grey", label="refused by the diagnostics (grey band: no value)")
 
 
