@@ -20,7 +20,7 @@ faithful) / mean(gap), 1 where the circuit alone carries all of it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float, Int
@@ -85,8 +85,8 @@ class EdgeEffects(Tidy):
             return None
         return self.effects[self.edges.index(Edge(sender, receiver, via))]
 
-    def to_json(self) -> dict:
-        def shown(e: Estimate | None) -> dict | None:
+    def to_json(self) -> dict[str, Any]:
+        def shown(e: Estimate | None) -> dict[str, Any] | None:
             return None if e is None else {"value": e.value, "low": e.low, "high": e.high}
 
         effects = self.effects or [None] * len(self.edges)
@@ -106,7 +106,7 @@ class EdgeEffects(Tidy):
             },
         }
 
-    def to_records(self, sequences_seen: int | None = None) -> list[dict]:
+    def to_records(self, sequences_seen: int | None = None) -> list[dict[str, Any]]:
         rows = [row(self.step, sequences_seen, None, None, "gap", self.gap.value, self.gap.low, self.gap.high)]
         for edge, effect in zip(self.edges, self.effects or []):
             rows.append(

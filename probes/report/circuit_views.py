@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from induction_probes.circuits.constructions.edelman import prop21
 from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.defaults import CIRCUIT_SEQS, PROBE_SEED
@@ -36,7 +38,7 @@ def circuit_report(
     n_seqs: int = CIRCUIT_SEQS,
     seed: int = PROBE_SEED,
     threshold: float = THRESHOLD,
-    device=None,
+    device: str | torch.device | None = None,
     plot: Path | None = None,
     as_json: bool = False,
 ) -> str | dict[str, Any]:
