@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from induction_probes.circuits.errors import BadInput
 from induction_probes.probes.llc.chain_intervals import chain_stderr
 from induction_probes.probes.llc.estimator import estimate_llc
+from induction_probes.probes.llc.gate import gate
 
 
 def rrr_learning_coefficient(M: int, N: int, H: int, r: int) -> tuple[Fraction, int]:
@@ -304,3 +305,24 @@ def quarter_of(result) -> dict | None:
     if result.llc is None or check.get("estimate") is None or len(chains) < 2:
         return None
     return {"estimate": sum(chains) / len(chains), "llc_stderr": chain_stderr(chains), "per_chain": chains}
+
+
+def whole_cases(cases: list[dict], quarter: bool = False) -> list[dict]:
+    """:func:`~induction_probes.probes.llc.calibration.calibrate`'s cases as :func:`.gate.gate` reads them: at γ,
+    or with ``quarter`` at γ/4 (a case without a γ/4 estimate is a miss)."""
+    return [
+        {"name": c["name"], "truth": c["truth"]}
+        | (
+            {"estimate": (c.get("quarter") or {}).get("estimate"), "stderr": (c.get("quarter") or {}).get("llc_stderr")}
+            if quarter
+            else {"estimate": c["estimate"], "stderr": c["llc_stderr"]}
+        )
+        for c in cases
+    ]
+
+
+def calibration_verdict(n: int = 2000, **settings) -> dict:
+    """The gate's verdict (:func:`.gate.gate`) on every calibration case estimated at ``settings`` as a result on
+    ``n`` samples sees them: what an estimate at settings other than the rule's defaults needs to be trusted
+    (:mod:`.calibrated`). Samples every case: minutes."""
+    return gate(whole_cases(calibrate(n=n, **settings)))

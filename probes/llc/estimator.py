@@ -45,6 +45,7 @@ from torch import Tensor
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.limits import MAX_BURN_IN, MAX_CHAINS, MAX_DRAWS, require_at_most
+from induction_probes.probes.llc.calibrated import verdict_for
 from induction_probes.probes.llc.curvature import (
     curvature,
     gradient_shift,
@@ -135,6 +136,7 @@ class LLCResult:
     diagnostics: dict[str, Any]
     problems: list[str]  # refusals
     flags: list[str]  # warnings
+    calibration: dict[str, Any] = field(default_factory=dict)  # the verdict of its settings (:mod:`.calibrated`)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -229,7 +231,14 @@ def estimate_llc(
 ) -> LLCResult:
     """The LLC of ``model`` at its current weights; ``settings`` override fields of :func:`default_settings`
     (n_beta, localization, lr, burn_in, draws, chains, batch_size, seed, localization_check). The model is not
-    changed."""
+    changed. The result's ``calibration`` is the verdict of these settings (:func:`.calibrated.verdict_for`)."""
+    return replace(sampled_estimate(model, loss_fn, data, **settings), calibration=verdict_for(settings))
+
+
+def sampled_estimate(
+    model: torch.nn.Module, loss_fn: LossFn, data: tuple[Tensor, ...], **settings: float | None
+) -> LLCResult:
+    """:func:`estimate_llc` before its calibration verdict is attached."""
     n = validate_data(data)
     model = model.train()
     point = curvature(model, loss_fn, data, seed=settings.get("seed", 0))

@@ -21,7 +21,7 @@ from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 from induction_probes.circuits.validation import require_int
 from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
 from induction_probes.probes.figures.plots_llc import plot_llc
-from induction_probes.probes.llc.calibration import calibrate
+from induction_probes.probes.llc.calibration import calibrate, whole_cases
 from induction_probes.probes.llc.checkpoint_llc import checkpoint_llc, construction_estimates, next_token_loss
 from induction_probes.probes.llc.estimator import LLCSettings
 from induction_probes.probes.llc.gate import gate, marked, quarter_label
@@ -104,20 +104,6 @@ def with_quarter(estimate: dict, label: str) -> dict:
     check = (estimate.get("diagnostics") or {}).get("localization_check") or {}
     value = check.get("estimate") if estimate["llc"] is not None else None
     return estimate | {"at_quarter_gamma": {"llc": value, "calibration": label}}
-
-
-def whole_cases(cases: list[dict], quarter: bool = False) -> list[dict]:
-    """:func:`~induction_probes.probes.llc.calibration.calibrate`'s cases as :func:`.gate.gate` reads them: at γ,
-    or with ``quarter`` at γ/4 (a case without a γ/4 estimate is a miss)."""
-    return [
-        {"name": c["name"], "truth": c["truth"]}
-        | (
-            {"estimate": (c.get("quarter") or {}).get("estimate"), "stderr": (c.get("quarter") or {}).get("llc_stderr")}
-            if quarter
-            else {"estimate": c["estimate"], "stderr": c["llc_stderr"]}
-        )
-        for c in cases
-    ]
 
 
 def estimator_settings(overrides: dict, seed: int, n_seqs: int) -> dict:
