@@ -77,8 +77,9 @@ def open_for_writing(path: Path, flags: int, mode: int = 0o666) -> int:
     """A descriptor of ``path`` opened with ``flags`` (``O_WRONLY``, ``O_APPEND``, ``O_CREAT``, ...) for writing
     in a folder a stranger may have written: a link at its name is refused (``O_NOFOLLOW``), and so is anything
     that is not a regular file or that has other names (a hard link: writing would change a file elsewhere),
-    checked on the open descriptor before a byte is written (no caller truncates on opening); ``O_NONBLOCK`` so that a named pipe there with
-    no reader cannot hold the open for ever (it fails at once, or opens and is refused)."""
+    checked on the open descriptor before a byte is written (no caller truncates on opening); ``O_NONBLOCK`` so
+    that a named pipe there with no reader cannot hold the open for ever (it fails at once, or opens and is
+    refused)."""
     try:
         descriptor = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
     except OSError as error:

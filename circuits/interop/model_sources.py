@@ -19,9 +19,16 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from induction_probes.circuits.interop.model_folder import CONFIG, LanguageModelError, ModelFolder, one_line
+from induction_probes.circuits.interop.model_folder import (
+    CONFIG,
+    LanguageModelError,
+    ModelFolder,
+    one_line,
+    read_model_folder,
+)
 from induction_probes.circuits.runs.shipped import shipped_run_names
 from induction_probes.circuits.untrusted import CheckpointError, read_text
+from induction_probes.circuits.validation import quoted
 
 STEP_FOLDER = re.compile(r"step_?(\d+)")  # step_1000/ (our convention) or step1000 (Pythia's revisions)
 
@@ -223,6 +230,47 @@ def require_model(source: ModelSource | Series, step: int | None) -> ModelSource
     if step is not None:
         raise LanguageModelError(f"{source.location} is one model, not a checkpoint series: --step does not apply")
     return source
+
+
+# the config.json fields that size a model, across transformers' architectures: a series is one model only where
+# every checkpoint agrees on each (layers, heads, width, vocabulary, context)
+SIZE_FIELDS = (
+    "model_type",
+    "n_layer",
+    "num_hidden_layers",
+    "n_head",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "n_embd",
+    "hidden_size",
+    "vocab_size",
+    "n_positions",
+    "max_position_embeddings",
+)
+
+
+def require_one_model(series: Series) -> Series:
+    """``series``, if every checkpoint has the first's sizes (:data:`SIZE_FIELDS` of its config.json): checkpoints
+    of different models are not one training run, and probing them on one set of sequences would compare
+    unlike things. One line naming the first step that differs, and how."""
+    first = None
+    for source in series.checkpoints:
+        config = config_of(source)
+        sizes = {field: config.get(field) for field in SIZE_FIELDS if field in config}
+        if first is None:
+            first = (source.step, sizes)
+        elif sizes != first[1]:
+            field = next(f for f in SIZE_FIELDS if sizes.get(f) != first[1].get(f))
+            raise LanguageModelError(
+                f"{series.name} is not one model: step {source.step}'s {field} is {quoted(sizes.get(field))}, step "
+                f"{first[0]}'s {quoted(first[1].get(field))}"
+            )
+    return series
+
+
+def config_of(source: ModelSource) -> dict:
+    """A checkpoint's config.json, read as every file of a stranger's model folder is."""
+    return read_model_folder(model_folder(source)).json(CONFIG) or {}
 
 
 def model_folder(source: ModelSource) -> ModelFolder:

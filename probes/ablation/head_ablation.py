@@ -28,6 +28,7 @@ from torch import Tensor
 
 from induction_probes.circuits.devices import model_device
 from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.validation import quoted
 from induction_probes.probes.attention.patterns import run_with_captures
 
 if TYPE_CHECKING:
@@ -60,9 +61,11 @@ def parse_head_list(text: str) -> list[tuple[int, int]]:
     heads = []
     for item in text.split(","):
         match = HEAD_NAME.fullmatch(item.strip())
-        if match is None:
-            raise BadInput(f"heads must look like L.H,L.H (e.g. 0.0,1.0) or L0H0,L1H0, got {text[:200]!r}")
+        if match is None or max(len(group or "") for group in match.groups()) > 6:  # no model has 10^6 layers
+            raise BadInput(f"heads must look like L.H,L.H (e.g. 0.0,1.0) or L0H0,L1H0, got {quoted(text)}")
         heads.append((int(match.group(1) or match.group(3)), int(match.group(2) or match.group(4))))
+    if twice := sorted({head for head in heads if heads.count(head) > 1}):
+        raise BadInput(f"{', '.join(f'L{layer}H{head}' for layer, head in twice)} named twice: name each head once")
     return heads
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from induction_probes.circuits.defaults import LM_PROBE_SEQS, PROBE_SEED
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import load_bridge
-from induction_probes.circuits.interop.model_sources import ModelSource, Series, require_series
+from induction_probes.circuits.interop.model_sources import ModelSource, Series, require_one_model, require_series
 from induction_probes.circuits.names import head_label
 from induction_probes.circuits.sweeps.worker_start import drop_current_folder
 from induction_probes.probes.ablation.head_ablation import check_mode, single_heads
@@ -111,7 +111,7 @@ def ablate_series(
     tokens. ``journal``: a folder that keeps each checkpoint's heads as they finish (``step_N.jsonl``); the same
     call resumes from it. ``backend="ray"``: one Ray task per checkpoint, on one thread, at ``address`` or on a
     local instance. A series needs two checkpoints or more: one is an ``ablate`` of one model."""
-    series = series if isinstance(series, Series) else require_series(os.fspath(series))
+    series = require_one_model(series if isinstance(series, Series) else require_series(os.fspath(series)))
     check_mode(mode)
     if backend not in BACKENDS:
         raise BadInput(f"the backend is local or ray, not {str(backend)[:200]!r}")

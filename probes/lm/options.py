@@ -11,13 +11,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from induction_probes.circuits.config import Config, count, option, option_names
+from induction_probes.circuits.validation import quoted
 
 
 def length_range(text: str) -> int | tuple[int, int]:
     """The type of --length: |R| as one integer (12) or an inclusive range (8-16)."""
     low, dash, high = text.partition("-")
-    if not (low.strip().isdigit() and (not dash or high.strip().isdigit())):
-        raise argparse.ArgumentTypeError(f"|R| must be an integer or a range LOW-HIGH (e.g. 8-16), got {text[:200]!r}")
+    digits = low.strip().isdigit() and (not dash or high.strip().isdigit())
+    if (
+        not digits or max(len(low.strip()), len(high.strip())) > 9
+    ):  # no context holds 10^9 tokens; int() of 5,000 digits fails
+        raise argparse.ArgumentTypeError(
+            f"|R| must be an integer below 10^9 or a range LOW-HIGH (e.g. 8-16), got {quoted(text)}"
+        )
     value = (int(low), int(high)) if dash else int(low)
     bounds = value if dash else (value, value)
     if not 2 <= bounds[0] <= bounds[1]:

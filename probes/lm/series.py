@@ -15,7 +15,7 @@ import torch
 from induction_probes.circuits.defaults import LM_PROBE_SEQS, PROBE_SEED
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import as_hooked, load_bridge
-from induction_probes.circuits.interop.model_sources import ModelSource, Series, require_series
+from induction_probes.circuits.interop.model_sources import ModelSource, Series, require_one_model, require_series
 from induction_probes.circuits.names import head_label
 from induction_probes.circuits.sweeps.worker_start import drop_current_folder
 from induction_probes.circuits.threads import thread_policy
@@ -248,7 +248,7 @@ def probe_series(
     :func:`probe`'s options); ``progress``: a bar over the checkpoints. ``backend="local"`` boots them one at a
     time here; ``"ray"`` runs one Ray task per checkpoint, on the cluster at ``address`` (every node must see the
     series at the same path) or on a local Ray instance, with the numbers of a local run."""
-    series = series if isinstance(series, Series) else require_series(os.fspath(series))
+    series = require_one_model(series if isinstance(series, Series) else require_series(os.fspath(series)))
     if backend not in BACKENDS:
         raise BadInput(f"the backend is local or ray, not {str(backend)[:200]!r}")
     local_only(backend, address)

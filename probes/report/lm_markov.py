@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING
 from induction_probes.circuits.defaults import PROBE_SEED
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import as_hooked, load_bridge
-from induction_probes.circuits.interop.model_sources import ModelSource, Series, find_source, require_model
+from induction_probes.circuits.interop.model_sources import (
+    ModelSource,
+    Series,
+    find_source,
+    require_model,
+    require_one_model,
+)
 from induction_probes.circuits.limits import require_seed
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.validation import require_int
@@ -61,7 +67,7 @@ def checkpoints(
         quiet_transformers()
         if all_steps and not isinstance(model, Series):
             raise BadInput(f"{model.location} is one model, not a checkpoint series: all_steps does not apply")
-        chosen = model.checkpoints if all_steps else (require_model(model, step),)
+        chosen = require_one_model(model).checkpoints if all_steps else (require_model(model, step),)
         name = model.name if isinstance(model, Series) else model.describe()
         return name, ((s.step, load_bridge(s, device)) for s in chosen), all_steps, len(chosen)
     if step is not None or all_steps:

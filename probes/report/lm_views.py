@@ -118,6 +118,8 @@ def probe_language_model(
     source = as_source(source)
     protocol = {"length": length, "batch": n_seqs, "seed": seed, "threshold": threshold}
     if all_steps:
+        if text is not None:
+            raise BadInput("--text scores one model's text: give --step (or no --all-steps), not --all-steps")
         if not isinstance(source, Series):
             raise BadInput(f"{source.location} is one model, not a checkpoint series: --all-steps does not apply")
         if step is not None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from induction_probes.circuits.defaults import LM_PROBE_SEQS
 from induction_probes.circuits.interop.language_models import load_bridge
-from induction_probes.circuits.interop.model_sources import Series
+from induction_probes.circuits.interop.model_sources import Series, require_one_model
 from induction_probes.circuits.names import head_label
 from induction_probes.probes.ablation.head_ablation import parse_heads
 from induction_probes.probes.attention.patterns import run_with_patterns
@@ -41,7 +41,7 @@ def series_movie(
     series: Series, frames: int, heads: str | None, n_seqs, seed: int, device: str | torch.device | None = None
 ) -> tuple[Movie, int]:
     """The movie of ``series`` (at most ``frames`` checkpoints), and how many checkpoints it has."""
-    chosen_steps = subsample(series.steps, frames)
+    chosen_steps = subsample(require_one_model(series).steps, frames)
     results, patterns = {}, {}
     example = tokens = None
     for step in chosen_steps:

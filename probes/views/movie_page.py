@@ -79,6 +79,9 @@ def frames_json(movie: Movie) -> str:
     return script_json({"tokens": movie.tokens, "heads": movie.heads, "frames": frames})
 
 
+GENERATOR = '<meta name="generator" content="induction-probes movie">'  # how a rerun knows its own page
+
+
 def movie_html(movie: Movie) -> str:
     """The page, self-contained: nothing in it names a file or an address to fetch."""
     if not movie.frames:
@@ -103,7 +106,7 @@ def movie_html(movie: Movie) -> str:
     return "\n".join(
         [
             "<!DOCTYPE html>",
-            '<html lang="en"><head><meta charset="utf-8">',
+            f'<html lang="en"><head><meta charset="utf-8">{GENERATOR}',
             f"<title>{html.escape(movie.title)}</title><style>{STYLE}</style></head><body>",
             f"<h1>{html.escape(movie.title)}</h1>{notes}{controls}",
             f'<div id="views">{heads}<div id="charts">{"".join(charts)}</div></div>',
@@ -149,7 +152,15 @@ def movie_folder(out) -> Path:
     page = out / "movie.html"
     if page.is_dir() and not page.is_symlink():
         raise BadInput(f"{page} is a folder: the movie cannot be written there")
+    if page.is_file() and not page.is_symlink() and not written_by_movie(page):
+        raise BadInput(f"{page} exists and is not a movie this command wrote: refusing to replace it")
     return out
+
+
+def written_by_movie(page: Path) -> bool:
+    """Whether ``page`` starts as a movie page does (its generator mark within the first KiB)."""
+    with page.open("rb") as handle:
+        return GENERATOR.encode() in handle.read(1024)
 
 
 def write_movie_page(movie: Movie, out: str | os.PathLike) -> Path:

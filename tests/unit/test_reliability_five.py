@@ -129,3 +129,46 @@ def test_one_sequence_says_no_interval_instead_of_nan(model_dir, capsys):
     assert main(["probe", str(model_dir), "--n-seqs", "1", "--length", "6", "--quiet", "--json"]) == 0
     head = json.loads(capsys.readouterr().out)["heads"][0]
     assert head["content"]["low"] is None and head["content"]["value"] == pytest.approx(head["content"]["value"])
+
+
+def test_a_series_of_different_models_is_refused_by_every_series_command(series, tmp_path, capsys):  # R11
+    mixed = tmp_path / "mixed"
+    shutil.copytree(series / "step_0", mixed / "step_0")
+    save_model("neox", mixed / "step_5")
+    commands = [
+        ["probe", str(mixed), "--all-steps", "--n-seqs", "4", "--length", "6"],
+        ["ablate", str(mixed), "--all-steps", "--n-seqs", "4", "--length", "6"],
+        ["movie", str(mixed), "--out", str(tmp_path / "movie")],
+        ["probe", str(mixed), "--all-steps", "--task", "markov", "--n-seqs", "4", "--id-draws", "2"],
+    ]
+    for argv in commands:
+        assert main(argv) == 2, argv
+        assert "is not one model: step 5's model_type is 'gpt_neox', step 0's 'gpt2'" in one_line(capsys)
+
+
+def test_movie_never_replaces_a_page_it_did_not_write(tmp_path, capsys):  # R6
+    page = tmp_path / "movie.html"
+    page.write_text("<html>someone's notes</html>")
+    assert main(["movie", "markov-k3", "--out", str(tmp_path), "--frames", "2"]) == 2
+    assert "is not a movie this command wrote" in one_line(capsys)
+    assert page.read_text() == "<html>someone's notes</html>"
+    page.unlink()
+    for _ in range(2):  # its own page it replaces
+        assert main(["movie", "markov-k3", "--out", str(tmp_path), "--frames", "2"]) == 0
+        capsys.readouterr()
+
+
+def test_a_head_named_twice_is_refused(tmp_path, capsys):  # R12
+    assert main(["movie", "markov-k3", "--out", str(tmp_path / "movie"), "--heads", "L0H0,L0H0"]) == 2
+    assert "L0H0 named twice" in one_line(capsys)
+
+
+def test_text_with_all_steps_is_refused_not_ignored(series, capsys):  # R13
+    assert main(["probe", str(series), "--all-steps", "--text", "README.md"]) == 2
+    assert "--text scores one model's text" in one_line(capsys)
+
+
+def test_a_huge_length_is_quoted_short(model_dir, capsys):  # R16
+    assert main(["probe", str(model_dir), "--length", "9" * 5000]) == 2
+    err = one_line(capsys)
+    assert len(err) < 400 and "characters)" in err
