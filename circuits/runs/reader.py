@@ -64,6 +64,32 @@ def read_metrics_lines(path: Path) -> list[str]:
     raise CheckpointError(f"{path} has a line that is not a JSON object with an integer step")
 
 
+NUMBER_FIELDS = ("sequences_seen", "train_loss", "eval_loss", "relative_mse")  # a number, where a line has one
+KL_FIELDS = ("last_token_kl",)  # a strategy name -> number object, where a line has one
+
+
+def check_metrics(lines: list[dict[str, Any]], steps: list[int], path: Path) -> list[dict[str, Any]]:
+    """``lines``, if every field a reader reads is of its type and every checkpoint of the manifest (``steps``)
+    has its line (the trainer appends the line before it lists the checkpoint); one clear refusal otherwise, not
+    a reader's KeyError or AttributeError."""
+    for line in lines:
+        wrong = [f for f in NUMBER_FIELDS if f in line and not is_number(line[f])]
+        wrong += [f for f in KL_FIELDS if f in line and not is_number_map(line[f])]
+        if wrong:
+            raise CheckpointError(f"{path} step {line['step']}: {wrong[0]} is not a number (or a map of numbers)")
+    if missing := sorted(set(steps) - {line["step"] for line in lines}):
+        raise CheckpointError(f"{path} has no evaluation of checkpoint step {missing[0]} (of {len(missing)} missing)")
+    return lines
+
+
+def is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_number_map(value: object) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and is_number(v) for k, v in value.items())
+
+
 def has_integer_step(value: object) -> bool:
     return isinstance(value, dict) and isinstance(value.get("step"), int) and not isinstance(value["step"], bool)
 
@@ -251,8 +277,11 @@ class Run:
         return model.to(device).eval()
 
     def metrics(self) -> list[dict[str, Any]]:
-        """Every evaluation written so far, one dict per checkpoint, ordered by step."""
-        return [json.loads(line) for line in read_metrics_lines(self.path / "metrics.jsonl")]
+        """Every evaluation written so far, one dict per checkpoint, ordered by step; each field a reader reads of
+        the type it reads, and a line for every checkpoint of the manifest (:func:`check_metrics`)."""
+        path = self.path / "metrics.jsonl"
+        found = [json.loads(line) for line in read_metrics_lines(path)]
+        return check_metrics(found, self.steps, path)
 
 
 # what the report's entry points take: a Run, or a run's folder or shipped name

@@ -165,4 +165,6 @@ def remove_unfinished_writes(path: Path) -> None:
     for folder in (path, path / "checkpoints", path / "resume"):
         if folder.is_dir() and not folder.is_symlink():
             for leftover in folder.glob(f".*{TEMPORARY_SUFFIX}"):
+                if leftover.is_dir() and not leftover.is_symlink():  # no write of ours leaves a folder
+                    raise CheckpointError(f"{leftover} is a folder named like a temporary file: not ours to remove")
                 leftover.unlink()

@@ -35,17 +35,27 @@ def only_writer(out: Path) -> Iterator[None]:
         lock_or_refuse(
             handle, RunLocked(f"another trainer is writing {out}; wait for it to finish or choose another --out")
         )
-        killed = handle.read(HOLDER_BYTES).strip()
-        if killed.isdigit():
-            print(
-                f"note: {out}: its last trainer (process {int(killed)}) was killed; taking over its lock",
-                file=sys.stderr,
-            )
+        holder = handle.read(HOLDER_BYTES).strip()
+        if holder.isdigit():
+            print(f"note: {out}: {takeover_note(int(holder))}; taking over its lock", file=sys.stderr)
         record(handle, f"{os.getpid()}\n".encode())
         try:
             yield
         finally:
             record(handle, b"")  # stopped on its own: nothing for the next holder to report
+
+
+def takeover_note(pid: int) -> str:
+    """What a process id left in the lock says: a trainer that was killed, unless that process is alive, in which
+    case it does not hold the lock (we do) and is no trainer of this run (a reused id, or a number written by
+    hand)."""
+    try:
+        os.kill(pid, 0)  # signal 0: only whether the process exists
+    except ProcessLookupError:
+        return f"its last trainer (process {pid}) was killed"
+    except (PermissionError, OverflowError, ValueError):  # alive but another user's, or no possible process id
+        pass
+    return f"its lock names process {pid}, which holds no lock on it: a stale or hand-written entry"
 
 
 def record(handle, content: bytes) -> None:

@@ -135,6 +135,7 @@ def test_a_series_of_different_models_is_refused_by_every_series_command(series,
     mixed = tmp_path / "mixed"
     shutil.copytree(series / "step_0", mixed / "step_0")
     save_model("neox", mixed / "step_5")
+    capsys.readouterr()  # transformers' bar while saving
     commands = [
         ["probe", str(mixed), "--all-steps", "--n-seqs", "4", "--length", "6"],
         ["ablate", str(mixed), "--all-steps", "--n-seqs", "4", "--length", "6"],
@@ -172,3 +173,39 @@ def test_a_huge_length_is_quoted_short(model_dir, capsys):  # R16
     assert main(["probe", str(model_dir), "--length", "9" * 5000]) == 2
     err = one_line(capsys)
     assert len(err) < 400 and "characters)" in err
+
+
+def test_a_live_process_in_the_lock_is_not_called_a_killed_trainer(tmp_path, capsys):  # R14
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "lock").write_text("1\n")  # init: alive, and never a trainer of this run
+    assert main(["train", "markov", "--k", "3", "--steps", "2", "--out", str(run)]) == 0
+    err = capsys.readouterr().err
+    assert "process 1, which holds no lock on it" in err and "was killed" not in err
+
+
+def test_a_folder_named_like_a_temporary_file_is_refused_not_crashed_on(tmp_path, capsys):  # R15
+    run = tmp_path / "run"
+    assert main(["train", "markov", "--k", "3", "--steps", "2", "--out", str(run)]) == 0
+    capsys.readouterr()
+    (run / ".config.json.abc.tmp").mkdir()
+    assert main(["train", "markov", "--out", str(run), "--resume"]) == 2
+    assert "a folder named like a temporary file" in one_line(capsys)
+
+
+@pytest.mark.parametrize("tamper", ["drop the last line", "a field of the wrong type"])
+def test_a_tampered_metrics_file_is_one_line_for_movie_and_llc(tamper, tmp_path, capsys):  # R5
+    from induction_probes.circuits.runs.shipped import resolve_run
+
+    run = tmp_path / "run"
+    shutil.copytree(resolve_run("markov-k3"), run)
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    if tamper == "drop the last line":
+        lines = lines[:-1]
+    else:
+        last = json.loads(lines[-1])
+        lines[-1] = json.dumps(last | {"last_token_kl": "oops"})
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    for argv in (["movie", str(run), "--out", str(tmp_path / "movie"), "--frames", "2"], ["llc", str(run)]):
+        assert main(argv) == 2
+        assert "metrics.jsonl" in one_line(capsys)
