@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
-
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.model_folder import one_line
 from induction_probes.circuits.limits import (
@@ -166,6 +164,7 @@ def names_of(config_class, name: str) -> list[str]:
 def parameter_count(config) -> int:
     """The parameters of a model of ``config``, counted on the meta device: its modules are built, no tensor
     is allocated, and what it counts is exact for every architecture, tied embeddings counted once."""
+    import torch  # here, not at the top: info's checks (refuse_code, check_architectures) run without torch
     from transformers import AutoModelForCausalLM  # the auto classes load each architecture's code when used
 
     with torch.device("meta"):

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.limits import MAX_LM_WEIGHT_BYTES, MAX_TEXT_BYTES
+from induction_probes.circuits.limits import MAX_LM_PARAMETERS, MAX_LM_WEIGHT_BYTES, MAX_TEXT_BYTES
 from induction_probes.circuits.untrusted import (
     CheckpointError,
     NotFiniteError,
@@ -183,7 +183,13 @@ class ModelFiles:
         """The weights' numbers, from the headers: the parameters as saved (tied embeddings once), without the
         causal masks older transformers saved beside them."""
         stored = self.tensors().items()
-        return sum(math.prod(shape) for name, (_, shape, _) in stored if not STALE_BUFFER.search(name))
+        count = sum(math.prod(shape) for name, (_, shape, _) in stored if not STALE_BUFFER.search(name))
+        if count > MAX_LM_PARAMETERS:  # a header states what it likes: its count is checked as a config's is
+            raise LanguageModelError(
+                f"the weights' headers state {count:.3g} parameters, above the limit of {MAX_LM_PARAMETERS:,} "
+                "(circuits/limits.py)"
+            )
+        return count
 
 
 def tensor_header(path: Path) -> dict[str, dict]:
@@ -202,13 +208,20 @@ def tensor_header(path: Path) -> dict[str, dict]:
     header.pop("__metadata__", None)
     for name, entry in header.items():
         shape = entry.get("shape") if isinstance(entry, dict) else None
-        if not (isinstance(entry.get("dtype"), str) and isinstance(shape, list) and all(is_size(n) for n in shape)):
+        dtype = entry.get("dtype") if isinstance(entry, dict) else None
+        if not (isinstance(dtype, str) and isinstance(shape, list) and len(shape) <= MAX_DIMS):
             raise LanguageModelError(f"{path}: tensor {one_line(name)} has no dtype and shape in its header")
+        if not all(is_size(n) for n in shape):
+            raise LanguageModelError(f"{path}: tensor {one_line(name)} has a shape entry that is no size below 2^40")
     return header
 
 
+MAX_DIMS = 8  # a tensor's dimensions in a header: a model's weights have at most 4
+MAX_DIM = 1 << 40  # one dimension's size: far above any model's, far below a number too long to print
+
+
 def is_size(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_DIM
 
 
 def read_model_folder(folder: ModelFolder) -> ModelFiles:

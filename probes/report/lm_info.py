@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.interop.hf_config import check_architectures, check_tokenizer_model, refuse_code
 from induction_probes.circuits.interop.model_folder import (
     CONFIG,
     NON_FLOAT_DTYPES,
@@ -19,7 +21,15 @@ from induction_probes.circuits.interop.model_folder import (
     read_model_folder,
 )
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, as_source, model_folder, require_model
-from induction_probes.circuits.validation import shortened
+from induction_probes.circuits.limits import (
+    MAX_LAYERS,
+    MAX_LM_CONTEXT,
+    MAX_LM_HEADS,
+    MAX_LM_VOCABULARY,
+    MAX_LM_WIDTH,
+    require_at_most,
+)
+from induction_probes.circuits.validation import require_int, shortened
 
 # the names config.json gives each size under, across transformers' architectures (GPT-2 keeps its own)
 SIZE_NAMES = {
@@ -31,16 +41,28 @@ SIZE_NAMES = {
     "d_vocab": ("vocab_size",),
     "n_ctx": ("max_position_embeddings", "n_positions", "n_ctx"),
 }
+SIZE_LIMITS = {  # the bounds the loader holds each size to (circuits/interop/hf_config.py's, without transformers)
+    "n_layers": MAX_LAYERS,
+    "n_heads": MAX_LM_HEADS,
+    "n_key_value_heads": MAX_LM_HEADS,
+    "d_model": MAX_LM_WIDTH,
+    "d_head": MAX_LM_WIDTH,
+    "d_vocab": MAX_LM_VOCABULARY,
+    "n_ctx": MAX_LM_CONTEXT,
+}
 ROTARY_KEYS = ("rope_parameters", "rope_theta", "rope_scaling", "rotary_pct", "rotary_dim", "rotary_emb_base")
 FLOAT_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
 
 def config_sizes(config: dict) -> dict:
-    """The sizes ``config`` gives (None where it gives one under no name known here), d_head derived."""
+    """The sizes ``config`` gives (None where it gives one under no name known here), d_head derived; a size
+    outside the loader's bounds (:data:`SIZE_LIMITS`: 0, −1, 100,000 layers) is refused as the loader refuses it."""
     sizes = {}
     for size, names in SIZE_NAMES.items():
-        given = [config[name] for name in names if isinstance(config.get(name), int)]
-        sizes[size] = given[0] if given else None
+        given = [(name, config[name]) for name in names if name in config and config[name] is not None]
+        for name, value in given:
+            require_at_most(name, require_int(name, value, 1), SIZE_LIMITS[size])
+        sizes[size] = given[0][1] if given else None
     if sizes["d_head"] is None and sizes["d_model"] and sizes["n_heads"]:
         sizes["d_head"] = sizes["d_model"] // sizes["n_heads"]
     return sizes
@@ -63,6 +85,9 @@ def tokenizer_about(tokenizer_config: dict | None, tokenizer: dict | None) -> di
     size = len(vocabulary) if isinstance(vocabulary, (dict, list)) else None
     if size is not None and isinstance(added, list):
         ids = [token.get("id") for token in added if isinstance(token, dict)]
+        for i in ids:  # an added token's id makes the vocabulary that large: bounded as a config's size is
+            if isinstance(i, int) and not 0 <= i < MAX_LM_VOCABULARY:
+                raise BadInput(f"an added token's id {shortened(str(i), 40)} is outside 0..{MAX_LM_VOCABULARY - 1:,}")
         size = max([size, *(i + 1 for i in ids if isinstance(i, int))])
     name = (tokenizer_config or {}).get("tokenizer_class")
     return {"class": shortened(name) if isinstance(name, str) else "from tokenizer.json", "size": size}
@@ -82,15 +107,20 @@ def language_model_info(
     model = require_model(source, step)
     files = read_model_folder(model_folder(model))
     with as_model_error(f"{model.describe()}: {CONFIG}"):
-        config = files.json(CONFIG)
+        config = files.json(CONFIG) or {}
+        refuse_code(config)  # what the loader refuses, info refuses too (auto_map, quantized weights)
+        check_architectures(config)
+        sizes = config_sizes(config)
     with as_model_error(f"{model.describe()}: tokenizer files"):
+        refuse_code(files.json(TOKENIZER_CONFIG) or {})
+        check_tokenizer_model(files.json(TOKENIZER_JSON) or {})
         tokenizer = tokenizer_about(files.json(TOKENIZER_CONFIG), files.json(TOKENIZER_JSON))
     architectures = config.get("architectures")
     stored = {code for name, (code, _, _) in files.tensors().items() if not STALE_BUFFER.search(name)}
     about = {
         "architecture": text_field(architectures[0] if isinstance(architectures, list) and architectures else None),
         "model_type": text_field(config.get("model_type")),
-        **config_sizes(config),
+        **sizes,
         "parameters": files.parameter_count(),
         "dtype": ", ".join(
             sorted(FLOAT_NAMES.get(c) or NON_FLOAT_DTYPES.get(c) or shortened(str(c), 20) for c in stored)

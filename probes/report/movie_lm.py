@@ -15,6 +15,7 @@ from induction_probes.probes.ablation.head_ablation import parse_heads
 from induction_probes.probes.attention.patterns import run_with_patterns
 from induction_probes.probes.lm.protocols import repeated_random_tokens
 from induction_probes.probes.lm.series import StepProbes, probe, token_texts
+from induction_probes.probes.report.lm_views import quiet_transformers
 from induction_probes.probes.views.charts import Curve
 from induction_probes.probes.views.movie_page import Chart, Frame, Movie, subsample, threshold_phases
 
@@ -41,6 +42,7 @@ def series_movie(
     series: Series, frames: int, heads: str | None, n_seqs, seed: int, device: str | torch.device | None = None
 ) -> tuple[Movie, int]:
     """The movie of ``series`` (at most ``frames`` checkpoints), and how many checkpoints it has."""
+    quiet_transformers()  # the command's output is its page and one line: no loading bar per checkpoint
     chosen_steps = subsample(require_one_model(series).steps, frames)
     results, patterns = {}, {}
     example = tokens = None

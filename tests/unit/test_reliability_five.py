@@ -209,3 +209,69 @@ def test_a_tampered_metrics_file_is_one_line_for_movie_and_llc(tamper, tmp_path,
     for argv in (["movie", str(run), "--out", str(tmp_path / "movie"), "--frames", "2"], ["llc", str(run)]):
         assert main(argv) == 2
         assert "metrics.jsonl" in one_line(capsys)
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"n_layer": -1}, "n_layer"),
+        ({"n_layer": 0}, "n_layer"),
+        ({"n_layer": 100_000}, "n_layer"),
+        ({"auto_map": {"AutoModel": "x.Y"}}, "auto_map"),
+        ({"quantization_config": {}}, "quantization_config"),
+        ({"architectures": "GPT2LMHeadModel"}, "architectures must be a list"),
+    ],
+)
+def test_info_refuses_what_the_loader_refuses(model_dir, tmp_path, change, says, capsys):  # R3
+    folder = tmp_path / "model"
+    shutil.copytree(model_dir, folder)
+    config = json.loads((folder / "config.json").read_text()) | change
+    (folder / "config.json").write_text(json.dumps(config))
+    assert main(["info", str(folder)]) == 2
+    assert says in one_line(capsys)
+
+
+def test_info_refuses_headers_and_token_ids_it_cannot_trust(model_dir, tmp_path, capsys):  # R1, R18
+    folder = tmp_path / "model"
+    shutil.copytree(model_dir, folder)
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    length = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + length])
+    for entry, says in (
+        (5, "has no dtype and shape"),
+        ({"dtype": "F32", "shape": [10**30], "data_offsets": [0, 0]}, "no size"),
+    ):
+        name = next(k for k in header if k != "__metadata__")
+        text = json.dumps(header | {name: entry}).encode()
+        weights.write_bytes(len(text).to_bytes(8, "little") + text + data[8 + length :])
+        assert main(["info", str(folder)]) == 2
+        assert says in one_line(capsys)
+    weights.write_bytes(data)
+    tokenizer = {"model": {"type": "WordLevel", "vocab": {"[UNK]": 0}, "unk_token": "[UNK]"}}
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer | {"added_tokens": [{"id": 10**30, "content": "x"}]}))
+    assert main(["info", str(folder)]) == 2
+    assert "outside 0.." in one_line(capsys)
+
+
+def test_movie_of_a_series_writes_no_loading_bar_to_a_log(series, tmp_path):  # R17
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run(
+        [
+            Path(sys.executable).with_name("induction-probes"),
+            "movie",
+            str(series),
+            "--out",
+            str(tmp_path),
+            "--frames",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0 and done.stdout.startswith("movie: ")
+    assert done.stderr == ""  # a log, not a terminal: no transformers bar or config warning
