@@ -37,7 +37,7 @@ def ablate_parser(ablate: Parser) -> None:
     add_run_argument(ablate)
     ablate.add_argument("--step", type=int, help="checkpoint step (default: the last)")
     ablate.add_argument("--mode", choices=["zero", "mean", "resample"], default="zero", help="default zero")
-    ablate.add_argument("--heads", help="heads ablated together, as L.H,L.H (default: each head alone)")
+    ablate.add_argument("--heads", help="heads ablated together, as L.H,L.H or L0H0,L1H0 (default: each head alone)")
     ablate.add_argument("--all-steps", action="store_true", help="ablate every head at every checkpoint of a series")
     add_probe_set_options(ablate)
     add_language_model_options(ablate, ablate=True)

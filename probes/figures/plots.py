@@ -212,7 +212,7 @@ def plot_loss_against_baselines(metrics: list[dict], baselines: dict[str, float]
     sequences_axis(ax, x)
     ax.set_ylabel("KL(true ‖ model), last token (nats)")
     ax.set_ylim(0, 1.1 * max(*baselines.values(), *(m["last_token_kl"]["true"] for m in kept)))
-    ax.set_title(f"{title}: test loss against the strategies' losses")
+    ax.set_title(f"{title}: KL(true ‖ model) at the last token against each strategy's")
     legend_outside(ax, title="KL(true ‖ ·)", sections={"shading": phase_handles(kept)})
     return save(fig, path)
 

@@ -42,7 +42,10 @@ def plot_sweep_summary(summary: dict, directory: Path) -> list[Path]:
     ax.set_yscale("log")
     ax.set_xlabel(summary["x_axis"])
     ax.set_ylabel("KL(true ‖ model), last token")
-    ax.set_title(f"{name}: test loss, mean and 95% band over seeds\n(vertical bands: 95% interval of the transition)")
+    ax.set_title(
+        f"{name}: KL(true ‖ model) at the last token, mean and 95% band over seeds\n"
+        "(vertical bands: 95% interval of the transition)"
+    )
     plots.legend_outside(ax, below=True)
     paths = [plots.save(fig, directory / f"{name}-kl.png")]
     fig, axes = subplots(1, len(conditions), figsize=(max(6.5, 4.2 * len(conditions)), 4.2), squeeze=False, sharey=True)
