@@ -275,3 +275,15 @@ def test_movie_of_a_series_writes_no_loading_bar_to_a_log(series, tmp_path):  # 
     )
     assert done.returncode == 0 and done.stdout.startswith("movie: ")
     assert done.stderr == ""  # a log, not a terminal: no transformers bar or config warning
+
+
+def test_a_builtin_registered_lazily_as_a_prior_is_never_called():
+    from induction_probes.circuits.registry import UnusableEntry
+    from induction_probes.circuits.tasks.markov.prior_registry import PRIORS
+
+    PRIORS.register("os-system", "os:system")
+    try:
+        with pytest.raises(UnusableEntry, match="builtin"):
+            PRIORS.get("os-system")
+    finally:
+        PRIORS.unregister("os-system")

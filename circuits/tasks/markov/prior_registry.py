@@ -16,7 +16,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.registry import Expects, Registry
+from induction_probes.circuits.registry import Registry, python_function
 from induction_probes.circuits.tasks.markov.priors import (
     draw_dirichlet,
     draw_doubly_stochastic_tables,
@@ -25,7 +25,12 @@ from induction_probes.circuits.tasks.markov.priors import (
     draw_unigram,
 )
 
-PRIORS = Registry("prior", __name__, Expects("a function drawing transition tables", callable))
+# a Python function taking what draw_prior passes: a builtin such as os.system, registered lazily, is refused
+PRIORS = Registry(
+    "prior",
+    __name__,
+    python_function("a function drawing transition tables", "n_seqs", "k", "order", "alpha", "p", "generator"),
+)
 PRIORS.register("dirichlet", draw_dirichlet, simple=True)
 PRIORS.register("doubly-stochastic", draw_doubly_stochastic_tables, simple=True, bigram_only=True)
 PRIORS.register("unigram", draw_unigram, simple=True)
