@@ -12,6 +12,7 @@ from pathlib import Path
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.runs.writer import write_atomic
+from induction_probes.circuits.validation import shortened
 from induction_probes.probes.paper.beyond import clamps_entry, llc_entry, per_head_llc_entry
 from induction_probes.probes.paper.edelman_figures import edelman_run_entries
 from induction_probes.probes.paper.edelman_sweeps import edelman_sweep_entries
@@ -67,23 +68,39 @@ def prepare_output(out: Path) -> Path:
 
 def all_entries(figures: Path) -> list[Entry]:
     """Both papers' entries in the page's order, their figures drawn into ``figures``."""
-    entries = [
-        *edelman_run_entries(figures),
-        clamps_entry(figures),
-        *edelman_sweep_entries(figures),
-        *variant_entries(figures),
-        *theorem_entries(figures),
-        *trained_entries(figures),
-        window_entry(figures),  # rebuttal Fig. 7 beyond IH_2, beside the IH_2 run's roles
-        *toy_entries(figures),
-        layerwise_entry(figures),
-        plateau_entry(figures),
-        *wang_rebuttal_entries(figures),
-        llc_entry(figures),
-        per_head_llc_entry(figures),
+    makers = [
+        edelman_run_entries,
+        clamps_entry,
+        edelman_sweep_entries,
+        variant_entries,
+        theorem_entries,
+        trained_entries,
+        window_entry,  # rebuttal Fig. 7 beyond IH_2, beside the IH_2 run's roles
+        toy_entries,
+        layerwise_entry,
+        plateau_entry,
+        wang_rebuttal_entries,
+        llc_entry,
+        per_head_llc_entry,
     ]
+    entries = []
+    for make in makers:
+        made = built(make, figures)
+        entries += made if isinstance(made, list) else [made]
     quotes = read_quotes()
     return [with_quote(entry, quotes) for entry in entries]
+
+
+def built(make, figures: Path):
+    """``make(figures)``; a shipped file that lacks a field it reads, or holds one of another type (a copy of the
+    repository edited by hand), is one line naming the entry, not an internal error."""
+    try:
+        return make(figures)
+    except (KeyError, TypeError, IndexError) as error:
+        raise BadInput(
+            f"a shipped result does not hold what the page's {make.__name__} reads ({type(error).__name__}: "
+            f"{shortened(str(error), 120)}): redraw it with make experiments"
+        ) from None
 
 
 def write_paper(out: str | os.PathLike[str]) -> Paper:

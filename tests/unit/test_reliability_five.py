@@ -287,3 +287,20 @@ def test_a_builtin_registered_lazily_as_a_prior_is_never_called():
             PRIORS.get("os-system")
     finally:
         PRIORS.unregister("os-system")
+
+
+def test_the_paper_on_a_result_that_lacks_a_field_is_one_line(tmp_path, monkeypatch):  # R19
+    from induction_probes.circuits.errors import BadInput
+    from induction_probes.probes.paper import shipped_files
+    from induction_probes.probes.paper.beyond import llc_entry
+    from induction_probes.probes.paper.build import built
+
+    results = tmp_path / "results"
+    shutil.copytree(shipped_files.RESULTS / "markov-k3-llc", results / "markov-k3-llc")
+    llc = results / "markov-k3-llc" / "llc.json"
+    answer = json.loads(llc.read_text())
+    del answer["checkpoints"][0]["llc"]
+    llc.write_text(json.dumps(answer))
+    monkeypatch.setattr(shipped_files, "RESULTS", results)
+    with pytest.raises(BadInput, match="does not hold what the page's llc_entry reads"):
+        built(llc_entry, tmp_path / "figures")
