@@ -97,3 +97,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_train_step.py
 	$(BIN)/python bench/bench_sweep.py
 	$(BIN)/python bench/bench_paper.py
+	$(BIN)/python bench/bench_eval_cost.py
