@@ -142,11 +142,12 @@ def row_said(row: dict) -> str:
 
 
 def changes_said(changes: list[dict]) -> list[str]:
-    """Each block's change from the first step, said real only where it holds at γ and at γ/4."""
+    """Each block's change from the first step, said real where it holds at what it rests on (γ, and γ/4 where
+    the calibration holds there; files written before γ/4 was gated rested on both)."""
     return [
         f"{c['block']} {c['from']} -> {c['to']}: {c['at_gamma']['change']:+.1f} at γ, "
         + (f"{c['at_quarter_gamma']['change']:+.1f} at γ/4" if c["at_quarter_gamma"] else "no γ/4 check")
-        + (": a change at both" if c["real"] else ": not a change at both")
+        + (f": a change, resting on {c.get('rests_on', 'γ and γ/4')}" if c["real"] else ": not shown to change")
         for c in changes
         if c["at_gamma"] is not None
     ]

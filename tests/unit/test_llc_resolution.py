@@ -234,3 +234,21 @@ def test_the_docs_state_the_calibrations_measured_spread_not_a_bias_sign():
     assert f"{spread([(c['estimate'], c['truth']) for c in whole])} at `markov-k3-llc`'s settings" in docs
     assert f"per block {spread(blocks)} at `markov-k3-llc-heads`'" in docs
     assert "lower estimate" not in docs
+
+
+def test_no_shipped_gamma_is_set_by_a_refused_checkpoint_and_every_chain_has_its_own_seed():
+    """Issue 64: the saddle at step 606 set the whole model's γ, step 768 L0H0's, and the two data draws shared
+    their chains' seeds. In the shipped files, each series' γ comes from an accepted estimate, the refused
+    checkpoints are named in ``not_setting``, and every value of a row has a sampler seed no other value has."""
+    results = Path(__file__).resolve().parents[2] / "experiments" / "results"
+    whole = json.loads((results / "markov-k3-llc" / "llc.json").read_text())["checkpoints"]
+    heads = json.loads((results / "markov-k3-llc-heads" / "llc_heads.json").read_text())["rows"]
+    for rows in [whole, *({r["block"]: [x for x in heads if x["block"] == r["block"]] for r in heads}.values())]:
+        resolution = rows[0]["resolution"]
+        setter = next(r for r in rows if r["step"] == resolution["set_by"])
+        assert setter["llc"] is not None and not setter["problems"], (resolution["set_by"], setter["problems"])
+        refused_before = {str(r["step"]) for r in rows if any("saddle" in p for p in r["problems"])}
+        assert refused_before <= set(resolution["not_setting"])
+    assert whole[0]["resolution"]["set_by"] == 4000 and "606" in whole[0]["resolution"]["not_setting"]
+    for row in heads + whole:
+        assert len(set(row["chain_seeds"])) == len(row["per_chain"]) == len(row["chain_seeds"])
