@@ -73,6 +73,7 @@ EXPORTS = {
     "run_report": "induction_probes.probes.report.views",
     "html_report": "induction_probes.probes.report.views",
     "write_movie": "induction_probes.probes.report.movie_run",  # what movie writes: one offline page
+    "embed_bundle_in_every_view": "induction_probes.probes.views.explorer",  # notebook views, for an export
     "baselines_report": "induction_probes.probes.report.baseline_views",
     "llc_report": "induction_probes.probes.report.llc_views",
     "per_head_report": "induction_probes.probes.report.llc_heads",
@@ -188,6 +189,7 @@ if TYPE_CHECKING:  # EXPORTS as static imports for type checkers and IDEs ("as":
     from induction_probes.probes.sweeps.statistics import split_into_kinds as split_into_kinds
     from induction_probes.probes.sweeps.summary import summarize_sweep as summarize_sweep
     from induction_probes.probes.tidy import ablation_frame as ablation_frame
+    from induction_probes.probes.views.explorer import embed_bundle_in_every_view as embed_bundle_in_every_view
 
 
 __all__ = sorted(EXPORTS)

@@ -61,7 +61,7 @@ class StepProbes(Tidy):
     attention: AttentionExample | None = None  # every head on one sequence: CircuitsVis's explorer, in a notebook
 
     def _repr_html_(self) -> str:
-        return self.attention.html() if self.attention is not None else f"<pre>{html.escape(repr(self))}</pre>"
+        return self.attention._repr_html_() if self.attention is not None else f"<pre>{html.escape(repr(self))}</pre>"
 
     @property
     def induction_heads(self) -> list[tuple[int, int]]:

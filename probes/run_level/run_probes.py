@@ -82,7 +82,7 @@ class RunProbes(Tidy, Sequence[CheckpointResult]):
         return run_attention(self.run, self.steps[-1] if step is None else step, inputs)
 
     def _repr_html_(self) -> str:
-        return self.attention().html() if self.checkpoints else "<p>no checkpoint probed</p>"
+        return self.attention()._repr_html_() if self.checkpoints else "<p>no checkpoint probed</p>"
 
     def calibration(self) -> dict[str, Measure]:
         """:func:`probe_calibration` on this run's probe set."""

@@ -4,7 +4,14 @@ pattern over the tokens, and hover a token to see where it looks), offline.
 CircuitsVis's wheel ships its JavaScript bundle (``circuitsvis/dist/cdn/iife.js``), which defines a global
 ``CircuitsVis``. Its ``str()``, ``show_code()`` and ``_repr_html_`` load that bundle from a CDN (the last one
 whenever this machine can reach the internet), so none of them is used: the bundle is inlined into every page
-here, once, in a classic ``<script>`` (its ``var CircuitsVis`` is then a global the page's own code can call)."""
+here, once, in a classic ``<script>`` (its ``var CircuitsVis`` is then a global the page's own code can call).
+
+**In a notebook** every output shares one page, so the 1.3 MB bundle is sent once: the first view a kernel shows
+(:meth:`AttentionExample._repr_html_`) carries it, and later views call the global it defined. A later view whose
+page has no bundle (its first view's output cleared, or a static export that kept only some outputs) says so in
+one line where the explorer would be, rather than staying blank. :func:`embed_bundle_in_every_view` makes every
+view carry it, for an export. ``.html()`` and every page written to disk (the movie, the report) always carry
+it: they stand alone."""
 
 from __future__ import annotations
 
@@ -72,12 +79,44 @@ def explorer_html(
     ``element``: the ``<div>``'s id (default a fresh one: a notebook shows many outputs on one page)."""
     element = element or f"circuitsvis-{uuid.uuid4().hex[:12]}"
     props = script_json(explorer_props(patterns, tokens, head_names))
-    call = f'CircuitsVis.render("{element}", CircuitsVis.AttentionHeads, {props});'
+    call = (
+        f'if (typeof CircuitsVis === "undefined") {{ document.getElementById("{element}").textContent = '
+        f'{json.dumps(NO_BUNDLE)}; }} else {{ CircuitsVis.render("{element}", CircuitsVis.AttentionHeads, {props}); }}'
+    )
     parts = [f"<p>{html.escape(caption, quote=False)}</p>"] if caption else []
     parts.append(f'<div id="{element}" class="attention-explorer"></div>')
     parts += [inline_script(circuitsvis_script())] if bundle else []
     parts.append(inline_script(call))
     return "\n".join(parts)
+
+
+NO_BUNDLE = (
+    "The attention explorer needs the CircuitsVis bundle, which the first view of this notebook carried: run that "
+    "cell again, or call embed_bundle_in_every_view() before showing views for an export."
+)
+
+
+@dataclass
+class NotebookBundle:
+    """Whether this kernel has sent the bundle to its notebook yet, and whether every view should carry it."""
+
+    sent: bool = False
+    every_view: bool = False
+
+    def take(self) -> bool:
+        """Whether the view about to be shown carries the bundle (and that it has been sent from now on)."""
+        carry = self.every_view or not self.sent
+        self.sent = True
+        return carry
+
+
+NOTEBOOK = NotebookBundle()
+
+
+def embed_bundle_in_every_view(every_view: bool = True) -> None:
+    """Every notebook view carries the CircuitsVis bundle from now on (``False``: only the first, the default),
+    so that an exported notebook whose outputs were kept in part still renders each view that was kept."""
+    NOTEBOOK.every_view = bool(every_view)
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,7 +129,9 @@ class AttentionExample:
     caption: str = ""
 
     def html(self) -> str:
+        """The explorer as a fragment that stands alone: the bundle always in it."""
         return explorer_html(self.patterns, self.tokens, self.heads, self.caption)
 
     def _repr_html_(self) -> str:
-        return self.html()
+        """The explorer in a notebook: the bundle with the kernel's first view only (module docstring)."""
+        return explorer_html(self.patterns, self.tokens, self.heads, self.caption, bundle=NOTEBOOK.take())

@@ -111,7 +111,7 @@ def test_every_movie_loads_offline_and_its_slider_changes_what_is_shown(source, 
 def test_the_explorer_shows_a_heads_attention_on_hover_and_on_click(browser, tmp_path):
     run = Run.open("markov-k3")
     path = tmp_path / "explorer.html"
-    shown = probe_run(run, probe_eval_set(run, 10, 0), steps=[4000])._repr_html_()
+    shown = probe_run(run, probe_eval_set(run, 10, 0), steps=[4000]).attention().html()
     path.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>{shown}</body></html>')
     page, problems = open_page(browser, path)
     assert page.get_by_text("L0H0 Zoomed").is_visible()
@@ -123,3 +123,28 @@ def test_the_explorer_shows_a_heads_attention_on_hover_and_on_click(browser, tmp
     assert page.get_by_text("L1H0 Zoomed").is_visible()
     assert spread(page.locator("canvas").nth(2).screenshot()) > 5  # the enlarged pattern, drawn
     assert problems == []
+
+
+def test_three_notebook_views_share_one_bundle_and_a_view_without_it_says_so(browser, tmp_path, monkeypatch):
+    """Issue 65: a notebook's outputs share one page; the first view carries the bundle, the later ones render with
+    it, and a view whose page lacks it (the first output cleared, a static export) says so instead of a blank."""
+    from induction_probes.probes.views import explorer
+
+    monkeypatch.setattr(explorer, "NOTEBOOK", explorer.NotebookBundle())
+    view = Run.open("markov-k3")
+    example = probe_run(view, probe_eval_set(view, 10, 0), steps=[4000]).attention()
+    shown = [example._repr_html_() for _ in range(3)]
+
+    def page_of(outputs: list[str], name: str):
+        path = tmp_path / name
+        body = "".join(f"<div class='output'>{html}</div>" for html in outputs)
+        path.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>{body}</body></html>')
+        return path
+
+    page, problems = open_page(browser, page_of(shown, "notebook.html"))
+    assert page.get_by_text("L0H0 Zoomed").count() == 3 and problems == []
+    cleared = browser.new_page()  # no canvas will come: open_page would wait for one
+    errors = []
+    cleared.on("pageerror", lambda error: errors.append(str(error)))
+    cleared.goto(page_of(shown[1:2], "cleared.html").as_uri())
+    assert cleared.get_by_text("needs the CircuitsVis bundle").is_visible() and errors == []

@@ -76,7 +76,16 @@ def test_subsampling_keeps_the_first_and_the_last_and_at_most_the_number_asked()
     assert subsample([0, 5], 24) == [0, 5]
 
 
-def test_probe_results_show_the_explorer_offline_in_a_notebook(series):
+@pytest.fixture
+def fresh_notebook(monkeypatch):
+    """A kernel that has shown no view yet (the bundle not sent), as every test of the notebook views needs."""
+    from induction_probes.probes.views import explorer
+
+    monkeypatch.setattr(explorer, "NOTEBOOK", explorer.NotebookBundle())
+    return explorer.NOTEBOOK
+
+
+def test_probe_results_show_the_explorer_offline_in_a_notebook(series, fresh_notebook):
     run = Run.open("markov-k3")
     shown = probe_run(run, probe_eval_set(run, 10, 0), steps=[4000])._repr_html_()
     assert "CircuitsVis.AttentionHeads" in shown and circuitsvis_script()[:200] in shown and self_contained(shown)
@@ -84,6 +93,23 @@ def test_probe_results_show_the_explorer_offline_in_a_notebook(series):
     step = lm.probe(series / "step_120", length=5, batch=4)
     assert step.attention.heads[:2] == ["L0H0", "L0H1"] and len(step.attention.tokens) == 10  # R + R, |R| = 5
     assert "CircuitsVis.AttentionHeads" in step._repr_html_()
+
+
+def test_a_notebook_with_three_views_holds_the_bundle_once(fresh_notebook):
+    """Issue 65: each view carried the 1.3 MB bundle. The first view of a kernel carries it, later ones call the
+    global it defined, and say in one line where the page has none; .html() always carries it."""
+    from induction_probes.probes.views.explorer import NO_BUNDLE, AttentionExample, embed_bundle_in_every_view
+
+    view = AttentionExample(["a", "b"], ["L0H0"], [[[1.0, 0.0], [0.5, 0.5]]])
+    shown = [view._repr_html_() for _ in range(3)]
+    bundle = circuitsvis_script()[:200]
+    assert [bundle in html for html in shown] == [True, False, False]
+    assert all(NO_BUNDLE in html and "CircuitsVis.AttentionHeads" in html for html in shown)
+    assert bundle in view.html() and self_contained(view.html())  # a page on disk stands alone
+    embed_bundle_in_every_view()
+    assert bundle in view._repr_html_()
+    embed_bundle_in_every_view(False)
+    assert bundle not in view._repr_html_()
 
 
 def test_nothing_in_a_token_can_end_the_script_it_is_written_in():
