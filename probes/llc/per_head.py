@@ -131,8 +131,10 @@ def block_llc(
     start = time.perf_counter()
     view = BlockView(model, block)
     seed = settings.get("seed", 0)
-    results = [
-        estimate_llc(view, loss_fn, draw, **(settings | {"seed": seed + i})) for i, draw in enumerate((data, *fresh))
+    first = estimate_llc(view, loss_fn, data, **settings)
+    same = one_resolution(first)  # every draw's chains at the first draw's γ and step, or they could not be pooled
+    results = [first] + [
+        estimate_llc(view, loss_fn, draw, **(settings | same | {"seed": seed + i})) for i, draw in enumerate(fresh, 1)
     ]
     d = block_size(model, block)
     pooled = pooled_chains(results)
@@ -148,6 +150,16 @@ def block_llc(
         "settings": results[0].to_json()["settings"],
         "seconds": time.perf_counter() - start,
     }
+
+
+def one_resolution(result) -> dict:
+    """The γ, step, burn-in and draws the estimator chose on the first draw of the data (the rule at its own
+    curvature where no series resolution was given), for the further draws: chains pooled into one interval must
+    be samples of one posterior, not each draw's own γ. Nothing where the first draw was refused before choosing."""
+    chosen = result.settings
+    if chosen is None:
+        return {}
+    return {"localization": chosen.localization, "lr": chosen.lr, "burn_in": chosen.burn_in, "draws": chosen.draws}
 
 
 def interval_covers(chains: int, draws: int) -> str:

@@ -221,3 +221,29 @@ def test_the_paper_entry_shows_each_head_inside_its_interval(monkeypatch, tmp_pa
         if row["llc"] is not None:
             low, high = row["interval"]
             assert f"step {row['step']}: {row['llc']:.1f} [{low:.1f}, {high:.1f}]" in entry.ours
+
+
+def test_further_draws_are_sampled_at_the_first_draws_resolution(monkeypatch):
+    """Chains pooled into one interval must sample one posterior: at one step (no series γ given), each draw once
+    chose its own γ and step from its own curvature."""
+    from induction_probes.probes.llc.calibration import linear_regression, squared_error
+    from induction_probes.probes.llc.estimator import estimate_llc as real
+
+    model, data, _ = linear_regression(2, n=200, seed=1)
+    _, other, _ = linear_regression(2, n=200, seed=2)
+    asked = []
+
+    def recording(*args, **settings):
+        asked.append(settings)
+        return real(*args, **settings)
+
+    monkeypatch.setattr(per_head, "estimate_llc", recording)
+    record = block_llc(
+        model, Block("w", (("w", None),)), squared_error, data, fresh=(other,), chains=2, localization_check=None
+    )
+    first = record["settings"]
+    assert "localization" not in asked[0]  # the rule chose it on the first draw
+    assert {k: asked[1][k] for k in ("localization", "lr", "burn_in", "draws")} == {
+        k: first[k] for k in ("localization", "lr", "burn_in", "draws")
+    }
+    assert asked[1]["seed"] == asked[0].get("seed", 0) + 1
