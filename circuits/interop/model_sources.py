@@ -198,6 +198,8 @@ def find_source(name: str) -> ModelSource | Series | None:
             f"(fetch it first: hf download {name})"
         )
     steps = sorted((int(m.group(1)), ref) for ref in revisions if (m := STEP_FOLDER.fullmatch(ref)))
+    if len({step for step, _ in steps}) < len(steps):
+        raise LanguageModelError(f"{name} has two revisions for one step (step_N and stepN): name one")
     if steps:
         return Series(name, tuple(ModelSource(name, revision=ref, step=step) for step, ref in steps))
     return ModelSource(name)
@@ -256,7 +258,7 @@ def require_one_model(series: Series) -> Series:
     first = None
     for source in series.checkpoints:
         config = config_of(source)
-        sizes = {field: config.get(field) for field in SIZE_FIELDS if field in config}
+        sizes = {field: config.get(field) for field in SIZE_FIELDS}  # a field left out reads as null
         if first is None:
             first = (source.step, sizes)
         elif sizes != first[1]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -83,7 +84,8 @@ def check_metrics(lines: list[dict[str, Any]], steps: list[int], path: Path) -> 
 
 
 def is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite number (``1e999`` parses to infinity, which no evaluation is)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def is_number_map(value: object) -> bool:

@@ -47,6 +47,8 @@ def on_ray(series: Series, task: Callable[..., Any], address: str | None, bar, *
     if address is not None:
         check_address(address)
         ray_address_answers(address)
+    if any(str(argument).startswith("cuda") for argument in arguments if isinstance(argument, str)):
+        raise BadInput("a Ray task here asks for one CPU and no GPU: run --device cuda without --backend ray")
     sources = [shipped(source) for source in series.checkpoints]
     workers = min(len(sources), os.cpu_count() or 1)  # a local instance's CPUs
     with ray_session(workers, address, report=lambda line: None) as ray:

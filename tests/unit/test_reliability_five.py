@@ -305,3 +305,34 @@ def test_the_paper_on_a_result_that_lacks_a_field_is_one_line(tmp_path, monkeypa
     monkeypatch.setattr(shipped_files, "RESULTS", results)
     with pytest.raises(BadInput, match="does not hold what the page's llc_entry reads"):
         built(llc_entry, tmp_path / "figures")
+
+
+def test_a_size_left_out_and_a_size_given_as_null_read_alike(series, tmp_path, capsys):  # review of R11
+    mixed = tmp_path / "mixed"
+    for step, extra in ((0, {}), (5, {"num_key_value_heads": None})):
+        shutil.copytree(series / "step_0", mixed / f"step_{step}")
+        config = json.loads((mixed / f"step_{step}" / "config.json").read_text()) | extra
+        (mixed / f"step_{step}" / "config.json").write_text(json.dumps(config))
+    from induction_probes.circuits.interop.model_sources import require_one_model, require_series
+
+    assert require_one_model(require_series(str(mixed))).steps == [0, 5]  # it crashed with StopIteration
+
+
+def test_an_infinite_evaluation_is_refused(tmp_path):  # review of R5: 1e999 parses to infinity
+    from pathlib import Path
+
+    from induction_probes.circuits.runs.reader import check_metrics
+    from induction_probes.circuits.untrusted import CheckpointError
+
+    with pytest.raises(CheckpointError, match="eval_loss is not a number"):
+        check_metrics([json.loads('{"step": 0, "eval_loss": 1e999}')], [0], Path("metrics.jsonl"))
+
+
+def test_ray_with_a_gpu_device_is_refused_before_ray_starts(series):
+    """Ray tasks here ask for one CPU and no GPU: some Ray versions hide the GPUs from such a task."""
+    from induction_probes.circuits.errors import BadInput
+    from induction_probes.circuits.interop.model_sources import require_series
+    from induction_probes.probes.lm.ray_series import on_ray
+
+    with pytest.raises(BadInput, match="without --backend ray"):
+        on_ray(require_series(str(series)), print, None, None, "cuda", {})
