@@ -1,14 +1,16 @@
 """What path patching (:mod:`.path_patching`) says about an ICL-MC model: each edge's share of the in-context gap,
 the circuit of the edges that pass a threshold, and the circuit's faithfulness.
 
-**The corruption** keeps the token statistics and removes the in-context signal: each sequence's context (every
-token but the last) is another evaluation sequence's, drawn from another chain, and its last token is kept, so the
-model is asked the same question (what follows this token) with another chain's statistics in its context.
+**The corruption** keeps the token statistics and removes the in-context signal: each sequence's context is another
+evaluation sequence's, drawn from another chain, and its last n − 1 tokens are kept (the last token for bigram
+chains, the last two for trigram ones), so the model is asked the same question (what follows these tokens) with
+another chain's statistics in its context.
 
 **The measure** is the paper's: KL(true next-token distribution ‖ model) at the last token, per sequence, the true
-distribution being the clean sequence's chain's row for its last token. The *gap* is the corrupted run's KL minus
-the clean run's (what the context is worth); an edge's *effect* is the share of the gap that patching that edge
-alone brings back, mean(KL patched − KL clean) / mean(gap), 0 for nothing and 1 for all of it, with a percentile
+distribution being the clean sequence's chain's row for its last tokens. The *gap* is the corrupted run's KL minus
+the clean run's (what the context is worth); an edge's *effect* is the share of the gap that corrupting that edge
+alone opens, mean(KL patched − KL clean) / mean(gap) (the signal the edge carries), 0 for nothing and 1 for all
+of it, with a percentile
 bootstrap interval that resamples the sequences for both. Where the gap's interval includes 0 there is no
 in-context signal to share out, and every effect is null, with the reason.
 
@@ -38,12 +40,13 @@ if TYPE_CHECKING:
 THRESHOLD = 0.1  # an edge is in the circuit where it alone carries at least this share of the gap
 
 
-def corrupted_context(tokens: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
-    """Each sequence's context replaced by the next sequence's (another chain's), its last token kept."""
+def corrupted_context(tokens: Int[Tensor, "batch pos"], kept: int = 1) -> Int[Tensor, "batch pos"]:
+    """Each sequence's context replaced by the previous sequence's (another chain's), its last ``kept`` tokens
+    kept: the n − 1 tokens a chain of order n − 1 conditions its next token on, so that the question is the same."""
     if len(tokens) < 2:
         raise BadInput("path patching needs at least 2 sequences: one's context comes from another's chain")
     corrupted = tokens.roll(1, dims=0).clone()
-    corrupted[:, -1] = tokens[:, -1]
+    corrupted[:, -kept:] = tokens[:, -kept:]
     return corrupted
 
 
@@ -125,7 +128,7 @@ def edge_effects(
     if len(tokens) < 2:
         raise BadInput("path patching needs --n-seqs of at least 2: one sequence gives no interval")
     truth = eval_set.truth[:, -1]
-    corrupted_tokens = corrupted_context(tokens)
+    corrupted_tokens = corrupted_context(tokens, kept=eval_set.sample.n - 1)
     with torch.inference_mode():
         clean = last_token_kl(model(tokens), truth)
         corrupted = last_token_kl(model(corrupted_tokens), truth)

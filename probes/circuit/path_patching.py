@@ -13,6 +13,10 @@ Several edges patched at once (the complement of a circuit, for its faithfulness
 each receiver's input gains, for every patched edge into it, the sender's corrupted output minus its output in that
 same pass, which the pass records as it goes (a sender runs before every receiver it writes to). For one edge this
 is the clean output, since nothing upstream of the sender changes.
+
+An MLP is a sender but not (yet) a receiver: its input is never patched, so in a model with MLPs every path through
+an MLP stays clean when the edges outside a circuit are patched, and the faithfulness of such a model's circuit is
+an upper bound. The attention-only models of ICL-MC have no MLP.
 """
 
 from __future__ import annotations

@@ -138,11 +138,13 @@ def test_a_circuit_through_the_value_is_found_there_and_a_decoy_carries_nothing(
     assert decoys and max(map(abs, decoys)) < 0.05
 
 
-def test_the_corruption_keeps_the_last_token_and_takes_the_context_of_another_sequence():
+def test_the_corruption_keeps_the_last_tokens_and_takes_the_context_of_another_sequence():
     tokens = torch.arange(12).reshape(3, 4)
     corrupted = corrupted_context(tokens)
     assert torch.equal(corrupted[:, -1], tokens[:, -1])
     assert torch.equal(corrupted[:, :-1], tokens.roll(1, 0)[:, :-1])
+    trigram = corrupted_context(tokens, kept=2)  # a second-order chain's next token depends on the last two
+    assert torch.equal(trigram[:, -2:], tokens[:, -2:]) and torch.equal(trigram[:, :-2], tokens.roll(1, 0)[:, :-2])
     assert len(model_edges(tiny_model(d_model=8, d_head=4, n_heads=2, n_ctx=6, d_vocab=5))) == 3 * 2 + 3 * 3 * 2 + 5
 
 
