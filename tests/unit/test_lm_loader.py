@@ -493,3 +493,13 @@ def test_a_cache_ref_that_is_no_small_regular_file_is_refused_not_waited_on(mode
     else:
         ref.write_text("a" * 100_000)
     assert_refused(capsys, tmp_path, "local/tiny", "the cache's ref .*refs/main of local/tiny cannot be read")
+
+
+def test_two_cache_revisions_for_one_step_are_refused(models, cache):
+    """step1000 and step_1000 would both be step 1000: one checkpoint's result would silently replace the other's."""
+    cache_model(models, cache)
+    refs = cache / "models--local--tiny" / "refs"
+    for name in ("step1000", "step_1000"):
+        (refs / name).write_text("a" * 40)
+    with pytest.raises(LanguageModelError, match="two revisions for one step"):
+        find_source("local/tiny")
