@@ -18,11 +18,10 @@ from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.defaults import CIRCUIT_SEQS, PROBE_SEED
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.model_config import HookedTransformerConfig
-from induction_probes.circuits.runs.reader import Run, RunOrPath
+from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.probes.circuit.edges import THRESHOLD, EdgeEffects, edge_effects
 from induction_probes.probes.figures.plots_circuit_edges import plot_edges_over_training
 from induction_probes.probes.report.tables import figure_lines, format_table, provenance, spread
-from induction_probes.probes.report.views import probed_run
 from induction_probes.probes.run_level.all_probes import probe_eval_set
 from induction_probes.probes.tidy import crossing_step, first_reached
 
@@ -45,7 +44,7 @@ def circuit_report(
     """Path patching of every edge of the run's checkpoint at ``step`` (default the last), or with ``all_steps``
     of every checkpoint, on ``n_seqs`` fresh sequences of ``seed``; ``threshold``: the share of the gap an edge
     needs to be in the circuit."""
-    run = probed_run(run)
+    run = as_run(run)  # a toy run is a Gaussian one, refused below with the rest
     if run.task.name != "markov":
         raise BadInput(f"circuit reads ICL-MC runs; {run.path.name} is a {run.task.name} run")
     if not isinstance(run.model_config, HookedTransformerConfig):

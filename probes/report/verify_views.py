@@ -11,6 +11,7 @@ from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.runs.reader import as_run, run_task
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
+from induction_probes.probes.circuit.edges import edge_effects
 from induction_probes.probes.comparison.construction_limits import check_prop21, check_wang_ih2, check_wang_ihn
 from induction_probes.probes.comparison.trained_vs_prop21 import compare_with_prop21
 from induction_probes.probes.figures.plots import figure_name
@@ -19,6 +20,7 @@ from induction_probes.probes.figures.plots_circuit import (
     plot_prop21_comparison,
     plot_prop21_over_training,
 )
+from induction_probes.probes.report.circuit_views import construction_effects, construction_lines
 from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
 from induction_probes.probes.run_level.all_probes import probe_eval_set
 
@@ -83,13 +85,26 @@ def prop21_comparison(
         raise BadInput(f"run {run.path.name} has k={task.k}, but --k is {k}")
     if task.n != 2:
         raise BadInput(f"Proposition 2.1 is for bigram chains; run {run.path.name} has n={task.n}")
-    tokens = probe_eval_set(run, n_seqs, seed).inputs
+    eval_set = probe_eval_set(run, n_seqs, seed)
+    tokens = eval_set.inputs
     results = {step: compare_with_prop21(run.load(step=step, device=device), tokens, task.k, c) for step in steps}
+    edges = edge_tables(run, steps[-1], eval_set, device)
     figures = plot_comparison(run, results, task.k, plot) if plot else []
     if as_json:
         checkpoints = [{"step": step} | r.to_json() | {"failures": r.failures} for step, r in results.items()]
-        return provenance(run, steps, n_seqs, seed) | {"c": c, "checkpoints": checkpoints}
-    return with_figures(comparison_text(run, results, task.k, c, n_seqs), figures)
+        tables = {name: table.to_json() if table else None for name, table in zip(("trained", "construction"), edges)}
+        return provenance(run, steps, n_seqs, seed) | {"c": c, "checkpoints": checkpoints, "edges": tables}
+    text = comparison_text(run, results, task.k, c, n_seqs)
+    said = [f"path patching at step {steps[-1]} (circuit's method, each edge's share of the in-context gap):"]
+    said += [f"  {line}" for line in construction_lines(*edges)]
+    return with_figures("\n".join([text, *said]), figures)
+
+
+def edge_tables(run: Run, step: int, eval_set, device) -> tuple:
+    """Every edge of the run's checkpoint at ``step`` and of Proposition 2.1's construction, patched on the same
+    sequences (:mod:`.circuit_views`; the construction's None where the model has another shape)."""
+    trained = edge_effects(run.load(step=step, device=device), eval_set, step)
+    return trained, construction_effects(run, eval_set, trained.threshold)
 
 
 def comparison_text(run: Run, results: dict, k: int, c: float, n_seqs: int) -> str:

@@ -198,3 +198,14 @@ def test_the_shipped_circuit_is_the_constructions_and_its_key_edge_stays_from_th
     }
     key = next(f for f in answer["formation"] if f["edge"] == "L0H0 -> L1H0.k")
     assert key["first_above"] == key["stays_from"] == 606
+
+
+def test_verify_prop21_against_a_run_gives_the_constructions_edges_beside_the_trained_ones(capsys):
+    """Issue 63, item 4: the construction's edge table beside the trained run's last checkpoint."""
+    argv = ["verify", "prop21", "--k", "3", "--against", "markov-k3", "--n-seqs", "150"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "matches the construction's circuit: " in text and "L0H0 -> L1H0.k +0." in text
+    assert main([*argv, "--json"]) == 0
+    edges = json.loads(capsys.readouterr().out)["edges"]
+    assert edges["trained"]["circuit"]["edges"] == edges["construction"]["circuit"]["edges"]
