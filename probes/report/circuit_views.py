@@ -164,8 +164,12 @@ def series_answer(run: Run, found: list[EdgeEffects], header: dict, figures: lis
             "in the JSON)",
             format_table(["edge", *(f"step {f.step}" for f in shown)], body),
             f"formation of the last checkpoint's circuit (threshold {found[-1].threshold:g}; the first step whose "
-            "interval lies above it, and the first from which it stays there):",
-            *(f"  {name}: {b['first_above']}, stays from {b['stays_from']}" for name, b in brackets.items()),
+            "interval lies",
+            "above it, and the first from which it stays there):",
+            *(
+                f"  {name}: above from step {b['first_above']}, there to the end from step {b['stays_from']}"
+                for name, b in brackets.items()
+            ),
             *figure_lines(figures),
         ]
     )
