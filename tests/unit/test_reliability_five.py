@@ -336,3 +336,23 @@ def test_ray_with_a_gpu_device_is_refused_before_ray_starts(series):
 
     with pytest.raises(BadInput, match="without --backend ray"):
         on_ray(require_series(str(series)), print, None, None, "cuda", {})
+
+
+def test_a_sweep_figure_is_titled_by_what_it_plots(tmp_path, monkeypatch):  # what people met
+    from induction_probes.probes.figures import plots, plots_sweep
+    from induction_probes.probes.paper.shipped_files import summary
+
+    titles = []
+    real_save = plots.save
+    monkeypatch.setattr(
+        plots, "save", lambda fig, path: titles.extend(a.get_title() for a in fig.axes) or real_save(fig, path)
+    )
+    plots_sweep.plot_sweep_summary(summary("seed-variance"), tmp_path)
+    assert titles and not any("test loss" in t for t in titles)
+    assert any("KL(true ‖ model) at the last token" in t for t in titles)
+
+
+def test_ablate_help_shows_both_head_formats(capsys):  # what people met
+    with pytest.raises(SystemExit):
+        main(["ablate", "--help"])
+    assert "L.H,L.H or L0H0,L1H0" in " ".join(capsys.readouterr().out.split())  # however argparse wraps it
