@@ -21,6 +21,7 @@ from induction_probes.circuits.models.model_config import HookedTransformerConfi
 from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.probes.circuit.edges import THRESHOLD, EdgeEffects, edge_effects
 from induction_probes.probes.figures.plots_circuit_edges import plot_edges_over_training
+from induction_probes.probes.figures.plots_circuit_graph import plot_circuit_graphs
 from induction_probes.probes.report.tables import figure_lines, format_table, provenance, spread
 from induction_probes.probes.run_level.all_probes import probe_eval_set
 from induction_probes.probes.tidy import crossing_step, first_reached
@@ -58,7 +59,7 @@ def circuit_report(
     eval_set = probe_eval_set(run, n_seqs, seed)
     steps = run.steps if all_steps else [run.entry(step)["step"]]
     found = [edge_effects(run.load(step=s, device=device), eval_set, s, threshold) for s in steps]
-    figures = [plot_edges_over_training(run, found, Path(plot))] if plot and all_steps else []
+    figures = circuit_figures(run, found, Path(plot)) if plot else []
     header = provenance(run, steps, n_seqs, seed)
     if all_steps:
         return series_answer(run, found, header, figures, as_json)
@@ -66,6 +67,28 @@ def circuit_report(
     if as_json:
         return header | found[0].to_json() | {"construction": construction and construction.to_json()}
     return "\n".join(step_lines(run, found[0], construction, n_seqs) + figure_lines(figures))
+
+
+def circuit_figures(run: Run, found: list[EdgeEffects], directory: Path) -> list[Path]:
+    """The layered graph at the checkpoints :func:`graph_steps` picks, and over several checkpoints each circuit
+    edge's effect against training."""
+    shown = graph_steps(found)
+    name = run.path.name
+    steps = "-".join(str(f.step) for f in shown)
+    title = f"{name}: the circuit, edge by edge"
+    figures = [plot_circuit_graphs(shown, title, directory / f"{name}_circuit_graph_steps{steps}.png")]
+    return figures + ([plot_edges_over_training(run, found, directory)] if len(found) > 1 else [])
+
+
+def graph_steps(found: list[EdgeEffects]) -> list[EdgeEffects]:
+    """The checkpoints a graph shows: the one checkpoint, or over training the first with a gap, the formation (the
+    first from which the last circuit edge to arrive lies above the threshold to the end), and the last."""
+    if len(found) == 1:
+        return found
+    with_gap = [f for f in found if f.effects is not None] or found
+    formed = [b["stays_from"] for b in formation(found).values() if b["stays_from"] is not None]
+    window = next((f for f in found if formed and f.step == max(formed)), None)
+    return list({id(f): f for f in [with_gap[0], *([window] if window else []), found[-1]]}.values())
 
 
 def construction_effects(run: Run, eval_set, threshold: float) -> EdgeEffects | None:

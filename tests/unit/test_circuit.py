@@ -148,14 +148,16 @@ def test_the_corruption_keeps_the_last_tokens_and_takes_the_context_of_another_s
     assert len(model_edges(tiny_model(d_model=8, d_head=4, n_heads=2, n_ctx=6, d_vocab=5))) == 3 * 2 + 3 * 3 * 2 + 5
 
 
-def test_the_command_at_one_step_names_the_edges_that_match_the_construction(capsys):
+def test_the_command_at_one_step_names_the_edges_that_match_the_construction(capsys, tmp_path):
     assert main(["circuit", "markov-k3", "--n-seqs", "120", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["steps"] == [4000] and len(out["edges"]) == 12
     assert {"step", "sender", "receiver", "via", "effect"} <= out["edges"][0].keys()
     assert set(out["circuit"]) == {"step", "threshold", "edges", "faithfulness"}
-    assert main(["circuit", "markov-k3", "--n-seqs", "120"]) == 0
+    assert main(["circuit", "markov-k3", "--n-seqs", "120", "--plot", str(tmp_path)]) == 0
     text = capsys.readouterr().out
+    graph = tmp_path / "markov-k3_circuit_graph_steps4000.png"
+    assert f"figure: {graph}" in text and graph.stat().st_size > 10_000
     assert "matches the construction's circuit: " in text and "L0H0 -> L1H0.k +0." in text
 
 
