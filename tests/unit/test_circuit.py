@@ -200,6 +200,8 @@ def test_the_shipped_circuit_is_the_constructions_and_its_key_edge_stays_from_th
     }
     key = next(f for f in answer["formation"] if f["edge"] == "L0H0 -> L1H0.k")
     assert key["first_above"] == key["stays_from"] == 606
+    graph = "experiments/results/markov-k3-circuit/markov-k3_circuit_graph_steps0-606-4000.png"
+    assert graph in answer["figures"] and (shipped.parents[3] / graph).is_file()  # start, formation, end
 
 
 def test_verify_prop21_against_a_run_gives_the_constructions_edges_beside_the_trained_ones(capsys):
