@@ -22,9 +22,10 @@ from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.probes.circuit.edges import THRESHOLD, EdgeEffects, edge_effects
 from induction_probes.probes.figures.plots_circuit_edges import plot_edges_over_training
 from induction_probes.probes.figures.plots_circuit_graph import plot_circuit_graphs
-from induction_probes.probes.report.tables import figure_lines, format_table, provenance, spread
+from induction_probes.probes.report.tables import figure_lines, format_table, provenance
 from induction_probes.probes.run_level.all_probes import probe_eval_set
 from induction_probes.probes.tidy import crossing_step, first_reached
+from induction_probes.probes.views.movie_page import spread
 
 CONSTRUCTION_C = 100.0  # Prop. 2.1's scale, as `verify prop21` builds it by default
 SHOWN_STEPS = 8  # checkpoints the over-training table lists (every one is in the JSON)

@@ -11,7 +11,8 @@ from induction_probes.circuits.interop.model_sources import Series
 from induction_probes.circuits.names import head_label
 from induction_probes.probes.lm.ablate_series import SeriesAblation
 from induction_probes.probes.report.lm_views import TABLE_ROWS, figures_module, header, protocol_json
-from induction_probes.probes.report.tables import figure_lines, format_table, spread
+from induction_probes.probes.report.tables import figure_lines, format_table
+from induction_probes.probes.views.movie_page import spread
 
 SHOWN_STEPS = 10  # checkpoints a text table lists (every one is in the JSON)
 

@@ -16,9 +16,10 @@ from induction_probes.probes.ablation.ablation_study import ablation_study
 from induction_probes.probes.ablation.head_ablation import check_mode, single_heads
 from induction_probes.probes.figures.plots_atlas import step_head_heatmap
 from induction_probes.probes.intervals import paired_effect
-from induction_probes.probes.report.tables import format_table, provenance, spread, with_figures
+from induction_probes.probes.report.tables import format_table, provenance, with_figures
 from induction_probes.probes.run_level.all_probes import probe_eval_set
 from induction_probes.probes.tidy import crossing_step
+from induction_probes.probes.views.movie_page import spread
 
 EFFECTS = {"loss_increase": "loss", "kl_increase": "last_token_kl.true"}  # JSON name: the behaviour's measure
 SHOWN_STEPS = 10  # checkpoints a text table lists (every one is in the JSON)

@@ -66,12 +66,3 @@ def ablations_json(run: Run, step: int, mode: str, n_seqs: int, seed: int, basel
     set with a dict of its values)."""
     rows = [{"heads": heads_name(heads).split(","), "mode": mode} | values for heads, values in ablated]
     return provenance(run, [step], n_seqs, seed) | {"mode": mode, "baseline": baseline, "ablations": rows}
-
-
-def spread(items: list, at_most: int) -> list:
-    """At most ``at_most`` of ``items``, evenly spread, the first and the last always among them (a table's
-    columns over many checkpoints; every one stays in the JSON)."""
-    if len(items) <= at_most:
-        return list(items)
-    picks = sorted({round(i * (len(items) - 1) / (at_most - 1)) for i in range(at_most)})
-    return [items[i] for i in picks]

@@ -122,9 +122,16 @@ def subsample(steps: list[int], most: int) -> list[int]:
     """At most ``most`` of ``steps``, spread evenly over their order, the first and the last always among them."""
     if most < 2:
         raise BadInput(f"a movie shows at least 2 checkpoints, got frames={most!r}")
-    if len(steps) <= most:
-        return list(steps)
-    return sorted({steps[round(i * (len(steps) - 1) / (most - 1))] for i in range(most)})
+    return spread(steps, most)
+
+
+def spread(items: list, at_most: int) -> list:
+    """At most ``at_most`` (2 or more) of ``items``, evenly spread over their order, the first and the last always
+    among them: a movie's frames, a table's columns over many checkpoints."""
+    if len(items) <= at_most:
+        return list(items)
+    picks = sorted({round(i * (len(items) - 1) / (at_most - 1)) for i in range(at_most)})
+    return [items[i] for i in picks]
 
 
 def threshold_phases(steps: list[int], reached: list[list[str]]) -> tuple[list[str], list[tuple[str, int, int]]]:
