@@ -21,7 +21,7 @@ from induction_probes.cli.common import (
     language_model_options,
     probe_set_size,
 )
-from induction_probes.probes.report.views import ablation_report, ablation_series_report, probe_report
+from induction_probes.probes.report.views import ablation_report, probe_report
 
 
 def probe_parser(probe: Parser) -> None:
@@ -70,6 +70,5 @@ def run_ablate(args: argparse.Namespace) -> str:
         return answer(lm_ablation_report.ablate_language_model(source, all_steps=args.all_steps, **options))
     options = {"device": device_of(args), "plot": args.plot, "as_json": args.json}
     n_seqs = probe_set_size(args, False)
-    if args.all_steps:
-        return answer(ablation_series_report(args.run, args.heads, args.step, n_seqs, args.seed, args.mode, **options))
+    options |= {"all_steps": args.all_steps}
     return answer(ablation_report(args.run, args.heads, args.step, n_seqs, args.seed, args.mode, **options))

@@ -109,11 +109,17 @@ def ablation_report(
     device: str | torch.device | None = None,
     plot: Path | None = None,
     as_json: bool = False,
+    all_steps: bool = False,
 ) -> str | dict[str, Any]:
     """The checkpoint at ``step`` (default the last) with each head set ablated (default: each head alone; a
     string "L.H,L.H" is one set) in ``mode`` (zero, mean or resample), on ``n_seqs`` fresh sequences drawn with
-    ``seed``."""
+    ``seed``; with ``all_steps``, every head alone at every checkpoint of an ICL-MC run
+    (:mod:`.run_ablation_series`)."""
     run, plot = probed_run(run), plot_folder(plot)
+    if all_steps:
+        if head_sets is not None or step is not None:
+            raise BadInput("--all-steps ablates every head alone at every checkpoint: --heads and --step do not apply")
+        return run_series_view(run, n_seqs, seed, mode, device=device, plot=plot, as_json=as_json)
     if isinstance(head_sets, str):  # one set as the command line writes it, "0.0,1.0", checked against the run
         cfg = run.model_config
         head_sets = [
@@ -124,25 +130,6 @@ def ablation_report(
     head_sets = head_ablation.single_heads(model) if head_sets is None else head_sets
     ablate = view_of(run).get("ablate")
     return ablate(run, model, head_sets, step, mode, n_seqs, seed, device=device, plot=plot, as_json=as_json)
-
-
-def ablation_series_report(
-    run: RunOrPath,
-    head_sets: str | None = None,
-    step: int | None = None,
-    n_seqs: int = PROBE_SEQS,
-    seed: int = PROBE_SEED,
-    mode: str = "zero",
-    *,
-    device: str | torch.device | None = None,
-    plot: Path | None = None,
-    as_json: bool = False,
-) -> str | dict[str, Any]:
-    """Every head alone ablated at every checkpoint of an ICL-MC run (:mod:`.run_ablation_series`)."""
-    if head_sets is not None or step is not None:
-        raise BadInput("--all-steps ablates every head alone at every checkpoint: --heads and --step do not apply")
-    run, plot = probed_run(run), plot_folder(plot)
-    return run_series_view(run, n_seqs, seed, mode, device=device, plot=plot, as_json=as_json)
 
 
 def run_report(
