@@ -22,7 +22,7 @@ from induction_probes.probes.ablation.head_ablation import check_mode, single_he
 from induction_probes.probes.lm.ablate_heads import HeadAblation, ablate
 from induction_probes.probes.lm.progress import progress_bar
 from induction_probes.probes.lm.protocols import InductionLoss, repeated_random_tokens
-from induction_probes.probes.lm.ray_series import local_only, on_ray
+from induction_probes.probes.lm.ray_series import local_only, on_ray, series_threads
 from induction_probes.probes.tidy import Tidy, crossing_step
 
 BACKENDS = ("local", "ray")
@@ -118,18 +118,17 @@ def ablate_series(
     local_only(backend, address)
     if len(series.checkpoints) < 2:
         raise BadInput(f"{series.name} has one checkpoint (step {series.steps[0]}): ablate it as one model")
+    on_this_process = series_threads(backend, threads, "ablates")  # refused before the journal folder is made
     folder = journal_folder(journal)
     settings = {"mode": mode, "length": length, "n_seqs": n_seqs, "seed": seed, "folder": folder}
     with progress_bar(len(series.checkpoints), "checkpoints", progress, unit="checkpoint", leave=True) as bar:
         if backend == "ray":
-            if threads is not None:
-                raise BadInput("--threads sets this process's threads; a Ray task ablates its checkpoint on one")
             found = on_ray(series, ablate_on_worker, address, bar, device, settings | {"threads": 1})
         else:
             found = []
             for source in series.checkpoints:
                 bar.set_postfix_str(f"step {source.step}")
-                found.append(ablate_checkpoint(source, device, settings | {"threads": threads}, progress))
+                found.append(ablate_checkpoint(source, device, settings | on_this_process, progress))
                 bar.update()
     return SeriesAblation(series.name, mode, tuple(found))
 

@@ -40,6 +40,14 @@ def local_only(backend: str, address: str | None) -> None:
         raise BadInput("--address names a Ray cluster: give --backend ray too")
 
 
+def series_threads(backend: str, threads: int | None, doing: str) -> dict:
+    """The thread count a series' checkpoints take: ``threads`` here; a Ray task keeps its one, so ``threads``
+    with Ray is refused, and no count is given (``doing``: what a task does to its checkpoint, for the message)."""
+    if backend == "ray" and threads is not None:
+        raise BadInput(f"--threads sets this process's threads; a Ray task {doing} its checkpoint on one")
+    return {} if backend == "ray" else {"threads": threads}
+
+
 def on_ray(series: Series, task: Callable[..., Any], address: str | None, bar, *arguments) -> list:
     """``task(source, *arguments)`` for every checkpoint of ``series``, each a Ray task of one CPU, the answers
     in step order; ``bar`` counts the checkpoints done. An ``address`` where nothing listens is refused within
@@ -47,7 +55,7 @@ def on_ray(series: Series, task: Callable[..., Any], address: str | None, bar, *
     if address is not None:
         check_address(address)
         ray_address_answers(address)
-    if any(str(argument).startswith("cuda") for argument in arguments if isinstance(argument, str)):
+    if any(isinstance(argument, str) and argument.startswith("cuda") for argument in arguments):
         raise BadInput("a Ray task here asks for one CPU and no GPU: run --device cuda without --backend ray")
     sources = [shipped(source) for source in series.checkpoints]
     workers = min(len(sources), os.cpu_count() or 1)  # a local instance's CPUs

@@ -21,6 +21,7 @@ from induction_probes.probes.lm.roles import heads_text, interval_text
 from induction_probes.probes.report.lm_ablation_series import series_ablation_view
 from induction_probes.probes.report.lm_views import (
     TABLE_ROWS,
+    all_steps_of,
     boot,
     estimate_cell,
     figure_stem,
@@ -106,13 +107,10 @@ def ablate_language_model(
 
 def checked_series(source, step: int | None, heads, screen: int | None) -> Series:
     """``source`` as a series whose every head is ablated at every step: one clear line for what does not apply."""
-    if not isinstance(source, Series):
-        raise BadInput(f"{source.location} is one model, not a checkpoint series: --all-steps does not apply")
-    if step is not None:
-        raise BadInput("give --step or --all-steps, not both")
+    series = all_steps_of(source, step)
     if heads is not None or screen is not None:
         raise BadInput("--all-steps ablates every head alone at every checkpoint: --heads and --screen do not apply")
-    return source
+    return series
 
 
 def ablation_figures(name: str, mode: str, baseline, results, plot: Path | None) -> list[Path]:

@@ -15,6 +15,7 @@ from induction_probes.circuits.interop.model_sources import ModelSource, Series,
 from induction_probes.circuits.names import head_label
 from induction_probes.circuits.untrusted import read_text
 from induction_probes.probes.lm.measure import text_icl_score
+from induction_probes.probes.lm.ray_series import series_threads
 from induction_probes.probes.lm.roles import THRESHOLD, heads_text, interval_text
 from induction_probes.probes.lm.series import probe, probe_series
 from induction_probes.probes.report.tables import figure_lines, format_table
@@ -38,6 +39,16 @@ def quiet_transformers() -> None:
 
     logging.disable_progress_bar()
     logging.set_verbosity_error()
+
+
+def all_steps_of(source: ModelSource | Series, step: int | None) -> Series:
+    """``source`` as the series whose every checkpoint ``--all-steps`` reads: one line where it is one model, or
+    where a ``step`` was given too."""
+    if not isinstance(source, Series):
+        raise BadInput(f"{source.location} is one model, not a checkpoint series: --all-steps does not apply")
+    if step is not None:
+        raise BadInput("give --step or --all-steps, not both")
+    return source
 
 
 def boot(source: ModelSource | Series, step: int | None, device: str):
@@ -120,12 +131,9 @@ def probe_language_model(
     if all_steps:
         if text is not None:
             raise BadInput("--text scores one model's text: give --step (or no --all-steps), not --all-steps")
-        if not isinstance(source, Series):
-            raise BadInput(f"{source.location} is one model, not a checkpoint series: --all-steps does not apply")
-        if step is not None:
-            raise BadInput("give --step or --all-steps, not both")
+        series, here = all_steps_of(source, step), series_threads(backend, threads, "probes")
         quiet_transformers()
-        results = list(probe_series(source, device, progress, backend, address, **protocol, **local(backend, threads)))
+        results = list(probe_series(series, device, progress, backend, address, **protocol, **here))
         return series_view(source, results, protocol_json(length, n_seqs, seed), threshold, plot, as_json)
     if backend != "local" or address is not None:
         raise BadInput("--backend and --address spread the checkpoints of --all-steps: give it too")
@@ -150,13 +158,6 @@ def probe_language_model(
             f"minus token {t.early} ({t.early_loss:.4f}), {t.windows} window(s) of {text}"
         )
     return "\n".join(lines + figure_lines(figures))
-
-
-def local(backend: str, threads: int | None) -> dict:
-    """The thread count a series' probes take: ``threads`` here; a Ray task keeps its one (so none is given)."""
-    if backend == "ray" and threads is not None:
-        raise BadInput("--threads sets this process's threads; a Ray task probes its checkpoint on one")
-    return {} if backend == "ray" else {"threads": threads}
 
 
 def read_text_icl(bridge, file: Path):
