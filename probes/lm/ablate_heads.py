@@ -15,6 +15,7 @@ of means with a percentile-bootstrap interval that resamples the sequences for b
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -36,7 +37,8 @@ from induction_probes.probes.ablation.head_ablation import check_heads, check_mo
 from induction_probes.probes.attention.patterns import run_with_captures
 from induction_probes.probes.intervals import Estimate, bootstrap_ratio_interval, mean_interval
 from induction_probes.probes.lm.ablation_journal import AblationJournal
-from induction_probes.probes.lm.measure import chunk_size, chunked, per_token_loss
+from induction_probes.probes.lm.losses import pass_loss
+from induction_probes.probes.lm.measure import chunk_size, chunked
 from induction_probes.probes.lm.progress import progress_bar
 from induction_probes.probes.lm.protocols import (
     LOSSES,
@@ -46,6 +48,11 @@ from induction_probes.probes.lm.protocols import (
     induction_loss,
 )
 from induction_probes.probes.tidy import Tidy, row
+
+# Tokens a pass holds. GPT-2 small's blocks ran fastest per token at about 500 to 2,000 tokens on this machine's
+# 2 cores, and slower beyond, once the activations leave the cache: stacking more variants costs time.
+PASS_TOKENS = 1024
+RESIDUAL_NUMBERS = 1 << 26  # numbers of clean residual stream held at once (256 MiB of float32)
 
 if TYPE_CHECKING:
     from induction_probes.circuits.interop.language_models import ModelLike
@@ -110,20 +117,20 @@ def ablated_losses(
     journal: AblationJournal | None = None,
 ) -> list[InductionLoss]:
     """:class:`InductionLoss` of the clean model, then of each head set ablated together. Head set by head set:
-    each is final (and journaled) before the next starts. The head sets that start at one layer run together,
-    stacked along the batch (as many per pass as a pass's memory holds), each resumed at that layer from the clean
-    residual stream there (:func:`~induction_probes.circuits.interop.resume.run_from_layer`): the layers below are
-    not run again. Memory holds the residual stream of every sequence at one layer and one pass's logits, and for
-    resample every reference sequence's z at the ablated layers (:class:`Replacements`)."""
+    each is final (and journaled) before the next starts. Each head set's passes resume at its lowest layer from
+    the clean residual stream there (:func:`~induction_probes.circuits.interop.resume.run_from_layer`): the layers
+    below are not run again. The head sets that start at one layer are stacked along the batch where a pass of
+    PASS_TOKENS holds more than one of them. Memory holds the clean residual stream at a few layers, one pass's
+    activations, and for resample every reference sequence's z at the ablated layers (:class:`Replacements`)."""
     tokens = repeated.tokens.to(model_device(model))
-    size = chunk_size(model, tokens.shape[1])
-    baseline = induction_loss(clean_per_token(model, tokens, size), repeated)
+    baseline = induction_loss(clean_per_token(model, tokens), repeated)
     done = {} if journal is None else journal.start(baseline)
     bar.update(sum(1 for heads in head_sets if key(heads) in done))
-    pending = [heads for heads in dict.fromkeys(map(key, head_sets)) if heads not in done]
-    for layer, groups in passes(pending, size, len(tokens)):
-        residual = clean_residual(model, tokens, layer, size)
-        for group in groups:
+    pending = by_layer([heads for heads in dict.fromkeys(map(key, head_sets)) if heads not in done])
+    per_pass = max(1, PASS_TOKENS // tokens.numel())
+    for layer, residual in clean_residuals(model, tokens, sorted(pending)):
+        sets = pending[layer]
+        for group in (sets[first : first + per_pass] for first in range(0, len(sets), per_pass)):
             bar.set_postfix_str("; ".join(heads_label(list(heads), ",") for heads in group))
             for heads, per_token in zip(group, variant_losses(model, tokens, residual, layer, group, replacements)):
                 done[heads] = induction_loss(per_token, repeated)
@@ -138,34 +145,41 @@ def key(heads: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     return tuple((int(layer), int(head)) for layer, head in heads)
 
 
-def passes(pending: list, size: int, n: int) -> list[tuple[int, list[list]]]:
-    """The head sets grouped by the layer their ablation starts at, lowest layer first, then in groups that one
-    pass holds: ``size`` sequences a pass, so ``size // n`` variants of all ``n`` sequences at once."""
-    per_pass = max(1, size // n)
-    by_layer: dict[int, list] = {}
-    for heads in pending:
-        by_layer.setdefault(min(layer for layer, _ in heads), []).append(heads)
-    return [
-        (layer, [sets[first : first + per_pass] for first in range(0, len(sets), per_pass)])
-        for layer, sets in sorted(by_layer.items())
-    ]
+def by_layer(head_sets: list) -> dict[int, list]:
+    """The head sets grouped by the layer their ablation starts at (their lowest), in their order."""
+    grouped: dict[int, list] = {}
+    for heads in head_sets:
+        grouped.setdefault(min(layer for layer, _ in heads), []).append(heads)
+    return grouped
 
 
-def clean_per_token(model: HookedModel, tokens: Int[Tensor, "batch pos"], size: int) -> Float[Tensor, "batch pos_1"]:
-    """The clean model's per-token loss on every sequence, ``size`` sequences a pass."""
+def clean_per_token(model: HookedModel, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos_1"]:
+    """The clean model's per-token loss on every sequence, PASS_TOKENS a pass."""
+
+    def loss(rows: slice) -> Tensor:
+        return pass_loss(model, tokens[rows], lambda hooks: model.run_with_hooks(tokens[rows], fwd_hooks=hooks))
+
     with torch.no_grad():
-        return chunked(lambda rows: per_token_loss(model(tokens[rows]), tokens[rows]).cpu(), len(tokens), size)
+        return chunked(loss, len(tokens), max(1, PASS_TOKENS // tokens.shape[1]))
 
 
-def clean_residual(model: HookedModel, tokens: Tensor, layer: int, size: int) -> Tensor | None:
-    """The clean residual stream entering ``layer`` for every sequence, each pass stopped there; None at layer 0
-    or where the model cannot resume (its ablated passes start from the tokens)."""
-    if layer == 0 or not resumes_at_layer(model):
-        return None
-    name = resid_pre_hook(layer)
-    return chunked(
-        lambda rows: run_with_captures(model, tokens[rows], [name], output=False)[1][name], len(tokens), size
-    )
+def clean_residuals(model: HookedModel, tokens: Tensor, layers: list[int]) -> Iterator[tuple[int, Tensor | None]]:
+    """(layer, the clean residual stream entering it for every sequence) for each of ``layers`` in order, None
+    at layer 0 or where the model cannot resume (its ablated passes start from the tokens). The layers are
+    captured a few at a time from one pass each, as many as RESIDUAL_NUMBERS holds, each pass stopped at the
+    highest."""
+    resumable = [layer for layer in layers if layer > 0 and resumes_at_layer(model)]
+    yield from ((layer, None) for layer in layers if layer not in resumable)
+    at_once = max(1, RESIDUAL_NUMBERS // (tokens.numel() * model.cfg.d_model))
+    for first in range(0, len(resumable), at_once):
+        names = [resid_pre_hook(layer) for layer in resumable[first : first + at_once]]
+
+        def capture(rows: slice, names: list[str] = names) -> Tensor:
+            captured = run_with_captures(model, tokens[rows], names, output=False)[1]
+            return torch.stack([captured[name] for name in names], 1)  # [batch, layer, pos, d_model]
+
+        residuals = chunked(capture, len(tokens), chunk_size(model, tokens.shape[1]))
+        yield from zip(resumable[first : first + at_once], residuals.unbind(1))
 
 
 def variant_losses(
@@ -177,17 +191,22 @@ def variant_losses(
     replacements: Replacements,
 ) -> list[Float[Tensor, "batch pos_1"]]:
     """The per-token loss of every sequence with each head set of ``group`` ablated (all starting at ``layer``):
-    the variants stacked along the batch, as many sequences a pass as a pass's memory holds."""
-    rows_per_pass = max(1, chunk_size(model, tokens.shape[1]) // len(group))
+    the variants stacked along the batch, PASS_TOKENS a pass."""
+    rows_per_pass = max(1, PASS_TOKENS // (tokens.shape[1] * len(group)))
     parts: list[list[Tensor]] = [[] for _ in group]
     for first in range(0, len(tokens), rows_per_pass):
         part = tokens[first : first + rows_per_pass]
         rows = range(first, first + len(part))
         stacked = part.repeat(len(group), 1)
         resumed = None if residual is None else residual[first : rows.stop].repeat(len(group), 1, 1).to(part.device)
-        logits = run_from_layer(model, stacked, resumed, layer, replacements.hooks(group, rows))
-        for parts_of_one, losses in zip(parts, per_token_loss(logits, stacked).cpu().split(len(part))):
-            parts_of_one.append(losses)
+        hooks = replacements.hooks(group, rows)
+
+        def forward(extra: list, stacked=stacked, resumed=resumed, hooks=hooks) -> Tensor:
+            return run_from_layer(model, stacked, resumed, layer, hooks + extra)
+
+        losses = pass_loss(model, stacked, forward)
+        for parts_of_one, losses_of_one in zip(parts, losses.split(len(part))):
+            parts_of_one.append(losses_of_one)
     return [torch.cat(one) for one in parts]
 
 

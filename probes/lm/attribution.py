@@ -38,7 +38,8 @@ from induction_probes.circuits.threads import thread_policy
 from induction_probes.probes.ablation.head_ablation import is_index, reference_z, z_hook
 from induction_probes.probes.attention.patterns import Captured, pattern_hook
 from induction_probes.probes.lm.ablate_heads import ablate
-from induction_probes.probes.lm.measure import HeadEstimate, chunk_size, per_token_loss
+from induction_probes.probes.lm.losses import per_token_loss
+from induction_probes.probes.lm.measure import HeadEstimate, chunk_size
 from induction_probes.probes.lm.protocols import InductionLoss, RepeatedTokens, induction_loss
 
 if TYPE_CHECKING:

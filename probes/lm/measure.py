@@ -37,8 +37,13 @@ from tqdm.auto import tqdm
 from induction_probes.circuits.devices import model_device
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import as_hooked
-from induction_probes.probes.attention.patterns import pattern_hook, previous_token_per_sequence, run_with_captures
+from induction_probes.probes.attention.patterns import (
+    pattern_hook,
+    previous_token_per_sequence,
+    run_with_captures,
+)
 from induction_probes.probes.intervals import bootstrap_mean_interval, mean_interval
+from induction_probes.probes.lm.losses import per_token_loss
 from induction_probes.probes.lm.protocols import (
     TEXT_EARLY,
     TEXT_LATE,
@@ -133,22 +138,6 @@ def chunk_size(model: HookedModel, n_pos: int) -> int:
     """Sequences per forward pass: one chunk's patterns (every layer) and logits within CHUNK_NUMBERS."""
     per_sequence = model.cfg.n_layers * model.cfg.n_heads * n_pos * n_pos + n_pos * model.cfg.d_vocab
     return max(1, CHUNK_NUMBERS // per_sequence)
-
-
-class Overflow(BadInput):
-    """A forward pass whose numbers left float32's range: refused (one line, status 2), with where it began
-    where a caller can say (:func:`~induction_probes.probes.lm.series.probe_tokens`)."""
-
-
-def per_token_loss(
-    logits: Float[Tensor, "batch pos d_vocab"], tokens: Int[Tensor, "batch pos"]
-) -> Float[Tensor, "batch pos_1"]:
-    """Cross-entropy of each next token: entry t is the loss at token t + 1. Logits that are not finite (a
-    forward pass that overflowed) are :class:`Overflow`, never a NaN in a table."""
-    if not bool(torch.isfinite(logits).all()):
-        raise Overflow("the forward pass overflows: the logits are not finite (weights beyond float32's range?)")
-    log_probs = torch.log_softmax(logits[:, :-1].double(), dim=-1)
-    return -log_probs.gather(-1, tokens[:, 1:, None].to(log_probs.device)).squeeze(-1)
 
 
 def chunked(

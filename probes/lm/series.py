@@ -20,7 +20,8 @@ from induction_probes.circuits.names import head_label
 from induction_probes.circuits.sweeps.worker_start import drop_current_folder
 from induction_probes.circuits.threads import thread_policy
 from induction_probes.probes.attention.patterns import run_with_patterns
-from induction_probes.probes.lm.measure import HeadScores, Overflow, evaluate
+from induction_probes.probes.lm.losses import Overflow
+from induction_probes.probes.lm.measure import HeadScores, evaluate
 from induction_probes.probes.lm.progress import progress_bar
 from induction_probes.probes.lm.protocols import LOSSES, InductionLoss, RepeatedTokens, repeated_random_tokens
 from induction_probes.probes.lm.ray_series import local_only, on_ray

@@ -13,7 +13,7 @@ from lm_models import N_CTX, VOCAB, WORDS, hf_scores, save_model
 from induction_probes import lm
 from induction_probes.circuits.interop.model_folder import LanguageModelError
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, find_source
-from induction_probes.probes.lm.measure import per_token_loss
+from induction_probes.probes.lm.losses import per_token_loss
 from induction_probes.probes.lm.protocols import RepeatedTokens, induction_loss
 
 ARCHITECTURES = ("gpt2", "neox", "llama")

@@ -8,7 +8,7 @@ from lm_models import save_model
 
 from induction_probes import lm
 from induction_probes.circuits.interop import resume
-from induction_probes.probes.lm import measure
+from induction_probes.probes.lm import ablate_heads
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def test_resumed_passes_give_the_losses_of_whole_passes(bridges, architecture, m
     repeated = lm.repeated_random_tokens(bridge, length=(5, 12), batch=6, seed=2)
     reference = lm.repeated_random_tokens(bridge, repeated.length_range, 6, seed=3)
     head_sets = [[(1, 0)], [(1, 3)], [(0, 2)], [(1, 1), (0, 3)]]
-    monkeypatch.setattr(measure, "CHUNK_NUMBERS", measure.chunk_size(bridge, repeated.tokens.shape[1]) // 6 * 4 or 1)
+    monkeypatch.setattr(ablate_heads, "PASS_TOKENS", repeated.tokens.shape[1] * 4)  # passes of 4 sequences and 2
     resumed = lm.ablate(bridge, repeated, head_sets, mode, reference, seed=7)
     monkeypatch.setattr(resume, "resumes_at_layer", lambda model: False)  # every pass from the tokens
     whole = lm.ablate(bridge, repeated, head_sets, mode, reference, seed=7)

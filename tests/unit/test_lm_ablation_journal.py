@@ -13,7 +13,7 @@ from lm_models import save_model
 from induction_probes import lm
 from induction_probes.probes.lm import ablate_heads
 from induction_probes.probes.lm.ablation_journal import AblationJournal
-from induction_probes.probes.lm.measure import per_token_loss
+from induction_probes.probes.lm.losses import per_token_loss
 from induction_probes.probes.lm.protocols import induction_loss
 
 
@@ -40,8 +40,9 @@ def test_heads_stacked_in_one_pass_give_the_losses_of_one_head_at_a_time(bridges
     repeated, reference = repeated_pair(bridge)
     head_sets = [*lm.single_heads(bridge), [(1, 1), (0, 3)]]
     _, stacked = lm.ablate(bridge, repeated, head_sets, mode, reference, seed=7)
+    assert ablate_heads.PASS_TOKENS >= 2 * repeated.tokens.numel()  # so the first call stacks heads
     # one sequence a pass: every variant alone, and every chunk of one sequence
-    monkeypatch.setattr(ablate_heads, "chunk_size", lambda model, n_pos: 1)
+    monkeypatch.setattr(ablate_heads, "PASS_TOKENS", 1)
     _, alone = lm.ablate(bridge, repeated, head_sets, mode, reference, seed=7)
     for ours, theirs in zip(stacked, alone):
         assert ours.heads == theirs.heads
