@@ -83,9 +83,9 @@ class AblationOptions(LanguageModelOptions):
     screen: int | None = option(
         None,
         "rank every head by AtP* (Kramar et al. 2024: attribution patching, with the softmax of later heads' "
-        "queries and keys recomputed exactly so that heads read through saturated attention are found), then "
-        "ablate only the top N exactly (zero and mean modes); first-order elsewhere, and blind where the loss "
-        "itself saturates",
+        "queries and keys recomputed exactly so that heads read through saturated attention are found, and "
+        "GradDrop, so that paths cancelling to first order are found), then ablate only the top N exactly (zero "
+        "and mean modes); first-order elsewhere, and blind where the loss itself saturates",
         type=count,
         metavar="N",
     )

@@ -16,6 +16,7 @@ from induction_probes.probes.ablation.head_ablation import check_heads, check_mo
 from induction_probes.probes.lm.ablate_heads import ablate
 from induction_probes.probes.lm.ablate_series import ablate_series
 from induction_probes.probes.lm.attribution import Screen, ranked_heads, screen_heads
+from induction_probes.probes.lm.measure import HeadEstimate
 from induction_probes.probes.lm.protocols import repeated_random_tokens
 from induction_probes.probes.lm.roles import heads_text, interval_text
 from induction_probes.probes.report.lm_ablation_series import series_ablation_view
@@ -36,11 +37,14 @@ from induction_probes.probes.report.tables import figure_lines, format_table
 ABLATE_THRESHOLD = 0.5  # share of the induction gap an ablation must remove to be marked
 SCREEN_METHOD = (
     "AtP* (Kramar et al. 2024): attribution patching, (z' - z) . dL/dz with attention patterns held, plus the QK "
-    "fix, each later layer's patterns recomputed exactly from the head's output change"
+    "fix, each later layer's patterns recomputed exactly from the head's output change, plus GradDrop, the "
+    "estimate retaken with each layer's gradient dropped; heads are ranked by size, the larger of |estimate| and "
+    "GradDrop's score"
 )
 SCREEN_CAVEAT = (
     "first-order outside queries and keys, so it guards against saturated attention (a previous-token head read "
-    "through an induction head's keys), not against a saturated loss; the exact ablations are the answer"
+    "through an induction head's keys) and, by GradDrop, against paths that cancel to first order, not against a "
+    "saturated loss; the exact ablations are the answer"
 )
 
 
@@ -139,7 +143,10 @@ def screen_json(found: Screen) -> dict:
     return {
         "method": SCREEN_METHOD,
         "caveat": SCREEN_CAVEAT,
-        "estimates": [{"head": head_label(l, h)} | estimates.to_json(l, h) for l, h, _ in ranked_heads(estimates)],
+        "estimates": [
+            {"head": head_label(l, h)} | estimates.rise.to_json(l, h) | {"size": estimates.size.to_json(l, h)}
+            for l, h, _ in ranked_heads(estimates.rise)
+        ],
         "checked": [heads_text(r.heads) for r in found.checked],
         "rank_correlation": found.agreement,
         "rank_correlation_interval": found.agreement_interval,
@@ -148,26 +155,30 @@ def screen_json(found: Screen) -> dict:
 
 def screen_lines(found: Screen) -> list[str]:
     """What the screen estimated for the heads it checked, and how well it ranked them."""
-    n_heads = found.estimates.value.numel()
-    estimated = ", ".join(
-        f"{heads_text(r.heads)} {interval_text(*found.estimates.at(*r.heads[0]))}" for r in found.checked
-    )
+    estimates = found.estimates
+    n_heads = estimates.rise.value.numel()
+
+    def estimated(score: HeadEstimate) -> str:
+        return ", ".join(f"{heads_text(r.heads)} {interval_text(*score.at(*r.heads[0]))}" for r in found.checked)
+
     return [
-        f"screen: AtP* (attribution patching with its QK fix, Kramar et al. 2024) estimated all {n_heads} heads' "
-        f"rises; the {len(found.checked)} it ranks highest were ablated exactly (the table)",
+        f"screen: AtP* (attribution patching with its QK fix and GradDrop, Kramar et al. 2024) estimated all "
+        f"{n_heads} heads; the {len(found.checked)} of largest size (the larger of |estimated rise| and GradDrop's "
+        "score) were ablated exactly (the table)",
         agreement_text(found),
-        f"estimated rise: {estimated}",
+        f"estimated rise: {estimated(estimates.rise)}",
+        f"size: {estimated(estimates.size)}",
         f"caveat: {SCREEN_CAVEAT}",
     ]
 
 
 def agreement_text(found: Screen) -> str:
     if found.agreement is None:
-        return "rank correlation with the exact rises: not defined (under three heads, or one side all ties)"
+        return "rank correlation of sizes with the exact rises' sizes: not defined (under 3 heads, or a side all ties)"
     interval = found.agreement_interval
     none = " (no interval: under 10 heads checked, or a perfect order)"
     bounds = none if interval is None else f" [{interval[0]:.2f}, {interval[1]:.2f}] (95 %, Fisher z)"
-    return f"rank correlation with the exact rises {found.agreement:.2f}{bounds}"
+    return f"rank correlation of sizes with the exact rises' sizes {found.agreement:.2f}{bounds}"
 
 
 def ablation_lines(name, tokens, mode, n_seqs, seed, threshold, baseline, results, marked) -> list[str]:

@@ -8,7 +8,7 @@ from lm_models import save_model
 
 from induction_probes import lm
 from induction_probes.probes.lm.attribution import attribution_rises, rank_correlation, screen_heads
-from induction_probes.probes.lm.measure import per_token_loss
+from induction_probes.probes.lm.losses import per_token_loss
 from induction_probes.probes.lm.protocols import induction_loss
 
 
@@ -65,7 +65,9 @@ def test_the_screen_checks_its_top_heads_exactly(bridges):
     bridge = bridges["gpt2"]
     repeated = lm.repeated_random_tokens(bridge, length=(6, 12), batch=8, seed=1)
     baseline, screen = screen_heads(bridge, repeated, top=3)
-    ranked = sorted(((l, h) for l in range(2) for h in range(4)), key=lambda lh: -screen.estimates.value[lh].item())
+    ranked = sorted(
+        ((l, h) for l in range(2) for h in range(4)), key=lambda lh: -screen.estimates.size.value[lh].item()
+    )
     assert [r.heads for r in screen.checked] == [[head] for head in ranked[:3]]
     _, exact = lm.ablate(bridge, repeated, [[head] for head in ranked[:3]])
     assert [r.loss_increase for r in screen.checked] == pytest.approx([r.loss_increase for r in exact])

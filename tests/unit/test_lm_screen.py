@@ -10,7 +10,12 @@ import torch
 from induction_probes import lm
 from induction_probes.circuits.constructions.edelman import prop21
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
-from induction_probes.probes.lm.attribution import attribution_rises, screen_heads
+from induction_probes.probes.lm.attribution import (
+    attribution_rises,
+    per_sequence_attributions,
+    screen_estimates,
+    screen_heads,
+)
 
 VOCAB, N_CTX = 24, 40
 SCALE = 100.0  # Prop. 2.1's c: layer 0's score margin c / sqrt(d_head) = 11.8, layer 1's c^2 / sqrt(d_head) = 1,178
@@ -64,8 +69,20 @@ def test_the_screen_ranks_every_head_that_matters_above_every_head_that_does_not
     assert min(screened.value[h].item() for h in matter) > max(screened.value[h].item() for h in rest)
     plain = attribution_rises(model, repeated, qk_fix=False)  # what the QK fix guards against
     assert plain.value[0, 0].item() < max(plain.value[h].item() for h in rest)
+    sizes = screen_estimates(model, repeated).size.value  # what the screen ranks by
+    assert min(sizes[h].item() for h in matter) > max(sizes[h].item() for h in rest)
     _, screen = screen_heads(model, repeated, top=len(matter))
     assert sorted(tuple(r.heads[0]) for r in screen.checked) == sorted(matter)
+
+
+def test_graddrop_alone_misses_the_previous_token_head_of_a_two_layer_model(circuit):
+    """Its one path runs through its own layer and the induction head's: dropping either layer's gradient removes
+    it, so GradDrop's score, (1 / (L − 1)) Σ_ℓ |ĉ_ℓ|, is about 0, which is why the screen's size takes the larger
+    of it and |AtP*|."""
+    model, repeated, _, _ = circuit
+    dropped = per_sequence_attributions(model, repeated, "zero", None, graddrop=True)[:, 1:].mean(0)
+    graddrop = dropped.abs().sum(0) / (model.cfg.n_layers - 1)
+    assert graddrop[0, 0] < 0.05 * attribution_rises(model, repeated).value[0, 0]
 
 
 def test_the_rank_correlation_ranks_ties_together_and_is_not_defined_for_all_ties():

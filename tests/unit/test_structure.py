@@ -148,6 +148,7 @@ DIMENSIONS = {
     "windows": "n-token windows",
     "distance": "look-back distances",
     "resample": "bootstrap resamples",
+    "variant": "an attribution's variants: AtP*, then with each layer's gradient dropped (GradDrop)",
     "d": "the Gaussian task's dimensions",
     "chain": "SGLD chains",
     "draw": "SGLD draws",
