@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
@@ -122,8 +122,8 @@ def ablated_losses(
     below are not run again. The head sets that start at one layer are stacked along the batch where a pass of
     PASS_TOKENS holds more than one of them. Memory holds the clean residual stream at a few layers, one pass's
     activations, and for resample every reference sequence's z at the ablated layers (:class:`Replacements`)."""
-    tokens = repeated.tokens.to(model_device(model))
-    baseline = induction_loss(clean_per_token(model, tokens), repeated)
+    tokens, scored = repeated.tokens.to(model_device(model)), repeated.scored()
+    baseline = induction_loss(clean_per_token(model, tokens, scored), repeated)
     done = {} if journal is None else journal.start(baseline)
     bar.update(sum(1 for heads in head_sets if key(heads) in done))
     pending = by_layer([heads for heads in dict.fromkeys(map(key, head_sets)) if heads not in done])
@@ -132,7 +132,8 @@ def ablated_losses(
         sets = pending[layer]
         for group in (sets[first : first + per_pass] for first in range(0, len(sets), per_pass)):
             bar.set_postfix_str("; ".join(heads_label(list(heads), ",") for heads in group))
-            for heads, per_token in zip(group, variant_losses(model, tokens, residual, layer, group, replacements)):
+            losses = variant_losses(model, tokens, scored, residual, layer, group, replacements)
+            for heads, per_token in zip(group, losses):
                 done[heads] = induction_loss(per_token, repeated)
                 if journal is not None:
                     journal.record(heads, done[heads])
@@ -153,11 +154,14 @@ def by_layer(head_sets: list) -> dict[int, list]:
     return grouped
 
 
-def clean_per_token(model: HookedModel, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos_1"]:
-    """The clean model's per-token loss on every sequence, PASS_TOKENS a pass."""
+def clean_per_token(
+    model: HookedModel, tokens: Int[Tensor, "batch pos"], scored: Bool[Tensor, "batch pos_1"]
+) -> Float[Tensor, "batch pos_1"]:
+    """The clean model's per-token loss on every sequence, PASS_TOKENS a pass (the ``scored`` entries at least)."""
 
     def loss(rows: slice) -> Tensor:
-        return pass_loss(model, tokens[rows], lambda hooks: model.run_with_hooks(tokens[rows], fwd_hooks=hooks))
+        forward = lambda hooks: model.run_with_hooks(tokens[rows], fwd_hooks=hooks)  # noqa: E731
+        return pass_loss(model, tokens[rows], forward, scored[rows])
 
     with torch.no_grad():
         return chunked(loss, len(tokens), max(1, PASS_TOKENS // tokens.shape[1]))
@@ -185,13 +189,14 @@ def clean_residuals(model: HookedModel, tokens: Tensor, layers: list[int]) -> It
 def variant_losses(
     model: HookedModel,
     tokens: Tensor,
+    scored: Tensor,
     residual: Tensor | None,
     layer: int,
     group: list,
     replacements: Replacements,
 ) -> list[Float[Tensor, "batch pos_1"]]:
     """The per-token loss of every sequence with each head set of ``group`` ablated (all starting at ``layer``):
-    the variants stacked along the batch, PASS_TOKENS a pass."""
+    the variants stacked along the batch, PASS_TOKENS a pass; the ``scored`` entries at least."""
     rows_per_pass = max(1, PASS_TOKENS // (tokens.shape[1] * len(group)))
     parts: list[list[Tensor]] = [[] for _ in group]
     for first in range(0, len(tokens), rows_per_pass):
@@ -204,7 +209,7 @@ def variant_losses(
         def forward(extra: list, stacked=stacked, resumed=resumed, hooks=hooks) -> Tensor:
             return run_from_layer(model, stacked, resumed, layer, hooks + extra)
 
-        losses = pass_loss(model, stacked, forward)
+        losses = pass_loss(model, stacked, forward, scored[first : rows.stop].repeat(len(group), 1))
         for parts_of_one, losses_of_one in zip(parts, losses.split(len(part))):
             parts_of_one.append(losses_of_one)
     return [torch.cat(one) for one in parts]

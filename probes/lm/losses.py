@@ -5,11 +5,12 @@ held whole (GPT-2's are 50,257 a position: 16 sequences of 61 tokens hold 49 mil
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from induction_probes.circuits.errors import BadInput
@@ -30,12 +31,18 @@ class Overflow(BadInput):
 def per_token_loss(
     logits: Float[Tensor, "batch pos d_vocab"], tokens: Int[Tensor, "batch pos"]
 ) -> Float[Tensor, "batch pos_1"]:
-    """Cross-entropy of each next token: entry t is the loss at token t + 1, logsumexp(logits) − the token's
-    logit, taken in the logits' float32 (within about 1e-6 of float64 at GPT-2's 50,257 logits: a sum of
-    exponentials of at most 1 each) and returned as float64 for the means. A loss that is not finite (a forward
-    pass that overflowed: an infinite or NaN logit makes it so) is :class:`Overflow`, never a NaN in a table."""
-    logits = logits[:, :-1]
-    chosen = logits.gather(-1, tokens[:, 1:, None].to(logits.device)).squeeze(-1)
+    """Cross-entropy of each next token: entry t is the loss at token t + 1 (:func:`next_token_loss`)."""
+    return next_token_loss(logits[:, :-1], tokens[:, 1:])
+
+
+def next_token_loss(
+    logits: Float[Tensor, "batch pos d_vocab"], targets: Int[Tensor, "batch pos"]
+) -> Float[Tensor, "batch pos"]:
+    """−log softmax(logits)[target] at every position: logsumexp(logits) − the target's logit, taken in the
+    logits' float32 (within about 1e-6 of float64 at GPT-2's 50,257 logits: a sum of exponentials of at most 1
+    each) and returned as float64 for the means. A loss that is not finite (a forward pass that overflowed: an
+    infinite or NaN logit makes it so) is :class:`Overflow`, never a NaN in a table."""
+    chosen = logits.gather(-1, targets[..., None].to(logits.device)).squeeze(-1)
     losses = (torch.logsumexp(logits, -1) - chosen).double()
     if not bool(torch.isfinite(losses).all()):
         raise Overflow("the forward pass overflows: the logits are not finite (weights beyond float32's range?)")
@@ -43,17 +50,25 @@ def per_token_loss(
 
 
 def unembedded_loss(
-    model: HookedModel, final: Float[Tensor, "batch pos d_model"], tokens: Int[Tensor, "batch pos"]
+    model: HookedModel,
+    final: Float[Tensor, "batch pos d_model"],
+    tokens: Int[Tensor, "batch pos"],
+    scored: Bool[Tensor, "batch pos_1"] | None = None,
 ) -> Float[Tensor, "batch pos_1"]:
     """:func:`per_token_loss` of ``model.unembed(final)``, a few sequences at a time, so that at most
-    LOSS_NUMBERS logits exist at once (they stay in the processor's cache)."""
+    LOSS_NUMBERS logits exist at once (they stay in the processor's cache). ``scored``: the entries wanted; the
+    others are NaN, their logits never computed (the unembedding is most of a pass: a GPT-2 position's 50,257
+    logits cost five blocks)."""
+    wanted = torch.ones(tokens.shape[0], tokens.shape[1] - 1, dtype=torch.bool) if scored is None else scored
+    losses = torch.full(wanted.shape, math.nan, dtype=torch.float64)
     rows = max(1, LOSS_NUMBERS // (final.shape[1] * model.cfg.d_vocab))
     with torch.no_grad():
-        parts = [
-            per_token_loss(model.unembed(final[first : first + rows]), tokens[first : first + rows]).cpu()
-            for first in range(0, len(final), rows)
-        ]
-    return torch.cat(parts)
+        for first in range(0, len(final), rows):
+            part = slice(first, first + rows)
+            columns = wanted[part].any(0).nonzero().squeeze(-1)  # the entries any of these sequences needs
+            logits = model.unembed(final[part][:, columns.to(final.device)])
+            losses[part, columns] = next_token_loss(logits, tokens[part][:, columns + 1]).cpu()
+    return losses
 
 
 def stops_at_unembedding(model: HookedModel) -> bool:
@@ -64,12 +79,16 @@ def stops_at_unembedding(model: HookedModel) -> bool:
 
 
 def pass_loss(
-    model: HookedModel, tokens: Int[Tensor, "batch pos"], forward: Callable[[list], Tensor]
+    model: HookedModel,
+    tokens: Int[Tensor, "batch pos"],
+    forward: Callable[[list], Tensor],
+    scored: Bool[Tensor, "batch pos_1"] | None = None,
 ) -> Float[Tensor, "batch pos_1"]:
     """The per-token loss of one forward pass, ``forward(hooks)`` (the pass on ``tokens`` with these extra hooks,
     returning logits). Where the unembedding is a hook point (a TransformerBridge), the pass stops at its input
     and :func:`unembedded_loss` takes the loss from there: a pass's logits (GPT-2: 50,257 a position) are never
-    held whole, and a pass need not be cut to fit them."""
+    held whole, a pass need not be cut to fit them, and only the ``scored`` entries are computed (NaN
+    elsewhere; every entry where the model's whole logits are read)."""
     if not stops_at_unembedding(model):
         return per_token_loss(forward([]), tokens).cpu()
     final: list[Tensor] = []
@@ -81,5 +100,5 @@ def pass_loss(
     try:
         forward([(UNEMBED_INPUT, stop)])
     except Captured:
-        return unembedded_loss(model, final[0], tokens)
+        return unembedded_loss(model, final[0], tokens, scored)
     raise RuntimeError(f"the forward pass never reached {UNEMBED_INPUT}")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from induction_probes.circuits.defaults import LM_PROBE_SEQS, PROBE_SEED
@@ -75,6 +75,18 @@ class RepeatedTokens:
     def length_range(self) -> tuple[int, int]:
         """The protocol's shortest and longest |R| (a chunk's own lengths lie within them)."""
         return self.bounds
+
+    def scored(self) -> Bool[Tensor, "batch pos_1"]:
+        """The per-token loss entries :func:`induction_loss` reads (entry t: the loss at token t + 1): the tokens
+        R[1:] of each copy, the rest of a sequence (its prefix, filler and each R[0]) unread."""
+        positions, valid = self.second_copy()
+        counted = valid.clone()
+        counted[:, 0] = False
+        rows = torch.arange(len(positions))[:, None].expand_as(positions)[counted]
+        mask = torch.zeros(self.tokens.shape[0], self.tokens.shape[1] - 1, dtype=torch.bool)
+        for where in (positions, positions - self.lengths[:, None]):
+            mask[rows, where[counted] - 1] = True
+        return mask
 
     def second_copy(self) -> tuple[Int[Tensor, "batch query_pos"], torch.BoolTensor]:
         """The positions of each sequence's second R, padded to the longest: [batch, L_max] positions and the
@@ -288,8 +300,9 @@ def induction_loss(per_token: Tensor, repeated: RepeatedTokens) -> InductionLoss
     counted = valid.clone()
     counted[:, 0] = False  # R[0] of either copy follows what nothing predicts
     counts = counted.sum(1).double()
-    second = (loss_at(positions) * counted).sum(1) / counts
-    first = (loss_at(positions - lengths[:, None]) * counted).sum(1) / counts
+    # where, not a product: an entry left out is never read, so that one not computed (NaN, scored()) stays out
+    second = torch.where(counted, loss_at(positions), 0.0).sum(1) / counts
+    first = torch.where(counted, loss_at(positions - lengths[:, None]), 0.0).sum(1) / counts
     middle = (lengths // 2)[:, None]  # token R[L // 2] of each copy
     repeat_middle = loss_at(positions.gather(1, middle)).squeeze(1)
     first_middle = loss_at(positions.gather(1, middle) - lengths[:, None]).squeeze(1)

@@ -9,6 +9,7 @@ from lm_models import save_model
 from induction_probes import lm
 from induction_probes.circuits.interop import resume
 from induction_probes.probes.lm import ablate_heads
+from induction_probes.probes.lm.protocols import induction_loss
 
 
 @pytest.fixture(scope="module")
@@ -49,3 +50,17 @@ def test_the_blocks_below_the_ablated_layer_do_not_run(bridges):
     # the clean pass, and the clean pass that stops at layer 1 to keep its residual: the ablated passes start there
     assert len(calls) == 2
     assert "forward" not in vars(bridge.blocks[0].original_component)  # handed back as it was
+
+
+def test_the_scored_entries_are_all_the_induction_loss_reads(bridges):
+    """Ablated passes compute the loss only where ``scored`` says (the rest NaN): a NaN anywhere else would reach
+    the table. On the default protocol (|R| drawn per sequence, a filler before it) and on fixed lengths."""
+    bridge = bridges["gpt2"]
+    for repeated in (lm.repeated_random_tokens(bridge, batch=9, seed=4), lm.repeated_random_tokens(bridge, 7, 5)):
+        per_token = torch.rand(repeated.tokens.shape[0], repeated.tokens.shape[1] - 1, dtype=torch.float64)
+        scored = repeated.scored()
+        assert 0 < scored.sum() < scored.numel()  # something is left out (prefixes, fillers, each R[0])
+        full = induction_loss(per_token, repeated)
+        holed = induction_loss(per_token.masked_fill(~scored, float("nan")), repeated)
+        for name in ("first_half_per_sequence", "repeated_half_per_sequence", "icl_per_sequence"):
+            assert torch.equal(getattr(full, name), getattr(holed, name)), name
