@@ -206,12 +206,6 @@ def load_bridge(source: ModelSource, device: str = "cpu"):
         return bridge_from_hf(model, tokenizer, source.describe())
 
 
-def is_bridge(model: object) -> bool:
-    from transformer_lens.model_bridge import TransformerBridge  # loads transformers: only to test for a bridge
-
-    return isinstance(model, TransformerBridge)
-
-
 def as_hooked(model: ModelLike, device: str = "cpu"):
     """A hooked model to probe, from a path or cache name, a ``ModelSource``, a Hugging Face model (copied
     first, so that the caller's model stays as it was), a TransformerBridge or any TransformerLens-style

@@ -133,20 +133,6 @@ def last_token_matching_mass(
     return mass[has_match].mean(0)
 
 
-def repeat_induction_score(
-    pattern: Float[Tensor, "batch head query_pos key_pos"], length: int, prefix: int = 0
-) -> Float[Tensor, " head"]:
-    """On sequences ``prefix`` tokens + R + R with R of ``length`` tokens: the mean over sequences and the
-    queries i of the second R of A[i, i − L + 1], the attention to the token that followed the current
-    token's first occurrence (Olsson et al. 2022's induction score on repeated random tokens)."""
-    if length < 1 or pattern.shape[-1] != prefix + 2 * length:
-        raise BadInput(
-            f"an induction score needs {prefix} + 2 x {length} positions, the pattern has {pattern.shape[-1]}"
-        )
-    queries = torch.arange(prefix + length, prefix + 2 * length, device=pattern.device)
-    return pattern[..., queries, queries - length + 1].mean(dim=(0, -1))
-
-
 def previous_token_per_sequence(pattern: Float[Tensor, "batch head query_pos key_pos"]) -> Float[Tensor, "batch head"]:
     """Per sequence, the mean over queries t ≥ 1 of A[t, t − 1] (:func:`previous_token_score` per sequence)."""
     check_pattern(pattern)

@@ -334,12 +334,6 @@ def phase_handles(metrics: list[dict]) -> list[Patch]:
     return [Patch(color=strategy_colour(name), alpha=0.15, label=f"closest: {name}") for name in shown]
 
 
-def phase_key(ax: Axes, metrics: list[dict], loc: str = "lower left") -> None:
-    """:func:`phase_handles` as a legend of its own inside the axes, kept past the axes' next legend (the
-    figures that keep their keys outside give the handles to :func:`legend_outside` as a section instead)."""
-    ax.add_artist(ax.legend(handles=phase_handles(metrics), loc=loc, fontsize=8, title="shading", title_fontsize=8))
-
-
 def strategies_above(metrics: list[dict], height: float, width: float = 8, outside: bool = False) -> tuple:
     """A two-panel figure on a shared log x-axis of sequences seen (step 0, at no sequences, left out), both
     shaded by the closest strategy; the top panel holds KL(strategy ‖ model) and the model's KL(true ‖ model),
