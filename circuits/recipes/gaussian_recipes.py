@@ -1,7 +1,5 @@
 """The recipes on Wang et al.'s Gaussian induction task: the two-layer model (:class:`GaussianRecipe`) and the
 six-parameter toy model of §5 trained by full-batch gradient descent (:class:`ToyRecipe`).
-
-Imports no torch at module level (see :mod:`induction_probes.circuits.recipes`).
 """
 
 from __future__ import annotations

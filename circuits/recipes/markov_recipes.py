@@ -1,7 +1,5 @@
 """The recipes on ICL-MC (Edelman et al. 2024): the attention-only transformer with its architecture open to
 change (:class:`MarkovRecipe`), and the minimal model of eq. 6 trained by SGD (:class:`MinimalRecipe`).
-
-Imports no torch at module level (see :mod:`induction_probes.circuits.recipes`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ an MLP in every block and two heads per layer, on the bytes of a text file.
 
 Wang et al. give none of the run's settings (width, optimiser, rate, context). The defaults here are ours: two
 layers of two heads of width 32 (d_model 64), an MLP of width 256, contexts of 128 bytes, batch 32, AdamW at
-lr 1e-3 with cosine decay, the optimiser and LayerNorm of the ICL-MC recipe. Imports no torch at module level.
+lr 1e-3 with cosine decay, the optimiser and LayerNorm of the ICL-MC recipe.
 """
 
 from __future__ import annotations

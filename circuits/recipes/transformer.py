@@ -2,8 +2,6 @@
 (:class:`~induction_probes.circuits.recipes.markov_recipes.MarkovRecipe`) and the text task's
 (:class:`~induction_probes.circuits.recipes.text_recipe.TextRecipe`). A recipe built on it says how many symbols
 its task has and how many heads each layer gets by default.
-
-Imports no torch at module level (see :mod:`induction_probes.circuits.recipes`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """What a task is: the protocols a task, its training stream and its evaluation set follow, and the base class of
 the task configs.
-
-The configs import torch only inside their methods, so that the command line, which builds its options from
-their fields, parses without loading torch.
 """
 
 from __future__ import annotations

@@ -5,8 +5,6 @@ The tokens are the file's bytes (256 symbols, whatever the text's alphabet: no v
 The file's last ``held_out`` share is never trained on: the evaluation and probe windows come from it. A run keeps
 the file's SHA-256 and length in its config, so a run reads its own text back or refuses, and says which text it
 was trained on even where the path means nothing.
-
-Imports no torch at module level: the command line builds its options from these fields before torch is loaded.
 """
 
 from __future__ import annotations

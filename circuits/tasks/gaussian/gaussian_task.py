@@ -1,8 +1,6 @@
 """Wang et al.'s Gaussian induction task as a config: its parameters, training stream, loss and evaluation set.
-
-Imports no torch at module level: the command line builds its options from these fields before torch is
-loaded, so the methods that draw sequences import the maths (:mod:`~induction_probes.circuits.tasks.gaussian.sequences`)
-where they run.
+It imports torch; the methods that draw sequences import the maths
+(:mod:`~induction_probes.circuits.tasks.gaussian.sequences`) where they run.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The ICL-MC task as a config: its parameters (checked by :mod:`~induction_probes.circuits.tasks.markov.parameters`),
-its training stream, loss and evaluation set.
-
-Imports no torch at module level: the command line builds its options from these fields before torch is loaded,
-so the methods that draw sequences import the samplers where they run.
+its training stream, loss and evaluation set. It imports torch; the methods that draw sequences import the
+samplers where they run.
 """
 
 from __future__ import annotations
@@ -134,7 +132,7 @@ class MarkovTask(TaskConfig):
 
     def stream(self, seed: int, purpose: str = "train") -> Stream:
         """The training (or, with ``purpose="eval"``, evaluation) sequences of ``seed``: a stream whose
-        ``take(n)`` gives a :class:`MarkovSample` (see ``circuits/tasks/streams.py`` for why other priors
+        ``take(n)`` gives a :class:`~.chains.MarkovSample` (see ``circuits/tasks/streams.py`` for why other priors
         are counted, not drawn from one generator). With a curriculum, the first training sequences are those
         of its prior's stream of ``seed``, then the task's own stream of ``seed`` from its start
         (:class:`~induction_probes.circuits.tasks.markov.markov_streams.CurriculumStream`)."""
