@@ -72,7 +72,7 @@ class Config:
 
 
 def option_names(config_class: type) -> list[str]:
-    """The namespace names :func:`add_config_options` can set for ``config_class``."""
+    """The namespace names :func:`~induction_probes.cli.common.add_config_options` can set for ``config_class``."""
     names = []
     for spec in fields(config_class):
         names += option_names(spec.metadata["config"]) if "config" in spec.metadata else [spec.name]

@@ -69,7 +69,7 @@ def chain_estimate(per_chain: list[float], bound: float, level: float = LEVEL) -
 
 
 def restated(record: dict) -> dict:
-    """A stored block record (:func:`block_llc`) as the current rule writes it: its interval recomputed from
+    """A stored block record (:func:`~.per_head.block_llc`) as the current rule writes it: its interval recomputed from
     its chains, unclipped, and :func:`range_flags` in its flags. Records written before that rule (the shipped
     ``markov-k3-llc-heads``, whose intervals were clipped to [0, d/2]: its calibration block ``v`` reads 3.09
     in [2.14, 3.00] as stored) keep every chain's value, so nothing is re-sampled; a record the current rule

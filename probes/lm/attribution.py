@@ -301,7 +301,7 @@ def rank_interval(correlation: float, n: int) -> tuple[float, float] | None:
 @dataclass(frozen=True)
 class Screen:
     """AtP* of every head (``estimates``: :class:`Attributions`), and the exact ablation of the ``checked`` heads
-    it ranks highest (:class:`~.ablation.HeadAblation` each)."""
+    it ranks highest (:class:`~.ablate_heads.HeadAblation` each)."""
 
     estimates: Attributions
     checked: list

@@ -1,10 +1,10 @@
-"""The measurements of :mod:`.markov`: ICL-MC chains (Edelman et al. 2024) written in k of a language model's
+"""The measurements of :mod:`.markov_probe`: ICL-MC chains (Edelman et al. 2024) written in k of a language model's
 tokens, its in-context predictions against the unigram and bigram strategies, and each head's bigram-matching
 and previous-token scores, every number with a 95 % interval over id draws and sequences.
 
 The protocol is :mod:`.markov_protocol`'s.
 
-What is measured (:func:`~.markov.probe_markov` reads it, and gives the verdict):
+What is measured (:func:`~.markov_probe.probe_markov` reads it, and gives the verdict):
 
 - **Predictions.** At input position t, the model's next-token distribution restricted to the k ids and
   renormalised (a log-softmax over their k logits), q_t; then KL(s ‖ q_t) for s = the sequence's own chain

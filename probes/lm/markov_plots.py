@@ -1,4 +1,4 @@
-"""Figures of the ICL-MC probe of a language model (:mod:`.markov`): one model's KL to each strategy and mass on
+"""Figures of the ICL-MC probe of a language model (:mod:`.markov_probe`): one model's KL to each strategy and mass on
 the k tokens per position with its heads' two scores, and a checkpoint series' KLs and best heads against step,
 on the conventions of our runs' figures (probes/figures/plots.py) and the language-model series figure. Beside
 KL(true ‖ model), dotted, the references KL(true ‖ uniform) and KL(true ‖ bigram): where the model's distance to

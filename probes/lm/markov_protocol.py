@@ -1,4 +1,4 @@
-"""The sequences of :mod:`.markov`'s probe: ICL-MC chains (Edelman et al. 2024) written in k of a language model's
+"""The sequences of :mod:`.markov_probe`'s probe: ICL-MC chains (Edelman et al. 2024) written in k of a language model's
 tokens, over several draws of the k ids. :mod:`.markov_measure` measures the model on them.
 
 The protocol (:func:`markov_draws`; :func:`markov_tokens` is one draw of it):

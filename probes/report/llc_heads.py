@@ -81,7 +81,8 @@ def per_head_report(
 
 
 def labelled(rows: list[dict], verdict: dict) -> list[dict]:
-    """``rows`` with their γ/4 values labelled by the calibration at γ/4 (:func:`.gate.quarter_label`)."""
+    """``rows`` with their γ/4 values labelled by the calibration at γ/4
+    (:func:`~induction_probes.probes.llc.gate.quarter_label`)."""
     return [
         r | {"quarter": r["quarter"] | {"calibration": quarter_label(verdict)}} if r.get("quarter") else r for r in rows
     ]

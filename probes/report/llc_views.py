@@ -100,7 +100,7 @@ def llc_report(
 
 def with_quarter(estimate: dict, label: str) -> dict:
     """An estimate with its value at γ/4 (the estimator's localization check) and that value's calibration label
-    (:func:`.gate.quarter_label`); no value where the estimate at γ is refused."""
+    (:func:`~induction_probes.probes.llc.gate.quarter_label`); no value where the estimate at γ is refused."""
     check = (estimate.get("diagnostics") or {}).get("localization_check") or {}
     value = check.get("estimate") if estimate["llc"] is not None else None
     return estimate | {"at_quarter_gamma": {"llc": value, "calibration": label}}

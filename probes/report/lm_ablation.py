@@ -1,7 +1,7 @@
 """What ``ablate`` shows for a Hugging Face language model (a model directory, a directory of ``step_N/``
 checkpoints, or a name in the local Hugging Face cache), callable from Python: its text, with one ``figure: PATH``
 line per figure written into ``plot``, or with ``as_json`` a JSON-ready dict. The parts it shares with ``probe``'s
-view (booting, titles, the loss line) are :mod:`.lm`'s."""
+view (booting, titles, the loss line) are :mod:`.lm_views`'s."""
 
 from __future__ import annotations
 

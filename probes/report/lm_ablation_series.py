@@ -20,7 +20,8 @@ SHOWN_STEPS = 10  # checkpoints a text table lists (every one is in the JSON)
 def series_ablation_view(
     source: Series, result: SeriesAblation, protocol: dict, threshold: float, plot: Path | None, as_json: bool
 ) -> str | dict:
-    """The text (or JSON) of :func:`ablate_series`'s answer; ``protocol``: length, n_seqs and seed as given."""
+    """The text (or JSON) of :func:`~induction_probes.probes.lm.ablate_series.ablate_series`'s answer;
+    ``protocol``: length, n_seqs and seed as given."""
     figures = atlas_figures(source, result, plot)
     formation = result.formation(threshold)
     if as_json:

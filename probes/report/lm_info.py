@@ -94,8 +94,9 @@ def tokenizer_about(tokenizer_config: dict | None, tokenizer: dict | None) -> di
 
 
 def text_field(value: object) -> str | None:
-    """A name from a stranger's config as info shows it: a string, at most :data:`QUOTE_LIMIT` characters (its
-    control characters are escaped where the command line prints); anything else is no name."""
+    """A name from a stranger's config as info shows it: a string, at most
+    :data:`~induction_probes.circuits.validation.QUOTE_LIMIT` characters (its control characters are escaped where
+    the command line prints); anything else is no name."""
     return shortened(value) if isinstance(value, str) else None
 
 

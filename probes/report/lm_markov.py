@@ -1,5 +1,5 @@
 """What ``probe MODEL --task markov`` shows: the ICL-MC probe of a language model (:mod:`~induction_probes.probes.lm.
-markov`), for one model or every checkpoint of a series, as a readable table with ``figure: PATH`` lines for the
+markov_probe`), for one model or every checkpoint of a series, as a readable table with ``figure: PATH`` lines for the
 figures written into ``plot``, or with ``as_json`` a JSON-ready dict. Callable from Python:
 
 >>> markov_lm_report("out/gpt2-markov", k=3, all_steps=True, plot="out/")  # doctest: +SKIP

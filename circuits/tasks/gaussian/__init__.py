@@ -1,2 +1,2 @@
-"""Wang et al.'s Gaussian induction task: the config (:mod:`.task`) and its sequences and targets
+"""Wang et al.'s Gaussian induction task: the config (:mod:`.gaussian_task`) and its sequences and targets
 (:mod:`.sequences`)."""
