@@ -1,6 +1,8 @@
 import functools
 import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,18 @@ SHIPPED = re.compile(r"markov-k[23]|minimal-k3|gaussian-ih2|experiments/results|
 
 def every_file(root: Path) -> dict[str, bytes]:
     return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()}
+
+
+@pytest.fixture
+def local_ray(monkeypatch):
+    """The environment of a local Ray instance for one test: its files in a short folder of the test's own (Ray's
+    socket paths are limited in length), found by no other test, and no cluster address; removed after."""
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    folder = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    monkeypatch.setenv("RAY_TMPDIR", folder)
+    monkeypatch.setenv("RAY_ADDRESS", "")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

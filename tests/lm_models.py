@@ -10,6 +10,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing in these tests may download
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import pytest  # noqa: E402
 import torch  # noqa: E402
 
 VOCAB = 64
@@ -98,3 +99,24 @@ def hf_scores(directory: Path, tokens: torch.Tensor, lengths: torch.Tensor) -> t
                 previous[s, layer, head] = sum(a[i, i - 1] for i in range(1, n_pos)) / (n_pos - 1)
                 induction[s, layer, head] = sum(a[i, i - length + 1] for i in queries) / length
     return previous, induction
+
+
+ARCHITECTURES = ("gpt2", "neox", "llama")
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """Any attempt to reach the network (a download) fails the test instead of waiting on it: a test module that
+    imports this fixture gets it for every test."""
+    import socket
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a language-model test tried to open a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+
+
+def saved_models(tmp_path_factory, names=ARCHITECTURES, folder: str = "lm") -> dict[str, Path]:
+    """One tiny model of each architecture in ``names``, saved in a folder of the session's."""
+    root = tmp_path_factory.mktemp(folder)
+    return {name: save_model(name, root / name) for name in names}

@@ -2,13 +2,21 @@
 save_pretrained, booted through TransformerBridge, scored against Hugging Face's own attention weights."""
 
 import json
-import socket
 import subprocess
 import sys
 
 import pytest
 import torch
-from lm_models import N_CTX, VOCAB, WORDS, hf_scores, save_model
+from lm_models import (
+    ARCHITECTURES,
+    N_CTX,
+    VOCAB,
+    WORDS,
+    hf_scores,
+    no_network,  # noqa: F401 (an autouse fixture: importing it applies it to this module)
+    save_model,
+    saved_models,
+)
 
 from induction_probes import lm
 from induction_probes.circuits.interop.model_folder import LanguageModelError
@@ -16,23 +24,10 @@ from induction_probes.circuits.interop.model_sources import ModelSource, Series,
 from induction_probes.probes.lm.losses import per_token_loss
 from induction_probes.probes.lm.protocols import RepeatedTokens, induction_loss
 
-ARCHITECTURES = ("gpt2", "neox", "llama")
-
-
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch):
-    """Any attempt to reach the network (a download) fails the test instead of waiting on it."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a language-model test tried to open a network connection")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("lm")
-    return {name: save_model(name, root / name) for name in ARCHITECTURES}
+    return saved_models(tmp_path_factory)
 
 
 @pytest.mark.parametrize("architecture", ARCHITECTURES)

@@ -6,7 +6,6 @@ a one-step series, a file for the folder and options that do not apply are refus
 import json
 import os
 import shutil
-import tempfile
 
 import pytest
 from lm_models import save_model
@@ -75,16 +74,11 @@ def test_a_journal_folder_resumes_without_ablating_again(series, tmp_path, monke
     assert len(ran) == len(STEPS) + 8
 
 
-def test_on_ray_from_a_relative_path_the_numbers_are_the_local_ones(series, monkeypatch):
-    pytest.importorskip("ray", reason="the ray extra is not installed")
-    folder = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must be
-    monkeypatch.setenv("RAY_TMPDIR", folder)
-    monkeypatch.setenv("RAY_ADDRESS", "")
+def test_on_ray_from_a_relative_path_the_numbers_are_the_local_ones(series, monkeypatch, local_ray):
     monkeypatch.chdir(series.parent)  # a relative path, which a worker started elsewhere once took for a hub id
     local = ablate_series(series.name, **SMALL)
     on_ray = ablate_series(series.name, backend="ray", **SMALL)
     assert on_ray.rows() == local.rows()  # the same numbers, to the last bit (one thread on both)
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_an_icl_mc_run_is_ablated_at_every_checkpoint(capsys):

@@ -4,8 +4,6 @@ the API and the command line share one default seed and number of sequences."""
 
 import argparse
 import inspect
-import shutil
-import tempfile
 
 import pandas as pd
 import pytest
@@ -108,12 +106,8 @@ def test_one_default_seed_and_number_of_sequences_for_the_api_and_the_command_li
     assert probe_set_size(argparse.Namespace(n_seqs=None), True) == LM_PROBE_SEQS
 
 
-def test_a_series_probed_on_ray_gives_the_local_numbers(series, monkeypatch):
+def test_a_series_probed_on_ray_gives_the_local_numbers(series, monkeypatch, local_ray):
     """One Ray task per checkpoint, on a local Ray instance bound to loopback, as the sweeps' Ray tests run."""
-    pytest.importorskip("ray", reason="the ray extra is not installed")
-    folder = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must be
-    monkeypatch.setenv("RAY_TMPDIR", folder)  # Ray's files in a folder of this test's, found by no one else
-    monkeypatch.setenv("RAY_ADDRESS", "")
     monkeypatch.chdir(series.parent)  # a relative path: a worker started elsewhere once took it for a hub id
     local = lm.probe_series(series.name, length=6, batch=4)
     on_ray = lm.probe_series(series.name, backend="ray", length=6, batch=4)
@@ -121,7 +115,6 @@ def test_a_series_probed_on_ray_gives_the_local_numbers(series, monkeypatch):
     assert [r.to_json() for r in on_ray] == [r.to_json() for r in local]  # the same numbers, to the last bit
     with pytest.raises(ValueError, match="local or ray"):
         lm.probe_series(str(series), backend="dask")
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.parametrize("architecture", ["gpt2", "neox", "llama"])

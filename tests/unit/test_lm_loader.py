@@ -9,13 +9,15 @@ import json
 import os
 import re
 import shutil
-import socket
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
-from lm_models import save_model
+from lm_models import (
+    no_network,  # noqa: F401 (an autouse fixture: importing it applies it to this module)
+    saved_models,
+)
 from safetensors.torch import load_file, save_file
 
 from induction_probes import lm
@@ -23,24 +25,12 @@ from induction_probes.circuits.interop.language_models import load_pretrained
 from induction_probes.circuits.interop.model_folder import CastWeightsWarning, LanguageModelError
 from induction_probes.circuits.interop.model_sources import find_source
 
-ARCHITECTURES = ("gpt2", "neox", "llama")
 INDEX = "model.safetensors.index.json"
-
-
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch):
-    """Any attempt to reach the network (a download) fails the test instead of waiting on it."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a language-model test tried to open a network connection")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("lm")
-    return {name: save_model(name, root / name) for name in ARCHITECTURES}
+    return saved_models(tmp_path_factory)
 
 
 def copy_model(models, architecture, folder, **config_changes):

@@ -6,11 +6,17 @@ a statistical induction head."""
 import copy
 import json
 import math
-import socket
 
 import pytest
 import torch
-from lm_models import N_CTX, VOCAB, hf_attentions, save_model
+from lm_models import (
+    N_CTX,
+    VOCAB,
+    hf_attentions,
+    no_network,  # noqa: F401 (an autouse fixture: importing it applies it to this module)
+    save_model,
+    saved_models,
+)
 
 from induction_probes import Run, lm
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
@@ -22,18 +28,9 @@ from induction_probes.probes.report.lm_markov import markov_lm_report
 from induction_probes.probes.report.tables import json_text
 
 
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("a language-model test tried to open a network connection")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("markov-lm")
-    return {name: save_model(name, root / name) for name in ("gpt2", "llama")}
+    return saved_models(tmp_path_factory, ("gpt2", "llama"), "markov-lm")
 
 
 @pytest.fixture(scope="module")
