@@ -90,13 +90,21 @@ def worker_context():
     if it started in another environment than this one (plugins, ``PYTHONPATH``, torch's settings) or was
     started by someone else. Call it in :func:`safe_children`'s block: the server starts with the workers."""
     global _server_environment
-    server = multiprocessing.forkserver._forkserver
-    if server._forkserver_pid is not None and _server_environment != read_environment():
-        server._stop()
+    if _server_environment != read_environment():
+        stop_fork_server()
     _server_environment = read_environment()
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOADED)
     return context
+
+
+def stop_fork_server() -> None:
+    """Stop this process's fork server where one runs. multiprocessing has no public way to restart it, so this is
+    the one place that reads CPython's private names (``multiprocessing.forkserver._forkserver``, its
+    ``_forkserver_pid`` and ``_stop``); tests/unit/test_fork_server.py fails, naming them, if a Python renames them."""
+    server = multiprocessing.forkserver._forkserver
+    if server._forkserver_pid is not None:
+        server._stop()
 
 
 def start_worker() -> None:
