@@ -20,8 +20,8 @@ import time
 import torch
 from torch import Tensor
 
-from induction_probes.circuits.models.classes import build_model
 from induction_probes.circuits.models.model import Attention, softmax_over_allowed
+from induction_probes.circuits.models.model_classes import build_model
 from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
 from induction_probes.circuits.tasks.draws import sample_categorical, sample_dirichlet
 from induction_probes.circuits.tasks.markov import chains as markov_module

@@ -20,10 +20,9 @@ from safetensors.torch import load_file
 from induction_probes.circuits.devices import resolve_device
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.limits import MAX_TEXT_BYTES
-from induction_probes.circuits.models.classes import build_model, config_class
 from induction_probes.circuits.models.minimal import MinimalConfig
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
-from induction_probes.circuits.models.model_classes import MODEL_CLASSES
+from induction_probes.circuits.models.model_classes import MODEL_CLASSES, build_model, config_class
 from induction_probes.circuits.recipes.task_kinds import plugin_hint, recipe_from_json, task_from_json
 from induction_probes.circuits.runs.layout import checkpoint_file
 from induction_probes.circuits.runs.shipped import resolve_run

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save
 
-from induction_probes.circuits.models.classes import model_class_name
+from induction_probes.circuits.models.model_classes import model_class_name
 from induction_probes.circuits.recipes.task_kinds import plugin_of
 from induction_probes.circuits.runs.layout import LOCK_FILE, checkpoint_file
 from induction_probes.circuits.runs.reader import read_manifest, read_metrics_lines

@@ -27,7 +27,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from induction_probes.circuits.devices import device_kind, resolve_device
-from induction_probes.circuits.models.classes import build_model
+from induction_probes.circuits.models.model_classes import build_model
 from induction_probes.circuits.recipes.recipe import Recipe
 from induction_probes.circuits.recipes.task_kinds import recipe_from_json
 from induction_probes.circuits.runs.layout import RESUME_FILE

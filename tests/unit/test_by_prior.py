@@ -4,7 +4,7 @@ and the KL computed by hand on the same chains, and a mixture's loss against its
 import pytest
 import torch
 
-from induction_probes.circuits.models.classes import build_model
+from induction_probes.circuits.models.model_classes import build_model
 from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.behaviour.by_prior import evaluate_on_prior, model_logits, prior_names, prior_task

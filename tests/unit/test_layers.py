@@ -19,7 +19,7 @@ import pytest
 # - models: the model classes; a recipe's model config and every probe need them, they need no task.
 # - constructions and recipes, side by side: hand-made weights for a model; the training recipes,
 #   which hold a task and build a model. Neither needs the other.
-# - runs: a run directory rebuilds its recipe and its model class by name (models.classes).
+# - runs: a run directory rebuilds its recipe and its model class by name (models.model_classes).
 # - interop and training, side by side: language models refuse the names of shipped runs (runs.shipped);
 #   training writes runs. Neither needs the other.
 # - sweeps: many trainings. The top of circuits.

@@ -331,7 +331,7 @@ def test_induction_score_is_1_on_theorem_4_1_and_lower_on_uniform_attention():
 
 def test_per_head_probes_report_every_head_of_layers_with_different_head_counts():
     """A trigram model with two first-layer heads and one second-layer head: no head is dropped."""
-    from induction_probes.circuits.models.classes import build_model
+    from induction_probes.circuits.models.model_classes import build_model
     from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
     from induction_probes.probes.attention.patterns import run_with_patterns
     from induction_probes.probes.run_level.all_probes import probe_model

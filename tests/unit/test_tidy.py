@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
-from induction_probes.circuits.models.classes import build_model
+from induction_probes.circuits.models.model_classes import build_model
 from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.ablation.ablation_study import ablation_study

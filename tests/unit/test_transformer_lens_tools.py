@@ -212,7 +212,7 @@ def test_switched_hooks_fire_only_when_on_and_change_nothing_else(model):
 
 
 def test_a_tool_that_reads_one_head_count_stops_with_one_clear_line_on_mixed_head_counts():
-    from induction_probes.circuits.models.classes import build_model
+    from induction_probes.circuits.models.model_classes import build_model
     from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
     from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 
