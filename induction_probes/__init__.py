@@ -67,11 +67,11 @@ EXPORTS = {
     "first_crossings": "induction_probes.probes.run_level.research_questions",
     "align_runs": "induction_probes.probes.run_level.research_questions",
     # the report: what probe, ablate and report print (text, or a dict with as_json=True), figures, the page
-    "probe_report": "induction_probes.probes.report.views",
-    "ablation_report": "induction_probes.probes.report.views",
+    "probe_report": "induction_probes.probes.report.run_views",
+    "ablation_report": "induction_probes.probes.report.run_views",
     "circuit_report": "induction_probes.probes.report.circuit_views",  # what circuit prints
-    "run_report": "induction_probes.probes.report.views",
-    "html_report": "induction_probes.probes.report.views",
+    "run_report": "induction_probes.probes.report.run_views",
+    "html_report": "induction_probes.probes.report.run_views",
     "write_movie": "induction_probes.probes.report.movie_run",  # what movie writes: one offline page
     "embed_bundle_in_every_view": "induction_probes.probes.views.explorer",  # notebook views, for an export
     "baselines_report": "induction_probes.probes.report.baseline_views",
@@ -92,7 +92,7 @@ EXPORTS = {
     "parse_spec": "induction_probes.circuits.sweeps.sweep_spec",
     "run_sweep": "induction_probes.circuits.sweeps.sweep_runner",
     "summarize_sweep": "induction_probes.probes.sweeps.summary",
-    "split_into_kinds": "induction_probes.probes.sweeps.statistics",
+    "split_into_kinds": "induction_probes.probes.sweeps.condition_tests",
     # extension points (docs/extending.md): register a task kind, model class, probe or prior from outside
     "TASK_KINDS": "induction_probes.circuits.recipes.task_kinds",
     "TaskKind": "induction_probes.circuits.recipes.task_kinds",  # a task, its recipes, its probe and view
@@ -165,6 +165,10 @@ if TYPE_CHECKING:  # EXPORTS as static imports for type checkers and IDEs ("as":
     from induction_probes.probes.report.llc_heads import per_head_report as per_head_report
     from induction_probes.probes.report.llc_views import llc_report as llc_report
     from induction_probes.probes.report.movie_run import write_movie as write_movie
+    from induction_probes.probes.report.run_views import ablation_report as ablation_report
+    from induction_probes.probes.report.run_views import html_report as html_report
+    from induction_probes.probes.report.run_views import probe_report as probe_report
+    from induction_probes.probes.report.run_views import run_report as run_report
     from induction_probes.probes.report.sweeps import summary_report as summary_report
     from induction_probes.probes.report.sweeps import sweep_report as sweep_report
     from induction_probes.probes.report.toy_views import ih4_report as ih4_report
@@ -174,10 +178,6 @@ if TYPE_CHECKING:  # EXPORTS as static imports for type checkers and IDEs ("as":
     from induction_probes.probes.report.verify_views import prop21_report as prop21_report
     from induction_probes.probes.report.verify_views import wang_ih2_report as wang_ih2_report
     from induction_probes.probes.report.verify_views import wang_ihn_report as wang_ihn_report
-    from induction_probes.probes.report.views import ablation_report as ablation_report
-    from induction_probes.probes.report.views import html_report as html_report
-    from induction_probes.probes.report.views import probe_report as probe_report
-    from induction_probes.probes.report.views import run_report as run_report
     from induction_probes.probes.run_level.all_probes import probe_eval_set as probe_eval_set
     from induction_probes.probes.run_level.all_probes import probe_gaussian as probe_gaussian
     from induction_probes.probes.run_level.all_probes import probe_model as probe_model
@@ -186,7 +186,7 @@ if TYPE_CHECKING:  # EXPORTS as static imports for type checkers and IDEs ("as":
     from induction_probes.probes.run_level.research_questions import first_crossings as first_crossings
     from induction_probes.probes.run_level.research_questions import phases as phases
     from induction_probes.probes.run_level.research_questions import transition as transition
-    from induction_probes.probes.sweeps.statistics import split_into_kinds as split_into_kinds
+    from induction_probes.probes.sweeps.condition_tests import split_into_kinds as split_into_kinds
     from induction_probes.probes.sweeps.summary import summarize_sweep as summarize_sweep
     from induction_probes.probes.tidy import ablation_frame as ablation_frame
     from induction_probes.probes.views.explorer import embed_bundle_in_every_view as embed_bundle_in_every_view

@@ -13,8 +13,8 @@ from induction_probes.probes.ablation.head_ablation import single_heads
 from induction_probes.probes.lm.ablate_heads import HeadAblation, ablate
 from induction_probes.probes.lm.ablate_series import SeriesAblation, ablate_series
 from induction_probes.probes.lm.attribution import Screen, attribution_rises, screen_heads
-from induction_probes.probes.lm.markov_probe import MarkovProbe, probe_markov, probe_markov_series
-from induction_probes.probes.lm.markov_protocol import markov_draws
+from induction_probes.probes.lm.markov.markov_probe import MarkovProbe, probe_markov, probe_markov_series
+from induction_probes.probes.lm.markov.markov_protocol import markov_draws
 from induction_probes.probes.lm.measure import HeadScores, evaluate, head_scores, text_icl_score
 from induction_probes.probes.lm.protocols import (
     InductionLoss,

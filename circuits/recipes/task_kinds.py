@@ -95,7 +95,7 @@ class HtmlView(Protocol):
 @dataclass(frozen=True)
 class TaskView:
     """What ``probe``, ``ablate`` and ``report`` show for a task's runs: four functions of the signatures above
-    (:mod:`~induction_probes.probes.report.views` calls them), each the function itself or, from a module that
+    (:mod:`~induction_probes.probes.report.run_views` calls them), each the function itself or, from a module that
     cannot import it, its ``"module:function"`` reference."""
 
     probe: ProbeView | str
@@ -290,7 +290,8 @@ def recipe_from_json(recipe: Any, task: Any):
 
 
 # The package's own tasks; how their runs are probed and shown is the probe layer's, by task class
-# (probes/run_level/all_probes.py's TASK_PROBES, probes/report/views.py's TASK_VIEWS), which this layer cannot import.
+# (probes/run_level/all_probes.py's TASK_PROBES, probes/report/run_views.py's TASK_VIEWS), which this layer cannot
+# import.
 register_task(
     TaskKind(
         MarkovTask,

@@ -1,6 +1,6 @@
 """``induction-probes probe`` and ``ablate``: attention and behaviour of a checkpoint or a whole run, and
 what in-context learning loses when heads are ablated. The text, JSON and figures are the report's
-(:mod:`induction_probes.probes.report.views`: chosen by the run's task)."""
+(:mod:`induction_probes.probes.report.run_views`: chosen by the run's task)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from induction_probes.cli.common import (
     language_model_options,
     probe_set_size,
 )
-from induction_probes.probes.report.views import ablation_report, probe_report
+from induction_probes.probes.report.run_views import ablation_report, probe_report
 
 
 def probe_parser(probe: Parser) -> None:

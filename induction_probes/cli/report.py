@@ -13,7 +13,7 @@ from induction_probes.cli.common import (
     device_of,
     path,
 )
-from induction_probes.probes.report.views import run_report
+from induction_probes.probes.report.run_views import run_report
 
 
 def report_parser(report: Parser) -> None:
@@ -35,6 +35,6 @@ PARSERS = {"report": report_parser}
 
 def run_report_command(args: argparse.Namespace) -> str:
     """The main job: a run's loss against the strategies over training, its phases and figures, and with --html
-    the whole argument on one page (the report's: :func:`induction_probes.probes.report.views.run_report`)."""
+    the whole argument on one page (the report's: :func:`induction_probes.probes.report.run_views.run_report`)."""
     options = {"device": device_of(args), "plot": args.plot, "as_json": args.json, "html": args.html}
     return answer(run_report(args.run, **options))

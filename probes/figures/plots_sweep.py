@@ -12,7 +12,7 @@ from matplotlib.axes import Axes
 
 from induction_probes.probes.figures import plots
 from induction_probes.probes.figures.plots import strategy_colour, subplots, theme
-from induction_probes.probes.sweeps.sweep_statistics import POSITIONAL_POINTS
+from induction_probes.probes.sweeps.summary_statistics import POSITIONAL_POINTS
 
 
 def band(ax: Axes, x: list[float], curve: dict, colour: str, label: str) -> None:

@@ -39,7 +39,7 @@ from induction_probes.probes.intervals import Estimate, bootstrap_ratio_interval
 from induction_probes.probes.lm.ablation_journal import AblationJournal
 from induction_probes.probes.lm.losses import pass_loss
 from induction_probes.probes.lm.measure import chunk_size, chunked
-from induction_probes.probes.lm.progress import progress_bar
+from induction_probes.probes.lm.progress_bars import progress_bar
 from induction_probes.probes.lm.protocols import (
     LOSSES,
     InductionLoss,

@@ -20,7 +20,7 @@ from induction_probes.circuits.names import head_label
 from induction_probes.circuits.sweeps.worker_start import drop_current_folder
 from induction_probes.probes.ablation.head_ablation import check_mode, single_heads
 from induction_probes.probes.lm.ablate_heads import HeadAblation, ablate
-from induction_probes.probes.lm.progress import progress_bar
+from induction_probes.probes.lm.progress_bars import progress_bar
 from induction_probes.probes.lm.protocols import InductionLoss, repeated_random_tokens
 from induction_probes.probes.lm.ray_series import local_only, on_ray, series_threads
 from induction_probes.probes.tidy import Tidy, crossing_step

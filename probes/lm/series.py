@@ -22,7 +22,7 @@ from induction_probes.circuits.threads import thread_policy
 from induction_probes.probes.attention.patterns import run_with_patterns
 from induction_probes.probes.lm.losses import Overflow
 from induction_probes.probes.lm.measure import HeadScores, evaluate
-from induction_probes.probes.lm.progress import progress_bar
+from induction_probes.probes.lm.progress_bars import progress_bar
 from induction_probes.probes.lm.protocols import LOSSES, InductionLoss, RepeatedTokens, repeated_random_tokens
 from induction_probes.probes.lm.ray_series import local_only, on_ray
 from induction_probes.probes.lm.roles import (

@@ -20,7 +20,7 @@ from induction_probes.probes.paper.entries import (
 )
 from induction_probes.probes.paper.shipped_files import RESULTS, source, summary
 from induction_probes.probes.paper.wang_figures import PAPER
-from induction_probes.probes.sweeps.statistics import interval
+from induction_probes.probes.sweeps.condition_tests import interval
 
 SIGNIFICANT = 0.05  # the sign test's level for "positions first in every seed, beyond chance"
 

@@ -3,5 +3,5 @@ as functions of plain arguments (a run, its steps, a probe set's size and seed, 
 a notebook gets what the command line prints. It reads runs and probes them but never trains, so it sits in
 the probes layer, above the measurements and the figures it draws on; the command line only parses, calls
 one of these and prints. Which functions a run gets is chosen by its task's name
-(:mod:`~induction_probes.probes.report.views`). This module imports nothing, so the command line can name
+(:mod:`~induction_probes.probes.report.run_views`). This module imports nothing, so the command line can name
 the views while it builds its options."""

@@ -32,7 +32,7 @@ from induction_probes.probes.report.llc_text import (
     wrapped,
 )
 from induction_probes.probes.report.llc_views import CHECKPOINTS, N_SEQS, chosen_steps, estimator_settings
-from induction_probes.probes.report.markov_probes import progress_thresholds
+from induction_probes.probes.report.markov_probe_views import progress_thresholds
 from induction_probes.probes.report.tables import figure_lines, format_table, provenance
 
 

@@ -1,6 +1,7 @@
-"""What ``probe MODEL --task markov`` shows: the ICL-MC probe of a language model (:mod:`~induction_probes.probes.lm.
-markov_probe`), for one model or every checkpoint of a series, as a readable table with ``figure: PATH`` lines for the
-figures written into ``plot``, or with ``as_json`` a JSON-ready dict. Callable from Python:
+"""What ``probe MODEL --task markov`` shows: the ICL-MC probe of a language model
+(:mod:`~induction_probes.probes.lm.markov.markov_probe`), for one model or every checkpoint of a series, as a readable
+table with ``figure: PATH`` lines for the figures written into ``plot``, or with ``as_json`` a JSON-ready dict.
+Callable from Python:
 
 >>> markov_lm_report("out/gpt2-markov", k=3, all_steps=True, plot="out/")  # doctest: +SKIP
 """
@@ -25,10 +26,17 @@ from induction_probes.circuits.interop.model_sources import (
 from induction_probes.circuits.limits import require_seed
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.validation import require_int
-from induction_probes.probes.lm.markov_measure import REFERENCES
-from induction_probes.probes.lm.markov_plots import plot_markov_model, plot_markov_series
-from induction_probes.probes.lm.markov_probe import STRATEGIES, MarkovProbe, interval, labels, probe_markov_series, span
-from induction_probes.probes.lm.markov_protocol import MIN_SEQ_LEN, N_SEQS, draw_count
+from induction_probes.probes.lm.markov.markov_measure import REFERENCES
+from induction_probes.probes.lm.markov.markov_plots import plot_markov_model, plot_markov_series
+from induction_probes.probes.lm.markov.markov_probe import (
+    STRATEGIES,
+    MarkovProbe,
+    interval,
+    labels,
+    probe_markov_series,
+    span,
+)
+from induction_probes.probes.lm.markov.markov_protocol import MIN_SEQ_LEN, N_SEQS, draw_count
 from induction_probes.probes.report.lm_views import quiet_transformers
 from induction_probes.probes.report.tables import figure_lines, format_table
 

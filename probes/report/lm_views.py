@@ -123,7 +123,8 @@ def probe_language_model(
     series with ``all_steps``, here or (``backend="ray"``) on Ray
     (:func:`~induction_probes.probes.lm.series.probe_series`): scores with their intervals, each head's role, the
     composition check, losses.
-    ``progress``: bars on stderr where it is a terminal or a notebook's (:mod:`induction_probes.probes.lm.progress`).
+    ``progress``: bars on stderr where it is a terminal or a notebook's
+    (:mod:`~induction_probes.probes.lm.progress_bars`).
     ``threads``: torch threads (default: the policy of :mod:`~induction_probes.circuits.threads`; a Ray task runs on
     one)."""
     source = as_source(source)

@@ -15,7 +15,7 @@ from induction_probes.probes.ablation.head_ablation import single_heads
 from induction_probes.probes.comparison.trained_vs_prop21 import compare_with_prop21
 from induction_probes.probes.report.ablation_views import ablation_text, plot_ablations
 from induction_probes.probes.report.html import paragraph, section, write_page
-from induction_probes.probes.report.markov_probes import plot_probes, probe_text, probe_trajectory, progress_text
+from induction_probes.probes.report.markov_probe_views import plot_probes, probe_text, probe_trajectory, progress_text
 from induction_probes.probes.report.markov_views import report_text
 from induction_probes.probes.report.verify_views import comparison_text, figure_steps, plot_comparison
 from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run

@@ -22,7 +22,7 @@ from induction_probes.probes.figures.plots_task_sweep import plot_task_sweep
 from induction_probes.probes.figures.plots_toy import plot_toy_sweep
 from induction_probes.probes.report.tables import figure_lines, format_table
 from induction_probes.probes.sweeps.summary import summarize_sweep
-from induction_probes.probes.sweeps.sweep_statistics import recompute_summary
+from induction_probes.probes.sweeps.summary_statistics import recompute_summary
 
 STATUSES = ("trained", "resumed", "skipped", "busy", "failed")
 

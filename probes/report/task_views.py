@@ -1,4 +1,4 @@
-"""The task view (:mod:`~induction_probes.probes.report.views`): what a run of a registered task without a view
+"""The task view (:mod:`~induction_probes.probes.report.run_views`): what a run of a registered task without a view
 of its own shows. Every registered attention probe per head, and the task's own evaluation metrics
 (``EvalSet.metrics``: ``eval_loss`` and whatever else it reports), clean, with heads ablated, or over training,
 as text, JSON, figures (:mod:`~induction_probes.probes.figures.plots_task`) and a one-page report."""

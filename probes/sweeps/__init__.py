@@ -1,2 +1,2 @@
 """The summaries of a sweep (:mod:`.summary`) and the statistics that compare its conditions
-(:mod:`.statistics`, :mod:`.sweep_statistics`)."""
+(:mod:`.condition_tests`, :mod:`.summary_statistics`)."""

@@ -18,7 +18,7 @@ Each run's record also holds its ``curve``: KL(s ‖ model) per strategy at ever
 with relative positions that reaches the transition, ``positional_layer0``: layer 0's positional profile at the
 plateau's middle, the transition and the last checkpoint (:func:`positional_checkpoints`). The statistics
 (``comparisons`` between conditions, bounded probe intervals, kinds of solution, the even/odd measures) are
-:mod:`induction_probes.probes.sweeps.sweep_statistics`'s.
+:mod:`induction_probes.probes.sweeps.summary_statistics`'s.
 
 Intervals are Student-t 95 % intervals of the mean over seeds, mean ± t₀.₉₇₅,ₙ₋₁ · s / √n (none for one
 seed); runs that never reach the transition are left out of its interval and counted in ``n_reached``.
@@ -40,8 +40,8 @@ from induction_probes.circuits.validation import require_int
 from induction_probes.probes.attention.patterns import positional_profiles
 from induction_probes.probes.attention.probe_registry import attention_probes
 from induction_probes.probes.behaviour.by_prior import evaluate_run_on_priors, prior_names, prior_task
-from induction_probes.probes.sweeps.statistics import interval, nonnegative_interval
-from induction_probes.probes.sweeps.sweep_statistics import add_statistics
+from induction_probes.probes.sweeps.condition_tests import interval, nonnegative_interval
+from induction_probes.probes.sweeps.summary_statistics import add_statistics
 from induction_probes.probes.sweeps.task_summary import summarize_task_sweep
 from induction_probes.probes.sweeps.toy_summary import summarize_toy_sweep
 

@@ -26,7 +26,7 @@ from induction_probes.circuits.untrusted import require_finite
 from induction_probes.probes.progress.weight_norms import weight_curves
 from induction_probes.probes.run_level.all_probes import probe_run
 from induction_probes.probes.run_level.task_probes import scalar_metrics
-from induction_probes.probes.sweeps.statistics import compare_conditions, interval, nonnegative_interval
+from induction_probes.probes.sweeps.condition_tests import compare_conditions, interval, nonnegative_interval
 from induction_probes.probes.sweeps.task_timing import PLATEAU_BASELINE, order_tests, plateau, reached_steps
 
 NOT_METRICS = ("step", "sequences_seen")  # what a metrics.jsonl line holds besides metrics

@@ -21,7 +21,7 @@ Definitions (steps are checkpoint steps):
 
 from __future__ import annotations
 
-from induction_probes.probes.sweeps.statistics import paired_comparison
+from induction_probes.probes.sweeps.condition_tests import paired_comparison
 
 CURVE_AXES = ("steps", "sequences_seen")  # what a record's curves hold besides its metrics
 PLATEAU_BASELINE = "bigram"

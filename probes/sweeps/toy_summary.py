@@ -27,7 +27,7 @@ from induction_probes.circuits.models.toy_model import count_plateaus, reach_ste
 from induction_probes.circuits.paths import portable
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.untrusted import require_finite
-from induction_probes.probes.sweeps.statistics import interval, paired_comparison, welch_comparison
+from induction_probes.probes.sweeps.condition_tests import interval, paired_comparison, welch_comparison
 
 CURVES = ("loss", "loss_4gram", "loss_induction")
 LEARNED = ("p1", "p2", "w_V1", "w_KQ")

@@ -13,7 +13,7 @@ from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.training.train_loop import train_run
 from induction_probes.cli import main
 from induction_probes.probes.behaviour.by_prior import evaluate_run_on_priors
-from induction_probes.probes.sweeps.statistics import interval
+from induction_probes.probes.sweeps.condition_tests import interval
 
 # 40 steps of 16: the schedule switches at sequence 200, inside step 13's batch (sequences 192..207)
 SCHEDULED = MarkovRecipe(

@@ -10,7 +10,7 @@ import pytest
 
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.cli import main
-from induction_probes.probes.sweeps.statistics import paired_comparison
+from induction_probes.probes.sweeps.condition_tests import paired_comparison
 
 TINY = ["--seq-len", "16", "--d-head", "8", "--d-mlp", "16", "--batch-size", "8", "--eval-seqs", "20"]
 

@@ -9,7 +9,7 @@ import pytest
 from induction_probes.circuits.models.toy_model import reach_step, toy_phases
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.cli import main
-from induction_probes.probes.sweeps.sweep_statistics import recompute_summary
+from induction_probes.probes.sweeps.summary_statistics import recompute_summary
 
 SPEC = """
 recipe = "toy"

@@ -21,8 +21,8 @@ from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.ablation.ablation_study import relative_mse
 from induction_probes.probes.figures import plots, plots_circuit, plots_progress
 from induction_probes.probes.intervals import Estimate, mean_interval
-from induction_probes.probes.lm import markov_plots
 from induction_probes.probes.lm import series_plots as lm_plots
+from induction_probes.probes.lm.markov import markov_plots
 from induction_probes.probes.paper.page import figure_class
 from induction_probes.probes.progress.progress_measures import progress_measures, threshold_crossings
 

@@ -312,7 +312,7 @@ print(matplotlib.get_backend(), plt.get_fignums())
 
 
 def test_the_even_odd_figure_shows_each_point_of_each_seed_without_the_spike_at_distance_1(caught):
-    from induction_probes.probes.sweeps.sweep_statistics import add_statistics
+    from induction_probes.probes.sweeps.summary_statistics import add_statistics
 
     def profile(lead: float) -> list[float]:
         return [0.5 if d == 1 else 0.01 + lead * (d % 2) for d in range(21)]

@@ -1,5 +1,5 @@
-"""The ICL-MC probe of language models (probes/lm/markov_probe.py): chains over k of a model's tokens, the KL of its
-renormalised prediction to each strategy, its heads' scores and the verdict, checked against references written
+"""The ICL-MC probe of language models (probes/lm/markov/markov_probe.py): chains over k of a model's tokens, the KL
+of its renormalised prediction to each strategy, its heads' scores and the verdict, checked against references written
 out by hand on tiny Hugging Face models (tests/lm_models.py), and on the shipped markov-k3, whose layer-1 head is
 a statistical induction head."""
 
@@ -22,8 +22,8 @@ from induction_probes import Run, lm
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.attention.patterns import bigram_matching_scores, previous_token_scores, run_with_patterns
 from induction_probes.probes.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-from induction_probes.probes.lm.markov_probe import early_positions, late_positions, probe_markov
-from induction_probes.probes.lm.markov_protocol import SEQ_LEN, chain_ids, markov_draws, markov_tokens
+from induction_probes.probes.lm.markov.markov_probe import early_positions, late_positions, probe_markov
+from induction_probes.probes.lm.markov.markov_protocol import SEQ_LEN, chain_ids, markov_draws, markov_tokens
 from induction_probes.probes.report.lm_markov import markov_lm_report
 from induction_probes.probes.report.tables import json_text
 

@@ -89,6 +89,6 @@ def test_importing_a_notebook_kernel_does_not_make_a_notebook():
     """A test suite (the tutorial's) imports ipykernel into a worker that is no notebook: no bar follows."""
     import ipykernel  # noqa: F401
 
-    from induction_probes.probes.lm.progress import in_notebook, progress_bar
+    from induction_probes.probes.lm.progress_bars import in_notebook, progress_bar
 
     assert not in_notebook() and progress_bar(3, "x").disable

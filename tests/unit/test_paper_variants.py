@@ -18,7 +18,7 @@ from induction_probes.probes.paper.edelman_variants import (
 )
 from induction_probes.probes.paper.entries import AGREE, DIFFER, NOT_YET, PARTLY
 from induction_probes.probes.paper.wang_toy_sweeps import adam_verdict
-from induction_probes.probes.sweeps.sweep_statistics import add_statistics
+from induction_probes.probes.sweeps.summary_statistics import add_statistics
 
 SEEDS = list(range(10))
 NOISE = np.array([-4.5, -3.5, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 4.5])  # mean 0, sd 3.03: t interval ±2.17

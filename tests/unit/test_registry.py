@@ -85,7 +85,7 @@ def test_a_view_follows_later_registrations():
 def test_the_registries_hold_the_objects_themselves_so_tools_can_follow_them():
     """issue 50: entries were "module:function" strings so that --help stayed torch-free; the command table does
     that now."""
-    from induction_probes.probes.report.views import TASK_VIEWS
+    from induction_probes.probes.report.run_views import TASK_VIEWS
     from induction_probes.probes.run_level.all_probes import TASK_PROBES
 
     for registry in (MODEL_CLASSES, PROBES, PRIORS, TASK_KINDS):
@@ -107,7 +107,7 @@ def test_the_package_registers_what_config_json_names():
     for name in recipe_names():
         assert recipe_entry(name).recipe.name == name
     assert PROBES.names() == ("previous_token", "bigram_matching", "bigram_matching_ideal")
-    from induction_probes.probes.report.views import TASK_VIEWS
+    from induction_probes.probes.report.run_views import TASK_VIEWS
 
     with_own = [name for name, kind in TASK_KINDS.items() if kind.task in TASK_VIEWS]
     assert with_own == ["markov", "gaussian"]  # any other task gets the generic probe and view

@@ -13,7 +13,7 @@ from scipy import stats
 
 from induction_probes.cli import main
 from induction_probes.probes.report.sweeps import even_odd_lines
-from induction_probes.probes.sweeps.statistics import (
+from induction_probes.probes.sweeps.condition_tests import (
     bounded_interval,
     interval,
     nonnegative_interval,
@@ -22,7 +22,7 @@ from induction_probes.probes.sweeps.statistics import (
     split_into_kinds,
     welch_comparison,
 )
-from induction_probes.probes.sweeps.sweep_statistics import (
+from induction_probes.probes.sweeps.summary_statistics import (
     BOUNDED,
     EVEN_ODD,
     MEASURES,
@@ -342,7 +342,7 @@ def test_two_task_conditions_are_compared_paired_on_their_shared_seeds():
 def test_below_five_seeds_a_bounded_difference_gets_the_interval_of_its_own_test():
     """Two seeds: a percentile bootstrap is the range of the two differences, and once read -0.00374 [-0.00464,
     -0.00284] beside a paired t p of 0.15. The t interval and the t test agree: it excludes 0 exactly when p < 0.05."""
-    from induction_probes.probes.sweeps.statistics import bounded_interval, paired_comparison, welch_comparison
+    from induction_probes.probes.sweeps.condition_tests import bounded_interval, paired_comparison, welch_comparison
 
     a, b = [0.50, 0.60], [0.4963, 0.5962]  # differences -0.0037 and -0.0038: consistent, yet two seeds
     paired = paired_comparison(a, b, bounded=True)
@@ -363,7 +363,7 @@ def test_below_five_seeds_a_bounded_difference_gets_the_interval_of_its_own_test
 def test_below_five_seeds_a_nonnegative_mean_is_not_the_range_of_its_values():
     """Two seeds of a length, 0 and 5: the t interval reaches below 0, and a percentile bootstrap would be the
     range [0, 5] called 95 %; below five seeds the t interval is kept, cut at 0, and says so."""
-    from induction_probes.probes.sweeps.statistics import interval, nonnegative_interval
+    from induction_probes.probes.sweeps.condition_tests import interval, nonnegative_interval
 
     found = nonnegative_interval([0.0, 5.0])
     assert found["method"] == "t, clipped at 0" and found["low"] == 0.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from induction_probes.probes.sweeps.statistics import paired_comparison
+from induction_probes.probes.sweeps.condition_tests import paired_comparison
 from induction_probes.probes.sweeps.task_timing import NEAR, order_tests, plateau, settled_halfway
 
 STEPS = [0, 10, 20, 30, 40, 50]

@@ -4,11 +4,11 @@ tokens, over several draws of the k ids. :mod:`.markov_measure` measures the mod
 The protocol (:func:`markov_draws`; :func:`markov_tokens` is one draw of it):
 
 - **Tokens.** ``id_draws`` draws (default :data:`ID_DRAWS`) of k distinct ordinary ids
-  (:func:`~.protocols.vocabulary`: no special token, no padded embedding row), each the first k of its own
-  random permutation of them, the permutations drawn one after another by a generator seeded with ``seed``,
-  in increasing order: state s is written as the s-th smallest. Draws are independent, so two may share ids,
-  and a vocabulary of only k ordinary tokens gives the same ids in every draw. The first draw is the one
-  ``id_draws=1`` gives. Or ``tokens=[...]``: state s is ``tokens[s]``, and there is one draw.
+  (:func:`~induction_probes.probes.lm.protocols.vocabulary`: no special token, no padded embedding row), each
+  the first k of its own random permutation of them, the permutations drawn one after another by a generator
+  seeded with ``seed``, in increasing order: state s is written as the s-th smallest. Draws are independent, so
+  two may share ids, and a vocabulary of only k ordinary tokens gives the same ids in every draw. The first draw
+  is the one ``id_draws=1`` gives. Or ``tokens=[...]``: state s is ``tokens[s]``, and there is one draw.
 - **Sequences.** Per draw, ``n_seqs`` sequences of the ICL-MC task of our runs (``MarkovTask(k, seq_len)``:
   each sequence its own chain, rows Dir(1), the first state from its stationary distribution), the next
   ``n_seqs`` of the evaluation stream of ``seed``: draw d reads sequences d·n_seqs to (d + 1)·n_seqs − 1, its own

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from induction_probes.probes.figures.plots import head_colour, legend_outside, save, strategy_colour, subplots, theme
-from induction_probes.probes.lm.markov_measure import REFERENCES, reference_key
-from induction_probes.probes.lm.markov_probe import MarkovProbe
+from induction_probes.probes.lm.markov.markov_measure import REFERENCES, reference_key
+from induction_probes.probes.lm.markov.markov_probe import MarkovProbe
 from induction_probes.probes.lm.series_plots import step_axis
 
 SHOWN_HEADS = 3  # heads drawn in colour per score over steps: the best at the last step

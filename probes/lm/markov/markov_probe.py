@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from induction_probes.circuits.threads import thread_policy
 from induction_probes.probes.attention.patterns import chance_scores
 from induction_probes.probes.intervals import Estimate
-from induction_probes.probes.lm.markov_measure import (
+from induction_probes.probes.lm.markov.markov_measure import (
     INTERVAL_METHODS,
     REFERENCES,
     STRATEGIES,
@@ -47,8 +47,8 @@ from induction_probes.probes.lm.markov_measure import (
     head_scores,
     reference_key,
 )
-from induction_probes.probes.lm.markov_protocol import MarkovDraws, MarkovTokens, as_draws, markov_draws
-from induction_probes.probes.lm.progress import progress_bar
+from induction_probes.probes.lm.markov.markov_protocol import MarkovDraws, MarkovTokens, as_draws, markov_draws
+from induction_probes.probes.lm.progress_bars import progress_bar
 from induction_probes.probes.lm.protocols import estimate_json
 from induction_probes.probes.tidy import Tidy, row
 

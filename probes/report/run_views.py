@@ -27,7 +27,7 @@ import induction_probes.probes.ablation.head_ablation as head_ablation
 import induction_probes.probes.report.ablation_views as ablation_views
 import induction_probes.probes.report.gaussian_views as gaussian_views
 import induction_probes.probes.report.markov_html as markov_html
-import induction_probes.probes.report.markov_probes as markov_probes
+import induction_probes.probes.report.markov_probe_views as markov_probes
 import induction_probes.probes.report.markov_views as markov_views
 import induction_probes.probes.report.task_views as task_views
 from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS

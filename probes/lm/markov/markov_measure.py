@@ -63,7 +63,7 @@ from induction_probes.probes.intervals import (
     cluster_ratio_intervals,
     draw_t_interval,
 )
-from induction_probes.probes.lm.markov_protocol import MarkovDraws, MarkovTokens, as_draws, check_fits
+from induction_probes.probes.lm.markov.markov_protocol import MarkovDraws, MarkovTokens, as_draws, check_fits
 from induction_probes.probes.lm.measure import chunk_size
 
 if TYPE_CHECKING:

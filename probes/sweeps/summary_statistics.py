@@ -1,6 +1,6 @@
 """The statistics of a sweep summary, computed from its own per-seed ``runs`` records: bounded intervals of
 the probe scores, the kinds of solution a measure splits into, and the ``comparisons`` between conditions
-(methods: :mod:`induction_probes.probes.sweeps.statistics`). :func:`add_statistics` works on a summary as written
+(methods: :mod:`induction_probes.probes.sweeps.condition_tests`). :func:`add_statistics` works on a summary as written
 by ``summarize_sweep`` or as shipped, so a shipped ``summary.json`` can be recomputed without its runs.
 
 A ``comparisons`` entry compares condition ``b`` with condition ``a`` on one measure: ``difference`` is
@@ -31,7 +31,7 @@ from pathlib import Path
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.runs.reader import read_json
 from induction_probes.probes.attention.patterns import alternation_fading, odd_even_excess
-from induction_probes.probes.sweeps.statistics import (
+from induction_probes.probes.sweeps.condition_tests import (
     bounded_interval,
     compare_conditions,
     interval,
@@ -165,7 +165,7 @@ def add_statistics(summary: dict) -> dict:
     missing = [name for name, c in conditions.items() if any("curve" not in r for r in c["runs"])]
     out["statistics_note"] = (
         "comparisons, bounded intervals and kinds of solution computed from the per-seed runs records "
-        "(probes/sweeps/sweep_statistics.py)"
+        "(probes/sweeps/summary_statistics.py)"
         + (
             f"; conditions {', '.join(missing)} have no per-seed curves and no transition_kl: the summary was "
             "recomputed from a file written before they were recorded, without its run directories"
