@@ -17,11 +17,11 @@ from induction_probes.circuits.registry import outside_registrations, register_a
 from induction_probes.circuits.runs.layout import RESUME_FILE
 from induction_probes.circuits.runs.reader import read_manifest, sha256_of
 from induction_probes.circuits.sweeps.sweep_spec import Cell, SpecError
-from induction_probes.circuits.sweeps.worker_start import drop_current_folder
 from induction_probes.circuits.training.run_lock import RunLocked
 from induction_probes.circuits.training.toy_training import train_toy
 from induction_probes.circuits.training.train_loop import saved_recipe, train_run
 from induction_probes.circuits.untrusted import CheckpointError, read_text, refuse_links_below
+from induction_probes.circuits.workers.worker_start import drop_current_folder
 
 
 def cell_status(path: Path, recipe, root: Path) -> str:

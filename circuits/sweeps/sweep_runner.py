@@ -29,7 +29,7 @@ from induction_probes.circuits.sweeps.cells import (  # noqa: F401 (the sweep's 
     run_cell,
     training_line,
 )
-from induction_probes.circuits.sweeps.ray_backend import ray_address_answers, ray_results
+from induction_probes.circuits.sweeps.ray_backend import ray_results
 from induction_probes.circuits.sweeps.sweep_spec import (  # noqa: F401 (the sweep's API: spec and running in one import)
     LOG_FILE,
     SPEC_FILE,
@@ -40,8 +40,9 @@ from induction_probes.circuits.sweeps.sweep_spec import (  # noqa: F401 (the swe
     read_spec,
     schedule_notes,
 )
-from induction_probes.circuits.sweeps.worker_start import safe_children, start_worker, worker_context
 from induction_probes.circuits.untrusted import lock_or_refuse, open_for_writing
+from induction_probes.circuits.workers.ray_session import ray_address_answers
+from induction_probes.circuits.workers.worker_start import safe_children, start_worker, worker_context
 
 
 class SweepBusy(SpecError):
@@ -120,10 +121,11 @@ def check_placement(device: str | None, gpus_per_cell: float, n_gpus: int | None
 
 def local_results(root: Path, cells: list[dict], workers: int, report=print):
     """Run cells on a pool of ``workers`` processes (forked from a preloaded server, each with a torch no cell
-    has used; started as :mod:`.worker_start` says: no current folder on their path, dead with this process),
-    yielding results as they finish. A worker that dies (killed, out of memory) breaks the whole pool: the cells
-    whose files it never touched are queued again on a fresh pool (at most twice each), the others failed. Every
-    :data:`~.cells.HEARTBEAT_SECONDS` without a finished cell, ``report`` hears where the cells in training are."""
+    has used; started as :mod:`~induction_probes.circuits.workers.worker_start` says: no current folder on their
+    path, dead with this process), yielding results as they finish. A worker that dies (killed, out of memory)
+    breaks the whole pool: the cells whose files it never touched are queued again on a fresh pool (at most twice
+    each), the others failed. Every :data:`~.cells.HEARTBEAT_SECONDS` without a finished cell, ``report`` hears
+    where the cells in training are."""
     queue, tries = list(cells), dict.fromkeys((cell["path"] for cell in cells), 0)
     while queue:
         before = {cell["path"]: fingerprint(root / cell["path"]) for cell in queue}

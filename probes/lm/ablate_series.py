@@ -17,7 +17,7 @@ from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import load_bridge
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, require_one_model, require_series
 from induction_probes.circuits.names import head_label
-from induction_probes.circuits.sweeps.worker_start import drop_current_folder
+from induction_probes.circuits.workers.worker_start import drop_current_folder
 from induction_probes.probes.ablation.head_ablation import check_mode, single_heads
 from induction_probes.probes.lm.ablate_heads import HeadAblation, ablate
 from induction_probes.probes.lm.progress_bars import progress_bar
@@ -136,7 +136,7 @@ def ablate_series(
 def ablate_on_worker(source: ModelSource, device: str, settings: dict) -> StepAblation:
     """:func:`ablate_checkpoint` as a Ray task runs it: on one thread, as the command line computes, so that its
     numbers are a local run's."""
-    drop_current_folder()  # before the model's code is imported (circuits/sweeps/worker_start.py)
+    drop_current_folder()  # before the model's code is imported (circuits/workers/worker_start.py)
     return ablate_checkpoint(source, device, settings)
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.model_sources import ModelSource, Series
-from induction_probes.circuits.sweeps.ray_backend import ray_address_answers, ray_session
 from induction_probes.circuits.validation import quoted
+from induction_probes.circuits.workers.ray_session import ray_address_answers, ray_session
 
 
 def shipped(source: ModelSource) -> ModelSource:

@@ -17,8 +17,8 @@ from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import as_hooked, load_bridge
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, require_one_model, require_series
 from induction_probes.circuits.names import head_label
-from induction_probes.circuits.sweeps.worker_start import drop_current_folder
 from induction_probes.circuits.threads import thread_policy
+from induction_probes.circuits.workers.worker_start import drop_current_folder
 from induction_probes.probes.attention.patterns import run_with_patterns
 from induction_probes.probes.lm.losses import Overflow
 from induction_probes.probes.lm.measure import HeadScores, evaluate
@@ -267,5 +267,5 @@ def probe_series(
 def probe_checkpoint(source: ModelSource, device: str, protocol: dict) -> StepProbes:
     """One checkpoint's probes as a Ray task runs them: on one torch thread, as the command line computes, so
     that its numbers are a local run's."""
-    drop_current_folder()  # before the model's code is imported (circuits/sweeps/worker_start.py)
+    drop_current_folder()  # before the model's code is imported (circuits/workers/worker_start.py)
     return probe(load_bridge(source, device), source.step, **protocol, threads=1)

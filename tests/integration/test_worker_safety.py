@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from plugin_distributions import installed_plugin
 
-from induction_probes.circuits.sweeps.worker_start import (
+from induction_probes.circuits.workers.worker_start import (
     drop_current_folder,
     safe_children,
     start_worker,

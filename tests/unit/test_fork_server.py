@@ -1,11 +1,11 @@
-"""The sweeps restart multiprocessing's fork server when the environment changes (circuits/sweeps/worker_start.py),
+"""The sweeps restart multiprocessing's fork server when the environment changes (circuits/workers/worker_start.py),
 through CPython's private names, since multiprocessing offers no public way: this test fails, naming the name,
 the day a Python renames one, rather than a sweep's workers silently computing in a stale environment."""
 
 import multiprocessing
 import multiprocessing.forkserver
 
-from induction_probes.circuits.sweeps.worker_start import stop_fork_server
+from induction_probes.circuits.workers.worker_start import stop_fork_server
 
 
 def test_the_private_names_the_restart_reads_exist():

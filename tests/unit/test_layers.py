@@ -22,6 +22,8 @@ import pytest
 # - runs: a run directory rebuilds its recipe and its model class by name (models.model_classes).
 # - interop and training, side by side: language models refuse the names of shipped runs (runs.shipped);
 #   training writes runs. Neither needs the other.
+# - workers: what a worker process may import, how it starts and dies, and the Ray session; sweeps and the
+#   language-model series (probes) both start workers.
 # - sweeps: many trainings. The top of circuits.
 # - views: HTML from plain numbers (CircuitsVis's attention explorer, the formation movie's page), below every
 #   measurement, so that a probe result can show itself in a notebook (``_repr_html_``); it loads no run itself.
@@ -38,6 +40,7 @@ LAYERS: list[list[str]] = [
     ["induction_probes.circuits.constructions", "induction_probes.circuits.recipes"],
     ["induction_probes.circuits.runs"],
     ["induction_probes.circuits.interop", "induction_probes.circuits.training"],
+    ["induction_probes.circuits.workers"],
     ["induction_probes.circuits.sweeps"],
     ["induction_probes.probes.views"],
     # probes/, bottom first: the intervals and the long form (probes/intervals.py, tidy.py); what one pass
