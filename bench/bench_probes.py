@@ -14,7 +14,8 @@ import time
 import torch
 
 from induction_probes.circuits.runs.reader import Run
-from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_model, probe_run
+from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
+from induction_probes.probes.run_level.checkpoint_probes import probe_model
 
 N_SEQS, TARGET_S = 1000, 60.0
 

@@ -46,9 +46,9 @@ EXPORTS = {
     "process_weights": "induction_probes.circuits.interop.transformer_lens_io",  # LayerNorm folded, as TL does
     # probes, ablations and the comparison with Proposition 2.1
     "probe_eval_set": "induction_probes.probes.run_level.all_probes",
-    "probe_model": "induction_probes.probes.run_level.all_probes",
+    "probe_model": "induction_probes.probes.run_level.checkpoint_probes",
     "probe_run": "induction_probes.probes.run_level.all_probes",
-    "probe_gaussian": "induction_probes.probes.run_level.all_probes",
+    "probe_gaussian": "induction_probes.probes.run_level.checkpoint_probes",
     "behaviour": "induction_probes.probes.behaviour.icl_behaviour",
     "ablation_study": "induction_probes.probes.ablation.ablation_study",
     "single_heads": "induction_probes.probes.ablation.head_ablation",
@@ -179,9 +179,9 @@ if TYPE_CHECKING:  # EXPORTS as static imports for type checkers and IDEs ("as":
     from induction_probes.probes.report.verify_views import wang_ih2_report as wang_ih2_report
     from induction_probes.probes.report.verify_views import wang_ihn_report as wang_ihn_report
     from induction_probes.probes.run_level.all_probes import probe_eval_set as probe_eval_set
-    from induction_probes.probes.run_level.all_probes import probe_gaussian as probe_gaussian
-    from induction_probes.probes.run_level.all_probes import probe_model as probe_model
     from induction_probes.probes.run_level.all_probes import probe_run as probe_run
+    from induction_probes.probes.run_level.checkpoint_probes import probe_gaussian as probe_gaussian
+    from induction_probes.probes.run_level.checkpoint_probes import probe_model as probe_model
     from induction_probes.probes.run_level.research_questions import align_runs as align_runs
     from induction_probes.probes.run_level.research_questions import first_crossings as first_crossings
     from induction_probes.probes.run_level.research_questions import phases as phases

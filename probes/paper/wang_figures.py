@@ -23,7 +23,7 @@ from induction_probes.probes.figures.plots_toy import plot_plateau_sweep, plot_t
 from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, judged
 from induction_probes.probes.paper.figures import plot_error_curve
 from induction_probes.probes.paper.shipped_files import open_run, read_json
-from induction_probes.probes.run_level.all_probes import probe_gaussian
+from induction_probes.probes.run_level.checkpoint_probes import probe_gaussian
 
 PAPER = "Wang et al. 2024"
 

@@ -11,7 +11,7 @@ from induction_probes.circuits.errors import BadInput
 from induction_probes.probes.figures.plots import figure_name
 from induction_probes.probes.figures.plots_circuit import plot_gaussian_scores, plot_gaussian_training
 from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
-from induction_probes.probes.run_level.all_probes import probe_gaussian
+from induction_probes.probes.run_level.checkpoint_probes import probe_gaussian
 
 if TYPE_CHECKING:
     import torch

@@ -91,7 +91,7 @@ def progress_text(run: Run, progress: list) -> str:
 
 
 def probe_text(run: Run, result) -> str:
-    """One checkpoint's probes (a :class:`~induction_probes.probes.run_level.all_probes.CheckpointProbes`): every
+    """One checkpoint's probes (a :class:`~induction_probes.probes.run_level.checkpoint_probes.CheckpointProbes`): every
     registered
     probe per head, the closest strategy, the KL to each strategy, the loss and the ICL score."""
     names = list(result.scores)  # every registered probe, in registration order

@@ -30,8 +30,8 @@ from induction_probes.probes.attention.scores import score_intervals
 from induction_probes.probes.behaviour.icl_behaviour import strategy_phases
 from induction_probes.probes.report.movie_lm import series_movie
 from induction_probes.probes.report.run_views import probed_run
-from induction_probes.probes.run_level.all_probes import probe_gaussian
 from induction_probes.probes.run_level.attention_example import example_sequence, head_patterns
+from induction_probes.probes.run_level.checkpoint_probes import probe_gaussian
 from induction_probes.probes.run_level.run_probes import probe_calibration
 from induction_probes.probes.views.charts import Curve
 from induction_probes.probes.views.movie_page import (

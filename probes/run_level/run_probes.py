@@ -2,8 +2,9 @@
 of each attention probe on the probe set, and the caveats of the run's measures.
 
 What :func:`induction_probes.probes.run_level.all_probes.probe_run` returns. It is a sequence of
-:class:`~induction_probes.probes.run_level.all_probes.CheckpointProbes` (``list(probe_run(...))`` and ``for c in ...``
-work as before), with ``to_frame()`` / ``to_records()`` in the long form of :mod:`induction_probes.probes.tidy`.
+:class:`~induction_probes.probes.run_level.checkpoint_probes.CheckpointProbes` (``list(probe_run(...))`` and
+``for c in ...`` work as before), with ``to_frame()`` / ``to_records()`` in the long form of
+:mod:`induction_probes.probes.tidy`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Probes of a run of any registered task that has no probes of its own (a task from outside the package): every
 registered attention probe (:mod:`~induction_probes.probes.attention.probe_registry`) on fresh sequences of the run's
-task, and
-the task's own evaluation metrics (its ``EvalSet.metrics``) of the model's outputs on them, clean or with heads
-ablated. ICL-MC runs get :func:`~induction_probes.probes.run_level.all_probes.probe_model` (which adds the behaviour and
-progress probes), Gaussian-task runs :func:`~induction_probes.probes.run_level.all_probes.probe_gaussian`."""
+task, and the task's own evaluation metrics (its ``EvalSet.metrics``) of the model's outputs on them, clean or with
+heads ablated. ICL-MC runs get :func:`~induction_probes.probes.run_level.checkpoint_probes.probe_model` (which adds
+the behaviour and progress probes), Gaussian-task runs
+:func:`~induction_probes.probes.run_level.checkpoint_probes.probe_gaussian`."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from induction_probes.circuits.training.train_loop import train_run
 from induction_probes.probes.ablation.ablation_study import gaussian_ablation_study
 from induction_probes.probes.llc.calibration import linear_regression, squared_error
 from induction_probes.probes.llc.curvature import curvature, gradient_shift
-from induction_probes.probes.run_level.all_probes import probe_gaussian
+from induction_probes.probes.run_level.checkpoint_probes import probe_gaussian
 
 MARKOV = Run.open("markov-k3")
 EVAL_SET = probe_eval_set(MARKOV, n_seqs=40, seed=0)

@@ -6,7 +6,8 @@ import torch
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.probes.ablation.ablation_study import ablation_study
 from induction_probes.probes.attention.patterns import bigram_matching_score, previous_token_score
-from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_model
+from induction_probes.probes.run_level.all_probes import probe_eval_set
+from induction_probes.probes.run_level.checkpoint_probes import probe_model
 
 
 @pytest.fixture(scope="module")

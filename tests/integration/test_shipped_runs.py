@@ -136,7 +136,7 @@ def test_minimal_model_plateaus_transitions_and_shows_the_odd_even_asymmetry():
 
 
 def test_gaussian_ih2_learned_the_induction_circuit():
-    from induction_probes.probes.run_level.all_probes import probe_gaussian
+    from induction_probes.probes.run_level.checkpoint_probes import probe_gaussian
 
     result = probe_gaussian(Run.open("gaussian-ih2"), n_seqs=1000, seed=FRESH_SEED)
     assert result.relative_mse <= 0.05

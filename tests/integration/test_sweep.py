@@ -277,7 +277,7 @@ GAUSSIAN_SPEC = 'recipe = "gaussian"\nseeds = [0, 1]\n[base]\nsteps = 3\nbatch_s
 
 def test_a_gaussian_sweep_is_summarized_by_its_tasks_own_probes(tmp_path, capsys):
     from induction_probes.circuits.runs.reader import Run
-    from induction_probes.probes.run_level.all_probes import probe_gaussian
+    from induction_probes.probes.run_level.checkpoint_probes import probe_gaussian
 
     run_sweep(parse_spec(GAUSSIAN_SPEC), tmp_path / "out", report=lambda line: None)
     assert main(["summarize", str(tmp_path / "out"), "--json", "--probe-seqs", "40"]) == 0, capsys.readouterr().err

@@ -334,7 +334,7 @@ def test_per_head_probes_report_every_head_of_layers_with_different_head_counts(
     from induction_probes.circuits.models.model_classes import build_model
     from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
     from induction_probes.probes.attention.patterns import run_with_patterns
-    from induction_probes.probes.run_level.all_probes import probe_model
+    from induction_probes.probes.run_level.checkpoint_probes import probe_model
 
     recipe = MarkovRecipe(task=MarkovTask(k=3, n=3, seq_len=20), heads=(2, 1))
     model = build_model(recipe.model_config()).eval()

@@ -140,7 +140,7 @@ def test_a_task_kind_refuses_a_recipe_of_another_task_or_a_recipe_name_taken():
 
 def test_probe_run_probes_a_gaussian_run_through_its_tasks_registration_as_probe_gaussian_does():
     from induction_probes import Run, probe_run
-    from induction_probes.probes.run_level.all_probes import GaussianProbes, probe_gaussian
+    from induction_probes.probes.run_level.checkpoint_probes import GaussianProbes, probe_gaussian
 
     run = Run.open("gaussian-ih2")
     steps = [run.steps[0], run.steps[-1]]

@@ -12,7 +12,7 @@ from induction_probes.probes.ablation.ablation_study import ablation_study
 from induction_probes.probes.ablation.head_ablation import REFERENCE_SEED, reference_inputs_for, run_ablated
 from induction_probes.probes.progress.crossing_caveats import coarse_warnings, initial_warnings, progress_warnings
 from induction_probes.probes.progress.progress_measures import config_calibration, progress_measures
-from induction_probes.probes.run_level.all_probes import probe_model
+from induction_probes.probes.run_level.checkpoint_probes import probe_model
 from induction_probes.probes.tidy import ABLATION_COLUMNS, COLUMNS, ablation_frame
 
 
