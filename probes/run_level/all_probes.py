@@ -38,11 +38,10 @@ def probe_run(
     :class:`~induction_probes.probes.run_level.run_probes.RunProbes` (iterate it, or ``.to_frame()``). Without
     ``eval_set``, PROBE_SEQS fresh sequences of the run's task drawn with PROBE_SEED. How a run is probed is
     its task kind's ``probe`` (:mod:`~induction_probes.circuits.recipes.task_kinds`): an ICL-MC run's
-    checkpoints are
-    :class:`CheckpointProbes` (:func:`probe_markov_run`), a Gaussian-task run's :class:`GaussianProbes`
-    (:func:`probe_gaussian_run`), and a run of a registered task without an entry of its own gets
-    :class:`~induction_probes.probes.run_level.task_probes.TaskProbes` (the registered attention probes and its task's
-    metrics)."""
+    checkpoints are :class:`~.checkpoint_probes.CheckpointProbes` (:func:`probe_markov_run`), a Gaussian-task
+    run's :class:`~.checkpoint_probes.GaussianProbes` (:func:`probe_gaussian_run`), and a run of a registered task
+    without an entry of its own gets :class:`~induction_probes.probes.run_level.task_probes.TaskProbes` (the
+    registered attention probes and its task's metrics)."""
     kind = TASK_KINDS.get(run.task.name)
     probe = TASK_PROBES.get(kind.task) or run_probe_of(kind) or probe_task_run
     return probe(run, eval_set, run.steps if steps is None else run.saved_steps(steps), device)
