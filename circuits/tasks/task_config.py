@@ -48,4 +48,34 @@ class Task(Protocol):
 
 
 class TaskConfig(Config):
+    """The base of every task config (a frozen dataclass): what training, evaluation and the commands call on a
+    task. Each task defines these methods; one it does not define says so when called."""
+
     name: ClassVar[str]
+    seq_len: int  # tokens per sequence: a field of every task
+
+    def numbers_per_sequence(self) -> int:
+        """What one sequence's forward pass holds, for the recipe's size limits."""
+        raise self.undefined("numbers_per_sequence")
+
+    def describe(self) -> str:
+        raise self.undefined("describe")
+
+    def stream(self, seed: int) -> Stream:
+        raise self.undefined("stream")
+
+    def inputs_and_targets(self, sample: Any) -> tuple[Tensor, Tensor]:
+        raise self.undefined("inputs_and_targets")
+
+    def loss(self, outputs: Tensor, targets: Tensor) -> Float[Tensor, ""]:
+        raise self.undefined("loss")
+
+    def eval_set(self, n_seqs: int, seed: int) -> EvalSet:
+        raise self.undefined("eval_set")
+
+    def progress(self, metrics: dict[str, Any]) -> str:
+        """The training progress bar's figure, from an evaluation's metrics."""
+        raise self.undefined("progress")
+
+    def undefined(self, method: str) -> NotImplementedError:
+        return NotImplementedError(f"the task {type(self).__name__} defines no {method}()")
