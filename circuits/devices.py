@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Iterator
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -75,7 +77,14 @@ def visible_gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def model_device(model: nn.Module) -> torch.device:
+class Weighted(Protocol):
+    """Anything with parameters: an ``nn.Module``, or a :class:`~induction_probes.circuits.models.hooked_model.
+    HookedModel` (which declares them)."""
+
+    def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]: ...
+
+
+def model_device(model: Weighted) -> torch.device:
     """Where a model's weights are (cpu for a model without parameters)."""
     first = next(model.parameters(), None)
     return torch.device("cpu") if first is None else first.device

@@ -9,6 +9,7 @@ says so in its own docstring."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # for the annotations only: importing the protocol stays free of torch and TransformerLens
@@ -63,3 +64,5 @@ class HookedModel(Protocol):
     def run_with_cache(self, *model_args: Any, **kwargs: Any) -> tuple[Float[Tensor, ...], ActivationCache]: ...
 
     def __call__(self, *args: Any, **kwargs: Any) -> Float[Tensor, ...]: ...
+
+    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]: ...

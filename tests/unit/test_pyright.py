@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# 2026-12-07: 501 errors in 98 of 226 files, then 476 once TaskConfig declared the task methods. Lower it as
-# the causes are fixed; it never rises.
-ERRORS_AT_MOST = 476
+# 2026-12-07: 501 errors in 98 of 226 files; 476 once TaskConfig declared the task methods; 465 once a HookedModel
+# declared its parameters (model_device takes either). Lower it as the causes are fixed; it never rises.
+ERRORS_AT_MOST = 465
 
 
 def installed_copy(site: Path) -> dict:
