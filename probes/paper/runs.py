@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from induction_probes.circuits.defaults import PAGE_SEQS, PROBE_SEED
 from induction_probes.probes.attention.patterns import chance_scores, run_with_patterns
@@ -36,6 +37,9 @@ from induction_probes.probes.paper.shipped_files import open_run
 from induction_probes.probes.progress.progress_measures import progress_measures, threshold_crossings
 from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
 
+if TYPE_CHECKING:
+    from induction_probes.circuits.runs.reader import Run
+
 
 @dataclass
 class MarkovFacts:
@@ -44,7 +48,7 @@ class MarkovFacts:
     sequences of ``probe_set`` (the page's probe set, drawn once per run)."""
 
     name: str
-    run: object
+    run: Run
     metrics: list[dict]
     phases: list
     baselines: dict[str, float]

@@ -12,8 +12,10 @@ from pathlib import Path
 import torch
 
 from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.metrics import linear_fit
-from induction_probes.circuits.models.toy_model import reach_step, toy_phases
+from induction_probes.circuits.models.toy_model import ToyPhases, reach_step, toy_phases
+from induction_probes.circuits.recipes.gaussian_recipes import ToyRecipe
 from induction_probes.probes.ablation.ablation_study import gaussian_ablation_study
 from induction_probes.probes.ablation.head_ablation import single_heads
 from induction_probes.probes.comparison.construction_limits import check_wang_ih2, check_wang_ihn
@@ -120,9 +122,11 @@ def trained_entries(directory: Path) -> list[Entry]:
     return [trained]
 
 
-def toy_history(name: str) -> tuple[object, list[dict], object]:
+def toy_history(name: str) -> tuple[ToyRecipe, list[dict], ToyPhases | None]:
     """A shipped toy run: its recipe, its logged history and its phases (None where they did not all appear)."""
     run = open_run(name)
+    if not isinstance(run.recipe, ToyRecipe):
+        raise BadInput(f"run {name} is not a toy-model run")
     history = run.metrics()
     try:
         phases = toy_phases(history)
@@ -131,7 +135,7 @@ def toy_history(name: str) -> tuple[object, list[dict], object]:
     return run.recipe, history, phases
 
 
-def draw_toy(name: str, directory: Path) -> tuple[object, list[dict], object, Path]:
+def draw_toy(name: str, directory: Path) -> tuple[ToyRecipe, list[dict], ToyPhases | None, Path]:
     recipe, history, phases = toy_history(name)
     title = (
         f"toy model: L={recipe.seq_len}, σ={recipe.sigma:g}, α*={recipe.alpha_star:g}, {recipe.optimizer}"
