@@ -114,6 +114,8 @@ def replacement(
     """What the ablated heads' z becomes, [batch, pos, len(heads), d_head]."""
     if mode == "zero":
         return torch.zeros_like(z[:, :, heads])
+    if reference is None:
+        raise BadInput(f"{mode} ablation needs reference sequences")
     if mode == "mean":
         return reference[:, :, heads].mean(dim=(0, 1)).expand_as(z[:, :, heads])
     n_ref = reference.shape[0]

@@ -242,6 +242,7 @@ class Replacements:
             return z.new_zeros(shape)
         if self.mode == "mean":
             return self.z[layer][heads].to(z).expand(shape)
+        assert self.picks is not None  # drawn in __init__ for resample, the one mode left
         return self.z[layer][self.picks[rows.start : rows.stop]][:, : z.shape[1], heads].to(z)
 
     def hooks(self, group: list, rows: range) -> list[tuple[str, object]]:

@@ -39,20 +39,19 @@ def k_seqs(stat: dict) -> str:
     return interval_text(stat, 1000, 3, "k")
 
 
-def comparison(result: dict, measure: str, a: str | None = None, b: str | None = None, required: bool = True):
+def comparison(result: dict, measure: str, a: str | None = None, b: str | None = None) -> dict:
     """The summary's test of ``measure`` (b − a), between conditions ``a`` and ``b`` where the sweep has more
-    than one pair; None where it has none and not ``required`` (a measure no seed of either condition has)."""
-    found = next(
-        (
-            c
-            for c in result.get("comparisons", [])
-            if c["measure"] == measure and a in (None, c["a"]) and b in (None, c["b"])
-        ),
-        None,
-    )
-    if found is None and required:
+    than one pair; refused in one line where it has none."""
+    found = comparison_if_any(result, measure, a, b)
+    if found is None:
         raise BadInput(f"the summary has no comparison of {measure} between {a or 'any'} and {b or 'any'}")
     return found
+
+
+def comparison_if_any(result: dict, measure: str, a: str | None = None, b: str | None = None) -> dict | None:
+    """:func:`comparison`, or None where the summary has none (a measure no seed of either condition has)."""
+    tests = result.get("comparisons", [])
+    return next((c for c in tests if c["measure"] == measure and a in (None, c["a"]) and b in (None, c["b"])), None)
 
 
 def mixture_entries(directory: Path) -> list[Entry]:

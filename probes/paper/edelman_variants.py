@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from induction_probes.probes.paper.edelman_figures import visits_in_turn
-from induction_probes.probes.paper.edelman_sweeps import ISSUE, PAPER, comparison, k_seqs, redraw
+from induction_probes.probes.paper.edelman_sweeps import ISSUE, PAPER, comparison, comparison_if_any, k_seqs, redraw
 from induction_probes.probes.paper.entries import AGREE, DIFFER, PARTLY, Entry, interval_text, not_yet, p_text
 from induction_probes.probes.paper.shipped_files import RESULTS, source
 
@@ -273,7 +273,7 @@ def spectrum_verdict(result: dict) -> tuple[str, str]:
     agree with both marks; partly else."""
     p0, p1 = result["conditions"]["p0"], result["conditions"]["p1"]
     moves_on = p1["transition"]["n_reached"] == p1["n_seeds"]
-    test = comparison(result, "plateau", "p0", "p1", required=False)
+    test = comparison_if_any(result, "plateau", "p0", "p1")
     plateau = test["difference"] if test else {"low": None, "high": None}  # p1 − p0; none: no plateau in both
     longer = (moves_on and p0["transition"]["n_reached"] < p0["n_seeds"]) or (
         plateau["high"] is not None and plateau["high"] < 0
