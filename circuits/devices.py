@@ -27,8 +27,12 @@ from induction_probes.circuits.validation import quoted
 # before any CUDA call (torch's "Reproducibility" notes).
 CUBLAS_WORKSPACE = ":4096:8"
 
+# Where a computation runs, as every function that takes a ``device`` accepts it: a name ("cpu", "cuda:1",
+# "auto"), a torch.device, or None for the default (:func:`resolve_device`).
+Device = str | torch.device | None
 
-def parse_device(name: str | torch.device | None) -> torch.device:
+
+def parse_device(name: Device) -> torch.device:
     """The torch device named ``name`` (None: cpu), of a kind this tool runs on, whether or not this
     machine has it (a Ray cluster's nodes may, where its driver does not)."""
     if name is None:
@@ -42,7 +46,7 @@ def parse_device(name: str | torch.device | None) -> torch.device:
     return device
 
 
-def resolve_device(name: str | torch.device | None) -> torch.device:
+def resolve_device(name: Device) -> torch.device:
     """The torch device named ``name`` (None: cpu), checked to exist on this machine; on CUDA, with
     deterministic algorithms switched on (:func:`use_deterministic`)."""
     device = parse_device(name)

@@ -4,15 +4,14 @@ that training uses, so every probe applies to it unchanged.
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
-from induction_probes.circuits.devices import resolve_device
+from induction_probes.circuits.devices import Device, resolve_device
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 
 
 def load_construction(
-    cfg: HookedTransformerConfig, weights: dict[str, Tensor], device: str | torch.device | None = None
+    cfg: HookedTransformerConfig, weights: dict[str, Tensor], device: Device = None
 ) -> HookedTransformer:
     """The construction as a model, on ``device`` (default cpu)."""
     model = HookedTransformer(cfg)

@@ -36,14 +36,12 @@ from induction_probes.circuits.tasks.text_task import TextTask
 from induction_probes.circuits.validation import quoted
 
 if TYPE_CHECKING:  # the signatures' types: a run, a model and what probing a run gives (the probe layer's)
-    import torch
-
+    from induction_probes.circuits.devices import Device
     from induction_probes.circuits.models.hooked_model import HookedModel
     from induction_probes.circuits.runs.reader import Run
     from induction_probes.probes.run_level.run_probes import RunProbes
 
     Shown = str | dict[str, Any]  # a view's answer: the command's text, or with as_json its JSON-ready dict
-    Device = str | torch.device | None
 
 
 class RunProbe(Protocol):

@@ -17,7 +17,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from induction_probes.circuits.devices import resolve_device
+from induction_probes.circuits.devices import Device, resolve_device
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.limits import MAX_TEXT_BYTES
 from induction_probes.circuits.models.minimal import MinimalConfig
@@ -258,9 +258,7 @@ class Run:
         refuse_links(path, self.path / "checkpoints", why="checkpoints are read from inside the run only")
         return path
 
-    def load(
-        self, step: int | None = None, index: int | None = None, device: str | torch.device | None = None
-    ) -> HookedTransformer:
+    def load(self, step: int | None = None, index: int | None = None, device: Device = None) -> HookedTransformer:
         """The model at a checkpoint on ``device`` (default cpu), sha256 verified, shapes checked against the config."""
         device = resolve_device(device)
         entry = self.entry(step, index)

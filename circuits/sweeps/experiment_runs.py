@@ -15,7 +15,7 @@ from induction_probes.circuits.training.toy_training import train_toy
 from induction_probes.circuits.training.train_loop import train_run
 
 if TYPE_CHECKING:
-    import torch
+    from induction_probes.circuits.devices import Device
 
 SWEEP_LENGTHS, SWEEP_SIGMAS = (10, 20, 40), (1e-2, 1e-3, 1e-4)
 # Fewer sequences than a single toy run (8192), more steps: the slowest cell (L = 40, σ = 1e-4) needs them.
@@ -27,7 +27,7 @@ def toy_sweep(
     base: ToyRecipe = SWEEP_RECIPE,
     lengths=SWEEP_LENGTHS,
     sigmas=SWEEP_SIGMAS,
-    device: str | torch.device | None = None,
+    device: Device = None,
 ) -> list[tuple[int, float, int]]:
     """Wang et al.'s plateau-length sweep: the toy model over L × σ; (L, σ, plateau length in steps) per cell."""
 
@@ -42,9 +42,7 @@ def toy_sweep(
 IH4_MODELS = (("1 head, D = n·d", 1, 8), ("6 heads, D = 2d", 6, 4), ("6 heads, D = n·d", 6, 8))
 
 
-def ih4_capacity(
-    out: str | Path, steps: int = 10_000, device: str | torch.device | None = None
-) -> list[tuple[str, int, int, float]]:
+def ih4_capacity(out: str | Path, steps: int = 10_000, device: Device = None) -> list[tuple[str, int, int, float]]:
     """The rebuttal's capacity experiment: IH_4 (d = 2, L = 20) needs several first-layer heads and a
     residual stream of n·d; (model, heads, width, final MSE over the target's variance) per model."""
     rows = []

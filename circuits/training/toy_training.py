@@ -10,14 +10,14 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from induction_probes.circuits.devices import device_kind, resolve_device
+from induction_probes.circuits.devices import Device, device_kind, resolve_device
 from induction_probes.circuits.models.toy_model import ToyModel
 from induction_probes.circuits.recipes.gaussian_recipes import ToyRecipe
 from induction_probes.circuits.runs.writer import RunWriter, run_config
 from induction_probes.circuits.tasks.gaussian.sequences import four_gram, induction_head
 
 
-def train_toy(recipe: ToyRecipe, out: str | Path | None = None, device: torch.device | str | None = None) -> list[dict]:
+def train_toy(recipe: ToyRecipe, out: str | Path | None = None, device: Device = None) -> list[dict]:
     """Gradient descent (or Adam) on the toy model. Every ``log_every`` steps it records the total loss,
     the 4-gram part ½E[(g − α* x_{L−2})²], the induction part ½E[(i − IH_2)²] and every parameter; with
     ``out`` these become the metrics of a run directory, with the parameters checkpointed every tenth

@@ -26,7 +26,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from induction_probes.circuits.devices import device_kind, resolve_device
+from induction_probes.circuits.devices import Device, device_kind, resolve_device
 from induction_probes.circuits.models.model_classes import build_model
 from induction_probes.circuits.recipes.recipe import Recipe
 from induction_probes.circuits.recipes.task_kinds import recipe_from_json
@@ -82,9 +82,7 @@ class Trainer:
     eval_chunk: int | None = None  # sequences per evaluation forward pass; None: eval_chunk_size's
 
     @classmethod
-    def create(
-        cls, recipe: Recipe, writer: RunWriter, device: torch.device | str | None = None, eval_chunk: int | None = None
-    ) -> Trainer:
+    def create(cls, recipe: Recipe, writer: RunWriter, device: Device = None, eval_chunk: int | None = None) -> Trainer:
         """The trainer at step 0. Weights, data and the evaluation set are drawn on the CPU from the seeds
         (the same on every device), then the model and the evaluation inputs move to ``device``."""
         device = resolve_device(device)
@@ -302,7 +300,7 @@ def train_run(
     resume: bool = False,
     stop_after: int | None = None,
     progress: bool = True,
-    device: str | torch.device | None = None,
+    device: Device = None,
     eval_chunk: int | None = None,
 ) -> Run:
     """Train (or, with ``resume``, continue) a run in ``out`` and return it opened.

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
-from induction_probes.circuits.devices import model_device
+from induction_probes.circuits.devices import Device, model_device
 from induction_probes.circuits.metrics import mse_over_variance
 from induction_probes.circuits.names import head_label
 from induction_probes.circuits.runs.reader import Run, run_task
@@ -104,7 +104,7 @@ def gaussian_ablation_study(
     step: int | None = None,
     n_seqs: int = PROBE_SEQS,
     seed: int = PROBE_SEED,
-    device: str | torch.device | None = None,
+    device: Device = None,
 ) -> tuple[float, list[tuple[list[tuple[int, int]], float]]]:
     """Relative MSE of a Gaussian-task model at the last position, clean and with each head set ablated
     (the Gaussian counterpart of :func:`ablation_study`, MSE in place of KL), each a :class:`RelativeMse` with its

@@ -28,7 +28,7 @@ from torch import Tensor
 from induction_probes.circuits.constructions.edelman import empirical_bigram, prop21, prop21_limit
 from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.constructions.wang import wang_ih2, wang_ihn
-from induction_probes.circuits.devices import model_device
+from induction_probes.circuits.devices import Device, model_device
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.metrics import kl_divergence, linear_fit, mse_over_mean_square
 from induction_probes.circuits.models.attention_masks import matching_keys
@@ -78,7 +78,7 @@ class Prop21Check:
         }
 
 
-def output_on(construction, inputs: Tensor, device: str | torch.device | None = None) -> Float[Tensor, "batch ..."]:
+def output_on(construction, inputs: Tensor, device: Device = None) -> Float[Tensor, "batch ..."]:
     """A construction's output on ``inputs``, computed on ``device`` (default cpu), back on the CPU."""
     model = load_construction(*construction, device=device)
     with torch.no_grad():
@@ -86,7 +86,7 @@ def output_on(construction, inputs: Tensor, device: str | torch.device | None = 
 
 
 def construction_errors(
-    tokens: Tensor, k: int, c: float, dtype: str = "float64", device: str | torch.device | None = None
+    tokens: Tensor, k: int, c: float, dtype: str = "float64", device: Device = None
 ) -> tuple[Tensor, Tensor]:
     """The construction's logits at c and their absolute error against the exact limit."""
     logits = output_on(prop21(k, c, tokens.shape[1], dtype), tokens, device)
@@ -117,7 +117,7 @@ def check_prop21(
     n_seqs: int = 500,
     seed: int = 0,
     cs: tuple[float, ...] = DEFAULT_CS,
-    device: str | torch.device | None = None,
+    device: Device = None,
 ) -> Prop21Check:
     """Verify Proposition 2.1 on ICL-MC sequences: exactness, the error as c grows, how its output
     compares with the Bayes bigram predictor, and the probe scores it earns."""
@@ -188,7 +188,7 @@ def check_wang_ih2(
     n_seqs: int = 1000,
     seed: int = 0,
     betas: tuple[float, ...] = DEFAULT_BETAS,
-    device: str | torch.device | None = None,
+    device: Device = None,
 ) -> WangIH2Check:
     """Theorem 4.1's construction against IH_2 (W* = I) on fresh Gaussian sequences, over a grid of β."""
     require_positive("beta", beta)
@@ -250,7 +250,7 @@ def check_wang_ihn(
     seq_len: int = 20,
     n_seqs: int = 1000,
     seed: int = 0,
-    device: str | torch.device | None = None,
+    device: Device = None,
 ) -> WangIHnCheck:
     """Theorem 4.3's construction against IH_n (W* = I) over a grid of head counts, from the minimum
     n(n − 1)/2 upward in steps of n − 1, with a power law fitted to the error."""

@@ -14,8 +14,7 @@ from induction_probes.probes.report.tables import ablations_json, format_table, 
 from induction_probes.probes.run_level.all_probes import probe_eval_set
 
 if TYPE_CHECKING:
-    import torch
-
+    from induction_probes.circuits.devices import Device
     from induction_probes.circuits.models.hooked_model import HookedModel
     from induction_probes.circuits.runs.reader import Run
 
@@ -29,7 +28,7 @@ def ablate_markov(
     n_seqs: int,
     seed: int,
     *,
-    device: str | torch.device | None = None,
+    device: Device = None,
     plot=None,
     as_json=False,
 ) -> str | dict:
@@ -109,7 +108,7 @@ def ablate_gaussian(
     n_seqs: int,
     seed: int,
     *,
-    device: str | torch.device | None = None,
+    device: Device = None,
     plot=None,
     as_json=False,
 ) -> str | dict:

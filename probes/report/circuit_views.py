@@ -11,11 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from induction_probes.circuits.constructions.edelman import prop21
 from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.defaults import CIRCUIT_SEQS, PROBE_SEED
+from induction_probes.circuits.devices import Device
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.model_config import HookedTransformerConfig
 from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
@@ -39,7 +38,7 @@ def circuit_report(
     n_seqs: int = CIRCUIT_SEQS,
     seed: int = PROBE_SEED,
     threshold: float = THRESHOLD,
-    device: str | torch.device | None = None,
+    device: Device = None,
     plot: Path | None = None,
     as_json: bool = False,
 ) -> str | dict[str, Any]:

@@ -14,14 +14,11 @@ from induction_probes.probes.report.tables import format_table, provenance, spre
 from induction_probes.probes.run_level.checkpoint_probes import probe_gaussian
 
 if TYPE_CHECKING:
-    import torch
-
+    from induction_probes.circuits.devices import Device
     from induction_probes.circuits.runs.reader import Run
 
 
-def gaussian_report(
-    run: Run, *, device: str | torch.device | None = None, plot: Path | None = None, as_json: bool = False
-) -> str | dict:
+def gaussian_report(run: Run, *, device: Device = None, plot: Path | None = None, as_json: bool = False) -> str | dict:
     """A Gaussian-task run over training: its error on its evaluation set (no strategy phases here; the
     probes are :func:`probe_gaussian_report` over every step)."""
     metrics, recipe = run.metrics(), run.recipe
@@ -40,7 +37,7 @@ def gaussian_report(
     return with_figures("\n".join([title, table, hint]), figures)
 
 
-def refuse_gaussian_html(run: Run, directory: Path, device: str | torch.device | None = None) -> Path:
+def refuse_gaussian_html(run: Run, directory: Path, device: Device = None) -> Path:
     raise BadInput(f"run {run.path.name} is a Gaussian-task run: the HTML report follows the ICL-MC argument")
 
 
@@ -50,7 +47,7 @@ def probe_gaussian_report(
     n_seqs: int,
     seed: int,
     *,
-    device: str | torch.device | None = None,
+    device: Device = None,
     plot: Path | None = None,
     as_json: bool = False,
 ) -> str | dict:

@@ -21,8 +21,7 @@ from induction_probes.probes.report.verify_views import comparison_text, figure_
 from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
 
 if TYPE_CHECKING:
-    import torch
-
+    from induction_probes.circuits.devices import Device
     from induction_probes.circuits.runs.reader import Run
 
 
@@ -38,9 +37,7 @@ def phases_section(run: Run, directory: Path) -> str:
     )
 
 
-def probes_section(
-    run: Run, steps: list[int], probe_set, directory: Path, device: str | torch.device | None = None
-) -> str:
+def probes_section(run: Run, steps: list[int], probe_set, directory: Path, device: Device = None) -> str:
     results = list(probe_run(run, probe_set, steps, device=device))
     progress = [r.progress for r in results if r.progress is not None]
     text = "\n\n".join(
@@ -57,7 +54,7 @@ def probes_section(
     )
 
 
-def ablation_section(run: Run, probe_set, directory: Path, device: str | torch.device | None = None) -> str:
+def ablation_section(run: Run, probe_set, directory: Path, device: Device = None) -> str:
     step = run.steps[-1]
     model = run.load(step=step, device=device)
     reference = probe_eval_set(run, PAGE_SEQS, PROBE_SEED + 1).inputs
@@ -83,7 +80,7 @@ def construction_section(run: Run, steps: list[int], probe_set, directory: Path)
     )
 
 
-def markov_report_html(run: Run, directory: Path, device: str | torch.device | None = None) -> Path:
+def markov_report_html(run: Run, directory: Path, device: Device = None) -> Path:
     """``directory/RUN_report.html``: every section that applies to the run (the probes, ablations and
     comparison need a two-layer attention model on bigram chains); probes and ablations run on ``device``."""
     name = run.path.name

@@ -21,8 +21,7 @@ from induction_probes.probes.report.tables import format_table, provenance, spre
 from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
 
 if TYPE_CHECKING:
-    import torch
-
+    from induction_probes.circuits.devices import Device
     from induction_probes.circuits.runs.reader import Run
 
 PROBE_LABELS = {
@@ -38,7 +37,7 @@ def probe_markov_report(
     n_seqs: int,
     seed: int,
     *,
-    device: str | torch.device | None = None,
+    device: Device = None,
     plot: Path | None = None,
     as_json: bool = False,
 ) -> str | dict:

@@ -20,8 +20,7 @@ from induction_probes.probes.views.charts import Curve
 from induction_probes.probes.views.movie_page import Chart, Frame, Movie, subsample, threshold_phases
 
 if TYPE_CHECKING:
-    import torch
-
+    from induction_probes.circuits.devices import Device
     from induction_probes.circuits.models.hooked_model import HookedModel
 
 EXAMPLE_LENGTH = 10  # |R| of the sequence whose patterns are shown: [BOS] + 20 tokens
@@ -39,7 +38,7 @@ def lm_heads(result: StepProbes, text: str | None, model: HookedModel) -> list[t
 
 
 def series_movie(
-    series: Series, frames: int, heads: str | None, n_seqs, seed: int, device: str | torch.device | None = None
+    series: Series, frames: int, heads: str | None, n_seqs, seed: int, device: Device = None
 ) -> tuple[Movie, int]:
     """The movie of ``series`` (at most ``frames`` checkpoints), and how many checkpoints it has."""
     quiet_transformers()  # the command's output is its page and one line: no loading bar per checkpoint

@@ -45,7 +45,7 @@ from induction_probes.probes.views.movie_page import (
 )
 
 if TYPE_CHECKING:
-    import torch
+    from induction_probes.circuits.devices import Device
 
 MAX_FRAMES = 200
 SCORE_NAMES = {"previous_token": "previous-token score", "bigram_matching": "bigram-matching score"}
@@ -73,7 +73,7 @@ def write_movie(
     heads: str | None = None,
     n_seqs: int | None = None,
     seed: int = PROBE_SEED,
-    device: str | torch.device | None = None,
+    device: Device = None,
 ) -> MovieFile:
     """``out/movie.html`` for a run of ours (a Run, its folder or a shipped name) or a language model's checkpoint
     series (a folder of ``step_N/`` checkpoints or a cache name with ``stepN`` revisions): at most ``frames``
@@ -110,7 +110,7 @@ def given_heads(run: Run, text: str) -> list[tuple[int, int]]:
     return parse_heads(text, cfg.n_layers, lambda layer: heads_in_layer(cfg, layer))
 
 
-def checkpoint_scores(run: Run, step: int, probe_set, device: str | torch.device | None) -> dict:
+def checkpoint_scores(run: Run, step: int, probe_set, device: Device) -> dict:
     """Per score: per layer, [heads] values and (low, high) lists (None where the probe gives no interval)."""
     if isinstance(run.task, GaussianTask):
         result = probe_gaussian(run, step, device=device, probe_set=probe_set)
@@ -125,7 +125,7 @@ def checkpoint_scores(run: Run, step: int, probe_set, device: str | torch.device
 
 
 def run_movie(
-    run: Run, frames: int, heads: str | None, n_seqs: int, seed: int, device: str | torch.device | None = None
+    run: Run, frames: int, heads: str | None, n_seqs: int, seed: int, device: Device = None
 ) -> tuple[Movie, int]:
     """The movie of a run's checkpoints (at most ``frames``), and how many checkpoints the run has."""
     steps = subsample(run.steps, frames)

@@ -39,8 +39,7 @@ from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.report.run_ablation_series import run_series_view
 
 if TYPE_CHECKING:
-    import torch
-
+    from induction_probes.circuits.devices import Device
     from induction_probes.circuits.runs.reader import Run, RunOrPath
 
 # what the package's own tasks' runs show, by task class; any other task's, without a view of its own, the task view
@@ -82,7 +81,7 @@ def probe_report(
     n_seqs: int = PROBE_SEQS,
     seed: int = PROBE_SEED,
     *,
-    device: str | torch.device | None = None,
+    device: Device = None,
     plot: Path | None = None,
     as_json: bool = False,
 ) -> str | dict[str, Any]:
@@ -106,7 +105,7 @@ def ablation_report(
     seed: int = PROBE_SEED,
     mode: str = "zero",
     *,
-    device: str | torch.device | None = None,
+    device: Device = None,
     plot: Path | None = None,
     as_json: bool = False,
     all_steps: bool = False,
@@ -135,7 +134,7 @@ def ablation_report(
 def run_report(
     run: RunOrPath,
     *,
-    device: str | torch.device | None = None,
+    device: Device = None,
     plot: Path | None = None,
     as_json: bool = False,
     html: Path | None = None,
@@ -150,6 +149,6 @@ def run_report(
     return report | {"report": str(page)} if as_json else f"{report}\nreport: {page}"
 
 
-def html_report(run: RunOrPath, directory: Path, device: str | torch.device | None = None) -> Path:
+def html_report(run: RunOrPath, directory: Path, device: Device = None) -> Path:
     """The run's one-page HTML report, written into ``directory`` (every figure embedded); its path."""
     return view_of(run).get("html")(run, path_argument("directory", directory), device)

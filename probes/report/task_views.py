@@ -28,8 +28,7 @@ from induction_probes.probes.run_level.all_probes import probe_run
 from induction_probes.probes.run_level.task_probes import scalar_metrics, task_ablation_study
 
 if TYPE_CHECKING:
-    import torch
-
+    from induction_probes.circuits.devices import Device
     from induction_probes.circuits.models.hooked_model import HookedModel
     from induction_probes.circuits.runs.reader import Run
 
@@ -40,7 +39,7 @@ def probe_task(
     n_seqs: int,
     seed: int,
     *,
-    device: str | torch.device | None = None,
+    device: Device = None,
     plot: Path | None = None,
     as_json: bool = False,
 ) -> str | dict:
@@ -105,7 +104,7 @@ def ablate_task(
     n_seqs: int,
     seed: int,
     *,
-    device: str | torch.device | None = None,
+    device: Device = None,
     plot=None,
     as_json=False,
 ) -> str | dict:
@@ -142,9 +141,7 @@ def plot_ablation(run: Run, step: int, mode: str, rows: list[tuple[list | None, 
     return plot_task_ablation(bars, f"{run.path.name}, step {step}: {mode} ablation", path)
 
 
-def task_report(
-    run: Run, *, device: str | torch.device | None = None, plot: Path | None = None, as_json: bool = False
-) -> str | dict:
+def task_report(run: Run, *, device: Device = None, plot: Path | None = None, as_json: bool = False) -> str | dict:
     """The task's metrics over training and each registered probe's best head per layer at the last
     checkpoint (on PAGE_SEQS fresh sequences); with ``plot``, the metrics and the probes over training."""
     metrics, recipe = run.metrics(), run.recipe
@@ -157,7 +154,7 @@ def task_report(
     return with_figures(report_text(run, device), figures)
 
 
-def report_text(run: Run, device: str | torch.device | None = None) -> str:
+def report_text(run: Run, device: Device = None) -> str:
     metrics, recipe = run.metrics(), run.recipe
     columns = [name for name in scalar_metrics(metrics[-1]) if name not in ("step", "sequences_seen")]
     wanted = spread_steps([m["step"] for m in metrics])
@@ -170,7 +167,7 @@ def report_text(run: Run, device: str | torch.device | None = None) -> str:
     return "\n".join([title, format_table(["step", "seqs (k)", *columns], rows), final_probes_text(run, device)])
 
 
-def final_probes_text(run: Run, device: str | torch.device | None = None) -> str:
+def final_probes_text(run: Run, device: Device = None) -> str:
     """Each registered probe's best head per layer at the last checkpoint, on PAGE_SEQS fresh sequences."""
     step = run.steps[-1]
     (result,) = probe_run(run, run.task.eval_set(PAGE_SEQS, PROBE_SEED), [step], device=device)
@@ -183,7 +180,7 @@ def final_probes_text(run: Run, device: str | torch.device | None = None) -> str
     return "\n".join([title, format_table(["probe", "layer", "head", "value"], rows)])
 
 
-def report_figures(run: Run, directory: Path, device: str | torch.device | None = None) -> list[Path]:
+def report_figures(run: Run, directory: Path, device: Device = None) -> list[Path]:
     """The task's metrics over training, and the registered probes per head at steps spread over training
     (on PAGE_SEQS fresh sequences)."""
     steps = sorted(spread_steps(run.steps))
@@ -192,7 +189,7 @@ def report_figures(run: Run, directory: Path, device: str | torch.device | None 
     return [metrics, plot_probes(run, results, directory)]
 
 
-def task_report_html(run: Run, directory: Path, device: str | torch.device | None = None) -> Path:
+def task_report_html(run: Run, directory: Path, device: Device = None) -> Path:
     """``directory/RUN_report.html``: the task's metrics and the registered probes over training, the
     probes at the last checkpoint, and what ablating each head there costs, every figure embedded."""
     name = run.path.name

@@ -25,8 +25,7 @@ from induction_probes.probes.report.tables import format_table, provenance, spre
 from induction_probes.probes.run_level.all_probes import probe_eval_set
 
 if TYPE_CHECKING:
-    import torch
-
+    from induction_probes.circuits.devices import Device
     from induction_probes.circuits.runs.reader import Run, RunOrPath
 
 
@@ -37,7 +36,7 @@ def prop21_report(
     n_seqs: int,
     seed: int,
     *,
-    device: str | torch.device | None = None,
+    device: Device = None,
     plot: Path | None = None,
     as_json: bool = False,
 ) -> str | dict[str, Any]:
@@ -71,7 +70,7 @@ def prop21_comparison(
     k: int | None = None,
     *,
     all_steps: bool = False,
-    device: str | torch.device | None = None,
+    device: Device = None,
     plot: Path | None = None,
     as_json: bool = False,
 ) -> str | dict[str, Any]:
@@ -164,7 +163,7 @@ def wang_ih2_report(
     n_seqs: int,
     seed: int,
     *,
-    device: str | torch.device | None = None,
+    device: Device = None,
     as_json: bool = False,
 ) -> str | dict[str, Any]:
     """Wang et al.'s Theorem 4.1 against IH_2 on fresh Gaussian sequences, over a grid of β."""
@@ -190,7 +189,7 @@ def wang_ihn_report(
     n_seqs: int,
     seed: int,
     *,
-    device: str | torch.device | None = None,
+    device: Device = None,
     as_json: bool = False,
 ) -> str | dict[str, Any]:
     """Wang et al.'s Theorem 4.3 against IH_n over a grid of first-layer head counts."""

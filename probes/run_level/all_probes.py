@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
 from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, run_probe_of
 from induction_probes.circuits.runs.reader import Run, run_task
@@ -20,6 +18,7 @@ from induction_probes.probes.run_level.task_probes import probe_task_model
 
 if TYPE_CHECKING:
     pass
+from induction_probes.circuits.devices import Device
 from induction_probes.probes.run_level.checkpoint_probes import probe_gaussian, probe_model
 
 
@@ -32,7 +31,7 @@ def probe_run(
     run: Run,
     eval_set: MarkovEvalSet | None = None,
     steps: list[int] | None = None,
-    device: str | torch.device | None = None,
+    device: Device = None,
 ) -> RunProbes:
     """Probes of every checkpoint (or of ``steps``), loading one checkpoint at a time onto ``device``, as one
     :class:`~induction_probes.probes.run_level.run_probes.RunProbes` (iterate it, or ``.to_frame()``). Without
@@ -47,16 +46,14 @@ def probe_run(
     return probe(run, eval_set, run.steps if steps is None else run.saved_steps(steps), device)
 
 
-def probe_markov_run(
-    run: Run, eval_set: MarkovEvalSet | None, steps: list[int], device: str | torch.device | None = None
-) -> RunProbes:
+def probe_markov_run(run: Run, eval_set: MarkovEvalSet | None, steps: list[int], device: Device = None) -> RunProbes:
     """:func:`probe_model` of each of ``steps``: the probe of ICL-MC runs' task kind."""
     eval_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if eval_set is None else eval_set
     checkpoints = [probe_model(run.load(step=step, device=device), eval_set, step) for step in steps]
     return RunProbes.collect(run, eval_set.inputs, checkpoints)
 
 
-def probe_task_run(run: Run, eval_set, steps: list[int], device: str | torch.device | None = None) -> RunProbes:
+def probe_task_run(run: Run, eval_set, steps: list[int], device: Device = None) -> RunProbes:
     """:func:`~induction_probes.probes.run_level.task_probes.probe_task_model` of each of ``steps``: how a run of a task
     whose kind names no probe of its own is probed."""
     eval_set = run.task.eval_set(PROBE_SEQS, PROBE_SEED) if eval_set is None else eval_set
@@ -64,7 +61,7 @@ def probe_task_run(run: Run, eval_set, steps: list[int], device: str | torch.dev
     return RunProbes.collect(run, eval_set.inputs, checkpoints)
 
 
-def probe_gaussian_run(run: Run, eval_set, steps: list[int], device: str | torch.device | None = None) -> RunProbes:
+def probe_gaussian_run(run: Run, eval_set, steps: list[int], device: Device = None) -> RunProbes:
     """:func:`probe_gaussian` of each of ``steps`` (on ``eval_set``, or PROBE_SEQS fresh sequences drawn with
     PROBE_SEED, its own defaults): the probe of Gaussian-task runs' kind. Its chance levels are the
     token probes' and do not apply, so the result carries none, nor their warnings."""

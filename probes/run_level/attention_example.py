@@ -4,10 +4,10 @@ what the formation movie shows at each step."""
 
 from __future__ import annotations
 
-import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from induction_probes.circuits.devices import Device
 from induction_probes.circuits.names import head_label
 from induction_probes.circuits.runs.reader import Run
 from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
@@ -34,7 +34,7 @@ def head_patterns(
     step: int,
     example: Tensor,
     heads: list[tuple[int, int]] | None = None,
-    device: str | torch.device | None = None,
+    device: Device = None,
 ) -> tuple[list[tuple[int, int]], list[Float[Tensor, "query_pos key_pos"]]]:
     """``heads`` (default every head, layer by layer) and each one's pattern on ``example`` at ``step``."""
     layers = run_with_patterns(run.load(step=step, device=device), example)[1]
@@ -42,7 +42,7 @@ def head_patterns(
     return heads, [layers[layer][0, head] for layer, head in heads]
 
 
-def run_attention(run: Run, step: int, inputs: Tensor, device: str | torch.device | None = None) -> AttentionExample:
+def run_attention(run: Run, step: int, inputs: Tensor, device: Device = None) -> AttentionExample:
     """Every head's pattern at ``step`` on one of ``inputs`` (:func:`example_sequence`)."""
     example, tokens = example_sequence(run, inputs)
     heads, patterns = head_patterns(run, step, example, device=device)

@@ -14,7 +14,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
-from induction_probes.circuits.devices import on_cpu
+from induction_probes.circuits.devices import Device, on_cpu
 from induction_probes.circuits.metrics import mse_over_variance
 from induction_probes.circuits.runs.reader import Run, run_task
 from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
@@ -152,7 +152,7 @@ def probe_gaussian(
     step: int | None = None,
     n_seqs: int = PROBE_SEQS,
     seed: int = PROBE_SEED,
-    device: str | torch.device | None = None,
+    device: Device = None,
     probe_set: GaussianEvalSet | None = None,
 ) -> GaussianProbes:
     """A Gaussian-task checkpoint (default the last) on ``probe_set``, or on ``n_seqs`` fresh sequences
