@@ -19,6 +19,7 @@ Which score to use when:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,22 @@ def pattern_hook(layer: int) -> str:
 
 class Captured(Exception):
     """Raised by the last capture of a pass whose output is not wanted: the layers above it need not run."""
+
+
+def activation_at(forward: Callable[[list], object], name: str) -> Tensor | None:
+    """The activation at hook point ``name`` of the pass ``forward(hooks)`` (a forward pass with these extra
+    hooks), the pass stopped there; None where it never reached ``name``."""
+    found: list[Tensor] = []
+
+    def stop(activation: Tensor, hook) -> None:
+        found.append(activation.detach())
+        raise Captured
+
+    try:
+        forward([(name, stop)])
+    except Captured:
+        return found[0]
+    return None
 
 
 def run_with_captures(

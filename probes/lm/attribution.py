@@ -46,7 +46,7 @@ from induction_probes.circuits.interop.language_models import as_hooked
 from induction_probes.circuits.interop.resume import resid_pre_hook, resumes_at_layer, run_from_layer
 from induction_probes.circuits.threads import thread_policy
 from induction_probes.probes.ablation.head_ablation import is_index, reference_z, z_hook
-from induction_probes.probes.attention.patterns import Captured, pattern_hook
+from induction_probes.probes.attention.patterns import activation_at, pattern_hook
 from induction_probes.probes.lm.ablate_heads import ablate
 from induction_probes.probes.lm.graddrop import GradientGates, head_sizes
 from induction_probes.probes.lm.losses import per_token_loss
@@ -191,18 +191,11 @@ def pattern_from(
     model: HookedModel, tokens: Tensor, residual: Tensor, layer: int
 ) -> Float[Tensor, "batch head query_pos key_pos"]:
     """Layer ``layer``'s attention pattern from ``residual`` entering it, the pass stopped there."""
-    found: dict[str, Tensor] = {}
-
-    def capture(pattern: Tensor, hook) -> None:
-        found["pattern"] = pattern.detach()
-        raise Captured
-
     if not resumes_at_layer(model):
         raise BadInput(f"{type(model).__name__} cannot resume a pass at a layer: the QK fix cannot run on it")
-    try:
-        run_from_layer(model, tokens, residual, layer, [(pattern_hook(layer), capture)])
-    except Captured:
-        return found["pattern"]
+    pattern = activation_at(lambda hooks: run_from_layer(model, tokens, residual, layer, hooks), pattern_hook(layer))
+    if pattern is not None:
+        return pattern
     raise BadInput(f"{type(model).__name__} never reached layer {layer}'s pattern: the QK fix cannot run on it")
 
 

@@ -14,7 +14,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from induction_probes.circuits.errors import BadInput
-from induction_probes.probes.attention.patterns import Captured
+from induction_probes.probes.attention.patterns import activation_at
 
 if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import HookedModel
@@ -91,14 +91,7 @@ def pass_loss(
     elsewhere; every entry where the model's whole logits are read)."""
     if not stops_at_unembedding(model):
         return per_token_loss(forward([]), tokens).cpu()
-    final: list[Tensor] = []
-
-    def stop(activation: Tensor, hook) -> None:
-        final.append(activation.detach())
-        raise Captured
-
-    try:
-        forward([(UNEMBED_INPUT, stop)])
-    except Captured:
-        return unembedded_loss(model, final[0], tokens, scored)
+    final = activation_at(forward, UNEMBED_INPUT)
+    if final is not None:
+        return unembedded_loss(model, final, tokens, scored)
     raise RuntimeError(f"the forward pass never reached {UNEMBED_INPUT}")
