@@ -8,6 +8,7 @@ from lm_models import save_model
 
 from induction_probes import lm
 from induction_probes.circuits.constructions.edelman import prop21
+from induction_probes.circuits.constructions.residual import ResidualLayout
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 from induction_probes.probes.lm.attribution import per_sequence_attributions, screen_estimates, screen_heads
 from induction_probes.probes.lm.losses import per_token_loss
@@ -22,13 +23,6 @@ DECOY = 0.3  # a decoy head copies every token it sees, uniformly, into the outp
 WEAK = 0.4  # a weak induction head's direct logit for the token it predicts: it helps, by little, on one path
 
 
-def blocks(width: int, *pairs: tuple[slice, slice, float]) -> torch.Tensor:
-    matrix = torch.zeros(width, width)
-    for rows, columns, value in pairs:
-        matrix[rows, columns] = value * torch.eye(VOCAB)
-    return matrix
-
-
 def cancelling_circuit() -> HookedTransformer:
     """Prop. 2.1's previous-token head (L0H0) and induction head (L1H0), which writes the next token into the output
     block; beside it a copy head (L1H1) with the induction head's pattern that writes the same token into a block of
@@ -40,8 +34,10 @@ def cancelling_circuit() -> HookedTransformer:
     induction head that writes the next token into a block the unembedding alone reads, at WEAK: a small effect
     on one path, which the signed estimate ranks above the cancelled heads."""
     _, weights = prop21(VOCAB, SCALE, N_CTX, dtype="float32")
-    v, d = VOCAB, 5 * VOCAB
-    current, output, copy, weak = slice(0, v), slice(2 * v, 3 * v), slice(3 * v, 4 * v), slice(4 * v, 5 * v)
+    # Prop. 2.1's three blocks, then the copy head's and the weak head's
+    layout = ResidualLayout(("current", "previous", "output", "copy", "weak"), width=VOCAB)
+    v, d = VOCAB, layout.d_model
+    output, copy, weak = layout["output"], layout["copy"], layout["weak"]
     cfg = HookedTransformerConfig(
         n_layers=3,
         d_model=d,
@@ -63,12 +59,12 @@ def cancelling_circuit() -> HookedTransformer:
         if name.startswith("blocks."):
             target = state[name][0]
             target[tuple(slice(0, size) for size in value[0].shape)] = value[0]
-    for layer, block in ((1, copy), (2, weak)):  # the induction head's pattern, another output block
+    for layer, block in ((1, "copy"), (2, "weak")):  # the induction head's pattern, another output block
         for part in ("W_Q", "W_K"):
             state[f"blocks.{layer}.attn.{part}"][1] = state[f"blocks.1.attn.{part}"][0]
-        state[f"blocks.{layer}.attn.W_V"][1] = blocks(d, (current, block, 1.0))
+        state[f"blocks.{layer}.attn.W_V"][1] = layout.map(("current", block, 1.0))
         state[f"blocks.{layer}.attn.W_O"][1] = torch.eye(d)
-    state["blocks.0.attn.W_V"][1] = blocks(d, (current, output, DECOY))
+    state["blocks.0.attn.W_V"][1] = layout.map(("current", "output", DECOY))
     state["blocks.0.attn.W_O"][1] = torch.eye(d)
     state["blocks.2.mlp.W_in"][output] = torch.eye(v)
     state["blocks.2.mlp.W_in"][copy] = torch.eye(v)
