@@ -15,17 +15,14 @@ from pathlib import Path
 from induction_probes.circuits.defaults import LM_PROBE_SEQS, PROBE_SEED
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import load_bridge
-from induction_probes.circuits.interop.model_sources import ModelSource, Series, require_one_model, require_series
+from induction_probes.circuits.interop.model_sources import ModelSource, Series
 from induction_probes.circuits.names import head_label
 from induction_probes.circuits.workers.worker_start import drop_current_folder
 from induction_probes.probes.ablation.head_ablation import check_mode, single_heads
 from induction_probes.probes.lm.ablate_heads import HeadAblation, ablate
-from induction_probes.probes.lm.progress_bars import progress_bar
 from induction_probes.probes.lm.protocols import InductionLoss, repeated_random_tokens
-from induction_probes.probes.lm.ray_series import local_only, on_ray, series_threads
+from induction_probes.probes.lm.ray_series import checked_series, each_checkpoint
 from induction_probes.probes.tidy import Tidy, crossing_step
-
-BACKENDS = ("local", "ray")
 
 
 @dataclass(frozen=True)
@@ -111,25 +108,14 @@ def ablate_series(
     tokens. ``journal``: a folder that keeps each checkpoint's heads as they finish (``step_N.jsonl``); the same
     call resumes from it. ``backend="ray"``: one Ray task per checkpoint, on one thread, at ``address`` or on a
     local instance. A series needs two checkpoints or more: one is an ``ablate`` of one model."""
-    series = require_one_model(series if isinstance(series, Series) else require_series(os.fspath(series)))
     check_mode(mode)
-    if backend not in BACKENDS:
-        raise BadInput(f"the backend is local or ray, not {str(backend)[:200]!r}")
-    local_only(backend, address)
-    if len(series.checkpoints) < 2:
-        raise BadInput(f"{series.name} has one checkpoint (step {series.steps[0]}): ablate it as one model")
-    on_this_process = series_threads(backend, threads, "ablates")  # refused before the journal folder is made
-    folder = journal_folder(journal)
+    series, on_this_process = checked_series(series, backend, address, threads, "ablates")
+    folder = journal_folder(journal)  # made once the series and the options are known good
     settings = {"mode": mode, "length": length, "n_seqs": n_seqs, "seed": seed, "folder": folder}
-    with progress_bar(len(series.checkpoints), "checkpoints", progress, unit="checkpoint", leave=True) as bar:
-        if backend == "ray":
-            found = on_ray(series, ablate_on_worker, address, bar, device, settings | {"threads": 1})
-        else:
-            found = []
-            for source in series.checkpoints:
-                bar.set_postfix_str(f"step {source.step}")
-                found.append(ablate_checkpoint(source, device, settings | on_this_process, progress))
-                bar.update()
+    here = lambda source: ablate_checkpoint(source, device, settings | on_this_process, progress)  # noqa: E731
+    found = each_checkpoint(
+        series.checkpoints, here, backend, address, progress, ablate_on_worker, device, settings | {"threads": 1}
+    )
     return SeriesAblation(series.name, mode, tuple(found))
 
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.interop.model_sources import ModelSource, Series
+from induction_probes.circuits.interop.model_sources import ModelSource, Series, require_one_model, require_series
 from induction_probes.circuits.validation import quoted
 from induction_probes.circuits.workers.ray_session import ray_address_answers, ray_session
+from induction_probes.probes.lm.progress_bars import progress_bar
+
+BACKENDS = ("local", "ray")
 
 
 def shipped(source: ModelSource) -> ModelSource:
@@ -70,3 +73,49 @@ def on_ray(series: Series, task: Callable[..., Any], address: str | None, bar, *
             bar.set_postfix_str(f"step {step}")
             bar.update()
     return [found[source.step] for source in sources]
+
+
+def checked_series(
+    series: Series | str | os.PathLike, backend: str, address: str | None, threads: int | None, doing: str
+) -> tuple[Series, dict]:
+    """``series`` (a ``Series``, a folder of ``step_N/`` checkpoints or a cache name) if it is one model's, of two
+    checkpoints or more, with a backend that takes the options given; and the thread count this process takes
+    (:func:`series_threads`). ``doing``: what a task does to a checkpoint ("ablates"), for the messages."""
+    series = one_model_series(series)
+    check_backend(backend, address)
+    if len(series.checkpoints) < 2:
+        raise BadInput(f"{series.name} has one checkpoint (step {series.steps[0]}): one model is not a series")
+    return series, series_threads(backend, threads, doing)
+
+
+def one_model_series(series: Series | str | os.PathLike) -> Series:
+    """``series`` as a ``Series``, if its checkpoints are one model's (:func:`require_one_model`)."""
+    return require_one_model(series if isinstance(series, Series) else require_series(os.fspath(series)))
+
+
+def check_backend(backend: str, address: str | None) -> None:
+    if backend not in BACKENDS:
+        raise BadInput(f"the backend is local or ray, not {str(backend)[:200]!r}")
+    local_only(backend, address)
+
+
+def each_checkpoint(
+    checkpoints: Sequence[ModelSource],
+    here: Callable[[ModelSource], Any],
+    backend: str,
+    address: str | None,
+    progress: bool,
+    remote: Callable[..., Any],
+    *arguments,
+) -> list:
+    """``here(source)`` for every checkpoint in this process, or on Ray ``remote(source, *arguments)`` one task
+    each; the answers in step order, with a progress bar of the checkpoints."""
+    with progress_bar(len(checkpoints), "checkpoints", progress, unit="checkpoint", leave=True) as bar:
+        if backend == "ray":
+            return on_ray(Series("checkpoints", tuple(checkpoints)), remote, address, bar, *arguments)
+        found = []
+        for source in checkpoints:
+            bar.set_postfix_str(f"step {source.step}")
+            found.append(here(source))
+            bar.update()
+    return found

@@ -15,7 +15,7 @@ import torch
 from induction_probes.circuits.defaults import LM_PROBE_SEQS, PROBE_SEED
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import as_hooked, load_bridge
-from induction_probes.circuits.interop.model_sources import ModelSource, Series, require_one_model, require_series
+from induction_probes.circuits.interop.model_sources import ModelSource, Series
 from induction_probes.circuits.names import head_label
 from induction_probes.circuits.threads import thread_policy
 from induction_probes.circuits.workers.worker_start import drop_current_folder
@@ -24,7 +24,7 @@ from induction_probes.probes.lm.losses import Overflow
 from induction_probes.probes.lm.measure import HeadScores, evaluate
 from induction_probes.probes.lm.progress_bars import progress_bar
 from induction_probes.probes.lm.protocols import LOSSES, InductionLoss, RepeatedTokens, repeated_random_tokens
-from induction_probes.probes.lm.ray_series import local_only, on_ray
+from induction_probes.probes.lm.ray_series import check_backend, each_checkpoint, one_model_series
 from induction_probes.probes.lm.roles import (
     THRESHOLD,
     Composition,
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import HookedModel
 
 
-BACKENDS = ("local", "ray")  # where a series' checkpoints are probed
 CROSSING_COLUMNS = ["measure", "layer", "head", "threshold", "step", "step_low", "step_high", "first_reached"]
 HEAD_SCORES = ("content", "induction", "control", "previous_token", "copying", "positional_share")
 
@@ -249,19 +248,11 @@ def probe_series(
     :func:`probe`'s options); ``progress``: a bar over the checkpoints. ``backend="local"`` boots them one at a
     time here; ``"ray"`` runs one Ray task per checkpoint, on the cluster at ``address`` (every node must see the
     series at the same path) or on a local Ray instance, with the numbers of a local run."""
-    series = require_one_model(series if isinstance(series, Series) else require_series(os.fspath(series)))
-    if backend not in BACKENDS:
-        raise BadInput(f"the backend is local or ray, not {str(backend)[:200]!r}")
-    local_only(backend, address)
-    with progress_bar(len(series.checkpoints), "checkpoints", progress, unit="checkpoint", leave=True) as bar:
-        if backend == "ray":
-            return SeriesProbes(series.name, tuple(on_ray(series, probe_checkpoint, address, bar, device, protocol)))
-        results = []
-        for source in series.checkpoints:
-            bar.set_postfix_str(f"step {source.step}")
-            results.append(probe(load_bridge(source, device), source.step, progress=progress, **protocol))
-            bar.update()
-    return SeriesProbes(series.name, tuple(results))
+    series = one_model_series(series)
+    check_backend(backend, address)
+    here = lambda source: probe(load_bridge(source, device), source.step, progress=progress, **protocol)  # noqa: E731
+    found = each_checkpoint(series.checkpoints, here, backend, address, progress, probe_checkpoint, device, protocol)
+    return SeriesProbes(series.name, tuple(found))
 
 
 def probe_checkpoint(source: ModelSource, device: str, protocol: dict) -> StepProbes:
