@@ -10,6 +10,7 @@ cache). The measurements live in :mod:`induction_probes.probes.lm`; this is thei
 from induction_probes.circuits.interop.language_models import as_hooked, load_bridge
 from induction_probes.circuits.interop.model_sources import find_source
 from induction_probes.probes.ablation.head_ablation import single_heads
+from induction_probes.probes.circuit.lm_patching import CircuitSettings, checkpoint_edges, series_edges
 from induction_probes.probes.lm.ablate_heads import HeadAblation, ablate
 from induction_probes.probes.lm.ablate_series import SeriesAblation, ablate_series
 from induction_probes.probes.lm.attribution import Screen, attribution_rises, screen_heads
@@ -25,12 +26,14 @@ from induction_probes.probes.lm.protocols import (
 from induction_probes.probes.lm.roles import head_roles
 from induction_probes.probes.lm.series import SeriesProbes, StepProbes, probe, probe_series, probe_tokens
 from induction_probes.probes.report.lm_ablation import ablate_language_model
+from induction_probes.probes.report.lm_circuit_views import circuit_language_model
 from induction_probes.probes.report.lm_info import language_model_info
 from induction_probes.probes.report.lm_markov import markov_lm_report
 from induction_probes.probes.report.lm_views import probe_language_model  # the views
 
 # the language-model face: what a notebook imports from here; everything else is internal
 __all__ = [
+    "CircuitSettings",
     "HeadAblation",
     "HeadScores",
     "InductionLoss",
@@ -45,6 +48,8 @@ __all__ = [
     "ablate_series",
     "as_hooked",
     "attribution_rises",
+    "checkpoint_edges",
+    "circuit_language_model",
     "evaluate",
     "find_source",
     "head_roles",
@@ -60,6 +65,7 @@ __all__ = [
     "probe_series",
     "probe_tokens",
     "repeated_random_tokens",
+    "series_edges",
     "screen_heads",
     "single_heads",
     "text_icl_score",

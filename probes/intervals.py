@@ -156,9 +156,23 @@ def bootstrap_ratio_interval(
     num, den = numerator.double().cpu().flatten(), denominator.double().cpu().flatten()
     if num.shape != den.shape:
         raise BadInput("a ratio interval needs as many numerators as denominators, at least one")
-    value, low, high = bootstrap_ratio_intervals(num, den, level, seed)
-    bounds = (None, None) if low.isnan() else (low.item(), high.item())
-    return Estimate(value.item(), *bounds, num.numel(), level)
+    return ratio_estimates(num[:, None], den, level, seed)[0]
+
+
+def ratio_estimates(
+    numerator: Float[Tensor, "batch k"],
+    denominator: Float[Tensor, " batch"],
+    level: float = LEVEL,
+    seed: int = BOOTSTRAP_SEED,
+) -> list[Estimate]:
+    """:func:`bootstrap_ratio_intervals` of every column of ``numerator`` over one ``denominator``, as
+    :class:`Estimate` s (the same resamples for all; None bounds where there is no interval)."""
+    values, lows, highs = bootstrap_ratio_intervals(numerator, denominator, level, seed)
+    n = numerator.shape[0]
+    return [
+        Estimate(v.item(), *((None, None) if lo.isnan() else (lo.item(), hi.item())), n, level)
+        for v, lo, hi in zip(values, lows, highs)
+    ]
 
 
 @functools.lru_cache(maxsize=2)  # every curve, window and head of one probe resamples the same rows: draw them once

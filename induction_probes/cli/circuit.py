@@ -1,38 +1,46 @@
-"""``induction-probes circuit RUN``: path patching of every edge, the circuit and its faithfulness, at one checkpoint
-or over training (:mod:`induction_probes.probes.report.circuit_views`)."""
+"""``induction-probes circuit RUN_OR_MODEL_OR_SERIES``: path patching of every edge, the circuit and its
+faithfulness, at one checkpoint or over training, of an ICL-MC run of ours
+(:mod:`induction_probes.probes.report.circuit_views`) or a Hugging Face language model or ``step_N`` series
+(:mod:`induction_probes.probes.report.lm_circuit_views`)."""
 
 from __future__ import annotations
 
 import argparse
 
 import induction_probes.probes.report.circuit_views as circuit_views
-from induction_probes.circuits.defaults import CIRCUIT_SEQS, PROBE_SEED
+import induction_probes.probes.report.lm_circuit_views as lm_circuit_views
+from induction_probes.circuits.defaults import CIRCUIT_SEQS, LM_CIRCUIT_SEQS, PROBE_SEED
 from induction_probes.cli.common import (
     Parser,
+    add_config_options,
     add_device_option,
     add_output_options,
     add_run_argument,
     answer,
     count,
     device_of,
+    language_model,
+    language_model_options,
     seed,
 )
-from induction_probes.probes.lm.options import share
+from induction_probes.probes.lm.options import CircuitOptions, share
 
 
 def circuit_parser(circuit: Parser) -> None:
     add_run_argument(circuit)
     circuit.add_argument("--step", type=int, help="checkpoint step (default: the last)")
     circuit.add_argument("--all-steps", action="store_true", help="every checkpoint: the edges over training")
-    circuit.add_argument(
-        "--n-seqs", type=count, default=CIRCUIT_SEQS, help="fresh sequences patched (default %(default)s)"
-    )
+    seqs = f"fresh sequences patched (default {CIRCUIT_SEQS} for a run, {LM_CIRCUIT_SEQS} for a language model)"
+    circuit.add_argument("--n-seqs", type=count, help=seqs)
     circuit.add_argument("--seed", type=seed, default=PROBE_SEED, help="seed of those sequences (default %(default)s)")
-    circuit.add_argument(
-        "--threshold", type=share, default=0.1, help="share of the gap an edge carries to be in the circuit (0.1)"
-    )
+    share_help = "share of the gap an edge carries to be in the circuit (0.1)"
+    # its own name: a language model's --threshold (probe's, ablate's) is an option a run refuses
+    circuit.add_argument("--threshold", dest="edge_threshold", type=share, default=0.1, help=share_help)
     add_device_option(circuit)
     add_output_options(circuit)
+    add_config_options(
+        circuit.add_argument_group("language models (a Hugging Face model, cache name or series)"), CircuitOptions
+    )
     circuit.set_defaults(handler=run_circuit)
 
 
@@ -40,6 +48,9 @@ PARSERS = {"circuit": circuit_parser}
 
 
 def run_circuit(args: argparse.Namespace) -> str:
-    where = {"step": args.step, "all_steps": args.all_steps, "n_seqs": args.n_seqs, "seed": args.seed}
-    options = {"threshold": args.threshold, "device": device_of(args), "plot": args.plot, "as_json": args.json}
-    return answer(circuit_views.circuit_report(args.run, **where, **options))
+    where = {"step": args.step, "all_steps": args.all_steps, "threshold": args.edge_threshold}
+    if (source := language_model(args)) is not None:
+        options = language_model_options(args) | {"n_seqs": args.n_seqs or LM_CIRCUIT_SEQS}
+        return answer(lm_circuit_views.circuit_language_model(source, **where, **options))
+    options = {"seed": args.seed, "device": device_of(args), "plot": args.plot, "as_json": args.json}
+    return answer(circuit_views.circuit_report(args.run, **where, n_seqs=args.n_seqs or CIRCUIT_SEQS, **options))

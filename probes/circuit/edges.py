@@ -1,60 +1,56 @@
-"""What path patching (:mod:`.path_patching`) says about an ICL-MC model: each edge's share of the in-context gap,
-the circuit of the edges that pass a threshold, and the circuit's faithfulness.
+"""What path patching (:mod:`.path_patching`) says about a model: each edge's share of the in-context gap, the
+circuit of the edges that pass a threshold, and the circuit's faithfulness, on a contrast of clean and corrupted
+runs (:mod:`.contrasts`: ICL-MC's sequences, or a language model's repeated random tokens).
 
-**The corruption** keeps the token statistics and removes the in-context signal: each sequence's context is another
-evaluation sequence's, drawn from another chain, and its last n − 1 tokens are kept (the last token for bigram
-chains, the last two for trigram ones), so the model is asked the same question (what follows these tokens) with
-another chain's statistics in its context.
-
-**The measure** is the paper's: KL(true next-token distribution ‖ model) at the last token, per sequence, the true
-distribution being the clean sequence's chain's row for its last tokens. The *gap* is the corrupted run's KL minus
-the clean run's (what the context is worth); an edge's *effect* is the share of the gap that corrupting that edge
-alone opens, mean(KL patched − KL clean) / mean(gap) (the signal the edge carries), 0 for nothing and 1 for all
-of it, with a percentile
-bootstrap interval that resamples the sequences for both. Where the gap's interval includes 0 there is no
-in-context signal to share out, and every effect is null, with the reason.
+**The effect.** The *gap* is the corrupted run's measure minus the clean run's, per sequence (what the context is
+worth); an edge's *effect* is the share of the gap that corrupting that edge alone opens, mean(patched − clean) /
+mean(gap) (the signal the edge carries), 0 for nothing and 1 for all of it, with a percentile bootstrap interval
+that resamples the sequences for both. Where the gap's interval includes 0 there is no in-context signal to share
+out, and every effect is null, with the reason.
 
 **The circuit** is the edges whose effect reaches ``threshold``; its **faithfulness** (Wang et al. 2022, §4) is the
-share of the gap the model keeps when every edge outside the circuit is patched at once: mean(KL corrupted − KL
+share of the gap the model keeps when every edge outside the circuit is patched at once: mean(corrupted −
 faithful) / mean(gap), 1 where the circuit alone carries all of it.
+
+**Many edges.** A model with more edges than :data:`EXACT_EDGES` (GPT-2 small has about 31,000) is screened
+first (:mod:`.screen`, EAP-IG): only the edges the screen ranks highest are patched exactly, and the circuit is
+chosen among them; its faithfulness still patches every other edge, screened or not.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from induction_probes.circuits.devices import model_device
 from induction_probes.circuits.errors import BadInput
-from induction_probes.probes.circuit.path_patching import Edge, model_edges, patched_logits, sender_outputs
-from induction_probes.probes.intervals import Estimate, bootstrap_ratio_interval, mean_interval
+from induction_probes.probes.circuit.contrasts import Contrast
+from induction_probes.probes.circuit.path_patching import (
+    VIAS,
+    Edge,
+    input_hook,
+    model_edges,
+    patching_hooks,
+    sender_outputs,
+    split_inputs,
+)
+from induction_probes.probes.circuit.screen import EdgeScreen, screen_edges
+from induction_probes.probes.intervals import Estimate, bootstrap_ratio_interval, mean_interval, ratio_estimates
+from induction_probes.probes.lm.protocols import estimate_json
 from induction_probes.probes.tidy import Tidy, row
 
 if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import HookedModel
-    from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
 
 THRESHOLD = 0.1  # an edge is in the circuit where it alone carries at least this share of the gap
-
-
-def corrupted_context(tokens: Int[Tensor, "batch pos"], kept: int = 1) -> Int[Tensor, "batch pos"]:
-    """Each sequence's context replaced by the previous sequence's (another chain's), its last ``kept`` tokens
-    kept: the n − 1 tokens a chain of order n − 1 conditions its next token on, so that the question is the same."""
-    if len(tokens) < 2:
-        raise BadInput("path patching needs at least 2 sequences: one's context comes from another's chain")
-    corrupted = tokens.roll(1, dims=0).clone()
-    corrupted[:, -kept:] = tokens[:, -kept:]
-    return corrupted
-
-
-def last_token_kl(logits: Tensor, truth: Float[Tensor, "batch k"]) -> Float[Tensor, " batch"]:
-    """KL(truth ‖ softmax(logits)) at the last position, per sequence, in float64."""
-    log_q = torch.log_softmax(logits[:, -1].double().cpu(), dim=-1)
-    p = truth.double()
-    return (p * (p.clamp_min(1e-300).log() - log_q)).sum(-1)
+EXACT_EDGES = 300  # a model with more edges is screened first: an edge patched exactly costs a forward pass
+CHECKED_EDGES = 100  # of a screened model, the edges the screen ranks highest that are patched exactly
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,6 +64,7 @@ class EdgeEffects(Tidy):
     effects: list[Estimate] | None
     threshold: float
     faithfulness: Estimate | None
+    screen: EdgeScreen | None = None  # where the edges were screened first: only ``edges`` were patched exactly
 
     @property
     def no_gap(self) -> str | None:
@@ -83,29 +80,42 @@ class EdgeEffects(Tidy):
             return []
         return [edge for edge, effect in zip(self.edges, self.effects) if effect.value >= self.threshold]
 
+    @cached_property
+    def index(self) -> dict[Edge, int]:
+        return {edge: i for i, edge in enumerate(self.edges)}
+
     def effect(self, sender: str, receiver: str, via: str) -> Estimate | None:
+        """The edge's effect; None where there is no gap, or where a screened model's edge was not patched."""
+        where = self.index.get(Edge(sender, receiver, via))
+        return None if self.effects is None or where is None else self.effects[where]
+
+    @property
+    def method(self) -> str:
+        """How the edges were found, in words: every edge patched, or the screen and how many it passed on."""
         if self.effects is None:
-            return None
-        return self.effects[self.edges.index(Edge(sender, receiver, via))]
+            return "no edge patched: there is no gap to share out"
+        if self.screen is None:
+            return f"every edge ({len(self.edges)}) patched exactly"
+        return self.screen.describe(len(self.edges))
 
     def to_json(self) -> dict[str, Any]:
-        def shown(e: Estimate | None) -> dict[str, Any] | None:
-            return None if e is None else {"value": e.value, "low": e.low, "high": e.high}
-
         effects = self.effects or [None] * len(self.edges)
+        rows = []
+        for edge, effect in zip(self.edges, effects):
+            found = {"step": self.step, "sender": edge.sender, "receiver": edge.receiver, "via": edge.via}
+            found["effect"] = optional_json(effect)
+            rows.append(found | ({} if self.screen is None else {"screened": self.screen.estimate(edge)}))
         return {
             "step": self.step,
-            "gap": shown(self.gap),
+            "gap": estimate_json(self.gap),
             "no_gap": self.no_gap,
-            "edges": [
-                {"step": self.step, "sender": e.sender, "receiver": e.receiver, "via": e.via, "effect": shown(x)}
-                for e, x in zip(self.edges, effects)
-            ],
+            "method": self.method,
+            "edges": rows,
             "circuit": {
                 "step": self.step,
                 "threshold": self.threshold,
                 "edges": [e.name for e in self.circuit],
-                "faithfulness": shown(self.faithfulness),
+                "faithfulness": optional_json(self.faithfulness),
             },
         }
 
@@ -119,30 +129,74 @@ class EdgeEffects(Tidy):
         return rows
 
 
+def optional_json(estimate: Estimate | None) -> dict[str, Any] | None:
+    return None if estimate is None else estimate_json(estimate)
+
+
+def check_settings(n_seqs: int, threshold: float) -> None:
+    """What every call of path patching needs: an interval (two sequences at least) and a threshold that is a share."""
+    if n_seqs < 2:
+        raise BadInput("--n-seqs must be at least 2: one sequence gives no interval")
+    if not 0 < threshold <= 1:
+        raise BadInput(f"the threshold is a share of the gap in (0, 1], got {threshold!r}")
+
+
 def edge_effects(
-    model: HookedModel, eval_set: MarkovEvalSet, step: int | None = None, threshold: float = THRESHOLD
+    model: HookedModel,
+    contrast: Contrast,
+    step: int | None = None,
+    threshold: float = THRESHOLD,
+    checked: int = CHECKED_EDGES,
+    also: Collection[Edge] = (),
 ) -> EdgeEffects:
-    """Every edge of ``model`` patched alone on ``eval_set``'s sequences, the circuit at ``threshold`` and its
-    faithfulness (module docstring)."""
-    tokens = eval_set.inputs
-    if len(tokens) < 2:
-        raise BadInput("path patching needs --n-seqs of at least 2: one sequence gives no interval")
-    truth = eval_set.truth[:, -1]
-    corrupted_tokens = corrupted_context(tokens, kept=eval_set.sample.n - 1)
-    with torch.inference_mode():
-        clean = last_token_kl(model(tokens), truth)
-        corrupted = last_token_kl(model(corrupted_tokens), truth)
-    gap = corrupted - clean
-    found = EdgeEffects(step, mean_interval(gap), model_edges(model), None, threshold, None)
-    if found.no_gap is not None:
-        return found
-    outputs = sender_outputs(model, corrupted_tokens)
+    """Every edge of ``model`` patched alone on ``contrast``, or with more than :data:`EXACT_EDGES` edges the
+    ``checked`` edges the screen ranks highest and those of ``also`` (another checkpoint's circuit, so that a
+    series follows the same edges at every step); the circuit at ``threshold`` and its faithfulness (module
+    docstring)."""
+    check_settings(len(contrast.clean), threshold)
+    if missing := [name for name in (input_hook(0, via) for via in VIAS) if name not in model.hook_dict]:
+        raise BadInput(f"{type(model).__name__} has no {missing[0]}: its heads' inputs cannot be patched apart")
+    clean = contrast.measure(model, lambda hooks: run(model, contrast.clean, hooks))
+    gap = contrast.measure(model, lambda hooks: run(model, contrast.corrupted, hooks)) - clean
+    every_edge = model_edges(model)
+    found = EdgeEffects(step, mean_interval(gap), every_edge, None, threshold, None)
+    if found.no_gap is not None:  # a screened model's edges are too many to list as nulls
+        return found if len(every_edge) <= EXACT_EDGES else EdgeEffects(step, found.gap, [], None, threshold, None)
+    return patched_effects(model, contrast, clean, gap, step, threshold, checked, also)
+
+
+def patched_effects(
+    model: HookedModel,
+    contrast: Contrast,
+    clean: Float[Tensor, " batch"],
+    gap: Float[Tensor, " batch"],
+    step: int | None,
+    threshold: float,
+    checked: int,
+    also: Collection[Edge] = (),
+) -> EdgeEffects:
+    """:func:`edge_effects` once the clean run's measure and the gap are known to have a gap: each edge patched
+    alone (after the screen, where the model has too many), the circuit, and its faithfulness."""
+    every_edge = model_edges(model)
+    outputs = sender_outputs(model, contrast.corrupted)
 
     def share(edges: list[Edge]) -> Tensor:
-        return last_token_kl(patched_logits(model, tokens, edges, outputs), truth) - clean
+        patching = patching_hooks(model, edges, outputs)
+        with split_inputs(model):
+            return contrast.measure(model, lambda hooks: run(model, contrast.clean, patching + hooks)) - clean
 
-    effects = [bootstrap_ratio_interval(share([edge]), gap) for edge in found.edges]
-    found = EdgeEffects(step, found.gap, found.edges, effects, threshold, None)
-    outside = [edge for edge in found.edges if edge not in found.circuit]
-    faithful = bootstrap_ratio_interval(gap - share(outside), gap)  # KL corrupted − KL faithful, over the gap
-    return EdgeEffects(step, found.gap, found.edges, effects, threshold, faithful)
+    screened = None
+    if len(every_edge) > EXACT_EDGES:
+        screened = screen_edges(model, contrast, every_edge, gap.mean().item())
+    wanted = set(also) | set(every_edge if screened is None else screened.top(checked))
+    edges = [edge for edge in every_edge if edge in wanted]
+    effects = ratio_estimates(torch.stack([share([edge]) for edge in edges], dim=1), gap)
+    found = EdgeEffects(step, mean_interval(gap), edges, effects, threshold, None, screened)
+    circuit = set(found.circuit)
+    faithful = bootstrap_ratio_interval(gap - share([e for e in every_edge if e not in circuit]), gap)
+    return EdgeEffects(step, found.gap, edges, effects, threshold, faithful, screened)
+
+
+def run(model: HookedModel, tokens: Int[Tensor, "batch pos"], hooks: list) -> Float[Tensor, "batch pos d_vocab"]:
+    with torch.inference_mode():
+        return model.run_with_hooks(tokens.to(model_device(model)), fwd_hooks=hooks)

@@ -6,11 +6,13 @@ checkpoint where the last circuit edge first lies above the threshold (the forma
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from induction_probes.probes.figures.plots import save, subplots, theme
 
 VIA_COLOURS = {"q": "tab:blue", "k": "tab:red", "v": "tab:green", "direct": "0.25"}
+COMPONENT = re.compile(r"MLP(\d+)|L(\d+)(?:H|KV)\d+")  # an MLP, a head, or a key-value group of heads
 INPUT_OFFSET = {"q": -0.3, "k": 0.0, "v": 0.3, "direct": 0.0}  # where on a receiver its three inputs arrive
 
 
@@ -28,12 +30,18 @@ def row_of(name: str, names: list[str]) -> int:
         return 0
     if name == "logits":
         return 1 + max(row_of(n, names) for n in names if n != "logits")
-    layer = int(name.removeprefix("MLP")) if name.startswith("MLP") else int(name[1 : name.index("H")])
-    return layer + 1
+    component = COMPONENT.fullmatch(name)
+    if component is None:
+        raise ValueError(f"{name!r} names no component of a layer")
+    return int(component.group(1) or component.group(2)) + 1
 
 
 def draw_graph(ax, found) -> None:
     """One checkpoint's edges (:class:`~induction_probes.probes.circuit.edges.EdgeEffects`) on ``ax``."""
+    ax.axis("off")
+    if not found.edges:  # a screened model without a gap: nothing was patched
+        ax.set_title(f"step {found.step}\n(no gap: no edge patched)", fontsize=10)
+        return
     places = node_places(found.edges)
     circuit = set(found.circuit)
     for edge, effect in zip(found.edges, found.effects or [None] * len(found.edges)):
@@ -58,9 +66,9 @@ def draw_graph(ax, found) -> None:
         ax.text(
             x, y, name, ha="center", va="center", fontsize=10, bbox={"boxstyle": "round", "fc": "white", "ec": "0.3"}
         )
-    ax.set_xlim(-2, 2)
+    reach = max(2.0, 1 + max(abs(x) for x, _ in places.values()))  # a row of many heads widens the panel
+    ax.set_xlim(-reach, reach)
     ax.set_ylim(-0.5, max(y for _, y in places.values()) + 0.5)
-    ax.axis("off")
     said = "no gap: no effects" if found.effects is None else f"faithfulness {found.faithfulness.value:.2f}"
     ax.set_title(f"step {found.step}\n({said})", fontsize=10)
 

@@ -121,6 +121,19 @@ class ProbeOptions(LanguageModelOptions):
     )
 
 
-LM_OPTIONS = tuple(dict.fromkeys(option_names(ProbeOptions) + option_names(AblationOptions)))  # a model's only
+@dataclass(frozen=True)
+class CircuitOptions(LanguageModelOptions):
+    checked: int | None = option(
+        None,
+        "of a model with more than 300 edges, which EAP-IG (Hanna et al. 2024) screens first: how many of the edges "
+        "it ranks highest are patched exactly (default 100)",
+        type=count,
+        metavar="N",
+    )
+
+
+LM_OPTIONS = tuple(
+    dict.fromkeys(option_names(ProbeOptions) + option_names(AblationOptions) + option_names(CircuitOptions))
+)  # a model's only
 INDUCTION_OPTIONS = ("length", "threshold", "text")  # those of the repeated-tokens protocol, not of --task markov
 MARKOV_OPTIONS = ("k", "seq_len", "id_draws")  # those of --task markov

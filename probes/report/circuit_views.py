@@ -18,7 +18,9 @@ from induction_probes.circuits.devices import Device
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.model_config import HookedTransformerConfig
 from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
-from induction_probes.probes.circuit.edges import THRESHOLD, EdgeEffects, edge_effects
+from induction_probes.probes.circuit.contrasts import MarkovContrast
+from induction_probes.probes.circuit.edges import THRESHOLD, EdgeEffects, check_settings, edge_effects
+from induction_probes.probes.circuit.path_patching import Edge
 from induction_probes.probes.figures.plots_circuit_edges import plot_edges_over_training
 from induction_probes.probes.figures.plots_circuit_graph import plot_circuit_graphs
 from induction_probes.probes.report.tables import figure_lines, format_table, provenance
@@ -28,6 +30,7 @@ from induction_probes.probes.views.movie_page import spread
 
 CONSTRUCTION_C = 100.0  # Prop. 2.1's scale, as `verify prop21` builds it by default
 SHOWN_STEPS = 8  # checkpoints the over-training table lists (every one is in the JSON)
+SHOWN_EDGES = 24  # edges a table lists (every one is in the JSON)
 
 
 def circuit_report(
@@ -50,20 +53,18 @@ def circuit_report(
         raise BadInput(f"circuit reads ICL-MC runs; {run.path.name} is a {run.task.name} run")
     if not isinstance(run.model_config, HookedTransformerConfig):
         raise BadInput(f"circuit patches a transformer's heads; {run.path.name} is a {run.kind} model")
-    if n_seqs < 2:
-        raise BadInput("--n-seqs must be at least 2: one sequence gives no interval")
-    if not 0 < threshold <= 1:
-        raise BadInput(f"the threshold is a share of the gap in (0, 1], got {threshold!r}")
+    check_settings(n_seqs, threshold)
     if all_steps and step is not None:
         raise BadInput("give --step or --all-steps, not both")
     eval_set = probe_eval_set(run, n_seqs, seed)
     steps = run.steps if all_steps else [run.entry(step)["step"]]
-    found = [edge_effects(run.load(step=s, device=device), eval_set, s, threshold) for s in steps]
+    contrast = MarkovContrast.of(eval_set)
+    found = [edge_effects(run.load(step=s, device=device), contrast, s, threshold) for s in steps]
     figures = circuit_figures(run, found, Path(plot)) if plot else []
     header = provenance(run, steps, n_seqs, seed)
     if all_steps:
-        return series_answer(run, found, header, figures, as_json)
-    construction = construction_effects(run, eval_set, threshold)
+        return series_answer(f"run {run.path.name}", found, header, figures, as_json)
+    construction = construction_effects(run, contrast, threshold)
     if as_json:
         return header | found[0].to_json() | {"construction": construction and construction.to_json()}
     return "\n".join(step_lines(run, found[0], construction, n_seqs) + figure_lines(figures))
@@ -91,14 +92,14 @@ def graph_steps(found: list[EdgeEffects]) -> list[EdgeEffects]:
     return list({id(f): f for f in [with_gap[0], *([window] if window else []), found[-1]]}.values())
 
 
-def construction_effects(run: Run, eval_set, threshold: float) -> EdgeEffects | None:
+def construction_effects(run: Run, contrast: MarkovContrast, threshold: float) -> EdgeEffects | None:
     """Prop. 2.1's construction for the run's task, patched on the same sequences; None where the run's model has
     another shape than the construction's two layers of one head."""
     cfg = run.model_config
     if cfg.n_layers != 2 or any(heads != 1 for heads in cfg.layer_heads) or cfg.d_mlp is not None:
         return None
     model = load_construction(*prop21(run.task.k, CONSTRUCTION_C, run.task.seq_len, "float32"))
-    return edge_effects(model, eval_set, None, threshold)
+    return edge_effects(model, contrast, None, threshold)
 
 
 def effect_cell(found: EdgeEffects, index: int) -> str:
@@ -169,23 +170,31 @@ def lower_bound(effect) -> float:
     return float("-inf") if effect is None or effect.low is None else effect.low
 
 
-def series_answer(run: Run, found: list[EdgeEffects], header: dict, figures: list, as_json: bool) -> str | dict:
+def series_answer(name: str, found: list[EdgeEffects], header: dict, figures: list, as_json: bool) -> str | dict:
+    """The edge × step table and each circuit edge's formation bracket; ``name``: what was patched, in words."""
     brackets = formation(found)
     if as_json:
+        answers = [f.to_json() for f in found]
         return header | {
-            "edges": [edge for f in found for edge in f.to_json()["edges"]],
-            "circuits": [f.to_json()["circuit"] for f in found],
+            "edges": [edge for answer in answers for edge in answer["edges"]],
+            "circuits": [answer["circuit"] for answer in answers],
+            "methods": [{"step": answer["step"], "method": answer["method"]} for answer in answers],
             "formation": [{"edge": name} | b for name, b in brackets.items()],
             "figures": [str(f) for f in figures],
         }
     shown = spread(found, SHOWN_STEPS)
-    edges = found[-1].edges
-    body = [[edge.name, *(effect_value(f, i) for f in shown)] for i, edge in enumerate(edges)]
+    edges = shown_edges(found)
+    body = [[edge.name, *(effect_value(f, edge) for f in shown)] for edge in edges]
+    every = sum(1 for _ in dict.fromkeys(e for f in found for e in f.edges))
     return "\n".join(
         [
-            f"run {run.path.name}: each edge's share of the in-context gap at {len(found)} checkpoints (intervals "
-            "in the JSON)",
+            f"{name}: each edge's share of the in-context gap at {len(found)} checkpoints (intervals in the JSON)",
             format_table(["edge", *(f"step {f.step}" for f in shown)], body),
+            *(
+                []
+                if len(edges) == every
+                else [f"shown: the {len(edges)} edges that carry the most at any step, of the {every} patched"]
+            ),
             f"formation of the last checkpoint's circuit (threshold {found[-1].threshold:g}; the first step whose "
             "interval lies",
             "above it, and the first from which it stays there):",
@@ -198,5 +207,20 @@ def series_answer(run: Run, found: list[EdgeEffects], header: dict, figures: lis
     )
 
 
-def effect_value(found: EdgeEffects, index: int) -> str:
-    return "-" if found.effects is None else f"{found.effects[index].value:+.2f}"
+def shown_edges(found: list[EdgeEffects]) -> list[Edge]:
+    """The edges a table lists: every one, or of more than :data:`SHOWN_EDGES` the ones with the largest effect at
+    any checkpoint, in the model's order."""
+    edges = list(dict.fromkeys(e for f in found for e in f.edges))
+    if len(edges) <= SHOWN_EDGES:
+        return edges
+    peak = {
+        e: max((abs(x.value) for f in found if (x := f.effect(e.sender, e.receiver, e.via))), default=0.0)
+        for e in edges
+    }
+    kept = set(sorted(edges, key=lambda e: -peak[e])[:SHOWN_EDGES])
+    return [e for e in edges if e in kept]
+
+
+def effect_value(found: EdgeEffects, edge: Edge) -> str:
+    effect = found.effect(edge.sender, edge.receiver, edge.via)
+    return "-" if effect is None else f"{effect.value:+.2f}"

@@ -11,6 +11,7 @@ from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.runs.reader import as_run, run_task
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
+from induction_probes.probes.circuit.contrasts import MarkovContrast
 from induction_probes.probes.circuit.edges import edge_effects
 from induction_probes.probes.comparison.construction_limits import check_prop21, check_wang_ih2, check_wang_ihn
 from induction_probes.probes.comparison.trained_vs_prop21 import compare_with_prop21
@@ -102,8 +103,9 @@ def prop21_comparison(
 def edge_tables(run: Run, step: int, eval_set, device) -> tuple:
     """Every edge of the run's checkpoint at ``step`` and of Proposition 2.1's construction, patched on the same
     sequences (:mod:`.circuit_views`; the construction's None where the model has another shape)."""
-    trained = edge_effects(run.load(step=step, device=device), eval_set, step)
-    return trained, construction_effects(run, eval_set, trained.threshold)
+    contrast = MarkovContrast.of(eval_set)
+    trained = edge_effects(run.load(step=step, device=device), contrast, step)
+    return trained, construction_effects(run, contrast, trained.threshold)
 
 
 def comparison_text(run: Run, results: dict, k: int, c: float, n_seqs: int) -> str:

@@ -15,7 +15,8 @@ from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.models.model import HookedTransformer, HookedTransformerConfig
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.cli import main
-from induction_probes.probes.circuit.edges import corrupted_context, edge_effects
+from induction_probes.probes.circuit.contrasts import MarkovContrast, corrupted_context
+from induction_probes.probes.circuit.edges import edge_effects
 from induction_probes.probes.circuit.path_patching import Edge, model_edges, patched_logits, sender_outputs
 
 K, SEQ_LEN = 3, 100
@@ -89,7 +90,7 @@ def test_the_construction_reads_the_previous_token_through_the_key_only(eval_set
     with the context from another chain: the clean values still carry part of the statistics), never through its
     query or value, and the circuit alone keeps the gap."""
     model = load_construction(*prop21(K, 10.0, SEQ_LEN, "float32"))
-    found = edge_effects(model, eval_set)
+    found = edge_effects(model, MarkovContrast.of(eval_set))
     key = found.effect("L0H0", "L1H0", "k")
     assert key.value >= 0.3 and key.low > 0
     assert abs(found.effect("L0H0", "L1H0", "q").value) < 0.05
@@ -130,7 +131,7 @@ def value_routed(decoy: float) -> HookedTransformer:
 
 
 def test_a_circuit_through_the_value_is_found_there_and_a_decoy_carries_nothing(eval_set):
-    found = edge_effects(value_routed(decoy=0.01), eval_set)
+    found = edge_effects(value_routed(decoy=0.01), MarkovContrast.of(eval_set))
     assert found.no_gap is None
     value, key = found.effect("L0H0", "L1H0", "v"), found.effect("L0H0", "L1H0", "k")
     assert value.value >= 0.5 and value.low > 0.1 and abs(key.value) < 0.01

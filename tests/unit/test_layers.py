@@ -55,6 +55,7 @@ LAYERS: list[list[str]] = [
     ["induction_probes.probes.llc", "induction_probes.probes.sweeps"],
     ["induction_probes.probes.figures"],
     ["induction_probes.probes.lm"],
+    ["induction_probes.probes.circuit"],  # path patching: of our runs and of language models (it reads lm/)
     # both papers' page, and the report (what probe, ablate, report and verify show), side by side: each
     # draws on every measurement and figure above, neither needs the other
     ["induction_probes.probes.paper", "induction_probes.probes.report"],

@@ -156,6 +156,9 @@ DIMENSIONS = {
     "token": "a vocabulary's tokens",
     "byte": "a text's bytes, in order",
     "layer": "layers of a model",
+    "edge": "edges of a model's circuit graph (sender, receiver, input)",
+    "sender": "what writes into the residual stream: the embedding, each head, each MLP",
+    "receiver": "what reads an edge: a head's query, key or value input, or the logits",
     "row": "rows of a matrix a function is given",
     "k_1": "the k − 1 directions orthogonal to all-ones",
     "history": "(n − 1)·d: the previous n − 1 vectors of IH_n side by side",
@@ -329,13 +332,13 @@ def test_imports_are_deferred_rarely_and_each_says_why():
 
 def test_the_command_line_only_parses_calls_and_prints():
     """cli/ held 1,683 lines, 700 of them views a notebook could not call; the views are the report layer's
-    now. The command line stays within 1,000 lines (900 until issue 50's table of commands, a line each, and a
+    now. The command line stays within 1,050 lines (900 until issue 50's table of commands, a line each, and a
     module per command that needs torch or not; 950 until issue 63's ``circuit`` command and issue 62's
-    ``--all-steps`` for ``ablate``), and each handler (a ``run_*`` function) within 15 lines of code after its
-    docstring: parse, call, print."""
+    ``--all-steps`` for ``ablate``; 1,000 until ``circuit``'s language-model options and ``movie --around``),
+    and each handler (a ``run_*`` function) within 15 lines of code after its docstring: parse, call, print."""
     cli = sorted((ROOT / "induction_probes" / "cli").glob("*.py"))
     lines = sum(path.read_text().count("\n") for path in cli)
-    assert lines <= 1000, f"induction_probes/cli/ has {lines} lines: move what is not parsing to probes/report/"
+    assert lines <= 1050, f"induction_probes/cli/ has {lines} lines: move what is not parsing to probes/report/"
     long = []
     for path in cli:
         for function in ast.parse(path.read_text()).body:
