@@ -17,7 +17,15 @@ from induction_probes.probes.lm.protocols import repeated_random_tokens
 from induction_probes.probes.lm.series import StepProbes, probe, token_texts
 from induction_probes.probes.report.lm_views import quiet_transformers
 from induction_probes.probes.views.charts import Curve
-from induction_probes.probes.views.movie_page import Chart, Frame, Movie, subsample, threshold_phases
+from induction_probes.probes.views.movie_page import (
+    Chart,
+    Frame,
+    Movie,
+    around,
+    frames_note,
+    subsample,
+    threshold_phases,
+)
 
 if TYPE_CHECKING:
     from induction_probes.circuits.devices import Device
@@ -38,11 +46,13 @@ def lm_heads(result: StepProbes, text: str | None, model: HookedModel) -> list[t
 
 
 def series_movie(
-    series: Series, frames: int, heads: str | None, n_seqs, seed: int, device: Device = None
+    series: Series, frames: int, heads: str | None, n_seqs, seed: int, device: Device = None, centre: int | None = None
 ) -> tuple[Movie, int]:
-    """The movie of ``series`` (at most ``frames`` checkpoints), and how many checkpoints it has."""
+    """The movie of ``series`` (at most ``frames`` checkpoints, spread evenly, or those nearest ``centre``), and how
+    many checkpoints it has."""
     quiet_transformers()  # the command's output is its page and one line: no loading bar per checkpoint
-    chosen_steps = subsample(require_one_model(series).steps, frames)
+    steps = require_one_model(series).steps
+    chosen_steps = subsample(steps, frames) if centre is None else around(steps, centre, frames)
     results, patterns = {}, {}
     example = tokens = None
     for step in chosen_steps:
@@ -63,7 +73,7 @@ def series_movie(
     shown = len(chosen_steps)
     notes = [
         f"Showing {shown} of the series' {len(series.steps)} checkpoints"
-        + (", spread evenly over them" if shown < len(series.steps) else "")
+        + (", " + frames_note(centre, "spread evenly over them") if shown < len(series.steps) else "")
         + " (the page's size grows with each; --frames sets how many).",
         f"Scores and losses on {n_seqs or LM_PROBE_SEQS} repeated random sequences drawn with seed {seed} (Olsson "
         f"et al. 2022's protocol, docs/language-models.md); bands are 95 % intervals over those sequences. "

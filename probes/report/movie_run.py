@@ -11,6 +11,7 @@ which chosen heads have reached their threshold."""
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,8 @@ from induction_probes.probes.attention.patterns import chance_scores
 from induction_probes.probes.attention.probe_registry import attention_probes
 from induction_probes.probes.attention.scores import score_intervals
 from induction_probes.probes.behaviour.icl_behaviour import strategy_phases
+from induction_probes.probes.circuit.edges import THRESHOLD
+from induction_probes.probes.report.movie_edges import edge_rows, edges_chart, frame_edges
 from induction_probes.probes.report.movie_lm import series_movie
 from induction_probes.probes.report.run_views import probed_run
 from induction_probes.probes.run_level.attention_example import example_sequence, head_patterns
@@ -38,6 +41,9 @@ from induction_probes.probes.views.movie_page import (
     Chart,
     Frame,
     Movie,
+    around,
+    by_change,
+    frames_note,
     movie_folder,
     subsample,
     threshold_phases,
@@ -48,6 +54,10 @@ if TYPE_CHECKING:
     from induction_probes.circuits.devices import Device
 
 MAX_FRAMES = 200
+EDGES_NOTE = [
+    "Below the patterns: each edge's share of the in-context gap at the step shown, by path patching on the same "
+    f"sequences (each context from another chain; the circuit's edges, at {THRESHOLD:g} or more, in bold)."
+]
 SCORE_NAMES = {"previous_token": "previous-token score", "bigram_matching": "bigram-matching score"}
 
 
@@ -74,11 +84,13 @@ def write_movie(
     n_seqs: int | None = None,
     seed: int = PROBE_SEED,
     device: Device = None,
+    around: int | None = None,
 ) -> MovieFile:
     """``out/movie.html`` for a run of ours (a Run, its folder or a shipped name) or a language model's checkpoint
     series (a folder of ``step_N/`` checkpoints or a cache name with ``stepN`` revisions): at most ``frames``
-    checkpoints, spread evenly; ``heads`` as ``L0H0,L1H0`` (default: the previous-token and induction heads the
-    probes find at the last checkpoint); ``n_seqs`` probe sequences drawn with ``seed``."""
+    checkpoints; ``heads`` as ``L0H0,L1H0`` (default: the previous-token and induction heads the
+    probes find at the last checkpoint); ``n_seqs`` probe sequences drawn with ``seed``; ``around``: a step whose
+    neighbourhood the frames show (a run's frames are otherwise spread by the loss's change)."""
     if not isinstance(frames, int) or not 2 <= frames <= MAX_FRAMES:
         raise BadInput(f"frames must be an integer from 2 to {MAX_FRAMES}, got {frames!r}")
     out = movie_folder(out)  # refused before any checkpoint is probed
@@ -86,9 +98,9 @@ def write_movie(
     if isinstance(found, ModelSource):
         raise BadInput(f"{found.describe()} is one model, not a checkpoint series: a movie needs checkpoints")
     if isinstance(found, Series):
-        movie, total = series_movie(found, frames, heads, n_seqs, seed, device)
+        movie, total = series_movie(found, frames, heads, n_seqs, seed, device, around)
     else:
-        movie, total = run_movie(probed_run(source), frames, heads, n_seqs or PAGE_SEQS, seed, device)
+        movie, total = run_movie(probed_run(source), frames, heads, n_seqs or PAGE_SEQS, seed, device, around)
     path = write_movie_page(movie, out)
     return MovieFile(path, [f.step for f in movie.frames], total, movie.heads)
 
@@ -125,10 +137,11 @@ def checkpoint_scores(run: Run, step: int, probe_set, device: Device) -> dict:
 
 
 def run_movie(
-    run: Run, frames: int, heads: str | None, n_seqs: int, seed: int, device: Device = None
+    run: Run, frames: int, heads: str | None, n_seqs: int, seed: int, device: Device = None, around: int | None = None
 ) -> tuple[Movie, int]:
     """The movie of a run's checkpoints (at most ``frames``), and how many checkpoints the run has."""
-    steps = subsample(run.steps, frames)
+    metrics = {m["step"]: m for m in run.metrics()}
+    steps = frame_steps(run.steps, frames, around, [metrics.get(s, {}).get("eval_loss") for s in run.steps])
     if heads is not None:
         given_heads(run, heads)  # refused before any checkpoint is probed
     probe_set = run.task.eval_set(n_seqs, seed)
@@ -139,21 +152,32 @@ def run_movie(
     patterns = {step: head_patterns(run, step, example, chosen, device)[1] for step in steps}
     shown = {"previous_token"} | {name for name in scores[steps[-1]] if name != "previous_token"}
     thresholds = {k: v for k, v in score_thresholds(run, probe_set, scores[steps[0]], chosen).items() if k in shown}
-    metrics = {m["step"]: m for m in run.metrics()}
     charts, reached = head_charts(chosen, steps, scores, thresholds)
     charts.append(loss_chart(run))
+    edges = frame_edges(run, steps, probe_set, device)
+    charts += [edges_chart(edges, steps)] if edges else []
     if "last_token_kl" in metrics[steps[-1]]:
         phase = {step: closest_strategy(metrics[step]["last_token_kl"]) + " closest" for step in steps}
         stretches = [(p.strategy, p.first_step, p.last_step) for p in strategy_phases(list(metrics.values()))]
     else:
         names, stretches = threshold_phases(steps, reached)
         phase = dict(zip(steps, names))
-    frame_list = [Frame(s, step_label(metrics[s]), phase[s], patterns[s]) for s in steps]
+    frame_list = [Frame(s, step_label(metrics[s]), phase[s], patterns[s], edge_rows(edges.get(s))) for s in steps]
     labels = [head_label(*h) for h in chosen]
-    notes = movie_notes(run, steps, n_seqs, seed, thresholds)
+    notes = movie_notes(run, steps, n_seqs, seed, thresholds, around) + (EDGES_NOTE if edges else [])
     return Movie(f"{run.path.name}: formation movie", tokens, labels, frame_list, charts, stretches, notes), len(
         run.steps
     )
+
+
+def frame_steps(steps: list[int], frames: int, centre: int | None, losses: list[float | None]) -> list[int]:
+    """The checkpoints shown: those nearest ``centre`` where one is given, else spread by the loss's change (evenly
+    where a checkpoint's loss is missing or not a number)."""
+    if centre is not None:
+        return around(steps, centre, frames)
+    if any(loss is None or not math.isfinite(loss) for loss in losses):
+        return subsample(steps, frames)
+    return by_change(steps, [float(loss) for loss in losses if loss is not None], frames)
 
 
 def score_thresholds(run: Run, probe_set, first: dict, chosen) -> dict[str, float]:
@@ -201,12 +225,15 @@ def step_label(metric: dict) -> str:
     return f"step {metric['step']} ({metric['sequences_seen']:,} sequences)"
 
 
-def movie_notes(run: Run, steps: list[int], n_seqs: int, seed: int, thresholds: dict) -> list[str]:
+def movie_notes(
+    run: Run, steps: list[int], n_seqs: int, seed: int, thresholds: dict, centre: int | None = None
+) -> list[str]:
     total = len(run.steps)
+    how = frames_note(
+        centre, "half spread evenly over them, half by how much the loss changes, so that a transition gets its frames"
+    )
     shown = (
-        f"{len(steps)} of the run's {total} checkpoints, spread evenly over them"
-        if len(steps) < total
-        else (f"all {total} checkpoints")
+        f"{len(steps)} of the run's {total} checkpoints: {how}" if len(steps) < total else f"all {total} checkpoints"
     )
     levels = ", ".join(f"{name.replace('_', '-')} {value:.3f}" for name, value in thresholds.items())
     gaussian = isinstance(run.task, GaussianTask)

@@ -19,6 +19,29 @@
     });
   }
 
+  function showEdges(edges) {
+    // each edge's share of the in-context gap at this checkpoint (path patching), the circuit's in bold
+    var box = document.getElementById("movie-edges");
+    box.textContent = "";
+    if (!edges || !edges.length) return;
+    var table = document.createElement("table");
+    var head = table.insertRow();
+    ["edge", "share of the gap", "95 % interval"].forEach(function (name) {
+      var cell = document.createElement("th");
+      cell.textContent = name;
+      head.appendChild(cell);
+    });
+    edges.forEach(function (edge) {
+      var row = table.insertRow();
+      if (edge.circuit) row.className = "circuit";
+      var interval = edge.low === null ? "" : "[" + edge.low.toFixed(3) + ", " + edge.high.toFixed(3) + "]";
+      [edge.edge, edge.value.toFixed(3), interval].forEach(function (text) {
+        row.insertCell().textContent = text;
+      });
+    });
+    box.appendChild(table);
+  }
+
   function show(index) {
     var frame = data.frames[index];
     var element = "movie-heads-" + index; // a new element per frame: React renders each into a root of its own
@@ -30,6 +53,7 @@
     });
     document.getElementById("step-label").textContent = frame.label;
     document.getElementById("phase-label").textContent = frame.phase;
+    showEdges(frame.edges);
     document.body.dataset.step = frame.step;
     placeMarkers(frame.step);
   }

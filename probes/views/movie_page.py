@@ -32,17 +32,23 @@ h1 { font-size: 1.5em; margin-bottom: 0.2em; } .note { color: #555; font-size: 0
 svg.chart text { font-size: 11px; fill: #333; } ul.legend { list-style: none; padding: 0; margin: 0.2em 0 0 0; }
 ul.legend li { display: inline-block; margin-right: 1.2em; font-size: 12px; }
 .swatch { display: inline-block; width: 22px; margin-right: 0.35em; vertical-align: middle; }
+#movie-edges table { border-collapse: collapse; font-size: 13px; margin-top: 0.8em; }
+#movie-edges td, #movie-edges th { padding: 0.1em 0.6em; text-align: right; }
+#movie-edges td:first-child, #movie-edges th:first-child { text-align: left; }
+#movie-edges tr.circuit { font-weight: bold; }
 """
 
 
 @dataclass(frozen=True)
 class Frame:
-    """One checkpoint shown: its step, the slider's label, the phase at that step, and [head, query, key]."""
+    """One checkpoint shown: its step, the slider's label, the phase at that step, [head, query, key], and where
+    the circuit was patched, each edge's share of the in-context gap."""
 
     step: int
     label: str
     phase: str
     patterns: list
+    edges: list[dict] = field(default_factory=list)  # each: edge, value, low, high, circuit (path patching)
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,8 @@ def movie_axis(movie: Movie) -> Axis:
 
 def frames_json(movie: Movie) -> str:
     frames = [
-        {"step": f.step, "label": f.label, "phase": f.phase, "patterns": rounded(f.patterns)} for f in movie.frames
+        {"step": f.step, "label": f.label, "phase": f.phase, "patterns": rounded(f.patterns), "edges": f.edges}
+        for f in movie.frames
     ]
     return script_json({"tokens": movie.tokens, "heads": movie.heads, "frames": frames})
 
@@ -101,7 +108,7 @@ def movie_html(movie: Movie) -> str:
     heads = (
         '<div id="movie-heads-box"><p class="note">Attention of the chosen heads at the step shown: hover or click '
         "a head to enlarge its pattern, hover a token to see where it looks.</p>"
-        '<div id="movie-heads"></div></div>'
+        '<div id="movie-heads"></div><div id="movie-edges"></div></div>'
     )
     return "\n".join(
         [
@@ -123,6 +130,42 @@ def subsample(steps: list[int], most: int) -> list[int]:
     if most < 2:
         raise BadInput(f"a movie shows at least 2 checkpoints, got frames={most!r}")
     return spread(steps, most)
+
+
+def by_change(steps: list[int], values: list[float], most: int) -> list[int]:
+    """At most ``most`` of ``steps``, spread by how much ``values`` (one per step: the loss) change between them:
+    half the frames evenly over the checkpoints, half over the change, so that a transition gets frames in
+    proportion to what happens there, not to how many checkpoints it spans. The first and the last are always
+    among them."""
+    if len(steps) <= most:
+        return list(steps)
+    changes = [abs(b - a) for a, b in zip(values, values[1:])]
+    total, even = sum(changes), 1 / (len(steps) - 1)
+    lengths = [even / 2 + (change / total / 2 if total > 0 else even / 2) for change in changes]
+    cumulative = [0.0]
+    for length in lengths:
+        cumulative.append(cumulative[-1] + length)
+    targets = [i * cumulative[-1] / (most - 1) for i in range(most)]
+    picks = {min(range(len(steps)), key=lambda i: abs(cumulative[i] - target)) for target in targets}
+    for index in spread(list(range(len(steps))), most):  # two targets may fall nearest one checkpoint
+        if len(picks) >= most:
+            break
+        picks.add(index)
+    return [steps[i] for i in sorted(picks)]
+
+
+def around(steps: list[int], centre: int, most: int) -> list[int]:
+    """The first and last of ``steps`` and the ``most`` − 2 checkpoints nearest ``centre`` (by their order)."""
+    if not steps[0] <= centre <= steps[-1]:
+        raise BadInput(f"--around {centre} lies outside the checkpoints, steps {steps[0]} to {steps[-1]}")
+    middle = min(range(len(steps)), key=lambda i: abs(steps[i] - centre))
+    nearest = sorted(range(len(steps)), key=lambda i: (abs(i - middle), i))[: max(0, most - 2)]
+    return [steps[i] for i in sorted({0, len(steps) - 1, *nearest})]
+
+
+def frames_note(centre: int | None, otherwise: str) -> str:
+    """How a movie chose its checkpoints, in words: around ``centre``, or as ``otherwise`` says."""
+    return otherwise if centre is None else f"the first, the last and those nearest step {centre}"
 
 
 def spread(items: list, at_most: int) -> list:

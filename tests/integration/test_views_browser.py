@@ -100,6 +100,10 @@ def test_every_movie_loads_offline_and_its_slider_changes_what_is_shown(source, 
     page, problems = open_page(browser, made.path)
     before = page.inner_text("#step-label")
     patterns = page.locator("#movie-heads canvas").first.screenshot()
+    edges = page.locator("#movie-edges tr")
+    assert edges.count() == (13 if source == "markov-k3" else 0)  # a header and 12 edges: ICL-MC runs only
+    if source == "markov-k3":  # the circuit's rows in bold, the key edge among them
+        assert "L0H0 -> L1H0.k" in " ".join(page.locator("#movie-edges tr.circuit").all_inner_texts())
     page.focus("#step-slider")
     page.keyboard.press("Home")
     assert page.inner_text("#step-label").startswith("step 0") and before != page.inner_text("#step-label")

@@ -14,7 +14,7 @@ from induction_probes.cli import main
 from induction_probes.probes.report.movie_run import write_movie
 from induction_probes.probes.run_level.all_probes import probe_eval_set
 from induction_probes.probes.views.explorer import circuitsvis_script, explorer_html, inline_script
-from induction_probes.probes.views.movie_page import subsample
+from induction_probes.probes.views.movie_page import around, by_change, subsample
 
 
 def page_data(path: Path) -> dict:
@@ -42,19 +42,24 @@ def test_a_markov_movie_is_one_offline_file_with_the_phases_and_the_checkpoints_
     text = made.path.read_text()
     assert self_contained(text) and "unpkg" not in text
     data = page_data(made.path)
-    assert [f["step"] for f in data["frames"]] == made.shown == [0, 1253, 4000]  # first, middle, last
+    # the middle frame halves the checkpoints and the loss's change together: the loss falls most early on
+    assert [f["step"] for f in data["frames"]] == made.shown == [0, 566, 4000]
     assert data["heads"] == ["L0H0", "L1H0"] and set(data["tokens"]) == {"0", "1", "2"}  # the chain's states
     assert data["frames"][0]["phase"] == "uniform closest" and data["frames"][-1]["phase"] == "bigram closest"
     assert len(data["frames"][0]["patterns"][0]) == len(data["tokens"]) == 30
     assert "Showing 3 of the run's 137 checkpoints" in text and "3 of 137 checkpoints" in made.summary()
-    assert text.count('class="step-marker"') == 4  # the phase strip, two heads' scores, the loss
+    assert text.count('class="step-marker"') == 5  # the phase strip, two heads' scores, the loss, the edges
+    last = {row["edge"]: row for row in data["frames"][-1]["edges"]}
+    assert len(last) == 12 and last["L0H0 -> L1H0.k"]["circuit"] and not last["L0H0 -> L1H0.q"]["circuit"]
+    assert last["L0H0 -> L1H0.k"]["low"] > 0 and "share of the in-context gap at the step shown" in text
     assert 'class="band"' in text  # the token probes' intervals over sequences
 
 
 def test_a_gaussian_movie_shows_positions_and_phases_by_threshold(tmp_path):
     made = write_movie("gaussian-ih2", tmp_path, frames=3, n_seqs=20)
     data = page_data(made.path)
-    assert data["tokens"][:2] == ["x0", "x1"] and made.shown == [0, 185, 600]
+    assert data["tokens"][:2] == ["x0", "x1"] and made.shown == [0, 154, 600]
+    assert all(frame["edges"] == [] for frame in data["frames"])  # no corruption is defined for this task
     assert data["frames"][0]["phase"] == "no chosen head at its threshold"
     assert data["frames"][-1]["phase"].startswith("formed: ")
 
@@ -83,6 +88,28 @@ def fresh_notebook(monkeypatch):
 
     monkeypatch.setattr(explorer, "NOTEBOOK", explorer.NotebookBundle())
     return explorer.NOTEBOOK
+
+
+def test_around_a_step_the_movie_shows_its_neighbours_and_says_so(tmp_path):
+    made = write_movie("markov-k3", tmp_path, frames=5, n_seqs=20, around=606)
+    assert made.shown[0] == 0 and made.shown[-1] == 4000 and 606 in made.shown and len(made.shown) == 5
+    assert "those nearest step 606" in made.path.read_text()
+    assert main(["movie", "markov-k3", "--out", str(tmp_path / "b"), "--around", "9000", "--frames", "3"]) == 2
+
+
+def test_frames_spread_by_change_crowd_the_transition_and_around_a_step_surround_it():
+    """A loss flat but for one drop between steps 60 and 70 of 100: half the frames follow the change, so about
+    half of 24 fall in the drop, where an even spread puts 3."""
+    steps = list(range(100))
+    loss = [2.0 if s <= 60 else 1.0 if s >= 70 else 2.0 - (s - 60) / 10 for s in steps]
+    chosen = by_change(steps, loss, 24)
+    assert chosen[0] == 0 and chosen[-1] == 99 and len(chosen) == 24
+    inside = [s for s in chosen if 60 <= s <= 70]
+    assert len(inside) >= 10 and len([s for s in subsample(steps, 24) if 60 <= s <= 70]) <= 3
+    assert by_change(steps, [1.0] * 100, 24) == subsample(steps, 24)  # no change: an even spread
+    assert around(steps, 50, 6) == [0, 48, 49, 50, 51, 99]
+    with pytest.raises(Exception, match="--around 150 lies outside the checkpoints, steps 0 to 99"):
+        around(steps, 150, 6)
 
 
 def test_probe_results_show_the_explorer_offline_in_a_notebook(series, fresh_notebook):
