@@ -6,6 +6,7 @@ faithfulness, at one checkpoint or over training, of an ICL-MC run of ours
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import induction_probes.probes.report.circuit_views as circuit_views
 import induction_probes.probes.report.lm_circuit_views as lm_circuit_views
@@ -48,9 +49,10 @@ PARSERS = {"circuit": circuit_parser}
 
 
 def run_circuit(args: argparse.Namespace) -> str:
-    where = {"step": args.step, "all_steps": args.all_steps, "threshold": args.edge_threshold}
+    where: dict[str, Any] = {"step": args.step, "all_steps": args.all_steps, "threshold": args.edge_threshold}
     if (source := language_model(args)) is not None:
-        options = language_model_options(args) | {"n_seqs": args.n_seqs or LM_CIRCUIT_SEQS}
+        options = language_model_options(args)
+        options["n_seqs"] = args.n_seqs or LM_CIRCUIT_SEQS
         return answer(lm_circuit_views.circuit_language_model(source, **where, **options))
     options = {"seed": args.seed, "device": device_of(args), "plot": args.plot, "as_json": args.json}
     return answer(circuit_views.circuit_report(args.run, **where, n_seqs=args.n_seqs or CIRCUIT_SEQS, **options))

@@ -8,6 +8,7 @@ import argparse
 import os
 from dataclasses import MISSING, fields
 from pathlib import Path
+from typing import Any
 
 from induction_probes.circuits.config import (  # noqa: F401 (the command modules import them from here)
     config_from_options,
@@ -177,7 +178,7 @@ def language_model(args: argparse.Namespace):
     return source
 
 
-def language_model_options(args: argparse.Namespace) -> dict:
+def language_model_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments a language-model view takes from the command line: the probe set, and the
     language-model options that were given (the view's own defaults stand for the others)."""
     given = {name: getattr(args, name) for name in LM_OPTIONS if name != "task" and hasattr(args, name)}

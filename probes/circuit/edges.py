@@ -34,6 +34,7 @@ from induction_probes.probes.circuit.contrasts import Contrast
 from induction_probes.probes.circuit.path_patching import (
     VIAS,
     Edge,
+    edges_among,
     input_hook,
     model_edges,
     patching_hooks,
@@ -65,6 +66,7 @@ class EdgeEffects(Tidy):
     threshold: float
     faithfulness: Estimate | None
     screen: EdgeScreen | None = None  # where the edges were screened first: only ``edges`` were patched exactly
+    marked: tuple[str, ...] | None = None  # where only the edges among these heads were patched (``probe``'s)
 
     @property
     def no_gap(self) -> str | None:
@@ -94,6 +96,10 @@ class EdgeEffects(Tidy):
         """How the edges were found, in words: every edge patched, or the screen and how many it passed on."""
         if self.effects is None:
             return "no edge patched: there is no gap to share out"
+        if self.marked is not None:
+            heads = ", ".join(self.marked) or "none"
+            among = f"the heads probe marks ({heads}), the embedding, the MLPs and the logits"
+            return f"the {len(self.edges)} edges among {among} patched exactly"
         if self.screen is None:
             return f"every edge ({len(self.edges)}) patched exactly"
         return self.screen.describe(len(self.edges))
@@ -148,10 +154,12 @@ def edge_effects(
     threshold: float = THRESHOLD,
     checked: int = CHECKED_EDGES,
     also: Collection[Edge] = (),
+    marked: list[str] | None = None,
 ) -> EdgeEffects:
     """Every edge of ``model`` patched alone on ``contrast``, or with more than :data:`EXACT_EDGES` edges the
     ``checked`` edges the screen ranks highest and those of ``also`` (another checkpoint's circuit, so that a
-    series follows the same edges at every step); the circuit at ``threshold`` and its faithfulness (module
+    series follows the same edges at every step), or with ``marked`` heads only the edges among them (and the
+    embedding, the MLPs and the logits), no screen; the circuit at ``threshold`` and its faithfulness (module
     docstring)."""
     check_settings(len(contrast.clean), threshold)
     if missing := [name for name in (input_hook(0, via) for via in VIAS) if name not in model.hook_dict]:
@@ -162,7 +170,7 @@ def edge_effects(
     found = EdgeEffects(step, mean_interval(gap), every_edge, None, threshold, None)
     if found.no_gap is not None:  # a screened model's edges are too many to list as nulls
         return found if len(every_edge) <= EXACT_EDGES else EdgeEffects(step, found.gap, [], None, threshold, None)
-    return patched_effects(model, contrast, clean, gap, step, threshold, checked, also)
+    return patched_effects(model, contrast, clean, gap, step, threshold, checked, also, marked)
 
 
 def patched_effects(
@@ -174,6 +182,7 @@ def patched_effects(
     threshold: float,
     checked: int,
     also: Collection[Edge] = (),
+    marked: list[str] | None = None,
 ) -> EdgeEffects:
     """:func:`edge_effects` once the clean run's measure and the gap are known to have a gap: each edge patched
     alone (after the screen, where the model has too many), the circuit, and its faithfulness."""
@@ -186,15 +195,19 @@ def patched_effects(
             return contrast.measure(model, lambda hooks: run(model, contrast.clean, patching + hooks)) - clean
 
     screened = None
-    if len(every_edge) > EXACT_EDGES:
-        screened = screen_edges(model, contrast, every_edge, gap.mean().item())
-    wanted = set(also) | set(every_edge if screened is None else screened.top(checked))
+    if marked is not None:
+        wanted = set(also) | set(edges_among(model, marked))
+    else:
+        if len(every_edge) > EXACT_EDGES:
+            screened = screen_edges(model, contrast, every_edge, gap.mean().item())
+        wanted = set(also) | set(every_edge if screened is None else screened.top(checked))
     edges = [edge for edge in every_edge if edge in wanted]
-    effects = ratio_estimates(torch.stack([share([edge]) for edge in edges], dim=1), gap)
-    found = EdgeEffects(step, mean_interval(gap), edges, effects, threshold, None, screened)
+    effects = ratio_estimates(torch.stack([share([edge]) for edge in edges], dim=1), gap) if edges else []
+    chosen = None if marked is None else tuple(marked)
+    found = EdgeEffects(step, mean_interval(gap), edges, effects, threshold, None, screened, chosen)
     circuit = set(found.circuit)
     faithful = bootstrap_ratio_interval(gap - share([e for e in every_edge if e not in circuit]), gap)
-    return EdgeEffects(step, found.gap, edges, effects, threshold, faithful, screened)
+    return EdgeEffects(step, found.gap, edges, effects, threshold, faithful, screened, chosen)
 
 
 def run(model: HookedModel, tokens: Int[Tensor, "batch pos"], hooks: list) -> Float[Tensor, "batch pos d_vocab"]:

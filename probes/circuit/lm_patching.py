@@ -17,6 +17,7 @@ from induction_probes.circuits.defaults import LM_CIRCUIT_SEQS, PROBE_SEED
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import load_bridge
 from induction_probes.circuits.interop.model_sources import ModelSource, Series
+from induction_probes.circuits.names import head_label
 from induction_probes.circuits.threads import thread_policy
 from induction_probes.circuits.workers.worker_start import drop_current_folder
 from induction_probes.probes.circuit.contrasts import RepeatedContrast
@@ -24,13 +25,15 @@ from induction_probes.probes.circuit.edges import CHECKED_EDGES, THRESHOLD, Edge
 from induction_probes.probes.circuit.path_patching import Edge
 from induction_probes.probes.lm.protocols import repeated_random_tokens
 from induction_probes.probes.lm.ray_series import checked_series, each_checkpoint
+from induction_probes.probes.lm.series import probe_tokens
 
 
 @dataclass(frozen=True)
 class CircuitSettings:
     """What every checkpoint of a call is patched with: ``length`` (|R|, or a range), ``n_seqs`` sequences of
     ``seed`` (the first copies are redrawn with ``seed`` + 1), the circuit's ``threshold``, ``checked``: of a
-    model whose edges are screened, how many are patched exactly, and the torch ``threads`` (None: the policy's)."""
+    model whose edges are screened, how many are patched exactly, the torch ``threads`` (None: the policy's), and
+    ``marked``: instead of the screen, only the edges among the heads ``probe`` marks on the same sequences."""
 
     length: int | tuple[int, int] | None = None
     n_seqs: int = LM_CIRCUIT_SEQS
@@ -38,6 +41,7 @@ class CircuitSettings:
     threshold: float = THRESHOLD
     checked: int = CHECKED_EDGES
     threads: int | None = None
+    marked: bool = False  # only the edges among the heads ``probe`` marks, each patched exactly
 
     def __post_init__(self) -> None:
         check_settings(self.n_seqs, self.threshold)
@@ -54,7 +58,14 @@ def checkpoint_edges(
     with thread_policy(model, settings.threads):
         repeated = repeated_random_tokens(model, settings.length, settings.n_seqs, settings.seed)
         contrast = RepeatedContrast.of(model, repeated, settings.seed + 1)
-        return edge_effects(model, contrast, source.step, settings.threshold, settings.checked, also)
+        marked = marked_heads(model, repeated) if settings.marked else None
+        return edge_effects(model, contrast, source.step, settings.threshold, settings.checked, also, marked)
+
+
+def marked_heads(model, repeated) -> list[str]:
+    """The previous-token and induction heads ``probe`` marks on ``repeated`` (:mod:`~..lm.roles`)."""
+    found = probe_tokens(model, repeated)
+    return [head_label(*h) for h in dict.fromkeys(found.previous_token_heads + found.induction_heads)]
 
 
 def edges_on_worker(source: ModelSource, settings: CircuitSettings, device: str, also: list[Edge]) -> EdgeEffects:

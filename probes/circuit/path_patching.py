@@ -86,7 +86,7 @@ def receivers_in(model: HookedModel, layer: int) -> list[tuple[str, tuple[str, .
     attention each head its q and each key-value group its k and v."""
     if not grouped(model, layer):
         return [(head_label(layer, h), VIAS) for h in range(heads_in(model, layer))]
-    queries = [(head_label(layer, h), ("q",)) for h in range(heads_in(model, layer))]
+    queries: list[tuple[str, tuple[str, ...]]] = [(head_label(layer, h), ("q",)) for h in range(heads_in(model, layer))]
     return queries + [(receiver_label(model, layer, g, "k"), ("k", "v")) for g in range(heads_in(model, layer, "k"))]
 
 
@@ -125,6 +125,26 @@ def model_edges(model: HookedModel) -> list[Edge]:
         for receiver, vias in receivers_in(model, layer):
             edges += [Edge(s, receiver, via) for s in senders for via in vias]
     return edges + [Edge(s, "logits", "direct") for s in senders_before(model, model.cfg.n_layers)]
+
+
+def edges_among(model: HookedModel, heads: list[str]) -> list[Edge]:
+    """The edges whose sender is the embedding, an MLP or one of ``heads`` (labels, ``L1H0``) and whose receiver
+    is one of ``heads`` (a key-value group where one of its heads is) or the logits."""
+    chosen = set(heads)
+    receivers = chosen | {"logits"}
+    for layer in range(model.cfg.n_layers):
+        if grouped(model, layer):
+            size = heads_in(model, layer) // heads_in(model, layer, "k")
+            receivers |= {
+                receiver_label(model, layer, h // size, "k")
+                for h in range(heads_in(model, layer))
+                if head_label(layer, h) in chosen
+            }
+    return [
+        e
+        for e in model_edges(model)
+        if (e.sender == "embed" or e.sender.startswith("MLP") or e.sender in chosen) and e.receiver in receivers
+    ]
 
 
 def recording_hooks(model: HookedModel, store: dict[str, Tensor], wanted: set[str] | None = None) -> list[tuple]:

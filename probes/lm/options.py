@@ -130,6 +130,12 @@ class CircuitOptions(LanguageModelOptions):
         type=count,
         metavar="N",
     )
+    marked: bool = option(
+        False,
+        "instead of the screen, patch exactly only the edges among the heads probe marks (previous-token and "
+        "induction heads), the embedding, the MLPs and the logits; the circuit's faithfulness still patches every "
+        "other edge",
+    )
 
 
 LM_OPTIONS = tuple(

@@ -43,6 +43,7 @@ def circuit_language_model(
     seed: int = PROBE_SEED,
     threshold: float = THRESHOLD,
     checked: int = CHECKED_EDGES,
+    marked: bool = False,
     device: str = "cpu",
     threads: int | None = None,
     backend: str | None = None,
@@ -54,9 +55,9 @@ def circuit_language_model(
     """Path patching of every edge of the language model (a folder, a cache name or a ``step_N`` series) at
     ``step`` (default the last), or with ``all_steps`` at every checkpoint of a series (``backend="ray"``: one Ray
     task each). ``checked``: of a model with more than 300 edges, those the EAP-IG screen ranks highest are patched
-    exactly."""
+    exactly; ``marked``: instead, only the edges among the heads ``probe`` marks."""
     source = model if isinstance(model, (ModelSource, Series)) else as_source(os.fspath(model))
-    settings = CircuitSettings(length, n_seqs, seed, threshold, checked, threads)
+    settings = CircuitSettings(length, n_seqs, seed, threshold, checked, threads, marked)
     protocol = {"length": list(length) if isinstance(length, tuple) else length, "batch": n_seqs, "seed": seed}
     quiet_transformers()
     if all_steps:
@@ -106,7 +107,8 @@ def step_lines(name: str, found: EdgeEffects, n_seqs: int) -> list[str]:
     ]
     if found.no_gap:
         return [*lines, f"no effects: {found.no_gap}, so there is no in-context signal to share out"]
-    order = sorted(range(len(found.edges)), key=lambda i: -found.effects[i].value)[:SHOWN_EDGES]
+    effects = found.effects or []
+    order = sorted(range(len(found.edges)), key=lambda i: -effects[i].value)[:SHOWN_EDGES]
     circuit = set(found.circuit)
     screened = ["EAP-IG estimate"] if found.screen else []
     body = [

@@ -143,6 +143,19 @@ def test_the_screen_is_the_gradient_it_claims_and_passes_the_circuits_edges_on(i
     assert found.method.startswith("EAP-IG (5 steps) screened all 37 edges")
 
 
+def test_the_edges_among_the_heads_probe_marks_are_patched_when_asked(tmp_path, capsys):
+    """--marked: probe marks the previous-token and induction heads, and only the edges among them, the embedding,
+    the MLPs and the logits are patched; the decoys' edges are left out, and the circuit is the same."""
+    folder = induction_gpt2(tmp_path / "gpt2")
+    argv = ["circuit", str(folder), "--marked", "--length", "8-20", "--quiet", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    # L0H0 from the embedding (3), L1H0 from the embedding, L0H0 and MLP0 (9), the logits from five senders (5)
+    assert out["method"].startswith("the 17 edges among the heads probe marks (L0H0, L1H0)")
+    assert {(e["sender"], e["receiver"]) for e in out["edges"]}.isdisjoint({("L0H1", "L1H0"), ("embed", "L1H1")})
+    assert "L0H0 -> L1H0.k" in out["circuit"]["edges"] and out["circuit"]["faithfulness"]["value"] >= 0.9
+
+
 def test_the_screens_path_starts_from_the_corrupted_input_embeddings(induction):
     """EAP-IG's points replace the input embeddings: at the path's start the pass is the corrupted run."""
     bridge, contrast = induction
