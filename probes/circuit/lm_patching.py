@@ -12,6 +12,7 @@ import dataclasses
 import os
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from induction_probes.circuits.defaults import LM_CIRCUIT_SEQS, PROBE_SEED
 from induction_probes.circuits.errors import BadInput
@@ -23,9 +24,12 @@ from induction_probes.circuits.workers.worker_start import drop_current_folder
 from induction_probes.probes.circuit.contrasts import RepeatedContrast
 from induction_probes.probes.circuit.edges import CHECKED_EDGES, THRESHOLD, EdgeEffects, check_settings, edge_effects
 from induction_probes.probes.circuit.path_patching import Edge
-from induction_probes.probes.lm.protocols import repeated_random_tokens
+from induction_probes.probes.lm.protocols import RepeatedTokens, repeated_random_tokens
 from induction_probes.probes.lm.ray_series import checked_series, each_checkpoint
 from induction_probes.probes.lm.series import probe_tokens
+
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,7 @@ def checkpoint_edges(
         return edge_effects(model, contrast, source.step, settings.threshold, settings.checked, also, marked)
 
 
-def marked_heads(model, repeated) -> list[str]:
+def marked_heads(model: HookedModel, repeated: RepeatedTokens) -> list[str]:
     """The previous-token and induction heads ``probe`` marks on ``repeated`` (:mod:`~..lm.roles`)."""
     found = probe_tokens(model, repeated)
     return [head_label(*h) for h in dict.fromkeys(found.previous_token_heads + found.induction_heads)]
