@@ -39,6 +39,8 @@ def circuit_parser(circuit: Parser) -> None:
     circuit.add_argument("--threshold", dest="edge_threshold", type=share, default=0.1, help=share_help)
     add_device_option(circuit)
     add_output_options(circuit)
+    graph = "with --plot: the steps whose layered graph is drawn, as 0,606,4000 (default: the first with a gap, the "
+    circuit.add_argument("--graph-steps", type=steps, metavar="S,S", help=graph + "formation, the last)")
     add_config_options(
         circuit.add_argument_group("language models (a Hugging Face model, cache name or series)"), CircuitOptions
     )
@@ -48,8 +50,17 @@ def circuit_parser(circuit: Parser) -> None:
 PARSERS = {"circuit": circuit_parser}
 
 
+def steps(text: str) -> list[int]:
+    """The type of --graph-steps: checkpoint steps separated by commas."""
+    parts = text.split(",")
+    if not all(part.strip().isdigit() and len(part.strip()) <= 12 for part in parts):
+        raise argparse.ArgumentTypeError(f"steps must look like 0,606,4000, got {text[:200]!r}")
+    return [int(part) for part in parts]
+
+
 def run_circuit(args: argparse.Namespace) -> str:
     where: dict[str, Any] = {"step": args.step, "all_steps": args.all_steps, "threshold": args.edge_threshold}
+    where["graph_at"] = args.graph_steps
     if (source := language_model(args)) is not None:
         options = language_model_options(args)
         options["n_seqs"] = args.n_seqs or LM_CIRCUIT_SEQS

@@ -8,6 +8,7 @@ and with ``plot`` each circuit edge's effect over training with its band. Callab
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.defaults import CIRCUIT_SEQS, PROBE_SEED
 from induction_probes.circuits.devices import Device
 from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.interop.model_sources import format_steps
 from induction_probes.circuits.models.model_config import HookedTransformerConfig
 from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.probes.circuit.contrasts import MarkovContrast
@@ -23,6 +25,7 @@ from induction_probes.probes.circuit.edges import THRESHOLD, EdgeEffects, check_
 from induction_probes.probes.circuit.path_patching import Edge
 from induction_probes.probes.figures.plots_circuit_edges import plot_edges_over_training
 from induction_probes.probes.figures.plots_circuit_graph import plot_circuit_graphs
+from induction_probes.probes.intervals import Estimate
 from induction_probes.probes.report.tables import figure_lines, format_table, provenance
 from induction_probes.probes.run_level.all_probes import probe_eval_set
 from induction_probes.probes.tidy import crossing_step, first_reached
@@ -31,6 +34,7 @@ from induction_probes.probes.views.movie_page import spread
 CONSTRUCTION_C = 100.0  # Prop. 2.1's scale, as `verify prop21` builds it by default
 SHOWN_STEPS = 8  # checkpoints the over-training table lists (every one is in the JSON)
 SHOWN_EDGES = 24  # edges a table lists (every one is in the JSON)
+MAX_GRAPHS = 6  # panels of the layered graph a user may ask for
 
 
 def circuit_report(
@@ -43,11 +47,13 @@ def circuit_report(
     threshold: float = THRESHOLD,
     device: Device = None,
     plot: Path | None = None,
+    graph_at: list[int] | None = None,
     as_json: bool = False,
 ) -> str | dict[str, Any]:
     """Path patching of every edge of the run's checkpoint at ``step`` (default the last), or with ``all_steps``
     of every checkpoint, on ``n_seqs`` fresh sequences of ``seed``; ``threshold``: the share of the gap an edge
-    needs to be in the circuit."""
+    needs to be in the circuit; ``graph_at``: the steps whose layered graph ``plot`` draws (default
+    :func:`graph_steps`' choice)."""
     run = as_run(run)  # a toy run is a Gaussian one, refused below with the rest
     if run.task.name != "markov":
         raise BadInput(f"circuit reads ICL-MC runs; {run.path.name} is a {run.task.name} run")
@@ -58,9 +64,10 @@ def circuit_report(
         raise BadInput("give --step or --all-steps, not both")
     eval_set = probe_eval_set(run, n_seqs, seed)
     steps = run.steps if all_steps else [run.entry(step)["step"]]
+    check_graph_steps(graph_at, steps, plot)
     contrast = MarkovContrast.of(eval_set)
     found = [edge_effects(run.load(step=s, device=device), contrast, s, threshold) for s in steps]
-    figures = circuit_figures(run, found, Path(plot)) if plot else []
+    figures = circuit_figures(run, found, Path(plot), graph_at) if plot else []
     header = provenance(run, steps, n_seqs, seed)
     if all_steps:
         return series_answer(f"run {run.path.name}", found, header, figures, as_json)
@@ -70,10 +77,12 @@ def circuit_report(
     return "\n".join(step_lines(run, found[0], construction, n_seqs) + figure_lines(figures))
 
 
-def circuit_figures(run: Run, found: list[EdgeEffects], directory: Path) -> list[Path]:
-    """The layered graph at the checkpoints :func:`graph_steps` picks, and over several checkpoints each circuit
-    edge's effect against training."""
-    shown = graph_steps(found)
+def circuit_figures(
+    run: Run, found: list[EdgeEffects], directory: Path, graph_at: list[int] | None = None
+) -> list[Path]:
+    """The layered graph at the checkpoints :func:`graph_steps` picks (or at ``graph_at``), and over several
+    checkpoints each circuit edge's effect against training."""
+    shown = graph_steps(found, graph_at)
     name = run.path.name
     steps = "-".join(str(f.step) for f in shown)
     title = f"{name}: the circuit, edge by edge"
@@ -81,9 +90,24 @@ def circuit_figures(run: Run, found: list[EdgeEffects], directory: Path) -> list
     return figures + ([plot_edges_over_training(run, found, directory)] if len(found) > 1 else [])
 
 
-def graph_steps(found: list[EdgeEffects]) -> list[EdgeEffects]:
-    """The checkpoints a graph shows: the one checkpoint, or over training the first with a gap, the formation (the
-    first from which the last circuit edge to arrive lies above the threshold to the end), and the last."""
+def check_graph_steps(graph_at: list[int] | None, steps: Sequence[int | None], plot: Path | None) -> None:
+    """The steps a user names for the layered graph: drawn with ``plot``, each a checkpoint patched here, a few."""
+    if graph_at is None:
+        return
+    if plot is None:
+        raise BadInput("--graph-steps names the layered graph's steps: give --plot DIR too")
+    if missing := [s for s in graph_at if s not in steps]:
+        raise BadInput(f"--graph-steps {missing[0]} is not a checkpoint patched here (steps {format_steps(steps)})")
+    if not 1 <= len(graph_at) <= MAX_GRAPHS:
+        raise BadInput(f"--graph-steps draws 1 to {MAX_GRAPHS} panels, got {len(graph_at)} steps")
+
+
+def graph_steps(found: list[EdgeEffects], wanted: list[int] | None = None) -> list[EdgeEffects]:
+    """The checkpoints a graph shows: those at the ``wanted`` steps; else the one checkpoint, or over training the
+    first with a gap, the formation (the first from which the last circuit edge to arrive lies above the threshold
+    to the end), and the last."""
+    if wanted is not None:
+        return [f for f in found if f.step in wanted]
     if len(found) == 1:
         return found
     with_gap = [f for f in found if f.effects is not None] or found
@@ -103,10 +127,16 @@ def construction_effects(run: Run, contrast: MarkovContrast, threshold: float) -
 
 
 def effect_cell(found: EdgeEffects, index: int) -> str:
-    if found.effects is None:
+    return estimate_text(None if found.effects is None else found.effects[index], "+")
+
+
+def estimate_text(estimate: Estimate | None, sign: str = "") -> str:
+    """A share of the gap with its interval, to 3 decimals ("-" for none; the value alone where no interval)."""
+    if estimate is None:
         return "-"
-    e = found.effects[index]
-    return f"{e.value:+.3f}" if e.low is None else f"{e.value:+.3f} [{e.low:+.3f}, {e.high:+.3f}]"
+    form = f"{sign}.3f"
+    value = f"{estimate.value:{form}}"
+    return value if estimate.low is None else f"{value} [{estimate.low:{form}}, {estimate.high:{form}}]"
 
 
 def step_lines(run: Run, found: EdgeEffects, construction: EdgeEffects | None, n_seqs: int) -> list[str]:
@@ -125,12 +155,10 @@ def step_lines(run: Run, found: EdgeEffects, construction: EdgeEffects | None, n
         body.append([edge.name, effect_cell(found, i), "yes" if edge in in_circuit else "", *theirs])
     headers = ["edge", "effect [95 %]", "in circuit"]
     headers += [f"Prop. 2.1 (c = {CONSTRUCTION_C:g})", "in its circuit"] if construction else []
-    faithful = found.faithfulness
     lines += [
         format_table(headers, body),
         f"circuit (effect >= {found.threshold:g}): {', '.join(e.name for e in found.circuit) or 'none'}; "
-        f"faithfulness {faithful.value:.3f} [{faithful.low:.3f}, {faithful.high:.3f}] (the share of the gap kept "
-        "with every other edge patched)",
+        f"faithfulness {estimate_text(found.faithfulness)} (the share of the gap kept with every other edge patched)",
     ]
     return lines + construction_lines(found, construction)
 

@@ -24,9 +24,14 @@ from induction_probes.probes.circuit.lm_patching import (
 )
 from induction_probes.probes.figures.plots_circuit_edges import plot_edges_over_steps
 from induction_probes.probes.figures.plots_circuit_graph import plot_circuit_graphs
-from induction_probes.probes.intervals import Estimate
-from induction_probes.probes.lm.roles import interval_text
-from induction_probes.probes.report.circuit_views import SHOWN_EDGES, effect_cell, graph_steps, series_answer
+from induction_probes.probes.report.circuit_views import (
+    SHOWN_EDGES,
+    check_graph_steps,
+    effect_cell,
+    estimate_text,
+    graph_steps,
+    series_answer,
+)
 from induction_probes.probes.report.lm_views import all_steps_of, figure_stem, header, quiet_transformers, title
 from induction_probes.probes.report.tables import figure_lines, format_table
 
@@ -50,27 +55,31 @@ def circuit_language_model(
     address: str | None = None,
     progress: bool = False,
     plot: Path | None = None,
+    graph_at: list[int] | None = None,
     as_json: bool = False,
 ) -> str | dict[str, Any]:
     """Path patching of every edge of the language model (a folder, a cache name or a ``step_N`` series) at
     ``step`` (default the last), or with ``all_steps`` at every checkpoint of a series (``backend="ray"``: one Ray
     task each). ``checked``: of a model with more than 300 edges, those the EAP-IG screen ranks highest are patched
-    exactly; ``marked``: instead, only the edges among the heads ``probe`` marks."""
+    exactly; ``marked``: instead, only the edges among the heads ``probe`` marks; ``graph_at``: the steps whose
+    layered graph ``plot`` draws."""
     source = model if isinstance(model, (ModelSource, Series)) else as_source(os.fspath(model))
     settings = CircuitSettings(length, n_seqs, seed, threshold, checked, threads, marked)
     protocol = {"length": list(length) if isinstance(length, tuple) else length, "batch": n_seqs, "seed": seed}
     quiet_transformers()
     if all_steps:
         series = all_steps_of(source, step)
+        check_graph_steps(graph_at, series.steps, plot)
         found = series_edges(series, settings, device, progress, backend or "local", address)
-        figures = lm_figures(series.name, found, plot, figure_stem(series, series.checkpoints[-1]))
+        figures = lm_figures(series.name, found, plot, figure_stem(series, series.checkpoints[-1]), graph_at)
         answer_header = header(series, None, protocol) | {"corruption": CORRUPTION}
         return series_answer(f"series {series.name}", found, answer_header, figures, as_json)
     if backend is not None or address is not None:
         raise BadInput("--backend and --address spread a series' checkpoints: give --all-steps too")
     checkpoint = require_model(source, step)
+    check_graph_steps(graph_at, [checkpoint.step], plot)
     found = checkpoint_edges(checkpoint, settings, device)
-    figures = lm_figures(checkpoint.describe(), [found], plot, figure_stem(source, checkpoint))
+    figures = lm_figures(checkpoint.describe(), [found], plot, figure_stem(source, checkpoint), graph_at)
     if as_json:
         return (
             header(source, checkpoint, protocol)
@@ -81,11 +90,14 @@ def circuit_language_model(
     return "\n".join(step_lines(title(source, checkpoint), found, n_seqs) + figure_lines(figures))
 
 
-def lm_figures(name: str, found: list[EdgeEffects], plot: Path | None, stem: str) -> list[Path]:
-    """The layered graph at the checkpoints that tell the story, and over a series each circuit edge's effect."""
+def lm_figures(
+    name: str, found: list[EdgeEffects], plot: Path | None, stem: str, graph_at: list[int] | None = None
+) -> list[Path]:
+    """The layered graph at the checkpoints that tell the story (or at ``graph_at``), and over a series each
+    circuit edge's effect."""
     if plot is None:
         return []
-    shown = graph_steps(found)
+    shown = graph_steps(found, graph_at)
     steps = "-".join(str(f.step) for f in shown)
     figures = [
         plot_circuit_graphs(
@@ -120,10 +132,5 @@ def step_lines(name: str, found: EdgeEffects, n_seqs: int) -> list[str]:
         format_table(["edge", "effect [95 %]", "in circuit", *screened], body),
         f"shown: the {len(order)} edges that carry the most, of {len(found.edges)} patched (all in the JSON)",
         f"circuit (effect >= {found.threshold:g}): {', '.join(e.name for e in found.circuit) or 'none'}; "
-        f"faithfulness {faithfulness_text(found.faithfulness)} (the share of the gap kept with every other edge "
-        "patched)",
+        f"faithfulness {estimate_text(found.faithfulness)} (the share of the gap kept with every other edge patched)",
     ]
-
-
-def faithfulness_text(estimate: Estimate | None) -> str:
-    return "-" if estimate is None else interval_text(estimate.value, estimate.low, estimate.high)

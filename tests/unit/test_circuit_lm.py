@@ -167,8 +167,9 @@ def test_the_screens_path_starts_from_the_corrupted_input_embeddings(induction):
 
 def test_a_series_has_edge_rows_at_every_step_and_the_key_edge_a_formation_bracket(circuit_series, tmp_path, capsys):
     argv = ["circuit", str(circuit_series), "--all-steps", "--n-seqs", "16", "--length", "8-20", "--quiet"]
-    assert main([*argv, "--json", "--plot", str(tmp_path)]) == 0
+    assert main([*argv, "--json", "--plot", str(tmp_path), "--graph-steps", "0,200"]) == 0
     out = json.loads(capsys.readouterr().out)
+    assert any(path.endswith("_circuit_graph_steps0-200.png") for path in out["figures"])  # the steps asked for
     assert sorted({e["step"] for e in out["edges"]}) == sorted(SCALES)
     assert all(len([e for e in out["edges"] if e["step"] == step]) == 37 for step in SCALES)
     brackets = {b["edge"]: b for b in out["formation"]}
@@ -202,6 +203,17 @@ def test_what_gives_no_answer_is_one_line(circuit_series, extra, says, capsys):
     assert main(["circuit", str(circuit_series), "--quiet", *extra]) == 2
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1
+
+
+def test_graph_steps_need_a_plot_and_checkpoints_that_were_patched(circuit_series, tmp_path, capsys):
+    argv = ["circuit", str(circuit_series), "--all-steps", "--quiet", "--graph-steps"]
+    assert main([*argv, "0"]) == 2
+    assert "give --plot DIR too" in capsys.readouterr().err
+    assert main([*argv, "7", "--plot", str(tmp_path)]) == 2
+    assert "--graph-steps 7 is not a checkpoint patched here (steps 0, 100, 200, 300)" in capsys.readouterr().err
+    assert main([*argv, "0,x", "--plot", str(tmp_path)]) == 2
+    assert "steps must look like 0,606,4000" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # refused before anything was patched or drawn
 
 
 def test_a_series_of_two_models_and_a_language_model_option_on_a_run_are_one_line(
