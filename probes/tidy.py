@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
 from induction_probes.circuits.names import heads_label
 from induction_probes.circuits.validation import require_int
 from induction_probes.probes.intervals import paired_effect
+
+Step = TypeVar("Step")  # a checkpoint's step: an int, or None for a model outside a series
 
 if TYPE_CHECKING:
     from induction_probes.probes.ablation.ablation_study import AblationResult
@@ -63,7 +65,7 @@ def frame(records: list[dict[str, Any]], columns: list[str] | None = None) -> pd
     return table
 
 
-def crossing_step(steps: list[int], values: list[float], threshold: float) -> int | None:
+def crossing_step(steps: Sequence[Step], values: Sequence[float], threshold: float) -> Step | None:
     """The first of ``steps`` from which the value stays at or above ``threshold`` to the last checkpoint (None:
     the last is below it): a crossing that persists, read off a measure's rows over checkpoints. A score that
     hovers just below a threshold and touches it once by noise does not cross there (:func:`first_reached`)."""
@@ -76,7 +78,7 @@ def crossing_step(steps: list[int], values: list[float], threshold: float) -> in
     return crossing
 
 
-def first_reached(steps: list[int], values: list[float], threshold: float) -> int | None:
+def first_reached(steps: Sequence[Step], values: Sequence[float], threshold: float) -> Step | None:
     """The first of ``steps`` whose value reaches ``threshold`` at all (None: never). Earlier than
     :func:`crossing_step` where the value reached it and fell back: a transient excursion."""
     return next((step for step, value in zip(steps, values) if value >= threshold), None)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,7 +72,7 @@ class Series:
         raise LanguageModelError(f"{self.name} has no checkpoint at step {step} (steps {format_steps(self.steps)})")
 
 
-def format_steps(steps: list[int]) -> str:
+def format_steps(steps: Sequence[int | None]) -> str:
     return ", ".join(map(str, steps)) if len(steps) <= 8 else f"{steps[0]}, {steps[1]}, ..., {steps[-1]}"
 
 
