@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Protocol, TypeVar, cast
 
 import torch
 from torch import nn
@@ -88,12 +88,20 @@ class Weighted(Protocol):
     def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]: ...
 
 
+Model = TypeVar("Model", bound=Weighted)
+
+
 def model_device(model: Weighted) -> torch.device:
     """Where a model's weights are (cpu for a model without parameters)."""
     first = next(model.parameters(), None)
     return torch.device("cpu") if first is None else first.device
 
 
-def on_cpu(model: nn.Module):
-    """The model itself if it is on the CPU, else a CPU copy: for probes that read the weights alone."""
-    return model if model_device(model).type == "cpu" else copy.deepcopy(model).cpu()
+def on_cpu(model: Model) -> Model:
+    """The model itself if it is on the CPU, else a CPU copy (the same class): for probes that read the weights
+    alone."""
+    if model_device(model).type == "cpu":
+        return model
+    copied = copy.deepcopy(model)
+    cast("nn.Module", copied).cpu()  # every model here is an nn.Module underneath, which moves in place
+    return copied

@@ -15,17 +15,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from induction_probes.circuits.validation import require_int
 
+if TYPE_CHECKING:
+    from induction_probes.circuits.models.hooked_model import HookedModel
+
 LARGE_MODEL_PARAMETERS = 10_000_000  # GPT-2 small has 124 M; the largest model of ours has about 100,000
 DEFAULT_THREADS = torch.get_num_threads()  # torch's default, before the command line sets one thread
 
 
-def policy_threads(model: nn.Module, threads: int | None = None) -> int:
+def policy_threads(model: nn.Module | HookedModel, threads: int | None = None) -> int:
     """The thread count the policy (module docstring) gives ``model``, or ``threads`` where given (>= 1)."""
     if threads is not None:
         return require_int("threads", threads, 1)
@@ -40,7 +44,7 @@ def one_thread_for_the_process() -> None:
 
 
 @contextmanager
-def thread_policy(model: nn.Module, threads: int | None = None) -> Iterator[int]:
+def thread_policy(model: nn.Module | HookedModel, threads: int | None = None) -> Iterator[int]:
     """Run the block at :func:`policy_threads`' count, and give the thread count back as it was after it."""
     chosen, before = policy_threads(model, threads), torch.get_num_threads()
     torch.set_num_threads(chosen)

@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -50,9 +50,11 @@ from induction_probes.circuits.interop.model_sources import ModelSource, Series,
 if TYPE_CHECKING:
     from torch import nn
 
+    from induction_probes.circuits.models.hooked_model import HookedModel
+
 
 if TYPE_CHECKING:  # what a language-model probe takes: a folder or cache name, a ModelSource, or a model
-    ModelLike = ModelSource | nn.Module | str | os.PathLike  # (Hugging Face's, a TransformerBridge, any hooked one)
+    ModelLike = ModelSource | nn.Module | HookedModel | str | os.PathLike  # (Hugging Face's, a bridge, any hooked one)
 
 
 # --- loading ----------------------------------------------------------------------------------------
@@ -183,9 +185,11 @@ def architecture(model: nn.Module) -> str:
     return names[0] if isinstance(names, list) and names and isinstance(names[0], str) else type(model).__name__
 
 
-def bridge_from_hf(model: nn.Module, tokenizer=None, name: str = "in-memory model"):
+def bridge_from_hf(model: nn.Module, tokenizer=None, name: str = "in-memory model") -> HookedModel:
     """A ``TransformerBridge`` wrapping the Hugging Face model ``model`` itself (the bridge rewires the
-    module it wraps: pass a copy to keep the original), in eval mode with eager attention."""
+    module it wraps: pass a copy to keep the original), in eval mode with eager attention. Typed as the
+    :class:`~induction_probes.circuits.models.hooked_model.HookedModel` it meets at run time (a test checks every
+    model a probe is given against the protocol), which TransformerLens's own annotations do not declare."""
     from transformer_lens.model_bridge.sources import build_bridge_from_module  # loads transformers: only to bridge
     from transformer_lens.utilities.attn_implementation import force_eager_attention
 
@@ -197,16 +201,16 @@ def bridge_from_hf(model: nn.Module, tokenizer=None, name: str = "in-memory mode
     except (ValueError, KeyError, AttributeError, NotImplementedError, TypeError) as error:
         message = f"TransformerBridge cannot boot {name} ({architecture(model)}): {one_line(error)}"
         raise LanguageModelError(message) from None
-    return bridge.eval()
+    return cast("HookedModel", bridge.eval())
 
 
-def load_bridge(source: ModelSource, device: str = "cpu"):
+def load_bridge(source: ModelSource, device: str = "cpu") -> HookedModel:
     """The model of ``source`` booted through TransformerBridge, on ``device``."""
     with pretrained(source, device) as (model, tokenizer):
         return bridge_from_hf(model, tokenizer, source.describe())
 
 
-def as_hooked(model: ModelLike, device: str = "cpu"):
+def as_hooked(model: ModelLike, device: str = "cpu") -> HookedModel:
     """A hooked model to probe, from a path or cache name, a ``ModelSource``, a Hugging Face model (copied
     first, so that the caller's model stays as it was), a TransformerBridge or any TransformerLens-style
     hooked model (``run_with_hooks`` and ``cfg.n_layers``), which is returned as it is."""
@@ -225,7 +229,7 @@ def as_hooked(model: ModelLike, device: str = "cpu"):
         device = resolve_device(device)
         return bridge_from_hf(copy.deepcopy(model).to(device), None, type(model).__name__)
     if hasattr(model, "run_with_hooks") and hasattr(getattr(model, "cfg", None), "n_layers"):
-        return model
+        return cast("HookedModel", model)  # a hooked model of ours, or one of TransformerLens's
     raise LanguageModelError(
         f"cannot probe a {type(model).__name__}: give a model directory or cache name, a "
         "Hugging Face model, a TransformerBridge or a hooked model"

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # declared its parameters (model_device takes either); 434 once the paper page typed its runs and toy recipes; 402
 # once a required comparison and the ablations' references were narrowed where read. Lower it as the causes are
 # fixed; it never rises.
-ERRORS_AT_MOST = 389
+ERRORS_AT_MOST = 355
 
 
 def installed_copy(site: Path) -> dict:
