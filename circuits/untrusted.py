@@ -8,6 +8,10 @@ before its first byte is read. And one rule for numbers read from such a folder 
 that is NaN or infinite is never printed as a result. A message quotes at most 200 characters of a value read
 from such a folder (:func:`~induction_probes.circuits.validation.quoted`): a 30 MB string in a
 config.json must not come back as a 30 MB error line.
+
+Writing into such a folder has its rule here too (:func:`write_atomic`): whole files through a temporary file of
+an unpredictable name and a rename, so that a crash leaves the old file or the new one and no link planted in
+the folder is written through.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import fcntl
 import math
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from induction_probes.circuits.errors import BadInput
@@ -137,3 +142,39 @@ def first_not_finite(value: object, where: str = "") -> str | None:
         if found is not None:
             return found
     return None
+
+
+TEMPORARY_SUFFIX = ".tmp"  # write_atomic writes FILE through .FILE.<random>.tmp beside it
+
+
+def is_temporary_of(name: str, target: str) -> bool:
+    """Whether ``name`` is a temporary file :func:`write_atomic` makes on its way to writing ``target``."""
+    return name.startswith(f".{target}.") and name.endswith(TEMPORARY_SUFFIX)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never half, and no link
+    planted in the run is followed: a fresh temporary file beside ``path`` (created exclusively under a
+    random name, so nothing can be waiting there), fsync'ed, then renamed over ``path`` (a rename replaces
+    a link at ``path`` itself instead of writing where it points)."""
+    refuse_links(path.parent, why="a run writes only inside its own directory")
+    descriptor, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            os.fchmod(handle.fileno(), FILE_MODE & ~current_umask())  # mkstemp's 0600 would differ from file to file
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+FILE_MODE = 0o666  # what open() gives a new file before the umask: every file of a run gets the same mode
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -20,42 +18,12 @@ from induction_probes.circuits.models.model_classes import model_class_name
 from induction_probes.circuits.recipes.task_kinds import plugin_of
 from induction_probes.circuits.runs.layout import LOCK_FILE, checkpoint_file
 from induction_probes.circuits.runs.reader import read_manifest, read_metrics_lines
-from induction_probes.circuits.untrusted import CheckpointError, refuse_links
-
-TEMPORARY_SUFFIX = ".tmp"  # write_atomic writes FILE through .FILE.<random>.tmp beside it
-
-
-def is_temporary_of(name: str, target: str) -> bool:
-    """Whether ``name`` is a temporary file :func:`write_atomic` makes on its way to writing ``target``."""
-    return name.startswith(f".{target}.") and name.endswith(TEMPORARY_SUFFIX)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the new one, never half, and no link
-    planted in the run is followed: a fresh temporary file beside ``path`` (created exclusively under a
-    random name, so nothing can be waiting there), fsync'ed, then renamed over ``path`` (a rename replaces
-    a link at ``path`` itself instead of writing where it points)."""
-    refuse_links(path.parent, why="a run writes only inside its own directory")
-    descriptor, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            os.fchmod(handle.fileno(), FILE_MODE & ~current_umask())  # mkstemp's 0600 would differ from file to file
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-FILE_MODE = 0o666  # what open() gives a new file before the umask: every file of a run gets the same mode
-
-
-def current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+from induction_probes.circuits.untrusted import (
+    TEMPORARY_SUFFIX,
+    CheckpointError,
+    is_temporary_of,
+    write_atomic,
+)
 
 
 def write_json(path: Path, value: object) -> None:

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from induction_probes.circuits.devices import parse_device, resolve_device, visible_gpus
-from induction_probes.circuits.runs.writer import is_temporary_of, write_atomic
 from induction_probes.circuits.sweeps.cells import (  # noqa: F401 (the sweep's API: a cell's status and its run)
     HEARTBEAT_SECONDS,
     cell_json,
@@ -40,7 +39,7 @@ from induction_probes.circuits.sweeps.sweep_spec import (  # noqa: F401 (the swe
     read_spec,
     schedule_notes,
 )
-from induction_probes.circuits.untrusted import lock_or_refuse, open_for_writing
+from induction_probes.circuits.untrusted import is_temporary_of, lock_or_refuse, open_for_writing, write_atomic
 from induction_probes.circuits.workers.ray_session import ray_address_answers
 from induction_probes.circuits.workers.worker_start import safe_children, start_worker, worker_context
 

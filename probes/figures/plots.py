@@ -32,8 +32,8 @@ from matplotlib.text import Text
 from matplotlib.transforms import offset_copy
 
 from induction_probes.circuits.names import head_label, heads_label  # noqa: F401 (the figures' import)
-from induction_probes.circuits.runs.writer import write_atomic
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy
+from induction_probes.circuits.untrusted import write_atomic
 
 STRATEGY_COLOURS = {"uniform": "tab:blue", "unigram": "tab:orange", "bigram": "tab:green", "trigram": "tab:red"}
 SEQUENCES_LABEL = "training sequences seen (log scale)"

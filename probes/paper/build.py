@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.runs.writer import write_atomic
+from induction_probes.circuits.untrusted import write_atomic
 from induction_probes.circuits.validation import shortened
 from induction_probes.probes.paper.beyond import clamps_entry, llc_entry, per_head_llc_entry
 from induction_probes.probes.paper.edelman_figures import edelman_run_entries

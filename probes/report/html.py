@@ -8,7 +8,7 @@ import base64
 import html
 from pathlib import Path
 
-from induction_probes.circuits.runs.writer import write_atomic
+from induction_probes.circuits.untrusted import write_atomic
 
 STYLE = """
 body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.runs.writer import write_atomic
+from induction_probes.circuits.untrusted import write_atomic
 from induction_probes.probes.views.charts import Axis, Curve, line_chart, phase_strip
 from induction_probes.probes.views.explorer import circuitsvis_script, inline_script, rounded, script_json
 
