@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import induction_probes.circuits.runs.writer as checkpoint_module
+import induction_probes.circuits.untrusted as atomic_writes  # where every file of a run is renamed into place
 from induction_probes.circuits.recipes.gaussian_recipes import GaussianRecipe
 from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
 from induction_probes.circuits.runs.layout import checkpoint_file
@@ -141,15 +142,15 @@ def every_file(root: Path) -> dict[str, bytes]:
 
 def written_paths(tmp_path, monkeypatch) -> list[str]:
     """The files an uninterrupted run renames into place, in order: its write points."""
-    real_replace, names = checkpoint_module.os.replace, []
+    real_replace, names = atomic_writes.os.replace, []
 
     def record(source, target):
         names.append(Path(target).name)
         real_replace(source, target)
 
-    monkeypatch.setattr(checkpoint_module.os, "replace", record)
+    monkeypatch.setattr(atomic_writes.os, "replace", record)
     train_run(TINY, tmp_path / "recorded", progress=False)
-    monkeypatch.setattr(checkpoint_module.os, "replace", real_replace)
+    monkeypatch.setattr(atomic_writes.os, "replace", real_replace)
     return names
 
 
@@ -161,7 +162,7 @@ def test_killed_at_any_write_point_of_the_first_or_a_later_checkpoint_resume_fin
     resume_writes = [i for i, name in enumerate(names) if name == "state.safetensors"]
     first = range(0, resume_writes[0] + 1)  # config, step 0's weights, metrics, manifest, resume state
     later = range(resume_writes[3] + 1, resume_writes[4] + 1)  # the fifth checkpoint's writes
-    real_replace = checkpoint_module.os.replace
+    real_replace = atomic_writes.os.replace
     for point in [*first, *later]:
         calls = {"n": 0}
 
@@ -172,10 +173,10 @@ def test_killed_at_any_write_point_of_the_first_or_a_later_checkpoint_resume_fin
             real_replace(source, target)
 
         out = tmp_path / f"killed-{point}"
-        monkeypatch.setattr(checkpoint_module.os, "replace", die_at_the_write_point)
+        monkeypatch.setattr(atomic_writes.os, "replace", die_at_the_write_point)
         with pytest.raises(Killed):
             train_run(TINY, out, progress=False)
-        monkeypatch.setattr(checkpoint_module.os, "replace", real_replace)
+        monkeypatch.setattr(atomic_writes.os, "replace", real_replace)
         if (out / "config.json").exists():
             train_run(None, out, resume=True, progress=False)
         else:  # killed before the run had a config: nothing of it exists yet, so it is started again
