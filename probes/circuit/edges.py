@@ -91,6 +91,11 @@ class EdgeEffects(Tidy):
         where = self.index.get(Edge(sender, receiver, via))
         return None if self.effects is None or where is None else self.effects[where]
 
+    def banded(self, edge: Edge) -> Estimate | None:
+        """The edge's effect where it has an interval (what a band over training draws); None elsewhere."""
+        effect = self.effect(edge.sender, edge.receiver, edge.via)
+        return None if effect is None or effect.low is None else effect
+
     @property
     def method(self) -> str:
         """How the edges were found, in words: every edge patched, or the screen and how many it passed on."""

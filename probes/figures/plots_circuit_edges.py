@@ -45,8 +45,7 @@ def draw_edges(ax: Axes, found: list, x_of: Callable) -> None:
     last = found[-1]
     colours = itertools.cycle([f"C{i}" for i in range(10)])
     for edge, style in zip(last.circuit, itertools.cycle(STYLES)):
-        points = [(x_of(f), f.effect(edge.sender, edge.receiver, edge.via)) for f in found]
-        points = [(s, e) for s, e in points if e is not None and e.low is not None]
+        points = [(x_of(f), e) for f in found if (e := f.banded(edge)) is not None]
         xs = [s for s, _ in points]
         colour = next(colours)
         ax.plot(xs, [e.value for _, e in points], ls=style, color=colour, lw=1.6, label=edge.name)

@@ -32,7 +32,14 @@ from induction_probes.probes.report.circuit_views import (
     graph_steps,
     series_answer,
 )
-from induction_probes.probes.report.lm_views import all_steps_of, figure_stem, header, quiet_transformers, title
+from induction_probes.probes.report.lm_views import (
+    all_steps_of,
+    figure_stem,
+    header,
+    protocol_json,
+    quiet_transformers,
+    title,
+)
 from induction_probes.probes.report.tables import figure_lines, format_table
 
 CORRUPTION = "repeated random tokens against the same sequences with their first copy of R redrawn"
@@ -65,7 +72,7 @@ def circuit_language_model(
     layered graph ``plot`` draws."""
     source = model if isinstance(model, (ModelSource, Series)) else as_source(os.fspath(model))
     settings = CircuitSettings(length, n_seqs, seed, threshold, checked, threads, marked)
-    protocol = {"length": list(length) if isinstance(length, tuple) else length, "batch": n_seqs, "seed": seed}
+    protocol = protocol_json(length, n_seqs, seed)
     quiet_transformers()
     if all_steps:
         series = all_steps_of(source, step)

@@ -43,8 +43,7 @@ def edges_chart(found: dict[int, EdgeEffects], steps: list[int]) -> Chart:
     last = found[steps[-1]]
     curves = []
     for edge in last.circuit:
-        effects = [(step, found[step].effect(edge.sender, edge.receiver, edge.via)) for step in steps]
-        kept = [(step, e) for step, e in effects if e is not None and e.low is not None]
+        kept = [(step, e) for step in steps if (e := found[step].banded(edge)) is not None]
         values = [e.value for _, e in kept]
         curves.append(
             Curve(edge.name, [s for s, _ in kept], values, [e.low for _, e in kept], [e.high for _, e in kept])
