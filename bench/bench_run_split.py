@@ -30,10 +30,10 @@ from induction_probes.circuits.training.train_loop import checkpoint_schedule, s
 PARTS = ("steps", "evaluation", "writes")
 
 
-def one_batch_outputs(self) -> torch.Tensor:
+def one_batch_outputs(self, model=None, step=None) -> torch.Tensor:
     """The evaluation forward before chunking: all sequences at once, under no_grad."""
     with torch.no_grad():
-        return self.forward(self.eval_inputs).cpu()
+        return self.forward(self.eval_inputs, model, step).cpu()
 
 
 def every_position_metrics(self, logits) -> dict:

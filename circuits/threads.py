@@ -13,6 +13,7 @@ task probing one checkpoint of a series.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -33,8 +34,12 @@ def policy_threads(model: nn.Module | HookedModel, threads: int | None = None) -
     """The thread count the policy (module docstring) gives ``model``, or ``threads`` where given (>= 1)."""
     if threads is not None:
         return require_int("threads", threads, 1)
-    parameters = sum(parameter.numel() for parameter in model.parameters())
-    return DEFAULT_THREADS if parameters >= LARGE_MODEL_PARAMETERS else 1
+    return DEFAULT_THREADS if is_large(model) else 1
+
+
+def is_large(model: nn.Module | HookedModel) -> bool:
+    """Whether ``model`` has at least :data:`LARGE_MODEL_PARAMETERS` parameters."""
+    return sum(parameter.numel() for parameter in model.parameters()) >= LARGE_MODEL_PARAMETERS
 
 
 def one_thread_for_the_process() -> None:
@@ -52,3 +57,15 @@ def thread_policy(model: nn.Module | HookedModel, threads: int | None = None) ->
         yield chosen
     finally:
         torch.set_num_threads(before)
+
+
+def spare_core(model: nn.Module, device: torch.device) -> bool:
+    """Whether a second computation can run beside this process's torch work on a core of its own: a small model
+    (one thread by the policy) computing on the CPU, with fewer torch threads than the cores the process may use."""
+    return device.type == "cpu" and not is_large(model) and torch.get_num_threads() < usable_cores()
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the system tells it, as in a container)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1

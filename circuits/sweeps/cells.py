@@ -117,6 +117,7 @@ def run_cell(root: str, cell_json: dict) -> dict:
                 resume=status == "partial",
                 progress=False,
                 device=cell_json.get("device"),
+                background=False,  # the sweep's workers fill the cores, one cell each
             )
             final_kl = run.metrics()[-1].get("last_token_kl", {}).get("true")
         result |= {"status": "trained" if status == "new" else "resumed", "final_kl": final_kl}

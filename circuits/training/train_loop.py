@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import signal
 import sys
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,6 +32,9 @@ from induction_probes.circuits.runs.layout import RESUME_FILE
 from induction_probes.circuits.runs.reader import Run, read_json, read_manifest
 from induction_probes.circuits.runs.writer import RunWriter, refuse_a_used_folder, run_config, save_tensors, write_json
 from induction_probes.circuits.tasks.task_config import EvalSet, Stream
+from induction_probes.circuits.threads import spare_core
+from induction_probes.circuits.training.checkpoint_queue import WAITING_BYTES, CheckpointQueue
+from induction_probes.circuits.training.interrupts import TrainingInterrupted, interrupts_between_steps
 from induction_probes.circuits.training.run_lock import only_writer
 from induction_probes.circuits.untrusted import CheckpointError, refuse_links
 from induction_probes.circuits.validation import require_int
@@ -64,6 +65,18 @@ def eval_chunk_size(model_config, n_seqs: int, device: torch.device | None = Non
     return max(1, min(n_seqs, EVAL_CHUNK_NUMBERS // model_config.numbers_per_sequence()))
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a checkpoint writes, taken at its step: the weights, the mean training loss since the last checkpoint
+    (None if no step trained since: the evaluation loss stands in), and the resume state's tensors and numbers."""
+
+    step: int
+    train_loss: float | None
+    weights: dict[str, Tensor]
+    resume: dict[str, Tensor]
+    resume_info: dict[str, Any]
+
+
 @dataclass
 class Trainer:
     """One run: the model, optimiser, data stream and the run directory they are saved in."""
@@ -80,30 +93,45 @@ class Trainer:
     loss_sum: float = 0.0
     loss_count: int = 0
     eval_chunk: int | None = None  # sequences per evaluation forward pass; None: eval_chunk_size's
+    queue: CheckpointQueue[Checkpoint] | None = None  # evaluates and writes checkpoints on a spare core, if any
 
     @classmethod
-    def create(cls, recipe: Recipe, writer: RunWriter, device: Device = None, eval_chunk: int | None = None) -> Trainer:
+    def create(
+        cls,
+        recipe: Recipe,
+        writer: RunWriter,
+        device: Device = None,
+        eval_chunk: int | None = None,
+        background: bool | None = False,
+    ) -> Trainer:
         """The trainer at step 0. Weights, data and the evaluation set are drawn on the CPU from the seeds
-        (the same on every device), then the model and the evaluation inputs move to ``device``."""
+        (the same on every device), then the model and the evaluation inputs move to ``device``. ``background``:
+        checkpoints are evaluated and written on a spare core (None: where :func:`spare_core` finds one)."""
         device = resolve_device(device)
         torch.manual_seed(recipe.model_seed)  # dropout draws from the global generator(s)
         model = build_model(recipe.model_config()).to(device)
         optimizer, base_rates = recipe.make_optimizer(model)
         data = recipe.task.stream(recipe.data_seed)
         eval_set = recipe.task.eval_set(recipe.eval_seqs, recipe.eval_seed)
-        return cls(recipe, writer, model, optimizer, base_rates, data, eval_set, device, eval_chunk=eval_chunk)
+        background = spare_core(model, device) if background is None else background
+        trainer = cls(recipe, writer, model, optimizer, base_rates, data, eval_set, device, eval_chunk=eval_chunk)
+        trainer.queue = CheckpointQueue(trainer.write_copy, trainer.copies_that_fit()) if background else None
+        return trainer
 
     def __post_init__(self) -> None:
         self.eval_inputs = self.eval_set.inputs.to(self.device)  # moved once, read at every checkpoint
+        self.evaluated_copy: torch.nn.Module | None = None  # the background's model, built at its first checkpoint
 
     @property
     def out(self) -> Path:
         return self.writer.path
 
-    def forward(self, inputs):
-        """The model's output, with the recipe's hooks (a clamp) in place for this step if it has any."""
-        hooks = self.recipe.training_hooks(inputs, self.step)
-        return self.model.run_with_hooks(inputs, fwd_hooks=hooks) if hooks else self.model(inputs)
+    def forward(self, inputs, model: torch.nn.Module | None = None, step: int | None = None):
+        """The output of ``model`` (default the trained one), with the recipe's hooks (a clamp) in place for
+        ``step`` (default this step) if it has any."""
+        model = self.model if model is None else model
+        hooks = self.recipe.training_hooks(inputs, self.step if step is None else step)
+        return model.run_with_hooks(inputs, fwd_hooks=hooks) if hooks else model(inputs)
 
     def train_step(self) -> None:
         recipe = self.recipe
@@ -121,40 +149,80 @@ class Trainer:
         self.loss_sum += loss.item()
         self.loss_count += 1
 
-    def eval_outputs(self) -> Float[Tensor, "batch ..."]:
-        """The model's outputs on the evaluation set, ``eval_chunk`` sequences per forward pass (any chunk
-        gives the same outputs, to the bit: each sequence's arithmetic does not depend on its batch)."""
+    def eval_outputs(self, model: torch.nn.Module | None = None, step: int | None = None) -> Float[Tensor, "batch ..."]:
+        """The outputs of ``model`` (default the trained one) on the evaluation set, ``eval_chunk`` sequences per
+        forward pass (any chunk gives the same outputs, to the bit: each sequence's arithmetic does not depend on
+        its batch)."""
         inputs = self.eval_inputs
         chunk = self.eval_chunk or eval_chunk_size(self.model.cfg, len(inputs), self.device)
         with torch.inference_mode():
-            outputs = [self.forward(inputs[start : start + chunk]) for start in range(0, len(inputs), chunk)]
+            outputs = [
+                self.forward(inputs[start : start + chunk], model, step) for start in range(0, len(inputs), chunk)
+            ]
         return torch.cat(outputs).cpu()  # scored on the CPU, in float64, whatever device ran the model
 
-    def evaluate(self) -> dict:
-        self.model.eval()
-        metrics = self.eval_set.metrics(self.eval_outputs())
-        self.model.train()
-        train_loss = self.loss_sum / self.loss_count if self.loss_count else metrics["eval_loss"]
-        self.loss_sum, self.loss_count = 0.0, 0
-        return {
-            "step": self.step,
-            "sequences_seen": self.step * self.recipe.batch_size,
-            "train_loss": train_loss,
-        } | metrics
-
-    def save_checkpoint(self) -> dict:
-        metrics = self.evaluate()
-        self.writer.add_checkpoint(self.step, self.step * self.recipe.batch_size, self.model.state_dict(), metrics)
-        self.save_resume_state()
+    def evaluate(self, model: torch.nn.Module | None = None, step: int | None = None) -> dict[str, Any]:
+        """The evaluation set's metrics of ``model`` (default the trained one) at ``step`` (default this one)."""
+        model = self.model if model is None else model
+        was_training = model.training
+        model.eval()
+        metrics = self.eval_set.metrics(self.eval_outputs(model, step))
+        model.train(was_training)
         return metrics
+
+    def save_checkpoint(self) -> dict[str, Any] | None:
+        """Evaluate and write the checkpoint of this step, then the resume state; in the background if the trainer
+        has one, while the next steps train. The metrics of the last checkpoint written (None before the first)."""
+        if self.queue is None:
+            return self.write_checkpoint(self.take_checkpoint(copy=False), self.model)
+        return self.queue.put(self.take_checkpoint(copy=True))
+
+    def finish_checkpoints(self) -> None:
+        """Wait until every checkpoint taken is written (at once, without a background)."""
+        if self.queue is not None:
+            self.queue.finish()
+
+    def take_checkpoint(self, copy: bool) -> Checkpoint:
+        """This step's checkpoint; with ``copy``, of copies that the next steps leave as they are."""
+        train_loss = self.loss_sum / self.loss_count if self.loss_count else None
+        self.loss_sum, self.loss_count = 0.0, 0
+        resume, info = self.resume_state(copy)
+        weights = {name[len("model.") :]: t for name, t in resume.items() if name.startswith("model.")}
+        return Checkpoint(self.step, train_loss, weights, resume, info)
+
+    def write_checkpoint(self, checkpoint: Checkpoint, model: torch.nn.Module) -> dict[str, Any]:
+        """Evaluate ``model``, which holds the checkpoint's weights, and write the checkpoint and its resume state."""
+        step = checkpoint.step
+        metrics = self.evaluate(model, step)
+        train_loss = metrics["eval_loss"] if checkpoint.train_loss is None else checkpoint.train_loss
+        batch = self.recipe.batch_size
+        metrics = {"step": step, "sequences_seen": step * batch, "train_loss": train_loss} | metrics
+        self.writer.add_checkpoint(step, step * batch, checkpoint.weights, metrics)
+        self.write_resume_state(checkpoint.resume, checkpoint.resume_info)
+        return metrics
+
+    def copies_that_fit(self) -> int:
+        """How many checkpoint copies may wait for the background within :data:`WAITING_BYTES` (at least 1): each
+        holds the weights and the optimiser's state, counted as Adam's, two numbers a weight."""
+        weights = sum(t.numel() * t.element_size() for t in self.model.state_dict().values())
+        return max(1, WAITING_BYTES // (3 * weights))
+
+    def write_copy(self, checkpoint: Checkpoint) -> dict[str, Any]:
+        """:meth:`write_checkpoint` in the background, on a second model loaded with the checkpoint's weights."""
+        if self.evaluated_copy is None:
+            self.evaluated_copy = build_model(self.recipe.model_config()).to(self.device).requires_grad_(False)
+        self.evaluated_copy.load_state_dict(checkpoint.weights)
+        return self.write_checkpoint(checkpoint, self.evaluated_copy)
 
     # --- resume ------------------------------------------------------------------------------------
 
-    def save_resume_state(self) -> None:
-        tensors = {f"model.{name}": t.cpu() for name, t in self.model.state_dict().items()}
+    def resume_state(self, copy: bool = False) -> tuple[dict[str, Tensor], dict[str, Any]]:
+        """The tensors and numbers a run continues from, at this step; with ``copy``, copies of the live tensors."""
+        tensors = {f"model.{name}": t.detach() for name, t in self.model.state_dict().items()}
         optim = self.optimizer.state_dict()
         for index, state in optim["state"].items():
-            tensors |= {f"optim.{index}.{key}": value.cpu() for key, value in state.items()}
+            tensors |= {f"optim.{index}.{key}": value for key, value in state.items()}
+        tensors = {name: t.clone() if copy else t for name, t in tensors.items()}
         tensors["rng.data"] = self.data.get_state()
         tensors["rng.torch"] = torch.get_rng_state()
         if self.device.type == "cuda":  # dropout on a GPU draws from its own generator
@@ -163,8 +231,15 @@ class Trainer:
             "step": self.step,
             "loss_sum": self.loss_sum,
             "loss_count": self.loss_count,
-            "param_groups": optim["param_groups"],
+            "param_groups": optim["param_groups"],  # packed anew by state_dict: numbers only
         }
+        return tensors, info
+
+    def save_resume_state(self) -> None:
+        self.write_resume_state(*self.resume_state())
+
+    def write_resume_state(self, tensors: dict[str, Tensor], info: dict[str, Any]) -> None:
+        tensors = {name: t.cpu() for name, t in tensors.items()}
         # one metadata key: safetensors writes several in no fixed order, and equal runs must give equal bytes
         state = json.dumps(info | {"sha256": state_digest(json.dumps(info), tensors)})
         save_tensors(self.out / RESUME_FILE, tensors, metadata={"state": state})
@@ -249,40 +324,6 @@ def record_device(out: Path, device: torch.device) -> None:
         write_json(out / "config.json", config | {"devices": [*devices, device_kind(device)]})
 
 
-class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C during training, raised once the run is saved at the last finished step."""
-
-    def __init__(self, step: int, out: Path):
-        super().__init__(
-            f"interrupted at step {step}; the run in {out} is saved up to there: continue it with --resume"
-        )
-        self.step, self.out = step, out
-
-
-@contextmanager
-def interrupts_between_steps():
-    """While training, Ctrl-C (SIGINT) only raises a flag that the loop reads after each finished step, so
-    that the run stops with its resume state saved instead of losing the work since the last checkpoint.
-    A second Ctrl-C interrupts at once (every file on disk is still whole: each is written by a rename).
-    Signals reach the main thread only: elsewhere (a sweep's worker thread) nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield lambda: False
-        return
-    interrupted = []
-    previous = signal.getsignal(signal.SIGINT)
-    previous = signal.default_int_handler if previous is None else previous
-
-    def note(signum, frame) -> None:
-        interrupted.append(signum)
-        signal.signal(signal.SIGINT, previous)
-
-    signal.signal(signal.SIGINT, note)
-    try:
-        yield lambda: bool(interrupted)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def progress_bar(total: int, initial: int, description: str, enabled: bool):
     """A tqdm bar; into a log (stderr not a terminal) it writes at most one line per 10 % of the work."""
     into_log = (
@@ -302,6 +343,7 @@ def train_run(
     progress: bool = True,
     device: Device = None,
     eval_chunk: int | None = None,
+    background: bool | None = None,
 ) -> Run:
     """Train (or, with ``resume``, continue) a run in ``out`` and return it opened.
 
@@ -310,7 +352,9 @@ def train_run(
     step in progress, saves the run there and raises :class:`TrainingInterrupted`. ``device`` (default
     cpu) is where the model trains; a resumed run may continue on another one. ``eval_chunk`` is how many
     evaluation sequences go through the model at once (default: :func:`eval_chunk_size`); it changes
-    the memory and the time an evaluation takes, never its numbers.
+    the memory and the time an evaluation takes, never its numbers. ``background`` evaluates and writes the
+    checkpoints on a spare core while training goes on (None: where :func:`spare_core` finds one); it changes the
+    time a run takes, never its files.
     """
     out = Path(out)
     device = resolve_device(device)  # a device this machine lacks is refused before anything is written
@@ -323,7 +367,7 @@ def train_run(
     if not resume:
         refuse_a_used_folder(out)  # before the lock: a refused run leaves the folder exactly as it was
     with only_writer(out):
-        trainer = start_or_continue(recipe, out, resume, device, eval_chunk=eval_chunk)
+        trainer = start_or_continue(recipe, out, resume, device, eval_chunk=eval_chunk, background=background)
         recipe = trainer.recipe
         last = recipe.steps if stop_after is None else min(stop_after, recipe.steps)
         schedule = set(checkpoint_schedule(recipe.steps, recipe.n_checkpoints))
@@ -334,10 +378,11 @@ def train_run(
                 while trainer.step < last and not interrupted():
                     trainer.train_step()
                     bar.update(1)
-                    if trainer.step in schedule:
-                        bar.set_postfix_str(recipe.task.progress(trainer.save_checkpoint()), refresh=False)
+                    if trainer.step in schedule and (metrics := trainer.save_checkpoint()) is not None:
+                        bar.set_postfix_str(recipe.task.progress(metrics), refresh=False)
         finally:
             bar.close()
+            trainer.finish_checkpoints()  # every checkpoint taken is written, whatever stopped the loop
         trainer.save_resume_state()
     if trainer.step < last:
         raise TrainingInterrupted(trainer.step, out)

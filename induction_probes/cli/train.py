@@ -11,6 +11,7 @@ import induction_probes.probes.report.info_views as info_views
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.recipes.recipe import seeds_from
 from induction_probes.circuits.recipes.task_kinds import recipe_entries, recipe_entry
+from induction_probes.circuits.training.interrupts import TrainingInterrupted
 from induction_probes.cli.common import (
     PROG,
     Parser,
@@ -49,7 +50,7 @@ def run_train(args: argparse.Namespace) -> str:
     options = {"resume": args.resume, "stop_after": args.stop_after, "device": device_of(args)}
     try:
         run = training.train_run(recipe, args.out, **options)
-    except training.TrainingInterrupted as interrupt:  # main prints this line and exits 130
+    except TrainingInterrupted as interrupt:  # main prints this line and exits 130
         again = shlex.join([PROG, "train", args.recipe, "--out", str(args.out), "--resume"])
         raise KeyboardInterrupt(
             f"interrupted at step {interrupt.step}, which is saved: continue with {again}"

@@ -93,6 +93,12 @@ def test_same_seeds_give_byte_identical_files(tmp_path, tiny_run):
     assert run_files(c.path)["metrics.jsonl"] != run_files(a.path)["metrics.jsonl"]
 
 
+def test_checkpoints_written_in_the_background_or_in_turn_are_the_same_bytes(tmp_path):
+    in_turn = train_run(TINY, tmp_path / "in-turn", progress=False, background=False)
+    beside = train_run(TINY, tmp_path / "beside", progress=False, background=True)
+    assert every_file(beside.path) == every_file(in_turn.path)  # resume/ too: copies were taken at their steps
+
+
 @pytest.mark.parametrize("stop", [13, 20])  # between checkpoints, and on one
 def test_resume_reproduces_an_uninterrupted_run(tmp_path, stop, tiny_run):
     whole = tiny_run
@@ -102,7 +108,8 @@ def test_resume_reproduces_an_uninterrupted_run(tmp_path, stop, tiny_run):
     assert run_files(resumed.path) == run_files(whole.path)
 
 
-def test_a_crash_while_saving_leaves_only_complete_checkpoints(tmp_path, monkeypatch, tiny_run):
+@pytest.mark.parametrize("background", [False, True])
+def test_a_crash_while_saving_leaves_only_complete_checkpoints(tmp_path, monkeypatch, tiny_run, background):
     whole = tiny_run
     real_save = checkpoint_module.save_tensors
     calls = {"n": 0}
@@ -117,7 +124,7 @@ def test_a_crash_while_saving_leaves_only_complete_checkpoints(tmp_path, monkeyp
 
     monkeypatch.setattr(checkpoint_module, "save_tensors", crash_on_the_fifth_weights_file)
     with pytest.raises(KeyboardInterrupt):
-        train_run(TINY, tmp_path / "crashed", progress=False)
+        train_run(TINY, tmp_path / "crashed", progress=False, background=background)
     monkeypatch.setattr(checkpoint_module, "save_tensors", real_save)
 
     crashed = Run.open(tmp_path / "crashed")
@@ -154,8 +161,9 @@ def written_paths(tmp_path, monkeypatch) -> list[str]:
     return names
 
 
+@pytest.mark.parametrize("background", [False, True])
 def test_killed_at_any_write_point_of_the_first_or_a_later_checkpoint_resume_finishes_byte_for_byte(
-    tmp_path, monkeypatch, tiny_run
+    tmp_path, monkeypatch, tiny_run, background
 ):
     whole = every_file(tiny_run.path)
     names = written_paths(tmp_path, monkeypatch)
@@ -175,7 +183,7 @@ def test_killed_at_any_write_point_of_the_first_or_a_later_checkpoint_resume_fin
         out = tmp_path / f"killed-{point}"
         monkeypatch.setattr(atomic_writes.os, "replace", die_at_the_write_point)
         with pytest.raises(Killed):
-            train_run(TINY, out, progress=False)
+            train_run(TINY, out, progress=False, background=background)
         monkeypatch.setattr(atomic_writes.os, "replace", real_replace)
         if (out / "config.json").exists():
             train_run(None, out, resume=True, progress=False)
