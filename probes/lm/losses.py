@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import HookedModel
 
 LOSS_NUMBERS = 1 << 23  # logits one slice of the loss holds (32 MiB of float32; fastest here at 2 GPT-2 rows)
+# Positions and logit columns one block of :func:`streamed_loss` holds: 512 × 2,048 float32 logits, 4 MiB, a core's
+# L2 cache here. Measured on GPT-2 small's unembedding at 928 positions, 2 threads: 0.27 s, against 0.38 s for whole
+# rows of 50,257 logits, two sequences at a time; 464 to 928 rows and 2,048 to 4,096 columns ran alike.
+LOSS_ROWS, VOCAB_BLOCK = 512, 2048
 UNEMBED_INPUT = "unembed.hook_in"  # a TransformerBridge's final normalised residual, what the unembedding reads
 
 
@@ -55,19 +59,71 @@ def unembedded_loss(
     tokens: Int[Tensor, "batch pos"],
     scored: Bool[Tensor, "batch pos_1"] | None = None,
 ) -> Float[Tensor, "batch pos_1"]:
-    """:func:`per_token_loss` of ``model.unembed(final)``, a few sequences at a time, so that at most
-    LOSS_NUMBERS logits exist at once (they stay in the processor's cache). ``scored``: the entries wanted; the
-    others are NaN, their logits never computed (the unembedding is most of a pass: a GPT-2 position's 50,257
-    logits cost five blocks)."""
+    """:func:`per_token_loss` of ``model.unembed(final)``, computed only at the ``scored`` entries (NaN elsewhere; the
+    unembedding is most of a pass: a GPT-2 position's 50,257 logits cost five blocks). Where the unembedding is the
+    linear map its weights say (checked on one position), by :func:`streamed_loss`; otherwise a few positions at a
+    time, so that at most LOSS_NUMBERS logits exist at once."""
     wanted = torch.ones(tokens.shape[0], tokens.shape[1] - 1, dtype=torch.bool) if scored is None else scored
     losses = torch.full(wanted.shape, math.nan, dtype=torch.float64)
-    rows = max(1, LOSS_NUMBERS // (final.shape[1] * model.cfg.d_vocab))
+    rows = final[:, :-1][wanted.to(final.device)]
+    targets = tokens[:, 1:][wanted].to(final.device)
     with torch.no_grad():
-        for first in range(0, len(final), rows):
-            part = slice(first, first + rows)
-            columns = wanted[part].any(0).nonzero().squeeze(-1)  # the entries any of these sequences needs
-            logits = model.unembed(final[part][:, columns.to(final.device)])
-            losses[part, columns] = next_token_loss(logits, tokens[part][:, columns + 1]).cpu()
+        weights = linear_unembedding(model, rows[:1])
+        if weights is not None:
+            losses[wanted] = streamed_loss(rows, targets, *weights).cpu()
+            return losses
+        at_once = max(1, LOSS_NUMBERS // model.cfg.d_vocab)
+        for first in range(0, len(rows), at_once):
+            part = slice(first, first + at_once)
+            losses[wanted.nonzero()[part].unbind(-1)] = next_token_loss(
+                model.unembed(rows[part][None])[0], targets[part]
+            ).cpu()
+    return losses
+
+
+def linear_unembedding(
+    model: HookedModel, probe: Float[Tensor, "row d_model"]
+) -> tuple[Float[Tensor, "d_model d_vocab"], Float[Tensor, " d_vocab"] | None] | None:
+    """``(W_U, b_U)`` where ``model.unembed(x)`` is x W_U + b_U, as on ``probe`` to float32 rounding; else None."""
+    unembed = model.unembed
+    weight, bias = getattr(unembed, "W_U", None), getattr(unembed, "b_U", None)
+    if not isinstance(weight, Tensor) or not (bias is None or isinstance(bias, Tensor)) or not len(probe):
+        return None
+    expected = unembed(probe[None])[0]  # as a pass gives it: [batch, pos, d_model]
+    linear = probe @ weight + (0 if bias is None else bias)
+    same = expected.shape == linear.shape and torch.allclose(linear, expected, rtol=1e-4, atol=1e-4)
+    return (weight, bias) if same else None
+
+
+def streamed_loss(
+    rows: Float[Tensor, "row d_model"],
+    targets: Int[Tensor, " row"],
+    weight: Float[Tensor, "d_model d_vocab"],
+    bias: Float[Tensor, " d_vocab"] | None,
+) -> Float[Tensor, " row"]:
+    """−log softmax(rows W + b)[target] of each row, as :func:`next_token_loss` takes it, with the log-sum-exp over
+    blocks of VOCAB_BLOCK logits and a running maximum (the online softmax, Milakov & Gimelshein 2018): LOSS_ROWS
+    rows' block stays in the processor's cache while its maximum and exponentials are taken, where a row's
+    50,257 logits would not. The target's logit is taken in float64."""
+    chosen = torch.einsum("rd,dr->r", rows.double(), weight[:, targets].double())
+    if bias is not None:
+        chosen = chosen + bias[targets].double()
+    parts = []
+    for first in range(0, len(rows), LOSS_ROWS):
+        part = rows[first : first + LOSS_ROWS]
+        peak = torch.full((len(part),), -math.inf, dtype=part.dtype, device=part.device)
+        total = torch.zeros_like(peak)
+        for column in range(0, weight.shape[1], VOCAB_BLOCK):
+            logits = part @ weight[:, column : column + VOCAB_BLOCK]
+            if bias is not None:
+                logits += bias[column : column + VOCAB_BLOCK]
+            new_peak = torch.maximum(peak, logits.amax(-1))
+            total = total * torch.exp(peak - new_peak) + torch.exp(logits - new_peak[:, None]).sum(-1)
+            peak = new_peak
+        parts.append(peak + total.log())
+    losses = torch.cat(parts).double() - chosen
+    if not bool(torch.isfinite(losses).all()):
+        raise Overflow("the forward pass overflows: the logits are not finite (weights beyond float32's range?)")
     return losses
 
 
