@@ -101,9 +101,6 @@ class TaskView:
     report: ReportView | str
     html: HtmlView | str
 
-    def get(self, part: str) -> Callable[..., Any]:
-        return code_object(getattr(self, part))
-
 
 @dataclass(frozen=True)
 class RecipeEntry:

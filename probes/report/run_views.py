@@ -19,6 +19,8 @@ JSON-ready dict. The functions below dispatch to the run's view."""
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +35,15 @@ import induction_probes.probes.report.task_views as task_views
 from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.paths import path_argument, plot_folder
-from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, TaskView
+from induction_probes.circuits.recipes.task_kinds import (
+    TASK_KINDS,
+    AblateView,
+    HtmlView,
+    ProbeView,
+    ReportView,
+    TaskView,
+    code_object,
+)
 from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.report.run_ablation_series import run_series_view
@@ -69,10 +79,27 @@ def probed_run(run: RunOrPath):
     return run
 
 
-def view_of(run: Run) -> TaskView:
+@dataclass(frozen=True)
+class ResolvedView:
+    """A :class:`TaskView` whose functions are all resolved (none a ``"module:function"`` reference any more),
+    called by name: ``view_of(run).probe(...)``."""
+
+    probe: ProbeView
+    ablate: AblateView
+    report: ReportView
+    html: HtmlView
+
+
+@functools.cache
+def resolved(view: TaskView) -> ResolvedView:
+    """``view`` with each ``"module:function"`` resolved, once per view."""
+    return ResolvedView(*(code_object(getattr(view, part.name)) for part in fields(ResolvedView)))
+
+
+def view_of(run: Run) -> ResolvedView:
     """The view of the run's task: the package's own tasks', one a kind from outside gives, or the task view."""
     kind = TASK_KINDS.get(run.task.name)
-    return TASK_VIEWS.get(kind.task) or kind.view or TASK_VIEW
+    return resolved(TASK_VIEWS.get(kind.task) or kind.view or TASK_VIEW)
 
 
 def probe_report(
@@ -94,7 +121,7 @@ def probe_report(
         steps = run.steps
     steps = run.saved_steps(steps)
     plot = plot_folder(plot)
-    return view_of(run).get("probe")(run, steps, n_seqs, seed, device=device, plot=plot, as_json=as_json)
+    return view_of(run).probe(run, steps, n_seqs, seed, device=device, plot=plot, as_json=as_json)
 
 
 def ablation_report(
@@ -124,11 +151,11 @@ def ablation_report(
         head_sets = [
             head_ablation.parse_heads(head_sets, cfg.n_layers, lambda layer: head_ablation.heads_in_layer(cfg, layer))
         ]
-    step = run.entry(step)["step"]
-    model = run.load(step=step, device=device)
+    saved_step: int = run.entry(step)["step"]
+    model = run.load(step=saved_step, device=device)
     head_sets = head_ablation.single_heads(model) if head_sets is None else head_sets
-    ablate = view_of(run).get("ablate")
-    return ablate(run, model, head_sets, step, mode, n_seqs, seed, device=device, plot=plot, as_json=as_json)
+    ablate = view_of(run).ablate
+    return ablate(run, model, head_sets, saved_step, mode, n_seqs, seed, device=device, plot=plot, as_json=as_json)
 
 
 def run_report(
@@ -143,7 +170,7 @@ def run_report(
     there (refused first where the view has none), its path a last line of the text or ``report`` in the JSON."""
     run = reader.as_run(run)
     page = html_report(run, html, device) if html is not None else None
-    report = view_of(run).get("report")(run, device=device, plot=plot_folder(plot), as_json=as_json)
+    report = view_of(run).report(run, device=device, plot=plot_folder(plot), as_json=as_json)
     if page is None:
         return report
     return report | {"report": str(page)} if as_json else f"{report}\nreport: {page}"
@@ -151,4 +178,5 @@ def run_report(
 
 def html_report(run: RunOrPath, directory: Path, device: Device = None) -> Path:
     """The run's one-page HTML report, written into ``directory`` (every figure embedded); its path."""
-    return view_of(run).get("html")(run, path_argument("directory", directory), device)
+    run = reader.as_run(run)
+    return view_of(run).html(run, path_argument("directory", directory), device)
