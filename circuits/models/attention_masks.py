@@ -5,7 +5,7 @@ averages, Edelman et al. §3). The model, the constructions and the probes share
 from __future__ import annotations
 
 import torch
-from jaxtyping import Int
+from jaxtyping import Bool, Int
 from torch import Tensor
 
 
@@ -16,13 +16,13 @@ def previous_tokens(tokens: Int[Tensor, "batch pos"], first_is_self: bool = Fals
     return torch.cat([first, tokens[:, :-1]], dim=1)
 
 
-def causal_mask(n_pos: int, device: torch.device | str = "cpu") -> torch.BoolTensor:  # [query, key]: j ≤ i
+def causal_mask(n_pos: int, device: torch.device | str = "cpu") -> Bool[Tensor, "query_pos key_pos"]:  # j ≤ i
     return torch.ones(n_pos, n_pos, dtype=torch.bool, device=device).tril()
 
 
 def matching_keys(
     tokens: Int[Tensor, "batch pos"], previous: Int[Tensor, "batch pos"] | None = None
-) -> torch.BoolTensor:
+) -> Bool[Tensor, "batch query_pos key_pos"]:
     """[batch, query, key]: the keys j ≤ i whose previous token equals the query's, x_{j−1} = x_i; their
     tokens x_j are the samples of "what follows x_i" that a statistical induction head averages.
     ``previous`` defaults to :func:`previous_tokens` (key 0 never matches)."""

@@ -66,3 +66,46 @@ class HookedModel(Protocol):
     def __call__(self, *args: Any, **kwargs: Any) -> Float[Tensor, ...]: ...
 
     def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]: ...
+
+
+class Blocks(Protocol):
+    """A model's transformer blocks, by layer (an ``nn.ModuleList``): each with ``ln1`` and ``attn`` (``W_Q``,
+    ``W_K``, ``W_V``, ``W_O``), read by TransformerLens's names, and untyped here since the classes' blocks differ."""
+
+    def __getitem__(self, layer: int, /) -> Any: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def __len__(self) -> int: ...
+
+
+class WeightedConfig(ModelConfig, Protocol):
+    """A :class:`ModelConfig` with the widths weight-reading probes divide by."""
+
+    @property
+    def d_model(self) -> int: ...
+
+    @property
+    def d_head(self) -> int: ...
+
+
+@runtime_checkable
+class WeightedModel(HookedModel, Protocol):
+    """A :class:`HookedModel` whose weights a probe reads by TransformerLens's names: ``blocks``, the embedding
+    ``W_E``, the unembedding ``W_U`` and ``ln_final``. Our HookedTransformer and a TransformerBridge meet it; the
+    minimal model (no blocks) does not."""
+
+    @property
+    def cfg(self) -> WeightedConfig: ...
+
+    @property
+    def blocks(self) -> Blocks: ...
+
+    @property
+    def W_E(self) -> Float[Tensor, "d_vocab d_model"]: ...
+
+    @property
+    def W_U(self) -> Float[Tensor, "d_model d_vocab"]: ...
+
+    @property
+    def ln_final(self) -> torch.nn.Module: ...

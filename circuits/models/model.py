@@ -22,20 +22,23 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from jaxtyping import Float, Int, Shaped
+from jaxtyping import Bool, Float, Int, Shaped
 from torch import Tensor, nn
 from transformer_lens import HookedRootModule
-from transformer_lens.hook_points import HookPoint
+from transformer_lens.hook_points import HookPoint, LensHandle
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.model_config import DTYPES, HookedTransformerConfig, dtype_name  # noqa: F401 (the model's config lives beside it)
 from induction_probes.circuits.models.tl_interface import FactoredCircuits, TransformerLensInterface
 
 
-def softmax_over_allowed(scores: Tensor, allowed: torch.BoolTensor) -> Float[Tensor, "batch head query_pos key_pos"]:
+def softmax_over_allowed(
+    scores: Tensor, allowed: Bool[Tensor, "query_pos key_pos"]
+) -> Float[Tensor, "batch head query_pos key_pos"]:
     """Softmax over the last dimension of ``scores`` that are −inf where not ``allowed``; a query with no
     allowed key at all (the first under a strict mask) gets a row of zeros instead of NaN."""
     has_key = allowed.any(-1, keepdim=True)
@@ -53,10 +56,10 @@ class SwitchedHookPoint(HookPoint):
     def is_on(self) -> bool:
         return bool(getattr(self.cfg, self.switch))
 
-    def add_hook(self, hook, dir="fwd", *args, **kwargs) -> None:
+    def add_hook(self, hook, dir: Literal["fwd", "bwd"] = "fwd", *args, **kwargs) -> LensHandle:
         if not self.is_on():
             raise BadInput(f"{self.name} fires only with {self.switch}: call model.set_{self.switch}(True) first")
-        super().add_hook(hook, dir, *args, **kwargs)
+        return super().add_hook(hook, dir, *args, **kwargs)
 
 
 class LayerNorm(nn.Module):
@@ -78,6 +81,12 @@ class LayerNorm(nn.Module):
 
 
 class Attention(FactoredCircuits, nn.Module):
+    # buffers, registered in __init__: key distances i − j (clamped at 0), the keys each query may attend, and the
+    # mask as an added bias (0 or −inf)
+    distance: Tensor
+    allowed: Tensor
+    mask_bias: Tensor
+
     def __init__(self, cfg: HookedTransformerConfig, layer: int):
         super().__init__()
         n_heads, d_model, d_head = cfg.heads(layer), cfg.d_model, cfg.d_head
@@ -202,12 +211,12 @@ class Attention(FactoredCircuits, nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, cfg: HookedTransformerConfig):
+    def __init__(self, d_model: int, d_mlp: int):
         super().__init__()
-        self.W_in = nn.Parameter(torch.empty(cfg.d_model, cfg.d_mlp))
-        self.b_in = nn.Parameter(torch.zeros(cfg.d_mlp))
-        self.W_out = nn.Parameter(torch.empty(cfg.d_mlp, cfg.d_model))
-        self.b_out = nn.Parameter(torch.zeros(cfg.d_model))
+        self.W_in = nn.Parameter(torch.empty(d_model, d_mlp))
+        self.b_in = nn.Parameter(torch.zeros(d_mlp))
+        self.W_out = nn.Parameter(torch.empty(d_mlp, d_model))
+        self.b_out = nn.Parameter(torch.zeros(d_model))
         self.hook_pre, self.hook_post = HookPoint(), HookPoint()  # [batch, pos, d_mlp]
 
     def forward(self, x: Tensor) -> Float[Tensor, "batch pos d_model"]:
@@ -221,7 +230,7 @@ class TransformerBlock(nn.Module):
         norm = (lambda: LayerNorm(cfg)) if cfg.normalization == "LN" else nn.Identity
         self.ln1, self.attn = norm(), Attention(cfg, layer)
         if cfg.d_mlp is not None:
-            self.ln2, self.mlp = norm(), MLP(cfg)
+            self.ln2, self.mlp = norm(), MLP(cfg.d_model, cfg.d_mlp)
             self.hook_mlp_out = HookPoint()
         self.dropout = nn.Dropout(cfg.dropout)
         self.hook_resid_pre, self.hook_attn_out = HookPoint(), HookPoint()  # [batch, pos, d_model]
@@ -251,6 +260,25 @@ class TransformerBlock(nn.Module):
         return self.hook_resid_post(resid)
 
 
+class Weights(nn.Module):
+    """Parameters under TransformerLens's names (``embed.W_E``, ``pos_embed.W_pos``, ``unembed.W_U`` and ``b_U``),
+    created in the order given, uninitialised (``W_*``) or zero (biases); the model computes with them. Read by name
+    they are tensors, which a plain ``nn.Module``'s attributes are not to a type checker."""
+
+    def __init__(self, **shapes: tuple[int, ...]):
+        super().__init__()
+        for name, shape in shapes.items():
+            self.register_parameter(
+                name, nn.Parameter(torch.empty(shape) if name.startswith("W_") else torch.zeros(shape))
+            )
+
+    def __getattr__(self, name: str) -> Tensor:
+        value = super().__getattr__(name)  # its parameters (and buffers, if given any): tensors, never modules
+        if not isinstance(value, Tensor):
+            raise AttributeError(f"{type(self).__name__} holds tensors, and {name} is none")
+        return value
+
+
 class HookedTransformer(TransformerLensInterface, HookedRootModule):
     """Attention-first transformer with TransformerLens names; see the module docstring for the maths."""
 
@@ -261,20 +289,17 @@ class HookedTransformer(TransformerLensInterface, HookedRootModule):
         super().__init__()
         # the model's own config, shared by its layers: its device and hook switches change with the model
         cfg = self.cfg = copy.copy(cfg)
-        self.embed: nn.Module = nn.Module()
-        self.embed.W_E = nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model))
+        self.embed: Weights = Weights(W_E=(cfg.d_vocab, cfg.d_model))
         self.hook_embed: HookPoint = HookPoint()  # [batch, pos, d_model]
         if cfg.positional == "standard":
-            self.pos_embed: nn.Module = nn.Module()
-            self.pos_embed.W_pos = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model))
+            self.pos_embed: Weights = Weights(W_pos=(cfg.n_ctx, cfg.d_model))
             self.hook_pos_embed: HookPoint = HookPoint()  # [batch, pos, d_model]
         self.dropout: nn.Dropout = nn.Dropout(cfg.dropout)
         self.blocks: nn.ModuleList = nn.ModuleList(TransformerBlock(cfg, layer) for layer in range(cfg.n_layers))
         self.ln_final: LayerNorm | nn.Identity = LayerNorm(cfg) if cfg.normalization == "LN" else nn.Identity()
-        self.unembed: nn.Module = nn.Module()
-        self.unembed.W_U = nn.Parameter(torch.empty(cfg.d_model, cfg.d_vocab_out))
-        if cfg.use_bias:
-            self.unembed.b_U = nn.Parameter(torch.zeros(cfg.d_vocab_out))
+        self.unembed: Weights = Weights(
+            W_U=(cfg.d_model, cfg.d_vocab_out), **({"b_U": (cfg.d_vocab_out,)} if cfg.use_bias else {})
+        )
         self.init_weights()
         self.to(cfg.torch_dtype)
         self.setup()

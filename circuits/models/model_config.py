@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import torch
 
@@ -44,8 +44,10 @@ class HookedTransformerConfig(Config):
     n_ctx: int
     d_vocab: int
     n_heads: int = 1
-    d_head: int | None = None  # default d_model // n_heads
-    d_vocab_out: int | None = None  # default d_vocab
+    # None (the default) is derived in __post_init__, d_model // n_heads and d_vocab: a built config always holds an
+    # int, which is the type its readers see
+    d_head: int = cast(int, None)
+    d_vocab_out: int = cast(int, None)
     layer_heads: tuple[int, ...] | None = None
     positional: str | tuple[str, ...] = "relative"
     mask: str | tuple[str, ...] = "causal"
@@ -196,6 +198,10 @@ class HookedTransformerConfig(Config):
     n_key_value_heads = None  # no grouped-query attention
     final_rms = False
     eps: ClassVar[float] = 1e-5  # a class constant, not a field: ClassVar keeps it out of the dataclass's fields
+    # TransformerLens's hook switches (set per config in __post_init__, never saved): class-level declarations only,
+    # which keep them out of the fields as eps is kept
+    use_split_qkv_input: ClassVar[bool]
+    use_attn_in: ClassVar[bool]
 
     @property
     def attn_only(self) -> bool:

@@ -9,7 +9,7 @@ and logit attribution read exactly these attributes (README, "TransformerLens's 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 import torch
 from jaxtyping import Float
@@ -23,16 +23,32 @@ from induction_probes.circuits.models.tl_tokens import TokenInterface
 from induction_probes.circuits.names import head_label
 
 
+class AttentionWeights(Protocol):
+    """What :class:`FactoredCircuits` reads of the class it is mixed into."""
+
+    @property
+    def W_Q(self) -> Float[Tensor, "... head d_model d_head"]: ...
+
+    @property
+    def W_K(self) -> Float[Tensor, "... head d_model d_head"]: ...
+
+    @property
+    def W_V(self) -> Float[Tensor, "... head d_model d_head"]: ...
+
+    @property
+    def W_O(self) -> Float[Tensor, "... head d_head d_model"]: ...
+
+
 class FactoredCircuits:
     """QK = W_Q W_Kᵀ and OV = W_V W_O of every head, factored as TransformerLens's FactoredMatrix, for the
     W_Q, W_K, W_V, W_O of the class: one attention layer's [heads, ...] or a model's [layers, heads, ...]."""
 
     @property
-    def QK(self) -> FactoredMatrix:
+    def QK(self: AttentionWeights) -> FactoredMatrix:
         return FactoredMatrix(self.W_Q, self.W_K.transpose(-2, -1))
 
     @property
-    def OV(self) -> FactoredMatrix:
+    def OV(self: AttentionWeights) -> FactoredMatrix:
         return FactoredMatrix(self.W_V, self.W_O)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -26,6 +27,8 @@ TokenIds = Tensor | Sequence[int] | Sequence[Sequence[int]]
 
 class TokenInterface:
     """Needs ``cfg`` (``input_type``, ``n_ctx``, ``d_vocab``) and a forward pass giving logits."""
+
+    cfg: Any  # the model's config, whatever its class (declared for the type checker: the model sets it)
 
     tokenizer = None  # as a TransformerLens model built from a config without one: these models have none
 

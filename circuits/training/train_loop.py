@@ -209,10 +209,11 @@ class Trainer:
 
     def write_copy(self, checkpoint: Checkpoint) -> dict[str, Any]:
         """:meth:`write_checkpoint` in the background, on a second model loaded with the checkpoint's weights."""
-        if self.evaluated_copy is None:
-            self.evaluated_copy = build_model(self.recipe.model_config()).to(self.device).requires_grad_(False)
-        self.evaluated_copy.load_state_dict(checkpoint.weights)
-        return self.write_checkpoint(checkpoint, self.evaluated_copy)
+        copy = self.evaluated_copy
+        if copy is None:
+            copy = self.evaluated_copy = build_model(self.recipe.model_config()).to(self.device).requires_grad_(False)
+        copy.load_state_dict(checkpoint.weights)
+        return self.write_checkpoint(checkpoint, copy)
 
     # --- resume ------------------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from induction_probes.probes.progress.progress_measures import (
 from induction_probes.probes.tidy import Tidy, comparison_records
 
 if TYPE_CHECKING:
-    from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.models.hooked_model import WeightedModel
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def signature_failures(result: Prop21Comparison) -> list[str]:
     return problems
 
 
-def token_matching_matrix(model: HookedModel, tokens: Tensor, k: int) -> Float[Tensor, "k k"]:
+def token_matching_matrix(model: WeightedModel, tokens: Tensor, k: int) -> Float[Tensor, "k k"]:
     """Mean content score q_i·k_j/√d_head of layer 1 over the pairs j ≤ i with x_i = a and x_{j−1} = b.
 
     Measured on the model's own activations, so LayerNorm, the layer-0 output and any basis change
@@ -122,7 +122,7 @@ def token_matching_matrix(model: HookedModel, tokens: Tensor, k: int) -> Float[T
     return matrix
 
 
-def ov_circuit(model: HookedModel) -> Float[Tensor, "k k"]:
+def ov_circuit(model: WeightedModel) -> Float[Tensor, "k k"]:
     """W_E (through layer 1's LayerNorm, if any) W_V W_O (through the final LayerNorm's centring and
     gain, if any) W_U for layer 1's head: what attending to token a adds to the logit of b. The
     LayerNorms' positive scale factors are left out; they change no sign and no argmax."""
@@ -134,7 +134,7 @@ def ov_circuit(model: HookedModel) -> Float[Tensor, "k k"]:
     return (through_final_norm(model, out) @ model.W_U.double()).detach()
 
 
-def compare_with_prop21(model: HookedModel, tokens: Tensor, k: int, c: float = 100.0) -> Prop21Comparison:
+def compare_with_prop21(model: WeightedModel, tokens: Tensor, k: int, c: float = 100.0) -> Prop21Comparison:
     """Trained ``model`` against Proposition 2.1 at scale ``c`` on the same ``tokens``."""
     analytic = load_construction(*prop21(k, c, model.cfg.n_ctx, model.cfg.dtype))
     _, trained_patterns = run_with_patterns(model, tokens)
@@ -168,7 +168,7 @@ def compare_with_prop21(model: HookedModel, tokens: Tensor, k: int, c: float = 1
     )
 
 
-def comparison_warnings(model: HookedModel, k: int) -> list[str]:
+def comparison_warnings(model: WeightedModel, k: int) -> list[str]:
     """Caveats of the comparison (:mod:`induction_probes.probes.progress.crossing_caveats`): progress measures at or
     past their
     threshold at initialisation, and the measures that count tokens out of k."""
@@ -176,7 +176,7 @@ def comparison_warnings(model: HookedModel, k: int) -> list[str]:
     return progress_warnings(model, initial_model_of(model)) + counted
 
 
-def progress_below_threshold(model: HookedModel) -> dict[str, tuple[float, float]]:
+def progress_below_threshold(model: WeightedModel) -> dict[str, tuple[float, float]]:
     """The calibrated progress measures (:mod:`induction_probes.probes.progress.progress_measures`) that ``model`` has
     not brought halfway
     from chance to the construction; none where they do not apply."""

@@ -11,10 +11,10 @@ from jaxtyping import Float
 from torch import Tensor
 
 if TYPE_CHECKING:
-    from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.models.hooked_model import WeightedModel
 
 
-def through_final_norm(model: HookedModel, out: Tensor) -> Float[Tensor, "... d_model"]:
+def through_final_norm(model: WeightedModel, out: Tensor) -> Float[Tensor, "... d_model"]:
     """``out`` (rows in the residual stream) through the final LayerNorm's centring and gain, if the model
     has one; its positive per-row scale is left out: it changes no sign and no argmax of the logits."""
     if not hasattr(model.ln_final, "w"):

@@ -48,7 +48,7 @@ from induction_probes.probes.progress.logit_space import shift_free, through_fin
 from induction_probes.probes.tidy import Tidy, progress_records
 
 if TYPE_CHECKING:
-    from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.models.hooked_model import HookedModel, WeightedModel
 
 SCALAR_MEASURES = ("previous_token_match", "k_composition_match", "ov_copying_accuracy", "ov_copying_score")
 COMPOSITION_MODES = ("Q", "K", "V")
@@ -138,7 +138,7 @@ def head_outputs(attn, normed: Tensor) -> Float[Tensor, "head row d_model"]:
     return out
 
 
-def layer1_residuals(model: HookedModel) -> Float[Tensor, "k k d_model"]:
+def layer1_residuals(model: WeightedModel) -> Float[Tensor, "k k d_model"]:
     """[x, y, d_model]: the residual entering layer 1 at a position holding x after y, with every layer-0
     head attending wholly to the previous token."""
     W_E = model.W_E.detach()
@@ -157,7 +157,7 @@ def project(block, residual: Tensor, weight: Tensor, bias: str) -> Float[Tensor,
     return out
 
 
-def previous_token_match(model: HookedModel) -> list[float]:
+def previous_token_match(model: WeightedModel) -> list[float]:
     block = model.blocks[0]
     q = project(block, model.W_E, block.attn.W_Q, "b_Q")  # [head, a, d_head]
     scores = torch.einsum("hae,hde->had", q, block.attn.W_rel) / model.cfg.d_head**0.5
@@ -166,7 +166,7 @@ def previous_token_match(model: HookedModel) -> list[float]:
     return at_distance_1.mean(dim=(1, 2)).tolist()
 
 
-def k_composition_match(model: HookedModel, residual: Tensor) -> list[float]:
+def k_composition_match(model: WeightedModel, residual: Tensor) -> list[float]:
     block = model.blocks[1]
     q = project(block, residual, block.attn.W_Q, "b_Q").mean(2)  # [head, a, d_head], mean over the previous token
     k = project(block, residual, block.attn.W_K, "b_K").mean(1)  # [head, b, d_head], mean over the key's own token
@@ -174,7 +174,7 @@ def k_composition_match(model: HookedModel, residual: Tensor) -> list[float]:
     return torch.softmax(scores, -1).diagonal(dim1=-2, dim2=-1).mean(-1).tolist()
 
 
-def ov_circuits(model: HookedModel, residual: Tensor) -> Float[Tensor, "head k k"]:
+def ov_circuits(model: WeightedModel, residual: Tensor) -> Float[Tensor, "head k k"]:
     """[head, a, b]: what attending to a position holding a adds to the logit of b, per layer-1 head,
     through the final LayerNorm's centring and gain (its positive scale changes no argmax or sign)."""
     block = model.blocks[1]
@@ -196,7 +196,7 @@ def folded(block, weight: Tensor) -> Float[Tensor, "head d_model d_head"]:
     return (centre * block.ln1.w) @ weight
 
 
-def composition(model: HookedModel) -> dict[str, list[list[float]]]:
+def composition(model: WeightedModel) -> dict[str, list[list[float]]]:
     """{mode: [layer-0 head][layer-1 head]} by TransformerLens's ``composition_scores``."""
     first, second = model.blocks[0], model.blocks[1]
     left = FactoredMatrix(folded(first, first.attn.W_V), first.attn.W_O)  # [h0, d_model, d_model]
@@ -209,7 +209,7 @@ def composition(model: HookedModel) -> dict[str, list[list[float]]]:
     return {mode: composition_scores(left, right[mode], broadcast_dims=True).tolist() for mode in COMPOSITION_MODES}
 
 
-def progress_measures(model: HookedModel, step: int = -1) -> ProgressMeasures:
+def progress_measures(model: WeightedModel, step: int = -1) -> ProgressMeasures:
     """Every progress measure of ``model`` (see the module docstring)."""
     reason = unmeasurable_reason(model)
     if reason:

@@ -11,17 +11,18 @@ from typing import TYPE_CHECKING
 from induction_probes.circuits.runs.reader import Run
 
 if TYPE_CHECKING:
-    from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.models.hooked_model import WeightedModel
 
 ATTENTION_MAPS = ("W_Q", "W_K")
 
 
-def tracked_weights(model: HookedModel) -> dict:
+def tracked_weights(model: WeightedModel) -> dict:
     """The tensors :func:`weight_curves` follows, by name, in float64: the positions (``W_pos``, ``W_rel_layerL``,
     ``alibi_layerL``: the ALiBi slopes) and the attention maps ``W_Q_layerL`` and ``W_K_layerL``."""
     tracked = {}
-    if hasattr(model, "pos_embed"):
-        tracked["W_pos"] = model.pos_embed.W_pos
+    pos_embed = getattr(model, "pos_embed", None)  # absolute positions only
+    if pos_embed is not None:
+        tracked["W_pos"] = pos_embed.W_pos
     for layer, block in enumerate(model.blocks):
         if getattr(block.attn, "W_rel", None) is not None:
             tracked[f"W_rel_layer{layer}"] = block.attn.W_rel

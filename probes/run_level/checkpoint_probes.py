@@ -34,7 +34,7 @@ from induction_probes.probes.progress.progress_measures import ProgressMeasures,
 from induction_probes.probes.tidy import Tidy, gaussian_records, probe_records
 
 if TYPE_CHECKING:
-    from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.models.hooked_model import WeightedModel
     from induction_probes.circuits.tasks.gaussian.sequences import GaussianEvalSet
 
 QUERY_0 = "blocks.0.attn.hook_q"  # one forward pass also feeds layer 0's positional profile
@@ -84,7 +84,7 @@ class CheckpointProbes(Tidy):
         return probe_records(self, sequences_seen)
 
 
-def probe_model(model: HookedModel, eval_set: MarkovEvalSet, step: int = -1, chunk: int = 100) -> CheckpointProbes:
+def probe_model(model: WeightedModel, eval_set: MarkovEvalSet, step: int = -1, chunk: int = 100) -> CheckpointProbes:
     """The registered attention probes (:mod:`~induction_probes.probes.attention.probe_registry`) and the behaviour
     probes of
     ``model`` on the evaluation set.

@@ -46,7 +46,7 @@ from induction_probes.probes.sweeps.task_summary import summarize_task_sweep
 from induction_probes.probes.sweeps.toy_summary import summarize_toy_sweep
 
 if TYPE_CHECKING:
-    from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.models.hooked_model import WeightedModel
 
 PROFILE_DISTANCES = 21  # the positional profile's distances kept per run: the even/odd measures read 2..20
 TRANSITION_KL_LEVEL = 0.05  # nats; markov-k3's KL(bigram ‖ model) is 0.13 on the plateau and 0.017 at the end
@@ -96,7 +96,7 @@ def run_x(run: Run, count: str | None) -> list[float]:
     return x
 
 
-def final_probes(model: HookedModel, tokens) -> dict:
+def final_probes(model: WeightedModel, tokens) -> dict:
     """Every registered probe's scores of every head at the final checkpoint (previous-token and bigram-matching
     among them), and the distance at which each layer-0 head's positional profile peaks and its mass there (for
     relative positions)."""
@@ -109,7 +109,7 @@ def final_probes(model: HookedModel, tokens) -> dict:
     return probes
 
 
-def has_relative_positions(model: HookedModel) -> bool:
+def has_relative_positions(model: WeightedModel) -> bool:
     return getattr(model.blocks[0].attn, "W_rel", None) is not None
 
 
