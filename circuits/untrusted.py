@@ -23,9 +23,12 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import TypeVar
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.limits import MAX_TEXT_BYTES
+
+Finite = TypeVar("Finite")  # what require_finite returns: what it was given
 
 
 class CheckpointError(BadInput):
@@ -124,7 +127,7 @@ def not_a_number(constant: str):
     raise NotFiniteError(constant)
 
 
-def require_finite(value: object, what: str) -> object:
+def require_finite(value: Finite, what: str) -> Finite:
     """``value`` (a number, or dicts and lists of them) if every number in it is finite; else a
     :class:`NotFiniteError` naming where the first one that is not sits."""
     where = first_not_finite(value)

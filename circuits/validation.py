@@ -46,7 +46,7 @@ def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
     try:
         return shortened(repr(value), limit)
     except ValueError:  # an integer with more digits than Python turns into text
-        return f"an integer of {value.bit_length():,} bits"
+        return f"an integer of {value.bit_length():,} bits" if isinstance(value, int) else "a value too long to show"
     except RecursionError:
         return f"a {type(value).__name__} nested too deeply to show"
 

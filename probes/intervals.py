@@ -49,7 +49,7 @@ class Estimate:
 
     @property
     def half_width(self) -> float | None:
-        return None if self.low is None else (self.high - self.low) / 2
+        return None if self.low is None or self.high is None else (self.high - self.low) / 2
 
     def to_json(self) -> dict[str, float | int | None]:
         return {"value": self.value, "low": self.low, "high": self.high, "n": self.n, "level": self.level}

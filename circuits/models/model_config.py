@@ -187,10 +187,11 @@ class HookedTransformerConfig(Config):
 
     @property
     def torch_dtype(self) -> torch.dtype:
-        return self.dtype
+        """``dtype``, which construction makes a torch dtype (a name only in JSON)."""
+        return self.dtype if isinstance(self.dtype, torch.dtype) else DTYPES[self.dtype]
 
     def to_dict(self) -> dict[str, Any]:
-        return super().to_dict() | {"dtype": dtype_name(self.dtype)}
+        return super().to_dict() | {"dtype": dtype_name(self.torch_dtype)}
 
     # --- what TransformerLens's analysis tools read from a config, under their names ---------------
 
@@ -256,7 +257,7 @@ class MixedHeadsConfig(HookedTransformerConfig):
 
     def to_dict(self) -> dict[str, Any]:
         values = {f.name: self.__dict__[f.name] for f in dataclasses.fields(self)}
-        return values | {"dtype": dtype_name(self.dtype)}
+        return values | {"dtype": dtype_name(self.torch_dtype)}
 
 
 def transformer_config(**fields) -> HookedTransformerConfig:

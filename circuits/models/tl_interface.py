@@ -76,7 +76,7 @@ class TransformerLensInterface(KnowsItsDevice, HookChecks, TokenInterface, Facto
             return super().__getattr__(name)
         except AttributeError:
             attribute = getattr(type(self), name, None)
-            if isinstance(attribute, property):
+            if isinstance(attribute, property) and attribute.fget is not None:
                 attribute.fget(self)  # raises the property's own AttributeError
             raise
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the signatures' types: a run, a model and what probing a ru
     from induction_probes.circuits.devices import Device
     from induction_probes.circuits.models.hooked_model import HookedModel
     from induction_probes.circuits.runs.reader import Run
-    from induction_probes.probes.run_level.run_probes import RunProbes
+    from induction_probes.probes.run_level.run_probes import CheckpointResult, RunProbes
 
     Shown = str | dict[str, Any]  # a view's answer: the command's text, or with as_json its JSON-ready dict
 
@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # the signatures' types: a run, a model and what probing a ru
 class RunProbe(Protocol):
     """How a task's runs are probed: every one of ``steps`` on ``eval_set`` (None: the probe set's default)."""
 
-    def __call__(self, run: Run, eval_set: Any, steps: list[int], device: Device, /) -> RunProbes: ...
+    def __call__(self, run: Run, eval_set: Any, steps: list[int], device: Device, /) -> RunProbes[CheckpointResult]: ...
 
 
 class ProbeView(Protocol):

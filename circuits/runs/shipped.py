@@ -37,7 +37,8 @@ def resolve_run(run: str | os.PathLike) -> Path:
     path = Path(run)
     if path.is_dir():
         return path
-    if os.sep not in str(run) and str(run) in shipped_run_names():
-        return shipped_runs_dir() / str(run)
+    directory = shipped_runs_dir()
+    if directory is not None and os.sep not in str(run) and str(run) in shipped_run_names():
+        return directory / str(run)
     shipped = ", ".join(shipped_run_names()) or "none"
     raise CheckpointError(f"no run directory or shipped run named {quoted(str(run))} (shipped runs: {shipped})")

@@ -9,14 +9,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from induction_probes.circuits.config import Config
 
 if TYPE_CHECKING:
-    from jaxtyping import Float, UInt8
+    from jaxtyping import Float, Shaped, UInt8
     from torch import Tensor
 
 
 class EvalSet(Protocol):
     """A fixed set of sequences with what a model's outputs on them are compared against."""
 
-    inputs: Tensor
+    @property
+    def inputs(self) -> Shaped[Tensor, "batch ..."]: ...  # read only: a field or a property
 
     def metrics(self, outputs: Tensor) -> dict[str, Any]: ...
 

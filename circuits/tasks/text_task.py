@@ -139,20 +139,32 @@ class TextTask(TaskConfig):
         if not isinstance(self.sha256, str) or not SHA256.fullmatch(self.sha256):
             raise BadInput(f"sha256 must be 64 lower-case hexadecimal digits, got {quoted(self.sha256)}")
         require_int("n_bytes", self.n_bytes, 1)
-        shortest = min(self.split(), self.n_bytes - self.split())
+        shortest = min(self.split(), self.size() - self.split())
         if shortest < self.seq_len + 1:
             raise BadInput(
-                f"{self.file} has {self.n_bytes:,} bytes: its training and held-out parts must each hold a window "
+                f"{self.file} has {self.size():,} bytes: its training and held-out parts must each hold a window "
                 f"of seq_len + 1 = {self.seq_len + 1} bytes (the shorter has {shortest:,})"
             )
 
+    def size(self) -> int:
+        """``n_bytes``, which construction fills in from the file where it was not given."""
+        if self.n_bytes is None:
+            raise BadInput(f"the text task of {self.file} does not know its length")
+        return self.n_bytes
+
+    def checksum(self) -> str:
+        """``sha256``, which construction fills in from the file where it was not given."""
+        if self.sha256 is None:
+            raise BadInput(f"the text task of {self.file} does not know its SHA-256")
+        return self.sha256
+
     def split(self) -> int:
         """The first held-out byte: the training text is everything before it."""
-        return math.floor(self.n_bytes * (1.0 - self.held_out))
+        return math.floor(self.size() * (1.0 - self.held_out))
 
     def tokens(self, part: str) -> UInt8[Tensor, " byte"]:
         """The bytes of the ``"train"`` or ``"held_out"`` part of the run's own text."""
-        data = own_corpus(self.file, self.sha256, self.n_bytes)
+        data = own_corpus(self.file, self.checksum(), self.size())
         cut = self.split()
         return torch.frombuffer(bytearray(data[:cut] if part == "train" else data[cut:]), dtype=torch.uint8)
 
@@ -161,7 +173,7 @@ class TextTask(TaskConfig):
         return self.seq_len * (BYTES + self.seq_len)
 
     def describe(self) -> str:
-        return f"text {Path(self.file).name} ({self.n_bytes:,} bytes, sha256 {self.sha256[:12]}), T={self.seq_len}"
+        return f"text {Path(self.file).name} ({self.size():,} bytes, sha256 {self.checksum()[:12]}), T={self.seq_len}"
 
     def progress(self, metrics: dict) -> str:
         return f"eval loss {metrics['eval_loss']:.4f} nats/byte"

@@ -118,6 +118,8 @@ def die_with_driver() -> None:
     """SIGTERM to this worker once the driver is gone: a daemon thread waits on multiprocessing's pipe from
     the driver, which is closed when the driver dies (already closed if it died first)."""
     driver = multiprocessing.parent_process()
+    if driver is None:  # not a child of multiprocessing: no driver to outlive
+        return
 
     def wait_then_stop() -> None:
         driver.join()

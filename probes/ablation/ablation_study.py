@@ -105,7 +105,7 @@ def gaussian_ablation_study(
     n_seqs: int = PROBE_SEQS,
     seed: int = PROBE_SEED,
     device: Device = None,
-) -> tuple[float, list[tuple[list[tuple[int, int]], float]]]:
+) -> tuple[RelativeMse, list[tuple[list[tuple[int, int]], RelativeMse]]]:
     """Relative MSE of a Gaussian-task model at the last position, clean and with each head set ablated
     (the Gaussian counterpart of :func:`ablation_study`, MSE in place of KL), each a :class:`RelativeMse` with its
     interval over the sequences."""

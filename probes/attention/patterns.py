@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from induction_probes.circuits.devices import model_device
@@ -174,7 +174,7 @@ def bigram_matching_score(
     pattern: Float[Tensor, "batch head query_pos key_pos"],
     tokens: Int[Tensor, "batch pos"],
     skip_first_key: bool = False,
-    match: torch.BoolTensor | None = None,
+    match: Bool[Tensor, "batch query_pos key_pos"] | None = None,
 ) -> tuple[Tensor, Tensor, float]:
     """(mass [head], ideal [head], fraction of queries with a match) for one layer.
 
@@ -192,7 +192,7 @@ def bigram_matching_sums(
     pattern: Float[Tensor, "batch head query_pos key_pos"],
     tokens: Int[Tensor, "batch pos"],
     skip_first_key: bool = False,
-    match: torch.BoolTensor | None = None,
+    match: Bool[Tensor, "batch query_pos key_pos"] | None = None,
 ) -> tuple[Float[Tensor, "batch head"], Float[Tensor, "batch head"], Float[Tensor, " batch"]]:
     """Per sequence, the sums over its queries that have a matching key of the attention mass on matching keys
     and of 1 − TV to uniform over them, and the count of those queries: the scores of

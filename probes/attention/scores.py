@@ -109,6 +109,6 @@ def joined_per_sequence(parts: list) -> tuple[list[Tensor], Tensor] | None:
 def score_intervals(score: Score) -> list[tuple[Float[Tensor, " head"], Float[Tensor, " head"]]]:
     """Each layer's (low, high) over sequences, from the score's per-sequence parts (NaN without them)."""
     if score.per_sequence is None:
-        return [(torch.full_like(v, math.nan, dtype=torch.float64),) * 2 for v in score.values]
+        return [(nan := torch.full_like(v, math.nan, dtype=torch.float64), nan) for v in score.values]
     sums, count = score.per_sequence
     return [bootstrap_ratio_intervals(layer, count)[1:] for layer in sums]

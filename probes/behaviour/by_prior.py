@@ -24,15 +24,13 @@ from torch import Tensor
 from induction_probes.circuits.defaults import PROBE_SEED
 from induction_probes.circuits.devices import model_device
 from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.runs.reader import Run, run_task
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.tasks.markov.prior_registry import SIMPLE_PRIORS
 from induction_probes.probes.behaviour.icl_behaviour import behaviour
 
 if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import HookedModel
-
-if TYPE_CHECKING:
-    from induction_probes.circuits.runs.reader import Run
 
 CHUNK = 100  # sequences per forward pass: the attention patterns of a chunk stay small
 
@@ -76,8 +74,8 @@ def evaluate_run_on_priors(
     run: Run, priors: tuple[str, ...], n_seqs: int = 500, seed: int = PROBE_SEED, step: int | None = None
 ) -> dict[str, dict[str, Any]]:
     """Per prior, :func:`evaluate_on_prior` of the run's checkpoint at ``step`` (default: the last)."""
-    priors = prior_names(priors)
+    priors, task = prior_names(priors), run_task(run, MarkovTask)
     for prior in priors:  # every name checked before the checkpoint is read
-        prior_task(run.task, prior)
+        prior_task(task, prior)
     model = run.load(step=step)
-    return {prior: evaluate_on_prior(model, run.task, prior, n_seqs, seed) for prior in priors}
+    return {prior: evaluate_on_prior(model, task, prior, n_seqs, seed) for prior in priors}

@@ -21,6 +21,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import seaborn as sns
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
@@ -132,6 +133,16 @@ def meaningful(value: float, scale: float, digits: int = 2) -> str:
     decimals = digits - 1 - math.floor(math.log10(abs(scale)))
     rounded = round(value, decimals)
     return f"{rounded:.{max(decimals, 0)}f}" if rounded != 0 else "0"
+
+
+def error_bars(values: list[float], bounds: list[tuple[float | None, float | None]]) -> np.ndarray | None:
+    """[2, bars]: each bar's distance down and up to the ends of its interval ``bounds``; None where a bar has
+    none."""
+    known = [(low, high) for low, high in bounds if low is not None and high is not None]
+    if len(known) < len(values):
+        return None
+    down = [value - low for value, (low, _) in zip(values, known)]
+    return np.array([down, [high - value for value, (_, high) in zip(values, known)]])
 
 
 def with_sequences(metrics: list[dict]) -> list[dict]:

@@ -14,6 +14,7 @@ from matplotlib.patches import Patch
 from induction_probes.circuits.models.attention_masks import matching_keys
 from induction_probes.probes.figures import plots
 from induction_probes.probes.figures.plots import (
+    error_bars,
     figure_name,
     heads_label,
     log_limits,
@@ -50,9 +51,7 @@ def interval_errors(behaviours: list, measure: str, values: list[float]) -> np.n
     """[2, bars]: each bar's distance down and up to the ends of its 95 % interval over the sequences on
     ``measure`` (a ``Behaviour``'s ``intervals``); None where a bar has none (one sequence)."""
     estimates = [getattr(b, "intervals", {}).get(measure) for b in behaviours]
-    if any(e is None or e.low is None for e in estimates):
-        return None
-    return np.array([[v - e.low for v, e in zip(values, estimates)], [e.high - v for v, e in zip(values, estimates)]])
+    return error_bars(values, [(None, None) if e is None else (e.low, e.high) for e in estimates])
 
 
 def plot_ablation_bars(baseline, results: list, strategy_kl: dict[str, float], title: str, path: Path) -> Path:
@@ -125,13 +124,7 @@ def plot_error_bars(rows: list[tuple[str, float]], title: str, path: Path) -> Pa
     of predicting the mean (1)."""
     theme()
     values = [value for _, value in rows]
-    bounds = [(getattr(v, "low", None), getattr(v, "high", None)) for v in values]
-    known = all(low is not None for low, _ in bounds)
-    errors = (
-        np.array([[v - low for v, (low, _) in zip(values, bounds)], [high - v for v, (_, high) in zip(values, bounds)]])
-        if known
-        else None
-    )
+    errors = error_bars(values, [(getattr(v, "low", None), getattr(v, "high", None)) for v in values])
     fig, ax = plots.subplots(figsize=(max(6, 1.2 * len(rows) + 1.5), 4.4))
     bars = ax.bar([label for label, _ in rows], values, yerr=errors, capsize=4, color="tab:gray", width=0.6)
     ax.bar_label(bars, labels=[f"{value:.3g}" for value in values], fontsize=plots.KEY_FONT, padding=3)

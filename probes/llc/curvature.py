@@ -53,11 +53,11 @@ def sampled_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
 def full_loss(model: nn.Module, loss_fn, data, create_graph: bool = False) -> Float[Tensor, ""]:
     """The mean loss over all of ``data``, in chunks of :data:`CHUNK` samples, weighted by their sizes."""
     n = len(data[0])
-    total = 0.0
+    total: Tensor | float = 0.0
     for start in range(0, n, CHUNK):
         batch = tuple(t[start : start + CHUNK] for t in data)
         total = total + loss_fn(model, batch) * (len(batch[0]) / n)
-    return total
+    return torch.as_tensor(total)  # the last sum itself, its graph kept
 
 
 def split(data: tuple[Tensor, ...], count: int = SUBSETS) -> list[tuple[Tensor, ...]]:
@@ -237,11 +237,11 @@ def saddle(point: dict) -> str | None:
         (point.get("lambda_min"), point.get("lambda_min_stderr")),
         (held_out.get("curvature"), held_out.get("stderr")),
     ]
-    if any(
-        value is None or stderr is None or not value < -max(SADDLE_Z * stderr, resolution) for value, stderr in tests
-    ):
-        return None
     (full, full_se), (value, stderr) = tests
+    if full is None or full_se is None or value is None or stderr is None:
+        return None
+    if not all(curvature < -max(SADDLE_Z * se, resolution) for curvature, se in ((full, full_se), (value, stderr))):
+        return None
     return (
         f"not a minimum: a saddle, most negative curvature {full:.3g} ± {full_se:.3g} against λ_max "
         f"{lambda_max:.3g} ({-full / full_se:.3g} standard errors over {len(point['subsets'])} subsets), "

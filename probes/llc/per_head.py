@@ -103,7 +103,7 @@ class BlockView(nn.Module):
 
     def weights(self) -> dict[str, Tensor]:
         """The model's parameters with the block's entries replaced by the free ones (differentiable in them)."""
-        full = dict(self.base.named_parameters())
+        full: dict[str, Tensor] = dict(self.base.named_parameters())
         for (name, row), free in zip(self.block.entries, self.free):
             frozen = full[name]
             full[name] = free if row is None else torch.cat([frozen[:row], free[None], frozen[row + 1 :]])

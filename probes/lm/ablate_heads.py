@@ -226,14 +226,19 @@ class Replacements:
     ):
         self.mode = mode
         self.z: dict[int, Tensor] = {}
-        if mode != "zero":
-            tokens = reference.tokens.to(model_device(model))
-            chunks = [reference_z(model, part, layers) for part in tokens.split(chunk_size(model, tokens.shape[1]))]
-            self.z = {layer: torch.cat([chunk[layer] for chunk in chunks]) for layer in layers}
+        self.picks: Tensor | None = None
+        if mode == "zero":
+            return
+        if reference is None:
+            raise BadInput(f"{mode} ablation needs reference sequences")
+        tokens = reference.tokens.to(model_device(model))
+        chunks = [reference_z(model, part, layers) for part in tokens.split(chunk_size(model, tokens.shape[1]))]
+        self.z = {layer: torch.cat([chunk[layer] for chunk in chunks]) for layer in layers}
         if mode == "mean":
             self.z = {layer: z.mean(dim=(0, 1)) for layer, z in self.z.items()}  # [head, d_head]
-        generator = torch.Generator().manual_seed(seed)
-        self.picks = torch.randint(0, len(reference.tokens), (n,), generator=generator) if mode == "resample" else None
+        else:
+            generator = torch.Generator().manual_seed(seed)
+            self.picks = torch.randint(0, len(reference.tokens), (n,), generator=generator)
 
     def rows(self, layer: int, heads: list[int], rows: range, z: Tensor) -> Float[Tensor, "batch pos head d_head"]:
         """The replacement of ``heads``' z at ``layer`` for the probed sequences ``rows``, shaped as ``z`` there."""

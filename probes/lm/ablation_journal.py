@@ -146,7 +146,7 @@ def parse_loss(path: Path, line: dict, n: int) -> tuple[Key, InductionLoss]:
         isinstance(h, list) and len(h) == 2 and all(type(v) is int and 0 <= v < 1 << 31 for v in h) for h in heads
     )
     numbers = all(isinstance(p, list) and len(p) == n and all(type(v) is float for v in p) for p in parts)
-    if not (pairs and numbers):
+    if not isinstance(heads, list) or not (pairs and numbers):
         raise BadInput(f"{path} holds an entry that is not {n} sequences' losses of a head set: {quoted(heads)}")
     key = tuple((layer, head) for layer, head in heads)
     return key, InductionLoss(*(torch.tensor(p, dtype=torch.float64) for p in parts))

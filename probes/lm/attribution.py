@@ -243,11 +243,11 @@ def per_sequence_attributions(
     smaller by the L + 1 gradients of every pattern they hold."""
     if mode not in SCREEN_MODES:
         raise BadInput(f"attribution patching screens zero and mean ablation, not {str(mode)[:200]!r}")
-    if mode == "mean" and reference is None:
-        raise BadInput("mean ablation needs reference sequences")
     model = as_hooked(model)
     targets = None
     if mode == "mean":
+        if reference is None:
+            raise BadInput("mean ablation needs reference sequences")
         layers = set(range(model.cfg.n_layers))
         targets = {layer: z.mean(dim=(0, 1)) for layer, z in reference_z(model, reference.tokens, layers).items()}
     n, size = repeated.tokens.shape[0], chunk_size(model, repeated.tokens.shape[1])

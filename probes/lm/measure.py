@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
@@ -112,7 +112,8 @@ class HeadScores:
 
     @property
     def shape(self) -> tuple[int, int]:
-        return tuple(self.induction.value.shape)
+        layers, heads = self.induction.value.shape
+        return layers, heads
 
     def heads(self) -> list[tuple[int, int]]:
         n_layers, n_heads = self.shape
@@ -159,7 +160,9 @@ def at_queries(pattern: Tensor, positions: Tensor, keys: Tensor) -> Float[Tensor
     return pattern[rows, :, positions, keys]
 
 
-def masked_mean(values: Float[Tensor, "batch query_pos ..."], valid: torch.BoolTensor) -> Float[Tensor, "batch ..."]:
+def masked_mean(
+    values: Float[Tensor, "batch query_pos ..."], valid: Bool[Tensor, "batch query_pos"]
+) -> Float[Tensor, "batch ..."]:
     """The mean over each sequence's real queries (``valid``), for every trailing entry."""
     weights = valid.double().reshape(*valid.shape, *([1] * (values.dim() - 2)))
     return (values.double() * weights).sum(1) / weights.sum(1)
@@ -218,12 +221,12 @@ def copying_per_sequence(
 
 
 def patterns_and_more(
-    model: HookedModel, tokens: Tensor, extra: list[str], logits: bool = True
+    model: HookedModel, tokens: Tensor, extra: list[str], with_logits: bool = True
 ) -> tuple[Tensor | None, list[Tensor], dict[str, Tensor]]:
-    """Logits (None without ``logits``: the pass stops at the last pattern), every layer's pattern and the
+    """Logits (None without ``with_logits``: the pass stops at the last pattern), every layer's pattern and the
     activations named in ``extra``, from one pass."""
     names = [pattern_hook(layer) for layer in range(model.cfg.n_layers)]
-    logits, captured = run_with_captures(model, tokens, names + extra, output=logits)
+    logits, captured = run_with_captures(model, tokens, names + extra, output=with_logits)
     return logits, [captured[name] for name in names], captured
 
 
@@ -249,7 +252,7 @@ def control_pass(model: HookedModel, repeated: RepeatedTokens, rows: slice) -> F
     """Per sequence of ``rows`` of the control: [layer, head, 1 + distance]: the induction offset's attention,
     then the distance profile."""
     part = repeated.rows(rows)
-    _, patterns, _ = patterns_and_more(model, part.control, [], logits=False)
+    _, patterns, _ = patterns_and_more(model, part.control, [], with_logits=False)
     per_layer = [torch.cat([offset_scores(p, part)[..., None], distance_profile(p, part)], -1) for p in patterns]
     return torch.stack(per_layer, 1)
 

@@ -74,6 +74,8 @@ class RepeatedTokens:
     @property
     def length_range(self) -> tuple[int, int]:
         """The protocol's shortest and longest |R| (a chunk's own lengths lie within them)."""
+        if self.bounds is None:  # set at construction from the lengths, which are refused if there are none
+            raise BadInput("repeated tokens with no sequence have no |R| range")
         return self.bounds
 
     def scored(self) -> Bool[Tensor, "batch pos_1"]:
@@ -88,7 +90,7 @@ class RepeatedTokens:
             mask[rows, where[counted] - 1] = True
         return mask
 
-    def second_copy(self) -> tuple[Int[Tensor, "batch query_pos"], torch.BoolTensor]:
+    def second_copy(self) -> tuple[Int[Tensor, "batch query_pos"], Bool[Tensor, "batch query_pos"]]:
         """The positions of each sequence's second R, padded to the longest: [batch, L_max] positions and the
         mask of those that are real (a sequence with a shorter R has fewer queries)."""
         longest = int(self.lengths.max())

@@ -97,7 +97,7 @@ def loss_entry(k3: MarkovFacts) -> Entry:
     plateau_kl = min(
         m["last_token_kl"]["true"] for m in k3.metrics if plateau.first_step <= m["step"] <= plateau.last_step
     )
-    transition = k3.transition.first_sequences
+    transition = k3.required_transition().first_sequences
     ours = (
         f"markov-k3: lowest KL on the unigram plateau {plateau_kl:.3f} "
         f"(unigram strategy {k3.baselines['unigram']:.3f}); "

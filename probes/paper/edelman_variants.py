@@ -274,11 +274,10 @@ def spectrum_verdict(result: dict) -> tuple[str, str]:
     p0, p1 = result["conditions"]["p0"], result["conditions"]["p1"]
     moves_on = p1["transition"]["n_reached"] == p1["n_seeds"]
     test = comparison_if_any(result, "plateau", "p0", "p1")
-    plateau = test["difference"] if test else {"low": None, "high": None}  # p1 − p0; none: no plateau in both
-    longer = (moves_on and p0["transition"]["n_reached"] < p0["n_seeds"]) or (
-        plateau["high"] is not None and plateau["high"] < 0
-    )
-    if plateau["low"] is not None and plateau["low"] > 0:
+    # the interval of p1 − p0; none: no plateau in both
+    low, high = (test["difference"]["low"], test["difference"]["high"]) if test else (None, None)
+    longer = (moves_on and p0["transition"]["n_reached"] < p0["n_seeds"]) or (high is not None and high < 0)
+    if low is not None and low > 0:
         return DIFFER, "the unigram plateau is longer at p = 1 than at p = 0"
     if moves_on and longer:
         return AGREE, ""

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from induction_probes.circuits.defaults import PAGE_SEQS, PROBE_SEED
+from induction_probes.circuits.errors import BadInput
 from induction_probes.probes.attention.patterns import chance_scores, run_with_patterns
 from induction_probes.probes.behaviour.icl_behaviour import (
+    Phase,
     even_sequence,
     illustrative_steps,
     log_spread_steps,
@@ -50,7 +52,7 @@ class MarkovFacts:
     name: str
     run: Run
     metrics: list[dict]
-    phases: list
+    phases: list[Phase]
     baselines: dict[str, float]
     baseline_sd: dict[str, float]
     n_eval: int
@@ -64,9 +66,16 @@ class MarkovFacts:
         return self.metrics[-1]
 
     @property
-    def transition(self):
+    def transition(self) -> Phase | None:
         """The phase that starts with the last change of closest strategy (None without one)."""
         return self.phases[-1] if len(self.phases) > 1 else None
+
+    def required_transition(self) -> Phase:
+        """:attr:`transition`, for a figure drawn around it: refused where the run never changes strategy."""
+        transition = self.transition
+        if transition is None:
+            raise BadInput(f"{self.name} stays closest to {self.phases[0].strategy} throughout: no transition to draw")
+        return transition
 
     def entry(self, step: int) -> dict:
         return next(m for m in self.metrics if m["step"] == step)
@@ -105,8 +114,9 @@ def probe_steps(facts: MarkovFacts) -> list[int]:
     saved = set(facts.run.steps)
     seen = {m["step"]: m["sequences_seen"] for m in facts.metrics if m["step"] in saved}
     steps = log_spread_steps(seen) | set(facts.shown)
-    if facts.transition is not None:
-        steps.add(min(facts.run.steps, key=lambda step: abs(step - facts.transition.first_step)))
+    transition = facts.transition
+    if transition is not None:
+        steps.add(min(facts.run.steps, key=lambda step: abs(step - transition.first_step)))
     return sorted(steps)
 
 
@@ -152,7 +162,8 @@ def draw_minimal(facts: MarkovFacts, directory: Path) -> None:
 def around_transition(facts: MarkovFacts) -> list[int]:
     """The plateau's illustrative step, the probed step nearest the transition, and the last step: the three
     times of Edelman et al.'s positional-encoding panels."""
-    nearest = min(facts.probes, key=lambda step: abs(step - facts.transition.first_step))
+    first = facts.required_transition().first_step
+    nearest = min(facts.probes, key=lambda step: abs(step - first))
     return [facts.shown[1], nearest, facts.shown[-1]]
 
 

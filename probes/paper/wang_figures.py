@@ -145,24 +145,42 @@ def draw_toy(name: str, directory: Path) -> tuple[ToyRecipe, list[dict], ToyPhas
     return recipe, history, phases, plot_toy(history, phases, title, directory / f"toy_{name}.png")
 
 
-def phases_text(phases) -> str:
+def phases_text(phases: ToyPhases) -> str:
     return (
         f"phase I ends at step {phases.end_of_I}, the plateau (II) at {phases.end_of_II} (length {phases.plateau}), "
         f"the emergence (III) at {phases.end_of_III}"
     )
 
 
+FOUR_PHASES = (  # where in Wang et al. and what it says
+    "Fig. 2 (toy, §5)",
+    "Four phases: the 4-gram part is learned fast (I) while the induction loss stays flat, a long plateau (II), the "
+    "abrupt emergence of the induction head (III), convergence (IV).",
+)
+
+
 def toy_entries(directory: Path) -> list[Entry]:
     recipe, history, phases, figure = draw_toy("gd", directory)
     source = ["experiments/results/toy/gd/metrics.jsonl"]
+    if phases is None:  # nothing to place in phases that did not appear
+        return [
+            Entry(
+                PAPER,
+                FOUR_PHASES[0],
+                FOUR_PHASES[1],
+                "no four phases: see the figure",
+                DIFFER,
+                "the losses of this run do not show all four phases (the plateau or the emergence is missing)",
+                [figure],
+                source,
+            )
+        ]
     at = {h["step"]: h for h in history}
     end_i = at[phases.end_of_I]
     flat = end_i["loss_induction"] > 0.9 * history[0]["loss_induction"]
     four = Entry(
         PAPER,
-        "Fig. 2 (toy, §5)",
-        "Four phases: the 4-gram part is learned fast (I) while the induction "
-        "loss stays flat, a long plateau (II), the abrupt emergence of the induction head (III), convergence (IV).",
+        *FOUR_PHASES,
         f"L = {recipe.seq_len}, σ = {recipe.sigma:g}, gradient descent on all six parameters: {phases_text(phases)}; "
         f"induction loss {history[0]['loss_induction']:.3f} at step 0, {end_i['loss_induction']:.3f} at the end "
         f"of phase I, {history[-1]['loss_induction']:.1e} at the end",

@@ -120,7 +120,7 @@ def construction_effects(run: Run, contrast: MarkovContrast, threshold: float) -
     """Prop. 2.1's construction for the run's task, patched on the same sequences; None where the run's model has
     another shape than the construction's two layers of one head."""
     cfg = run.model_config
-    if cfg.n_layers != 2 or any(heads != 1 for heads in cfg.layer_heads) or cfg.d_mlp is not None:
+    if cfg.n_layers != 2 or any(cfg.heads(layer) != 1 for layer in range(cfg.n_layers)) or cfg.d_mlp is not None:
         return None
     model = load_construction(*prop21(run.task.k, CONSTRUCTION_C, run.task.seq_len, "float32"))
     return edge_effects(model, contrast, None, threshold)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from induction_probes.circuits.runs.reader import RunOrPath, as_run
+from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
 from induction_probes.probes.report.tables import format_table
 
 
@@ -42,7 +42,7 @@ def describe_model(model_class: str, model: dict) -> str:
     return "HookedTransformer: " + ", ".join(str(part) for part in parts)
 
 
-def info_text(run: RunOrPath, step: int | None = None) -> str:
+def info_text(run: Run, step: int | None = None) -> str:
     """Task, recipe, architecture, checkpoint steps and final metrics of a run; loads the checkpoint at
     ``step`` (default the last), which verifies its sha256 and its shapes against the config."""
     model = run.load(step=step)

@@ -18,7 +18,7 @@ from induction_probes.probes.report.html import paragraph, section, write_page
 from induction_probes.probes.report.markov_probe_views import plot_probes, probe_text, probe_trajectory, progress_text
 from induction_probes.probes.report.markov_views import report_text
 from induction_probes.probes.report.verify_views import comparison_text, figure_steps, plot_comparison
-from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
+from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_markov_run
 
 if TYPE_CHECKING:
     from induction_probes.circuits.devices import Device
@@ -38,7 +38,7 @@ def phases_section(run: Run, directory: Path) -> str:
 
 
 def probes_section(run: Run, steps: list[int], probe_set, directory: Path, device: Device = None) -> str:
-    results = list(probe_run(run, probe_set, steps, device=device))
+    results = list(probe_markov_run(run, probe_set, run.saved_steps(steps), device))
     progress = [r.progress for r in results if r.progress is not None]
     text = "\n\n".join(
         [probe_text(run, results[-1]), probe_trajectory(results)] + ([progress_text(run, progress)] if progress else [])

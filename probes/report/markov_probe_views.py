@@ -18,7 +18,7 @@ from induction_probes.probes.figures.plots_circuit import plot_attention_heatmap
 from induction_probes.probes.figures.plots_progress import plot_progress_measures
 from induction_probes.probes.progress.progress_measures import threshold_crossings
 from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
-from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
+from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_markov_run
 
 if TYPE_CHECKING:
     from induction_probes.circuits.devices import Device
@@ -44,7 +44,7 @@ def probe_markov_report(
     """An ICL-MC run's probes at ``steps`` on ``n_seqs`` fresh sequences drawn with ``seed``: attention per
     head, behaviour, progress measures (over training when several steps) and the figures, into ``plot``."""
     probe_set = probe_eval_set(run, n_seqs, seed)
-    results = probe_run(run, probe_set, steps, device=device)
+    results = probe_markov_run(run, probe_set, run.saved_steps(steps), device)
     figures = plot_probes(run, results, probe_set.inputs, plot) if plot else []
     progress = [r.progress for r in results if r.progress is not None]
     if as_json:

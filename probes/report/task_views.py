@@ -122,7 +122,8 @@ def ablate_task(
 
 def ablation_rows(baseline: dict, ablated: list) -> list[tuple[list | None, dict]]:
     """Each ablated head set (None: the clean model) and its metrics, finite numbers only."""
-    return [(None, scalar_metrics(baseline))] + [(heads, scalar_metrics(metrics)) for heads, metrics in ablated]
+    rows: list[tuple[list | None, dict]] = [(None, scalar_metrics(baseline))]
+    return rows + [(heads, scalar_metrics(metrics)) for heads, metrics in ablated]
 
 
 def ablation_text(run: Run, mode: str, n_seqs: int, rows: list[tuple[list | None, dict]]) -> str:

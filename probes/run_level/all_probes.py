@@ -5,21 +5,21 @@ probing a whole run costs one evaluation-set forward per checkpoint.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
+from induction_probes.circuits.devices import Device
 from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, run_probe_of
 from induction_probes.circuits.runs.reader import Run, run_task
 from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
-from induction_probes.probes.run_level.run_probes import RunProbes
-from induction_probes.probes.run_level.task_probes import probe_task_model
-
-if TYPE_CHECKING:
-    pass
-from induction_probes.circuits.devices import Device
-from induction_probes.probes.run_level.checkpoint_probes import probe_gaussian, probe_model
+from induction_probes.probes.run_level.checkpoint_probes import (
+    CheckpointProbes,
+    GaussianProbes,
+    probe_gaussian,
+    probe_model,
+)
+from induction_probes.probes.run_level.run_probes import CheckpointResult, RunProbes
+from induction_probes.probes.run_level.task_probes import TaskProbes, probe_task_model
 
 
 def probe_eval_set(run: Run, n_seqs: int, seed: int) -> MarkovEvalSet:
@@ -32,7 +32,7 @@ def probe_run(
     eval_set: MarkovEvalSet | None = None,
     steps: list[int] | None = None,
     device: Device = None,
-) -> RunProbes:
+) -> RunProbes[CheckpointResult]:
     """Probes of every checkpoint (or of ``steps``), loading one checkpoint at a time onto ``device``, as one
     :class:`~induction_probes.probes.run_level.run_probes.RunProbes` (iterate it, or ``.to_frame()``). Without
     ``eval_set``, PROBE_SEQS fresh sequences of the run's task drawn with PROBE_SEED. How a run is probed is
@@ -46,14 +46,16 @@ def probe_run(
     return probe(run, eval_set, run.steps if steps is None else run.saved_steps(steps), device)
 
 
-def probe_markov_run(run: Run, eval_set: MarkovEvalSet | None, steps: list[int], device: Device = None) -> RunProbes:
+def probe_markov_run(
+    run: Run, eval_set: MarkovEvalSet | None, steps: list[int], device: Device = None
+) -> RunProbes[CheckpointProbes]:
     """:func:`probe_model` of each of ``steps``: the probe of ICL-MC runs' task kind."""
     eval_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if eval_set is None else eval_set
     checkpoints = [probe_model(run.load(step=step, device=device), eval_set, step) for step in steps]
     return RunProbes.collect(run, eval_set.inputs, checkpoints)
 
 
-def probe_task_run(run: Run, eval_set, steps: list[int], device: Device = None) -> RunProbes:
+def probe_task_run(run: Run, eval_set, steps: list[int], device: Device = None) -> RunProbes[TaskProbes]:
     """:func:`~induction_probes.probes.run_level.task_probes.probe_task_model` of each of ``steps``: how a run of a task
     whose kind names no probe of its own is probed."""
     eval_set = run.task.eval_set(PROBE_SEQS, PROBE_SEED) if eval_set is None else eval_set
@@ -61,7 +63,7 @@ def probe_task_run(run: Run, eval_set, steps: list[int], device: Device = None) 
     return RunProbes.collect(run, eval_set.inputs, checkpoints)
 
 
-def probe_gaussian_run(run: Run, eval_set, steps: list[int], device: Device = None) -> RunProbes:
+def probe_gaussian_run(run: Run, eval_set, steps: list[int], device: Device = None) -> RunProbes[GaussianProbes]:
     """:func:`probe_gaussian` of each of ``steps`` (on ``eval_set``, or PROBE_SEQS fresh sequences drawn with
     PROBE_SEED, its own defaults): the probe of Gaussian-task runs' kind. Its chance levels are the
     token probes' and do not apply, so the result carries none, nor their warnings."""

@@ -97,7 +97,9 @@ def probe_model(model: WeightedModel, eval_set: MarkovEvalSet, step: int = -1, c
     W_rel = getattr(model.blocks[0].attn, "W_rel", None)
     outputs, scores, captured = attention_probes(model, inputs, chunk, [QUERY_0])
     intervals = {name: score_intervals(score) for name, score in scores.items()}
-    matches = scores["bigram_matching"].per_sequence[1] / inputs.shape[1]  # each sequence's share of queries
+    matching = scores["bigram_matching"].per_sequence
+    assert matching is not None  # bigram matching always gives its per-sequence parts (scores.bigram_matching)
+    matches = matching[1] / inputs.shape[1]  # each sequence's share of queries
     intervals["fraction_with_match"] = [tuple(bound.reshape(1) for bound in bootstrap_mean_interval(matches)[1:])]
     profile = None
     if W_rel is not None:

@@ -27,7 +27,7 @@ from induction_probes.probes.tidy import crossing_step, first_reached, frame, ro
 if TYPE_CHECKING:
     import pandas as pd
 
-    from induction_probes.probes.run_level.run_probes import RunProbes
+    from induction_probes.probes.run_level.run_probes import CheckpointResult, RunProbes
 
 CROSSING_COLUMNS = [
     "measure", "layer", "head", "chance", "ideal", "threshold", "step", "sequences_seen", "first_reached", "caveat",
@@ -66,7 +66,7 @@ def transition(run: Run) -> Transition | None:
     return Transition(last.first_step, last.first_sequences, before.strategy, last.strategy)
 
 
-def first_crossings(probes: RunProbes | Run) -> pd.DataFrame:
+def first_crossings(probes: RunProbes[CheckpointResult] | Run) -> pd.DataFrame:
     """At which step does each head's progress measure and attention-probe score cross its threshold to stay?
 
     ``probes`` is what :func:`~induction_probes.probes.run_level.all_probes.probe_run` returns (probe the run's steps
@@ -144,7 +144,7 @@ def metrics_records(run: Run) -> list[dict]:
     return rows
 
 
-def align_runs(runs: Mapping[str, Run | RunProbes], by: str = "transition") -> pd.DataFrame:
+def align_runs(runs: Mapping[str, Run | RunProbes[CheckpointResult]], by: str = "transition") -> pd.DataFrame:
     """How do runs compare, counted from their transitions or within their phases?
 
     ``runs`` maps a name to a :class:`~induction_probes.circuits.runs.reader.Run` (its metrics.jsonl is
@@ -178,7 +178,7 @@ def aligner(run: Run, by: str):
         index = next(i for i, p in enumerate(found) if p.first_step <= step <= p.last_step)
         phase = found[index]
         place = {"phase": phase.strategy, "phase_index": index}
-        if by == "phase":
+        if by == "phase" or moment is None:  # no moment: by phase, as refused above otherwise
             span = phase.last_step - phase.first_step
             return place | {"phase_fraction": 0.0 if span == 0 else (step - phase.first_step) / span}
         return place | {

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, overload
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 from induction_probes.circuits.defaults import PROBE_SEED
 from induction_probes.circuits.runs.reader import Run
@@ -45,28 +45,33 @@ class CheckpointResult(Protocol):
 
     def to_records(self, sequences_seen: int | None = None) -> list[dict[str, Any]]: ...
 
+    def to_json(self) -> dict[str, Any]: ...
+
+
+Result = TypeVar("Result", bound=CheckpointResult, covariant=True)  # the result class of one task's checkpoints
+
 
 @dataclass(frozen=True)
-class RunProbes(Tidy, Sequence[CheckpointResult]):
-    """Probes of a run's checkpoints, ordered by step."""
+class RunProbes(Tidy, Sequence[Result], Generic[Result]):
+    """Probes of a run's checkpoints, ordered by step; each a ``Result``, the class its task's probe gives."""
 
     run: Run
-    checkpoints: list[CheckpointResult] = field(repr=False)  # one per probed step
+    checkpoints: Sequence[Result] = field(repr=False)  # one per probed step
     chance: dict[str, float]  # PROBE_MEASURES of uniform attention on the probe set
     warnings: list[str]  # caveats of the measures: at threshold at initialisation, or few values
 
     @classmethod
-    def collect(cls, run: Run, tokens: Tensor, checkpoints: list[CheckpointResult]) -> RunProbes:
+    def collect(cls, run: Run, tokens: Tensor, checkpoints: Sequence[Result]) -> RunProbes[Result]:
         chance = chance_scores(tokens)
         return cls(run, checkpoints, chance, run_warnings(run, checkpoints, chance))
 
     @overload
-    def __getitem__(self, index: int) -> CheckpointResult: ...
+    def __getitem__(self, index: int) -> Result: ...
 
     @overload
-    def __getitem__(self, index: slice) -> list[CheckpointResult]: ...
+    def __getitem__(self, index: slice) -> Sequence[Result]: ...
 
-    def __getitem__(self, index: int | slice) -> CheckpointResult | list[CheckpointResult]:
+    def __getitem__(self, index: int | slice) -> Result | Sequence[Result]:
         return self.checkpoints[index]
 
     def __len__(self) -> int:
@@ -105,7 +110,7 @@ class RunProbes(Tidy, Sequence[CheckpointResult]):
         }
 
 
-def run_warnings(run: Run, checkpoints: list, chance: dict[str, float]) -> list[str]:
+def run_warnings(run: Run, checkpoints: Sequence, chance: dict[str, float]) -> list[str]:
     """Caveats of the progress measures (:mod:`induction_probes.probes.progress.crossing_caveats`: the run's step 0 is
     its
     initialisation), and the attention probes already at or past their threshold at the run's first step."""
@@ -116,7 +121,9 @@ def run_warnings(run: Run, checkpoints: list, chance: dict[str, float]) -> list[
     last = run.load(step=checkpoints[-1].step)
     lines = progress_warnings(last, initial if initial is not None else initial_model_of(last))
     start = next((c for c in checkpoints if c.step == first), None)
-    for name, measure in probe_calibration(chance).items() if start is not None else ():
+    if start is None:
+        return lines
+    for name, measure in probe_calibration(chance).items():
         for layer, values in enumerate(start.scores[name]):
             if values.max().item() >= measure.threshold:
                 lines.append(

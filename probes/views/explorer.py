@@ -52,7 +52,7 @@ def script_json(value) -> str:
     return json.dumps(value).replace("<", "\\u003c")
 
 
-def rounded(patterns, digits: int = 3) -> list:
+def rounded(patterns, digits: int = 3) -> list | float:
     """Nested lists of ``patterns`` (anything with ``tolist``, or lists) rounded to ``digits``: a page's size is
     its numbers' text, and a pixel's colour needs no more."""
     values = patterns.tolist() if hasattr(patterns, "tolist") else patterns

@@ -132,6 +132,12 @@ def test_figure_names_say_run_what_mode_and_steps():
     assert plots.figure_name("markov-k3", "scores", list(range(0, 4001, 10))) == "markov-k3_scores_steps0-4000.png"
 
 
+def test_error_bars_are_the_distances_to_each_intervals_ends_or_none_where_one_is_missing():
+    bars = plots.error_bars([1.0, 2.0], [(0.5, 1.25), (1.0, 4.0)])
+    np.testing.assert_array_equal(bars, [[0.5, 1.0], [0.25, 2.0]])  # row 0 down to low, row 1 up to high
+    assert plots.error_bars([1.0, 2.0], [(0.5, 1.25), (1.0, None)]) is None  # one bar without an interval: none
+
+
 @pytest.mark.parametrize(
     "value, scale, text",
     [(1.4e-10, 3333.3, "0"), (3333.3, 3333.3, "3300"), (-0.8123, 1.7, "-0.8"), (0.094, 0.1, "0.09"), (0.0, 0.0, "0")],

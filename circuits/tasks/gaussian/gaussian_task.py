@@ -87,8 +87,8 @@ class GaussianTask(TaskConfig):
         """The training sequences of ``seed``, from one generator."""
         return streams.GeneratorStream(self.sample, seed)
 
-    def inputs_and_targets(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        return x.float(), self.target_of(x).float()
+    def inputs_and_targets(self, sample: Tensor) -> tuple[Tensor, Tensor]:
+        return sample.float(), self.target_of(sample).float()
 
     def loss(self, outputs: Tensor, targets: Tensor) -> Float[Tensor, ""]:
         return F.mse_loss(outputs[:, -1], targets)

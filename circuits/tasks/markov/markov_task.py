@@ -15,6 +15,7 @@ import induction_probes.circuits.tasks.markov.markov_streams as markov_streams
 import induction_probes.circuits.tasks.markov.strategies as strategies
 import induction_probes.circuits.tasks.streams as streams
 from induction_probes.circuits.config import option
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.limits import require_seed, require_sequences
 from induction_probes.circuits.tasks.markov import parameters
 from induction_probes.circuits.tasks.markov.prior_registry import PRIORS, SIMPLE_PRIORS
@@ -26,8 +27,8 @@ if TYPE_CHECKING:
     from torch import Tensor
 
 
-def prior_pair(text: str) -> tuple[str, str]:
-    """'doubly-stochastic,unigram' → the two priors of a mixture."""
+def prior_pair(text: str) -> tuple[str, ...]:
+    """'doubly-stochastic,unigram' → the priors of a mixture, as many as given (the task refuses all but two)."""
     return tuple(item.strip() for item in text.split(","))
 
 
@@ -87,6 +88,12 @@ class MarkovTask(TaskConfig):
         """The priors a mixture mixes, first one first; empty for other priors."""
         return parameters.components(self.prior, self.mixture)
 
+    def first_share(self) -> float:
+        """A mixture's share of its first prior in each batch: ``p``, which construction requires of a mixture."""
+        if self.p is None:
+            raise BadInput(f"the mixture {self.prior} needs p, its first prior's share of each batch")
+        return self.p
+
     def with_prior(self, prior: str) -> MarkovTask:
         """This task with the chains of one parameter-free prior."""
         return MarkovTask(self.k, self.seq_len, self.n, self.alpha, prior=prior)
@@ -95,7 +102,7 @@ class MarkovTask(TaskConfig):
         """How many sequences of each prior a training batch holds."""
         if not self.components:
             return {self.prior: batch_size}
-        n_first = round(self.p * batch_size)
+        n_first = round(self.first_share() * batch_size)
         return {self.components[0]: n_first, self.components[1]: batch_size - n_first}
 
     def sequences_of_prior(self, prior: str, n_seen: int, batch_size: int) -> int:
@@ -121,7 +128,8 @@ class MarkovTask(TaskConfig):
     def describe_prior(self) -> str:
         if self.components:
             first, second = self.components
-            return f"{self.p:g} {first} + {1 - self.p:g} {second}"
+            share = self.first_share()
+            return f"{share:g} {first} + {1 - share:g} {second}"
         return self.prior if self.p is None else f"{self.prior} p={self.p:g}"
 
     def describe(self) -> str:

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from induction_probes.probes.figures.plots import head_colour, legend_outside, save, strategy_colour, subplots, theme
+from induction_probes.probes.figures.plots import (
+    error_bars,
+    head_colour,
+    legend_outside,
+    save,
+    strategy_colour,
+    subplots,
+    theme,
+)
 from induction_probes.probes.lm.markov.markov_measure import REFERENCES, reference_key
 from induction_probes.probes.lm.markov.markov_probe import MarkovProbe
 from induction_probes.probes.lm.series_plots import step_axis
@@ -73,7 +81,7 @@ def heads_panel(ax, result: MarkovProbe) -> None:
     verdict's thresholds dotted."""
     for h in result.heads:
         x, y = h.previous_token, h.bigram_matching
-        xerr, yerr = ([[e.value - e.low], [e.high - e.value]] for e in (x, y))
+        xerr, yerr = (error_bars([e.value], [(e.low, e.high)]) for e in (x, y))
         ax.errorbar(x.value, y.value, xerr=xerr, yerr=yerr, fmt="o", ms=4, color="tab:red", alpha=0.8)
         if h.label in named_heads(result):
             ax.annotate(h.label, (x.value, y.value), xytext=(4, 4), textcoords="offset points", fontsize=9)
