@@ -34,6 +34,8 @@ from jaxtyping import Float
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from induction_probes.circuits.errors import BadInput
+
 if TYPE_CHECKING:
     from torch import nn
 
@@ -122,11 +124,13 @@ def lanczos_extremes(matvec, dimension: int, seed: int, steps: int = LANCZOS_STE
     """Top and bottom Ritz pairs of a symmetric operator (Lanczos, full reorthogonalisation, float64), stopped
     where both Ritz residuals are below ``tol`` · |θ_top| or after ``steps`` products. Each Ritz value is the
     Rayleigh quotient of its unit Ritz vector, so θ_bottom ≥ λ_min and θ_top ≤ λ_max whatever the convergence."""
+    if dimension < 1 or steps < 1:
+        raise BadInput(f"Lanczos needs a space and a step: got dimension {dimension}, steps {steps}")
     generator = torch.Generator().manual_seed(seed)
     q = torch.randn(dimension, generator=generator, dtype=torch.float64)
     basis = [q / q.norm()]
     alphas, betas = [], []
-    for _ in range(min(steps, dimension)):
+    while True:
         w = matvec(basis[-1])
         alphas.append(float(basis[-1] @ w))
         stacked = torch.stack(basis)
@@ -136,8 +140,8 @@ def lanczos_extremes(matvec, dimension: int, seed: int, steps: int = LANCZOS_STE
         theta, ritz = ritz_pairs(alphas, betas)
         scale = max(abs(theta[0]), abs(theta[-1]), 1e-300)
         residuals = (beta * abs(float(ritz[-1, 0])), beta * abs(float(ritz[-1, -1])))
-        if beta <= 1e-12 * scale or max(residuals) <= tol * scale or len(basis) == dimension:
-            break  # an invariant subspace (exact), converged, or the whole space
+        if beta <= 1e-12 * scale or max(residuals) <= tol * scale or len(basis) >= min(steps, dimension):
+            break  # an invariant subspace (exact), converged, or the whole space or the steps spent
         betas.append(beta)
         basis.append(w / beta)
     stacked = torch.stack(basis)

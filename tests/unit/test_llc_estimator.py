@@ -20,7 +20,7 @@ from induction_probes.probes.llc.calibration import (
     rrr_learning_coefficient,
     squared_error,
 )
-from induction_probes.probes.llc.curvature import curvature, gradient_shift, saddle
+from induction_probes.probes.llc.curvature import curvature, gradient_shift, lanczos_extremes, saddle
 from induction_probes.probes.llc.estimator import GAMMA_SHARE, STEP_SHARE, LLCError, default_settings, estimate_llc
 from induction_probes.probes.llc.sampling import sgld_sampler, unhooked_step
 
@@ -65,6 +65,26 @@ def test_defaults_follow_the_documented_rule():
     assert default_settings(1000, 2.0, localization=1.0).localization == 1.0
     with pytest.raises(LLCError, match="unknown settings"):
         default_settings(1000, 2.0, temperature=1.0)
+
+
+@pytest.mark.parametrize("steps", [3, 60])
+def test_lanczos_bounds_the_extreme_eigenvalues_and_converges_to_them(steps):
+    """Against eigvalsh of a symmetric 60 x 60 matrix: cut short at 3 products, the Ritz values lie within the
+    spectrum and each Ritz vector is the unit vector whose Rayleigh quotient it is (it failed on a shape mismatch
+    there before); given 60, the whole space, they are the extreme eigenvalues to float64 rounding."""
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(60, 60, generator=generator, dtype=torch.float64)
+    a = a + a.T
+    eigenvalues = torch.linalg.eigvalsh(a)
+    found = lanczos_extremes(lambda v: a @ v, 60, seed=1, steps=steps, tol=1e-14)
+    low, high = float(eigenvalues[0]) - 1e-9, float(eigenvalues[-1]) + 1e-9  # converged, equal to rounding
+    assert low <= found["bottom"] <= found["top"] <= high
+    for end in ("top", "bottom"):
+        vector = found[f"{end}_vector"]
+        assert float(vector.norm()) == pytest.approx(1, abs=1e-12)
+        assert float(vector @ a @ vector) == pytest.approx(found[end], abs=1e-9)
+    if steps == 60:
+        assert (found["top"], found["bottom"]) == pytest.approx((high - 1e-9, low + 1e-9), abs=1e-9)
 
 
 def test_curvature_and_gradient_shift_against_the_exact_quadratic():
