@@ -46,6 +46,7 @@ from induction_probes.circuits.interop.model_folder import (
     staged,
 )
 from induction_probes.circuits.interop.model_sources import ModelSource, Series, find_source, format_steps, model_folder
+from induction_probes.circuits.validation import quoted
 
 if TYPE_CHECKING:
     from torch import nn
@@ -206,6 +207,10 @@ def bridge_from_hf(model: nn.Module, tokenizer=None, name: str = "in-memory mode
 
 def load_bridge(source: ModelSource, device: str = "cpu") -> HookedModel:
     """The model of ``source`` booted through TransformerBridge, on ``device``."""
+    if not isinstance(source, ModelSource):  # a path read as a source would fail on a missing attribute
+        raise TypeError(
+            f"load_bridge takes a ModelSource (lm.find_source(path)), not {quoted(source)}; as_hooked takes a path"
+        )
     with pretrained(source, device) as (model, tokenizer):
         return bridge_from_hf(model, tokenizer, source.describe())
 

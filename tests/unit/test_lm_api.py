@@ -39,6 +39,8 @@ def test_entry_points_take_a_path_or_a_str_and_give_the_same_numbers(series):
     text = lm.probe_language_model(str(series), all_steps=True, length=6, n_seqs=4)  # raised AttributeError
     assert "3 checkpoints" in text
     assert lm.language_model_info(str(series), as_json=True)["steps"] == [0, 50, 100]
+    with pytest.raises(TypeError, match="load_bridge takes a ModelSource"):  # raised AttributeError on in_cache
+        lm.load_bridge(str(model))
 
 
 def test_every_result_is_a_tidy_table_with_its_intervals(series):
