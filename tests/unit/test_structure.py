@@ -115,6 +115,19 @@ def test_the_code_imports_only_what_the_declared_oldest_python_has_and_pyproject
         )
 
 
+def test_every_folder_of_the_package_is_a_listed_package():
+    """pyproject lists the packages by hand (package-dir maps folders that setuptools' find cannot see): a folder
+    left out is missing from the wheel and from the strict editable install (probes/circuit/ was, until a
+    `circuit` import failed under the latter)."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = {
+        ".".join([package, *init.parent.relative_to(ROOT / folder).parts])
+        for package, folder in setuptools["package-dir"].items()
+        for init in (ROOT / folder).rglob("__init__.py")
+    }
+    assert found == set(setuptools["packages"]), (sorted(found - set(setuptools["packages"])), "not listed")
+
+
 def test_every_runtime_requirement_is_imported_by_the_package():
     """A declared requirement nothing imports only costs installs (einops was declared and never used)."""
     requirements = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
