@@ -5,15 +5,23 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The package's files, listed each time make runs: the strict editable install below links each file that exists
+# when it runs, so a file added or removed (not one edited) has the install run again. The list is rewritten only
+# when it changes, and its date is what the install compares.
+FILES := $(VENV)/.files
+$(shell mkdir -p $(VENV) && find face circuits probes checkpoints -name __pycache__ -prune -o -type f -print \
+  | LC_ALL=C sort > $(FILES).now && { cmp -s $(FILES).now $(FILES) || cp $(FILES).now $(FILES); })
 
 .PHONY: demo test test-fast bench shipped experiments paper
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(FILES)
 	@echo "setting up $(VENV): torch 2.13.0 (CPU), then this project with its test, Ray, devinterp and docs extras (a few minutes, once)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
 	@echo "torch installed; installing induction-probes, transformer-lens, Ray, devinterp, the test tools and mkdocs"
-	$(BIN)/pip install --quiet -e '.[test,ray,llc,docs]'
+	@# strict: a tree of links to each file (build/__editable__.*), which pyright and editors follow, where the
+	@# default editable mode maps circuits/ and probes/ into induction_probes with an import hook only Python runs
+	$(BIN)/pip install --quiet -e '.[test,ray,llc,docs]' --config-settings editable_mode=strict
 	@# The browser tests (tests/integration/test_views_browser.py) drive Debian's chromium through Playwright by its
 	@# path (Playwright's own browser download is never used). Installed here where it is missing and apt-get can
 	@# run as root (CI); anywhere else nothing happens and those tests say they were skipped.

@@ -1,7 +1,7 @@
 """The one exception class for bad input: what a user gave (an argument, a spec, a file in a folder) that cannot
 be used as it is. The command line turns it, and only it (with its subclasses), into one line and status 2; any
-other exception is a bug of ours, status 1, with its traceback kept (induction_probes/cli). A ValueError, so that
-callers of the Python API that catch ValueError keep working."""
+other exception is a bug of ours, status 1, with its traceback kept (induction_probes.cli). A ValueError, so
+that callers of the Python API that catch ValueError keep working."""
 
 from __future__ import annotations
 

@@ -39,6 +39,8 @@ def resolve_run(run: str | os.PathLike) -> Path:
         return path
     directory = shipped_runs_dir()
     if directory is not None and os.sep not in str(run) and str(run) in shipped_run_names():
-        return directory / str(run)
+        # the folder where its files lie: an editable install (make's) links each of them from the repository's
+        # checkpoints/, and a run's files are read as its own, never through a link
+        return (directory / str(run) / "manifest.json").resolve().parent
     shipped = ", ".join(shipped_run_names()) or "none"
     raise CheckpointError(f"no run directory or shipped run named {quoted(str(run))} (shipped runs: {shipped})")

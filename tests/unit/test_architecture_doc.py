@@ -2,7 +2,7 @@
 bottom first, must be LAYERS layer by layer, so the page cannot drift from the contract the suite enforces.
 
 An item of the list starts with its folders in backticks, as paths (``probes/ablation/``; ``circuits/*.py`` for
-the modules directly in a folder; ``induction_probes/lm.py`` for a module), then a colon."""
+the modules directly in a folder; ``face/lm.py`` for a module), then a colon."""
 
 import re
 from itertools import zip_longest
@@ -19,11 +19,12 @@ PATH = re.compile(r"[\w/]+/(?:\*\.py|__init__\.py)?|[\w/]+\.py")
 
 def installed_name(path: str) -> str:
     """The module or package a path of the page names: ``probes/ablation/`` is induction_probes.probes.ablation,
-    ``circuits/*.py`` is induction_probes.circuits (the entry its modules belong to), ``induction_probes/lm.py``
-    is induction_probes.lm."""
+    ``circuits/*.py`` is induction_probes.circuits (the entry its modules belong to), ``face/lm.py`` (the face's
+    folder, which installs as the package itself) is induction_probes.lm."""
     assert PATH.fullmatch(path), f"{path!r} is not a folder (a/b/), a folder's modules (a/*.py) or a module (a/b.py)"
     name = path.removesuffix("*.py").removesuffix("__init__.py").removesuffix(".py").rstrip("/").replace("/", ".")
-    return name if name.split(".")[0] == "induction_probes" else f"induction_probes.{name}"
+    top, _, rest = name.partition(".")
+    return ("induction_probes." + rest).rstrip(".") if top == "face" else f"induction_probes.{name}"
 
 
 def page_layers(text: str) -> list[list[str]]:
@@ -75,6 +76,6 @@ def test_a_page_that_differs_from_the_layers_is_named_layer_by_layer():
 def test_the_paths_of_the_page_are_the_installed_names():
     assert installed_name("circuits/*.py") == "induction_probes.circuits"
     assert installed_name("circuits/tasks/") == "induction_probes.circuits.tasks"
-    assert installed_name("induction_probes/__init__.py") == "induction_probes"
-    assert installed_name("induction_probes/lm.py") == "induction_probes.lm"
-    assert installed_name("induction_probes/cli/") == "induction_probes.cli"
+    assert installed_name("face/__init__.py") == "induction_probes"
+    assert installed_name("face/lm.py") == "induction_probes.lm"
+    assert installed_name("face/cli/") == "induction_probes.cli"

@@ -1,8 +1,8 @@
 """Standard-mode pyright over the whole installed package, as pyproject's ``[tool.pyright]`` sets it, finds no more
 errors than it did when this test was written: the count may only fall, toward issue 66's 0. The package is copied
-out as a wheel lays it out (package-dir maps circuits/ and probes/ into induction_probes; pyright follows neither
-that mapping nor the editable install's import hook), and pyright resolves torch and the rest from this
-environment. A failure lists the files with the most errors."""
+out as a wheel lays it out (package-dir maps face/, circuits/ and probes/ into induction_probes), so that the files
+checked are the package's own and not the editable install's links to them, and pyright resolves torch and the
+rest from this environment. A failure lists the files with the most errors."""
 
 import json
 import os
@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # declared its parameters (model_device takes either); 434 once the paper page typed its runs and toy recipes; 402
 # once a required comparison and the ablations' references were narrowed where read; then 355; 296 once
 # weight-reading probes took a WeightedModel and the model's embedding, unembedding and buffers were typed; 208 once
-# None was narrowed where read and a run's probes were typed by their task's result class. Lower it as the causes are
-# fixed; it never rises.
-ERRORS_AT_MOST = 208
+# None was narrowed where read and a run's probes were typed by their task's result class; 202 with probes/circuit/
+# listed as a package. Lower it as the causes are fixed; it never rises.
+ERRORS_AT_MOST = 202
 
 
 def installed_copy(site: Path) -> dict:

@@ -16,7 +16,7 @@ import pytest
 from induction_probes.cli import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = sorted(p for package in ("circuits", "probes", "induction_probes") for p in (ROOT / package).rglob("*.py"))
+SOURCES = sorted(p for package in ("circuits", "probes", "face") for p in (ROOT / package).rglob("*.py"))
 
 
 def test_no_source_file_over_400_lines_and_no_function_over_60():
@@ -66,7 +66,7 @@ def test_the_command_table_names_every_command_module_and_what_each_builds():
         by_module.setdefault(command.module, set()).add(command.name)
     for module, names in by_module.items():
         assert set(importlib.import_module(f"induction_probes.cli.{module}").PARSERS) == names, module
-    modules = {path.stem for path in (ROOT / "induction_probes" / "cli").glob("*.py")} - {"__init__", "common"}
+    modules = {path.stem for path in (ROOT / "face" / "cli").glob("*.py")} - {"__init__", "common"}
     assert modules == set(by_module)
 
 
@@ -349,9 +349,9 @@ def test_the_command_line_only_parses_calls_and_prints():
     module per command that needs torch or not; 950 until issue 63's ``circuit`` command and issue 62's
     ``--all-steps`` for ``ablate``; 1,000 until ``circuit``'s language-model options and ``movie --around``),
     and each handler (a ``run_*`` function) within 15 lines of code after its docstring: parse, call, print."""
-    cli = sorted((ROOT / "induction_probes" / "cli").glob("*.py"))
+    cli = sorted((ROOT / "face" / "cli").glob("*.py"))
     lines = sum(path.read_text().count("\n") for path in cli)
-    assert lines <= 1050, f"induction_probes/cli/ has {lines} lines: move what is not parsing to probes/report/"
+    assert lines <= 1050, f"face/cli/ has {lines} lines: move what is not parsing to probes/report/"
     long = []
     for path in cli:
         for function in ast.parse(path.read_text()).body:

@@ -11,50 +11,37 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def exported_names() -> dict[str, str]:
-    """``EXPORTS`` (name -> defining module) as induction_probes/__init__.py writes it."""
-    tree = ast.parse((ROOT / "induction_probes" / "__init__.py").read_text())
+    """``EXPORTS`` (name -> defining module) as the face's __init__.py writes it."""
+    tree = ast.parse((ROOT / "face" / "__init__.py").read_text())
     assignment = next(n for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "EXPORTS")
     return ast.literal_eval(assignment.value)
 
 
-def installed_layout(site: Path) -> None:
-    """The package as a wheel lays it out, as links into this tree: pyproject's package-dir puts circuits/ and
-    probes/ under induction_probes, which the editable install's import hook does at run time but pyright, which
-    reads folders, cannot see."""
-    package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-    top = site / "induction_probes"
-    top.mkdir(parents=True)
-    for item in (ROOT / package_dir["induction_probes"]).iterdir():
-        (top / item.name).symlink_to(item)
-    for package, folder in package_dir.items():
-        if package != "induction_probes":
-            (site / package.replace(".", "/")).symlink_to(ROOT / folder)
-
-
-def verify_types(site: Path) -> dict:
+def pyright(arguments: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """This environment's pinned pyright, run in ``cwd``, resolving imports as an editor would from it: the package
+    as installed here (make's strict editable install: a tree of links pyright follows)."""
     bin_dir = Path(sys.executable).parent
     env = os.environ | {
-        "PYTHONPATH": str(site),
-        # verifytypes resolves imports with the `python` first on PATH (it ignores --pythonpath): this environment's,
-        # or torch's classes would be unknown and every nn.Module with them
+        # pyright resolves imports with the `python` first on PATH: this environment's
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYRIGHT_PYTHON_IGNORE_WARNINGS": "1",  # the wrapper asks PyPI for nothing
     }
-    done = subprocess.run(
-        [bin_dir / "pyright", "--verifytypes", "induction_probes", "--ignoreexternal", "--outputjson"],
-        cwd=site,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    env.pop("PYTHONPATH", None)
+    return subprocess.run(
+        [bin_dir / "pyright", *arguments], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
     )
+
+
+def verify_types(cwd: Path) -> dict:
+    done = pyright(["--verifytypes", "induction_probes", "--ignoreexternal", "--outputjson"], cwd)
     assert done.stdout.startswith("{"), done.stdout[-2000:] + done.stderr[-2000:]
     return json.loads(done.stdout)
 
@@ -73,7 +60,6 @@ def reasons(symbols: list[dict], prefix: str, limit: int = 5) -> list[str]:
 
 
 def test_every_exported_name_is_known_to_pyright(tmp_path):
-    installed_layout(tmp_path)
     report = verify_types(tmp_path)
     completeness = report["typeCompleteness"]
     assert completeness.get("pyTypedPath"), report["generalDiagnostics"]  # the package was found, with its py.typed
@@ -92,3 +78,26 @@ def test_every_exported_name_is_known_to_pyright(tmp_path):
         f"{len(unknown)} of {len(exports)} exported names are not fully typed (whole package: {counts}):\n"
         + "\n".join(lines)
     )
+
+
+@pytest.mark.parametrize("inside", [True, False])
+def test_pyright_resolves_the_package_from_this_environment_inside_the_checkout_and_out(inside, tmp_path):
+    """Issue 66: under the default editable install, pyright could not follow package-dir's mapping, and
+    ``Run.open`` was Unknown; from inside the checkout, its face folder shadowed the package."""
+    folder = ROOT / "tests" if inside else tmp_path
+    probe = folder / f"pyright_resolves_{os.getpid()}.py"
+    probe.write_text(
+        "import induction_probes.circuits.runs\n"
+        "from induction_probes import Run\n"
+        "reveal_type(Run.open)\n"
+        "reveal_type(induction_probes.circuits.runs)\n"
+    )
+    try:
+        done = pyright(["--outputjson", probe.name], folder)
+    finally:
+        probe.unlink()
+    report = json.loads(done.stdout)
+    messages = [d["message"] for d in report["generalDiagnostics"]]
+    assert not [d for d in report["generalDiagnostics"] if d["severity"] == "error"], messages
+    assert 'Type of "Run.open" is "(run: str | PathLike[str]) -> Run"' in messages
+    assert 'Type of "induction_probes.circuits.runs" is "Module("induction_probes.circuits.runs")"' in messages
