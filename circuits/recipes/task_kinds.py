@@ -35,19 +35,29 @@ from induction_probes.circuits.tasks.task_config import TaskConfig
 from induction_probes.circuits.tasks.text_task import TextTask
 from induction_probes.circuits.validation import quoted
 
-if TYPE_CHECKING:  # the signatures' types: a run, a model and what probing a run gives (the probe layer's)
+if TYPE_CHECKING:  # the signatures' types: a run and a model
     from induction_probes.circuits.devices import Device
     from induction_probes.circuits.models.hooked_model import HookedModel
     from induction_probes.circuits.runs.reader import Run
-    from induction_probes.probes.run_level.run_probes import CheckpointResult, RunProbes
 
     Shown = str | dict[str, Any]  # a view's answer: the command's text, or with as_json its JSON-ready dict
+
+
+class ProbedRun(Protocol):
+    """What probing a run gives, as this layer sees it: the probe layer's ``RunProbes`` (which
+    :func:`~induction_probes.probes.run_level.all_probes.probe_run` checks it is), a sequence of checkpoints' probes
+    in step order with their tidy rows."""
+
+    @property
+    def steps(self) -> list[int]: ...
+
+    def to_records(self, sequences_seen: int | None = None) -> list[dict[str, Any]]: ...
 
 
 class RunProbe(Protocol):
     """How a task's runs are probed: every one of ``steps`` on ``eval_set`` (None: the probe set's default)."""
 
-    def __call__(self, run: Run, eval_set: Any, steps: list[int], device: Device, /) -> RunProbes[CheckpointResult]: ...
+    def __call__(self, run: Run, eval_set: Any, steps: list[int], device: Device, /) -> ProbedRun: ...
 
 
 class ProbeView(Protocol):

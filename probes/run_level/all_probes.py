@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.devices import Device
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, run_probe_of
 from induction_probes.circuits.runs.reader import Run, run_task
 from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
@@ -42,8 +43,14 @@ def probe_run(
     without an entry of its own gets :class:`~induction_probes.probes.run_level.task_probes.TaskProbes` (the
     registered attention probes and its task's metrics)."""
     kind = TASK_KINDS.get(run.task.name)
-    probe = TASK_PROBES.get(kind.task) or run_probe_of(kind) or probe_task_run
-    return probe(run, eval_set, run.steps if steps is None else run.saved_steps(steps), device)
+    chosen = run.steps if steps is None else run.saved_steps(steps)
+    own = TASK_PROBES.get(kind.task)
+    if own is not None:
+        return own(run, eval_set, chosen, device)
+    probed = (run_probe_of(kind) or probe_task_run)(run, eval_set, chosen, device)
+    if not isinstance(probed, RunProbes):  # a kind from outside gives its own function
+        raise BadInput(f"the probe of the task {kind.name} gave {type(probed).__name__}, not a RunProbes")
+    return probed
 
 
 def probe_markov_run(

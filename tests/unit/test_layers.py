@@ -293,6 +293,23 @@ def test_circuits_never_imports_probes_probes_never_train_and_nothing_imports_th
     assert not bad, report("imports across a wall", bad)
 
 
+def test_circuits_names_nothing_of_probes_even_for_types():
+    """The wall above, for ``if TYPE_CHECKING:`` imports too, which the graph leaves out since they never run: a
+    type named from the layer above makes circuits/ readable only with probes/ beside it (issue 66)."""
+    modules = package_modules()
+    named = [
+        f"{path.name}:{node.lineno}"
+        for name, path in modules.items()
+        if name.startswith("induction_probes.circuits")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").startswith("induction_probes.probes")
+        or isinstance(node, ast.Import)
+        and any(a.name.startswith("induction_probes.probes") for a in node.names)
+    ]
+    assert not named, named
+
+
 def test_no_command_module_imports_another(edges):
     """A command module parses, calls the report layer and prints; what two of them share is in cli/common.py.
     The command line's own __init__ builds the parser from all of them."""

@@ -158,6 +158,18 @@ def test_probe_run_probes_a_gaussian_run_through_its_tasks_registration_as_probe
     assert probes.chance == {} and probes.calibration() == {}  # the token probes' chance levels do not apply
 
 
+def test_a_kinds_own_probe_that_gives_no_run_probes_is_refused_in_one_line(monkeypatch):
+    """A kind from outside gives its probe as a function, which this layer cannot type-check: what it returns is
+    checked where it is called. Here the ICL-MC kind stands in for such a kind (the package's own table emptied)."""
+    from induction_probes import Run, probe_run
+    from induction_probes.probes.run_level import all_probes
+
+    monkeypatch.setattr(all_probes, "TASK_PROBES", {})
+    monkeypatch.setattr(all_probes, "run_probe_of", lambda kind: lambda run, eval_set, steps, device: [steps])
+    with pytest.raises(ValueError, match="the probe of the task markov gave list, not a RunProbes"):
+        probe_run(Run.open("markov-k3"), steps=[0])
+
+
 def test_a_simple_prior_is_what_its_registration_says_not_where_it_stands():
     assert tuple(SIMPLE_PRIORS) == ("dirichlet", "doubly-stochastic", "unigram")
     assert PRIORS.names(needs_p=True) == ("spectrum", "mixture")
