@@ -73,24 +73,47 @@ class MinimalConfig(Config):
         return 1
 
 
+class MinimalAttention(nn.Module):
+    """A layer's hook points under TransformerLens's names: its attention weights (``hook_pattern`` where they are
+    a softmax's, ``hook_attn_scores`` otherwise; [batch, 1, q, k]) and what it writes (``hook_z``; [batch, pos, 1,
+    k])."""
+
+    def __init__(self, weights_name: str):
+        super().__init__()
+        self.weights_name = weights_name
+        setattr(self, weights_name, HookPoint())
+        self.hook_z = HookPoint()
+
+    @property
+    def weights_hook(self) -> HookPoint:
+        hook = getattr(self, self.weights_name)
+        assert isinstance(hook, HookPoint)  # set in __init__
+        return hook
+
+
+class MinimalBlock(nn.Module):
+    """A layer, holding its attention's hook points where TransformerLens looks for them (``blocks.L.attn``)."""
+
+    def __init__(self, weights_name: str):
+        super().__init__()
+        self.attn = MinimalAttention(weights_name)
+
+
 class MinimalModel(KnowsItsDevice, HookedRootModule):
     """The minimal model; parameters ``v`` ([n_ctx], v_d for distance d) and ``W`` ([k, k])."""
 
     config_class = MinimalConfig  # what the model is built from (circuits/models/model_classes.py)
+    # buffers, registered in __init__: key distances i − j (clamped at 0), and which keys each query may attend
+    distance: Tensor
+    causal: Tensor
 
     def __init__(self, cfg: MinimalConfig):
         super().__init__()
         cfg = self.cfg = copy.copy(cfg)  # the model's own: its device changes with the model
         self.v = nn.Parameter(torch.full((cfg.n_ctx,), cfg.v_init, dtype=cfg.torch_dtype))
         self.W = nn.Parameter(torch.full((cfg.d_vocab, cfg.d_vocab), cfg.w_init, dtype=cfg.torch_dtype))
-        self.blocks = nn.ModuleList([nn.Module(), nn.Module()])
-        for layer, block in enumerate(self.blocks):
-            block.attn = nn.Module()
-            is_distribution = layer == 0 and cfg.first_layer == "softmax"
-            setattr(
-                block.attn, "hook_pattern" if is_distribution else "hook_attn_scores", HookPoint()
-            )  # [batch, 1, q, k]
-            block.attn.hook_z = HookPoint()  # [batch, pos, 1, k]
+        first = "hook_pattern" if cfg.first_layer == "softmax" else "hook_attn_scores"
+        self.blocks = nn.ModuleList([MinimalBlock(first), MinimalBlock("hook_attn_scores")])
         position = torch.arange(cfg.n_ctx)
         self.register_buffer("distance", (position[:, None] - position[None, :]).clamp_min(0), persistent=False)
         self.register_buffer("causal", position[:, None] >= position[None, :], persistent=False)
@@ -113,13 +136,17 @@ class MinimalModel(KnowsItsDevice, HookedRootModule):
             raise BadInput(f"tokens must be integers in 0..{self.cfg.d_vocab - 1}")
         batch, n_pos = tokens.shape
         E = nn.functional.one_hot(tokens.to(self.W.device), self.cfg.d_vocab).to(self.W.dtype)  # where the model is
-        first, second = self.blocks[0].attn, self.blocks[1].attn
-        weights_hook = first.hook_pattern if self.cfg.first_layer == "softmax" else first.hook_attn_scores
-        A = weights_hook(self.first_layer(n_pos).expand(batch, 1, n_pos, n_pos))
+        first, second = self.attention(0), self.attention(1)
+        A = first.weights_hook(self.first_layer(n_pos).expand(batch, 1, n_pos, n_pos))
         written = first.hook_z((A[:, 0] @ E)[:, :, None])[:, :, 0]  # (A E)_j
         scores = (E @ self.W @ written.transpose(1, 2)) * self.causal[:n_pos, :n_pos]
-        scores = second.hook_attn_scores(scores[:, None])
+        scores = second.weights_hook(scores[:, None])
         return second.hook_z((scores[:, 0] @ E)[:, :, None])[:, :, 0]
+
+    def attention(self, layer: int) -> MinimalAttention:
+        block = self.blocks[layer]
+        assert isinstance(block, MinimalBlock)  # the blocks built in __init__
+        return block.attn
 
     def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
         out, cache_dict = super().run_with_cache(*args, **kwargs)
