@@ -137,7 +137,7 @@ def bootstrap_ratio_intervals(
     value = num.mean(0) / den.mean()
     weights = resampling_weights(n, seed=seed) if n > 1 else None
     means_den = None if weights is None else weights @ den
-    if means_den is None or (means_den <= 0).any():
+    if weights is None or means_den is None or (means_den <= 0).any():
         nan = torch.full_like(value, math.nan)
         return value, nan, nan.clone()
     ratios = ((weights @ num.reshape(n, -1)) / means_den[:, None]).reshape(-1, *num.shape[1:])
@@ -205,7 +205,8 @@ def cluster_mean_interval(values: Float[Tensor, "batch ..."], n_draws: int) -> t
     values = values.double().cpu()
     n = values.shape[0]
     resampled = cluster_weights(n_draws, n // n_draws) @ values.reshape(n, -1)
-    return (values.mean(0), *(b.reshape(values.shape[1:]) for b in percentiles(resampled)))
+    low, high = (bound.reshape(values.shape[1:]) for bound in percentiles(resampled))
+    return values.mean(0), low, high
 
 
 def cluster_ratio_intervals(
@@ -221,7 +222,8 @@ def cluster_ratio_intervals(
         nan = torch.full_like(value, math.nan)
         return value, nan, nan.clone()
     ratios = (weights @ num.reshape(n, -1)) / resampled_den[:, None]
-    return (value, *(b.reshape(num.shape[1:]) for b in percentiles(ratios)))
+    low, high = (bound.reshape(num.shape[1:]) for bound in percentiles(ratios))
+    return value, low, high
 
 
 def draw_t_interval(per_row: Float[Tensor, " batch"], n_draws: int) -> Estimate:

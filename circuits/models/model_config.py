@@ -233,7 +233,7 @@ class MixedHeadsConfig(HookedTransformerConfig):
 
     @property
     def n_heads(self) -> int:
-        counts = ", ".join(f"{heads} in layer {layer}" for layer, heads in enumerate(self.layer_heads))
+        counts = ", ".join(f"{self.heads(layer)} in layer {layer}" for layer in range(self.n_layers))
         raise BadInput(
             f"this model's layers have different head counts ({counts}): a tool that reads one "
             "cfg.n_heads would skip heads; per-layer counts are cfg.heads(layer)"

@@ -160,14 +160,16 @@ def ablation_hooks(
     by_layer: dict[int, list[int]] = defaultdict(list)
     for layer, head in heads:
         by_layer[layer].append(head)
-    if mode != "zero" and reference_inputs is None:
-        if task is None:
-            raise BadInput(
-                f"{mode} ablation needs reference inputs: pass reference_inputs, or task=run.task "
-                f"to draw {REFERENCE_SEQS} of its sequences (seed {REFERENCE_SEED})"
-            )
-        reference_inputs = reference_inputs_for(task)
-    references = reference_z(model, reference_inputs, set(by_layer)) if mode != "zero" else {}
+    references = {}
+    if mode != "zero":
+        if reference_inputs is None:
+            if task is None:
+                raise BadInput(
+                    f"{mode} ablation needs reference inputs: pass reference_inputs, or task=run.task "
+                    f"to draw {REFERENCE_SEQS} of its sequences (seed {REFERENCE_SEED})"
+                )
+            reference_inputs = reference_inputs_for(task)
+        references = reference_z(model, reference_inputs, set(by_layer))
     generator = torch.Generator().manual_seed(seed)
 
     def ablate(layer: int):

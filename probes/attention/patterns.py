@@ -19,7 +19,7 @@ Which score to use when:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,7 +33,7 @@ from induction_probes.circuits.models.attention_masks import matching_keys
 from induction_probes.circuits.tasks.gaussian.sequences import bilinear, windows
 
 if TYPE_CHECKING:
-    from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.models.hooked_model import HookedModel, WeightedModel
 
 
 def pattern_hook(layer: int) -> str:
@@ -61,7 +61,7 @@ def activation_at(forward: Callable[[list], object], name: str) -> Tensor | None
 
 
 def run_with_captures(
-    model: HookedModel, inputs: Tensor, names: list[str], extra_hooks: list = (), output: bool = True
+    model: HookedModel, inputs: Tensor, names: list[str], extra_hooks: Sequence = (), output: bool = True
 ) -> tuple[Tensor | None, dict[str, Tensor]]:
     """The output on ``inputs`` and the activations at hook points ``names``, captured by temporary
     hooks that are removed even if the forward pass raises. Needs only ``run_with_hooks``. The inputs go
@@ -98,6 +98,7 @@ def run_with_patterns(
     """The output on ``inputs`` and every layer's attention pattern."""
     names = [pattern_hook(layer) for layer in range(model.cfg.n_layers)]
     output, captured = run_with_captures(model, inputs, names)
+    assert output is not None  # asked for: run_with_captures gives it unless told not to
     return output, [captured[name] for name in names]
 
 
@@ -165,8 +166,8 @@ def previous_token_scores(patterns: list[Tensor]) -> list[Float[Tensor, " head"]
 class BigramMatching:
     """Bigram-matching scores of every head: per layer, one per head."""
 
-    mass: Tensor  # attention on matching keys, mean over queries that have one
-    ideal: Tensor  # 1 − TV(attention row, uniform over matching keys), same queries
+    mass: list[Tensor]  # per layer [head]: attention on matching keys, mean over queries that have one
+    ideal: list[Tensor]  # per layer [head]: 1 − TV(attention row, uniform over matching keys), same queries
     fraction_with_match: float  # share of (sequence, query) pairs that have a matching key
 
 
@@ -280,7 +281,7 @@ def alternation_fading(profile) -> float:
     return odd_even_excess(profile, NEAR) - odd_even_excess(profile, FAR)
 
 
-def positional_profiles(model: HookedModel, inputs: Tensor, layer: int) -> Float[Tensor, "head distance"]:
+def positional_profiles(model: WeightedModel, inputs: Tensor, layer: int) -> Float[Tensor, "head distance"]:
     """:func:`positional_profile` of layer ``layer`` on the queries that ``inputs`` produce."""
     attn = model.blocks[layer].attn
     if not hasattr(attn, "W_rel"):

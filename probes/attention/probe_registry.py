@@ -15,6 +15,7 @@ sequences): chunks are combined by the weighted mean. A registration may say:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -52,7 +53,7 @@ def chunk_scores(patterns: list[Tensor], tokens: Tensor) -> dict[str, Score]:
     return scores
 
 
-def attention_probes(model: HookedModel, inputs: Tensor, chunk: int = 100, also: list[str] = ()):
+def attention_probes(model: HookedModel, inputs: Tensor, chunk: int = 100, also: Sequence[str] = ()):
     """The model's outputs on ``inputs``, every registered probe's
     :class:`~induction_probes.probes.attention.scores.Score`,
     and the activations at the hook names ``also``, one per chunk of ``chunk`` sequences."""

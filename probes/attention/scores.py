@@ -9,6 +9,8 @@ returns only chunk means has none (NaN bounds)."""
 from __future__ import annotations
 
 import math
+import operator
+from functools import reduce
 from typing import NamedTuple
 
 import torch
@@ -94,7 +96,10 @@ def combine(chunks: list[dict[str, Score]]) -> dict[str, Score]:
         parts = [chunk[name] for chunk in chunks]
         total = sum(part.weight for part in parts)
         n_layers = len(parts[0].values)
-        values = [sum(part.weight * part.values[layer] for part in parts) / total for layer in range(n_layers)]
+        values = [
+            reduce(operator.add, (part.weight * part.values[layer] for part in parts)) / total
+            for layer in range(n_layers)
+        ]
         combined[name] = Score(values, total, joined_per_sequence([part.per_sequence for part in parts]))
     return combined
 

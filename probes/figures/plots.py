@@ -18,8 +18,9 @@ import io
 import math
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import seaborn as sns
@@ -62,12 +63,14 @@ MIN_PX = 10.05  # the smallest text, in the page's pixels (a hair over 10: a siz
 DPI = 120
 
 
-def theme(style: str = "ticks") -> None:
+def theme(style: Literal["white", "dark", "whitegrid", "darkgrid", "ticks"] = "ticks") -> None:
     """Seaborn's style at a font size that survives a slide (ticks 11 pt, labels 12 pt)."""
     sns.set_theme(style=style, context="notebook", font_scale=1.1)
 
 
-def subplots(*grid, figsize: tuple[float, float], layout: str | None = None, **options):
+def subplots(
+    *grid, figsize: tuple[float, float], layout: Literal["constrained", "compressed", "tight"] | None = None, **options
+):
     """A figure and its axes (``Figure.subplots``'s grid and options), made without pyplot: nothing global
     is touched and the figure is freed with its last reference."""
     fig = Figure(figsize=figsize, layout=layout)
@@ -117,7 +120,7 @@ def legend_outside(ax: Axes, below: bool = False, sections: dict[str, list] | No
         options["labels"] = labels or [handle.get_label() for handle in handles]
     where = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}
     if below:
-        under = offset_copy(ax.transAxes, fig=ax.figure, y=-48, units="points")
+        under = offset_copy(ax.transAxes, fig=ax.get_figure(root=True), y=-48, units="points")
         where = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0), "bbox_transform": under}
     legend = ax.legend(**where, borderaxespad=0, fontsize=KEY_FONT, title_fontsize=KEY_FONT, **options)
     for row in titles:
@@ -150,7 +153,7 @@ def with_sequences(metrics: list[dict]) -> list[dict]:
     return [m for m in metrics if m["sequences_seen"] > 0]
 
 
-def sequences_axis(ax: Axes, x: list[float]) -> None:
+def sequences_axis(ax: Axes, x: Sequence[float]) -> None:
     """The shared x-axis of a run's figures, with a margin so that no curve touches the frame."""
     ax.set_xscale("log")
     ax.set_xlim(min(x) / 1.25, max(x) * 1.25)
@@ -260,10 +263,10 @@ def readable_text(fig: Figure) -> None:
         for axis in (ax.xaxis, ax.yaxis):
             # an axis gives all its major (or minor) tick labels one size: its first tick of each kind tells
             ticks = axis.get_major_ticks(1) + axis.get_minor_ticks(1)
-            if any(tick.label1.get_fontsize() < smallest for tick in ticks):
+            if any(float(tick.label1.get_fontsize()) < smallest for tick in ticks):
                 axis.set_tick_params(which="both", labelsize=smallest)
     for text in texts_but_tick_labels(fig):
-        if text.get_fontsize() < smallest:
+        if float(text.get_fontsize()) < smallest:
             text.set_fontsize(smallest)
 
 

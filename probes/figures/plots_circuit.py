@@ -4,6 +4,7 @@ They follow the standard of :mod:`induction_probes.probes.figures.plots`, whose 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -118,7 +119,7 @@ def plot_gaussian_scores(results: list, sequences: list[int], title: str, path: 
     return plots.save(fig, path)
 
 
-def plot_error_bars(rows: list[tuple[str, float]], title: str, path: Path) -> Path:
+def plot_error_bars(rows: Sequence[tuple[str, float]], title: str, path: Path) -> Path:
     """MSE over the target's variance with each head set ablated ("none": the clean model), with each value's 95 %
     interval over the sequences as an error bar where it carries one (``low`` and ``high``), against the error
     of predicting the mean (1)."""
@@ -154,11 +155,14 @@ def plot_attention_heatmaps(
         n_layers, len(steps), figsize=(5 * len(steps) + 1, 5 * n_layers), squeeze=False, layout="constrained"
     )
     upper = np.triu(np.ones((n_pos, n_pos), dtype=bool), k=1)
+    images = []  # one colour scale, 0 to 1, for all: the colour bar reads any of them
     for col, step in enumerate(steps):
         for layer, pattern in enumerate(patterns_by_step[step]):
             ax = axes[layer][col]
-            image = ax.imshow(
-                np.ma.masked_array(pattern[0, 0, :n_pos, :n_pos].numpy(), upper), cmap="viridis", vmin=0, vmax=1
+            images.append(
+                ax.imshow(
+                    np.ma.masked_array(pattern[0, 0, :n_pos, :n_pos].numpy(), upper), cmap="viridis", vmin=0, vmax=1
+                )
             )
             if layer > 0:
                 ax.scatter(
@@ -175,7 +179,7 @@ def plot_attention_heatmaps(
             ax.set_title(f"layer {layer}, {captions[step]}", fontsize=11)
             ax.set_xlabel("key position j → (tick: its token)")
             ax.set_ylabel("query position i → (tick: its token)")
-    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="attention weight")
+    fig.colorbar(images[-1], ax=axes.ravel().tolist(), shrink=0.6, label="attention weight")
     if n_layers > 1:
         plots.legend_outside(axes[-1][0], below=True, facecolor="lightgrey")  # grey: the white rings show
     joint = "\n" if len(steps) == 1 else " "  # one column is too narrow for the title on one line

@@ -15,7 +15,7 @@ from induction_probes.probes.figures.plots import strategy_colour, subplots, the
 from induction_probes.probes.sweeps.summary_statistics import POSITIONAL_POINTS
 
 
-def band(ax: Axes, x: list[float], curve: dict, colour: str, label: str) -> None:
+def band(ax: Axes, x: list[float], curve: dict, colour: str | tuple[float, float, float], label: str) -> None:
     """A mean curve and its 95 % band (no band where the interval is undefined, e.g. one seed)."""
     ax.plot(x, curve["mean"], color=colour, lw=2, label=label)
     if all(value is not None for value in curve["low"]):

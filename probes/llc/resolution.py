@@ -24,6 +24,7 @@ common to the series too, and a change over training is called real only where b
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from torch import Tensor, nn
 
@@ -48,7 +49,7 @@ class NoResolution(LLCError):
 
 
 def series_settings(
-    models: list[nn.Module], loss_fn, data: tuple[Tensor, ...], *, labels: list | None = None, **settings
+    models: Sequence[nn.Module], loss_fn, data: tuple[Tensor, ...], *, labels: list | None = None, **settings
 ) -> tuple[dict, dict]:
     """(``settings`` with one localization and step for every model, the resolution record): the series rule
     (module docstring) over ``models``, each at its current weights on ``data``, named by ``labels`` (their
@@ -62,7 +63,7 @@ def series_settings(
 
 
 def sample_series(
-    models: list[nn.Module], loss_fn, data: tuple[Tensor, ...], estimate, *, labels: list, **settings
+    models: Sequence[nn.Module], loss_fn, data: tuple[Tensor, ...], estimate, *, labels: list, **settings
 ) -> tuple[list[dict], dict]:
     """Every model sampled at the series' resolution: ``estimate(model, settings)`` gives a record with its
     ``problems``. Where the checkpoint that set γ is refused after sampling as not a minimum, γ is resolved
@@ -81,7 +82,7 @@ def sample_series(
         refused_after[resolution["set_by"]] = reason
 
 
-def series_scales(models: list[nn.Module], loss_fn, data: tuple[Tensor, ...], **settings) -> list[dict] | dict:
+def series_scales(models: Sequence[nn.Module], loss_fn, data: tuple[Tensor, ...], **settings) -> list[dict] | dict:
     """Each model's :func:`checkpoint_scale`, or the resolution record where no series rule applies (one model,
     or γ and the step both given)."""
     if "localization" in settings and "lr" in settings:

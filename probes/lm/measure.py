@@ -58,7 +58,7 @@ from induction_probes.probes.lm.protocols import (
 
 if TYPE_CHECKING:
     from induction_probes.circuits.interop.language_models import ModelLike
-    from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.models.hooked_model import HookedModel, WeightedModel
 
 CHUNK_NUMBERS = 1 << 25  # numbers one chunk's patterns and logits may hold (128 MiB of float32)
 BOUNDED_SCORES = ("previous_token", "induction", "control", "content", "positional_share")
@@ -184,7 +184,7 @@ def distance_profile(pattern: Tensor, repeated: RepeatedTokens) -> Float[Tensor,
     return masked_mean(values, valid).transpose(1, 2)
 
 
-def unembedding(model: HookedModel) -> tuple[Float[Tensor, "d_model d_vocab"], Float[Tensor, " d_model"]]:
+def unembedding(model: WeightedModel) -> tuple[Float[Tensor, "d_model d_vocab"], Float[Tensor, " d_model"]]:
     """W_U and its mean over the vocabulary, read once per pass (a bridge builds W_U anew at each reading, and
     GPT-2's is 38 M numbers)."""
     W_U = model.W_U.detach().to(model_device(model))
@@ -192,7 +192,7 @@ def unembedding(model: HookedModel) -> tuple[Float[Tensor, "d_model d_vocab"], F
 
 
 def copying_per_sequence(
-    model: HookedModel,
+    model: WeightedModel,
     layer: int,
     z: Tensor,
     resid: Tensor,
@@ -252,6 +252,8 @@ def control_pass(model: HookedModel, repeated: RepeatedTokens, rows: slice) -> F
     """Per sequence of ``rows`` of the control: [layer, head, 1 + distance]: the induction offset's attention,
     then the distance profile."""
     part = repeated.rows(rows)
+    if part.control is None:  # evaluate refuses these first
+        raise BadInput("the content-based score needs a control: give two or more sequences")
     _, patterns, _ = patterns_and_more(model, part.control, [], with_logits=False)
     per_layer = [torch.cat([offset_scores(p, part)[..., None], distance_profile(p, part)], -1) for p in patterns]
     return torch.stack(per_layer, 1)

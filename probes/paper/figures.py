@@ -4,6 +4,7 @@ the helpers that the other commands use."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from induction_probes.probes.figures import plots
@@ -11,7 +12,7 @@ from induction_probes.probes.figures.plots import theme
 
 
 def plot_error_curve(
-    points: list[tuple[float, float]], xlabel: str, title: str, path: Path, log_x: bool = False
+    points: Sequence[tuple[float, float]], xlabel: str, title: str, path: Path, log_x: bool = False
 ) -> Path:
     """Relative error (log scale) of a construction against the parameter that sets its accuracy; errors at
     or below float64's resolution are drawn at 1e-16, where the axis ends."""

@@ -22,6 +22,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import circuitsvis
 
@@ -52,7 +53,7 @@ def script_json(value) -> str:
     return json.dumps(value).replace("<", "\\u003c")
 
 
-def rounded(patterns, digits: int = 3) -> list | float:
+def rounded(patterns, digits: int = 3) -> Any:  # nested lists of floats, as deep as the input (a float for a number)
     """Nested lists of ``patterns`` (anything with ``tolist``, or lists) rounded to ``digits``: a page's size is
     its numbers' text, and a pixel's colour needs no more."""
     values = patterns.tolist() if hasattr(patterns, "tolist") else patterns

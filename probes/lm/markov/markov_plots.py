@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from induction_probes.circuits.errors import BadInput
 from induction_probes.probes.figures.plots import (
     error_bars,
     head_colour,
@@ -110,10 +111,18 @@ def best_heads(result: MarkovProbe, score: str) -> list[str]:
     return [h.label for h in sorted(result.heads, key=lambda h: -getattr(h, score).value)[:SHOWN_HEADS]]
 
 
+def series_steps(results: list[MarkovProbe]) -> list[int]:
+    """The step of each result of a series: a panel over training needs every one."""
+    steps = [r.step for r in results]
+    if any(step is None for step in steps):
+        raise BadInput("a figure over training needs the step of every probed checkpoint")
+    return [step for step in steps if step is not None]
+
+
 def score_panel(ax, results: list[MarkovProbe], score: str) -> None:
     """Every head's score against step in grey, the best ``SHOWN_HEADS`` at the last step in colour with bands,
     chance dashed and the verdict's threshold dotted."""
-    steps, best = [r.step for r in results], best_heads(results[-1], score)
+    steps, best = series_steps(results), best_heads(results[-1], score)
     for index, head in enumerate(results[-1].heads):
         estimates = [getattr(r.heads[index], score) for r in results]
         if head.label in best:
@@ -136,7 +145,7 @@ def plot_markov_series(results: list[MarkovProbe], name: str, path: Path) -> Pat
     """Late-position KL to each strategy, and the best heads' two scores, against training step."""
     theme()
     fig, axes = subplots(1, 3, figsize=(16, 6), layout="constrained")  # constrained: room for the keys below
-    steps = [r.step for r in results]
+    steps = series_steps(results)
     for strategy, colour in CURVES:
         estimates = [r.kl(strategy) for r in results]
         low, high = [e.low for e in estimates], [e.high for e in estimates]
