@@ -19,7 +19,8 @@ from induction_probes.circuits.devices import Device
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.model_sources import format_steps
 from induction_probes.circuits.models.model_config import HookedTransformerConfig
-from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
+from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run, run_task
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.circuit.contrasts import MarkovContrast
 from induction_probes.probes.circuit.edges import THRESHOLD, EdgeEffects, check_settings, edge_effects
 from induction_probes.probes.circuit.path_patching import Edge
@@ -122,7 +123,8 @@ def construction_effects(run: Run, contrast: MarkovContrast, threshold: float) -
     cfg = run.model_config
     if cfg.n_layers != 2 or any(cfg.heads(layer) != 1 for layer in range(cfg.n_layers)) or cfg.d_mlp is not None:
         return None
-    model = load_construction(*prop21(run.task.k, CONSTRUCTION_C, run.task.seq_len, "float32"))
+    task = run_task(run, MarkovTask)
+    model = load_construction(*prop21(task.k, CONSTRUCTION_C, task.seq_len, "float32"))
     return edge_effects(model, contrast, None, threshold)
 
 

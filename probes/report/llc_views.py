@@ -17,6 +17,7 @@ from induction_probes.circuits.defaults import LLC_CHECKPOINTS, LLC_SEQS, PROBE_
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.limits import MAX_CHECKPOINTS, require_at_most
 from induction_probes.circuits.runs.reader import Run, RunOrPath, as_run
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy
 from induction_probes.circuits.validation import require_int
 from induction_probes.probes.behaviour.icl_behaviour import log_spread_steps
@@ -34,6 +35,14 @@ from induction_probes.probes.report.tables import figure_lines, provenance
 N_SEQS = LLC_SEQS
 CHECKPOINTS = LLC_CHECKPOINTS
 SAMPLER_FAILURES = ("diverged", "never moved")  # problems of the sampler itself, not of the point
+
+
+def icl_mc_task(run: Run) -> MarkovTask:
+    """The run's ICL-MC task; a run of any other is refused, since the llc command samples a next-token loss."""
+    task = run.task
+    if task.name != "markov" or not isinstance(task, MarkovTask):
+        raise BadInput(f"run {run.path.name} is not an ICL-MC run: the llc command samples a next-token loss")
+    return task
 
 
 def llc_report(
@@ -55,10 +64,9 @@ def llc_report(
     raises ValueError before any sampling; a diverged or frozen sampler, FloatingPointError."""
     run = as_run(run)
     settings = estimator_settings(overrides, seed, n_seqs)
-    if run.task.name != "markov":
-        raise BadInput(f"run {run.path.name} is not an ICL-MC run: the llc command samples a next-token loss")
+    task = icl_mc_task(run)
     steps = chosen_steps(run, steps, checkpoints)
-    tokens = run.task.eval_set(n_seqs, seed).inputs.to(device)  # drawn on the CPU, then moved once
+    tokens = task.eval_set(n_seqs, seed).inputs.to(device)  # drawn on the CPU, then moved once
     metrics = {m["step"]: m for m in run.metrics()}
     models = [run.load(step=step, device=device) for step in steps]
     found, resolution = sample_series(
@@ -76,7 +84,7 @@ def llc_report(
         for step, estimate in zip(steps, found)
     ]
     refuse_broken_sampler(estimates)
-    construction = construction_estimates(run.task.k, run.task.seq_len, tokens, **settings)  # each its own γ
+    construction = construction_estimates(task.k, task.seq_len, tokens, **settings)  # each its own γ
     cases = calibrate(n=n_seqs, **settings)
     calibration = {"settings": settings, "n": n_seqs, "cases": cases, "gate": gate(whole_cases(cases))}
     calibration["gate_quarter"] = gate(whole_cases(cases, quarter=True))

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from induction_probes.circuits.defaults import PAGE_SEQS, PROBE_SEED
+from induction_probes.circuits.runs.reader import run_task
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.ablation.ablation_study import ablation_study
 from induction_probes.probes.ablation.head_ablation import single_heads
 from induction_probes.probes.comparison.trained_vs_prop21 import compare_with_prop21
@@ -69,7 +71,7 @@ def ablation_section(run: Run, probe_set, directory: Path, device: Device = None
 
 
 def construction_section(run: Run, steps: list[int], probe_set, directory: Path) -> str:
-    k, c = run.task.k, 100.0
+    k, c = run_task(run, MarkovTask).k, 100.0
     results = {step: compare_with_prop21(run.load(step=step), probe_set.inputs, k, c) for step in steps}
     return section(
         "4. Against the construction: Edelman et al.'s Proposition 2.1",
@@ -94,7 +96,7 @@ def markov_report_html(run: Run, directory: Path, device: Device = None) -> Path
                 probes_section(run, steps, probe_set, figures, device),
                 ablation_section(run, probe_set, figures, device),
             ]
-            if run.task.n == 2:
+            if run_task(run, MarkovTask).n == 2:
                 sections.append(construction_section(run, steps, probe_set, figures))
         else:
             model_class = run.config.get("model_class", "")

@@ -13,6 +13,7 @@ from induction_probes.circuits.runs.reader import Run, run_task
 from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
+from induction_probes.circuits.tasks.task_config import EvalSet
 from induction_probes.probes.run_level.checkpoint_probes import (
     CheckpointProbes,
     GaussianProbes,
@@ -30,7 +31,7 @@ def probe_eval_set(run: Run, n_seqs: int, seed: int) -> MarkovEvalSet:
 
 def probe_run(
     run: Run,
-    eval_set: MarkovEvalSet | None = None,
+    eval_set: EvalSet | None = None,
     steps: list[int] | None = None,
     device: Device = None,
 ) -> RunProbes[CheckpointResult]:
@@ -54,12 +55,14 @@ def probe_run(
 
 
 def probe_markov_run(
-    run: Run, eval_set: MarkovEvalSet | None, steps: list[int], device: Device = None
+    run: Run, eval_set: EvalSet | None, steps: list[int], device: Device = None
 ) -> RunProbes[CheckpointProbes]:
     """:func:`probe_model` of each of ``steps``: the probe of ICL-MC runs' task kind."""
-    eval_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if eval_set is None else eval_set
-    checkpoints = [probe_model(run.load(step=step, device=device), eval_set, step) for step in steps]
-    return RunProbes.collect(run, eval_set.inputs, checkpoints)
+    if eval_set is not None and not isinstance(eval_set, MarkovEvalSet):  # its strategies' KLs are read
+        raise BadInput(f"an ICL-MC run is probed on ICL-MC sequences (task.eval_set), not a {type(eval_set).__name__}")
+    probe_set = probe_eval_set(run, PROBE_SEQS, PROBE_SEED) if eval_set is None else eval_set
+    checkpoints = [probe_model(run.load(step=step, device=device), probe_set, step) for step in steps]
+    return RunProbes.collect(run, probe_set.inputs, checkpoints)
 
 
 def probe_task_run(run: Run, eval_set, steps: list[int], device: Device = None) -> RunProbes[TaskProbes]:

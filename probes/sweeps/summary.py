@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from induction_probes.circuits.defaults import PROBE_SEED
 from induction_probes.circuits.paths import portable
-from induction_probes.circuits.runs.reader import Run
+from induction_probes.circuits.runs.reader import Run, run_task
 from induction_probes.circuits.sweeps.sweep_runner import SPEC_FILE, SpecError, cell_status, is_finished, read_spec  # noqa: F401
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.tasks.markov.strategies import closest_strategy, strategy_name
@@ -90,7 +90,8 @@ def run_x(run: Run, count: str | None) -> list[float]:
     if count is None:
         return [float(m["sequences_seen"]) for m in run.metrics()]
     batch_size = run.recipe.batch_size
-    x = [float(run.task.sequences_of_prior(count, m["sequences_seen"], batch_size)) for m in run.metrics()]
+    task = run_task(run, MarkovTask)
+    x = [float(task.sequences_of_prior(count, m["sequences_seen"], batch_size)) for m in run.metrics()]
     if x[-1] == 0:
         raise SpecError(f"run {run.path} trains on no {count} sequences: --count {count} has no meaning for it")
     return x
@@ -154,7 +155,7 @@ def checked_metrics(run: Run) -> list[dict]:
 
 def summarize_run(run: Run, count: str | None, probe_seqs: int, by_prior: tuple[str, ...] = ()) -> dict:
     metrics = checked_metrics(run)
-    target = strategy_name(run.task.n)
+    target = strategy_name(run_task(run, MarkovTask).n)
     closest = [closest_strategy(m["last_token_kl"]) for m in metrics]
     x = run_x(run, count)
     transition = transition_index(closest, target)

@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # weight-reading probes took a WeightedModel and the model's embedding, unembedding and buffers were typed; 208 once
 # None was narrowed where read and a run's probes were typed by their task's result class; 202 with probes/circuit/
 # listed as a package; 190 once the minimal model's blocks and buffers were typed; 153 once figures, intervals and
-# the language-model probes said what they take. Lower it as the causes are fixed; it never rises.
-ERRORS_AT_MOST = 153
+# the language-model probes said what they take; 145 once ICL-MC-only code read its run's task as a MarkovTask. Lower
+# it as the causes are fixed; it never rises.
+ERRORS_AT_MOST = 145
 
 
 def installed_copy(site: Path) -> dict:

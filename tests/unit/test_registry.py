@@ -170,6 +170,14 @@ def test_a_kinds_own_probe_that_gives_no_run_probes_is_refused_in_one_line(monke
         probe_run(Run.open("markov-k3"), steps=[0])
 
 
+def test_an_icl_mc_run_is_probed_on_its_own_tasks_sequences_only():
+    from induction_probes import Run, probe_run
+
+    run, gaussian = Run.open("markov-k3"), Run.open("gaussian-ih2")
+    with pytest.raises(ValueError, match="an ICL-MC run is probed on ICL-MC sequences .* not a GaussianEvalSet"):
+        probe_run(run, gaussian.task.eval_set(4, 0), [run.steps[-1]])
+
+
 def test_a_simple_prior_is_what_its_registration_says_not_where_it_stands():
     assert tuple(SIMPLE_PRIORS) == ("dirichlet", "doubly-stochastic", "unigram")
     assert PRIORS.names(needs_p=True) == ("spectrum", "mixture")
