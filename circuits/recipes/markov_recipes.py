@@ -22,12 +22,12 @@ if TYPE_CHECKING:
     from torch import Tensor, nn
 
 
-def check_schedule(recipe: Recipe, task: MarkovTask) -> None:
-    """A curriculum that ends before the run does: else the run never sees the task's own prior."""
-    if task.schedule is not None and task.schedule[1] >= recipe.steps * recipe.batch_size:
+def check_schedule(task: MarkovTask, sequences: int) -> None:
+    """A curriculum that ends before the run's ``sequences`` do: else the run never sees the task's own prior."""
+    if task.schedule is not None and task.schedule[1] >= sequences:
         raise BadInput(
             f"the curriculum's {task.schedule[1]} sequences must be fewer than the run's "
-            f"steps x batch_size = {recipe.steps * recipe.batch_size}"
+            f"steps x batch_size = {sequences}"
         )
 
 
@@ -55,7 +55,7 @@ class MarkovRecipe(TransformerRecipe):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.check_clamp()
-        check_schedule(self, self.task)
+        check_schedule(self.task, self.steps * self.batch_size)
 
     def vocabulary(self) -> int:
         return self.task.k
@@ -107,7 +107,7 @@ class MinimalRecipe(Recipe):
         if self.task.n != 2:
             raise BadInput("the minimal model is for bigram chains: n must be 2")
         super().__post_init__()
-        check_schedule(self, self.task)
+        check_schedule(self.task, self.steps * self.batch_size)
 
     def model_config(self) -> minimal.MinimalConfig:
         return minimal.MinimalConfig(d_vocab=self.task.k, n_ctx=self.task.seq_len, first_layer=self.first_layer)

@@ -229,8 +229,7 @@ class Replacements:
         self.picks: Tensor | None = None
         if mode == "zero":
             return
-        if reference is None:
-            raise BadInput(f"{mode} ablation needs reference sequences")
+        assert reference is not None  # ablate, the one caller, refuses mean and resample without one first
         tokens = reference.tokens.to(model_device(model))
         chunks = [reference_z(model, part, layers) for part in tokens.split(chunk_size(model, tokens.shape[1]))]
         self.z = {layer: torch.cat([chunk[layer] for chunk in chunks]) for layer in layers}

@@ -252,8 +252,7 @@ def control_pass(model: HookedModel, repeated: RepeatedTokens, rows: slice) -> F
     """Per sequence of ``rows`` of the control: [layer, head, 1 + distance]: the induction offset's attention,
     then the distance profile."""
     part = repeated.rows(rows)
-    if part.control is None:  # evaluate refuses these first
-        raise BadInput("the content-based score needs a control: give two or more sequences")
+    assert part.control is not None  # evaluate, the one caller, refuses tokens without a control first
     _, patterns, _ = patterns_and_more(model, part.control, [], with_logits=False)
     per_layer = [torch.cat([offset_scores(p, part)[..., None], distance_profile(p, part)], -1) for p in patterns]
     return torch.stack(per_layer, 1)

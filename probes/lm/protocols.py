@@ -74,8 +74,7 @@ class RepeatedTokens:
     @property
     def length_range(self) -> tuple[int, int]:
         """The protocol's shortest and longest |R| (a chunk's own lengths lie within them)."""
-        if self.bounds is None:  # set at construction from the lengths, which are refused if there are none
-            raise BadInput("repeated tokens with no sequence have no |R| range")
+        assert self.bounds is not None  # set at construction from the lengths, which are refused if there are none
         return self.bounds
 
     def scored(self) -> Bool[Tensor, "batch pos_1"]:
