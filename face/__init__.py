@@ -95,11 +95,13 @@ EXPORTS = {
     "split_into_kinds": "induction_probes.probes.sweeps.condition_tests",
     # extension points (docs/extending.md): register a task kind, model class, probe or prior from outside
     "TASK_KINDS": "induction_probes.circuits.recipes.task_kinds",
-    "TaskKind": "induction_probes.circuits.recipes.task_kinds",  # a task, its recipes, its probe and view
+    "TaskKind": "induction_probes.circuits.recipes.task_kinds",  # a task and its recipes
     "RecipeEntry": "induction_probes.circuits.recipes.task_kinds",
-    "TaskView": "induction_probes.circuits.recipes.task_kinds",
-    "register_task": "induction_probes.circuits.recipes.task_kinds",  # a task kind, in one call
-    "unregister_task": "induction_probes.circuits.recipes.task_kinds",
+    "TaskView": "induction_probes.probes.report.view_protocols",  # what probe, ablate and report show for a task
+    "ProbeSet": "induction_probes.probes.report.view_protocols",  # a view's fresh sequences
+    "Output": "induction_probes.probes.report.view_protocols",  # a view's device, figure folder and JSON switch
+    "register_task": "induction_probes.probes.report.task_registration",  # a task kind, its probe and view, in one call
+    "unregister_task": "induction_probes.probes.report.task_registration",
     "MODEL_CLASSES": "induction_probes.circuits.models.model_classes",
     "PROBES": "induction_probes.probes.attention.probe_registry",
     "PRIORS": "induction_probes.circuits.tasks.markov.prior_registry",
@@ -131,9 +133,6 @@ if TYPE_CHECKING:  # EXPORTS as static imports for type checkers and IDEs ("as":
     from induction_probes.circuits.recipes.task_kinds import TASK_KINDS as TASK_KINDS
     from induction_probes.circuits.recipes.task_kinds import RecipeEntry as RecipeEntry
     from induction_probes.circuits.recipes.task_kinds import TaskKind as TaskKind
-    from induction_probes.circuits.recipes.task_kinds import TaskView as TaskView
-    from induction_probes.circuits.recipes.task_kinds import register_task as register_task
-    from induction_probes.circuits.recipes.task_kinds import unregister_task as unregister_task
     from induction_probes.circuits.runs.reader import Run as Run
     from induction_probes.circuits.sweeps.sweep_runner import run_sweep as run_sweep
     from induction_probes.circuits.sweeps.sweep_spec import parse_spec as parse_spec
@@ -171,6 +170,8 @@ if TYPE_CHECKING:  # EXPORTS as static imports for type checkers and IDEs ("as":
     from induction_probes.probes.report.run_views import run_report as run_report
     from induction_probes.probes.report.sweeps import summary_report as summary_report
     from induction_probes.probes.report.sweeps import sweep_report as sweep_report
+    from induction_probes.probes.report.task_registration import register_task as register_task
+    from induction_probes.probes.report.task_registration import unregister_task as unregister_task
     from induction_probes.probes.report.toy_views import ih4_report as ih4_report
     from induction_probes.probes.report.toy_views import toy_report as toy_report
     from induction_probes.probes.report.toy_views import toy_sweep_report as toy_sweep_report
@@ -178,6 +179,9 @@ if TYPE_CHECKING:  # EXPORTS as static imports for type checkers and IDEs ("as":
     from induction_probes.probes.report.verify_views import prop21_report as prop21_report
     from induction_probes.probes.report.verify_views import wang_ih2_report as wang_ih2_report
     from induction_probes.probes.report.verify_views import wang_ihn_report as wang_ihn_report
+    from induction_probes.probes.report.view_protocols import Output as Output
+    from induction_probes.probes.report.view_protocols import ProbeSet as ProbeSet
+    from induction_probes.probes.report.view_protocols import TaskView as TaskView
     from induction_probes.probes.run_level.all_probes import probe_eval_set as probe_eval_set
     from induction_probes.probes.run_level.all_probes import probe_run as probe_run
     from induction_probes.probes.run_level.checkpoint_probes import probe_gaussian as probe_gaussian

@@ -1,12 +1,10 @@
-"""One registration per task: a :class:`TaskKind` holds a task's config class, the recipes that train on it,
-how its runs are probed and what the commands show for them, registered in :data:`TASK_KINDS` under the task's
-``name`` (the ``task.name`` of a run's ``config.json``).
+"""One registration per task: a :class:`TaskKind` holds a task's config class and the recipes that train on it,
+registered in :data:`TASK_KINDS` under the task's ``name`` (the ``task.name`` of a run's ``config.json``).
 
-The task and recipe classes are the objects themselves. How the package's own tasks' runs are probed and shown
-is the probe layer's, by task class (``TASK_PROBES``, ``TASK_VIEWS``): this layer may not import it. A kind
-registered from outside may give its own, as functions (or, from a module below the probe layer, as
-``"module:function"`` references, resolved when asked for); a kind without them gets the generic probes and
-views, the registered attention probes and the task's own metrics (``probe_run``, ``view_of``).
+The task and recipe classes are the objects themselves. How a task's runs are probed and what the commands show
+for them is the probe layer's, which this layer may not import: its ``TASK_PROBES`` and ``TASK_VIEWS``, keyed by
+the same name. The face's ``register_task(kind, probe=, view=)`` writes all three; a kind without a probe or a
+view of its own gets the generic ones, the registered attention probes and the task's own metrics.
 
 Recipe names are one namespace across kinds (a run's ``recipe.name``): a kind whose recipe another kind holds is
 refused, and so is a second kind for a task name already taken. A recipe that trains one of the package's tasks
@@ -17,10 +15,8 @@ registry they read."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, fields, is_dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from induction_probes.circuits.config import Config
 from induction_probes.circuits.errors import BadInput
@@ -34,82 +30,6 @@ from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.circuits.tasks.task_config import TaskConfig
 from induction_probes.circuits.tasks.text_task import TextTask
 from induction_probes.circuits.validation import quoted
-
-if TYPE_CHECKING:  # the signatures' types: a run and a model
-    from induction_probes.circuits.devices import Device
-    from induction_probes.circuits.models.hooked_model import HookedModel
-    from induction_probes.circuits.runs.reader import Run
-
-    Shown = str | dict[str, Any]  # a view's answer: the command's text, or with as_json its JSON-ready dict
-
-
-class ProbedRun(Protocol):
-    """What probing a run gives, as this layer sees it: the probe layer's ``RunProbes`` (which
-    :func:`~induction_probes.probes.run_level.all_probes.probe_run` checks it is), a sequence of checkpoints' probes
-    in step order with their tidy rows."""
-
-    @property
-    def steps(self) -> list[int]: ...
-
-    def to_records(self, sequences_seen: int | None = None) -> list[dict[str, Any]]: ...
-
-
-class RunProbe(Protocol):
-    """How a task's runs are probed: every one of ``steps`` on ``eval_set`` (None: the probe set's default)."""
-
-    def __call__(self, run: Run, eval_set: Any, steps: list[int], device: Device, /) -> ProbedRun: ...
-
-
-class ProbeView(Protocol):
-    """What ``probe`` shows: the probes of ``steps`` on ``n_seqs`` fresh sequences drawn with ``seed``."""
-
-    def __call__(
-        self, run: Run, steps: list[int], n_seqs: int, seed: int, /, *, device: Device, plot: Path | None, as_json: bool
-    ) -> Shown: ...
-
-
-class AblateView(Protocol):
-    """What ``ablate`` shows: ``model`` (the run's checkpoint at ``step``) with each of ``head_sets`` ablated."""
-
-    def __call__(
-        self,
-        run: Run,
-        model: HookedModel,
-        head_sets: Any,
-        step: int,
-        mode: str,
-        n_seqs: int,
-        seed: int,
-        /,
-        *,
-        device: Device,
-        plot: Path | None,
-        as_json: bool,
-    ) -> Shown: ...
-
-
-class ReportView(Protocol):
-    """What ``report`` shows: the run over training."""
-
-    def __call__(self, run: Run, /, *, device: Device, plot: Path | None, as_json: bool) -> Shown: ...
-
-
-class HtmlView(Protocol):
-    """``report --html``: the one-page report, written into ``directory``; its path."""
-
-    def __call__(self, run: Run, directory: Path, device: Device, /) -> Path: ...
-
-
-@dataclass(frozen=True)
-class TaskView:
-    """What ``probe``, ``ablate`` and ``report`` show for a task's runs: four functions of the signatures above
-    (:mod:`~induction_probes.probes.report.run_views` calls them), each the function itself or, from a module that
-    cannot import it, its ``"module:function"`` reference."""
-
-    probe: ProbeView | str
-    ablate: AblateView | str
-    report: ReportView | str
-    html: HtmlView | str
 
 
 @dataclass(frozen=True)
@@ -129,14 +49,11 @@ class RecipeEntry:
 
 @dataclass(frozen=True)
 class TaskKind:
-    """A task, the recipes that train on it, how its runs are probed (``probe``: the function
-    ``probe(run, eval_set, steps, device)`` returning a ``RunProbes``, or its ``"module:function"``) and its
-    ``view``; ``None``: the generic ones."""
+    """A task and the recipes that train on it. How its runs are probed and shown is the probe layer's, given
+    beside it to the face's ``register_task``."""
 
     task: type
     recipes: tuple[RecipeEntry, ...]
-    probe: RunProbe | str | None = None
-    view: TaskView | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.task, type) and issubclass(self.task, TaskConfig)):
@@ -167,32 +84,12 @@ class TaskKind:
                 {"recipe": top_level_reference(e.recipe, e.recipe.__qualname__), "help": e.help, "command": e.command}
                 for e in self.recipes
             ],
-            "probe": code_reference(self.probe),
-            "view": None if self.view is None else {part: code_reference(f) for part, f in vars(self.view).items()},
         }
 
     @classmethod
     def from_reference(cls, data: dict[str, Any]) -> TaskKind:
         recipes = [RecipeEntry(resolve(e["recipe"]), e["help"], e["command"]) for e in data["recipes"]]
-        view = None if data["view"] is None else TaskView(**data["view"])
-        return cls(resolve(data["task"]), tuple(recipes), data["probe"], view)
-
-
-def code_reference(function: Callable | str | None) -> str | None:
-    """A probe's or a view's function as the ``"module:function"`` another process finds it by."""
-    if function is None or isinstance(function, str):
-        return function
-    return top_level_reference(function, getattr(function, "__qualname__", repr(function)))
-
-
-def code_object(function: Any) -> Any:
-    """A probe's or a view's function itself: its ``"module:function"`` resolved, the function as it is."""
-    return resolve(function) if isinstance(function, str) else function
-
-
-def run_probe_of(kind: TaskKind) -> RunProbe | None:
-    """The function that probes the kind's runs (``None``: the generic probes)."""
-    return code_object(kind.probe)
+        return cls(resolve(data["task"]), tuple(recipes))
 
 
 def task_of(recipe: type) -> type | None:
@@ -215,8 +112,9 @@ TASK_KINDS = Registry(
 )
 
 
-def register_task(kind: TaskKind, *, replace: bool = False) -> TaskKind:
-    """Register ``kind`` under its task's name. Refused where another kind holds one of its recipe names."""
+def register_kind(kind: TaskKind, *, replace: bool = False) -> TaskKind:
+    """Register ``kind`` under its task's name. Refused where another kind holds one of its recipe names. The
+    face's ``register_task`` calls it, with the kind's probe and view."""
     if not isinstance(kind, TaskKind):
         raise BadInput(f"register_task takes a TaskKind, got {quoted(kind)}")
     for entry in kind.recipes:
@@ -227,8 +125,8 @@ def register_task(kind: TaskKind, *, replace: bool = False) -> TaskKind:
     return kind
 
 
-def unregister_task(kind: TaskKind | str) -> None:
-    """Undo :func:`register_task`: the kind (or the kind registered under that task name) and its recipes."""
+def unregister_kind(kind: TaskKind | str) -> None:
+    """Undo :func:`register_kind`: the kind (or the kind registered under that task name) and its recipes."""
     TASK_KINDS.unregister(kind.name if isinstance(kind, TaskKind) else kind)
 
 
@@ -294,10 +192,10 @@ def recipe_from_json(recipe: Any, task: Any):
     return recipe_class.from_dict(values)
 
 
-# The package's own tasks; how their runs are probed and shown is the probe layer's, by task class
-# (probes/run_level/all_probes.py's TASK_PROBES, probes/report/run_views.py's TASK_VIEWS), which this layer cannot
-# import.
-register_task(
+# The package's own tasks; how their runs are probed and shown the probe layer registers under the same names
+# (probes/run_level/all_probes.py's TASK_PROBES, probes/report/run_views.py's views), since this layer cannot import
+# it.
+register_kind(
     TaskKind(
         MarkovTask,
         (
@@ -306,7 +204,7 @@ register_task(
         ),
     )
 )
-register_task(
+register_kind(
     TaskKind(
         GaussianTask,
         (
@@ -315,7 +213,7 @@ register_task(
         ),
     )
 )
-register_task(
+register_kind(
     TaskKind(
         TextTask,
         (

@@ -14,32 +14,29 @@ from induction_probes.probes.report.tables import ablations_json, format_table, 
 from induction_probes.probes.run_level.all_probes import probe_eval_set
 
 if TYPE_CHECKING:
-    from induction_probes.circuits.devices import Device
     from induction_probes.circuits.models.hooked_model import HookedModel
     from induction_probes.circuits.runs.reader import Run
+    from induction_probes.probes.report.view_protocols import Output, ProbeSet, Shown
 
 
 def ablate_markov(
     run: Run,
     model: HookedModel,
-    head_sets,
+    head_sets: list[list[tuple[int, int]]],
     step: int,
     mode: str,
-    n_seqs: int,
-    seed: int,
-    *,
-    device: Device = None,
-    plot=None,
-    as_json=False,
-) -> str | dict:
+    probes: ProbeSet,
+    output: Output,
+) -> Shown:
     """KL to the truth, loss, ICL score and closest strategy of an ICL-MC model (the run's checkpoint at
-    ``step``) with each head set ablated, on ``n_seqs`` fresh sequences drawn with ``seed``, and each ablation's
-    effect (ablated − clean, paired on those sequences) with its interval."""
+    ``step``) with each head set ablated, on the fresh sequences of ``probes``, and each ablation's effect
+    (ablated − clean, paired on those sequences) with its interval."""
+    n_seqs, seed, plot = probes.n_seqs, probes.seed, output.plot
     eval_set = probe_eval_set(run, n_seqs, seed)
     reference = probe_eval_set(run, n_seqs, seed + 1).inputs  # other sequences
     baseline, results = ablation_study(model, eval_set, head_sets, mode, reference, seed)
     figures = plot_ablations(run, step, baseline, results, eval_set, mode, plot) if plot else []
-    if as_json:
+    if output.as_json:
         base = {
             "last_token_kl": baseline.last_token_kl,
             "loss": baseline.loss,
@@ -102,20 +99,17 @@ def plot_ablations(run: Run, step: int, baseline, results, eval_set, mode: str, 
 def ablate_gaussian(
     run: Run,
     model: HookedModel,
-    head_sets,
+    head_sets: list[list[tuple[int, int]]],
     step: int,
     mode: str,
-    n_seqs: int,
-    seed: int,
-    *,
-    device: Device = None,
-    plot=None,
-    as_json=False,
-) -> str | dict:
+    probes: ProbeSet,
+    output: Output,
+) -> Shown:
     """A Gaussian-task model's relative MSE at the last position, clean and with each head set ablated."""
     # gaussian_ablation_study loads the checkpoint on its own device
-    baseline, ablated = gaussian_ablation_study(run, head_sets, mode, step, n_seqs, seed, device=device)
-    if as_json:
+    n_seqs, seed, plot = probes.n_seqs, probes.seed, output.plot
+    baseline, ablated = gaussian_ablation_study(run, head_sets, mode, step, n_seqs, seed, device=output.device)
+    if output.as_json:
         rows = [(heads, {"relative_mse": value}) for heads, value in ablated]
         return ablations_json(run, step, mode, n_seqs, seed, {"relative_mse": baseline}, rows)
     rows = [["none", baseline]] + [[heads_name(heads), value] for heads, value in ablated]

@@ -16,13 +16,14 @@ from induction_probes.probes.run_level.checkpoint_probes import probe_gaussian
 if TYPE_CHECKING:
     from induction_probes.circuits.devices import Device
     from induction_probes.circuits.runs.reader import Run
+    from induction_probes.probes.report.view_protocols import Output, ProbeSet, Shown
 
 
-def gaussian_report(run: Run, *, device: Device = None, plot: Path | None = None, as_json: bool = False) -> str | dict:
+def gaussian_report(run: Run, output: Output) -> Shown:
     """A Gaussian-task run over training: its error on its evaluation set (no strategy phases here; the
     probes are :func:`probe_gaussian_report` over every step)."""
-    metrics, recipe = run.metrics(), run.recipe
-    if as_json:
+    metrics, recipe, plot = run.metrics(), run.recipe, output.plot
+    if output.as_json:
         return provenance(run, [m["step"] for m in metrics], recipe.eval_seqs, recipe.eval_seed) | {"metrics": metrics}
     figures = [plot_gaussian_training(metrics, run.path.name, plot / f"{run.path.name}_error.png")] if plot else []
     wanted = spread_steps([m["step"] for m in metrics])
@@ -41,26 +42,18 @@ def refuse_gaussian_html(run: Run, directory: Path, device: Device = None) -> Pa
     raise BadInput(f"run {run.path.name} is a Gaussian-task run: the HTML report follows the ICL-MC argument")
 
 
-def probe_gaussian_report(
-    run: Run,
-    steps: list[int],
-    n_seqs: int,
-    seed: int,
-    *,
-    device: Device = None,
-    plot: Path | None = None,
-    as_json: bool = False,
-) -> str | dict:
-    """The error, previous-token and induction scores of a Gaussian-task run at ``steps``, on ``n_seqs``
-    fresh sequences drawn with ``seed``; with ``plot``, their figure over the probed steps."""
-    results = [probe_gaussian(run, step, n_seqs, seed, device=device) for step in steps]
+def probe_gaussian_report(run: Run, steps: list[int], probes: ProbeSet, output: Output) -> Shown:
+    """The error, previous-token and induction scores of a Gaussian-task run at ``steps``, on the fresh
+    sequences of ``probes``; with a ``plot`` folder, their figure over the probed steps."""
+    n_seqs, plot = probes.n_seqs, output.plot
+    results = [probe_gaussian(run, step, n_seqs, probes.seed, device=output.device) for step in steps]
     figures = []
     if plot:
         sequences = [run.entry(step)["sequences_seen"] for step in steps]
         path = plot / figure_name(run.path.name, "scores", steps)
         figures = [plot_gaussian_scores(results, sequences, run.path.name, path)]
-    if as_json:
-        return provenance(run, steps, n_seqs, seed) | {"checkpoints": [r.to_json() for r in results]}
+    if output.as_json:
+        return provenance(run, steps, n_seqs, probes.seed) | {"checkpoints": [r.to_json() for r in results]}
     rows = [
         [
             r.step,

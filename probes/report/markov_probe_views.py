@@ -21,8 +21,8 @@ from induction_probes.probes.report.tables import format_table, provenance, spre
 from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_markov_run
 
 if TYPE_CHECKING:
-    from induction_probes.circuits.devices import Device
     from induction_probes.circuits.runs.reader import Run
+    from induction_probes.probes.report.view_protocols import Output, ProbeSet, Shown
 
 PROBE_LABELS = {
     "previous_token": "previous-token",
@@ -31,26 +31,22 @@ PROBE_LABELS = {
 }  # a registered probe's column is its name
 
 
-def probe_markov_report(
-    run: Run,
-    steps: list[int],
-    n_seqs: int,
-    seed: int,
-    *,
-    device: Device = None,
-    plot: Path | None = None,
-    as_json: bool = False,
-) -> str | dict:
-    """An ICL-MC run's probes at ``steps`` on ``n_seqs`` fresh sequences drawn with ``seed``: attention per
+def probe_markov_report(run: Run, steps: list[int], probes: ProbeSet, output: Output) -> Shown:
+    """An ICL-MC run's probes at ``steps`` on the fresh sequences of ``probes``: attention per
     head, behaviour, progress measures (over training when several steps) and the figures, into ``plot``."""
-    probe_set = probe_eval_set(run, n_seqs, seed)
-    results = probe_markov_run(run, probe_set, run.saved_steps(steps), device)
-    figures = plot_probes(run, results, probe_set.inputs, plot) if plot else []
+    probe_set = probe_eval_set(run, probes.n_seqs, probes.seed)
+    results = probe_markov_run(run, probe_set, run.saved_steps(steps), output.device)
+    figures = plot_probes(run, results, probe_set.inputs, output.plot) if output.plot else []
     progress = [r.progress for r in results if r.progress is not None]
-    if as_json:
+    if output.as_json:
         crossings = {"progress_thresholds": progress_thresholds(run, progress)} if progress else {}
         tidy = {"records": results.to_records(), "warnings": results.warnings}  # the long form of probes/tidy.py
-        return provenance(run, steps, n_seqs, seed) | crossings | {"checkpoints": [r.to_json() for r in results]} | tidy
+        return (
+            provenance(run, steps, probes.n_seqs, probes.seed)
+            | crossings
+            | {"checkpoints": [r.to_json() for r in results]}
+            | tidy
+        )
     sections = [probe_text(run, results[-1])] + ([probe_trajectory(results)] if len(steps) > 1 else [])
     if progress:
         sections.append(progress_text(run, progress))

@@ -17,8 +17,8 @@ from induction_probes.probes.figures.plots_circuit import plot_minimal_parameter
 from induction_probes.probes.report.tables import format_table, provenance, spread_steps, with_figures
 
 if TYPE_CHECKING:
-    from induction_probes.circuits.devices import Device
     from induction_probes.circuits.runs.reader import Run
+    from induction_probes.probes.report.view_protocols import Output, Shown
 
 
 def report_data(run: Run):
@@ -32,11 +32,11 @@ def report_data(run: Run):
     return task, recipe, metrics, baselines, strategy_phases(metrics)
 
 
-def markov_report(run: Run, *, device: Device = None, plot: Path | None = None, as_json: bool = False) -> str | dict:
+def markov_report(run: Run, output: Output) -> Shown:
     """An ICL-MC run's report: text and the figures written into ``plot``, or a JSON-ready dict."""
-    if as_json:
-        return report_json(run, plot)
-    text, figures = report_text(run, plot)
+    if output.as_json:
+        return report_json(run, output.plot)
+    text, figures = report_text(run, output.plot)
     return with_figures(text, figures)
 
 

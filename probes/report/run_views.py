@@ -1,26 +1,12 @@
-"""What ``probe``, ``ablate`` and ``report`` show for a run, chosen by its task: ICL-MC and Gaussian-task runs
-have views of their own (:data:`TASK_VIEWS`), a task kind from outside may give its own
-(:mod:`~induction_probes.circuits.recipes.task_kinds`), and a run of any other registered task gets the task view
-(:mod:`induction_probes.probes.report.task_views`: the registered attention probes and the task's own metrics, as
-text, figures and a page), so that a new task needs no edit here.
-
-A view (a :class:`~induction_probes.circuits.recipes.task_kinds.TaskView`) holds four functions (the package's
-tasks' views are in :data:`TASK_VIEWS`, by task class):
-
-- ``probe(run, steps, n_seqs, seed, *, device, plot, as_json)``: the probes of ``steps`` on ``n_seqs`` fresh
-  sequences drawn with ``seed``;
-- ``ablate(run, model, head_sets, step, mode, n_seqs, seed, *, device, plot, as_json)``: ``model`` (the run's
-  checkpoint at ``step``) with each head set ablated;
-- ``report(run, *, device, plot, as_json)``: the run over training;
-- ``html(run, directory, device)``: the one-page report, written into ``directory``; its path.
-
-Each returns its text (with a ``figure: PATH`` line per figure written into ``plot``), or with ``as_json`` a
-JSON-ready dict. The functions below dispatch to the run's view."""
+"""What ``probe``, ``ablate`` and ``report`` show for a run, chosen by its task's view
+(:mod:`~induction_probes.probes.report.view_protocols`) in :data:`TASK_VIEWS`: ICL-MC and Gaussian-task runs have
+views of their own, a task from outside may register its own (the face's ``register_task``), and a run of any other
+registered task gets the task view (:mod:`induction_probes.probes.report.task_views`: the registered attention
+probes and the task's own metrics, as text, figures and a page), so that a new task needs no edit here. The
+functions below dispatch to the run's view."""
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,39 +21,34 @@ import induction_probes.probes.report.task_views as task_views
 from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.paths import path_argument, plot_folder
-from induction_probes.circuits.recipes.task_kinds import (
-    TASK_KINDS,
-    AblateView,
-    HtmlView,
-    ProbeView,
-    ReportView,
-    TaskView,
-    code_object,
-)
 from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.report.run_ablation_series import run_series_view
+from induction_probes.probes.report.view_protocols import Output, ProbeSet, ResolvedView
 
 if TYPE_CHECKING:
     from induction_probes.circuits.devices import Device
     from induction_probes.circuits.runs.reader import Run, RunOrPath
 
-# what the package's own tasks' runs show, by task class; any other task's, without a view of its own, the task view
-TASK_VIEWS = {
-    MarkovTask: TaskView(
+# what a task's runs show, by task class: the package's own here, one from outside by register_task
+TASK_VIEWS: dict[type, ResolvedView] = {
+    MarkovTask: ResolvedView(
         markov_probes.probe_markov_report,
         ablation_views.ablate_markov,
         markov_views.markov_report,
         markov_html.markov_report_html,
     ),
-    GaussianTask: TaskView(
+    GaussianTask: ResolvedView(
         gaussian_views.probe_gaussian_report,
         ablation_views.ablate_gaussian,
         gaussian_views.gaussian_report,
         gaussian_views.refuse_gaussian_html,
     ),
 }
-TASK_VIEW = TaskView(task_views.probe_task, task_views.ablate_task, task_views.task_report, task_views.task_report_html)
+# any other task's, without a view of its own
+TASK_VIEW = ResolvedView(
+    task_views.probe_task, task_views.ablate_task, task_views.task_report, task_views.task_report_html
+)
 
 
 def probed_run(run: RunOrPath):
@@ -79,27 +60,9 @@ def probed_run(run: RunOrPath):
     return run
 
 
-@dataclass(frozen=True)
-class ResolvedView:
-    """A :class:`TaskView` whose functions are all resolved (none a ``"module:function"`` reference any more),
-    called by name: ``view_of(run).probe(...)``."""
-
-    probe: ProbeView
-    ablate: AblateView
-    report: ReportView
-    html: HtmlView
-
-
-@functools.cache
-def resolved(view: TaskView) -> ResolvedView:
-    """``view`` with each ``"module:function"`` resolved, once per view."""
-    return ResolvedView(*(code_object(getattr(view, part.name)) for part in fields(ResolvedView)))
-
-
 def view_of(run: Run) -> ResolvedView:
-    """The view of the run's task: the package's own tasks', one a kind from outside gives, or the task view."""
-    kind = TASK_KINDS.get(run.task.name)
-    return resolved(TASK_VIEWS.get(kind.task) or kind.view or TASK_VIEW)
+    """The view of the run's task: the package's own tasks', one registered from outside, or the task view."""
+    return TASK_VIEWS.get(type(run.task), TASK_VIEW)
 
 
 def probe_report(
@@ -121,7 +84,7 @@ def probe_report(
         steps = run.steps
     steps = run.saved_steps(steps)
     plot = plot_folder(plot)
-    return view_of(run).probe(run, steps, n_seqs, seed, device=device, plot=plot, as_json=as_json)
+    return view_of(run).probe(run, steps, ProbeSet(n_seqs, seed), Output(device, plot, as_json))
 
 
 def ablation_report(
@@ -154,8 +117,8 @@ def ablation_report(
     saved_step: int = run.entry(step)["step"]
     model = run.load(step=saved_step, device=device)
     head_sets = head_ablation.single_heads(model) if head_sets is None else head_sets
-    ablate = view_of(run).ablate
-    return ablate(run, model, head_sets, saved_step, mode, n_seqs, seed, device=device, plot=plot, as_json=as_json)
+    output = Output(device, plot, as_json)
+    return view_of(run).ablate(run, model, head_sets, saved_step, mode, ProbeSet(n_seqs, seed), output)
 
 
 def run_report(
@@ -170,7 +133,7 @@ def run_report(
     there (refused first where the view has none), its path a last line of the text or ``report`` in the JSON."""
     run = reader.as_run(run)
     page = html_report(run, html, device) if html is not None else None
-    report = view_of(run).report(run, device=device, plot=plot_folder(plot), as_json=as_json)
+    report = view_of(run).report(run, Output(device, plot_folder(plot), as_json))
     if page is None:
         return report
     return report | {"report": str(page)} if as_json else f"{report}\nreport: {page}"

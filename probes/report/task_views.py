@@ -31,23 +31,16 @@ if TYPE_CHECKING:
     from induction_probes.circuits.devices import Device
     from induction_probes.circuits.models.hooked_model import HookedModel
     from induction_probes.circuits.runs.reader import Run
+    from induction_probes.probes.report.view_protocols import Output, ProbeSet, Shown
 
 
-def probe_task(
-    run: Run,
-    steps: list[int],
-    n_seqs: int,
-    seed: int,
-    *,
-    device: Device = None,
-    plot: Path | None = None,
-    as_json: bool = False,
-) -> str | dict:
-    """Every registered probe per head at ``steps`` and the task's metrics, on ``n_seqs`` fresh sequences of
-    the run's task drawn with ``seed``; with ``plot``, the probes per head (over training when several)."""
-    results = probe_run(run, run.task.eval_set(n_seqs, seed), steps, device=device)
-    figures = [plot_probes(run, results, plot)] if plot else []
-    if as_json:
+def probe_task(run: Run, steps: list[int], probes: ProbeSet, output: Output) -> Shown:
+    """Every registered probe per head at ``steps`` and the task's metrics, on the fresh sequences of the run's
+    task that ``probes`` names; with a ``plot`` folder, the probes per head (over training when several)."""
+    n_seqs, seed = probes.n_seqs, probes.seed
+    results = probe_run(run, run.task.eval_set(n_seqs, seed), steps, device=output.device)
+    figures = [plot_probes(run, results, output.plot)] if output.plot else []
+    if output.as_json:
         tidy = {"records": results.to_records(), "warnings": results.warnings}
         return provenance(run, steps, n_seqs, seed) | {"checkpoints": [r.to_json() for r in results]} | tidy
     last = results[-1]
@@ -98,25 +91,22 @@ def plot_probes(run: Run, results, directory: Path) -> Path:
 def ablate_task(
     run: Run,
     model: HookedModel,
-    head_sets,
+    head_sets: list[list[tuple[int, int]]],
     step: int,
     mode: str,
-    n_seqs: int,
-    seed: int,
-    *,
-    device: Device = None,
-    plot=None,
-    as_json=False,
-) -> str | dict:
+    probes: ProbeSet,
+    output: Output,
+) -> Shown:
     """The task's metrics of ``model`` (the run's checkpoint at ``step``), clean and with each head set
-    ablated, on ``n_seqs`` fresh sequences drawn with ``seed``; with ``plot``, their bars."""
+    ablated, on the fresh sequences of ``probes``; with a ``plot`` folder, their bars."""
+    n_seqs, seed = probes.n_seqs, probes.seed
     probe_set = run.task.eval_set(n_seqs, seed)
     reference = run.task.eval_set(n_seqs, seed + 1).inputs  # other sequences
     baseline, ablated = task_ablation_study(model, probe_set, head_sets, mode, reference, seed)
-    if as_json:
+    if output.as_json:
         return ablations_json(run, step, mode, n_seqs, seed, baseline, [(h, {"metrics": m}) for h, m in ablated])
     rows = ablation_rows(baseline, ablated)
-    figures = [plot_ablation(run, step, mode, rows, plot)] if plot else []
+    figures = [plot_ablation(run, step, mode, rows, output.plot)] if output.plot else []
     return with_figures(ablation_text(run, mode, n_seqs, rows), figures)
 
 
@@ -142,14 +132,15 @@ def plot_ablation(run: Run, step: int, mode: str, rows: list[tuple[list | None, 
     return plot_task_ablation(bars, f"{run.path.name}, step {step}: {mode} ablation", path)
 
 
-def task_report(run: Run, *, device: Device = None, plot: Path | None = None, as_json: bool = False) -> str | dict:
+def task_report(run: Run, output: Output) -> Shown:
     """The task's metrics over training and each registered probe's best head per layer at the last
     checkpoint (on PAGE_SEQS fresh sequences); with ``plot``, the metrics and the probes over training."""
     metrics, recipe = run.metrics(), run.recipe
     if not metrics:
         raise BadInput(f"run {run.path} has no metrics yet")
-    figures = report_figures(run, plot, device) if plot else []
-    if as_json:
+    device = output.device
+    figures = report_figures(run, output.plot, device) if output.plot else []
+    if output.as_json:
         header = provenance(run, [m["step"] for m in metrics], recipe.eval_seqs, recipe.eval_seed)
         return header | {"metrics": metrics, "figures": [str(f) for f in figures]}
     return with_figures(report_text(run, device), figures)

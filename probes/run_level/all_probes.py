@@ -5,10 +5,12 @@ probing a whole run costs one evaluation-set forward per checkpoint.
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.devices import Device
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.recipes.task_kinds import TASK_KINDS, run_probe_of
+from induction_probes.circuits.registry import python_function
 from induction_probes.circuits.runs.reader import Run, run_task
 from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
@@ -22,6 +24,15 @@ from induction_probes.probes.run_level.checkpoint_probes import (
 )
 from induction_probes.probes.run_level.run_probes import CheckpointResult, RunProbes
 from induction_probes.probes.run_level.task_probes import TaskProbes, probe_task_model
+
+
+class RunProbe(Protocol):
+    """How a task's runs are probed: every one of ``steps`` on ``eval_set`` (None: the probe set's default)."""
+
+    def __call__(self, run: Run, eval_set: Any, steps: list[int], device: Device, /) -> RunProbes[Any]: ...
+
+
+RUN_PROBE = python_function("a run probe", "run", "eval_set", "steps", "device")  # what register_task checks
 
 
 def probe_eval_set(run: Run, n_seqs: int, seed: int) -> MarkovEvalSet:
@@ -38,19 +49,16 @@ def probe_run(
     """Probes of every checkpoint (or of ``steps``), loading one checkpoint at a time onto ``device``, as one
     :class:`~induction_probes.probes.run_level.run_probes.RunProbes` (iterate it, or ``.to_frame()``). Without
     ``eval_set``, PROBE_SEQS fresh sequences of the run's task drawn with PROBE_SEED. How a run is probed is
-    its task kind's ``probe`` (:mod:`~induction_probes.circuits.recipes.task_kinds`): an ICL-MC run's
+    its task's entry in :data:`TASK_PROBES`, by task class: an ICL-MC run's
     checkpoints are :class:`~.checkpoint_probes.CheckpointProbes` (:func:`probe_markov_run`), a Gaussian-task
     run's :class:`~.checkpoint_probes.GaussianProbes` (:func:`probe_gaussian_run`), and a run of a registered task
     without an entry of its own gets :class:`~induction_probes.probes.run_level.task_probes.TaskProbes` (the
     registered attention probes and its task's metrics)."""
-    kind = TASK_KINDS.get(run.task.name)
     chosen = run.steps if steps is None else run.saved_steps(steps)
-    own = TASK_PROBES.get(kind.task)
-    if own is not None:
-        return own(run, eval_set, chosen, device)
-    probed = (run_probe_of(kind) or probe_task_run)(run, eval_set, chosen, device)
-    if not isinstance(probed, RunProbes):  # a kind from outside gives its own function
-        raise BadInput(f"the probe of the task {kind.name} gave {type(probed).__name__}, not a RunProbes")
+    probe = TASK_PROBES.get(type(run.task), probe_task_run)
+    probed = probe(run, eval_set, chosen, device)
+    if not isinstance(probed, RunProbes):  # a task from outside may give its own function
+        raise BadInput(f"the probe of the task {run.task.name} gave {type(probed).__name__}, not a RunProbes")
     return probed
 
 
@@ -81,5 +89,6 @@ def probe_gaussian_run(run: Run, eval_set, steps: list[int], device: Device = No
     return RunProbes(run, checkpoints, chance={}, warnings=[])
 
 
-# how the package's own tasks' runs are probed, by task class (a kind from outside gives its own: TaskKind.probe)
-TASK_PROBES = {MarkovTask: probe_markov_run, GaussianTask: probe_gaussian_run}
+# how a task's runs are probed, by task class: the package's own here, one from outside by register_task; a task
+# without an entry gets probe_task_run
+TASK_PROBES: dict[type, RunProbe] = {MarkovTask: probe_markov_run, GaussianTask: probe_gaussian_run}

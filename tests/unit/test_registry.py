@@ -8,14 +8,21 @@ from typing import ClassVar
 import pytest
 import torch
 
-from induction_probes import MODEL_CLASSES, PRIORS, PROBES, TASK_KINDS, MarkovTask, RecipeEntry, TaskKind, nested
-from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
-from induction_probes.circuits.recipes.task_kinds import (
-    recipe_entry,
-    recipe_names,
+from induction_probes import (
+    MODEL_CLASSES,
+    PRIORS,
+    PROBES,
+    TASK_KINDS,
+    MarkovTask,
+    RecipeEntry,
+    TaskKind,
+    TaskView,
+    nested,
     register_task,
     unregister_task,
 )
+from induction_probes.circuits.recipes.markov_recipes import MarkovRecipe
+from induction_probes.circuits.recipes.task_kinds import recipe_entry, recipe_names
 from induction_probes.circuits.registry import (
     Expects,
     Registry,
@@ -93,7 +100,7 @@ def test_the_registries_hold_the_objects_themselves_so_tools_can_follow_them():
         assert entries and not any(isinstance(entry, str) for entry in entries), registry
     views = [getattr(view, part) for view in TASK_VIEWS.values() for part in ("probe", "ablate", "report", "html")]
     assert len(views) == 8 and all(callable(view) for view in views)
-    assert set(TASK_PROBES) == set(TASK_VIEWS) == {MarkovTask, TASK_KINDS.get("gaussian").task}
+    assert list(TASK_PROBES) == list(TASK_VIEWS) == [MarkovTask, TASK_KINDS.get("gaussian").task]  # text: generic
     assert (len(TASK_KINDS), len(recipe_names()), len(MODEL_CLASSES), len(PRIORS), len(PROBES)) == (3, 5, 3, 5, 3)
 
 
@@ -107,11 +114,9 @@ def test_the_package_registers_what_config_json_names():
     for name in recipe_names():
         assert recipe_entry(name).recipe.name == name
     assert PROBES.names() == ("previous_token", "bigram_matching", "bigram_matching_ideal")
-    from induction_probes.probes.report.run_views import TASK_VIEWS
+    from dataclasses import fields
 
-    with_own = [name for name, kind in TASK_KINDS.items() if kind.task in TASK_VIEWS]
-    assert with_own == ["markov", "gaussian"]  # any other task gets the generic probe and view
-    assert all(kind.probe is None and kind.view is None for _, kind in TASK_KINDS.items())  # the probe layer's
+    assert [f.name for f in fields(TaskKind)] == ["task", "recipes"]  # its probe and view are the probe layer's
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,14 +163,14 @@ def test_probe_run_probes_a_gaussian_run_through_its_tasks_registration_as_probe
     assert probes.chance == {} and probes.calibration() == {}  # the token probes' chance levels do not apply
 
 
-def test_a_kinds_own_probe_that_gives_no_run_probes_is_refused_in_one_line(monkeypatch):
-    """A kind from outside gives its probe as a function, which this layer cannot type-check: what it returns is
-    checked where it is called. Here the ICL-MC kind stands in for such a kind (the package's own table emptied)."""
+def test_a_tasks_own_probe_that_gives_no_run_probes_is_refused_in_one_line(monkeypatch):
+    """A task from outside gives its probe as a function, which cannot be type-checked where it is registered:
+    what it returns is checked where it is called. Here the ICL-MC task stands in for such a task (the package's
+    own table replaced by one that holds such a function)."""
     from induction_probes import Run, probe_run
     from induction_probes.probes.run_level import all_probes
 
-    monkeypatch.setattr(all_probes, "TASK_PROBES", {})
-    monkeypatch.setattr(all_probes, "run_probe_of", lambda kind: lambda run, eval_set, steps, device: [steps])
+    monkeypatch.setitem(all_probes.TASK_PROBES, MarkovTask, lambda run, eval_set, steps, device: [steps])
     with pytest.raises(ValueError, match="the probe of the task markov gave list, not a RunProbes"):
         probe_run(Run.open("markov-k3"), steps=[0])
 
@@ -249,6 +254,60 @@ def test_a_worker_makes_a_task_kind_of_its_parent_again_from_plain_data():
         assert recipe_entry("second-markov").recipe is SecondMarkovRecipe
     finally:
         unregister_task("second-markov")
+
+
+def second_markov_probe(run, eval_set, steps, device):
+    """A task's own probe, as a plugin gives it (at a module's top level, so that a worker finds it)."""
+    from induction_probes.probes.run_level.all_probes import probe_task_run
+
+    return probe_task_run(run, eval_set, steps, device)
+
+
+def second_markov_report(run, output):
+    return f"the second-markov report of {run.path.name}"
+
+
+def test_register_task_writes_the_kind_its_probe_and_its_view_and_unregister_task_removes_all_three():
+    from induction_probes.probes.report import task_views
+    from induction_probes.probes.report.run_views import TASK_VIEWS
+    from induction_probes.probes.report.view_protocols import ResolvedView
+    from induction_probes.probes.run_level.all_probes import TASK_PROBES
+
+    own = f"{__name__}:second_markov_report"  # a function may be named by its module and name
+    view = TaskView(task_views.probe_task, task_views.ablate_task, own, task_views.task_report_html)
+    kind = TaskKind(SecondMarkovTask, (RecipeEntry(SecondMarkovRecipe, "ICL-MC, renamed"),))
+    register_task(kind, probe=second_markov_probe, view=view)
+    try:
+        assert TASK_KINDS.get("second-markov") is kind and TASK_PROBES[SecondMarkovTask] is second_markov_probe
+        resolved = ResolvedView(task_views.probe_task, task_views.ablate_task, second_markov_report, view.html)
+        assert TASK_VIEWS[SecondMarkovTask] == resolved  # resolved once, at registration
+        (sent,) = [item for item in outside_registrations() if item["name"] == "second-markov"]
+        assert sent["kind"] == "task"  # a worker only trains: it is sent the kind alone
+        register_task(kind, replace=True)  # again without them: the generic probe and view
+        assert SecondMarkovTask not in TASK_PROBES and SecondMarkovTask not in TASK_VIEWS
+        register_task(kind, probe=second_markov_probe, view=view, replace=True)
+    finally:
+        unregister_task("second-markov")
+    assert "second-markov" not in TASK_KINDS
+    assert SecondMarkovTask not in TASK_PROBES and SecondMarkovTask not in TASK_VIEWS
+
+
+@pytest.mark.parametrize(
+    "probe, view, message",
+    [
+        (len, None, "the probe of the task second-markov is a run probe: a Python function taking"),
+        (twice, None, "the probe of the task second-markov is a run probe"),  # takes two arguments, not four
+        ("not a reference", None, "is a function or 'package.module:function'"),
+        ("json:no_such_function", None, "the probe .* is 'json:no_such_function', which cannot be imported"),
+        (None, "a view", "the view of the task second-markov is a TaskView"),
+        (None, TaskView(twice, twice, 3, twice), "the report view of the task second-markov is a function, got 3"),
+    ],
+)
+def test_register_task_refuses_a_probe_or_view_that_cannot_be_called_and_registers_nothing(probe, view, message):
+    kind = TaskKind(SecondMarkovTask, (RecipeEntry(SecondMarkovRecipe, "ICL-MC, renamed"),))
+    with pytest.raises(ValueError, match=message):
+        register_task(kind, probe=probe, view=view)
+    assert "second-markov" not in TASK_KINDS
 
 
 def test_the_packages_own_registrations_cannot_be_replaced_or_unregistered():
