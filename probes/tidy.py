@@ -85,7 +85,10 @@ def first_reached(steps: Sequence[Step], values: Sequence[float], threshold: flo
 
 
 class Tidy:
-    """Mixed into a result class that defines ``to_records(sequences_seen=None)``."""
+    """Mixed into a result class, which defines ``to_records(sequences_seen=None)``."""
+
+    def to_records(self, sequences_seen: int | None = None) -> list[dict[str, Any]]:
+        raise NotImplementedError(f"{type(self).__name__} mixes in Tidy without its to_records")
 
     def to_frame(self, sequences_seen: int | None = None) -> pd.DataFrame:
         """The result in long form (module docstring of :mod:`induction_probes.probes.tidy`)."""

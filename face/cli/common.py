@@ -8,7 +8,7 @@ import argparse
 import os
 from dataclasses import MISSING, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from induction_probes.circuits.config import (  # noqa: F401 (the command modules import them from here)
     config_from_options,
@@ -38,7 +38,7 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would print the usage too
+    def error(self, message: str) -> NoReturn:  # argparse would print the usage too
         raise UsageError(message)
 
 
@@ -118,8 +118,8 @@ def add_subcommands(parser: argparse.ArgumentParser, dest: str):
     return parser.add_subparsers(dest=dest, required=True, parser_class=type(parser))
 
 
-def answer(value: str | dict) -> str:
-    """What a command prints: the report's text as it is, or its JSON-ready dict as strict JSON."""
+def answer(value: str | dict | list) -> str:
+    """What a command prints: the report's text as it is, or its JSON-ready dict (or list) as strict JSON."""
     return value if isinstance(value, str) else json_text(value)
 
 

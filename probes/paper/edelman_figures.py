@@ -188,7 +188,7 @@ def attention_entry(k3: MarkovFacts) -> Entry:
 
 def attention_lines_entry(k3: MarkovFacts) -> Entry:
     """Fig. 2 as the authors draw it, with the two things its lines show measured over the probe set."""
-    tokens = k3.probe_set.inputs
+    tokens = k3.probe_tokens
     measured = {}
     for step in (k3.run.steps[0], k3.run.steps[-1]):
         patterns = run_with_patterns(k3.run.load(step=step), tokens)[1]
@@ -339,7 +339,7 @@ def prop21_entries(k3: MarkovFacts, directory: Path) -> list[Entry]:
         [plot_prop21(check, directory / "prop21_k3.png")],
         ["computed (seed 0)"],
     )
-    tokens = k3.probe_set.inputs
+    tokens = k3.probe_tokens
     result = compare_with_prop21(k3.run.load(), tokens, 3, 100.0)
     figure = plot_prop21_comparison(
         result, f"markov-k3, step {k3.run.steps[-1]}", directory / "prop21_vs_markov-k3.png"

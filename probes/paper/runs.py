@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from induction_probes.circuits.defaults import PAGE_SEQS, PROBE_SEED
 from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.runs.reader import run_task
+from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
 from induction_probes.probes.attention.patterns import chance_scores, run_with_patterns
 from induction_probes.probes.behaviour.icl_behaviour import (
     Phase,
@@ -37,10 +39,13 @@ from induction_probes.probes.figures.plots_circuit import (
 from induction_probes.probes.figures.plots_progress import plot_progress_measures
 from induction_probes.probes.paper.shipped_files import open_run
 from induction_probes.probes.progress.progress_measures import progress_measures, threshold_crossings
-from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_run
+from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_markov_run
 
 if TYPE_CHECKING:
+    from torch import Tensor
+
     from induction_probes.circuits.runs.reader import Run
+    from induction_probes.circuits.tasks.markov.strategies import MarkovEvalSet
 
 
 @dataclass
@@ -56,10 +61,18 @@ class MarkovFacts:
     baselines: dict[str, float]
     baseline_sd: dict[str, float]
     n_eval: int
-    probes: dict = field(default_factory=dict)
-    probe_set: object = None
+    # by step, the checkpoint's CheckpointProbes, or for the minimal model (no heads to probe) the checkpoint itself
+    probes: dict[int, Any] = field(default_factory=dict)
+    probe_set: MarkovEvalSet | None = None  # drawn by probe_and_draw
     shown: list[int] = field(default_factory=list)
     figures: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def probe_tokens(self) -> Tensor:
+        """The sequences of the page's probe set, once :func:`probe_and_draw` has drawn it."""
+        if self.probe_set is None:
+            raise BadInput(f"run {self.name} has no probe set yet: probe_and_draw draws it")
+        return self.probe_set.inputs
 
     @property
     def final(self) -> dict:
@@ -87,7 +100,7 @@ def markov_facts(name: str, directory: Path, circuit_figures: bool = True) -> Ma
     figures; for the minimal model, v and W."""
     run = open_run(name)
     metrics, recipe = run.metrics(), run.recipe
-    eval_kl = run.task.eval_set(recipe.eval_seqs, recipe.eval_seed).strategy_kl()
+    eval_kl = run_task(run, MarkovTask).eval_set(recipe.eval_seqs, recipe.eval_seed).strategy_kl()
     facts = MarkovFacts(
         name,
         run,
@@ -125,7 +138,7 @@ def probe_and_draw(facts: MarkovFacts, directory: Path, figures: bool = True) ->
     run, name = facts.run, facts.name
     probe_set = facts.probe_set = probe_eval_set(run, PAGE_SEQS, PROBE_SEED)
     steps = probe_steps(facts)
-    facts.probes = {r.step: r for r in probe_run(run, probe_set, steps)}
+    facts.probes = {r.step: r for r in probe_markov_run(run, probe_set, steps)}
     if not figures:
         return
     captions = {step: step_caption(facts.entry(step)) for step in facts.shown}

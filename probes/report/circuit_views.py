@@ -121,7 +121,8 @@ def construction_effects(run: Run, contrast: MarkovContrast, threshold: float) -
     """Prop. 2.1's construction for the run's task, patched on the same sequences; None where the run's model has
     another shape than the construction's two layers of one head."""
     cfg = run.model_config
-    if cfg.n_layers != 2 or any(cfg.heads(layer) != 1 for layer in range(cfg.n_layers)) or cfg.d_mlp is not None:
+    with_mlps = getattr(cfg, "d_mlp", None) is not None  # the minimal model has none to read
+    if cfg.n_layers != 2 or any(cfg.heads(layer) != 1 for layer in range(cfg.n_layers)) or with_mlps:
         return None
     task = run_task(run, MarkovTask)
     model = load_construction(*prop21(task.k, CONSTRUCTION_C, task.seq_len, "float32"))

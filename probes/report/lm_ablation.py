@@ -86,8 +86,9 @@ def ablate_language_model(
     source, protocol = as_source(source), {"length": length, "n_seqs": n_seqs, "seed": seed}
     if all_steps:
         where = {"journal": out, "device": device, "progress": progress, "backend": backend, "address": address}
-        result = ablate_series(checked_series(source, step, heads, screen), mode, **protocol, threads=threads, **where)
-        return series_ablation_view(source, result, protocol, threshold, plot, as_json)
+        series = checked_series(source, step, heads, screen)
+        result = ablate_series(series, mode, **protocol, threads=threads, **where)
+        return series_ablation_view(series, result, protocol, threshold, plot, as_json)
     if backend != "local" or address is not None:
         raise BadInput("--backend and --address spread the checkpoints of --all-steps: give it too")
     model, bridge = boot(source, step, device)

@@ -42,6 +42,7 @@ from induction_probes.probes.report.tables import figure_lines, format_table
 
 if TYPE_CHECKING:
     from induction_probes.circuits.interop.language_models import ModelLike
+    from induction_probes.circuits.models.hooked_model import HookedModel
 
 BEST_ROWS, PREVIOUS_ROWS = 8, 4  # heads a table lists: the best by bigram matching, then by previous token
 
@@ -61,8 +62,8 @@ def check_options(k, n_seqs, seq_len, seed, step, all_steps, id_draws=None, toke
 
 
 def checkpoints(
-    model: ModelLike | Run, step, all_steps: bool, device: str
-) -> tuple[str, Iterable[tuple[int | None, object]], bool, int]:
+    model: ModelLike | Run | Series, step, all_steps: bool, device: str
+) -> tuple[str, Iterable[tuple[int | None, HookedModel]], bool, int]:
     """What to probe: a name, the (step, model) pairs, booted one at a time, whether they are a series, and how
     many there are."""
     if isinstance(model, (str, os.PathLike)):
@@ -73,9 +74,12 @@ def checkpoints(
         return model.path.name, ((s, model.load(step=s, device=device)) for s in steps), all_steps, len(steps)
     if isinstance(model, (ModelSource, Series)):
         quiet_transformers()
-        if all_steps and not isinstance(model, Series):
+        if not all_steps:
+            chosen = (require_model(model, step),)
+        elif isinstance(model, Series):
+            chosen = require_one_model(model).checkpoints
+        else:
             raise BadInput(f"{model.location} is one model, not a checkpoint series: all_steps does not apply")
-        chosen = require_one_model(model).checkpoints if all_steps else (require_model(model, step),)
         name = model.name if isinstance(model, Series) else model.describe()
         return name, ((s.step, load_bridge(s, device)) for s in chosen), all_steps, len(chosen)
     if step is not None or all_steps:
@@ -84,7 +88,7 @@ def checkpoints(
 
 
 def markov_lm_report(
-    model: ModelLike | Run,
+    model: ModelLike | Run | Series,
     *,
     k: int = 3,
     n_seqs: int = N_SEQS,

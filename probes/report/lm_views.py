@@ -135,7 +135,7 @@ def probe_language_model(
         series, here = all_steps_of(source, step), series_threads(backend, threads, "probes")
         quiet_transformers()
         results = list(probe_series(series, device, progress, backend, address, **protocol, **here))
-        return series_view(source, results, protocol_json(length, n_seqs, seed), threshold, plot, as_json)
+        return series_view(series, results, protocol_json(length, n_seqs, seed), threshold, plot, as_json)
     if backend != "local" or address is not None:
         raise BadInput("--backend and --address spread the checkpoints of --all-steps: give it too")
     model, bridge = boot(source, step, device)

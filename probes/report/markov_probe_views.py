@@ -23,6 +23,7 @@ from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_m
 if TYPE_CHECKING:
     from induction_probes.circuits.runs.reader import Run
     from induction_probes.probes.report.view_protocols import Output, ProbeSet, Shown
+    from induction_probes.probes.run_level.checkpoint_probes import CheckpointProbes
 
 PROBE_LABELS = {
     "previous_token": "previous-token",
@@ -85,10 +86,9 @@ def progress_text(run: Run, progress: list) -> str:
     return "\n".join(lines)
 
 
-def probe_text(run: Run, result) -> str:
-    """One checkpoint's probes (a :class:`~induction_probes.probes.run_level.checkpoint_probes.CheckpointProbes`): every
-    registered
-    probe per head, the closest strategy, the KL to each strategy, the loss and the ICL score."""
+def probe_text(run: Run, result: CheckpointProbes) -> str:
+    """One checkpoint's probes (a :class:`~induction_probes.probes.run_level.checkpoint_probes.CheckpointProbes`):
+    every registered probe per head, the closest strategy, the KL to each strategy, the loss and the ICL score."""
     names = list(result.scores)  # every registered probe, in registration order
     rows = [
         [head_label(layer, head), *(result.scores[name][layer][head].item() for name in names)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from induction_probes.circuits.defaults import LM_PROBE_SEQS
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.language_models import load_bridge
 from induction_probes.circuits.interop.model_sources import Series, require_one_model
 from induction_probes.circuits.names import head_label
@@ -54,7 +55,7 @@ def series_movie(
     steps = require_one_model(series).steps
     chosen_steps = subsample(steps, frames) if centre is None else around(steps, centre, frames)
     results, patterns = {}, {}
-    example = tokens = None
+    model, example, tokens = None, None, None
     for step in chosen_steps:
         model = load_bridge(series.at(step), device or "cpu")
         if example is None:
@@ -62,6 +63,8 @@ def series_movie(
             tokens = token_texts(model, example[0].tolist())
         results[step] = probe(model, step, batch=n_seqs or LM_PROBE_SEQS, seed=seed)
         patterns[step] = run_with_patterns(model, example)[1]
+    if model is None or tokens is None:
+        raise BadInput(f"{series.name} has no checkpoint to show")
     last = results[chosen_steps[-1]]
     chosen = lm_heads(last, heads, model)
     charts, reached = lm_charts(chosen, chosen_steps, results)

@@ -94,13 +94,14 @@ def write_movie(
     if not isinstance(frames, int) or not 2 <= frames <= MAX_FRAMES:
         raise BadInput(f"frames must be an integer from 2 to {MAX_FRAMES}, got {frames!r}")
     out = movie_folder(out)  # refused before any checkpoint is probed
-    found = source if isinstance(source, (Run, Series)) else find_source(os.fspath(source))
+    # a run, a series, a language model's source, or else a run's folder or shipped name
+    found = source if isinstance(source, (Run, Series)) else find_source(os.fspath(source)) or source
     if isinstance(found, ModelSource):
         raise BadInput(f"{found.describe()} is one model, not a checkpoint series: a movie needs checkpoints")
     if isinstance(found, Series):
         movie, total = series_movie(found, frames, heads, n_seqs, seed, device, around)
     else:
-        movie, total = run_movie(probed_run(source), frames, heads, n_seqs or PAGE_SEQS, seed, device, around)
+        movie, total = run_movie(probed_run(found), frames, heads, n_seqs or PAGE_SEQS, seed, device, around)
     path = write_movie_page(movie, out)
     return MovieFile(path, [f.step for f in movie.frames], total, movie.heads)
 

@@ -23,6 +23,7 @@ from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.paths import path_argument, plot_folder
 from induction_probes.circuits.tasks.gaussian.gaussian_task import GaussianTask
 from induction_probes.circuits.tasks.markov.markov_task import MarkovTask
+from induction_probes.circuits.validation import quoted
 from induction_probes.probes.report.run_ablation_series import run_series_view
 from induction_probes.probes.report.view_protocols import Output, ProbeSet, ResolvedView
 
@@ -80,7 +81,9 @@ def probe_report(
     run = probed_run(run)
     if steps is None:
         steps = [run.entry()["step"]]
-    elif isinstance(steps, str) and steps == "all":
+    elif isinstance(steps, str):
+        if steps != "all":  # a string would otherwise be read as its characters
+            raise BadInput(f"steps is a list of saved steps or 'all', got {quoted(steps)}")
         steps = run.steps
     steps = run.saved_steps(steps)
     plot = plot_folder(plot)
@@ -136,7 +139,7 @@ def run_report(
     report = view_of(run).report(run, Output(device, plot_folder(plot), as_json))
     if page is None:
         return report
-    return report | {"report": str(page)} if as_json else f"{report}\nreport: {page}"
+    return report | {"report": str(page)} if isinstance(report, dict) else f"{report}\nreport: {page}"
 
 
 def html_report(run: RunOrPath, directory: Path, device: Device = None) -> Path:

@@ -102,7 +102,7 @@ def summary_table_of(summary: dict) -> str:
 def summary_figures(summary: dict, plot) -> list[Path]:
     if plot is None:
         return []
-    draw = {"toy": plot_toy_sweep, "task": plot_task_sweep}.get(summary.get("summary"), plot_sweep_summary)
+    draw = {"toy": plot_toy_sweep, "task": plot_task_sweep}.get(summary.get("summary", ""), plot_sweep_summary)
     return draw(summary, Path(plot))
 
 

@@ -1,5 +1,6 @@
 """The task view (:mod:`~induction_probes.probes.report.run_views`): what a run of a registered task without a view
-of its own shows. Every registered attention probe per head, and the task's own evaluation metrics
+of its own shows, from the generic probes (``probe_task_run``, whatever probe the task registered: this view reads
+what they hold). Every registered attention probe per head, and the task's own evaluation metrics
 (``EvalSet.metrics``: ``eval_loss`` and whatever else it reports), clean, with heads ablated, or over training,
 as text, JSON, figures (:mod:`~induction_probes.probes.figures.plots_task`) and a one-page report."""
 
@@ -24,7 +25,7 @@ from induction_probes.probes.report.tables import (
     spread_steps,
     with_figures,
 )
-from induction_probes.probes.run_level.all_probes import probe_run
+from induction_probes.probes.run_level.all_probes import probe_task_run
 from induction_probes.probes.run_level.task_probes import scalar_metrics, task_ablation_study
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def probe_task(run: Run, steps: list[int], probes: ProbeSet, output: Output) -> 
     """Every registered probe per head at ``steps`` and the task's metrics, on the fresh sequences of the run's
     task that ``probes`` names; with a ``plot`` folder, the probes per head (over training when several)."""
     n_seqs, seed = probes.n_seqs, probes.seed
-    results = probe_run(run, run.task.eval_set(n_seqs, seed), steps, device=output.device)
+    results = probe_task_run(run, run.task.eval_set(n_seqs, seed), steps, output.device)
     figures = [plot_probes(run, results, output.plot)] if output.plot else []
     if output.as_json:
         tidy = {"records": results.to_records(), "warnings": results.warnings}
@@ -162,7 +163,7 @@ def report_text(run: Run, device: Device = None) -> str:
 def final_probes_text(run: Run, device: Device = None) -> str:
     """Each registered probe's best head per layer at the last checkpoint, on PAGE_SEQS fresh sequences."""
     step = run.steps[-1]
-    (result,) = probe_run(run, run.task.eval_set(PAGE_SEQS, PROBE_SEED), [step], device=device)
+    (result,) = probe_task_run(run, run.task.eval_set(PAGE_SEQS, PROBE_SEED), [step], device)
     rows = [
         [name, layer, int(values.argmax()), values.max().item()]
         for name, layers in result.scores.items()
@@ -176,7 +177,7 @@ def report_figures(run: Run, directory: Path, device: Device = None) -> list[Pat
     """The task's metrics over training, and the registered probes per head at steps spread over training
     (on PAGE_SEQS fresh sequences)."""
     steps = sorted(spread_steps(run.steps))
-    results = probe_run(run, run.task.eval_set(PAGE_SEQS, PROBE_SEED), steps, device=device)
+    results = probe_task_run(run, run.task.eval_set(PAGE_SEQS, PROBE_SEED), steps, device)
     metrics = plot_task_metrics(run.metrics(), run.path.name, directory / f"{run.path.name}_metrics.png")
     return [metrics, plot_probes(run, results, directory)]
 

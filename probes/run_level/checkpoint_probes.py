@@ -100,7 +100,8 @@ def probe_model(model: WeightedModel, eval_set: MarkovEvalSet, step: int = -1, c
     matching = scores["bigram_matching"].per_sequence
     assert matching is not None  # bigram matching always gives its per-sequence parts (scores.bigram_matching)
     matches = matching[1] / inputs.shape[1]  # each sequence's share of queries
-    intervals["fraction_with_match"] = [tuple(bound.reshape(1) for bound in bootstrap_mean_interval(matches)[1:])]
+    _, low, high = bootstrap_mean_interval(matches)
+    intervals["fraction_with_match"] = [(low.reshape(1), high.reshape(1))]
     profile = None
     if W_rel is not None:
         per_sequence = torch.cat([positional_profile_per_sequence(q, W_rel) for q in captured[QUERY_0]])

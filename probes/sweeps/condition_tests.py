@@ -69,7 +69,7 @@ def bounded_interval(values: list[float]) -> dict:
     if n < MIN_BOOTSTRAP_SEEDS:
         result = interval(values) | {"method": "t"}
         if result["low"] is not None:
-            result["low"], result["high"] = clipped(result["low"], result["high"], 0.0)
+            result["low"], result["high"] = clipped(float(result["low"]), float(result["high"]), 0.0)
         return result
     mean = float(np.mean(values))
     low, high = bootstrap_interval([np.asarray(values, float)], False)
@@ -177,7 +177,7 @@ def welch_comparison(a: list[float], b: list[float], bounded: bool) -> dict:
         low = high = float(y.mean() - x.mean())
     result["difference"] |= {"low": low, "high": high, "method": "percentile bootstrap" if bootstrap else "Welch t"}
     if va + vb > 0:
-        result["p_value"] = finite_or_none(ttest_ind(y, x, equal_var=False).pvalue)
+        result["p_value"] = finite_or_none(ttest_ind(y, x, equal_var=False)[1])  # (statistic, p-value)
     result["rank_p_value"] = finite_or_none(mannwhitneyu(y, x, alternative="two-sided").pvalue)
     return result
 

@@ -49,8 +49,9 @@ def summarize_task_run(run: Run, probe_seqs: int) -> dict:
         "weights": weights,
         "reached": reached_steps(curves, weights),
     }
-    if hasattr(run.task, "baselines"):  # on the windows the curves were measured on: the run's evaluation set
-        baselines = run.task.baselines(run.task.eval_set(run.recipe.eval_seqs, run.recipe.eval_seed))
+    task_baselines = getattr(run.task, "baselines", None)  # a task's own strategies, where it has them
+    if task_baselines is not None:  # on the windows the curves were measured on: the run's evaluation set
+        baselines = task_baselines(run.task.eval_set(run.recipe.eval_seqs, run.recipe.eval_seed))
         record["baselines"] = baselines
         if PLATEAU_BASELINE in baselines and "eval_loss" in curves:
             record["plateau"] = plateau(curves["steps"], curves["eval_loss"], baselines[PLATEAU_BASELINE])
@@ -61,9 +62,10 @@ def best_per_layer(records: list[dict]) -> dict[str, float]:
     """``MEASURE_layerL``: the largest value over the heads of layer L, of every per-head measure of ``records``."""
     best: dict[str, float] = {}
     for record in records:
-        if record["layer"] is not None:
+        value = record["value"]
+        if record["layer"] is not None and value is not None:  # None: no value at that head
             name = f"{record['measure']}_layer{record['layer']}"
-            best[name] = max(best.get(name, record["value"]), record["value"])
+            best[name] = max(best[name], value) if name in best else value
     return best
 
 

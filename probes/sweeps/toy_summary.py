@@ -20,6 +20,7 @@ shipped ``summary.json`` can be checked without its run directories.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from scipy.stats import binomtest
 
@@ -40,6 +41,7 @@ SHARED = ("seq_len", "d", "boolean", "n_seqs", "sigma", "slope_init", "alpha_sta
 def toy_run_record(run: Run) -> dict:
     """One seed's record (the module docstring's per-seed values)."""
     history = run.metrics()
+    phases: dict[str, Any]  # the phases' end steps, or why they are missing
     try:
         phases = toy_phases(history).to_json()
     except ValueError as error:  # a run without all four phases is a result, recorded as such

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass
+from typing import TypeGuard
 
 WIDTH, HEIGHT = 520, 180
 LEFT, RIGHT, TOP, BOTTOM = 52, 12, 10, 30
@@ -43,7 +44,7 @@ class Axis:
         return f'data-step0="{self.first}" data-step1="{self.last}" data-left="{LEFT}" data-right="{WIDTH - RIGHT}"'
 
 
-def finite(value) -> bool:
+def finite(value: float | None) -> TypeGuard[float]:
     return value is not None and math.isfinite(value)
 
 
