@@ -13,7 +13,7 @@ every coordinate of the held-out tokens), in float64.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import torch
 from jaxtyping import Float
@@ -23,9 +23,16 @@ from induction_probes.circuits.devices import model_device
 from induction_probes.circuits.errors import BadInput
 
 if TYPE_CHECKING:
-    from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.models.model import HookedTransformer
 
 AFTER_LAYER0 = "blocks.0.hook_resid_post"
+
+
+class WindowReadout(TypedDict):
+    """:func:`window_readout`'s two results, by the names a probe's fields take them under."""
+
+    window_r2: list[float]
+    target_r2_after_layer0: float
 
 
 def heldout_r2(features: Float[Tensor, "batch ... width"], targets: Float[Tensor, "batch ... d"]) -> float:
@@ -50,12 +57,13 @@ def heldout_r2(features: Float[Tensor, "batch ... width"], targets: Float[Tensor
 
 
 def window_readout(
-    model: HookedModel, x: Float[Tensor, "batch pos d"], targets: Float[Tensor, "batch d"], order: int
-) -> dict[str, list[float] | float]:
+    model: HookedTransformer, x: Float[Tensor, "batch pos d"], targets: Float[Tensor, "batch d"], order: int
+) -> WindowReadout:
     """``window_r2``: the held-out R² of x_{s−i} from the residual stream after layer 0 at positions s ≥ n, for
-    i = 0 … n (n = ``order``); ``target_r2_after_layer0``: that of the target from it at the last position."""
+    i = 0 … n (n = ``order``); ``target_r2_after_layer0``: that of the target from it at the last position.
+    ``model``: our HookedTransformer, the model class that reads vectors (``input_type`` "embeddings") such as ``x``."""
     with torch.no_grad():
-        _, cache = model.run_with_cache(x.to(model_device(model), model.cfg.dtype), names_filter=AFTER_LAYER0)
+        _, cache = model.run_with_cache(x.to(model_device(model), model.cfg.torch_dtype), names_filter=AFTER_LAYER0)
     resid = cache[AFTER_LAYER0].cpu().double()
     length = x.shape[1]
     window = [heldout_r2(resid[:, order:], x[:, order - i : length - i]) for i in range(order + 1)]

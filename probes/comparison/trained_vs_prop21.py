@@ -17,6 +17,7 @@ from induction_probes.circuits.constructions.loading import load_construction
 from induction_probes.circuits.devices import on_cpu
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.attention_masks import causal_mask, previous_tokens
+from induction_probes.circuits.models.model_config import dtype_name
 from induction_probes.probes.attention.patterns import positional_profiles, run_with_captures, run_with_patterns
 from induction_probes.probes.progress.crossing_caveats import coarse_warnings, initial_model_of, progress_warnings
 from induction_probes.probes.progress.logit_space import shift_free, through_final_norm
@@ -29,6 +30,7 @@ from induction_probes.probes.tidy import Tidy, comparison_records
 
 if TYPE_CHECKING:
     from induction_probes.circuits.models.hooked_model import WeightedModel
+    from induction_probes.circuits.models.model import HookedTransformer
 
 
 @dataclass(frozen=True)
@@ -134,9 +136,10 @@ def ov_circuit(model: WeightedModel) -> Float[Tensor, "k k"]:
     return (through_final_norm(model, out) @ model.W_U.double()).detach()
 
 
-def compare_with_prop21(model: WeightedModel, tokens: Tensor, k: int, c: float = 100.0) -> Prop21Comparison:
-    """Trained ``model`` against Proposition 2.1 at scale ``c`` on the same ``tokens``."""
-    analytic = load_construction(*prop21(k, c, model.cfg.n_ctx, model.cfg.dtype))
+def compare_with_prop21(model: HookedTransformer, tokens: Tensor, k: int, c: float = 100.0) -> Prop21Comparison:
+    """Trained ``model`` against Proposition 2.1 at scale ``c`` on the same ``tokens``, in the model's dtype (by
+    name, as prop21 takes it). A HookedTransformer: the caveats rebuild it at initialisation from its config."""
+    analytic = load_construction(*prop21(k, c, model.cfg.n_ctx, dtype_name(model.cfg.torch_dtype)))
     _, trained_patterns = run_with_patterns(model, tokens)
     _, analytic_patterns = run_with_patterns(analytic, tokens)
     if not all(torch.isfinite(pattern).all() for pattern in analytic_patterns):
@@ -168,7 +171,7 @@ def compare_with_prop21(model: WeightedModel, tokens: Tensor, k: int, c: float =
     )
 
 
-def comparison_warnings(model: WeightedModel, k: int) -> list[str]:
+def comparison_warnings(model: HookedTransformer, k: int) -> list[str]:
     """Caveats of the comparison (:mod:`induction_probes.probes.progress.crossing_caveats`): progress measures at or
     past their
     threshold at initialisation, and the measures that count tokens out of k."""

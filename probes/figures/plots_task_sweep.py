@@ -4,6 +4,7 @@ positions, and when each made half its change. They read only the summary's per-
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from matplotlib.axes import Axes
@@ -96,7 +97,7 @@ def timed_steps(run: dict) -> dict[str, int]:
     return steps | ({"loss below the bigram level": escape} if escape is not None else {})
 
 
-def in_order_of_moving(runs: list[dict[str, float]]) -> list[str]:
+def in_order_of_moving(runs: Sequence[Mapping[str, float]]) -> list[str]:
     """The measures of every seed's half-way steps, by their mean step, then by name: measures that move together
     (the query and key of one layer) tie, and a set's order changes with the hash seed, which made the figure
     differ from one run of the same command to the next."""

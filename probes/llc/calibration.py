@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import torch
@@ -254,22 +255,30 @@ def at_least(n: int, settings: dict) -> tuple[int, dict]:
     return MIN_SAMPLES, settings | {"n_beta": n / math.log(n)}
 
 
-def once_per_settings(calibration):
+class OncePerSettings:
+    """A calibration sampled once per arguments within a process (:func:`once_per_settings`); ``computed`` counts
+    its samplings."""
+
+    def __init__(self, calibration: Callable[..., list[dict]]) -> None:
+        functools.update_wrapper(self, calibration)  # its name, docstring and signature (``__wrapped__``)
+        self.calibration = calibration
+        self.answers: dict[str, list[dict]] = {}
+        self.computed = 0
+
+    def __call__(self, *args, **settings) -> list[dict]:
+        key = repr((args, sorted(settings.items())))  # repr: floats exactly, lists of names too
+        if key not in self.answers:
+            self.answers[key] = self.calibration(*args, **settings)
+            self.computed += 1
+        return copy.deepcopy(self.answers[key])
+
+
+def once_per_settings(calibration: Callable[..., list[dict]]) -> OncePerSettings:
     """``calibration`` sampled once per arguments within a process, a copy of its answer given each time: its
     cases are seeded, so sampling them again at the same settings (a report's command and its API, a series of
-    checkpoints) would only repeat the same numbers. ``calibration.computed`` counts the samplings."""
-    answers = {}
-
-    @functools.wraps(calibration)
-    def memoized(*args, **settings):
-        key = repr((args, sorted(settings.items())))  # repr: floats exactly, lists of names too
-        if key not in answers:
-            answers[key] = calibration(*args, **settings)
-            memoized.computed += 1
-        return copy.deepcopy(answers[key])
-
-    memoized.computed = 0
-    return memoized
+    checkpoints) would only repeat the same numbers. ``calibration.computed`` counts the samplings (an object,
+    not a function, so that the count is an attribute its type declares)."""
+    return OncePerSettings(calibration)
 
 
 @once_per_settings

@@ -76,7 +76,8 @@ def hessian_vector(model: nn.Module, loss_fn, data, params, vector: list[Tensor]
     with sdpa_kernel(SDPBackend.MATH):
         loss = full_loss(model, loss_fn, data)
         grads = torch.autograd.grad(loss, params, create_graph=True)
-        dot = sum((g * v).sum() for g, v in zip(grads, vector))
+        products = [(g * v).sum() for g, v in zip(grads, vector)]
+        dot = sum(products[1:], products[0])  # started at a tensor, so that the sum is one autograd can take
         return list(torch.autograd.grad(dot, params))
 
 

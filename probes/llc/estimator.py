@@ -36,9 +36,10 @@ check (:func:`localization_check`) is here.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -59,8 +60,10 @@ from induction_probes.probes.llc.sampling import chain_seed, sample
 if TYPE_CHECKING:
     from torch import nn
 
-# loss_fn(model, batch): the mean loss of the model on a batch (a tuple of tensors, samples along dim 0)
-LossFn = Callable[[torch.nn.Module, tuple[Tensor, ...]], Tensor]
+# loss_fn(model, batch): the mean loss of the model on a batch, rows of the data: a tuple of tensors of the data's
+# length (samples along dim 0), so that a loss may unpack the tuple it is written for, (x, y) or (tokens,)
+Batch = TypeVar("Batch", bound=tuple[Tensor, ...])
+LossFn = Callable[[torch.nn.Module, Batch], Tensor]
 
 GAMMA_SHARE = 0.01  # γ / (nβ λ_max)
 STEP_SHARE = 0.1  # ε (nβ λ_max + γ)
@@ -226,9 +229,7 @@ def posterior_scale(model: nn.Module, loss_fn, point: dict, n_beta: float, seed:
     return {"source": "loss", "curvature": curvature_, "stiffness": max(probed["stiffness"], curvature_)} | probed
 
 
-def estimate_llc(
-    model: torch.nn.Module, loss_fn: LossFn, data: tuple[Tensor, ...], **settings: float | None
-) -> LLCResult:
+def estimate_llc(model: torch.nn.Module, loss_fn: LossFn[Batch], data: Batch, **settings: float | None) -> LLCResult:
     """The LLC of ``model`` at its current weights; ``settings`` override fields of :func:`default_settings`
     (n_beta, localization, lr, burn_in, draws, chains, batch_size, seed, localization_check). The model is not
     changed. The result's ``calibration`` is the verdict of these settings (:func:`.calibrated.verdict_for`)."""
@@ -236,17 +237,21 @@ def estimate_llc(
 
 
 def sampled_estimate(
-    model: torch.nn.Module, loss_fn: LossFn, data: tuple[Tensor, ...], **settings: float | None
+    model: torch.nn.Module, loss_fn: LossFn[Batch], data: Batch, **settings: float | None
 ) -> LLCResult:
     """:func:`estimate_llc` before its calibration verdict is attached."""
     n = validate_data(data)
+    seed = settings.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):  # torch's generators take integers alone
+        raise LLCError(f"seed must be an integer, got {seed!r}")
+    seed = int(seed)
     model = model.train()
-    point = curvature(model, loss_fn, data, seed=settings.get("seed", 0))
+    point = curvature(model, loss_fn, data, seed=seed)
     if not (math.isfinite(point["loss"]) and math.isfinite(point["lambda_max"])):
         return refused(point, None, [f"non-finite: the loss {point['loss']:.3g} or its curvature is not a number"])
     point["saddle"] = saddle(point)
     n_beta = inverse_temperature(n, settings)
-    point["scale"] = posterior_scale(model, loss_fn, point, n_beta, settings.get("seed", 0))
+    point["scale"] = posterior_scale(model, loss_fn, point, n_beta, seed)
     if not point["scale"]["curvature"] > 0:
         return refused(point, None, [point["saddle"] or "flat: the loss rises along no direction probed"])
     chosen = default_settings(n, point["scale"]["curvature"], point["scale"]["stiffness"], **settings)
@@ -261,8 +266,8 @@ def sampled_estimate(
     std = float(torch.tensor(per_chain).std()) if len(per_chain) > 1 else 0.0
     if not all(map(math.isfinite, (*per_chain, mean, std))):  # finite draws whose nβ-scaled mean overflows
         return refused(point, chosen, [f"diverged: the estimate overflows (n_beta {chosen.n_beta:.3g})"])
-    if not problems and chosen.localization_check and chosen.localization > 0:
-        check, flag = localization_check(model, loss_fn, data, chosen, per_chain)
+    if not problems and (factor := chosen.localization_check) and chosen.localization > 0:
+        check, flag = localization_check(model, loss_fn, data, chosen, per_chain, factor)
         values["localization_check"] = check
         flags += [flag] if flag else []
     return LLCResult(
@@ -281,14 +286,14 @@ def sampled_estimate(
 
 
 def localization_check(
-    model: nn.Module, loss_fn, data, settings: LLCSettings, per_chain: list[float]
+    model: nn.Module, loss_fn, data, settings: LLCSettings, per_chain: list[float], factor: float
 ) -> tuple[dict, str]:
-    """The estimate again at γ · :data:`CHECK_FACTOR`, paired with the estimate's chains: each chain again with
-    a burn-in longer by 1 / factor (the flattest localized direction relaxes that much slower), whose last
-    burn-in and draws steps reuse its batches and noise (common random numbers, so directions the data hold
-    move alike in both and the difference is the localization's). Flagged where the mean difference over
-    chains exceeds :data:`CHECK_SHARE` of the estimate plus two standard errors of the paired differences."""
-    factor = settings.localization_check
+    """The estimate again at γ · ``factor`` (the settings' localization_check, :data:`CHECK_FACTOR` unless
+    given), paired with the estimate's chains: each chain again with a burn-in longer by 1 / factor (the flattest
+    localized direction relaxes that much slower), whose last burn-in and draws steps reuse its batches and noise
+    (common random numbers, so directions the data hold move alike in both and the difference is the
+    localization's). Flagged where the mean difference over chains exceeds :data:`CHECK_SHARE` of the estimate plus
+    two standard errors of the paired differences."""
     check = replace(settings, localization=settings.localization * factor)
     lead = math.ceil(settings.burn_in / factor) - settings.burn_in
     sampled = sample(model, loss_fn, data, check, lead=lead)

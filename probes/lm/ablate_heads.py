@@ -47,6 +47,7 @@ from induction_probes.probes.lm.protocols import (
     estimate_json,
     induction_loss,
 )
+from induction_probes.probes.lm.weights import widths
 from induction_probes.probes.tidy import Tidy, row
 
 # Tokens a pass holds. GPT-2 small's blocks ran fastest per token at about 500 to 2,000 tokens on this machine's
@@ -174,7 +175,10 @@ def clean_residuals(model: HookedModel, tokens: Tensor, layers: list[int]) -> It
     highest."""
     resumable = [layer for layer in layers if layer > 0 and resumes_at_layer(model)]
     yield from ((layer, None) for layer in layers if layer not in resumable)
-    at_once = max(1, RESIDUAL_NUMBERS // (tokens.numel() * model.cfg.d_model))
+    if not resumable:  # a model that cannot resume (the minimal model) may have no residual width to read
+        return
+    d_model = widths(model, "resuming a pass at a layer").d_model
+    at_once = max(1, RESIDUAL_NUMBERS // (tokens.numel() * d_model))
     for first in range(0, len(resumable), at_once):
         names = [resid_pre_hook(layer) for layer in resumable[first : first + at_once]]
 

@@ -52,12 +52,14 @@ from induction_probes.probes.lm.graddrop import GradientGates, head_sizes
 from induction_probes.probes.lm.losses import per_token_loss
 from induction_probes.probes.lm.measure import HeadEstimate, chunk_size
 from induction_probes.probes.lm.protocols import InductionLoss, RepeatedTokens, induction_loss
+from induction_probes.probes.lm.weights import stacked_outputs
 
 if TYPE_CHECKING:
     from jaxtyping import Float
 
     from induction_probes.circuits.interop.language_models import ModelLike
     from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.probes.lm.weights import StackedOutputs
 
 QK_VARIANT_NUMBERS = 1 << 24  # numbers of the patterns one QK-fix pass holds (64 MiB of float32)
 SCREEN_MODES = ("zero", "mean")  # resample replaces z by another sequence's: no one gradient step describes it
@@ -97,7 +99,7 @@ def chunk_attributions(
         hooks += [(pattern_hook(layer), keep(pattern_hook(layer), leaf=True)) for layer in range(1, n_layers)]
         hooks += [(resid_pre_hook(layer), keep(resid_pre_hook(layer))) for layer in range(1, n_layers)]
     hooks += gates.hooks(model) if graddrop else []
-    variants = [None, *range(n_layers)] if graddrop else [None]
+    variants: list[int | None] = [None, *range(n_layers)] if graddrop else [None]
     tokens = repeated.tokens.to(model_device(model))
     with torch.enable_grad():
         logits = model.run_with_hooks(tokens, fwd_hooks=hooks)
@@ -113,11 +115,14 @@ def chunk_attributions(
         ],
         dim=1,
     )
-    return rises + qk_terms(model, tokens, captured, changes, gradients, variants) if qk_fix else rises
+    if not qk_fix:
+        return rises
+    weights = stacked_outputs(model, "AtP*'s QK fix")  # it moves each head's output by its W_O
+    return rises + qk_terms(weights, tokens, captured, changes, gradients, variants)
 
 
 def qk_terms(
-    model: HookedModel,
+    model: StackedOutputs,
     tokens: Tensor,
     captured: dict[str, Tensor],
     changes: list[Tensor],
@@ -152,7 +157,7 @@ def linear_rise(change: Tensor, gradient: Tensor | None) -> Float[Tensor, "batch
 
 
 def qk_fixed_rises(
-    model: HookedModel,
+    model: StackedOutputs,
     tokens: Tensor,
     changes: list[Tensor],
     patterns: dict[int, Tensor],

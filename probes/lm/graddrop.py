@@ -66,7 +66,8 @@ class DroppableGradient(torch.autograd.Function):
         return activation.view_as(activation)
 
     @staticmethod
-    def backward(ctx, gradient: Tensor) -> tuple[Tensor, None, None]:
+    def backward(ctx, *grad_outputs: Tensor) -> tuple[Tensor, None, None]:
+        (gradient,) = grad_outputs  # forward has one output: autograd passes its gradient alone
         return (torch.zeros_like(gradient) if ctx.gates.dropped == ctx.layer else gradient), None, None
 
 

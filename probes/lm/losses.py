@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeGuard
 
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.models.hooked_model import HookedModel
 from induction_probes.probes.attention.patterns import activation_at
-
-if TYPE_CHECKING:
-    from induction_probes.circuits.models.hooked_model import HookedModel
 
 LOSS_NUMBERS = 1 << 23  # logits one slice of the loss holds (32 MiB of float32; fastest here at 2 GPT-2 rows)
 # Positions and logit columns one block of :func:`streamed_loss` holds: 512 × 2,048 float32 logits, 4 MiB, a core's
@@ -25,6 +23,14 @@ LOSS_NUMBERS = 1 << 23  # logits one slice of the loss holds (32 MiB of float32;
 # rows of 50,257 logits, two sequences at a time; 464 to 928 rows and 2,048 to 4,096 columns ran alike.
 LOSS_ROWS, VOCAB_BLOCK = 512, 2048
 UNEMBED_INPUT = "unembed.hook_in"  # a TransformerBridge's final normalised residual, what the unembedding reads
+
+
+class Unembedded(HookedModel, Protocol):
+    """A :class:`HookedModel` whose unembedding is a module of its own, ``unembed`` (a TransformerBridge's: the
+    residual stream at its input ``unembed.hook_in`` to logits)."""
+
+    @property
+    def unembed(self) -> torch.nn.Module: ...
 
 
 class Overflow(BadInput):
@@ -54,7 +60,7 @@ def next_token_loss(
 
 
 def unembedded_loss(
-    model: HookedModel,
+    model: Unembedded,
     final: Float[Tensor, "batch pos d_model"],
     tokens: Int[Tensor, "batch pos"],
     scored: Bool[Tensor, "batch pos_1"] | None = None,
@@ -82,7 +88,7 @@ def unembedded_loss(
 
 
 def linear_unembedding(
-    model: HookedModel, probe: Float[Tensor, "row d_model"]
+    model: Unembedded, probe: Float[Tensor, "row d_model"]
 ) -> tuple[Float[Tensor, "d_model d_vocab"], Float[Tensor, " d_vocab"] | None] | None:
     """``(W_U, b_U)`` where ``model.unembed(x)`` is x W_U + b_U, as on ``probe`` to float32 rounding; else None."""
     unembed = model.unembed
@@ -127,9 +133,10 @@ def streamed_loss(
     return losses
 
 
-def stops_at_unembedding(model: HookedModel) -> bool:
+def stops_at_unembedding(model: HookedModel) -> TypeGuard[Unembedded]:
     """Whether a pass's loss can be taken from the unembedding's input (:func:`pass_loss`): the model names the
-    hook point, and caps no logits after the unembedding (Gemma 2's soft cap, which ``unembed`` leaves out)."""
+    hook point, and caps no logits after the unembedding (Gemma 2's soft cap, which ``unembed`` leaves out). A
+    hook point is named by its module's path, so a model that names this one has the module ``unembed``."""
     soft_cap = getattr(model.cfg, "output_logits_soft_cap", None)
     return UNEMBED_INPUT in (getattr(model, "hook_dict", None) or {}) and not (soft_cap is not None and soft_cap > 0)
 

@@ -55,6 +55,7 @@ from induction_probes.probes.lm.protocols import (
     induction_loss,
     repeated_random_tokens,
 )
+from induction_probes.probes.lm.weights import weighted
 
 if TYPE_CHECKING:
     from induction_probes.circuits.interop.language_models import ModelLike
@@ -231,16 +232,19 @@ def patterns_and_more(
 
 
 def repeat_pass(model: HookedModel, repeated: RepeatedTokens, rows: slice) -> Float[Tensor, "batch ..."]:
-    """Per sequence of ``rows``: [loss at every token | previous-token, induction, copying per layer and head]."""
+    """Per sequence of ``rows``: [loss at every token | previous-token, induction, copying per layer and head]. The
+    copying score reads the model's weights by TransformerLens's names: a model without them is refused
+    (:func:`.weights.weighted`), once its hook points are known to be there."""
     part = repeated.rows(rows)
     last = model.cfg.n_layers - 1
     z_names = [f"blocks.{layer}.attn.hook_z" for layer in range(model.cfg.n_layers)]
     logits, patterns, captured = patterns_and_more(model, part.tokens, z_names + [f"blocks.{last}.hook_resid_post"])
-    resid = captured[f"blocks.{last}.hook_resid_post"]
-    per_layer, unembed = [], unembedding(model)
+    assert logits is not None  # asked for: patterns_and_more gives None only without with_logits
+    resid, weights = captured[f"blocks.{last}.hook_resid_post"], weighted(model, "the copying score")
+    per_layer, unembed = [], unembedding(weights)
     for layer, pattern in enumerate(patterns):
         z = captured[z_names[layer]]
-        copying = copying_per_sequence(model, layer, z, resid, pattern, part.tokens, part, unembed)
+        copying = copying_per_sequence(weights, layer, z, resid, pattern, part.tokens, part, unembed)
         per_layer.append(
             torch.stack([previous_token_per_sequence(pattern).double(), offset_scores(pattern, part), copying], -1)
         )

@@ -24,11 +24,10 @@ def length_range(text: str) -> int | tuple[int, int]:
         raise argparse.ArgumentTypeError(
             f"|R| must be an integer below 10^9 or a range LOW-HIGH (e.g. 8-16), got {quoted(text)}"
         )
-    value = (int(low), int(high)) if dash else int(low)
-    bounds = value if dash else (value, value)
+    bounds = (int(low), int(high) if dash else int(low))
     if not 2 <= bounds[0] <= bounds[1]:
         raise argparse.ArgumentTypeError(f"|R| needs 2 <= LOW <= HIGH, got {text[:200]!r}")
-    return value
+    return bounds if dash else bounds[0]
 
 
 def share(text: str) -> float:

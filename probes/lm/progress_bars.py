@@ -12,8 +12,11 @@ import sys
 from tqdm.auto import tqdm
 
 
-def progress_bar(total: int, description: str, enabled: bool = True, unit: str = "seq", leave: bool = False) -> tqdm:
-    """A tqdm bar on stderr, shown only when ``enabled`` and stderr is a terminal or a notebook's."""
+def progress_bar(
+    total: int | None, description: str, enabled: bool = True, unit: str = "seq", leave: bool = False
+) -> tqdm:
+    """A tqdm bar on stderr, shown only when ``enabled`` and stderr is a terminal or a notebook's; ``total``: the
+    count it reaches (None where it is not known, as for a generator of checkpoints)."""
     shown = enabled and (sys.stderr.isatty() or in_notebook())
     return tqdm(total=total, desc=description, unit=unit, leave=leave, disable=not shown, file=sys.stderr)
 

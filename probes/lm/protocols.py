@@ -108,7 +108,7 @@ def check_repeated(repeated: RepeatedTokens) -> None:
         raise BadInput("no sequences: repeated tokens need at least one")
     if lengths.shape != (tokens.shape[0],) or lengths.dtype.is_floating_point:
         raise BadInput("lengths must hold one integer |R| per sequence")
-    low, high = repeated.bounds
+    low, high = repeated.length_range
     if not 2 <= low <= int(lengths.min()) <= int(lengths.max()) <= high or 2 * high > tokens.shape[1] - repeated.prefix:
         raise BadInput(
             f"each R needs 2 <= L, within the |R| range {low}..{high}, and {repeated.prefix} + 2 x {high} <= "
@@ -234,7 +234,8 @@ def repeated_random_tokens(
     control = torch.where(
         second, fresh.gather(1, (offsets[None] - (2 * high - lengths[:, None])).clamp(0, high - 1)), body
     )
-    start = torch.full((batch, prefix), bos_id(model) if prefix else 0, dtype=torch.long)
+    first = bos_id(model)  # a prefix of 1 where the model has one; with a prefix of 0 the fill is never read
+    start = torch.full((batch, prefix), 0 if first is None else first, dtype=torch.long)
     tokens, control = torch.cat([start, tokens], dim=1), torch.cat([start, control], dim=1)
     return RepeatedTokens(tokens, lengths, prefix, control, (low, high))
 

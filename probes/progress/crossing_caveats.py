@@ -20,7 +20,8 @@ from induction_probes.probes.progress.progress_measures import (
 )
 
 if TYPE_CHECKING:
-    from induction_probes.circuits.models.hooked_model import HookedModel
+    from induction_probes.circuits.models.hooked_model import HookedModel, WeightedModel
+    from induction_probes.circuits.models.model import HookedTransformer
 
 FEW_VALUES = 11  # at most 11 values (steps of 1/10 or coarser): one token moves the measure by ≥ 0.1
 COUNTED_OUT_OF_K = ("ov_copying_accuracy", "diagonal_is_row_max", "ov_top1_diagonal")
@@ -51,7 +52,7 @@ def initial_warnings(cfg, initial) -> list[str]:
     return lines
 
 
-def progress_warnings(model: HookedModel, initial_model) -> list[str]:
+def progress_warnings(model: HookedModel, initial_model: WeightedModel) -> list[str]:
     """The caveats of ``model``'s progress measures, ``initial_model`` being the same architecture at
     initialisation (a run's step 0, or the config's seed rebuilt); none where the measures do not apply."""
     if unmeasurable_reason(model):
@@ -69,7 +70,7 @@ def progress_warnings(model: HookedModel, initial_model) -> list[str]:
     return initial + coarse_warnings(k, ("ov_copying_accuracy",)) + sign_only
 
 
-def initial_model_of(model: HookedModel):
+def initial_model_of(model: HookedTransformer) -> HookedTransformer:
     """The model's architecture at initialisation: its weights are drawn from ``cfg.seed`` alone, so this is
     the trained model's step 0 when it was trained from that config."""
     return type(model)(model.cfg).eval()

@@ -17,9 +17,10 @@ if TYPE_CHECKING:
 def through_final_norm(model: WeightedModel, out: Tensor) -> Float[Tensor, "... d_model"]:
     """``out`` (rows in the residual stream) through the final LayerNorm's centring and gain, if the model
     has one; its positive per-row scale is left out: it changes no sign and no argmax of the logits."""
-    if not hasattr(model.ln_final, "w"):
+    gain = getattr(model.ln_final, "w", None)  # a LayerNorm's gain; an identity has none
+    if not isinstance(gain, Tensor):
         return out
-    return (out - out.mean(-1, keepdim=True)) * model.ln_final.w.to(out.dtype)
+    return (out - out.mean(-1, keepdim=True)) * gain.to(out.dtype)
 
 
 def shift_free(matrix: Tensor) -> Float[Tensor, "k_1 k_1"]:

@@ -41,9 +41,10 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 from transformer_lens import FactoredMatrix
-from transformer_lens.utilities import composition_scores
+from transformer_lens.utilities.matrix import composition_scores
 
 from induction_probes.circuits.errors import BadInput
+from induction_probes.circuits.models.model_config import HookedTransformerConfig
 from induction_probes.probes.progress.logit_space import shift_free, through_final_norm
 from induction_probes.probes.tidy import Tidy, progress_records
 
@@ -121,7 +122,7 @@ class ProgressMeasures(Tidy):
 def unmeasurable_reason(model: HookedModel) -> str | None:
     """Why the measures do not apply to ``model`` (None: they do)."""
     cfg = model.cfg
-    if not hasattr(cfg, "layer_positional"):
+    if not isinstance(cfg, HookedTransformerConfig):  # the one config with per-layer positions
         return f"progress measures need the HookedTransformer, not {type(model).__name__}"
     if cfg.input_type != "tokens" or cfg.n_layers < 2:
         return "progress measures need a token model with at least two layers"

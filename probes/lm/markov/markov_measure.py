@@ -209,7 +209,8 @@ def head_scores(chain: ChainPass) -> list[HeadScore]:
             within(*cluster_mean_interval(previous, draws), SHARE),
         ]
         for head in range(previous.shape[1]):
-            found.append(HeadScore(layer, head, *(as_estimate(*(t[head] for t in e), n) for e in estimates)))
+            scores = (as_estimate(value[head], low[head], high[head], n) for value, low, high in estimates)
+            found.append(HeadScore(layer, head, *scores))
     return found
 
 

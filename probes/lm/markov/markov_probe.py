@@ -304,7 +304,7 @@ def probe_markov(
 
 
 def probe_markov_series(
-    models: Iterable[tuple[int | None, object]],
+    models: Iterable[tuple[int | None, HookedModel]],
     protocol: MarkovDraws | MarkovTokens | dict,
     progress: bool = False,
     count: int | None = None,
