@@ -42,6 +42,7 @@ from induction_probes.probes.progress.progress_measures import progress_measures
 from induction_probes.probes.run_level.all_probes import probe_eval_set, probe_markov_run
 
 if TYPE_CHECKING:
+    from jaxtyping import Int
     from torch import Tensor
 
     from induction_probes.circuits.runs.reader import Run
@@ -68,7 +69,7 @@ class MarkovFacts:
     figures: dict[str, Path] = field(default_factory=dict)
 
     @property
-    def probe_tokens(self) -> Tensor:
+    def probe_tokens(self) -> Int[Tensor, "batch pos"]:
         """The sequences of the page's probe set, once :func:`probe_and_draw` has drawn it."""
         if self.probe_set is None:
             raise BadInput(f"run {self.name} has no probe set yet: probe_and_draw draws it")

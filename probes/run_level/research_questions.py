@@ -109,8 +109,7 @@ def first_crossings(probes: RunProbes[CheckpointResult] | Run) -> pd.DataFrame:
         for layer, heads in enumerate(getattr(probes[0], name)):
             for head in range(len(heads)):
                 add(name, layer, head, [getattr(c, name)[layer][head].item() for c in probes], measure)
-    # ICL-MC's results have progress measures (where the model has two layers), other tasks' none
-    progress = [p for c in probes if (p := getattr(c, "progress", None)) is not None]
+    progress = [p for c in probes if (p := getattr(c, "progress", None)) is not None]  # ICL-MC's, not other tasks'
     if progress and len(progress) == len(probes):
         for name, measure in config_calibration(probes.run.model_config).items():
             if name.startswith("composition_"):  # per pair, named as to_frame() names it: composition_K_from_L0H0
