@@ -11,8 +11,8 @@ while ``info`` on a language model runs without torch.
 from __future__ import annotations
 
 import argparse
-from dataclasses import MISSING, asdict, field, fields
-from typing import Any, Self, TypeVar
+from dataclasses import MISSING, Field, asdict, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.validation import shortened
@@ -34,8 +34,19 @@ def nested(config_class: type, has_default: bool = False) -> Any:
     return field(metadata={"config": config_class})
 
 
+class Dataclass(Protocol):
+    """Any dataclass, for the checker: the field table that dataclasses.fields reads."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+
 class Config:
     """``to_dict`` / ``from_dict`` for a frozen dataclass, with one policy: unknown keys are refused."""
+
+    if TYPE_CHECKING:
+        # Config is only ever mixed into dataclasses: the field table dataclasses.fields/asdict read from them
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+        name: ClassVar[str]  # what to_json writes first: a task's or a recipe's name (the configs it is called on)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,7 +90,7 @@ def option_names(config_class: type) -> list[str]:
     return names
 
 
-C = TypeVar("C")  # the config class config_from_options builds
+C = TypeVar("C", bound=Dataclass)  # the config class config_from_options builds
 
 
 def config_from_options(config_class: type[C], options: dict[str, Any]) -> C:

@@ -14,6 +14,7 @@ token it names for unknown words.
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.interop.model_folder import one_line
@@ -110,8 +111,10 @@ def known_config_class(value: dict):
         shown = one_line(repr(model_type))
         raise BadInput(f"model_type {shown} is not one transformers {transformers.__version__} defines")
     config_class = CONFIG_MAPPING[model_type]
-    if config_class.sub_configs:
-        names = ", ".join(sorted(config_class.sub_configs))
+    # a classproperty in transformers, read on the class: the dict of its sub-configs' classes, by name
+    sub_configs = cast("dict[str, type]", config_class.sub_configs)
+    if sub_configs:
+        names = ", ".join(sorted(sub_configs))
         raise BadInput(f"model_type {model_type!r} holds configs inside it ({names}): only plain language models load")
     return config_class
 
@@ -120,10 +123,12 @@ def check_sizes(value: dict, config_class) -> None:
     """Every size of :data:`REQUIRED_SIZES` and :data:`OPTIONAL_SIZES` within its bounds, under each name
     config.json may give it by; then the heads: the key-value heads dividing them, and they the hidden size
     (as transformers' Llama requires even of a config that names its own head size)."""
-    sizes = {name: given_size(value, config_class, name, bounds) for name, bounds in REQUIRED_SIZES.items()}
-    for name, size in sizes.items():
+    given = {name: given_size(value, config_class, name, bounds) for name, bounds in REQUIRED_SIZES.items()}
+    sizes: dict[str, int] = {}
+    for name, size in given.items():
         if size is None:
             raise BadInput(f"gives no {name}, and {config_class.__name__} has no default: not a transformer")
+        sizes[name] = size
     optional = {name: given_size(value, config_class, name, bounds) for name, bounds in OPTIONAL_SIZES.items()}
     heads, hidden = sizes["num_attention_heads"], sizes["hidden_size"]
     key_value_heads = optional["num_key_value_heads"] or heads

@@ -50,6 +50,7 @@ from induction_probes.circuits.validation import quoted
 
 if TYPE_CHECKING:
     from torch import nn
+    from transformers import PreTrainedModel
 
     from induction_probes.circuits.models.hooked_model import HookedModel
 
@@ -70,10 +71,10 @@ def pretrained(source: ModelSource, device: str = "cpu") -> Iterator[tuple]:
     its folder to add the BOS token: it reads the checked copy, not the model's folder)."""
     from transformers import AutoModelForCausalLM  # the auto classes load architectures' code
 
-    device = resolve_device(device)  # before anything is read: a device this machine lacks is one line
+    where = resolve_device(device)  # before anything is read: a device this machine lacks is one line
     files = read_model_folder(model_folder(source))
     with as_model_error(f"{source.describe()}: {CONFIG}"):
-        config = checked_config(files.json(CONFIG))
+        config = checked_config(files.config)
     with as_model_error(f"{source.describe()}: {TOKENIZER_CONFIG}"):
         refuse_code(files.json(TOKENIZER_CONFIG) or {})
     with as_model_error(f"{source.describe()}: {TOKENIZER_JSON}"):
@@ -81,7 +82,7 @@ def pretrained(source: ModelSource, device: str = "cpu") -> Iterator[tuple]:
     options = {"local_files_only": True, "trust_remote_code": False}
     with staged(files) as folder:
         with as_model_error(f"cannot load {source.describe()}"):
-            model, info = AutoModelForCausalLM.from_pretrained(
+            loaded = AutoModelForCausalLM.from_pretrained(
                 folder,
                 config=config,
                 use_safetensors=True,
@@ -91,12 +92,14 @@ def pretrained(source: ModelSource, device: str = "cpu") -> Iterator[tuple]:
                 ignore_mismatched_sizes=True,  # reported in info, and refused below by name and shapes
                 **options,
             )
+            # output_loading_info=True returns (model, info): transformers annotates the model alone
+            model, info = cast("tuple[PreTrainedModel, dict]", loaded)
             tokenizer = load_tokenizer(folder, files, source.describe())
         refuse_unloaded_weights(source, info)
         refuse_not_finite(source, model)
         warn_cast_weights(source, files, model)
         model.config.name_or_path = source.location  # where it came from, not the private folder
-        yield model.to(device).eval(), tokenizer
+        yield model.to(where).eval(), tokenizer
 
 
 def load_tokenizer(folder: Path, files: ModelFiles, name: str):
@@ -219,8 +222,10 @@ def as_hooked(model: ModelLike, device: str = "cpu") -> HookedModel:
     """A hooked model to probe, from a path or cache name, a ``ModelSource``, a Hugging Face model (copied
     first, so that the caller's model stays as it was), a TransformerBridge or any TransformerLens-style
     hooked model (``run_with_hooks`` and ``cfg.n_layers``), which is returned as it is."""
-    if isinstance(model, (str, os.PathLike, ModelSource)):
-        source = model if isinstance(model, ModelSource) else find_source(os.fspath(model))
+    if isinstance(model, ModelSource):
+        return load_bridge(model, device)
+    if isinstance(model, (str, os.PathLike)):
+        source = find_source(os.fspath(model))
         if source is None:
             raise LanguageModelError(f"{os.fspath(model)} is a run of ours: open it with Run.open(...).load()")
         if isinstance(source, Series):
@@ -231,8 +236,7 @@ def as_hooked(model: ModelLike, device: str = "cpu") -> HookedModel:
     from transformers import PreTrainedModel  # only once the model is not one of ours
 
     if isinstance(model, PreTrainedModel):
-        device = resolve_device(device)
-        return bridge_from_hf(copy.deepcopy(model).to(device), None, type(model).__name__)
+        return bridge_from_hf(copy.deepcopy(model).to(resolve_device(device)), None, type(model).__name__)
     if hasattr(model, "run_with_hooks") and hasattr(getattr(model, "cfg", None), "n_layers"):
         return cast("HookedModel", model)  # a hooked model of ours, or one of TransformerLens's
     raise LanguageModelError(

@@ -159,6 +159,11 @@ class ModelFiles:
         return None if file not in self.texts else json_object(self.texts[file])
 
     @property
+    def config(self) -> dict:
+        """config.json's object: every model's files hold one (:func:`read_model_folder` refuses a folder without)."""
+        return json_object(self.texts[CONFIG])
+
+    @property
     def tokenizer_files(self) -> list[str]:
         return [file for file in TOKENIZER_FILES if file in self.texts]
 

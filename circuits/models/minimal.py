@@ -27,13 +27,14 @@ from dataclasses import dataclass
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
-from transformer_lens import ActivationCache, HookedRootModule
+from transformer_lens import ActivationCache
 from transformer_lens.hook_points import HookPoint
 
 from induction_probes.circuits.config import Config
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.limits import require_numbers
 from induction_probes.circuits.models.model import DTYPES
+from induction_probes.circuits.models.tl_hooks import CacheRuns
 from induction_probes.circuits.models.tl_interface import KnowsItsDevice
 from induction_probes.circuits.validation import require_int
 
@@ -99,7 +100,7 @@ class MinimalBlock(nn.Module):
         self.attn = MinimalAttention(weights_name)
 
 
-class MinimalModel(KnowsItsDevice, HookedRootModule):
+class MinimalModel(KnowsItsDevice, CacheRuns):
     """The minimal model; parameters ``v`` ([n_ctx], v_d for distance d) and ``W`` ([k, k])."""
 
     config_class = MinimalConfig  # what the model is built from (circuits/models/model_classes.py)
@@ -148,9 +149,10 @@ class MinimalModel(KnowsItsDevice, HookedRootModule):
         assert isinstance(block, MinimalBlock)  # the blocks built in __init__
         return block.attn
 
-    def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
-        out, cache_dict = super().run_with_cache(*args, **kwargs)
-        return out, ActivationCache(cache_dict, self)
+    def cache_of(self, cache_dict: dict[str, Tensor], has_batch_dim: bool) -> ActivationCache:
+        """``run_with_cache``'s cache, built with ActivationCache's default ``has_batch_dim``, as this model's
+        caches always have been (even after ``remove_batch_dim=True``)."""
+        return ActivationCache(cache_dict, self)
 
     def to(self, *args, print_details: bool = True, **kwargs):
         """``nn.Module.to``, accepting TransformerLens's ``print_details``: devinterp passes it to every model

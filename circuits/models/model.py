@@ -28,11 +28,11 @@ import torch
 import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int, Shaped
 from torch import Tensor, nn
-from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint, LensHandle
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.model_config import DTYPES, HookedTransformerConfig, dtype_name  # noqa: F401 (the model's config lives beside it)
+from induction_probes.circuits.models.tl_hooks import CacheRuns
 from induction_probes.circuits.models.tl_interface import FactoredCircuits, TransformerLensInterface
 
 
@@ -279,7 +279,7 @@ class Weights(nn.Module):
         return value
 
 
-class HookedTransformer(TransformerLensInterface, HookedRootModule):
+class HookedTransformer(TransformerLensInterface, CacheRuns):
     """Attention-first transformer with TransformerLens names; see the module docstring for the maths."""
 
     config_class = HookedTransformerConfig  # what the model is built from (circuits/models/model_classes.py)

@@ -112,10 +112,9 @@ class HookedTransformerConfig(Config):
             require_int("skip_first_keys", skip, 0)
         self._check_choices("normalization", self.normalization, (None, "LN"))
         self._check_choices("input_type", self.input_type, ("tokens", "vectors"))
-        if isinstance(self.dtype, torch.dtype):
-            object.__setattr__(self, "dtype", dtype_name(self.dtype))
-        self._check_choices("dtype", self.dtype, tuple(DTYPES))
-        object.__setattr__(self, "dtype", DTYPES[self.dtype])
+        name = dtype_name(self.dtype) if isinstance(self.dtype, torch.dtype) else self.dtype
+        self._check_choices("dtype", name, tuple(DTYPES))
+        object.__setattr__(self, "dtype", DTYPES[name])
         # switches TransformerLens's tools flip on a loaded model (set_use_split_qkv_input, set_use_attn_in);
         # not fields: they change which hooks fire, never the maths, and are not saved
         object.__setattr__(self, "use_split_qkv_input", False)
@@ -231,6 +230,8 @@ class MixedHeadsConfig(HookedTransformerConfig):
     :func:`transformer_config`, which picks this class where the head counts differ.
     """
 
+    # A property over the field, by design: a reader of one n_heads is refused. Pyright lets no property override a
+    # dataclass field, though this one's reads and writes keep the field's type (it reports the setter's line).
     @property
     def n_heads(self) -> int:
         counts = ", ".join(f"{self.heads(layer)} in layer {layer}" for layer in range(self.n_layers))
@@ -240,7 +241,8 @@ class MixedHeadsConfig(HookedTransformerConfig):
         )
 
     @n_heads.setter
-    def n_heads(self, value: int) -> None:  # the dataclass's __init__ stores the field through here
+    def n_heads(self, value: int) -> None:  # type: ignore[override]  # the field's type, read and written
+        # the dataclass's __init__ stores the field through here
         self.__dict__["n_heads"] = value
 
     def values(self) -> tuple:

@@ -10,17 +10,19 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, SupportsIndex, overload
+from typing import TYPE_CHECKING, Any, Protocol, Self, SupportsIndex, cast, overload
 
-from transformer_lens import ActivationCache
-from transformer_lens.utilities import get_act_name
+from transformer_lens import ActivationCache, HookedRootModule
+from transformer_lens.utilities.components_utils import get_act_name
 
 if TYPE_CHECKING:
-    from torch import Tensor
-    from transformer_lens.hook_points import HookFunction
+    from contextlib import _GeneratorContextManager
 
-    from induction_probes.circuits.models.hooked_model import HookedModel
+    from torch import Tensor
+    from transformer_lens.hook_points import HookFunction, HookPoint
+
+    from induction_probes.circuits.models.hooked_model import ModelConfig
+    from induction_probes.circuits.models.model_config import HookedTransformerConfig
 
 # a hook name, or a filter on names (as TransformerLens takes it), and the hook to add there
 HookSpec = tuple[str | Callable[[str], bool], Callable[..., Any]]
@@ -39,7 +41,17 @@ def hook_families(names: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(families))
 
 
-def missing_hook_error(model: HookedModel, name: str, what: str = "hook point") -> MissingHookError:
+class HookTable(Protocol):
+    """What :func:`missing_hook_error` reads of a model: its sizes (``cfg``) and its hook points."""
+
+    @property
+    def cfg(self) -> ModelConfig: ...
+
+    @property
+    def hook_dict(self) -> dict[str, HookPoint]: ...
+
+
+def missing_hook_error(model: HookTable, name: str, what: str = "hook point") -> MissingHookError:
     cfg = model.cfg
     absent = "" if getattr(cfg, "d_mlp", None) is not None or "mlp" not in name else " (it has no MLPs)"
     families = ", ".join(hook_families(model.hook_dict))
@@ -49,10 +61,37 @@ def missing_hook_error(model: HookedModel, name: str, what: str = "hook point") 
     )
 
 
-class HookChecks:
-    """Mixed into the model (before HookedRootModule): hook names are checked before they are used."""
+class CacheRuns(HookedRootModule):
+    """HookedRootModule whose ``run_with_cache`` returns the output and an ActivationCache (:meth:`cache_of`), as
+    TransformerLens 3's HookedTransformer did and the tools built on it read it. Both model classes derive from it."""
 
-    def check_hook_names(self, names: str | Sequence[str] | Callable[[str], bool] | None) -> None:
+    # TransformerLens 4's HookedRootModule returns the bare dict that an ActivationCache wraps: an API that returns
+    # the cache object instead cannot be a compatible override of it
+    def run_with_cache(  # type: ignore[override]  # TransformerLens 3's API: the ActivationCache, not the dict
+        self, *args: Any, **kwargs: Any
+    ) -> tuple[Tensor, ActivationCache]:
+        out, cache_dict = super().run_with_cache(*args, **kwargs)
+        return out, self.cache_of(cache_dict, has_batch_dim=not kwargs.get("remove_batch_dim", False))
+
+    def cache_of(self, cache_dict: dict[str, Tensor], has_batch_dim: bool) -> ActivationCache:
+        return ActivationCache(cache_dict, self, has_batch_dim=has_batch_dim)
+
+
+if TYPE_CHECKING:
+    _CacheRuns = CacheRuns  # what HookChecks is mixed into, for the checker: super() reaches its methods
+else:
+    _CacheRuns = object  # a mixin at run time, before CacheRuns in the model's bases
+
+
+class HookChecks(_CacheRuns):
+    """Mixed into HookedTransformer (before HookedRootModule): hook names are checked before they are used."""
+
+    if TYPE_CHECKING:
+        cfg: HookedTransformerConfig  # the model's, as HookedTransformer declares it
+
+    def check_hook_names(
+        self, names: str | Sequence[str | Callable[[str], bool]] | Callable[[str], bool] | None
+    ) -> None:
         """Raise :class:`MissingHookError` for the first of ``names`` (str or list; a filter function
         is left alone) that is not a hook point of the model."""
         for name in [names] if isinstance(names, str) else names if isinstance(names, (list, tuple)) else []:
@@ -65,10 +104,18 @@ class HookChecks:
 
     def hooks(
         self, fwd_hooks: Sequence[HookSpec] = (), bwd_hooks: Sequence[HookSpec] = (), *args: Any, **kwargs: Any
-    ) -> AbstractContextManager[Any]:
+    ) -> _GeneratorContextManager[Self]:
         """TransformerLens's context manager of temporary hooks (``run_with_hooks`` uses it), names checked."""
         self.check_hook_names([name for name, _ in [*fwd_hooks, *bwd_hooks]])
         return super().hooks(list(fwd_hooks), list(bwd_hooks), *args, **kwargs)
+
+    def run_with_cache(self, *args: Any, **kwargs: Any) -> tuple[Tensor, ActivationCache]:
+        """Like TransformerLens: the output and an ActivationCache. Hooks that are switched off (the model's
+        ``set_use_...`` switches) are left out unless asked for by name, which is then an error."""
+        if kwargs.get("names_filter") is None:
+            kwargs["names_filter"] = lambda name: getattr(self.hook_dict[name], "is_on", lambda: True)()
+        self.check_hook_names(kwargs["names_filter"])
+        return super().run_with_cache(*args, **kwargs)
 
     def cache_of(self, cache_dict: dict[str, Tensor], has_batch_dim: bool) -> HookCache:
         return HookCache(cache_dict, self, has_batch_dim=has_batch_dim)
@@ -77,19 +124,24 @@ class HookChecks:
 class HookCache(ActivationCache):
     """TransformerLens's ActivationCache; a key it does not hold is one clear error naming what it holds."""
 
+    def __init__(self, cache_dict: dict[str, Tensor], model: HookTable, has_batch_dim: bool = True) -> None:
+        super().__init__(cache_dict, model, has_batch_dim=has_batch_dim)
+
     def __getitem__(self, key: str | tuple[Any, ...]) -> Tensor:
         try:
             return super().__getitem__(key)
         except KeyError:
             pass
         name = resolved_name(key)
-        if name in self.model.hook_dict:
+        # the model __init__ was given: ActivationCache stores it typed as its own protocol, which has no hooks
+        model = cast("HookTable", self.model)
+        if name in model.hook_dict:
             held = ", ".join(hook_families(self.cache_dict)) or "nothing"
             raise MissingHookError(f"the cache holds no activation {name!r}; it holds {held}") from None
-        raise missing_hook_error(self.model, name) from None
+        raise missing_hook_error(model, name) from None
 
 
-def resolved_name(key: object) -> str:
+def resolved_name(key: str | tuple[Any, ...]) -> str:
     """The hook name a cache key stands for: itself, or TransformerLens's shorthand ("pattern", 0) resolved."""
     if isinstance(key, str) and "." in key:
         return key

@@ -8,18 +8,18 @@ and logit attribution read exactly these attributes (README, "TransformerLens's 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, Self
 
 import torch
 from jaxtyping import Float
-from torch import Tensor
-from transformer_lens import ActivationCache, FactoredMatrix
-from transformer_lens.utilities import composition_scores
+from torch import Tensor, nn
+from transformer_lens import FactoredMatrix
+from transformer_lens.utilities.matrix import composition_scores
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.tl_hooks import HeadLabels, HookChecks
-from induction_probes.circuits.models.tl_tokens import TokenInterface
+from induction_probes.circuits.models.tl_tokens import MixedIntoModule, TokenInterface
 from induction_probes.circuits.names import head_label
 
 
@@ -52,11 +52,20 @@ class FactoredCircuits:
         return FactoredMatrix(self.W_V, self.W_O)
 
 
-class KnowsItsDevice:
+class ConfiguredModule(Protocol):
+    """What :class:`KnowsItsDevice` reads of the module it is mixed into: its parameters and its own config."""
+
+    @property
+    def cfg(self) -> object: ...
+
+    def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]: ...
+
+
+class KnowsItsDevice(MixedIntoModule):
     """Mixed into a model with a ``cfg`` of its own: after ``.to(device)`` (or ``.cuda()``), ``cfg.device``
     says where the weights are, as TransformerLens's tools read it to put their tensors beside them."""
 
-    def _apply(self, fn, recurse: bool = True):
+    def _apply(self: ConfiguredModule, fn, recurse: bool = True):
         module = super()._apply(fn, recurse)
         first = next(self.parameters(), None)
         if first is not None:
@@ -194,22 +203,16 @@ class TransformerLensInterface(KnowsItsDevice, HookChecks, TokenInterface, Facto
             raise BadInput(f"{switch} and {other} exclude each other: call model.set_{other}(False) first")
         object.__setattr__(self.cfg, switch, bool(use))
 
-    def run_with_cache(self, *args: Any, **kwargs: Any) -> tuple[Tensor, ActivationCache]:
-        """Like TransformerLens: the output and an ActivationCache. Hooks that are switched off (see the
-        setters above) are left out unless asked for by name, which is then an error."""
-        if kwargs.get("names_filter") is None:
-            kwargs["names_filter"] = lambda name: getattr(self.hook_dict[name], "is_on", lambda: True)()
-        self.check_hook_names(kwargs["names_filter"])
-        out, cache_dict = super().run_with_cache(*args, **kwargs)
-        return out, self.cache_of(cache_dict, has_batch_dim=not kwargs.get("remove_batch_dim", False))
-
     # --- tokens and the residual stream ----------------------------------------------------------------
 
     def tokens_to_residual_directions(self, tokens: Tensor | int | Sequence[int]) -> Float[Tensor, "... d_model"]:
         """The unembedding direction of each token, [..., d_model] (one token: [d_model])."""
         tokens = torch.as_tensor(tokens)
         if tokens.numel() == 1:
-            return self.W_U[:, tokens.item()]
+            token = tokens.item()
+            if not isinstance(token, int):
+                raise BadInput(f"token ids are integers, got {token!r}")
+            return self.W_U[:, token]
         return self.W_U[:, tokens].movedim(0, -1)
 
     def accumulated_bias(

@@ -10,22 +10,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float, Int
-from torch import Tensor
+from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from induction_probes.circuits.errors import BadInput
 
 RETURN_TYPES = ("input", "str", "tokens")  # TransformerLens's generate(return_type=...)
 
+if TYPE_CHECKING:
+    MixedIntoModule = nn.Module  # the checker reads a mixin of an nn.Module as one: self(...), super() reach it
+else:
+    MixedIntoModule = object  # at run time the mixin stays out of the way: the model lists its nn.Module base
+
 # token ids: a tensor, or a list of ints (one sequence) or of lists of ints (a batch)
 TokenIds = Tensor | Sequence[int] | Sequence[Sequence[int]]
 
 
-class TokenInterface:
+class TokenInterface(MixedIntoModule):
     """Needs ``cfg`` (``input_type``, ``n_ctx``, ``d_vocab``) and a forward pass giving logits."""
 
     cfg: Any  # the model's config, whatever its class (declared for the type checker: the model sets it)
@@ -72,6 +77,11 @@ class TokenInterface:
     def to_str_tokens(self, tokens: TokenIds, **_: object) -> list[str] | list[list[str]]:
         """The string of each token, ``str(id)``: a list for one sequence ([pos] or [1, pos]), a list of
         lists for a batch. Keyword options of TransformerLens (``prepend_bos``...) are accepted and ignored."""
+        ids = self._sequence_ids(tokens)
+        return [str(i) for i in ids.tolist()] if ids.dim() == 1 else [[str(i) for i in row] for row in ids.tolist()]
+
+    def _sequence_ids(self, tokens: TokenIds) -> Tensor:
+        """The ids as [pos] for one sequence (given as [pos] or [1, pos]), [batch, pos] for a batch."""
         ids = self._token_ids(tokens)
         if ids.dim() == 2 and ids.shape[0] == 1:
             ids = ids[0]
@@ -79,13 +89,15 @@ class TokenInterface:
             ids = ids[None]
         if ids.dim() > 2:
             raise BadInput(f"tokens must be [pos] or [batch, pos], got shape {tuple(ids.shape)}")
-        return [str(i) for i in ids.tolist()] if ids.dim() == 1 else [[str(i) for i in row] for row in ids.tolist()]
+        return ids
 
     def to_string(self, tokens: TokenIds) -> str | list[str]:
         """The tokens of one sequence as one string, ids separated by spaces (``[0, 2, 1]`` → ``"0 2 1"``);
-        a list of strings for a batch. :meth:`to_tokens` reads it back."""
-        strings = self.to_str_tokens(tokens)
-        return " ".join(strings) if not strings or isinstance(strings[0], str) else [" ".join(row) for row in strings]
+        a list of strings for a batch (an empty batch: the empty string). :meth:`to_tokens` reads it back."""
+        ids = self._sequence_ids(tokens)
+        if ids.dim() == 1 or ids.shape[0] == 0:
+            return " ".join(str(i) for i in ids.flatten().tolist())
+        return [" ".join(str(i) for i in row) for row in ids.tolist()]
 
     def generate(
         self,
