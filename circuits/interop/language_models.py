@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, cast
 
 import torch
 
-from induction_probes.circuits.devices import resolve_device
+from induction_probes.circuits.devices import Device, resolve_device
 from induction_probes.circuits.interop.hf_config import check_tokenizer_model, checked_config, refuse_code
 from induction_probes.circuits.interop.model_folder import (
     CONFIG,
@@ -63,7 +63,7 @@ if TYPE_CHECKING:  # what a language-model probe takes: a folder or cache name, 
 
 
 @contextmanager
-def pretrained(source: ModelSource, device: str = "cpu") -> Iterator[tuple]:
+def pretrained(source: ModelSource, device: Device = "cpu") -> Iterator[tuple]:
     """The Hugging Face causal language model of ``source`` in float32 with eager attention, and its
     tokenizer (None when the model has none), both read from disk only, through :mod:`.model_folder`'s
     checked files; its config within the limits (:mod:`.hf_config`), its weights matching it and finite.
@@ -99,7 +99,8 @@ def pretrained(source: ModelSource, device: str = "cpu") -> Iterator[tuple]:
         refuse_not_finite(source, model)
         warn_cast_weights(source, files, model)
         model.config.name_or_path = source.location  # where it came from, not the private folder
-        yield model.to(where).eval(), tokenizer
+        # transformers wraps PreTrainedModel.to in functools.wraps, which pyright reads as an unbound function
+        yield model.to(where).eval(), tokenizer  # pyright: ignore[reportArgumentType]  # the wrapped to, above
 
 
 def load_tokenizer(folder: Path, files: ModelFiles, name: str):
@@ -124,7 +125,7 @@ def load_tokenizer(folder: Path, files: ModelFiles, name: str):
     return tokenizer
 
 
-def load_pretrained(source: ModelSource, device: str = "cpu"):
+def load_pretrained(source: ModelSource, device: Device = "cpu"):
     """:func:`pretrained`'s model and tokenizer."""
     with pretrained(source, device) as (model, tokenizer):
         return model, tokenizer
@@ -208,7 +209,7 @@ def bridge_from_hf(model: nn.Module, tokenizer=None, name: str = "in-memory mode
     return cast("HookedModel", bridge.eval())
 
 
-def load_bridge(source: ModelSource, device: str = "cpu") -> HookedModel:
+def load_bridge(source: ModelSource, device: Device = "cpu") -> HookedModel:
     """The model of ``source`` booted through TransformerBridge, on ``device``."""
     if not isinstance(source, ModelSource):  # a path read as a source would fail on a missing attribute
         raise TypeError(
@@ -218,7 +219,7 @@ def load_bridge(source: ModelSource, device: str = "cpu") -> HookedModel:
         return bridge_from_hf(model, tokenizer, source.describe())
 
 
-def as_hooked(model: ModelLike, device: str = "cpu") -> HookedModel:
+def as_hooked(model: ModelLike, device: Device = "cpu") -> HookedModel:
     """A hooked model to probe, from a path or cache name, a ``ModelSource``, a Hugging Face model (copied
     first, so that the caller's model stays as it was), a TransformerBridge or any TransformerLens-style
     hooked model (``run_with_hooks`` and ``cfg.n_layers``), which is returned as it is."""
@@ -236,7 +237,9 @@ def as_hooked(model: ModelLike, device: str = "cpu") -> HookedModel:
     from transformers import PreTrainedModel  # only once the model is not one of ours
 
     if isinstance(model, PreTrainedModel):
-        return bridge_from_hf(copy.deepcopy(model).to(resolve_device(device)), None, type(model).__name__)
+        # transformers' functools.wraps around PreTrainedModel.to reads to pyright as an unbound function
+        copied = copy.deepcopy(model).to(resolve_device(device))  # pyright: ignore[reportArgumentType]  # see above
+        return bridge_from_hf(copied, None, type(model).__name__)
     if hasattr(model, "run_with_hooks") and hasattr(getattr(model, "cfg", None), "n_layers"):
         return cast("HookedModel", model)  # a hooked model of ours, or one of TransformerLens's
     raise LanguageModelError(

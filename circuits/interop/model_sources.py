@@ -60,7 +60,12 @@ class Series:
 
     @property
     def steps(self) -> list[int]:
-        return [source.step for source in self.checkpoints]
+        steps = []
+        for source in self.checkpoints:
+            if source.step is None:  # a series is found from its step folders: each checkpoint has one
+                raise LanguageModelError(f"{source.describe()} is a checkpoint of {self.name} without a step")
+            steps.append(source.step)
+        return steps
 
     def at(self, step: int | None) -> ModelSource:
         """The checkpoint at ``step`` (default the last)."""

@@ -34,8 +34,11 @@ def resid_pre_hook(layer: int) -> str:
 
 def resumes_at_layer(model: HookedModel) -> bool:
     """Whether ``model``'s forward takes ``start_at_layer`` (TransformerLens's models and ours do)."""
+    forward = getattr(model, "forward", None)  # a hooked model need not be a module
+    if forward is None:
+        return False
     try:
-        return "start_at_layer" in inspect.signature(model.forward).parameters
+        return "start_at_layer" in inspect.signature(forward).parameters
     except (TypeError, ValueError):  # a forward without a signature Python can read
         return False
 
@@ -59,7 +62,7 @@ def blocks_below_skipped(model: HookedModel, layer: int) -> Iterator[None]:
     """A bridge's Hugging Face blocks below ``layer`` hand their input on (module docstring); other models as
     they are."""
     with ExitStack() as stack:
-        for block in list(model.blocks)[:layer]:
+        for block in list(getattr(model, "blocks", []))[:layer]:  # a model without blocks has none to skip
             original = getattr(block, "original_component", None)  # a TransformerBridge's block wraps one
             if isinstance(original, nn.Module):
                 stack.enter_context(handing_on(original))

@@ -115,9 +115,11 @@ def bridge_config(cfg: HookedTransformerConfig):
 def to_bridge(model: HookedTransformer):
     """A ``TransformerBridge.boot_native`` model holding our weights (TransformerLens's own loader,
     ``convert_tl_checkpoint``), in eval mode, not in compatibility mode."""
-    from transformer_lens.model_bridge import TransformerBridge  # loads transformers: only when a bridge is asked for
+    # TransformerBridge.boot_native is this function, attached to the class by setattr (which type checkers cannot
+    # follow); it loads transformers: only when a bridge is asked for
+    from transformer_lens.model_bridge.sources.native import boot as boot_native
 
-    bridge = TransformerBridge.boot_native(bridge_config(model.cfg), dtype=model.cfg.dtype)
+    bridge = boot_native(bridge_config(model.cfg), dtype=model.cfg.torch_dtype)
     bridge.load_state_dict(convert_tl_checkpoint(transformer_lens_state_dict(model), bridge.cfg), strict=True)
     return bridge.to(model_device(model)).eval()  # booted on the CPU; it runs where our model does
 

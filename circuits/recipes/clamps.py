@@ -25,6 +25,8 @@ if TYPE_CHECKING:  # torch is imported where it is used: recipes read the names 
     from jaxtyping import Float
     from torch import Tensor
 
+    from induction_probes.circuits.models.tl_hooks import HookSpec
+
 CLAMP_LAYERS = {"previous-token": 0, "induction": 1}
 
 
@@ -49,10 +51,10 @@ def induction_pattern(tokens: Tensor) -> Float[Tensor, "batch query_pos key_pos"
 TARGETS = {"previous-token": previous_token_pattern, "induction": induction_pattern}
 
 
-def clamp_hooks(clamps: tuple[str, ...], tokens: Tensor) -> list[tuple[str, object]]:
+def clamp_hooks(clamps: tuple[str, ...], tokens: Tensor) -> list[HookSpec]:
     """Forward hooks for ``run_with_hooks`` that replace each clamped layer's pattern (every head) with
     its target on ``tokens``."""
-    hooks = []
+    hooks: list[HookSpec] = []
     for name in clamps:
         target = TARGETS[name](tokens)
 

@@ -21,6 +21,8 @@ from induction_probes.circuits.validation import quoted, require_int, require_po
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
+    from induction_probes.circuits.models.tl_hooks import HookSpec
+
 
 def check_schedule(task: MarkovTask, sequences: int) -> None:
     """A curriculum that ends before the run's ``sequences`` do: else the run never sees the task's own prior."""
@@ -80,7 +82,7 @@ class MarkovRecipe(TransformerRecipe):
         if len(set(self.clamp)) < len(self.clamp) or self.clamp_from >= self.steps:
             raise BadInput("clamp names must not repeat, and clamp_from must be below steps")
 
-    def training_hooks(self, inputs: Tensor, step: int) -> list[tuple[str, object]]:
+    def training_hooks(self, inputs: Tensor, step: int) -> list[HookSpec]:
         if not self.clamp or step < self.clamp_from:
             return []
 

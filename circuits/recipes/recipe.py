@@ -23,6 +23,8 @@ from induction_probes.circuits.validation import quoted, require_int, require_po
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
+    from induction_probes.circuits.models.tl_hooks import HookSpec
+
 SCHEDULES = ("cosine", "constant")
 
 
@@ -126,7 +128,7 @@ class Recipe(Config):
     def model_config(self) -> Any:
         raise NotImplementedError
 
-    def training_hooks(self, inputs: Tensor, step: int) -> list[tuple[str, object]]:
+    def training_hooks(self, inputs: Tensor, step: int) -> list[HookSpec]:
         """Forward hooks of every training and evaluation pass after ``step`` steps (none by default)."""
         return []
 

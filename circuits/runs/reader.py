@@ -194,7 +194,7 @@ class Run:
     @property
     def model_config(self) -> HookedTransformerConfig | MinimalConfig:
         name = self.config.get("model_class")
-        if name not in MODEL_CLASSES:
+        if not isinstance(name, str) or name not in MODEL_CLASSES:
             raise CheckpointError(f"unknown model class {quoted(name)} in {self.path / 'config.json'}")
         try:
             return config_class(name).from_dict(self.config["model"])
@@ -292,7 +292,7 @@ def as_run(run: RunOrPath) -> Run:
     return run if isinstance(run, Run) else Run.open(run)
 
 
-T = TypeVar("T")  # the task class run_task checks for
+T = TypeVar("T", bound="TaskConfig")  # the task class run_task checks for
 
 
 def run_task(run: Run, task_class: type[T]) -> T:

@@ -204,8 +204,8 @@ def run_sweep(
     remote = backend == "ray" and address is not None  # a cluster's nodes have their own devices
     if device is not None and not remote:  # a device this machine lacks: refused before the folder is made
         resolve_device(device)
-    n_gpus = None if remote else visible_gpus()
-    check_placement(device, gpus_per_cell, n_gpus, ray=backend == "ray")
+    local_gpus = visible_gpus()  # a local pool places its cells on these
+    check_placement(device, gpus_per_cell, None if remote else local_gpus, ray=backend == "ray")
     out = Path(out).resolve()  # every worker, on every node, must find the same directory
     with prepare(spec, out) as log:  # the journal, for people, appended to, and the sweep's lock
         for note in schedule_notes(spec.cells()):
@@ -218,7 +218,7 @@ def run_sweep(
         if not todo:
             trained = iter(())
         elif backend == "local":
-            placed = place_cells(todo, device, gpus_per_cell, n_gpus)
+            placed = place_cells(todo, device, gpus_per_cell, local_gpus)
             trained = local_results(out, placed, min(workers, len(todo)), report)
         else:
             trained = ray_results(out, place_cells(todo, device, 0.0, 0), workers, address, report, gpus_per_cell)

@@ -19,7 +19,9 @@ class EvalSet(Protocol):
     @property
     def inputs(self) -> Shaped[Tensor, "batch ..."]: ...  # read only: a field or a property
 
-    def metrics(self, outputs: Tensor) -> dict[str, Any]: ...
+    # positional only: each task names the model's outputs for what they are (ICL-MC's logits, the Gaussian
+    # task's vectors), and every caller passes them by position
+    def metrics(self, outputs: Tensor, /) -> dict[str, Any]: ...
 
 
 class Stream(Protocol):

@@ -54,6 +54,7 @@ def train_toy(recipe: ToyRecipe, out: str | Path | None = None, device: Device =
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if recipe.layerwise_steps:  # Wang et al.'s protocol: layer 1 first, then layer 2 with layer 1 frozen
+            assert params.grad is not None  # backward() has just filled it
             params.grad *= layer_1 if step < recipe.layerwise_steps else 1 - layer_1
         optimizer.step()
         if not torch.isfinite(params).all():

@@ -23,8 +23,10 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 from torch import Tensor
 from tqdm.auto import tqdm
+from transformer_lens import HookedRootModule
 
 from induction_probes.circuits.devices import Device, device_kind, resolve_device
+from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.models.model_classes import build_model
 from induction_probes.circuits.recipes.recipe import Recipe
 from induction_probes.circuits.recipes.task_kinds import recipe_from_json
@@ -131,7 +133,11 @@ class Trainer:
         ``step`` (default this step) if it has any."""
         model = self.model if model is None else model
         hooks = self.recipe.training_hooks(inputs, self.step if step is None else step)
-        return model.run_with_hooks(inputs, fwd_hooks=hooks) if hooks else model(inputs)
+        if not hooks:
+            return model(inputs)
+        if not isinstance(model, HookedRootModule):
+            raise BadInput(f"the recipe {self.recipe.name} hooks its model, but a {type(model).__name__} has no hooks")
+        return model.run_with_hooks(inputs, fwd_hooks=hooks)
 
     def train_step(self) -> None:
         recipe = self.recipe
@@ -310,6 +316,8 @@ def start_or_continue(recipe: Recipe | None, out: Path, resume: bool, device: to
             trainer.load_resume_state()
             record_device(out, device)
             return trainer
+    if recipe is None:
+        raise BadInput(f"{out}: a new run needs its recipe (only resume reads it from the run)")
     config = run_config(recipe) | {"devices": [device_kind(device)]}
     trainer = Trainer.create(recipe, RunWriter.create(out, config, restart=resume), device, **options)
     trainer.save_checkpoint()
@@ -320,6 +328,8 @@ def record_device(out: Path, device: torch.device) -> None:
     """Add the device a resumed run continues on to its config's ``devices``, if it is another kind than
     the last one (a run continued on the same kind of device keeps its config.json byte for byte)."""
     config = read_json(out / "config.json")
+    if not isinstance(config, dict):  # saved_recipe read it as one a moment ago
+        raise CheckpointError(f"{out / 'config.json'} is not a JSON object")
     devices = config.get("devices", ["cpu"])  # runs of earlier versions trained on the CPU
     if devices[-1:] != [device_kind(device)]:
         write_json(out / "config.json", config | {"devices": [*devices, device_kind(device)]})

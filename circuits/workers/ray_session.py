@@ -10,6 +10,7 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from induction_probes.circuits.errors import BadInput
 from induction_probes.circuits.workers.worker_start import declared_paths, empty_working_dir
@@ -46,7 +47,8 @@ def answers_on_loopback_only(address: str) -> bool:
     """Whether ``address`` is a cluster on this machine's loopback that answers there only (its nodes started
     with ``--node-ip-address 127.0.0.1``). Ray replaces a loopback address by this machine's network address,
     where such a cluster does not listen, and then retries for minutes; its own loopback mode keeps it."""
-    from ray._private.services import node_ip_address_from_perspective  # the ray extra's, as above
+    # the ray extra's, as above
+    from ray._private.services import node_ip_address_from_perspective  # type: ignore[attr-defined]  # not in its stub
 
     host, _, port = address.rpartition(":")
     if address.startswith("ray://") or host.strip("[]") not in ("127.0.0.1", "localhost", "::1") or not port.isdigit():
@@ -68,6 +70,7 @@ def ray_session(workers: int, address: str | None, report=print) -> Iterator:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
         import ray  # the ray extra's: without it, refused in one line
+        from ray._private.worker import RayContext
     except ImportError:
         raise BadInput("the ray backend needs Ray: pip install 'induction-probes[ray]'") from None
     if address is None or answers_on_loopback_only(address):
@@ -75,7 +78,7 @@ def ray_session(workers: int, address: str | None, report=print) -> Iterator:
         keep_local_ray_on_loopback()
     with empty_working_dir() as folder:
         # a working directory of its own, empty: else Ray puts this process's current folder on its workers' path
-        runtime_env = {"working_dir": folder}
+        runtime_env: dict[str, Any] = {"working_dir": folder}
         if declared_paths():  # the plugins' folders, absolute: a relative one would name the empty folder
             runtime_env["env_vars"] = {"PYTHONPATH": os.pathsep.join(declared_paths())}
         if address is None:
@@ -87,7 +90,9 @@ def ray_session(workers: int, address: str | None, report=print) -> Iterator:
                 log_to_driver=False,
                 runtime_env=runtime_env,
             )
-            where = context.address_info["gcs_address"]
+            if not isinstance(context, RayContext):  # what ray.init gives without a client address
+                raise BadInput(f"ray.init gave a {type(context).__name__}, not a local instance's RayContext")
+            where = str(context.address_info["gcs_address"])
             local = where.rpartition(":")[0] in ("127.0.0.1", "localhost", "[::1]")
             report(f"a local Ray instance at {where}" + (" (this machine only)" if local else ""))
         else:

@@ -33,6 +33,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Protocol, cast
 
 
 @contextmanager
@@ -98,11 +99,19 @@ def worker_context():
     return context
 
 
+class ForkServerState(Protocol):
+    """The private names of CPython's ``multiprocessing.forkserver.ForkServer`` that :func:`stop_fork_server` reads."""
+
+    _forkserver_pid: int | None
+
+    def _stop(self) -> None: ...
+
+
 def stop_fork_server() -> None:
     """Stop this process's fork server where one runs. multiprocessing has no public way to restart it, so this is
     the one place that reads CPython's private names (``multiprocessing.forkserver._forkserver``, its
     ``_forkserver_pid`` and ``_stop``); tests/unit/test_fork_server.py fails, naming them, if a Python renames them."""
-    server = multiprocessing.forkserver._forkserver
+    server = cast("ForkServerState", multiprocessing.forkserver._forkserver)  # typeshed leaves out private names
     if server._forkserver_pid is not None:
         server._stop()
 

@@ -8,7 +8,7 @@ import argparse
 import os
 from dataclasses import MISSING, fields
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from induction_probes.circuits.config import (  # noqa: F401 (the command modules import them from here)
     config_from_options,
@@ -69,7 +69,13 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def add_config_options(parser: argparse.ArgumentParser, config_class: type) -> None:
+class OptionTarget(Protocol):
+    """Where options are added: a parser, or one of its argument groups."""
+
+    def add_argument(self, *names: str, **settings: Any) -> argparse.Action: ...
+
+
+def add_config_options(parser: OptionTarget, config_class: type) -> None:
     """One option per documented field of ``config_class`` and of the configs it holds (a recipe's task),
     with the field's help and default. Options left out stay out of the namespace (``SUPPRESS``), so
     only what was typed is passed on, and the config class fills in its own defaults."""

@@ -250,4 +250,4 @@ def split_inputs(model: HookedModel) -> Iterator[None]:
     try:
         yield
     finally:
-        model.set_use_split_qkv_input(before)  # type: ignore[attr-defined]
+        model.set_use_split_qkv_input(before)  # type: ignore[attr-defined]  # as above

@@ -154,6 +154,8 @@ class MarkovTask(TaskConfig):
             )
             return streams.GeneratorStream(draw, seed)
         if self.components:
+            if self.p is None:  # the mixture's share of its first component: checked when the task is made
+                raise BadInput("a mixture prior takes p, the share of its first component")
             first, second = (
                 markov_streams.CountedStream(self.with_prior(prior), seed, purpose) for prior in self.components
             )
