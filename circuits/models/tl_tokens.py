@@ -63,8 +63,11 @@ class TokenInterface(MixedIntoModule):
         return [int(word) for word in words]
 
     def to_single_token(self, token: int | str) -> int:
+        """TransformerLens's name for one token's id: here the id itself, which must be in the vocabulary."""
         if isinstance(token, str):
             raise BadInput(f"this model has no tokenizer: give token {token!r} as an integer id")
+        if not 0 <= int(token) < self.cfg.d_vocab:
+            raise BadInput(f"token ids are 0..{self.cfg.d_vocab - 1}, got {token}")
         return int(token)
 
     def _token_ids(self, tokens: TokenIds) -> Tensor:

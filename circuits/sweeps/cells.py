@@ -8,7 +8,6 @@ import json
 import time
 from pathlib import Path
 
-import torch
 from safetensors import SafetensorError, safe_open
 
 from induction_probes.circuits.plugins import load_plugins
@@ -17,6 +16,7 @@ from induction_probes.circuits.registry import outside_registrations, register_a
 from induction_probes.circuits.runs.layout import RESUME_FILE
 from induction_probes.circuits.runs.reader import read_manifest, sha256_of
 from induction_probes.circuits.sweeps.sweep_spec import Cell, SpecError
+from induction_probes.circuits.threads import one_thread_for_the_process
 from induction_probes.circuits.training.run_lock import RunLocked
 from induction_probes.circuits.training.toy_training import train_toy
 from induction_probes.circuits.training.train_loop import saved_recipe, train_run
@@ -94,7 +94,7 @@ def run_cell(root: str, cell_json: dict) -> dict:
     """Train one unfinished cell (fresh, or continued where it stopped) in its own process; never raises:
     a failure is reported in the result so that it never takes the other cells down."""
 
-    torch.set_num_threads(1)
+    one_thread_for_the_process()  # the thread policy's default: the cell's model is small
     started = time.perf_counter()
     drop_current_folder()  # on Ray too, before a plugin is imported (worker_start's docstring)
     load_plugins()  # the installed plugins' entry points, as every process of the tool loads them

@@ -52,6 +52,10 @@ def test_string_tokens_are_the_ids_written_out():
     with pytest.raises(ValueError, match="ids 0..3 separated by spaces"):
         model.to_tokens("0 4 1")  # beyond the vocabulary
     assert model.tokenizer is None  # as TransformerLens's model without one
+    assert model.to_single_token(3) == 3 and type(model.to_single_token(torch.tensor(2).item())) is int
+    for bad, message in (("3", "no tokenizer: give token '3' as an integer id"), (4, r"token ids are 0..3, got 4")):
+        with pytest.raises(ValueError, match=message):
+            model.to_single_token(bad)
     with pytest.raises(ValueError, match="vector-input model"):
         small("alibi", input_type="vectors").to_str_tokens(tokens)
 
