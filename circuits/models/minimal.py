@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
-from transformer_lens import ActivationCache
 from transformer_lens.hook_points import HookPoint
 
 from induction_probes.circuits.config import Config
@@ -148,11 +147,6 @@ class MinimalModel(KnowsItsDevice, CacheRuns):
         block = self.blocks[layer]
         assert isinstance(block, MinimalBlock)  # the blocks built in __init__
         return block.attn
-
-    def cache_of(self, cache_dict: dict[str, Tensor], has_batch_dim: bool) -> ActivationCache:
-        """``run_with_cache``'s cache, built with ActivationCache's default ``has_batch_dim``, as this model's
-        caches always have been (even after ``remove_batch_dim=True``)."""
-        return ActivationCache(cache_dict, self)
 
     def to(self, *args, print_details: bool = True, **kwargs):
         """``nn.Module.to``, accepting TransformerLens's ``print_details``: devinterp passes it to every model

@@ -80,8 +80,8 @@ class HtmlView(Protocol):
 
 @dataclass(frozen=True)
 class TaskView:
-    """A task's four views, each the function itself or, from a module that cannot import it, its
-    ``"module:function"`` reference."""
+    """A task's four views, each the function itself or its ``"module:function"`` reference, imported once when the
+    task is registered."""
 
     probe: ProbeView | str
     ablate: AblateView | str

@@ -61,6 +61,17 @@ def test_probes_read_its_first_layer():
     assert previous_token_score(captured["blocks.0.attn.hook_pattern"]).item() == pytest.approx(1.0, abs=1e-6)
 
 
+def test_its_cache_knows_whether_the_batch_dimension_was_removed_as_the_transformers_does():
+    """Its cache said it had a batch dimension even with ``remove_batch_dim=True`` (found in issue 66), so that
+    ActivationCache's per-position tools would read the first position as a batch."""
+    m = MinimalModel(MinimalConfig(d_vocab=3, n_ctx=10))
+    tokens = torch.randint(0, 3, (1, 10))
+    _, batched = m.run_with_cache(tokens)
+    _, single = m.run_with_cache(tokens, remove_batch_dim=True)
+    assert batched.has_batch_dim and not single.has_batch_dim
+    assert torch.equal(single["blocks.0.attn.hook_pattern"], batched["blocks.0.attn.hook_pattern"][0])
+
+
 def test_odd_even_gap():
     assert odd_even_gap(torch.tensor([0.0, 5.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0])) == pytest.approx(2.0)
 
