@@ -61,7 +61,7 @@ def window_readout(
 ) -> WindowReadout:
     """``window_r2``: the held-out R² of x_{s−i} from the residual stream after layer 0 at positions s ≥ n, for
     i = 0 … n (n = ``order``); ``target_r2_after_layer0``: that of the target from it at the last position.
-    ``model``: our HookedTransformer, the model class that reads vectors (``input_type`` "embeddings") such as ``x``."""
+    ``model``: our HookedTransformer, the model class that reads vectors (``input_type="vectors"``) such as ``x``."""
     with torch.no_grad():
         _, cache = model.run_with_cache(x.to(model_device(model), model.cfg.torch_dtype), names_filter=AFTER_LAYER0)
     resid = cache[AFTER_LAYER0].cpu().double()
