@@ -148,6 +148,15 @@ def resolve(reference: str) -> Any:
     return value
 
 
+def imported(reference: str, where: str) -> Any:
+    """The object ``reference`` names; where it cannot be imported, an :class:`UnusableEntry` that says ``where``
+    and why."""
+    try:
+        return resolve(reference)
+    except (ImportError, AttributeError) as error:
+        raise UnusableEntry(f"{where}, which cannot be imported: {one_line(error)}") from None
+
+
 class Registry:
     """Named entries of one kind, in registration order."""
 
@@ -221,10 +230,7 @@ class Registry:
     def resolved(self, registration: Registration) -> Any:
         """The object a lazy entry names, if it can be imported and is what this registry holds."""
         where = f"the {self.kind} {quoted(registration.name)} is registered as {quoted(registration.entry)}"
-        try:
-            entry = resolve(registration.entry)
-        except (ImportError, AttributeError) as error:
-            raise UnusableEntry(f"{where}, which cannot be imported: {one_line(error)}") from None
+        entry = imported(registration.entry, where)
         if self.expects is not None and not self.expects.test(entry):
             raise UnusableEntry(f"{where}, {described(entry)}, not {self.expects.what}")
         return entry

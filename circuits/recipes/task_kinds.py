@@ -114,9 +114,7 @@ TASK_KINDS = Registry(
 
 def register_kind(kind: TaskKind, *, replace: bool = False) -> TaskKind:
     """Register ``kind`` under its task's name. Refused where another kind holds one of its recipe names. The
-    face's ``register_task`` calls it, with the kind's probe and view."""
-    if not isinstance(kind, TaskKind):
-        raise BadInput(f"register_task takes a TaskKind, got {quoted(kind)}")
+    face's ``register_task`` calls it, with the kind's probe and view, once it has checked that ``kind`` is one."""
     for entry in kind.recipes:
         held = find_recipe(entry.recipe.name)
         if held is not None and held[0].name != kind.name:

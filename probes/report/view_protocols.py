@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from induction_probes.circuits.defaults import PROBE_SEED, PROBE_SEQS
 from induction_probes.circuits.devices import Device
 from induction_probes.circuits.errors import BadInput
-from induction_probes.circuits.registry import Expects, is_reference, one_line, resolve
+from induction_probes.circuits.registry import Expects, imported, is_reference
 from induction_probes.circuits.validation import quoted
 
 if TYPE_CHECKING:
@@ -113,10 +113,7 @@ def function_of(function: Any, what: str, expects: Expects | None = None) -> Any
     if isinstance(function, str):
         if not is_reference(function):
             raise BadInput(f"{what} is a function or 'package.module:function', got {quoted(function)}")
-        try:
-            function = resolve(function)
-        except (ImportError, AttributeError) as error:
-            raise BadInput(f"{what} is {quoted(function)}, which cannot be imported: {one_line(error)}") from None
+        function = imported(function, f"{what} is {quoted(function)}")
     if not callable(function) or (expects is not None and not expects.test(function)):
         raise BadInput(f"{what} is {expects.what if expects else 'a function'}, got {quoted(function)}")
     return function

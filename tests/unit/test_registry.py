@@ -140,6 +140,8 @@ def test_a_task_kind_refuses_a_recipe_of_another_task_or_a_recipe_name_taken():
     taken = TaskKind(SecondMarkovTask, (RecipeEntry(recipe_entry("toy").recipe, "the toy again", command=False),))
     with pytest.raises(ValueError, match="the recipe 'toy' is registered already, by the task gaussian"):
         register_task(taken)
+    with pytest.raises(ValueError, match="register_task takes a TaskKind, got 'markov'"):
+        register_task("markov")
     assert "second-markov" not in TASK_KINDS
 
 
